@@ -1,20 +1,59 @@
-//! Atoll kernel entry.
+//! Atoll: a multikernel for many-core x86-64 (see docs/architecture.md).
+//!
+//! The boot core enters at `kmain` (from the PVH entry in `arch::boot`), every other core
+//! at `ap_main` (from the trampoline in `arch::start_ap`).
 #![no_std]
 #![no_main]
 
-mod arch;
-mod print;
+extern crate alloc;
 
+mod arch;
+mod boot;
+mod console;
+mod ktest;
+mod mem;
+mod percpu;
+mod print;
+mod smp;
+
+use arch::{apic, cpu, power, start_ap, timer};
+use percpu::CoreState;
+
+/// The boot core's first Rust function.
 #[no_mangle]
 extern "C" fn kmain(start_info: u32) -> ! {
-    arch::serial::init();
-    println!("Atoll: hello from the higher half, start_info at {:#x}", start_info);
-    arch::cpu::outl(0xf4, 0x10);
-    arch::cpu::halt_forever()
+    boot::boot_core(start_info)
+}
+
+/// An application processor's first Rust function (on its own stack and the kernel tables).
+#[no_mangle]
+extern "C" fn ap_main(index: usize) -> ! {
+    start_ap::acknowledge(index);
+    let Some(core) = percpu::core(index) else { cpu::halt_forever() };
+    // SAFETY: this core's block, entered once, on this core, interrupts off.
+    unsafe { core.enter() };
+    apic::enable_on_this_core();
+    if apic::id() != core.apic_id || mem::heap::init_this_core().is_none() {
+        println!("smp: core {index} failed to initialise (APIC id {} expected {})", apic::id(), core.apic_id);
+        core.set_state(CoreState::Offline);
+        cpu::halt_forever();
+    }
+    timer::start_tick();
+    core.set_state(CoreState::Online);
+    smp::idle_loop(core)
 }
 
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
-    println!("PANIC core=?: {}", info);
-    arch::cpu::halt_forever()
+    // Before GS is set only the boot core runs; `this_core` would fault.
+    let core = percpu::core(0).filter(|c| c.state() != CoreState::Offline).map(|_| percpu::this_core());
+    let index = core.map_or(0, |c| c.index);
+    println!("{}core={}: {}", verdict::PANIC_MARKER, index, info);
+    match core {
+        Some(c) if c.index != 0 => {
+            c.stop_after_fault(255);
+            cpu::halt_forever()
+        }
+        _ => power::exit_qemu(verdict::ExitCode::Failure),
+    }
 }

@@ -132,12 +132,13 @@ kernel_start64:
     hlt
     jmp 2b
 
-    /* the boot core's stack (APs get stacks with guard pages) */
+    /* the boot core's stack (APs get stacks with guard pages); 256 KiB because boot keeps
+       the memory partition and owner table on it */
     .section .bss.bsp_stack, "aw", @nobits
     .balign 4096
     .global bsp_stack_bottom
 bsp_stack_bottom:
-    .skip 65536
+    .skip 262144
     .global bsp_stack_top
 bsp_stack_top:
 "#,
@@ -153,8 +154,11 @@ extern "C" {
 
 /// TSC value read at the very first instruction of the kernel.
 pub fn entry_tsc() -> u64 {
-    // SAFETY: written once by the 32-bit entry code before any Rust code ran; read-only after.
-    unsafe { core::ptr::read_volatile(&raw const boot_tsc) }
+    // The boot data is linked at its physical address, which only the boot tables map.
+    let pa = (&raw const boot_tsc) as u64;
+    // SAFETY: written once by the 32-bit entry code before any Rust code ran; read-only
+    // after; reached through the direct map.
+    unsafe { core::ptr::read_volatile(super::paging::phys_to_virt(pa) as *const u64) }
 }
 
 /// Physical address of the boot page tables (used by the AP trampoline).
@@ -206,8 +210,9 @@ pub struct BootInfo {
     pub modules_len: usize,
 }
 
-/// Why `hvm_start_info` could not be used.
+/// Why `hvm_start_info` could not be used (printed with `{:?}`).
 #[derive(Debug)]
+#[allow(dead_code)]
 pub enum BootInfoError {
     /// The magic number is not 0x336ec578: not a PVH boot.
     BadMagic(u32),

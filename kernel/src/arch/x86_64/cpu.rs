@@ -53,8 +53,7 @@ pub fn rdtsc() -> u64 {
 
 /// CPUID with a sub-leaf.
 pub fn cpuid(leaf: u32, subleaf: u32) -> CpuidResult {
-    // SAFETY: CPUID is always available in long mode.
-    unsafe { __cpuid_count(leaf, subleaf) }
+    __cpuid_count(leaf, subleaf)
 }
 
 /// The faulting address of the last page fault.
@@ -107,13 +106,4 @@ pub fn halt_forever() -> ! {
 #[inline]
 pub fn pause() {
     core::hint::spin_loop();
-}
-
-/// The current frame pointer (RBP), for backtraces.
-#[inline(always)]
-pub fn frame_pointer() -> u64 {
-    let v: u64;
-    // SAFETY: reads a register.
-    unsafe { asm!("mov {}, rbp", out(reg) v, options(nomem, nostack)) };
-    v
 }

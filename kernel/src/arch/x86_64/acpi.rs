@@ -1,0 +1,166 @@
+//! ACPI discovery: cores and APIC ids (MADT), NUMA nodes (SRAT), the power-off register
+//! (FADT). Tables are read through the direct map; nothing is allocated.
+
+use super::paging::phys_to_virt;
+use acpi::madt::{Madt, MadtEntry};
+use acpi::sdt::{SdtHeader, Signature};
+use acpi::{AcpiHandler, AcpiTable, AcpiTables, PhysicalMapping};
+use core::ptr::NonNull;
+use topology::{srat_entries, SratEntry};
+
+/// The most cores Atoll manages (extra cores in the MADT are left offline).
+pub const MAX_CORES: usize = physmem::MAX_CORES;
+/// The most NUMA memory ranges kept from the SRAT.
+pub const MAX_NODE_RANGES: usize = 32;
+
+/// What the firmware tables say about the machine.
+pub struct Platform {
+    /// APIC ids of usable cores, boot core first.
+    pub apic_ids: [u32; MAX_CORES],
+    /// Number of valid entries in `apic_ids`.
+    pub core_count: usize,
+    /// Cores listed but not started because of [`MAX_CORES`].
+    pub cores_ignored: usize,
+    /// NUMA node of each core (index as in `apic_ids`); all 0 without an SRAT.
+    pub core_node: [u32; MAX_CORES],
+    /// Memory ranges per NUMA node (empty without an SRAT).
+    pub node_memory: [physmem::NodeMemory; MAX_NODE_RANGES],
+    /// Number of valid entries in `node_memory`.
+    pub node_memory_len: usize,
+    /// Number of distinct NUMA nodes (1 without an SRAT).
+    pub node_count: u32,
+    /// PM1a control port for ACPI S5 power-off.
+    pub pm1a_control: Option<u16>,
+}
+
+#[derive(Clone)]
+struct DirectMap;
+
+impl AcpiHandler for DirectMap {
+    unsafe fn map_physical_region<T>(&self, pa: usize, size: usize) -> PhysicalMapping<Self, T> {
+        let virt = NonNull::new(phys_to_virt(pa as u64) as *mut T).expect("direct map is never null");
+        // SAFETY: the direct map covers all physical memory, including firmware tables.
+        unsafe { PhysicalMapping::new(pa, virt, size, size, DirectMap) }
+    }
+
+    fn unmap_physical_region<T>(_region: &PhysicalMapping<Self, T>) {}
+}
+
+/// The SRAT header; entries follow and are parsed by `topology::srat_entries`.
+#[repr(C, packed)]
+struct Srat {
+    header: SdtHeader,
+}
+
+// SAFETY: `Srat` starts with the standard header and has the SRAT signature.
+unsafe impl AcpiTable for Srat {
+    const SIGNATURE: Signature = Signature::SRAT;
+    fn header(&self) -> &SdtHeader {
+        &self.header
+    }
+}
+
+/// Why discovery failed (printed with `{:?}`).
+#[derive(Debug)]
+#[allow(dead_code)]
+pub enum DiscoveryError {
+    /// No RSDP was passed by the loader.
+    NoRsdp,
+    /// The ACPI tables could not be read.
+    Acpi(acpi::AcpiError),
+}
+
+/// Reads the MADT, SRAT and FADT. `bsp_apic_id` is the APIC id of the calling core.
+pub fn discover(rsdp: u64, bsp_apic_id: u32) -> Result<Platform, DiscoveryError> {
+    if rsdp == 0 {
+        return Err(DiscoveryError::NoRsdp);
+    }
+    // SAFETY: the loader's RSDP address; the crate validates its checksum.
+    let tables = unsafe { AcpiTables::from_rsdp(DirectMap, rsdp as usize) }.map_err(DiscoveryError::Acpi)?;
+    let mut p = Platform {
+        apic_ids: [0; MAX_CORES],
+        core_count: 1,
+        cores_ignored: 0,
+        core_node: [0; MAX_CORES],
+        node_memory: [physmem::NodeMemory { node: 0, range: physmem::PhysRange { start: 0, end: 0 } }; MAX_NODE_RANGES],
+        node_memory_len: 0,
+        node_count: 1,
+        pm1a_control: None,
+    };
+    p.apic_ids[0] = bsp_apic_id;
+
+    // MADT: enabled (or online-capable) processors; the boot core stays first.
+    let madt = tables.find_table::<Madt>().map_err(DiscoveryError::Acpi)?;
+    for entry in madt.get().entries() {
+        let (apic_id, flags) = match entry {
+            MadtEntry::LocalApic(e) => (e.apic_id as u32, e.flags),
+            MadtEntry::LocalX2Apic(e) => (e.x2apic_id, e.flags),
+            _ => continue,
+        };
+        let usable = flags & 0b11 != 0; // enabled, or online-capable
+        if !usable || apic_id == bsp_apic_id || p.apic_ids[..p.core_count].contains(&apic_id) {
+            continue;
+        }
+        if p.core_count == MAX_CORES {
+            p.cores_ignored += 1;
+            continue;
+        }
+        p.apic_ids[p.core_count] = apic_id;
+        p.core_count += 1;
+    }
+
+    // SRAT: NUMA nodes, when the VM has them.
+    if let Ok(srat) = tables.find_table::<Srat>() {
+        let len = { srat.get().header.length } as usize;
+        // SAFETY: the mapping covers the table's full length (the crate maps `length` bytes).
+        let bytes = unsafe { core::slice::from_raw_parts(srat.virtual_start().as_ptr().cast::<u8>(), len) };
+        let mut max_node = 0;
+        for e in srat_entries(bytes) {
+            match e {
+                SratEntry::Processor { apic_id, domain, enabled: true } => {
+                    if let Some(i) = p.apic_ids[..p.core_count].iter().position(|&a| a == apic_id) {
+                        p.core_node[i] = domain;
+                        max_node = max_node.max(domain);
+                    }
+                }
+                SratEntry::Memory { base, length, domain, enabled: true, .. } if length > 0 => {
+                    if p.node_memory_len < MAX_NODE_RANGES {
+                        let range = physmem::PhysRange { start: base, end: base + length };
+                        p.node_memory[p.node_memory_len] = physmem::NodeMemory { node: domain, range };
+                        p.node_memory_len += 1;
+                        max_node = max_node.max(domain);
+                    }
+                }
+                _ => {}
+            }
+        }
+        p.node_count = max_node + 1;
+    }
+
+    // FADT: the PM1a control block (I/O port) for S5 power-off.
+    if let Ok(fadt) = tables.find_table::<acpi::fadt::Fadt>() {
+        if let Ok(block) = fadt.get().pm1a_control_block() {
+            if block.address_space == acpi::address::AddressSpace::SystemIo {
+                p.pm1a_control = Some(block.address as u16);
+            }
+        }
+    }
+    NODE_MEMORY.call_once(|| (p.node_memory, p.node_memory_len));
+    Ok(p)
+}
+
+/// The SRAT's memory ranges, kept for [`node_of`].
+static NODE_MEMORY: spin::Once<([physmem::NodeMemory; MAX_NODE_RANGES], usize)> = spin::Once::new();
+
+/// The NUMA node holding physical address `pa`, if the SRAT says.
+pub fn node_of(pa: u64) -> Option<u32> {
+    let (ranges, len) = NODE_MEMORY.get()?;
+    ranges[..*len].iter().find(|m| m.range.contains(pa)).map(|m| m.node)
+}
+
+impl Platform {
+    /// The memory ranges of each NUMA node.
+    pub fn node_memory(&self) -> &[physmem::NodeMemory] {
+        &self.node_memory[..self.node_memory_len]
+    }
+}

@@ -1,0 +1,184 @@
+//! Kernel page tables and the kernel's virtual address layout.
+//!
+//! | region            | base                    | what                                     |
+//! |-------------------|-------------------------|------------------------------------------|
+//! | direct map        | `0xffff_8000_0000_0000` | all physical memory, 2 MiB pages         |
+//! | core heaps        | `0xffff_c000_0000_0000` | 1 GiB window per core, 4 KiB pages       |
+//! | core stacks       | `0xffff_ff00_0000_0000` | per core: stacks with unmapped guards    |
+//! | kernel image      | `0xffff_ffff_8000_0000` | `.text` RX, `.rodata` R, `.data/.bss` RW |
+//!
+//! One set of kernel tables is shared by all cores. Who may write which entry is fixed so
+//! no lock is needed: the boot core builds every shared level before other cores start;
+//! afterwards a core only adds entries inside its own heap window (see `map_page`).
+
+use x86_64::structures::paging::page_table::PageTableEntry;
+use x86_64::structures::paging::PageTableFlags as F;
+
+/// Base of the direct map of physical memory.
+pub const DIRECT_MAP_BASE: u64 = 0xffff_8000_0000_0000;
+/// Base of the per-core heap windows (core `i` at `HEAP_BASE + i GiB`).
+pub const HEAP_BASE: u64 = 0xffff_c000_0000_0000;
+/// Size of one core's heap window.
+pub const HEAP_WINDOW: u64 = 1 << 30;
+/// Base of the per-core stack slots.
+pub const STACKS_BASE: u64 = 0xffff_ff00_0000_0000;
+/// Size of one core's stack slot.
+pub const STACK_SLOT: u64 = 256 * 1024;
+/// Where the kernel image is linked.
+pub const KERNEL_VMA: u64 = 0xffff_ffff_8000_0000;
+
+const PAGE: u64 = 4096;
+const LARGE: u64 = 2 << 20;
+
+/// Virtual address of physical address `pa` in the direct map.
+pub fn phys_to_virt(pa: u64) -> u64 {
+    DIRECT_MAP_BASE + pa
+}
+
+/// Entry `index` of the page table at physical address `table_pa`. Only single entries are
+/// ever referenced, since other cores may write other entries of a shared table.
+fn entry(table_pa: u64, index: usize) -> *mut PageTableEntry {
+    (phys_to_virt(table_pa) as *mut PageTableEntry).wrapping_add(index)
+}
+
+/// Returns the next-level table of `entry`, creating it with `alloc` if absent.
+///
+/// # Safety
+/// `parent` must be a live page table reachable through the direct map, and no other core
+/// may write the same entry concurrently.
+unsafe fn next_table(parent: u64, index: usize, alloc: &mut dyn FnMut() -> Option<u64>) -> Option<u64> {
+    // SAFETY: forwarded; one entry of a live table, which only the caller writes.
+    let e = unsafe { &mut *entry(parent, index) };
+    if e.is_unused() {
+        let pa = alloc()?;
+        // SAFETY: a fresh frame owned by the caller, mapped by the direct map.
+        unsafe { core::ptr::write_bytes(phys_to_virt(pa) as *mut u8, 0, PAGE as usize) };
+        e.set_addr(x86_64::PhysAddr::new(pa), F::PRESENT | F::WRITABLE);
+    }
+    Some(e.addr().as_u64())
+}
+
+fn index(va: u64, level: u32) -> usize {
+    ((va >> (12 + 9 * (level - 1))) & 0x1ff) as usize
+}
+
+/// Maps the 4 KiB page at `va` to `pa`; intermediate tables come from `alloc`.
+///
+/// # Safety
+/// `pml4` is the live kernel PML4; the caller owns the part of the address space it maps
+/// (see the module comment), so no other core writes the same entries.
+pub unsafe fn map_page(pml4: u64, va: u64, pa: u64, flags: F, alloc: &mut dyn FnMut() -> Option<u64>) -> Option<()> {
+    let mut t = pml4;
+    for level in [4, 3, 2] {
+        // SAFETY: forwarded from the caller.
+        t = unsafe { next_table(t, index(va, level), alloc)? };
+    }
+    // SAFETY: as above; a 4 KiB leaf entry.
+    unsafe { (*entry(t, index(va, 1))).set_addr(x86_64::PhysAddr::new(pa), flags | F::PRESENT) };
+    Some(())
+}
+
+/// Maps the 2 MiB page at `va` to `pa`.
+///
+/// # Safety
+/// As for [`map_page`].
+unsafe fn map_large(pml4: u64, va: u64, pa: u64, flags: F, alloc: &mut dyn FnMut() -> Option<u64>) -> Option<()> {
+    let mut t = pml4;
+    for level in [4, 3] {
+        // SAFETY: forwarded from the caller.
+        t = unsafe { next_table(t, index(va, level), alloc)? };
+    }
+    // SAFETY: as above; a 2 MiB leaf entry in a page directory.
+    unsafe { (*entry(t, index(va, 2))).set_addr(x86_64::PhysAddr::new(pa), flags | F::PRESENT | F::HUGE_PAGE) };
+    Some(())
+}
+
+/// Ensures the table at `level` on the way to `va` exists (the boot core pre-creates shared
+/// levels so that other cores never race to create them).
+///
+/// # Safety
+/// As for [`map_page`]; boot core only.
+pub unsafe fn prepare_table(pml4: u64, va: u64, down_to_level: u32, alloc: &mut dyn FnMut() -> Option<u64>) -> Option<()> {
+    let mut t = pml4;
+    let mut level = 4;
+    while level > down_to_level {
+        // SAFETY: forwarded from the caller.
+        t = unsafe { next_table(t, index(va, level), alloc)? };
+        level -= 1;
+    }
+    Some(())
+}
+
+extern "C" {
+    static __kernel_phys_start: u8;
+    static __text_start: u8;
+    static __text_end: u8;
+    static __rodata_end: u8;
+    static __kernel_end: u8;
+}
+
+/// Physical range of the whole kernel image (boot code, trampoline copy, higher half).
+pub fn kernel_image_phys() -> (u64, u64) {
+    ((&raw const __kernel_phys_start) as u64, (&raw const __kernel_end) as u64 - KERNEL_VMA)
+}
+
+/// Builds the kernel page tables: a direct map of `[0, map_top)` (uncached where
+/// `is_ram` says a 2 MiB page holds no RAM: device memory such as the local APIC) and the
+/// kernel image with per-section permissions. Returns the PML4's physical address.
+///
+/// Runs on the boot tables, whose direct-map alias covers the first GiB, so `alloc` must
+/// return frames below 1 GiB.
+pub fn build_kernel_tables(map_top: u64, is_ram: impl Fn(u64, u64) -> bool, alloc: &mut dyn FnMut() -> Option<u64>) -> Option<u64> {
+    let pml4 = alloc()?;
+    // SAFETY: a fresh frame, reachable through the boot tables' direct-map alias.
+    unsafe { core::ptr::write_bytes(phys_to_virt(pml4) as *mut u8, 0, PAGE as usize) };
+    let top = map_top.div_ceil(LARGE) * LARGE;
+    let mut pa = 0;
+    while pa < top {
+        let mut flags = F::WRITABLE | F::GLOBAL | F::NO_EXECUTE;
+        if !is_ram(pa, pa + LARGE) {
+            flags |= F::NO_CACHE | F::WRITE_THROUGH;
+        }
+        // SAFETY: building tables no core uses yet.
+        unsafe { map_large(pml4, phys_to_virt(pa), pa, flags, alloc)? };
+        pa += LARGE;
+    }
+    let text = ((&raw const __text_start) as u64, (&raw const __text_end) as u64);
+    let rodata_end = (&raw const __rodata_end) as u64;
+    let end = (&raw const __kernel_end) as u64;
+    let mut va = text.0;
+    while va < end {
+        let flags = if va < text.1 {
+            F::GLOBAL
+        } else if va < rodata_end {
+            F::GLOBAL | F::NO_EXECUTE
+        } else {
+            F::GLOBAL | F::NO_EXECUTE | F::WRITABLE
+        };
+        // SAFETY: as above.
+        unsafe { map_page(pml4, va, va - KERNEL_VMA, flags, alloc)? };
+        va += PAGE;
+    }
+    // Shared upper levels of the heap and stack regions, created now so that cores never
+    // race to create them later.
+    // SAFETY: as above.
+    unsafe {
+        prepare_table(pml4, HEAP_BASE, 3, alloc)?;
+        prepare_table(pml4, STACKS_BASE, 3, alloc)?;
+    }
+    Some(pml4)
+}
+
+/// Switches this core to the page tables at `pml4` and enables global pages.
+///
+/// # Safety
+/// The tables must map everything the core is using (code, stack, data).
+pub unsafe fn activate(pml4: u64) {
+    use x86_64::registers::control::{Cr3, Cr3Flags, Cr4, Cr4Flags};
+    use x86_64::structures::paging::PhysFrame;
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        Cr4::update(|f| f.insert(Cr4Flags::PAGE_GLOBAL));
+        Cr3::write(PhysFrame::containing_address(x86_64::PhysAddr::new(pml4)), Cr3Flags::empty());
+    }
+}

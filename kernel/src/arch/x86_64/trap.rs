@@ -1,0 +1,268 @@
+//! The IDT, the interrupt entry stubs and the trap dispatcher.
+//!
+//! Every vector has a 16-byte stub that pushes a uniform frame (a zero error code where the
+//! CPU pushes none, then the vector number) and jumps to `isr_common`, which saves the
+//! general registers and calls [`trap_dispatch`]. An exception is fatal for the core it
+//! happens on only: it prints a report and stops that core; the others go on.
+
+use super::cpu;
+use core::arch::global_asm;
+
+/// Local APIC timer tick.
+pub const VECTOR_TIMER: u8 = 0x30;
+/// "Look at your mailbox" IPI (wakes an idle core).
+pub const VECTOR_WAKE: u8 = 0x31;
+/// IPI used by the IPI test: the receiver counts it per sender.
+pub const VECTOR_TEST: u8 = 0x32;
+/// Local APIC spurious-interrupt vector (no EOI).
+pub const VECTOR_SPURIOUS: u8 = 0xff;
+
+/// Double fault.
+const VECTOR_DOUBLE_FAULT: u8 = 8;
+/// Non-maskable interrupt.
+const VECTOR_NMI: u8 = 2;
+/// Page fault.
+pub const VECTOR_PAGE_FAULT: u8 = 14;
+
+// Vectors for which the CPU pushes an error code: 8, 10-14, 17, 21, 29, 30.
+global_asm!(
+    r#"
+    .section .text.isr, "ax"
+    .balign 16
+    .global isr_stubs
+isr_stubs:
+    .set vec, 0
+    .rept 256
+    .balign 16
+    .if (vec == 8) || ((vec >= 10) && (vec <= 14)) || (vec == 17) || (vec == 21) || (vec == 29) || (vec == 30)
+    .else
+    pushq $0
+    .endif
+    pushq $vec
+    jmp isr_common
+    .set vec, vec + 1
+    .endr
+
+isr_common:
+    pushq %rax
+    pushq %rcx
+    pushq %rdx
+    pushq %rbx
+    pushq %rbp
+    pushq %rsi
+    pushq %rdi
+    pushq %r8
+    pushq %r9
+    pushq %r10
+    pushq %r11
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, %rdi
+    cld
+    call trap_dispatch
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %r11
+    popq %r10
+    popq %r9
+    popq %r8
+    popq %rdi
+    popq %rsi
+    popq %rbp
+    popq %rbx
+    popq %rdx
+    popq %rcx
+    popq %rax
+    addq $16, %rsp
+    iretq
+"#,
+    options(att_syntax)
+);
+
+extern "C" {
+    static isr_stubs: u8;
+}
+
+/// The registers saved on entry, in the order `isr_common` pushes them.
+#[repr(C)]
+#[derive(Debug)]
+pub struct TrapFrame {
+    pub r15: u64,
+    pub r14: u64,
+    pub r13: u64,
+    pub r12: u64,
+    pub r11: u64,
+    pub r10: u64,
+    pub r9: u64,
+    pub r8: u64,
+    pub rdi: u64,
+    pub rsi: u64,
+    pub rbp: u64,
+    pub rbx: u64,
+    pub rdx: u64,
+    pub rcx: u64,
+    pub rax: u64,
+    pub vector: u64,
+    pub error: u64,
+    pub rip: u64,
+    pub cs: u64,
+    pub rflags: u64,
+    pub rsp: u64,
+    pub ss: u64,
+}
+
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Gate {
+    offset_low: u16,
+    selector: u16,
+    ist: u8,
+    flags: u8,
+    offset_mid: u16,
+    offset_high: u32,
+    reserved: u32,
+}
+
+#[repr(C, align(16))]
+struct Idt([Gate; 256]);
+
+/// One IDT for all cores: it is written once by the boot core and read-only afterwards.
+static mut IDT: Idt = Idt(
+    [Gate { offset_low: 0, selector: 0, ist: 0, flags: 0, offset_mid: 0, offset_high: 0, reserved: 0 }; 256],
+);
+
+/// Fills the IDT (boot core, once, before any other core starts).
+pub fn init_idt(code_selector: u16) {
+    let base = (&raw const isr_stubs) as u64;
+    for v in 0..256usize {
+        let handler = base + 16 * v as u64;
+        let ist = if v as u8 == VECTOR_DOUBLE_FAULT || v as u8 == VECTOR_NMI {
+            super::gdt::IST_CRITICAL as u8 + 1
+        } else {
+            0
+        };
+        let gate = Gate {
+            offset_low: handler as u16,
+            selector: code_selector,
+            ist,
+            flags: 0x8e, // present, ring 0, 64-bit interrupt gate (IF cleared on entry)
+            offset_mid: (handler >> 16) as u16,
+            offset_high: (handler >> 32) as u32,
+            reserved: 0,
+        };
+        // SAFETY: only the boot core writes the IDT, before any other core runs or loads it.
+        unsafe { (*(&raw mut IDT)).0[v] = gate };
+    }
+}
+
+/// Loads the IDT on the calling core.
+pub fn load_idt() {
+    let ptr = x86_64::structures::DescriptorTablePointer {
+        limit: (core::mem::size_of::<Idt>() - 1) as u16,
+        base: x86_64::VirtAddr::new((&raw const IDT) as u64),
+    };
+    // SAFETY: the IDT is static, fully initialised and never changes after `init_idt`.
+    unsafe { x86_64::instructions::tables::lidt(&ptr) };
+}
+
+/// Called by `isr_common` for every interrupt and exception.
+#[no_mangle]
+extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
+    let vector = frame.vector as u8;
+    match vector {
+        0..=31 => fatal_exception(frame),
+        VECTOR_TIMER => {
+            crate::percpu::this_core().on_tick();
+            super::apic::eoi();
+        }
+        VECTOR_WAKE => super::apic::eoi(),
+        VECTOR_TEST => {
+            crate::percpu::this_core().on_test_ipi();
+            super::apic::eoi();
+        }
+        VECTOR_SPURIOUS => {}
+        _ => {
+            crate::percpu::this_core().on_unexpected_interrupt(vector);
+            super::apic::eoi();
+        }
+    }
+}
+
+const EXCEPTION_NAMES: [&str; 32] = [
+    "divide error", "debug", "NMI", "breakpoint", "overflow", "bound range", "invalid opcode",
+    "device not available", "double fault", "coprocessor overrun", "invalid TSS",
+    "segment not present", "stack fault", "general protection", "page fault", "reserved",
+    "x87 error", "alignment check", "machine check", "SIMD error", "virtualization",
+    "control protection", "reserved", "reserved", "reserved", "reserved", "reserved",
+    "reserved", "hypervisor injection", "VMM communication", "security", "reserved",
+];
+
+/// Reports an exception and stops this core; the other cores go on.
+fn fatal_exception(frame: &TrapFrame) -> ! {
+    let core = crate::percpu::this_core();
+    let vector = frame.vector as u8;
+    let cr2 = if vector == VECTOR_PAGE_FAULT { cpu::cr2() } else { 0 };
+    crate::println!(
+        "{}core={} vector={} ({}) error={:#x} rip={:#x} cr2={:#x} rsp={:#x}",
+        verdict::TRAP_MARKER,
+        core.index,
+        vector,
+        EXCEPTION_NAMES[vector as usize],
+        frame.error,
+        frame.rip,
+        cr2,
+        frame.rsp
+    );
+    let mut line = BacktraceLine::default();
+    let (lo, hi) = core.stack_range();
+    let mut rbp = frame.rbp;
+    for _ in 0..16 {
+        // Follow the frame-pointer chain only while it stays inside this core's stack.
+        if rbp < lo || rbp + 16 > hi || rbp % 8 != 0 {
+            break;
+        }
+        // SAFETY: `rbp` was checked to lie within this core's mapped kernel stack.
+        let (next, ret) = unsafe { (*(rbp as *const u64), *((rbp + 8) as *const u64)) };
+        line.push(ret);
+        if next <= rbp {
+            break;
+        }
+        rbp = next;
+    }
+    crate::println!("TRAP core={} backtrace: {:#x}{}", core.index, frame.rip, line);
+    core.stop_after_fault(vector);
+    if core.index == 0 {
+        // The boot core runs the console and the test runner: without it nothing can go on.
+        super::power::exit_qemu(verdict::ExitCode::Failure);
+    }
+    cpu::halt_forever()
+}
+
+/// Up to 16 return addresses, printed as ` <- 0x...`.
+#[derive(Default)]
+struct BacktraceLine {
+    addrs: [u64; 16],
+    len: usize,
+}
+
+impl BacktraceLine {
+    fn push(&mut self, addr: u64) {
+        if self.len < self.addrs.len() {
+            self.addrs[self.len] = addr;
+            self.len += 1;
+        }
+    }
+}
+
+impl core::fmt::Display for BacktraceLine {
+    fn fmt(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+        for a in &self.addrs[..self.len] {
+            write!(f, " <- {a:#x}")?;
+        }
+        Ok(())
+    }
+}

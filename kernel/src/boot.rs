@@ -1,0 +1,261 @@
+//! The boot core's path from the first Rust instruction to the console, top to bottom:
+//! memory map → kernel page tables → ACPI → per-core frame lists and blocks → traps →
+//! timers → application processors → console or tests.
+
+use crate::arch::boot::{self as pvh, BootInfo};
+use crate::arch::paging::{self, phys_to_virt, STACKS_BASE, STACK_SLOT};
+use crate::arch::{self, acpi, apic, cpu, power, start_ap, timer, trap};
+use crate::mem::{frames, heap};
+use crate::percpu::{self, CoreSetup, CoreState};
+use crate::{console, ktest, println, smp};
+use physmem::{CoreFrames, CoreShare, FrameOwners, PhysRange, RangeSet, FRAME_SIZE};
+use x86_64::structures::paging::PageTableFlags as F;
+
+/// Facts gathered at boot, shown by the console.
+pub struct BootFacts {
+    /// Usable RAM in bytes when the frame lists were made.
+    pub usable_bytes: u64,
+    /// End of the highest RAM range.
+    pub ram_top: u64,
+    /// NUMA nodes.
+    pub nodes: u32,
+    /// Cores listed by the firmware (and started).
+    pub cores_listed: usize,
+    /// Microseconds from the first kernel instruction to the console.
+    pub boot_us: u64,
+}
+
+/// Read by the console.
+pub static FACTS: spin::Once<BootFacts> = spin::Once::new();
+
+const MIB: u64 = 1 << 20;
+/// Kernel stack pages per core, below an unmapped guard page.
+const STACK_PAGES: u64 = 16;
+/// Stack pages for double faults and NMIs.
+const CRITICAL_STACK_PAGES: u64 = 4;
+/// How long the boot core waits for application processors to come online.
+const ONLINE_TIMEOUT_US: u64 = 5_000_000;
+
+/// Stops the boot with a message (exits QEMU with the failure code under test).
+fn fail(what: core::fmt::Arguments) -> ! {
+    println!("{}core=0: boot failed: {}", verdict::PANIC_MARKER, what);
+    power::exit_qemu(verdict::ExitCode::Failure)
+}
+
+/// Frames for the kernel page tables, taken from the bottom of the first usable range
+/// below 1 GiB (the boot tables' direct-map alias ends there).
+struct EarlyFrames {
+    next: u64,
+    start: u64,
+    end: u64,
+}
+
+impl EarlyFrames {
+    fn alloc(&mut self) -> Option<u64> {
+        (self.next < self.end).then(|| {
+            self.next += FRAME_SIZE;
+            self.next - FRAME_SIZE
+        })
+    }
+}
+
+/// The boot core's whole boot. Never returns.
+pub fn boot_core(start_info: u32) -> ! {
+    arch::serial::init();
+    let info = match pvh::read_start_info(start_info as u64, |pa| phys_to_virt(pa) as *const u8) {
+        Ok(info) => info,
+        Err(e) => fail(format_args!("bad hvm_start_info: {e:?}")),
+    };
+    println!("Atoll: booting (PVH), command line \"{}\"", info.cmdline());
+    arch::disable_legacy_pic();
+
+    // Memory map → usable frames (RAM minus low memory, the kernel image and modules).
+    let (usable, ram_top) = usable_memory(&info);
+    let first_low = usable.iter().find(|r| r.start < (1 << 30) && r.len() >= 64 * FRAME_SIZE);
+    let Some(first_low) = first_low else { fail(format_args!("no usable memory below 1 GiB")) };
+    let mut early = EarlyFrames { next: first_low.start, start: first_low.start, end: first_low.end.min(1 << 30) };
+    let is_ram = |a: u64, b: u64| info.memory_map().iter().any(|e| e.kind == 1 && e.addr < b && a < e.addr + e.size);
+    let map_top = ram_top.max(4 << 30);
+    let Some(pml4) = paging::build_kernel_tables(map_top, is_ram, &mut || early.alloc()) else {
+        fail(format_args!("out of memory for page tables"))
+    };
+    // SAFETY: the new tables map the kernel image, the direct map and this stack (in .bss).
+    unsafe { paging::activate(pml4) };
+    let mut usable = usable;
+    if usable.remove(PhysRange { start: early.start, end: early.next }).is_err() {
+        fail(format_args!("memory map too fragmented"));
+    }
+
+    // Firmware tables: cores, NUMA nodes, power-off.
+    apic::choose_mode();
+    apic::enable_on_this_core();
+    let platform = match acpi::discover(info.rsdp, apic::id()) {
+        Ok(p) => p,
+        Err(e) => fail(format_args!("ACPI: {e:?}")),
+    };
+    power::set_pm1a_control(platform.pm1a_control);
+    let n = platform.core_count;
+    let layout = cpu_layout();
+
+    // Per-core frame lists (Corey §4.1), node-local where the SRAT gives nodes.
+    let mut shares = [const { CoreShare::new() }; percpu::MAX_CORES];
+    if let Err(e) = physmem::partition(&usable, platform.node_memory(), &platform.core_node[..n], &mut shares[..n]) {
+        fail(format_args!("cannot split memory among {n} cores: {e:?}"));
+    }
+    match FrameOwners::from_shares(&shares[..n]) {
+        Ok(owners) => frames::set_owners(owners),
+        Err(e) => fail(format_args!("frame owner table: {e:?}")),
+    }
+
+    // Each core's block, stacks and frame list, built from that core's own frames.
+    trap::init_idt(0x08);
+    for (i, share) in shares[..n].iter().enumerate() {
+        let apic_id = platform.apic_ids[i];
+        if let Err(e) = build_core(i, apic_id, layout.locate(apic_id), platform.core_node[i], share, pml4) {
+            fail(format_args!("core {i}: {e}"));
+        }
+    }
+
+    // The boot core becomes core 0.
+    let bsp = percpu::core(0).expect("core 0 was just published");
+    // SAFETY: core 0's block, entered once on the boot core, interrupts still off.
+    unsafe { bsp.enter() };
+    heap::set_ready(pml4);
+    if heap::init_this_core().is_none() {
+        fail(format_args!("no memory for the kernel heap"));
+    }
+    timer::calibrate();
+    timer::start_tick();
+    bsp.set_state(CoreState::Online);
+    cpu::enable_interrupts();
+
+    // Application processors.
+    start_ap::install_trampoline(pml4, pvh::boot_pml4_phys());
+    smp::start_application_processors();
+    let online = smp::wait_for_online(ONLINE_TIMEOUT_US);
+    let boot_us = timer::tsc_to_us(cpu::rdtsc() - pvh::entry_tsc());
+    FACTS.call_once(|| BootFacts {
+        usable_bytes: usable.total_bytes(),
+        ram_top,
+        nodes: platform.node_count,
+        cores_listed: n,
+        boot_us,
+    });
+
+    println!(
+        "memory: {} MiB usable in {} ranges, {} NUMA node(s), {} frames per core (core 0: {})",
+        usable.total_bytes() / MIB,
+        usable.len(),
+        platform.node_count,
+        frames::total_free() / n as u64,
+        bsp.free_frames()
+    );
+    println!(
+        "cores: {online} of {n} online ({:?}{}), topology smt_bits={} core_bits={}",
+        apic::mode(),
+        if platform.cores_ignored > 0 { ", some beyond MAX_CORES ignored" } else { "" },
+        layout.smt_bits,
+        layout.core_bits
+    );
+    println!(
+        "timer: TSC {} MHz, APIC timer {} kHz, tick {} Hz",
+        timer::tsc_hz() / 1_000_000,
+        timer::apic_timer_hz() / 1000,
+        timer::TICK_HZ
+    );
+    println!("{}{online}", verdict::ONLINE_MARKER);
+    println!("boot: {boot_us} us from kernel entry to console");
+
+    let cmdline = info.cmdline();
+    if let Some(selector) = cmdline::get(cmdline, verdict::cmdline_keys::TEST) {
+        ktest::run(selector)
+    }
+    if let Some(command) = cmdline::get(cmdline, verdict::cmdline_keys::CMD) {
+        console::execute(command);
+        power::power_off()
+    }
+    console::run()
+}
+
+/// RAM from the memory map minus what must never be handed out; and the top of RAM.
+fn usable_memory(info: &BootInfo) -> (RangeSet<64>, u64) {
+    let (kstart, kend) = paging::kernel_image_phys();
+    let ram = info
+        .memory_map()
+        .iter()
+        .filter(|e| e.kind == 1)
+        .map(|e| PhysRange { start: e.addr, end: e.addr + e.size });
+    let ram_top = ram.clone().map(|r| r.end).max().unwrap_or(0);
+    let mut reserved = [PhysRange { start: 0, end: MIB }; 6];
+    reserved[1] = PhysRange { start: kstart, end: kend };
+    for (i, &(addr, size)) in info.modules[..info.modules_len].iter().enumerate() {
+        reserved[2 + i] = PhysRange { start: addr, end: addr + size };
+    }
+    match physmem::usable_frames(ram, reserved) {
+        Ok(set) => (set, ram_top),
+        Err(_) => fail(format_args!("memory map has too many ranges")),
+    }
+}
+
+/// How APIC ids split into package / core / SMT, from CPUID.
+fn cpu_layout() -> topology::ApicIdLayout {
+    let max_leaf = cpu::cpuid(0, 0).eax;
+    if max_leaf >= 0xb {
+        let levels = (0..8).map(|i| {
+            let r = cpu::cpuid(0xb, i);
+            (r.eax, r.ecx)
+        });
+        if let Some(l) = topology::ApicIdLayout::from_extended_leaf(levels) {
+            return l;
+        }
+    }
+    let leaf1 = cpu::cpuid(1, 0);
+    let cores = if max_leaf >= 4 { (cpu::cpuid(4, 0).eax >> 26) + 1 } else { 1 };
+    topology::ApicIdLayout::from_legacy(leaf1.edx & (1 << 28) != 0, (leaf1.ebx >> 16) & 0xff, cores)
+}
+
+/// Builds core `i`'s frame list, block and stacks from its own share of memory, and
+/// publishes the block.
+fn build_core(
+    i: usize,
+    apic_id: u32,
+    location: topology::CpuLocation,
+    node: u32,
+    share: &CoreShare,
+    pml4: u64,
+) -> Result<(), &'static str> {
+    // The bitmap lives in the first frames of the first range big enough to hold it.
+    let words = physmem::bitmap_words(share.ranges());
+    let bitmap_frames = (words as u64 * 8).div_ceil(FRAME_SIZE);
+    let home = share.ranges().iter().find(|r| r.frames() >= bitmap_frames + 8).ok_or("too little memory")?;
+    // SAFETY: these frames belong to core `i` alone, are mapped by the direct map, and are
+    // marked used right below, so they are never handed out.
+    let storage = unsafe { core::slice::from_raw_parts_mut(phys_to_virt(home.start) as *mut u64, words) };
+    let mut cf = CoreFrames::new(i, share.ranges(), storage).map_err(|_| "bad frame ranges")?;
+    for k in 0..bitmap_frames {
+        cf.mark_used(home.start + k * FRAME_SIZE).map_err(|_| "bitmap frames")?;
+    }
+    let block = cf.alloc().ok_or("no frame for the core block")?;
+    // SAFETY: a fresh frame of this core's own.
+    unsafe { core::ptr::write_bytes(phys_to_virt(block) as *mut u8, 0, FRAME_SIZE as usize) };
+
+    // Stacks: [guard][kernel stack][guard][critical stack] in the core's slot.
+    let slot = STACKS_BASE + i as u64 * STACK_SLOT;
+    let stack_low = slot + FRAME_SIZE;
+    let critical_low = stack_low + STACK_PAGES * FRAME_SIZE + FRAME_SIZE;
+    let mut alloc = || cf.alloc();
+    for (low, pages) in [(stack_low, STACK_PAGES), (critical_low, CRITICAL_STACK_PAGES)] {
+        for p in 0..pages {
+            let pa = alloc().ok_or("no frame for a stack")?;
+            // SAFETY: the boot core builds the stack region before other cores start.
+            unsafe { paging::map_page(pml4, low + p * FRAME_SIZE, pa, F::WRITABLE | F::NO_EXECUTE | F::GLOBAL, &mut alloc) }
+                .ok_or("no frame for a page table")?;
+        }
+    }
+    let stack = if i == 0 { pvh::bsp_stack_range() } else { (stack_low, stack_low + STACK_PAGES * FRAME_SIZE) };
+    let critical_top = critical_low + CRITICAL_STACK_PAGES * FRAME_SIZE;
+    let setup = CoreSetup { index: i, apic_id, location, node, frames: cf, stack, critical_stack_top: critical_top };
+    // SAFETY: `block` is a zeroed frame of core `i`, kept for the kernel's lifetime.
+    unsafe { percpu::publish(phys_to_virt(block), setup) };
+    Ok(())
+}

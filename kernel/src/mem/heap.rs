@@ -1,0 +1,154 @@
+//! The kernel heap: one per core, each in its own 1 GiB virtual window built from that
+//! core's own frames. Allocation never leaves the core. A block freed on another core is
+//! pushed onto its owner's return stack (its first 16 bytes carry the link and the
+//! layout) and put back into the owner's heap on the owner's next allocation.
+
+use crate::arch::paging::{self, HEAP_BASE, HEAP_WINDOW};
+use crate::mem::frames;
+use crate::percpu::{self, this_core};
+use core::alloc::{GlobalAlloc, Layout};
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use linked_list_allocator::Heap;
+use return_stack::Links;
+use x86_64::structures::paging::PageTableFlags as F;
+
+/// Heap mapped when a core starts, and the smallest step by which it grows.
+const GROW_STEP: u64 = 256 * 1024;
+
+/// Set once the boot core has its `PerCore` block; before that nothing may allocate.
+static READY: AtomicBool = AtomicBool::new(false);
+/// Physical address of the kernel PML4, for mapping heap pages.
+static KERNEL_PML4: AtomicU64 = AtomicU64::new(0);
+
+/// One core's heap: a first-fit allocator over the mapped part of the core's window.
+pub struct CoreHeap {
+    heap: Heap,
+    base: u64,
+    mapped: u64,
+}
+
+impl CoreHeap {
+    /// An empty heap for core `index` (mapped on first use by [`init_this_core`]).
+    pub const fn empty(index: usize) -> Self {
+        CoreHeap { heap: Heap::empty(), base: HEAP_BASE + index as u64 * HEAP_WINDOW, mapped: 0 }
+    }
+
+    /// Bytes mapped and in use.
+    pub fn stats(&self) -> (u64, u64) {
+        (self.mapped, self.heap.used() as u64)
+    }
+
+    /// Maps at least `bytes` more of the window with frames of this core's own.
+    fn grow(&mut self, bytes: u64) -> Option<()> {
+        let bytes = bytes.max(GROW_STEP).next_multiple_of(4096);
+        if self.mapped + bytes > HEAP_WINDOW {
+            return None;
+        }
+        let pml4 = KERNEL_PML4.load(Ordering::Relaxed);
+        let start = self.base + self.mapped;
+        let mut va = start;
+        while va < start + bytes {
+            let pa = frames::alloc()?;
+            // SAFETY: this core alone maps inside its own heap window (see `paging`).
+            unsafe { paging::map_page(pml4, va, pa, F::WRITABLE | F::NO_EXECUTE | F::GLOBAL, &mut frames::alloc_zeroed)? };
+            va += 4096;
+        }
+        if self.mapped == 0 {
+            // SAFETY: [start, start + bytes) was just mapped and is used by nothing else.
+            unsafe { self.heap.init(start as *mut u8, bytes as usize) };
+        } else {
+            // SAFETY: the pages right after the heap's top were just mapped.
+            unsafe { self.heap.extend(bytes as usize) };
+        }
+        self.mapped += bytes;
+        Some(())
+    }
+}
+
+/// Records the kernel page tables and opens the heaps (boot core, once).
+pub fn set_ready(kernel_pml4: u64) {
+    KERNEL_PML4.store(kernel_pml4, Ordering::Relaxed);
+    READY.store(true, Ordering::Release);
+}
+
+/// Maps the calling core's first heap pages.
+pub fn init_this_core() -> Option<()> {
+    this_core().heap.with(|h| h.grow(GROW_STEP))
+}
+
+/// A freed block's first two words while it travels back to its owner.
+struct BlockLinks;
+
+impl Links for BlockLinks {
+    fn link(&self, node: u64) -> &return_stack::AtomicU64 {
+        // SAFETY: `node` is a freed heap block of at least 16 bytes, 8-aligned, in a mapped
+        // heap window; nobody else uses it while it is on a return stack.
+        unsafe { &*(node as *const return_stack::AtomicU64) }
+    }
+}
+
+fn owner_of(ptr: u64) -> Option<usize> {
+    let index = ptr.checked_sub(HEAP_BASE)? / HEAP_WINDOW;
+    (index < percpu::MAX_CORES as u64).then_some(index as usize)
+}
+
+fn take_returns(core: &percpu::PerCore, h: &mut CoreHeap) {
+    if core.heap_returns.is_empty() {
+        return;
+    }
+    let mut taken = core.heap_returns.take_all();
+    while let Some(block) = taken.next(&BlockLinks) {
+        // SAFETY: the sender stored the layout in the block's second word before pushing.
+        let packed = unsafe { *((block + 8) as *const u64) };
+        let layout = Layout::from_size_align((packed & 0xffff_ffff_ffff) as usize, 1 << (packed >> 48));
+        if let (Ok(layout), Some(ptr)) = (layout, NonNull::new(block as *mut u8)) {
+            // SAFETY: the block was allocated from this heap with this layout.
+            unsafe { h.heap.deallocate(ptr, layout) };
+        }
+    }
+}
+
+/// The global allocator: every core allocates from its own heap.
+pub struct KernelHeap;
+
+// SAFETY: each core touches only its own `CoreHeap` (through `CoreLocal`); foreign frees
+// go through the owner's lock-free return stack.
+unsafe impl GlobalAlloc for KernelHeap {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if !READY.load(Ordering::Acquire) {
+            return core::ptr::null_mut();
+        }
+        let core = this_core();
+        core.heap.with(|h| {
+            take_returns(core, h);
+            if let Ok(p) = h.heap.allocate_first_fit(layout) {
+                return p.as_ptr();
+            }
+            if h.grow(layout.size() as u64 + layout.align() as u64).is_none() {
+                return core::ptr::null_mut();
+            }
+            h.heap.allocate_first_fit(layout).map_or(core::ptr::null_mut(), |p| p.as_ptr())
+        })
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        let core = this_core();
+        let Some(owner) = owner_of(ptr as u64) else { return };
+        if owner == core.index {
+            // SAFETY: allocated from this heap with this layout (GlobalAlloc contract).
+            core.heap.with(|h| unsafe { h.heap.deallocate(NonNull::new_unchecked(ptr), layout) });
+            return;
+        }
+        let packed = layout.size() as u64 | (layout.align().trailing_zeros() as u64) << 48;
+        // SAFETY: the block is ours to reuse now and has at least 16 bytes (the allocator's
+        // minimum block), 8-aligned.
+        unsafe { *(ptr.add(8) as *mut u64) = packed };
+        if let Some(owner_core) = percpu::core(owner) {
+            owner_core.heap_returns.push(ptr as u64, &BlockLinks);
+        }
+    }
+}
+
+#[global_allocator]
+static KERNEL_HEAP: KernelHeap = KernelHeap;

@@ -1,0 +1,3 @@
+//! Memory: per-core physical frame lists and per-core kernel heaps.
+pub mod frames;
+pub mod heap;

@@ -1,0 +1,285 @@
+//! Per-core state: one `PerCore` block per core, in that core's own memory, reached through
+//! GS base (`gs:0` holds the block's address).
+//!
+//! Multikernel principle: a core's kernel state is its own. Fields another core may touch
+//! are atomics (counters other cores read, the return stacks they push to, the mailbox);
+//! everything else sits in a [`CoreLocal`] that only the owning core can open.
+
+use crate::arch::{self, cpu, gdt::CoreTables};
+use crate::mem::heap::CoreHeap;
+use crate::smp::Job;
+use core::cell::{Cell, UnsafeCell};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use physmem::CoreFrames;
+use return_stack::ReturnStack;
+
+/// The most cores Atoll manages.
+pub const MAX_CORES: usize = arch::acpi::MAX_CORES;
+
+/// Life cycle of a core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum CoreState {
+    /// Listed by the firmware, not started (or did not answer).
+    Offline = 0,
+    /// Start-up IPI sent; the core is initialising itself.
+    Starting = 1,
+    /// Running its kernel: ticks, takes jobs.
+    Online = 2,
+    /// Stopped by an exception (see the trap report).
+    Faulted = 3,
+}
+
+/// State only the owning core may open, with interrupts off and no re-entry.
+pub struct CoreLocal<T> {
+    owner: usize,
+    busy: Cell<bool>,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: `with` lets only the owning core (checked through GS) reach the value, with
+// interrupts disabled and re-entry refused, so there is never more than one `&mut T`.
+unsafe impl<T> Sync for CoreLocal<T> {}
+
+impl<T> CoreLocal<T> {
+    /// Wraps `value`, owned by core `owner`.
+    pub const fn new(owner: usize, value: T) -> Self {
+        CoreLocal { owner, busy: Cell::new(false), value: UnsafeCell::new(value) }
+    }
+
+    /// Runs `f` on the value. Panics if called from another core or re-entered.
+    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        assert_eq!(this_core().index, self.owner, "core-local state opened by another core");
+        cpu::without_interrupts(|| {
+            assert!(!self.busy.replace(true), "core-local state re-entered");
+            // SAFETY: see the `Sync` impl: owner only, interrupts off, not re-entered.
+            let r = f(unsafe { &mut *self.value.get() });
+            self.busy.set(false);
+            r
+        })
+    }
+}
+
+/// One core's kernel state.
+#[repr(C)]
+pub struct PerCore {
+    /// Must stay first: `gs:0` reads it.
+    self_ptr: *const PerCore,
+    /// Atoll's index of this core (0 = boot core); also its memid (Corey §4.1).
+    pub index: usize,
+    /// Local APIC id.
+    pub apic_id: u32,
+    /// Package / core / SMT position.
+    pub location: topology::CpuLocation,
+    /// NUMA node.
+    pub node: u32,
+    state: AtomicU8,
+    fault_vector: AtomicU8,
+    ticks: AtomicU64,
+    unexpected_interrupts: AtomicU64,
+    /// Test IPIs received, per sending core.
+    test_ipis: [AtomicU32; MAX_CORES],
+    /// Job posted by another core (M1's cross-core call; M2 replaces it with URPC).
+    pub mailbox: AtomicPtr<Job>,
+    /// The job this core is running, so a fault can mark it.
+    pub running_job: AtomicPtr<Job>,
+    /// Free frames (mirror of `frames`, readable by any core).
+    free_frames: AtomicU64,
+    /// Frames this core owns, freed by other cores, waiting to be taken back.
+    pub frame_returns: ReturnStack,
+    /// Heap blocks this core owns, freed by other cores, waiting to be taken back.
+    pub heap_returns: ReturnStack,
+    /// This core's free-frame bitmap.
+    pub frames: CoreLocal<CoreFrames<'static>>,
+    /// This core's kernel heap.
+    pub heap: CoreLocal<CoreHeap>,
+    tables: UnsafeCell<CoreTables>,
+    stack: (u64, u64),
+    critical_stack_top: u64,
+    /// Who sends the next test IPI: set by the sender just before sending (the IPI test
+    /// sends one at a time, so one slot suffices).
+    pub test_ipi_sender: AtomicUsize,
+}
+
+// SAFETY: shared fields are atomics or `CoreLocal`; `tables` is touched only by the owner
+// during its own initialisation.
+unsafe impl Sync for PerCore {}
+
+static CORES: [AtomicPtr<PerCore>; MAX_CORES] = [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_CORES];
+static CORE_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// Everything needed to build a core's block.
+pub struct CoreSetup {
+    /// Core index.
+    pub index: usize,
+    /// Local APIC id.
+    pub apic_id: u32,
+    /// Position in the machine.
+    pub location: topology::CpuLocation,
+    /// NUMA node.
+    pub node: u32,
+    /// The core's frame allocator (already holding its own bookkeeping frames).
+    pub frames: CoreFrames<'static>,
+    /// Kernel stack bounds (low, high).
+    pub stack: (u64, u64),
+    /// Top of the IST stack for double faults and NMIs.
+    pub critical_stack_top: u64,
+}
+
+/// Writes core `setup.index`'s block into `frame_va` (a frame of its own) and publishes it.
+///
+/// # Safety
+/// `frame_va` must be a writable, unused kernel address with room for a `PerCore`, kept
+/// for the life of the kernel.
+pub unsafe fn publish(frame_va: u64, setup: CoreSetup) -> &'static PerCore {
+    let free = setup.frames.free_count();
+    let block = frame_va as *mut PerCore;
+    let value = PerCore {
+        self_ptr: block,
+        index: setup.index,
+        apic_id: setup.apic_id,
+        location: setup.location,
+        node: setup.node,
+        state: AtomicU8::new(CoreState::Offline as u8),
+        fault_vector: AtomicU8::new(0),
+        ticks: AtomicU64::new(0),
+        unexpected_interrupts: AtomicU64::new(0),
+        test_ipis: [const { AtomicU32::new(0) }; MAX_CORES],
+        mailbox: AtomicPtr::new(core::ptr::null_mut()),
+        running_job: AtomicPtr::new(core::ptr::null_mut()),
+        free_frames: AtomicU64::new(free),
+        frame_returns: ReturnStack::new(),
+        heap_returns: ReturnStack::new(),
+        frames: CoreLocal::new(setup.index, setup.frames),
+        heap: CoreLocal::new(setup.index, CoreHeap::empty(setup.index)),
+        tables: UnsafeCell::new(CoreTables::new()),
+        stack: setup.stack,
+        critical_stack_top: setup.critical_stack_top,
+        test_ipi_sender: AtomicUsize::new(usize::MAX),
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { block.write(value) };
+    CORES[setup.index].store(block, Ordering::Release);
+    CORE_COUNT.fetch_max(setup.index + 1, Ordering::AcqRel);
+    // SAFETY: just written; never freed.
+    unsafe { &*block }
+}
+
+const _: () = assert!(core::mem::size_of::<PerCore>() <= 4096, "PerCore must fit one frame");
+
+/// The calling core's block.
+pub fn this_core() -> &'static PerCore {
+    // SAFETY: GS base points at a published, never-freed `PerCore` on every running core.
+    unsafe { &*(arch::gs_self() as *const PerCore) }
+}
+
+/// Core `index`'s block, if it exists.
+pub fn core(index: usize) -> Option<&'static PerCore> {
+    let p = CORES.get(index)?.load(Ordering::Acquire);
+    // SAFETY: published blocks are never freed.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// Number of cores with a block (online or not).
+pub fn core_count() -> usize {
+    CORE_COUNT.load(Ordering::Acquire)
+}
+
+/// Every core's block, in index order.
+pub fn all_cores() -> impl Iterator<Item = &'static PerCore> {
+    (0..core_count()).filter_map(core)
+}
+
+impl PerCore {
+    /// Makes this block the calling core's: GS base, GDT, TSS and IDT.
+    ///
+    /// # Safety
+    /// Call once, on the core the block belongs to, before enabling interrupts.
+    pub unsafe fn enter(&'static self) {
+        // SAFETY: the block starts with its own address (see `publish`).
+        unsafe { arch::set_gs_base(self as *const PerCore as u64) };
+        // SAFETY: `tables` lives as long as the kernel and only this core touches it, now.
+        unsafe { (*self.tables.get()).load(self.critical_stack_top) };
+        arch::trap::load_idt();
+        self.set_state(CoreState::Starting);
+    }
+
+    /// Current life-cycle state.
+    pub fn state(&self) -> CoreState {
+        match self.state.load(Ordering::Acquire) {
+            1 => CoreState::Starting,
+            2 => CoreState::Online,
+            3 => CoreState::Faulted,
+            _ => CoreState::Offline,
+        }
+    }
+
+    /// Sets the life-cycle state.
+    pub fn set_state(&self, s: CoreState) {
+        self.state.store(s as u8, Ordering::Release);
+    }
+
+    /// Timer ticks seen by this core.
+    pub fn ticks(&self) -> u64 {
+        self.ticks.load(Ordering::Relaxed)
+    }
+
+    /// Called by the timer interrupt on the owning core.
+    pub fn on_tick(&self) {
+        self.ticks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Called on receipt of a test IPI: counts it against the announced sender.
+    pub fn on_test_ipi(&self) {
+        let from = self.test_ipi_sender.load(Ordering::Acquire);
+        if from < MAX_CORES {
+            self.test_ipis[from].fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Test IPIs received from core `from`.
+    pub fn test_ipis_from(&self, from: usize) -> u32 {
+        self.test_ipis[from].load(Ordering::Acquire)
+    }
+
+    /// Counts an interrupt on a vector nobody handles.
+    pub fn on_unexpected_interrupt(&self, _vector: u8) {
+        self.unexpected_interrupts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Interrupts on unhandled vectors so far.
+    pub fn unexpected_interrupts(&self) -> u64 {
+        self.unexpected_interrupts.load(Ordering::Relaxed)
+    }
+
+    /// Marks this core stopped by exception `vector`, and fails the job it was running.
+    pub fn stop_after_fault(&self, vector: u8) {
+        self.fault_vector.store(vector, Ordering::Relaxed);
+        let job = self.running_job.load(Ordering::Acquire);
+        if !job.is_null() {
+            // SAFETY: a running job stays alive until it is marked finished or faulted.
+            unsafe { (*job).mark_faulted(self.index, vector) };
+        }
+        self.set_state(CoreState::Faulted);
+    }
+
+    /// The exception that stopped this core, if it is [`CoreState::Faulted`].
+    pub fn fault_vector(&self) -> Option<u8> {
+        (self.state() == CoreState::Faulted).then(|| self.fault_vector.load(Ordering::Relaxed))
+    }
+
+    /// Bounds of this core's kernel stack.
+    pub fn stack_range(&self) -> (u64, u64) {
+        self.stack
+    }
+
+    /// Free frames in this core's list (as last published by the owner).
+    pub fn free_frames(&self) -> u64 {
+        self.free_frames.load(Ordering::Relaxed)
+    }
+
+    /// Publishes the owner's free-frame count.
+    pub fn set_free_frames(&self, n: u64) {
+        self.free_frames.store(n, Ordering::Relaxed);
+    }
+}
