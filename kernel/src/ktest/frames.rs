@@ -47,12 +47,7 @@ impl HeldBitmap {
 fn concurrent() -> Result<(), String> {
     let cores = smp::online_cores();
     let n = cores.len();
-    let drain = |_| {
-        frames::take_returns_now();
-        Ok(())
-    };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &drain))?;
-    let before: Vec<u64> = cores.iter().map(|&c| percpu::core(c).map_or(0, |c| c.free_frames())).collect();
+    let before = frames_per_core(&cores)?;
     let bad_before = frames::bad_returns();
 
     let top = crate::boot::FACTS.get().map_or(0, |f| f.ram_top);
@@ -94,8 +89,7 @@ fn concurrent() -> Result<(), String> {
             frames::free(pa).map_err(|e| format!("late free of {pa:#x}: {e:?}"))?;
         }
     }
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &drain))?;
-    let after: Vec<u64> = cores.iter().map(|&c| percpu::core(c).map_or(0, |c| c.free_frames())).collect();
+    let after = frames_per_core(&cores)?;
     if frames::bad_returns() != bad_before {
         return Err(format!("{} frames came back already free", frames::bad_returns() - bad_before));
     }
@@ -103,6 +97,22 @@ fn concurrent() -> Result<(), String> {
         return Err(format!("free frames per core before {before:?}, after {after:?}"));
     }
     Ok(())
+}
+
+/// Each core's frames not in use by tests: free ones (after taking back returns) plus those
+/// its heap holds (the heap grows during a test and never shrinks).
+fn frames_per_core(cores: &[usize]) -> Result<Vec<u64>, String> {
+    let counts: Vec<AtomicU64> = cores.iter().map(|_| AtomicU64::new(0)).collect();
+    let count = |index: usize| {
+        frames::take_returns_now();
+        let me = percpu::this_core();
+        let heap = me.heap.with(|h| h.frames_taken());
+        let slot = cores.iter().position(|&c| c == index).ok_or("not a test core")?;
+        counts[slot].store(me.free_frames() + heap, Ordering::Relaxed);
+        Ok(())
+    };
+    all_ok(cores, &smp::run_on(cores, JOB_TIMEOUT_US, &count))?;
+    Ok(counts.iter().map(|c| c.load(Ordering::Relaxed)).collect())
 }
 
 /// Bad frees are errors, not crashes: unaligned, not RAM, and a double free.

@@ -66,14 +66,6 @@ pub fn alloc() -> Option<u64> {
     })
 }
 
-/// Allocates a zero-filled frame.
-pub fn alloc_zeroed() -> Option<u64> {
-    let pa = alloc()?;
-    // SAFETY: a frame we just allocated, mapped by the direct map.
-    unsafe { core::ptr::write_bytes(phys_to_virt(pa) as *mut u8, 0, physmem::FRAME_SIZE as usize) };
-    Some(pa)
-}
-
 /// Frees frame `pa`: into the local list if this core owns it, otherwise onto the owner's
 /// return stack. A double free of a local frame is reported as an error; one of a foreign
 /// frame is caught when the owner takes it back (counted in [`bad_returns`]).

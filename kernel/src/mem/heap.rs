@@ -26,17 +26,25 @@ pub struct CoreHeap {
     heap: Heap,
     base: u64,
     mapped: u64,
+    /// Frames taken from the core's list for heap pages and their page tables.
+    frames_taken: u64,
 }
 
 impl CoreHeap {
     /// An empty heap for core `index` (mapped on first use by [`init_this_core`]).
     pub const fn empty(index: usize) -> Self {
-        CoreHeap { heap: Heap::empty(), base: HEAP_BASE + index as u64 * HEAP_WINDOW, mapped: 0 }
+        CoreHeap { heap: Heap::empty(), base: HEAP_BASE + index as u64 * HEAP_WINDOW, mapped: 0, frames_taken: 0 }
     }
 
     /// Bytes mapped and in use.
     pub fn stats(&self) -> (u64, u64) {
         (self.mapped, self.heap.used() as u64)
+    }
+
+    /// Frames the heap has taken from the core's list (pages and page tables); the heap
+    /// never gives frames back, so frame accounting counts these as in use.
+    pub fn frames_taken(&self) -> u64 {
+        self.frames_taken
     }
 
     /// Maps at least `bytes` more of the window with frames of this core's own.
@@ -48,12 +56,18 @@ impl CoreHeap {
         let pml4 = KERNEL_PML4.load(Ordering::Relaxed);
         let start = self.base + self.mapped;
         let mut va = start;
+        let mut taken = 0;
+        let mut alloc_counted = || {
+            taken += 1;
+            frames::alloc()
+        };
         while va < start + bytes {
-            let pa = frames::alloc()?;
+            let pa = alloc_counted()?;
             // SAFETY: this core alone maps inside its own heap window (see `paging`).
-            unsafe { paging::map_page(pml4, va, pa, F::WRITABLE | F::NO_EXECUTE | F::GLOBAL, &mut frames::alloc_zeroed)? };
+            unsafe { paging::map_page(pml4, va, pa, F::WRITABLE | F::NO_EXECUTE | F::GLOBAL, &mut alloc_counted)? };
             va += 4096;
         }
+        self.frames_taken += taken;
         if self.mapped == 0 {
             // SAFETY: [start, start + bytes) was just mapped and is used by nothing else.
             unsafe { self.heap.init(start as *mut u8, bytes as usize) };
