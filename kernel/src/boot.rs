@@ -71,10 +71,22 @@ pub fn boot_core(start_info: u32) -> ! {
 
     // Memory map → usable frames (RAM minus low memory, the kernel image and modules).
     let (usable, ram_top) = usable_memory(&info);
-    let first_low = usable.iter().find(|r| r.start < (1 << 30) && r.len() >= 64 * FRAME_SIZE);
-    let Some(first_low) = first_low else { fail(format_args!("no usable memory below 1 GiB")) };
-    let mut early = EarlyFrames { next: first_low.start, start: first_low.start, end: first_low.end.min(1 << 30) };
-    let is_ram = |a: u64, b: u64| info.memory_map().iter().any(|e| e.kind == 1 && e.addr < b && a < e.addr + e.size);
+    let first_low = usable
+        .iter()
+        .find(|r| r.start < (1 << 30) && r.len() >= 64 * FRAME_SIZE);
+    let Some(first_low) = first_low else {
+        fail(format_args!("no usable memory below 1 GiB"))
+    };
+    let mut early = EarlyFrames {
+        next: first_low.start,
+        start: first_low.start,
+        end: first_low.end.min(1 << 30),
+    };
+    let is_ram = |a: u64, b: u64| {
+        info.memory_map()
+            .iter()
+            .any(|e| e.kind == 1 && e.addr < b && a < e.addr + e.size)
+    };
     let map_top = ram_top.max(4 << 30);
     let Some(pml4) = paging::build_kernel_tables(map_top, is_ram, &mut || early.alloc()) else {
         fail(format_args!("out of memory for page tables"))
@@ -82,7 +94,13 @@ pub fn boot_core(start_info: u32) -> ! {
     // SAFETY: the new tables map the kernel image, the direct map and this stack (in .bss).
     unsafe { paging::activate(pml4) };
     let mut usable = usable;
-    if usable.remove(PhysRange { start: early.start, end: early.next }).is_err() {
+    if usable
+        .remove(PhysRange {
+            start: early.start,
+            end: early.next,
+        })
+        .is_err()
+    {
         fail(format_args!("memory map too fragmented"));
     }
 
@@ -99,7 +117,12 @@ pub fn boot_core(start_info: u32) -> ! {
 
     // Per-core frame lists (Corey §4.1), node-local where the SRAT gives nodes.
     let mut shares = [const { CoreShare::new() }; percpu::MAX_CORES];
-    if let Err(e) = physmem::partition(&usable, platform.node_memory(), &platform.core_node[..n], &mut shares[..n]) {
+    if let Err(e) = physmem::partition(
+        &usable,
+        platform.node_memory(),
+        &platform.core_node[..n],
+        &mut shares[..n],
+    ) {
         fail(format_args!("cannot split memory among {n} cores: {e:?}"));
     }
     match FrameOwners::from_shares(&shares[..n]) {
@@ -111,7 +134,14 @@ pub fn boot_core(start_info: u32) -> ! {
     trap::init_idt(0x08);
     for (i, share) in shares[..n].iter().enumerate() {
         let apic_id = platform.apic_ids[i];
-        if let Err(e) = build_core(i, apic_id, layout.locate(apic_id), platform.core_node[i], share, pml4) {
+        if let Err(e) = build_core(
+            i,
+            apic_id,
+            layout.locate(apic_id),
+            platform.core_node[i],
+            share,
+            pml4,
+        ) {
             fail(format_args!("core {i}: {e}"));
         }
     }
@@ -153,7 +183,11 @@ pub fn boot_core(start_info: u32) -> ! {
     println!(
         "cores: {online} of {n} online ({:?}{}), topology smt_bits={} core_bits={}",
         apic::mode(),
-        if platform.cores_ignored > 0 { ", some beyond MAX_CORES ignored" } else { "" },
+        if platform.cores_ignored > 0 {
+            ", some beyond MAX_CORES ignored"
+        } else {
+            ""
+        },
         layout.smt_bits,
         layout.core_bits
     );
@@ -184,12 +218,21 @@ fn usable_memory(info: &BootInfo) -> (RangeSet<64>, u64) {
         .memory_map()
         .iter()
         .filter(|e| e.kind == 1)
-        .map(|e| PhysRange { start: e.addr, end: e.addr + e.size });
+        .map(|e| PhysRange {
+            start: e.addr,
+            end: e.addr + e.size,
+        });
     let ram_top = ram.clone().map(|r| r.end).max().unwrap_or(0);
     let mut reserved = [PhysRange { start: 0, end: MIB }; 6];
-    reserved[1] = PhysRange { start: kstart, end: kend };
+    reserved[1] = PhysRange {
+        start: kstart,
+        end: kend,
+    };
     for (i, &(addr, size)) in info.modules[..info.modules_len].iter().enumerate() {
-        reserved[2 + i] = PhysRange { start: addr, end: addr + size };
+        reserved[2 + i] = PhysRange {
+            start: addr,
+            end: addr + size,
+        };
     }
     match physmem::usable_frames(ram, reserved) {
         Ok(set) => (set, ram_top),
@@ -210,7 +253,11 @@ fn cpu_layout() -> topology::ApicIdLayout {
         }
     }
     let leaf1 = cpu::cpuid(1, 0);
-    let cores = if max_leaf >= 4 { (cpu::cpuid(4, 0).eax >> 26) + 1 } else { 1 };
+    let cores = if max_leaf >= 4 {
+        (cpu::cpuid(4, 0).eax >> 26) + 1
+    } else {
+        1
+    };
     topology::ApicIdLayout::from_legacy(leaf1.edx & (1 << 28) != 0, (leaf1.ebx >> 16) & 0xff, cores)
 }
 
@@ -227,13 +274,19 @@ fn build_core(
     // The bitmap lives in the first frames of the first range big enough to hold it.
     let words = physmem::bitmap_words(share.ranges());
     let bitmap_frames = (words as u64 * 8).div_ceil(FRAME_SIZE);
-    let home = share.ranges().iter().find(|r| r.frames() >= bitmap_frames + 8).ok_or("too little memory")?;
+    let home = share
+        .ranges()
+        .iter()
+        .find(|r| r.frames() >= bitmap_frames + 8)
+        .ok_or("too little memory")?;
     // SAFETY: these frames belong to core `i` alone, are mapped by the direct map, and are
     // marked used right below, so they are never handed out.
-    let storage = unsafe { core::slice::from_raw_parts_mut(phys_to_virt(home.start) as *mut u64, words) };
+    let storage =
+        unsafe { core::slice::from_raw_parts_mut(phys_to_virt(home.start) as *mut u64, words) };
     let mut cf = CoreFrames::new(i, share.ranges(), storage).map_err(|_| "bad frame ranges")?;
     for k in 0..bitmap_frames {
-        cf.mark_used(home.start + k * FRAME_SIZE).map_err(|_| "bitmap frames")?;
+        cf.mark_used(home.start + k * FRAME_SIZE)
+            .map_err(|_| "bitmap frames")?;
     }
     let block = cf.alloc().ok_or("no frame for the core block")?;
     // SAFETY: a fresh frame of this core's own.
@@ -244,17 +297,40 @@ fn build_core(
     let stack_low = slot + FRAME_SIZE;
     let critical_low = stack_low + STACK_PAGES * FRAME_SIZE + FRAME_SIZE;
     let mut alloc = || cf.alloc();
-    for (low, pages) in [(stack_low, STACK_PAGES), (critical_low, CRITICAL_STACK_PAGES)] {
+    for (low, pages) in [
+        (stack_low, STACK_PAGES),
+        (critical_low, CRITICAL_STACK_PAGES),
+    ] {
         for p in 0..pages {
             let pa = alloc().ok_or("no frame for a stack")?;
             // SAFETY: the boot core builds the stack region before other cores start.
-            unsafe { paging::map_page(pml4, low + p * FRAME_SIZE, pa, F::WRITABLE | F::NO_EXECUTE | F::GLOBAL, &mut alloc) }
-                .ok_or("no frame for a page table")?;
+            unsafe {
+                paging::map_page(
+                    pml4,
+                    low + p * FRAME_SIZE,
+                    pa,
+                    F::WRITABLE | F::NO_EXECUTE | F::GLOBAL,
+                    &mut alloc,
+                )
+            }
+            .ok_or("no frame for a page table")?;
         }
     }
-    let stack = if i == 0 { pvh::bsp_stack_range() } else { (stack_low, stack_low + STACK_PAGES * FRAME_SIZE) };
+    let stack = if i == 0 {
+        pvh::bsp_stack_range()
+    } else {
+        (stack_low, stack_low + STACK_PAGES * FRAME_SIZE)
+    };
     let critical_top = critical_low + CRITICAL_STACK_PAGES * FRAME_SIZE;
-    let setup = CoreSetup { index: i, apic_id, location, node, frames: cf, stack, critical_stack_top: critical_top };
+    let setup = CoreSetup {
+        index: i,
+        apic_id,
+        location,
+        node,
+        frames: cf,
+        stack,
+        critical_stack_top: critical_top,
+    };
     // SAFETY: `block` is a zeroed frame of core `i`, kept for the kernel's lifetime.
     unsafe { percpu::publish(phys_to_virt(block), setup) };
     Ok(())

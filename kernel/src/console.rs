@@ -8,9 +8,15 @@ use crate::{boot, ktest, mem, print, println};
 /// (name, help) of every command, in the order `help` shows them.
 const COMMANDS: &[(&str, &str)] = &[
     ("help", "this list"),
-    ("cores", "each core: APIC id, package/core/SMT, NUMA node, state, timer ticks"),
+    (
+        "cores",
+        "each core: APIC id, package/core/SMT, NUMA node, state, timer ticks",
+    ),
     ("mem", "free frames per core"),
-    ("tests", "the kernel's integration tests (boot with test=NAME or test=all to run)"),
+    (
+        "tests",
+        "the kernel's integration tests (boot with test=NAME or test=all to run)",
+    ),
     ("uptime", "seconds since boot, by the boot core's tick"),
     ("poweroff", "power the machine off"),
 ];
@@ -71,13 +77,23 @@ pub fn execute(line: &str) {
         Some("mem") => mem(),
         Some("tests") => {
             for t in ktest::all() {
-                println!("  {:<28} min_cores={} {}", t.name, t.min_cores, if t.isolated { "isolated" } else { "" });
+                println!(
+                    "  {:<28} min_cores={} {}",
+                    t.name,
+                    t.min_cores,
+                    if t.isolated { "isolated" } else { "" }
+                );
             }
         }
         Some("uptime") => {
             let ticks = percpu::core(0).map_or(0, |c| c.ticks());
             let boot_us = boot::FACTS.get().map_or(0, |f| f.boot_us);
-            println!("up {}.{:02} s; booted in {} us", ticks / timer::TICK_HZ, ticks % timer::TICK_HZ, boot_us);
+            println!(
+                "up {}.{:02} s; booted in {} us",
+                ticks / timer::TICK_HZ,
+                ticks % timer::TICK_HZ,
+                boot_us
+            );
         }
         Some("poweroff") => {
             println!("powering off");
@@ -106,10 +122,16 @@ fn cores() {
             c.node,
             state,
             c.ticks(),
-            c.fault_vector().map_or(alloc::string::String::new(), |v| alloc::format!("  (exception {v})"))
+            c.fault_vector()
+                .map_or(alloc::string::String::new(), |v| alloc::format!(
+                    "  (exception {v})"
+                ))
         );
         if c.unexpected_interrupts() > 0 {
-            println!("      {} interrupts on unhandled vectors", c.unexpected_interrupts());
+            println!(
+                "      {} interrupts on unhandled vectors",
+                c.unexpected_interrupts()
+            );
         }
     }
 }
@@ -118,16 +140,26 @@ fn mem() {
     let facts = boot::FACTS.get();
     println!("core  node  free frames  free MiB");
     for c in percpu::all_cores() {
-        println!("{:>4}  {:>4}  {:>11}  {:>8}", c.index, c.node, c.free_frames(), c.free_frames() * 4096 >> 20);
+        println!(
+            "{:>4}  {:>4}  {:>11}  {:>8}",
+            c.index,
+            c.node,
+            c.free_frames(),
+            (c.free_frames() * 4096) >> 20
+        );
     }
     let total = mem::frames::total_free();
     println!(
         "total {} free frames ({} MiB) of {} MiB usable, {} NUMA node(s)",
         total,
-        total * 4096 >> 20,
+        (total * 4096) >> 20,
         facts.map_or(0, |f| f.usable_bytes >> 20),
         facts.map_or(0, |f| f.nodes)
     );
     let (mapped, used) = percpu::this_core().heap.with(|h| h.stats());
-    println!("kernel heap of this core: {} KiB mapped, {} KiB in use", mapped >> 10, used >> 10);
+    println!(
+        "kernel heap of this core: {} KiB mapped, {} KiB in use",
+        mapped >> 10,
+        used >> 10
+    );
 }

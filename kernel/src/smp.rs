@@ -86,7 +86,16 @@ pub fn run_on(cores: &[usize], timeout_us: u64, work: &Work<'_>) -> Vec<Outcome>
             result: UnsafeCell::new(None),
         });
         let ptr = &*job as *const Job as *mut Job;
-        while target.mailbox.compare_exchange(core::ptr::null_mut(), ptr, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        while target
+            .mailbox
+            .compare_exchange(
+                core::ptr::null_mut(),
+                ptr,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
             cpu::pause();
         }
         apic::send_ipi(target.apic_id, trap::VECTOR_WAKE);
@@ -102,7 +111,11 @@ pub fn run_on(cores: &[usize], timeout_us: u64, work: &Work<'_>) -> Vec<Outcome>
             Some(job) => loop {
                 match job.state.load(Ordering::Acquire) {
                     // SAFETY: DONE publishes `result` (see `Sync` impl); we own the box.
-                    DONE => break Outcome::Done(unsafe { (*job.result.get()).take() }.unwrap_or(Ok(()))),
+                    DONE => {
+                        break Outcome::Done(
+                            unsafe { (*job.result.get()).take() }.unwrap_or(Ok(())),
+                        )
+                    }
                     FAULTED => break Outcome::Faulted(job.fault_vector.load(Ordering::Relaxed)),
                     _ if timer::us_since(start) > timeout_us => {
                         Box::leak(job);
@@ -119,14 +132,18 @@ pub fn run_on(cores: &[usize], timeout_us: u64, work: &Work<'_>) -> Vec<Outcome>
 
 /// Indices of the cores that are online now.
 pub fn online_cores() -> Vec<usize> {
-    percpu::all_cores().filter(|c| c.state() == CoreState::Online).map(|c| c.index).collect()
+    percpu::all_cores()
+        .filter(|c| c.state() == CoreState::Online)
+        .map(|c| c.index)
+        .collect()
 }
 
 fn run_job(core: &PerCore, job: *mut Job) {
     core.running_job.store(job, Ordering::Release);
     // SAFETY: the poster keeps the job (and its work) alive until it sees DONE or FAULTED.
     let result = unsafe { (*(*job).work)(core.index) };
-    core.running_job.store(core::ptr::null_mut(), Ordering::Release);
+    core.running_job
+        .store(core::ptr::null_mut(), Ordering::Release);
     // SAFETY: as above; after the DONE store the job is the poster's again.
     unsafe {
         *(*job).result.get() = Some(result);
@@ -161,7 +178,12 @@ pub fn start_application_processors() -> usize {
             Ok(()) => started += 1,
             Err(e) => {
                 core.set_state(CoreState::Offline);
-                crate::println!("smp: core {} (APIC id {}) did not start: {:?}", core.index, core.apic_id, e);
+                crate::println!(
+                    "smp: core {} (APIC id {}) did not start: {:?}",
+                    core.index,
+                    core.apic_id,
+                    e
+                );
             }
         }
     }
@@ -171,8 +193,12 @@ pub fn start_application_processors() -> usize {
 /// Waits until no core is still starting (or `timeout_us` passes). Returns the online count.
 pub fn wait_for_online(timeout_us: u64) -> usize {
     let start = cpu::rdtsc();
-    while percpu::all_cores().any(|c| c.state() == CoreState::Starting) && timer::us_since(start) < timeout_us {
+    while percpu::all_cores().any(|c| c.state() == CoreState::Starting)
+        && timer::us_since(start) < timeout_us
+    {
         cpu::pause();
     }
-    percpu::all_cores().filter(|c| c.state() == CoreState::Online).count()
+    percpu::all_cores()
+        .filter(|c| c.state() == CoreState::Online)
+        .count()
 }

@@ -9,12 +9,20 @@ use alloc::string::String;
 
 kernel_test!(CORES_ONLINE, "boot.cores_online", 1, false, cores_online);
 kernel_test!(CORE_IDENTITY, "boot.core_identity", 1, false, core_identity);
-kernel_test!(NUMA_LOCAL_FRAMES, "boot.numa_local_frames", 1, false, numa_local_frames);
+kernel_test!(
+    NUMA_LOCAL_FRAMES,
+    "boot.numa_local_frames",
+    1,
+    false,
+    numa_local_frames
+);
 
 /// Every core the firmware lists is online.
 fn cores_online() -> Result<(), String> {
     let listed = boot::FACTS.get().map_or(0, |f| f.cores_listed);
-    let online = percpu::all_cores().filter(|c| c.state() == CoreState::Online).count();
+    let online = percpu::all_cores()
+        .filter(|c| c.state() == CoreState::Online)
+        .count();
     if listed == 0 || online != listed {
         return Err(format!("{online} of {listed} cores online"));
     }
@@ -27,7 +35,12 @@ fn core_identity() -> Result<(), String> {
     let outcomes = smp::run_on(&cores, JOB_TIMEOUT_US, &|index| {
         let me = percpu::this_core();
         if me.index != index || apic::id() != me.apic_id {
-            return Err(format!("block says core {} APIC {}, hardware says APIC {}", me.index, me.apic_id, apic::id()));
+            return Err(format!(
+                "block says core {} APIC {}, hardware says APIC {}",
+                me.index,
+                me.apic_id,
+                apic::id()
+            ));
         }
         Ok(())
     });
@@ -43,7 +56,10 @@ fn numa_local_frames() -> Result<(), String> {
         let node = crate::arch::acpi::node_of(pa);
         crate::mem::frames::free(pa).map_err(|e| format!("{e:?}"))?;
         match node {
-            Some(n) if n != me.node => Err(format!("frame {pa:#x} is on node {n}, core is on node {}", me.node)),
+            Some(n) if n != me.node => Err(format!(
+                "frame {pa:#x} is on node {n}, core is on node {}",
+                me.node
+            )),
             _ => Ok(()),
         }
     });

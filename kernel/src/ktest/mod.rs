@@ -36,8 +36,12 @@ macro_rules! kernel_test {
     ($static:ident, $name:expr, $min_cores:expr, $isolated:expr, $run:path) => {
         #[used]
         #[link_section = ".atoll_tests"]
-        static $static: $crate::ktest::KernelTest =
-            $crate::ktest::KernelTest { name: $name, min_cores: $min_cores, isolated: $isolated, run: $run };
+        static $static: $crate::ktest::KernelTest = $crate::ktest::KernelTest {
+            name: $name,
+            min_cores: $min_cores,
+            isolated: $isolated,
+            run: $run,
+        };
     };
 }
 
@@ -63,7 +67,10 @@ pub fn run(selector: &str) -> ! {
     let online = smp::online_cores().len();
     if selector == "list" {
         for t in all() {
-            println!("test {} min_cores={} isolated={}", t.name, t.min_cores, t.isolated);
+            println!(
+                "test {} min_cores={} isolated={}",
+                t.name, t.min_cores, t.isolated
+            );
         }
         power::exit_qemu(ExitCode::Success);
     }
@@ -73,20 +80,34 @@ pub fn run(selector: &str) -> ! {
     tests.sort_by_key(|t| t.name);
     let (mut passed, mut failed) = (0, 0);
     for test in tests {
-        let chosen = if selector == "all" { !test.isolated && test.min_cores <= online } else { test.name == selector };
+        let chosen = if selector == "all" {
+            !test.isolated && test.min_cores <= online
+        } else {
+            test.name == selector
+        };
         if !chosen {
             continue;
         }
         let start = cpu::rdtsc();
         let result = if online < test.min_cores {
-            Err(alloc::format!("needs {} cores, {} online", test.min_cores, online))
+            Err(alloc::format!(
+                "needs {} cores, {} online",
+                test.min_cores,
+                online
+            ))
         } else {
             (test.run)()
         };
         match result {
             Ok(()) => {
                 passed += 1;
-                println!("{}{} cores={} us={}", verdict::PASS_MARKER, test.name, online, timer::us_since(start));
+                println!(
+                    "{}{} cores={} us={}",
+                    verdict::PASS_MARKER,
+                    test.name,
+                    online,
+                    timer::us_since(start)
+                );
             }
             Err(why) => {
                 failed += 1;
@@ -98,8 +119,17 @@ pub fn run(selector: &str) -> ! {
         println!("{}{}: no such test", verdict::FAIL_MARKER, selector);
         failed = 1;
     }
-    println!("{}passed={} failed={}", verdict::SUMMARY_MARKER, passed, failed);
-    power::exit_qemu(if failed == 0 { ExitCode::Success } else { ExitCode::Failure })
+    println!(
+        "{}passed={} failed={}",
+        verdict::SUMMARY_MARKER,
+        passed,
+        failed
+    );
+    power::exit_qemu(if failed == 0 {
+        ExitCode::Success
+    } else {
+        ExitCode::Failure
+    })
 }
 
 /// Turns job outcomes into one test result, naming the first core that failed.

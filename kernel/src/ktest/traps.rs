@@ -9,7 +9,13 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-kernel_test!(FAULT_ISOLATION, "trap.fault_isolation", 2, true, fault_isolation);
+kernel_test!(
+    FAULT_ISOLATION,
+    "trap.fault_isolation",
+    2,
+    true,
+    fault_isolation
+);
 
 /// The last core writes to an unmapped address. Its page fault is reported, the core stops,
 /// and every other core then runs and finishes a frame-allocation job.
@@ -25,7 +31,11 @@ fn fault_isolation() -> Result<(), String> {
     });
     match outcome.first() {
         Some(smp::Outcome::Faulted(v)) if *v == VECTOR_PAGE_FAULT => {}
-        other => return Err(format!("victim core {victim}: expected a page fault, got {other:?}")),
+        other => {
+            return Err(format!(
+                "victim core {victim}: expected a page fault, got {other:?}"
+            ))
+        }
     }
     let state = percpu::core(victim).map(|c| c.state());
     if state != Some(CoreState::Faulted) {

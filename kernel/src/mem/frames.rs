@@ -50,7 +50,11 @@ fn take_returns(core: &percpu::PerCore, frames: &mut physmem::CoreFrames<'static
     while let Some(pa) = taken.next(&FrameLinks) {
         if frames.free(pa).is_err() {
             BAD_RETURNS.fetch_add(1, Ordering::Relaxed);
-            crate::println!("frames: core {} got back frame {:#x} that was not allocated", core.index, pa);
+            crate::println!(
+                "frames: core {} got back frame {:#x} that was not allocated",
+                core.index,
+                pa
+            );
         }
     }
 }
@@ -71,7 +75,7 @@ pub fn alloc() -> Option<u64> {
 /// frame is caught when the owner takes it back (counted in [`bad_returns`]).
 pub fn free(pa: u64) -> Result<(), FrameError> {
     let owner = owner_of(pa).ok_or(FrameError::NotOwned)?;
-    if pa % physmem::FRAME_SIZE != 0 {
+    if !pa.is_multiple_of(physmem::FRAME_SIZE) {
         return Err(FrameError::Unaligned);
     }
     let core = this_core();

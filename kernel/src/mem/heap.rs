@@ -33,7 +33,12 @@ pub struct CoreHeap {
 impl CoreHeap {
     /// An empty heap for core `index` (mapped on first use by [`init_this_core`]).
     pub const fn empty(index: usize) -> Self {
-        CoreHeap { heap: Heap::empty(), base: HEAP_BASE + index as u64 * HEAP_WINDOW, mapped: 0, frames_taken: 0 }
+        CoreHeap {
+            heap: Heap::empty(),
+            base: HEAP_BASE + index as u64 * HEAP_WINDOW,
+            mapped: 0,
+            frames_taken: 0,
+        }
     }
 
     /// Bytes mapped and in use.
@@ -64,7 +69,15 @@ impl CoreHeap {
         while va < start + bytes {
             let pa = alloc_counted()?;
             // SAFETY: this core alone maps inside its own heap window (see `paging`).
-            unsafe { paging::map_page(pml4, va, pa, F::WRITABLE | F::NO_EXECUTE | F::GLOBAL, &mut alloc_counted)? };
+            unsafe {
+                paging::map_page(
+                    pml4,
+                    va,
+                    pa,
+                    F::WRITABLE | F::NO_EXECUTE | F::GLOBAL,
+                    &mut alloc_counted,
+                )?
+            };
             va += 4096;
         }
         self.frames_taken += taken;
@@ -115,7 +128,8 @@ fn take_returns(core: &percpu::PerCore, h: &mut CoreHeap) {
     while let Some(block) = taken.next(&BlockLinks) {
         // SAFETY: the sender stored the layout in the block's second word before pushing.
         let packed = unsafe { *((block + 8) as *const u64) };
-        let layout = Layout::from_size_align((packed & 0xffff_ffff_ffff) as usize, 1 << (packed >> 48));
+        let layout =
+            Layout::from_size_align((packed & 0xffff_ffff_ffff) as usize, 1 << (packed >> 48));
         if let (Ok(layout), Some(ptr)) = (layout, NonNull::new(block as *mut u8)) {
             // SAFETY: the block was allocated from this heap with this layout.
             unsafe { h.heap.deallocate(ptr, layout) };
@@ -139,19 +153,26 @@ unsafe impl GlobalAlloc for KernelHeap {
             if let Ok(p) = h.heap.allocate_first_fit(layout) {
                 return p.as_ptr();
             }
-            if h.grow(layout.size() as u64 + layout.align() as u64).is_none() {
+            if h.grow(layout.size() as u64 + layout.align() as u64)
+                .is_none()
+            {
                 return core::ptr::null_mut();
             }
-            h.heap.allocate_first_fit(layout).map_or(core::ptr::null_mut(), |p| p.as_ptr())
+            h.heap
+                .allocate_first_fit(layout)
+                .map_or(core::ptr::null_mut(), |p| p.as_ptr())
         })
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         let core = this_core();
-        let Some(owner) = owner_of(ptr as u64) else { return };
+        let Some(owner) = owner_of(ptr as u64) else {
+            return;
+        };
         if owner == core.index {
             // SAFETY: allocated from this heap with this layout (GlobalAlloc contract).
-            core.heap.with(|h| unsafe { h.heap.deallocate(NonNull::new_unchecked(ptr), layout) });
+            core.heap
+                .with(|h| unsafe { h.heap.deallocate(NonNull::new_unchecked(ptr), layout) });
             return;
         }
         let packed = layout.size() as u64 | (layout.align().trailing_zeros() as u64) << 48;

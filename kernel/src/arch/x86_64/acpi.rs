@@ -38,7 +38,8 @@ struct DirectMap;
 
 impl AcpiHandler for DirectMap {
     unsafe fn map_physical_region<T>(&self, pa: usize, size: usize) -> PhysicalMapping<Self, T> {
-        let virt = NonNull::new(phys_to_virt(pa as u64) as *mut T).expect("direct map is never null");
+        let virt =
+            NonNull::new(phys_to_virt(pa as u64) as *mut T).expect("direct map is never null");
         // SAFETY: the direct map covers all physical memory, including firmware tables.
         unsafe { PhysicalMapping::new(pa, virt, size, size, DirectMap) }
     }
@@ -76,13 +77,17 @@ pub fn discover(rsdp: u64, bsp_apic_id: u32) -> Result<Platform, DiscoveryError>
         return Err(DiscoveryError::NoRsdp);
     }
     // SAFETY: the loader's RSDP address; the crate validates its checksum.
-    let tables = unsafe { AcpiTables::from_rsdp(DirectMap, rsdp as usize) }.map_err(DiscoveryError::Acpi)?;
+    let tables =
+        unsafe { AcpiTables::from_rsdp(DirectMap, rsdp as usize) }.map_err(DiscoveryError::Acpi)?;
     let mut p = Platform {
         apic_ids: [0; MAX_CORES],
         core_count: 1,
         cores_ignored: 0,
         core_node: [0; MAX_CORES],
-        node_memory: [physmem::NodeMemory { node: 0, range: physmem::PhysRange { start: 0, end: 0 } }; MAX_NODE_RANGES],
+        node_memory: [physmem::NodeMemory {
+            node: 0,
+            range: physmem::PhysRange { start: 0, end: 0 },
+        }; MAX_NODE_RANGES],
         node_memory_len: 0,
         node_count: 1,
         pm1a_control: None,
@@ -113,23 +118,41 @@ pub fn discover(rsdp: u64, bsp_apic_id: u32) -> Result<Platform, DiscoveryError>
     if let Ok(srat) = tables.find_table::<Srat>() {
         let len = { srat.get().header.length } as usize;
         // SAFETY: the mapping covers the table's full length (the crate maps `length` bytes).
-        let bytes = unsafe { core::slice::from_raw_parts(srat.virtual_start().as_ptr().cast::<u8>(), len) };
+        let bytes =
+            unsafe { core::slice::from_raw_parts(srat.virtual_start().as_ptr().cast::<u8>(), len) };
         let mut max_node = 0;
         for e in srat_entries(bytes) {
             match e {
-                SratEntry::Processor { apic_id, domain, enabled: true } => {
-                    if let Some(i) = p.apic_ids[..p.core_count].iter().position(|&a| a == apic_id) {
+                SratEntry::Processor {
+                    apic_id,
+                    domain,
+                    enabled: true,
+                } => {
+                    if let Some(i) = p.apic_ids[..p.core_count]
+                        .iter()
+                        .position(|&a| a == apic_id)
+                    {
                         p.core_node[i] = domain;
                         max_node = max_node.max(domain);
                     }
                 }
-                SratEntry::Memory { base, length, domain, enabled: true, .. } if length > 0 => {
-                    if p.node_memory_len < MAX_NODE_RANGES {
-                        let range = physmem::PhysRange { start: base, end: base + length };
-                        p.node_memory[p.node_memory_len] = physmem::NodeMemory { node: domain, range };
-                        p.node_memory_len += 1;
-                        max_node = max_node.max(domain);
-                    }
+                SratEntry::Memory {
+                    base,
+                    length,
+                    domain,
+                    enabled: true,
+                    ..
+                } if length > 0 && p.node_memory_len < MAX_NODE_RANGES => {
+                    let range = physmem::PhysRange {
+                        start: base,
+                        end: base + length,
+                    };
+                    p.node_memory[p.node_memory_len] = physmem::NodeMemory {
+                        node: domain,
+                        range,
+                    };
+                    p.node_memory_len += 1;
+                    max_node = max_node.max(domain);
                 }
                 _ => {}
             }
@@ -155,7 +178,10 @@ static NODE_MEMORY: spin::Once<([physmem::NodeMemory; MAX_NODE_RANGES], usize)> 
 /// The NUMA node holding physical address `pa`, if the SRAT says.
 pub fn node_of(pa: u64) -> Option<u32> {
     let (ranges, len) = NODE_MEMORY.get()?;
-    ranges[..*len].iter().find(|m| m.range.contains(pa)).map(|m| m.node)
+    ranges[..*len]
+        .iter()
+        .find(|m| m.range.contains(pa))
+        .map(|m| m.node)
 }
 
 impl Platform {

@@ -1,7 +1,7 @@
 //! Small wrappers over single instructions: port I/O, MSRs, TSC, CPUID, halting.
 
 use core::arch::asm;
-use core::arch::x86_64::{CpuidResult, __cpuid_count, _rdtsc};
+use core::arch::x86_64::{__cpuid_count, _rdtsc, CpuidResult};
 use x86_64::instructions::port::Port;
 use x86_64::registers::model_specific::Msr;
 

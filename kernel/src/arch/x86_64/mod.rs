@@ -40,6 +40,8 @@ pub unsafe fn set_gs_base(block: u64) {
 pub fn gs_self() -> u64 {
     let v: u64;
     // SAFETY: every core sets GS base before any code that calls this runs.
-    unsafe { core::arch::asm!("mov {}, gs:[0]", out(reg) v, options(nostack, readonly, preserves_flags)) };
+    unsafe {
+        core::arch::asm!("mov {}, gs:[0]", out(reg) v, options(nostack, readonly, preserves_flags))
+    };
     v
 }

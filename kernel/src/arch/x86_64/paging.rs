@@ -46,7 +46,11 @@ fn entry(table_pa: u64, index: usize) -> *mut PageTableEntry {
 /// # Safety
 /// `parent` must be a live page table reachable through the direct map, and no other core
 /// may write the same entry concurrently.
-unsafe fn next_table(parent: u64, index: usize, alloc: &mut dyn FnMut() -> Option<u64>) -> Option<u64> {
+unsafe fn next_table(
+    parent: u64,
+    index: usize,
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> Option<u64> {
     // SAFETY: forwarded; one entry of a live table, which only the caller writes.
     let e = unsafe { &mut *entry(parent, index) };
     if e.is_unused() {
@@ -67,7 +71,13 @@ fn index(va: u64, level: u32) -> usize {
 /// # Safety
 /// `pml4` is the live kernel PML4; the caller owns the part of the address space it maps
 /// (see the module comment), so no other core writes the same entries.
-pub unsafe fn map_page(pml4: u64, va: u64, pa: u64, flags: F, alloc: &mut dyn FnMut() -> Option<u64>) -> Option<()> {
+pub unsafe fn map_page(
+    pml4: u64,
+    va: u64,
+    pa: u64,
+    flags: F,
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> Option<()> {
     let mut t = pml4;
     for level in [4, 3, 2] {
         // SAFETY: forwarded from the caller.
@@ -82,14 +92,23 @@ pub unsafe fn map_page(pml4: u64, va: u64, pa: u64, flags: F, alloc: &mut dyn Fn
 ///
 /// # Safety
 /// As for [`map_page`].
-unsafe fn map_large(pml4: u64, va: u64, pa: u64, flags: F, alloc: &mut dyn FnMut() -> Option<u64>) -> Option<()> {
+unsafe fn map_large(
+    pml4: u64,
+    va: u64,
+    pa: u64,
+    flags: F,
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> Option<()> {
     let mut t = pml4;
     for level in [4, 3] {
         // SAFETY: forwarded from the caller.
         t = unsafe { next_table(t, index(va, level), alloc)? };
     }
     // SAFETY: as above; a 2 MiB leaf entry in a page directory.
-    unsafe { (*entry(t, index(va, 2))).set_addr(x86_64::PhysAddr::new(pa), flags | F::PRESENT | F::HUGE_PAGE) };
+    unsafe {
+        (*entry(t, index(va, 2)))
+            .set_addr(x86_64::PhysAddr::new(pa), flags | F::PRESENT | F::HUGE_PAGE)
+    };
     Some(())
 }
 
@@ -98,7 +117,12 @@ unsafe fn map_large(pml4: u64, va: u64, pa: u64, flags: F, alloc: &mut dyn FnMut
 ///
 /// # Safety
 /// As for [`map_page`]; boot core only.
-pub unsafe fn prepare_table(pml4: u64, va: u64, down_to_level: u32, alloc: &mut dyn FnMut() -> Option<u64>) -> Option<()> {
+pub unsafe fn prepare_table(
+    pml4: u64,
+    va: u64,
+    down_to_level: u32,
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> Option<()> {
     let mut t = pml4;
     let mut level = 4;
     while level > down_to_level {
@@ -119,7 +143,10 @@ extern "C" {
 
 /// Physical range of the whole kernel image (boot code, trampoline copy, higher half).
 pub fn kernel_image_phys() -> (u64, u64) {
-    ((&raw const __kernel_phys_start) as u64, (&raw const __kernel_end) as u64 - KERNEL_VMA)
+    (
+        (&raw const __kernel_phys_start) as u64,
+        (&raw const __kernel_end) as u64 - KERNEL_VMA,
+    )
 }
 
 /// Builds the kernel page tables: a direct map of `[0, map_top)` (uncached where
@@ -128,7 +155,11 @@ pub fn kernel_image_phys() -> (u64, u64) {
 ///
 /// Runs on the boot tables, whose direct-map alias covers the first GiB, so `alloc` must
 /// return frames below 1 GiB.
-pub fn build_kernel_tables(map_top: u64, is_ram: impl Fn(u64, u64) -> bool, alloc: &mut dyn FnMut() -> Option<u64>) -> Option<u64> {
+pub fn build_kernel_tables(
+    map_top: u64,
+    is_ram: impl Fn(u64, u64) -> bool,
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> Option<u64> {
     let pml4 = alloc()?;
     // SAFETY: a fresh frame, reachable through the boot tables' direct-map alias.
     unsafe { core::ptr::write_bytes(phys_to_virt(pml4) as *mut u8, 0, PAGE as usize) };
@@ -143,7 +174,10 @@ pub fn build_kernel_tables(map_top: u64, is_ram: impl Fn(u64, u64) -> bool, allo
         unsafe { map_large(pml4, phys_to_virt(pa), pa, flags, alloc)? };
         pa += LARGE;
     }
-    let text = ((&raw const __text_start) as u64, (&raw const __text_end) as u64);
+    let text = (
+        (&raw const __text_start) as u64,
+        (&raw const __text_end) as u64,
+    );
     let rodata_end = (&raw const __rodata_end) as u64;
     let end = (&raw const __kernel_end) as u64;
     let mut va = text.0;
@@ -179,6 +213,9 @@ pub unsafe fn activate(pml4: u64) {
     // SAFETY: forwarded from the caller.
     unsafe {
         Cr4::update(|f| f.insert(Cr4Flags::PAGE_GLOBAL));
-        Cr3::write(PhysFrame::containing_address(x86_64::PhysAddr::new(pml4)), Cr3Flags::empty());
+        Cr3::write(
+            PhysFrame::containing_address(x86_64::PhysAddr::new(pml4)),
+            Cr3Flags::empty(),
+        );
     }
 }

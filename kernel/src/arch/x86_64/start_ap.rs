@@ -127,7 +127,7 @@ pub fn install_trampoline(kernel_pml4: u64, boot_pml4: u64) {
             phys_to_virt((&raw const __trampoline_start) as u64) as *mut u8,
             len as usize,
         );
-        *(&raw mut KERNEL_CR3) = kernel_pml4;
+        KERNEL_CR3 = kernel_pml4;
     }
     write_param(&raw const tramp_cr3, boot_pml4);
     write_param(&raw const tramp_entry, (&raw const ap_start64) as u64);

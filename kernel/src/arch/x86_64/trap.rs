@@ -131,9 +131,15 @@ struct Gate {
 struct Idt([Gate; 256]);
 
 /// One IDT for all cores: it is written once by the boot core and read-only afterwards.
-static mut IDT: Idt = Idt(
-    [Gate { offset_low: 0, selector: 0, ist: 0, flags: 0, offset_mid: 0, offset_high: 0, reserved: 0 }; 256],
-);
+static mut IDT: Idt = Idt([Gate {
+    offset_low: 0,
+    selector: 0,
+    ist: 0,
+    flags: 0,
+    offset_mid: 0,
+    offset_high: 0,
+    reserved: 0,
+}; 256]);
 
 /// Fills the IDT (boot core, once, before any other core starts).
 pub fn init_idt(code_selector: u16) {
@@ -155,7 +161,7 @@ pub fn init_idt(code_selector: u16) {
             reserved: 0,
         };
         // SAFETY: only the boot core writes the IDT, before any other core runs or loads it.
-        unsafe { (*(&raw mut IDT)).0[v] = gate };
+        unsafe { IDT.0[v] = gate };
     }
 }
 
@@ -193,19 +199,49 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
 }
 
 const EXCEPTION_NAMES: [&str; 32] = [
-    "divide error", "debug", "NMI", "breakpoint", "overflow", "bound range", "invalid opcode",
-    "device not available", "double fault", "coprocessor overrun", "invalid TSS",
-    "segment not present", "stack fault", "general protection", "page fault", "reserved",
-    "x87 error", "alignment check", "machine check", "SIMD error", "virtualization",
-    "control protection", "reserved", "reserved", "reserved", "reserved", "reserved",
-    "reserved", "hypervisor injection", "VMM communication", "security", "reserved",
+    "divide error",
+    "debug",
+    "NMI",
+    "breakpoint",
+    "overflow",
+    "bound range",
+    "invalid opcode",
+    "device not available",
+    "double fault",
+    "coprocessor overrun",
+    "invalid TSS",
+    "segment not present",
+    "stack fault",
+    "general protection",
+    "page fault",
+    "reserved",
+    "x87 error",
+    "alignment check",
+    "machine check",
+    "SIMD error",
+    "virtualization",
+    "control protection",
+    "reserved",
+    "reserved",
+    "reserved",
+    "reserved",
+    "reserved",
+    "reserved",
+    "hypervisor injection",
+    "VMM communication",
+    "security",
+    "reserved",
 ];
 
 /// Reports an exception and stops this core; the other cores go on.
 fn fatal_exception(frame: &TrapFrame) -> ! {
     let core = crate::percpu::this_core();
     let vector = frame.vector as u8;
-    let cr2 = if vector == VECTOR_PAGE_FAULT { cpu::cr2() } else { 0 };
+    let cr2 = if vector == VECTOR_PAGE_FAULT {
+        cpu::cr2()
+    } else {
+        0
+    };
     crate::println!(
         "{}core={} vector={} ({}) error={:#x} rip={:#x} cr2={:#x} rsp={:#x}",
         verdict::TRAP_MARKER,
@@ -222,7 +258,7 @@ fn fatal_exception(frame: &TrapFrame) -> ! {
     let mut rbp = frame.rbp;
     for _ in 0..16 {
         // Follow the frame-pointer chain only while it stays inside this core's stack.
-        if rbp < lo || rbp + 16 > hi || rbp % 8 != 0 {
+        if rbp < lo || rbp + 16 > hi || !rbp.is_multiple_of(8) {
             break;
         }
         // SAFETY: `rbp` was checked to lie within this core's mapped kernel stack.
@@ -233,7 +269,12 @@ fn fatal_exception(frame: &TrapFrame) -> ! {
         }
         rbp = next;
     }
-    crate::println!("TRAP core={} backtrace: {:#x}{}", core.index, frame.rip, line);
+    crate::println!(
+        "TRAP core={} backtrace: {:#x}{}",
+        core.index,
+        frame.rip,
+        line
+    );
     core.stop_after_fault(vector);
     if core.index == 0 {
         // The boot core runs the console and the test runner: without it nothing can go on.
