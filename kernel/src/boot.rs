@@ -93,6 +93,7 @@ pub fn boot_core(start_info: u32) -> ! {
     };
     // SAFETY: the new tables map the kernel image, the direct map and this stack (in .bss).
     unsafe { paging::activate(pml4) };
+    let t_tables = cpu::rdtsc();
     let mut usable = usable;
     if usable
         .remove(PhysRange {
@@ -114,6 +115,7 @@ pub fn boot_core(start_info: u32) -> ! {
     power::set_pm1a_control(platform.pm1a_control);
     let n = platform.core_count;
     let layout = cpu_layout();
+    let t_acpi = cpu::rdtsc();
 
     // Per-core frame lists (Corey §4.1), node-local where the SRAT gives nodes.
     let mut shares = [const { CoreShare::new() }; percpu::MAX_CORES];
@@ -154,7 +156,9 @@ pub fn boot_core(start_info: u32) -> ! {
     if heap::init_this_core().is_none() {
         fail(format_args!("no memory for the kernel heap"));
     }
+    let t_cores = cpu::rdtsc();
     timer::calibrate();
+    let t_calibrated = cpu::rdtsc();
     timer::start_tick();
     bsp.set_state(CoreState::Online);
     cpu::enable_interrupts();
@@ -163,7 +167,8 @@ pub fn boot_core(start_info: u32) -> ! {
     start_ap::install_trampoline(pml4, pvh::boot_pml4_phys());
     smp::start_application_processors();
     let online = smp::wait_for_online(ONLINE_TIMEOUT_US);
-    let boot_us = timer::tsc_to_us(cpu::rdtsc() - pvh::entry_tsc());
+    let t_end = cpu::rdtsc();
+    let boot_us = timer::tsc_to_us(t_end - pvh::entry_tsc());
     FACTS.call_once(|| BootFacts {
         usable_bytes: usable.total_bytes(),
         ram_top,
@@ -199,6 +204,15 @@ pub fn boot_core(start_info: u32) -> ! {
     );
     println!("{}{online}", verdict::ONLINE_MARKER);
     println!("boot: {boot_us} us from kernel entry to console");
+    let us = |a: u64, b: u64| timer::tsc_to_us(b - a);
+    println!(
+        "boot phases (us): page tables {}, ACPI {}, per-core setup {}, timer calibration {}, APs {}",
+        us(pvh::entry_tsc(), t_tables),
+        us(t_tables, t_acpi),
+        us(t_acpi, t_cores),
+        us(t_cores, t_calibrated),
+        us(t_calibrated, t_end)
+    );
 
     let cmdline = info.cmdline();
     if let Some(selector) = cmdline::get(cmdline, verdict::cmdline_keys::TEST) {
