@@ -110,7 +110,7 @@ impl<'a> CoreFrames<'a> {
             if r.is_empty() {
                 continue;
             }
-            if r.start % FRAME_SIZE != 0 || r.end % FRAME_SIZE != 0 {
+            if !r.start.is_multiple_of(FRAME_SIZE) || !r.end.is_multiple_of(FRAME_SIZE) {
                 return Err(SetupError::Unaligned);
             }
             if n == MAX_RANGES_PER_CORE {
@@ -258,7 +258,7 @@ impl<'a> CoreFrames<'a> {
 
     /// The bitmap word and mask of the frame starting at `addr`.
     fn locate(&self, addr: u64) -> Result<(usize, u64), FrameError> {
-        if addr % FRAME_SIZE != 0 {
+        if !addr.is_multiple_of(FRAME_SIZE) {
             return Err(FrameError::Unaligned);
         }
         let bit = self.bit_of(addr).ok_or(FrameError::NotOwned)?;
@@ -296,7 +296,10 @@ mod tests {
         let mut storage = vec![0; bitmap_words(&ranges)];
         assert_eq!(storage.len(), 2);
         let mut frames = CoreFrames::new(3, &ranges, &mut storage).unwrap();
-        assert_eq!((frames.core(), frames.total(), frames.free_count()), (3, 70, 70));
+        assert_eq!(
+            (frames.core(), frames.total(), frames.free_count()),
+            (3, 70, 70)
+        );
         let mut got = Vec::new();
         while let Some(a) = frames.alloc() {
             assert!(frames.owns(a) && !frames.is_free(a));

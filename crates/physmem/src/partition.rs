@@ -75,7 +75,10 @@ impl fmt::Display for PartitionError {
             }
             PartitionError::NoCores => f.write_str("usable memory but no cores"),
             PartitionError::TooManyRanges { core } => {
-                write!(f, "core {core} needs more than {MAX_RANGES_PER_CORE} ranges")
+                write!(
+                    f,
+                    "core {core} needs more than {MAX_RANGES_PER_CORE} ranges"
+                )
             }
         }
     }
@@ -385,7 +388,12 @@ mod tests {
     /// Each core's ranges in frame numbers.
     fn frames_of(out: &[CoreShare]) -> Vec<Vec<(u64, u64)>> {
         out.iter()
-            .map(|s| s.ranges().iter().map(|r| (r.start / K, r.end / K)).collect())
+            .map(|s| {
+                s.ranges()
+                    .iter()
+                    .map(|r| (r.start / K, r.end / K))
+                    .collect()
+            })
             .collect()
     }
 

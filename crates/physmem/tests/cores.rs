@@ -11,9 +11,8 @@ use physmem::{
     PhysRange, RangeSet, FRAME_SIZE,
 };
 use return_stack::{AtomicU64, Links, ReturnStack};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::Barrier;
 use std::thread;
 
 const K: u64 = FRAME_SIZE;
@@ -62,14 +61,46 @@ impl Machine {
         }
     }
 
-    /// The owner's drain: frames other cores returned go back into its bitmap.
-    fn drain(&self, frames: &mut CoreFrames) {
+    /// The owner's drain: frames other cores returned go back into its bitmap. Returns how
+    /// many came back.
+    fn drain(&self, frames: &mut CoreFrames) -> u64 {
+        let mut returned = 0;
         if self.stacks[frames.core()].is_empty() {
-            return;
+            return 0;
         }
         let mut taken = self.stacks[frames.core()].take_all();
         while let Some(addr) = taken.next(&self.links) {
             frames.free(addr).expect("returned frame was in use");
+            returned += 1;
+        }
+        returned
+    }
+}
+
+/// Where the cores meet before the final drain. Unlike `std::sync::Barrier` it cannot hang
+/// the test run when a core panicked: the others then fail too.
+struct Finish {
+    arrived: AtomicUsize,
+    failed: AtomicBool,
+}
+
+impl Finish {
+    fn wait(&self) {
+        self.arrived.fetch_add(1, Ordering::SeqCst);
+        while self.arrived.load(Ordering::SeqCst) < CORES {
+            assert!(!self.failed.load(Ordering::SeqCst), "another core failed");
+            thread::yield_now();
+        }
+    }
+}
+
+/// Marks the run failed if the core holding it panics.
+struct FailOnPanic<'a>(&'a Finish);
+
+impl Drop for FailOnPanic<'_> {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            self.0.failed.store(true, Ordering::SeqCst);
         }
     }
 }
@@ -86,23 +117,33 @@ impl Rng {
     }
 }
 
-/// One core's life; returns its (free frames at start, free frames at end).
+/// What one core saw.
+struct Report {
+    free_before: u64,
+    free_after: u64,
+    /// Frames other cores sent home to this one.
+    returned: u64,
+}
+
+/// One core's life.
 fn run_core(
     m: &Machine,
     share: &CoreShare,
     core: usize,
     tx: Vec<mpsc::Sender<u64>>,
     rx: mpsc::Receiver<u64>,
-    done: &Barrier,
-) -> (u64, u64) {
+    done: &Finish,
+) -> Report {
+    let _fail = FailOnPanic(done);
     let mut storage = vec![0; bitmap_words(share.ranges())];
     let mut frames = CoreFrames::new(core, share.ranges(), &mut storage).unwrap();
     let before = frames.free_count();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (core as u64 + 1));
     let mut mine: Vec<u64> = Vec::new();
+    let mut returned = 0;
 
     for _ in 0..ROUNDS {
-        m.drain(&mut frames);
+        returned += m.drain(&mut frames);
         while let Ok(addr) = rx.try_recv() {
             mine.push(addr);
         }
@@ -133,13 +174,20 @@ fn run_core(
         m.release(addr, &mut frames);
     }
     for addr in rx {
-        m.take(addr);
-        m.release(addr, &mut frames);
+        m.release(addr, &mut frames); // a frame in flight is still marked held
     }
     done.wait();
-    m.drain(&mut frames);
-    assert_eq!(frames.free_count(), frames.total(), "core {core} leaked frames");
-    (before, frames.free_count())
+    returned += m.drain(&mut frames);
+    assert_eq!(
+        frames.free_count(),
+        frames.total(),
+        "core {core} leaked frames"
+    );
+    Report {
+        free_before: before,
+        free_after: frames.free_count(),
+        returned,
+    }
 }
 
 #[test]
@@ -150,8 +198,14 @@ fn cores_return_foreign_frames_home() {
     let reserved = [PhysRange::new(5 * MIB, 5 * MIB + 3 * K + 1)];
     let usable: RangeSet<8> = usable_frames(ram, reserved).unwrap();
     let nodes = [
-        NodeMemory { node: 0, range: PhysRange::new(0, 9 * MIB) },
-        NodeMemory { node: 1, range: PhysRange::new(9 * MIB, 17 * MIB) },
+        NodeMemory {
+            node: 0,
+            range: PhysRange::new(0, 9 * MIB),
+        },
+        NodeMemory {
+            node: 1,
+            range: PhysRange::new(9 * MIB, 17 * MIB),
+        },
     ];
     let core_nodes = [0, 0, 1, 1];
     let mut shares = [CoreShare::new(); CORES];
@@ -161,13 +215,18 @@ fn cores_return_foreign_frames_home() {
     let m = Machine {
         owners: FrameOwners::from_shares(&shares).unwrap(),
         stacks: (0..CORES).map(|_| ReturnStack::new()).collect(),
-        links: FrameLinks { words: (0..frame_count).map(|_| AtomicU64::new(0)).collect() },
+        links: FrameLinks {
+            words: (0..frame_count).map(|_| AtomicU64::new(0)).collect(),
+        },
         held: (0..frame_count).map(|_| AtomicBool::new(false)).collect(),
     };
-    let done = Barrier::new(CORES);
+    let done = Finish {
+        arrived: AtomicUsize::new(0),
+        failed: AtomicBool::new(false),
+    };
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..CORES).map(|_| mpsc::channel()).unzip();
 
-    let counts: Vec<(u64, u64)> = thread::scope(|s| {
+    let reports: Vec<Report> = thread::scope(|s| {
         let handles: Vec<_> = rxs
             .into_iter()
             .enumerate()
@@ -180,8 +239,11 @@ fn cores_return_foreign_frames_home() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
 
-    let before: u64 = counts.iter().map(|c| c.0).sum();
-    let after: u64 = counts.iter().map(|c| c.1).sum();
+    let before: u64 = reports.iter().map(|r| r.free_before).sum();
+    let after: u64 = reports.iter().map(|r| r.free_after).sum();
+    for (core, r) in reports.iter().enumerate() {
+        assert!(r.returned > 0, "core {core} never got a frame back");
+    }
     assert_eq!(before, usable.total_frames());
     assert_eq!(before, after);
     assert!(m.held.iter().all(|h| !h.load(Ordering::SeqCst)));

@@ -33,8 +33,13 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// What the model says freeing (or marking used) `addr` must do.
-fn expect(ranges: &[PhysRange], free: &BTreeSet<u64>, addr: u64, freeing: bool) -> Result<(), FrameError> {
-    if addr % K != 0 {
+fn expect(
+    ranges: &[PhysRange],
+    free: &BTreeSet<u64>,
+    addr: u64,
+    freeing: bool,
+) -> Result<(), FrameError> {
+    if !addr.is_multiple_of(K) {
         Err(FrameError::Unaligned)
     } else if !ranges.iter().any(|r| r.contains(addr)) {
         Err(FrameError::NotOwned)

@@ -14,7 +14,10 @@ enum Pool {
     Shared,
 }
 
-fn inputs() -> impl Strategy<Value = (Vec<(u64, u64)>, Vec<(u32, u64, u64)>, Vec<u32>)> {
+/// Usable ranges (in frames), node ranges (node, start byte, end byte), each core's node.
+type Inputs = (Vec<(u64, u64)>, Vec<(u32, u64, u64)>, Vec<u32>);
+
+fn inputs() -> impl Strategy<Value = Inputs> {
     (
         // Usable memory: up to 3 ranges of frames.
         proptest::collection::vec((0..FRAMES, 0..FRAMES), 0..4),
@@ -45,7 +48,7 @@ proptest! {
         for (core, share) in out.iter().enumerate() {
             prop_assert!(core < core_nodes.len() || share.is_empty());
             for r in share.ranges() {
-                prop_assert!(r.start % K == 0 && r.end % K == 0);
+                prop_assert!(r.start.is_multiple_of(K) && r.end.is_multiple_of(K));
                 for f in r.start / K..r.end / K {
                     prop_assert!(owner[f as usize].is_none(), "frame {} owned twice", f);
                     owner[f as usize] = Some(core);

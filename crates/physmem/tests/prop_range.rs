@@ -96,7 +96,7 @@ proptest! {
             prop_assert_eq!(set.contains(f * FRAME_SIZE), usable, "frame {}", f);
         }
         for r in set.iter() {
-            prop_assert!(r.start % FRAME_SIZE == 0 && r.end % FRAME_SIZE == 0);
+            prop_assert!(r.start.is_multiple_of(FRAME_SIZE) && r.end.is_multiple_of(FRAME_SIZE));
         }
     }
 }

@@ -165,7 +165,6 @@ pub struct Taken {
 impl Taken {
     /// Hands out the next node, or `None` at the end of the chain. The node's link is read
     /// *before* it is returned, so the caller may reuse the node's memory at once.
-    #[allow(clippy::should_implement_trait)] // `Iterator::next` cannot take `links`
     pub fn next(&mut self, links: &impl Links) -> Option<u64> {
         if self.next == 0 {
             return None;

@@ -42,10 +42,14 @@ fn every_node_arrives_exactly_once() {
             .collect();
         let done = &done;
         s.spawn(move || {
+            // Set `done` even if a pusher panicked, so the owner stops and the test fails
+            // instead of hanging.
+            let mut ok = true;
             for p in pushers {
-                p.join().unwrap();
+                ok &= p.join().is_ok();
             }
             done.store(true, Ordering::Release);
+            assert!(ok, "a pusher panicked");
         });
 
         // The owner: drain until the pushers are finished and the stack is empty.
