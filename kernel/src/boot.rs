@@ -133,7 +133,6 @@ pub fn boot_core(start_info: u32) -> ! {
     }
 
     // Each core's block, stacks and frame list, built from that core's own frames.
-    trap::init_idt(0x08);
     for (i, share) in shares[..n].iter().enumerate() {
         let apic_id = platform.apic_ids[i];
         if let Err(e) = build_core(
@@ -285,6 +284,9 @@ fn build_core(
     share: &CoreShare,
     pml4: u64,
 ) -> Result<(), &'static str> {
+    if share.is_empty() {
+        return Err("no memory left for this core (VM too small for this many cores)");
+    }
     // The bitmap lives in the first frames of the first range big enough to hold it.
     let words = physmem::bitmap_words(share.ranges());
     let bitmap_frames = (words as u64 * 8).div_ceil(FRAME_SIZE);
@@ -305,6 +307,9 @@ fn build_core(
     let block = cf.alloc().ok_or("no frame for the core block")?;
     // SAFETY: a fresh frame of this core's own.
     unsafe { core::ptr::write_bytes(phys_to_virt(block) as *mut u8, 0, FRAME_SIZE as usize) };
+    let idt_frame = cf.alloc().ok_or("no frame for the IDT")?;
+    // SAFETY: a fresh frame of this core's own, kept for the kernel's lifetime.
+    let idt = unsafe { trap::build_idt(phys_to_virt(idt_frame)) };
 
     // Stacks: [guard][kernel stack][guard][critical stack] in the core's slot.
     let slot = STACKS_BASE + i as u64 * STACK_SLOT;
@@ -344,6 +349,7 @@ fn build_core(
         frames: cf,
         stack,
         critical_stack_top: critical_top,
+        idt,
     };
     // SAFETY: `block` is a zeroed frame of core `i`, kept for the kernel's lifetime.
     unsafe { percpu::publish(phys_to_virt(block), setup) };

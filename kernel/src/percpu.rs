@@ -102,6 +102,7 @@ pub struct PerCore {
     /// This core's kernel heap.
     pub heap: CoreLocal<CoreHeap>,
     tables: UnsafeCell<CoreTables>,
+    idt: &'static arch::trap::Idt,
     stack: (u64, u64),
     critical_stack_top: u64,
     /// Who sends the next test IPI: set by the sender just before sending (the IPI test
@@ -133,6 +134,8 @@ pub struct CoreSetup {
     pub stack: (u64, u64),
     /// Top of the IST stack for double faults and NMIs.
     pub critical_stack_top: u64,
+    /// The core's interrupt descriptor table (in a frame of its own).
+    pub idt: &'static arch::trap::Idt,
 }
 
 /// Writes core `setup.index`'s block into `frame_va` (a frame of its own) and publishes it.
@@ -162,6 +165,7 @@ pub unsafe fn publish(frame_va: u64, setup: CoreSetup) -> &'static PerCore {
         frames: CoreLocal::new(setup.index, setup.frames),
         heap: CoreLocal::new(setup.index, CoreHeap::empty(setup.index)),
         tables: UnsafeCell::new(CoreTables::new()),
+        idt: setup.idt,
         stack: setup.stack,
         critical_stack_top: setup.critical_stack_top,
         test_ipi_sender: AtomicUsize::new(usize::MAX),
@@ -212,7 +216,7 @@ impl PerCore {
         unsafe { arch::set_gs_base(self as *const PerCore as u64) };
         // SAFETY: `tables` lives as long as the kernel and only this core touches it, now.
         unsafe { (*self.tables.get()).load(self.critical_stack_top) };
-        arch::trap::load_idt();
+        self.idt.load();
         self.set_state(CoreState::Starting);
     }
 

@@ -18,7 +18,7 @@ pub const VECTOR_TEST: u8 = 0x32;
 pub const VECTOR_SPURIOUS: u8 = 0xff;
 
 /// Double fault.
-const VECTOR_DOUBLE_FAULT: u8 = 8;
+pub const VECTOR_DOUBLE_FAULT: u8 = 8;
 /// Non-maskable interrupt.
 const VECTOR_NMI: u8 = 2;
 /// Page fault.
@@ -127,23 +127,24 @@ struct Gate {
     reserved: u32,
 }
 
-#[repr(C, align(16))]
-struct Idt([Gate; 256]);
+/// An interrupt descriptor table: 256 gates, exactly one 4 KiB page. Each core has its
+/// own, in a frame of its own memory (Multikernel: no kernel structure shared by default).
+#[repr(C, align(4096))]
+pub struct Idt([Gate; 256]);
 
-/// One IDT for all cores: it is written once by the boot core and read-only afterwards.
-static mut IDT: Idt = Idt([Gate {
-    offset_low: 0,
-    selector: 0,
-    ist: 0,
-    flags: 0,
-    offset_mid: 0,
-    offset_high: 0,
-    reserved: 0,
-}; 256]);
+const _: () = assert!(core::mem::size_of::<Idt>() == 4096);
 
-/// Fills the IDT (boot core, once, before any other core starts).
-pub fn init_idt(code_selector: u16) {
+/// Code segment selector of the per-core GDT (`gdt::CoreTables` appends code first).
+const KERNEL_CODE_SELECTOR: u16 = 0x08;
+
+/// Fills the IDT in the 4 KiB frame at `va`: every vector goes to its stub; double fault
+/// and NMI run on the core's IST stack.
+///
+/// # Safety
+/// `va` must be a writable, page-aligned frame the caller owns for the kernel's lifetime.
+pub unsafe fn build_idt(va: u64) -> &'static Idt {
     let base = (&raw const isr_stubs) as u64;
+    let idt = va as *mut Idt;
     for v in 0..256usize {
         let handler = base + 16 * v as u64;
         let ist = if v as u8 == VECTOR_DOUBLE_FAULT || v as u8 == VECTOR_NMI {
@@ -153,26 +154,30 @@ pub fn init_idt(code_selector: u16) {
         };
         let gate = Gate {
             offset_low: handler as u16,
-            selector: code_selector,
+            selector: KERNEL_CODE_SELECTOR,
             ist,
             flags: 0x8e, // present, ring 0, 64-bit interrupt gate (IF cleared on entry)
             offset_mid: (handler >> 16) as u16,
             offset_high: (handler >> 32) as u32,
             reserved: 0,
         };
-        // SAFETY: only the boot core writes the IDT, before any other core runs or loads it.
-        unsafe { IDT.0[v] = gate };
+        // SAFETY: forwarded from the caller; one gate of the table.
+        unsafe { (*idt).0[v] = gate };
     }
+    // SAFETY: fully initialised above; never written again.
+    unsafe { &*idt }
 }
 
-/// Loads the IDT on the calling core.
-pub fn load_idt() {
-    let ptr = x86_64::structures::DescriptorTablePointer {
-        limit: (core::mem::size_of::<Idt>() - 1) as u16,
-        base: x86_64::VirtAddr::new((&raw const IDT) as u64),
-    };
-    // SAFETY: the IDT is static, fully initialised and never changes after `init_idt`.
-    unsafe { x86_64::instructions::tables::lidt(&ptr) };
+impl Idt {
+    /// Loads this IDT on the calling core.
+    pub fn load(&'static self) {
+        let ptr = x86_64::structures::DescriptorTablePointer {
+            limit: (core::mem::size_of::<Idt>() - 1) as u16,
+            base: x86_64::VirtAddr::new(self as *const Idt as u64),
+        };
+        // SAFETY: the table is fully initialised, never changes, and lives forever.
+        unsafe { x86_64::instructions::tables::lidt(&ptr) };
+    }
 }
 
 /// Called by `isr_common` for every interrupt and exception.
