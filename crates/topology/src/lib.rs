@@ -203,7 +203,7 @@ mod tests {
             }
         );
         assert_eq!(
-            l.locate(0b1_10_1),
+            l.locate(0b1101), // package 1, core 0b10, thread 1
             CpuLocation {
                 package: 1,
                 core: 2,

@@ -1,0 +1,87 @@
+# Atoll's front door. The work is done by `cargo xtask` (xtask/src); this file checks the
+# toolchain, installs what is missing, and passes the settings below through the
+# environment.
+#
+#   make run                    boot Atoll in QEMU on all host cores, serial console here
+#   make run CORES=4 MEM=1G     choose the virtual machine
+#   make run CMD="cores"        run one console command, then power off
+#   make test                   host unit tests, then QEMU integration tests
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# rustup puts cargo in ~/.cargo/bin; find it even when the shell profile was not reloaded.
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+# Settings read by `cargo xtask` (see `cargo xtask help`); empty means "default".
+export CORES MEM ACCEL QEMU_ARGS CMD TEST_FILTER SKIP_HOST TEST_TIMEOUT QEMU
+
+RUSTUP_INSTALL := curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh
+# The host side (xtask, build scripts) links with the system C compiler.
+LINKER_PACKAGES := gcc libc6-dev
+
+.PHONY: help run test build deps toolchain fmt clippy clean
+
+help:
+	@echo "Atoll: a research operating system for many-core x86-64 machines."
+	@echo
+	@echo "  make run     build and boot Atoll in QEMU (Ctrl-A X quits)"
+	@echo "  make test    host unit tests, then QEMU integration tests; ends with 'N passed, M failed'"
+	@echo "  make build   build the kernel (target/x86_64-unknown-none/release/atoll-kernel)"
+	@echo "  make deps    install what is missing (QEMU, the Rust target), or say how"
+	@echo "  make fmt     format all code"
+	@echo "  make clippy  lint all code, warnings are errors"
+	@echo "  make clean   remove build output"
+	@echo
+	@echo "Settings (make VAR=value ..., or the environment):"
+	@echo "  CORES=N        run: virtual CPUs (default: host CPUs)"
+	@echo "  MEM=SIZE       run: memory, e.g. 512M, 16G (default: 512M)"
+	@echo "  CMD=\"...\"      run: one console command, then power off"
+	@echo "  ACCEL=tcg|kvm  accelerator (default: kvm only with a usable /dev/kvm and vmx/svm)"
+	@echo "  QEMU_ARGS=\"...\" extra QEMU arguments, appended last"
+	@echo "  TEST_FILTER=x  test: only QEMU runs whose label contains x; SKIP_HOST=1 skips host tests"
+
+run: deps
+	@cargo xtask run
+
+test: deps
+	@cargo xtask test
+
+build: toolchain
+	@cargo xtask build
+
+deps: toolchain
+	@cargo xtask deps
+
+# Cargo (installed by rustup), the toolchain pinned in rust-toolchain.toml, and a C linker.
+toolchain:
+	@if ! command -v cargo >/dev/null; then \
+	    echo "cargo not found. Install Rust with:"; \
+	    echo "  $(RUSTUP_INSTALL)"; \
+	    echo "then open a new shell (or run: . \"\$$HOME/.cargo/env\") and try again."; \
+	    exit 1; \
+	fi
+	@cargo --version >/dev/null 2>&1 || rustup toolchain install
+	@if ! command -v cc >/dev/null; then \
+	    manual="sudo apt-get update && sudo apt-get install -y $(LINKER_PACKAGES)"; \
+	    if ! command -v apt-get >/dev/null; then \
+	        echo "no C compiler (cc) found: install one (on Debian: $$manual)"; exit 1; \
+	    elif [ "$$(id -u)" = 0 ]; then sudo=""; \
+	    elif sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+	    else echo "no C compiler (cc) found; install one with:"; echo "  $$manual"; exit 1; \
+	    fi; \
+	    echo "make: no C compiler (cc) found, installing $(LINKER_PACKAGES) with apt-get"; \
+	    $$sudo apt-get update || exit 1; \
+	    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $(LINKER_PACKAGES) || exit 1; \
+	    command -v cc >/dev/null || { echo "make: installed $(LINKER_PACKAGES), still no cc"; exit 1; }; \
+	fi
+
+fmt: toolchain
+	cargo fmt --all
+
+clippy: toolchain
+	cargo clippy --workspace --exclude atoll-kernel --all-targets -- -D warnings
+	cargo clippy -p atoll-kernel --target x86_64-unknown-none -- -D warnings
+
+clean:
+	cargo clean

@@ -1,0 +1,206 @@
+//! `cargo xtask <command>`: Atoll's host tool, the engine behind the Makefile.
+//!
+//! - `build`: build the kernel ELF.
+//! - `deps`:  install or name what is missing (QEMU, the `x86_64-unknown-none` target).
+//! - `run`:   build, then boot the kernel in QEMU (interactive, or one `CMD` and power off).
+//! - `test`:  host unit tests, then the QEMU integration runs of `test.rs`; ends with the
+//!   line `N passed, M failed`.
+//!
+//! Settings come from the environment (so `make run CORES=4` works) and can be given as
+//! flags instead (`cargo xtask run --cores 4`); a flag wins over the environment, and an
+//! empty variable counts as unset.
+
+mod build;
+mod deps;
+mod host;
+mod qemu;
+mod run;
+mod test;
+
+use std::env;
+use std::process::ExitCode;
+
+/// Errors are messages for the user; `main` prints them and exits 1.
+pub type Result<T = ()> = std::result::Result<T, String>;
+
+const USAGE: &str = "\
+usage: cargo xtask <command> [flags]
+
+commands:
+  build   build the kernel (target/x86_64-unknown-none/release/atoll-kernel)
+  deps    install what is missing (QEMU, the x86_64-unknown-none target), or say how
+  run     build, then boot Atoll in QEMU; with CMD, run one console command and power off
+  test    host unit tests, then the QEMU integration runs; ends with `N passed, M failed`
+
+flags, or the environment variable after each (a flag wins; empty means unset):
+  --cores N         CORES        run: virtual CPUs (default: host CPUs)
+  --mem SIZE        MEM          run: memory in QEMU syntax (default: 512M)
+  --cmd COMMAND     CMD          run: one console command, then power off
+  --accel tcg|kvm   ACCEL        run, test: accelerator (default: kvm if /dev/kvm opens
+                                 and the CPU flags show vmx or svm, else tcg)
+  --qemu-args ARGS  QEMU_ARGS    run, test: extra QEMU arguments, split on whitespace
+  --only TEXT       TEST_FILTER  test: only QEMU runs whose label contains TEXT
+  --skip-host       SKIP_HOST=1  test: skip the host unit tests
+  --timeout SECS    TEST_TIMEOUT test: time limit of each QEMU run (default: per run)
+                    QEMU         the QEMU binary (default: qemu-system-x86_64)";
+
+/// Everything a command can be told, from flags and the environment.
+#[derive(Debug, Default)]
+pub struct Options {
+    /// `CORES`: number of virtual CPUs for `run`.
+    pub cores: Option<u32>,
+    /// `MEM`: guest memory for `run`, in QEMU's syntax (`512M`, `16G`).
+    pub mem: Option<String>,
+    /// `ACCEL`: `tcg` or `kvm`; `None` picks one (see `qemu::Accel::choose`).
+    pub accel: Option<String>,
+    /// `QEMU_ARGS`: appended to every QEMU command line.
+    pub qemu_args: Vec<String>,
+    /// `CMD`: one console command for `run`.
+    pub cmd: Option<String>,
+    /// `TEST_FILTER`: substring selecting QEMU test runs by label.
+    pub only: Option<String>,
+    /// `SKIP_HOST`: skip the host unit tests.
+    pub skip_host: bool,
+    /// `TEST_TIMEOUT`: seconds before a QEMU test run is killed, instead of the table's.
+    pub timeout: Option<u64>,
+}
+
+impl Options {
+    /// Reads the environment, then the flags in `args` (which win).
+    fn parse(args: &[String]) -> Result<Options> {
+        let mut opts = Options {
+            cores: env_var("CORES").map(|v| parse_cores(&v)).transpose()?,
+            mem: env_var("MEM"),
+            accel: env_var("ACCEL"),
+            qemu_args: split_args(&env_var("QEMU_ARGS").unwrap_or_default()),
+            cmd: env_var("CMD"),
+            only: env_var("TEST_FILTER"),
+            skip_host: env_var("SKIP_HOST").is_some_and(|v| v != "0"),
+            timeout: env_var("TEST_TIMEOUT")
+                .map(|v| parse_secs(&v))
+                .transpose()?,
+        };
+        let mut rest = args.iter();
+        while let Some(arg) = rest.next() {
+            // Accept both `--flag value` and `--flag=value`.
+            let (flag, inline) = match arg.split_once('=') {
+                Some((flag, value)) => (flag, Some(value.to_string())),
+                None => (arg.as_str(), None),
+            };
+            if flag == "--skip-host" {
+                opts.skip_host = true;
+                continue;
+            }
+            let mut value = || match inline.clone().or_else(|| rest.next().cloned()) {
+                Some(value) => Ok(value),
+                None => Err(format!("{flag} needs a value\n\n{USAGE}")),
+            };
+            match flag {
+                "--cores" => opts.cores = Some(parse_cores(&value()?)?),
+                "--mem" => opts.mem = Some(value()?),
+                "--accel" => opts.accel = Some(value()?),
+                "--qemu-args" => opts.qemu_args = split_args(&value()?),
+                "--cmd" => opts.cmd = Some(value()?),
+                "--only" => opts.only = Some(value()?),
+                "--timeout" => opts.timeout = Some(parse_secs(&value()?)?),
+                _ => return Err(format!("unknown argument `{arg}`\n\n{USAGE}")),
+            }
+        }
+        Ok(opts)
+    }
+}
+
+/// An environment variable, treating unset, empty and non-UTF-8 alike as absent.
+fn env_var(name: &str) -> Option<String> {
+    env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Splits `QEMU_ARGS` on whitespace (no quoting: it is appended word by word).
+fn split_args(text: &str) -> Vec<String> {
+    text.split_whitespace().map(str::to_string).collect()
+}
+
+fn parse_cores(text: &str) -> Result<u32> {
+    match text.trim().parse() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "CORES must be a number of at least 1, not `{text}`"
+        )),
+    }
+}
+
+fn parse_secs(text: &str) -> Result<u64> {
+    match text.trim().parse() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "TEST_TIMEOUT must be a number of seconds, not `{text}`"
+        )),
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let Some(command) = args.first() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let opts = match Options::parse(&args[1..]) {
+        Ok(opts) => opts,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match command.as_str() {
+        "build" => build::kernel().map(|_| ExitCode::SUCCESS),
+        "deps" => deps::ensure_all().map(|_| ExitCode::SUCCESS),
+        "run" => run::run(&opts),
+        "test" => test::test(&opts),
+        "help" | "-h" | "--help" => {
+            println!("{USAGE}");
+            Ok(ExitCode::SUCCESS)
+        }
+        _ => Err(format!("unknown command `{command}`\n\n{USAGE}")),
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn flags_are_parsed_in_both_forms() {
+        let args = strings(&[
+            "--cores",
+            "4",
+            "--mem=1G",
+            "--qemu-args",
+            "-a  b",
+            "--skip-host",
+        ]);
+        let opts = Options::parse(&args).unwrap();
+        assert_eq!(opts.cores, Some(4));
+        assert_eq!(opts.mem.as_deref(), Some("1G"));
+        assert_eq!(opts.qemu_args, strings(&["-a", "b"]));
+        assert!(opts.skip_host);
+    }
+
+    #[test]
+    fn bad_flags_are_refused() {
+        assert!(Options::parse(&strings(&["--cores", "0"])).is_err());
+        assert!(Options::parse(&strings(&["--cores", "four"])).is_err());
+        assert!(Options::parse(&strings(&["--mem"])).is_err());
+        assert!(Options::parse(&strings(&["--bogus"])).is_err());
+    }
+}

@@ -1,0 +1,276 @@
+//! The QEMU command line: machine, accelerator, serial port, and waiting with a timeout.
+
+use std::env;
+use std::fs::{self, OpenOptions};
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::Result;
+
+/// The QEMU binary used unless `$QEMU` names another (a fake one, in tests of xtask).
+pub const DEFAULT_BINARY: &str = "qemu-system-x86_64";
+
+/// The QEMU binary to run.
+pub fn binary() -> String {
+    env::var("QEMU")
+        .ok()
+        .filter(|q| !q.is_empty())
+        .unwrap_or_else(|| DEFAULT_BINARY.into())
+}
+
+/// How QEMU executes guest code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accel {
+    /// Binary translation: slower per instruction, but available everywhere.
+    Tcg,
+    /// Hardware virtualization through `/dev/kvm`.
+    Kvm,
+}
+
+impl Accel {
+    /// The accelerator asked for (`tcg` or `kvm`), or the best one this host has, with a
+    /// few words on why.
+    pub fn choose(requested: Option<&str>) -> Result<(Accel, &'static str)> {
+        match requested.map(str::to_ascii_lowercase).as_deref() {
+            Some("tcg") => Ok((Accel::Tcg, "ACCEL=tcg")),
+            Some("kvm") => Ok((Accel::Kvm, "ACCEL=kvm")),
+            Some(other) => Err(format!("ACCEL must be `tcg` or `kvm`, not `{other}`")),
+            None if !kvm_opens() => Ok((Accel::Tcg, "/dev/kvm not usable")),
+            None => {
+                let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+                if has_virtualization_flags(&cpuinfo) {
+                    Ok((Accel::Kvm, "/dev/kvm and vmx/svm"))
+                } else {
+                    // A paravirtual nested /dev/kvm runs guest kernel code far slower than TCG.
+                    Ok((Accel::Tcg, "/dev/kvm but no vmx/svm flag"))
+                }
+            }
+        }
+    }
+
+    /// Lower-case name, as `ACCEL` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Accel::Tcg => "tcg",
+            Accel::Kvm => "kvm",
+        }
+    }
+
+    /// QEMU arguments selecting this accelerator and a CPU model that suits it.
+    fn args(self) -> [&'static str; 4] {
+        match self {
+            // `max` is every feature TCG emulates; QEMU 7.2 warns about none of them.
+            Accel::Tcg => ["-accel", "tcg", "-cpu", "max"],
+            // `-cpu host` alone can fail on MSR 0x10a (IA32_ARCH_CAPABILITIES).
+            Accel::Kvm => ["-accel", "kvm", "-cpu", "host,-arch-capabilities"],
+        }
+    }
+}
+
+/// True when `/dev/kvm` opens for reading and writing.
+fn kvm_opens() -> bool {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_ok()
+}
+
+/// True when a `flags` line of `/proc/cpuinfo` lists `vmx` (Intel) or `svm` (AMD).
+pub fn has_virtualization_flags(cpuinfo: &str) -> bool {
+    cpuinfo
+        .lines()
+        .filter(|line| line.starts_with("flags"))
+        .filter_map(|line| line.split_once(':'))
+        .any(|(_, flags)| flags.split_whitespace().any(|f| f == "vmx" || f == "svm"))
+}
+
+/// Where the guest's COM1 goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Serial {
+    /// The terminal, multiplexed with the QEMU monitor (Ctrl-A X quits, Ctrl-A C monitor).
+    Interactive,
+    /// QEMU's standard output, no monitor (the caller redirects stdout as it likes).
+    Stdout,
+}
+
+/// One virtual machine to boot.
+#[derive(Clone, Debug)]
+pub struct Vm {
+    /// Number of virtual CPUs (`-smp`).
+    pub cores: u32,
+    /// Memory in QEMU's syntax (`-m`).
+    pub mem: String,
+    /// The accelerator and CPU model.
+    pub accel: Accel,
+    /// The kernel ELF (`-kernel`, booted through its PVH note).
+    pub kernel: PathBuf,
+    /// The kernel command line (`-append`).
+    pub cmdline: String,
+    /// Extra QEMU arguments, appended last (a test's own, then `QEMU_ARGS`).
+    pub extra: Vec<String>,
+}
+
+impl Vm {
+    /// The QEMU command for this machine with its serial port on `serial`.
+    pub fn command(&self, serial: Serial) -> Command {
+        let mut command = Command::new(binary());
+        command.args(["-machine", "q35"]);
+        command.args(self.accel.args());
+        command.arg("-m").arg(&self.mem);
+        command.arg("-smp").arg(self.cores.to_string());
+        command.arg("-kernel").arg(&self.kernel);
+        command.arg("-append").arg(&self.cmdline);
+        command.args(["-no-reboot", "-display", "none"]);
+        command.args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]);
+        match serial {
+            Serial::Interactive => command.args(["-serial", "mon:stdio"]),
+            Serial::Stdout => command.args(["-serial", "stdio", "-monitor", "none"]),
+        };
+        command.args(&self.extra);
+        command
+    }
+}
+
+/// The kernel command line item that runs one console command: `cmd="<command>"`.
+pub fn cmd_arg(command: &str) -> Result<String> {
+    // The kernel's parser knows no escapes, so a `"` would end the value early.
+    if command.contains('"') {
+        return Err(format!("CMD cannot contain a double quote: {command}"));
+    }
+    Ok(format!("{}=\"{command}\"", verdict::cmdline_keys::CMD))
+}
+
+/// Starts `command`, explaining a missing QEMU better than "No such file or directory".
+pub fn spawn(command: &mut Command) -> Result<Child> {
+    command.spawn().map_err(|e| {
+        let program = command.get_program().to_string_lossy().into_owned();
+        if e.kind() == ErrorKind::NotFound {
+            format!("{program} not found: run `make deps` (or `cargo xtask deps`) first")
+        } else {
+            format!("cannot start {program}: {e}")
+        }
+    })
+}
+
+/// How a QEMU process ended.
+#[derive(Clone, Copy, Debug)]
+pub struct Ending {
+    /// Exit status; `None` if it died by a signal (or we killed it).
+    pub status: Option<i32>,
+    /// True if we killed it because the time was up.
+    pub timed_out: bool,
+    /// How long it ran.
+    pub elapsed: Duration,
+}
+
+/// Waits for `child` to exit, killing it (and reaping it) once `timeout` has passed.
+pub fn wait(child: &mut Child, timeout: Duration) -> Result<Ending> {
+    let start = Instant::now();
+    loop {
+        let waited = child
+            .try_wait()
+            .map_err(|e| format!("waiting for QEMU: {e}"))?;
+        if let Some(status) = waited {
+            return Ok(Ending {
+                status: status.code(),
+                timed_out: false,
+                elapsed: start.elapsed(),
+            });
+        }
+        if start.elapsed() >= timeout {
+            // SIGKILL, then wait() so no zombie is left behind.
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(Ending {
+                status: None,
+                timed_out: true,
+                elapsed: start.elapsed(),
+            });
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Reads a log file that may hold invalid UTF-8 (a crashing kernel prints anything).
+pub fn read_log(path: &Path) -> String {
+    String::from_utf8_lossy(&fs::read(path).unwrap_or_default()).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vm(extra: &[&str]) -> Vm {
+        Vm {
+            cores: 4,
+            mem: "256M".into(),
+            accel: Accel::Tcg,
+            kernel: PathBuf::from("/k"),
+            cmdline: "test=all".into(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn args(command: &Command) -> Vec<String> {
+        command
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn command_line_has_the_machine_and_extra_args_last() {
+        let line = args(&vm(&["-numa", "node"]).command(Serial::Stdout)).join(" ");
+        assert!(line.starts_with("-machine q35 -accel tcg -cpu max -m 256M -smp 4 -kernel /k"));
+        assert!(line.contains("-append test=all -no-reboot -display none"));
+        assert!(line.contains("-device isa-debug-exit,iobase=0xf4,iosize=0x04"));
+        assert!(line.contains("-serial stdio -monitor none"));
+        assert!(line.ends_with("-numa node"));
+    }
+
+    #[test]
+    fn interactive_serial_shares_the_terminal_with_the_monitor() {
+        let line = args(&vm(&[]).command(Serial::Interactive)).join(" ");
+        assert!(line.ends_with("-serial mon:stdio"));
+    }
+
+    #[test]
+    fn kvm_uses_the_host_cpu_without_arch_capabilities() {
+        assert_eq!(
+            Accel::Kvm.args(),
+            ["-accel", "kvm", "-cpu", "host,-arch-capabilities"]
+        );
+    }
+
+    #[test]
+    fn explicit_accelerator_wins_and_nonsense_is_refused() {
+        assert_eq!(Accel::choose(Some("KVM")).unwrap().0, Accel::Kvm);
+        assert_eq!(Accel::choose(Some("tcg")).unwrap().0, Accel::Tcg);
+        assert!(Accel::choose(Some("hvf")).is_err());
+    }
+
+    #[test]
+    fn virtualization_flags_are_whole_words_on_flags_lines() {
+        assert!(has_virtualization_flags("flags\t\t: fpu vme vmx sse\n"));
+        assert!(has_virtualization_flags(
+            "model name : x\nflags : fpu svm\n"
+        ));
+        assert!(!has_virtualization_flags(
+            "flags\t\t: fpu vme vmxx hypervisor\n"
+        ));
+        assert!(!has_virtualization_flags(
+            "model name : vmx svm\nflags : fpu\n"
+        ));
+    }
+
+    #[test]
+    fn cmd_is_quoted_for_the_kernel() {
+        assert_eq!(cmd_arg("cores").unwrap(), "cmd=\"cores\"");
+        assert_eq!(cmd_arg("mem 3").unwrap(), "cmd=\"mem 3\"");
+        assert!(cmd_arg("say \"hi\"").is_err());
+    }
+}

@@ -1,0 +1,67 @@
+//! `cargo xtask run`: build the kernel and boot it in QEMU.
+//!
+//! Without `CMD` the serial console is the terminal (interactive). With `CMD` the kernel
+//! runs that one console command and powers off; the serial output goes to stdout so
+//! scripts can read it, and the exit status says whether QEMU ended well.
+
+use std::process::{ExitCode, Stdio};
+use std::thread;
+use std::time::Instant;
+
+use verdict::ExitCode as KernelExit;
+
+use crate::qemu::{self, Accel, Serial, Vm};
+use crate::{build, Options, Result};
+
+/// Guest memory when `MEM` is not given.
+const DEFAULT_MEM: &str = "512M";
+
+/// Builds, boots, waits; prints the wall time of the whole run to stderr at the end.
+pub fn run(opts: &Options) -> Result<ExitCode> {
+    let start = Instant::now();
+    let (accel, why) = Accel::choose(opts.accel.as_deref())?;
+    let kernel = build::kernel()?;
+    let cores = opts.cores.unwrap_or_else(host_cpus);
+    let mem = opts.mem.clone().unwrap_or_else(|| DEFAULT_MEM.into());
+    let cmdline = match &opts.cmd {
+        Some(cmd) => qemu::cmd_arg(cmd)?,
+        None => String::new(),
+    };
+    let vm = Vm {
+        cores,
+        mem,
+        accel,
+        kernel,
+        cmdline,
+        extra: opts.qemu_args.clone(),
+    };
+
+    let mut command = if opts.cmd.is_some() {
+        let mut command = vm.command(Serial::Stdout);
+        command.stdin(Stdio::null());
+        command
+    } else {
+        let (cores, mem, accel) = (vm.cores, &vm.mem, accel.name());
+        eprintln!("run: {cores} cores, {mem}, {accel} ({why}); press Ctrl-A X to quit QEMU");
+        vm.command(Serial::Interactive)
+    };
+    let status = qemu::spawn(&mut command)?
+        .wait()
+        .map_err(|e| format!("waiting for QEMU: {e}"))?;
+    eprintln!("run: {} ms wall", start.elapsed().as_millis());
+
+    // 0: powered off (or quit from the monitor); 33: the kernel's success exit.
+    match status.code() {
+        Some(0) => Ok(ExitCode::SUCCESS),
+        Some(code) if code == KernelExit::Success.qemu_status() => Ok(ExitCode::SUCCESS),
+        _ => {
+            eprintln!("run: QEMU ended with {status}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// The number of CPUs this host offers us (1 if that cannot be found out).
+fn host_cpus() -> u32 {
+    thread::available_parallelism().map_or(1, |n| n.get() as u32)
+}
