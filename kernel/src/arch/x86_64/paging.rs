@@ -66,11 +66,30 @@ fn index(va: u64, level: u32) -> usize {
     ((va >> (12 + 9 * (level - 1))) & 0x1ff) as usize
 }
 
-/// Maps the 4 KiB page at `va` to `pa`; intermediate tables come from `alloc`.
+/// Walks from the PML4 down to the table at `level` (4 = PML4 ... 1 = page table) on the
+/// way to `va`, creating missing tables with `alloc`, and returns `va`'s entry there.
 ///
 /// # Safety
 /// `pml4` is the live kernel PML4; the caller owns the part of the address space it maps
 /// (see the module comment), so no other core writes the same entries.
+unsafe fn walk(
+    pml4: u64,
+    va: u64,
+    level: u32,
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> Option<*mut PageTableEntry> {
+    let mut t = pml4;
+    for l in (level + 1..=4).rev() {
+        // SAFETY: forwarded from the caller.
+        t = unsafe { next_table(t, index(va, l), alloc)? };
+    }
+    Some(entry(t, index(va, level)))
+}
+
+/// Maps the 4 KiB page at `va` to `pa`; intermediate tables come from `alloc`.
+///
+/// # Safety
+/// As for [`walk`].
 pub unsafe fn map_page(
     pml4: u64,
     va: u64,
@@ -78,20 +97,15 @@ pub unsafe fn map_page(
     flags: F,
     alloc: &mut dyn FnMut() -> Option<u64>,
 ) -> Option<()> {
-    let mut t = pml4;
-    for level in [4, 3, 2] {
-        // SAFETY: forwarded from the caller.
-        t = unsafe { next_table(t, index(va, level), alloc)? };
-    }
-    // SAFETY: as above; a 4 KiB leaf entry.
-    unsafe { (*entry(t, index(va, 1))).set_addr(x86_64::PhysAddr::new(pa), flags | F::PRESENT) };
+    // SAFETY: forwarded from the caller; a 4 KiB leaf entry.
+    unsafe { (*walk(pml4, va, 1, alloc)?).set_addr(x86_64::PhysAddr::new(pa), flags | F::PRESENT) };
     Some(())
 }
 
 /// Maps the 2 MiB page at `va` to `pa`.
 ///
 /// # Safety
-/// As for [`map_page`].
+/// As for [`walk`].
 unsafe fn map_large(
     pml4: u64,
     va: u64,
@@ -99,37 +113,9 @@ unsafe fn map_large(
     flags: F,
     alloc: &mut dyn FnMut() -> Option<u64>,
 ) -> Option<()> {
-    let mut t = pml4;
-    for level in [4, 3] {
-        // SAFETY: forwarded from the caller.
-        t = unsafe { next_table(t, index(va, level), alloc)? };
-    }
-    // SAFETY: as above; a 2 MiB leaf entry in a page directory.
-    unsafe {
-        (*entry(t, index(va, 2)))
-            .set_addr(x86_64::PhysAddr::new(pa), flags | F::PRESENT | F::HUGE_PAGE)
-    };
-    Some(())
-}
-
-/// Ensures the table at `level` on the way to `va` exists (the boot core pre-creates shared
-/// levels so that other cores never race to create them).
-///
-/// # Safety
-/// As for [`map_page`]; boot core only.
-pub unsafe fn prepare_table(
-    pml4: u64,
-    va: u64,
-    down_to_level: u32,
-    alloc: &mut dyn FnMut() -> Option<u64>,
-) -> Option<()> {
-    let mut t = pml4;
-    let mut level = 4;
-    while level > down_to_level {
-        // SAFETY: forwarded from the caller.
-        t = unsafe { next_table(t, index(va, level), alloc)? };
-        level -= 1;
-    }
+    let huge = flags | F::PRESENT | F::HUGE_PAGE;
+    // SAFETY: forwarded from the caller; a 2 MiB leaf entry in a page directory.
+    unsafe { (*walk(pml4, va, 2, alloc)?).set_addr(x86_64::PhysAddr::new(pa), huge) };
     Some(())
 }
 
@@ -197,8 +183,8 @@ pub fn build_kernel_tables(
     // race to create them later.
     // SAFETY: as above.
     unsafe {
-        prepare_table(pml4, HEAP_BASE, 3, alloc)?;
-        prepare_table(pml4, STACKS_BASE, 3, alloc)?;
+        walk(pml4, HEAP_BASE, 3, alloc)?;
+        walk(pml4, STACKS_BASE, 3, alloc)?;
     }
     Some(pml4)
 }
