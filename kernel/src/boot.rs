@@ -6,8 +6,9 @@ use crate::arch::boot::{self as pvh, BootInfo};
 use crate::arch::paging::{self, phys_to_virt, STACKS_BASE, STACK_SLOT};
 use crate::arch::{self, acpi, apic, cpu, power, start_ap, timer, trap};
 use crate::mem::{frames, heap};
+use crate::monitor::{self, channels};
 use crate::percpu::{self, CoreSetup, CoreState};
-use crate::{console, ktest, println, smp};
+use crate::{console, knowledge, ktest, println, smp};
 use physmem::{CoreFrames, CoreShare, FrameOwners, PhysRange, RangeSet, FRAME_SIZE};
 use x86_64::structures::paging::PageTableFlags as F;
 
@@ -141,6 +142,7 @@ pub fn boot_core(start_info: u32) -> ! {
             layout.locate(apic_id),
             platform.core_node[i],
             share,
+            n,
             pml4,
         ) {
             fail(format_args!("core {i}: {e}"));
@@ -155,6 +157,7 @@ pub fn boot_core(start_info: u32) -> ! {
     if heap::init_this_core().is_none() {
         fail(format_args!("no memory for the kernel heap"));
     }
+    monitor::init_this_core(n);
     let t_cores = cpu::rdtsc();
     timer::calibrate();
     let t_calibrated = cpu::rdtsc();
@@ -212,6 +215,10 @@ pub fn boot_core(start_info: u32) -> ! {
         us(t_cores, t_calibrated),
         us(t_calibrated, t_end)
     );
+
+    if let Err(e) = knowledge::measure_at_boot() {
+        println!("skb: measurement failed: {e}");
+    }
 
     let cmdline = info.cmdline();
     if let Some(selector) = cmdline::get(cmdline, verdict::cmdline_keys::TEST) {
@@ -282,6 +289,7 @@ fn build_core(
     location: topology::CpuLocation,
     node: u32,
     share: &CoreShare,
+    cores: usize,
     pml4: u64,
 ) -> Result<(), &'static str> {
     if share.is_empty() {
@@ -310,6 +318,10 @@ fn build_core(
     let idt_frame = cf.alloc().ok_or("no frame for the IDT")?;
     // SAFETY: a fresh frame of this core's own, kept for the kernel's lifetime.
     let idt = unsafe { trap::build_idt(phys_to_virt(idt_frame)) };
+    // The channels this core receives on, in its own memory (Multikernel §4.6).
+    for from in (0..cores).filter(|&from| from != i) {
+        channels::install(from, i, cf.alloc().ok_or("no frame for a channel")?);
+    }
 
     // Stacks: [guard][kernel stack][guard][critical stack] in the core's slot.
     let slot = STACKS_BASE + i as u64 * STACK_SLOT;

@@ -1,7 +1,7 @@
 //! The kernel console on COM1: a line editor and a handful of commands. `make run` lands
 //! here; `make run CMD="..."` runs one command through [`execute`] and powers off.
 
-use crate::arch::{cpu, power, serial, timer};
+use crate::arch::{power, serial, timer};
 use crate::percpu::{self, CoreState};
 use crate::{boot, ktest, mem, print, println};
 
@@ -41,7 +41,8 @@ fn read_line(buf: &mut [u8; LINE_MAX]) -> usize {
     let mut len = 0;
     loop {
         let Some(b) = serial::try_read_byte() else {
-            cpu::enable_and_halt();
+            // Serve messages; halt when idle (the tick wakes us to look at the UART).
+            crate::monitor::idle_once(percpu::this_core());
             continue;
         };
         match b {
@@ -84,6 +85,37 @@ pub fn execute(line: &str) {
                     if t.isolated { "isolated" } else { "" }
                 );
             }
+        }
+        Some("skb") => match crate::knowledge::get() {
+            Some(skb) => {
+                let mut text = alloc::string::String::new();
+                let _ = skb.render(&mut text);
+                for line in text.lines() {
+                    println!("{line}");
+                }
+            }
+            None => println!("the SKB has not been measured"),
+        },
+        Some("monitor") => {
+            println!("core  state      wakeups  rejected");
+            for c in percpu::all_cores() {
+                println!(
+                    "{:>4}  {:<9} {:>8}  {:>8}",
+                    c.index,
+                    alloc::format!("{:?}", c.state()),
+                    c.wakeups(),
+                    c.rejected()
+                );
+            }
+            println!(
+                "this core: {:?}, poll budget {} cycles",
+                crate::monitor::stats(),
+                crate::monitor::poll_budget()
+            );
+        }
+        Some("bench") => {
+            let args: alloc::vec::Vec<&str> = words.collect();
+            crate::bench::run(&args);
         }
         Some("uptime") => {
             let ticks = percpu::core(0).map_or(0, |c| c.ticks());

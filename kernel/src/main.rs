@@ -8,10 +8,13 @@
 extern crate alloc;
 
 mod arch;
+mod bench;
 mod boot;
 mod console;
+mod knowledge;
 mod ktest;
 mod mem;
+mod monitor;
 mod percpu;
 mod print;
 mod smp;
@@ -44,9 +47,10 @@ extern "C" fn ap_main(index: usize) -> ! {
         core.set_state(CoreState::Offline);
         cpu::halt_forever();
     }
+    monitor::init_this_core(percpu::core_count());
     timer::start_tick();
     core.set_state(CoreState::Online);
-    smp::idle_loop(core)
+    monitor::idle_loop(core)
 }
 
 #[panic_handler]

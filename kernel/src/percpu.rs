@@ -2,14 +2,16 @@
 //! GS base (`gs:0` holds the block's address).
 //!
 //! Multikernel principle: a core's kernel state is its own. Fields another core may touch
-//! are atomics (counters other cores read, the return stacks they push to, the mailbox);
+//! are atomics (counters other cores read, the heap return stack they push to);
 //! everything else sits in a [`CoreLocal`] that only the owning core can open.
 
 use crate::arch::{self, cpu, gdt::CoreTables};
 use crate::mem::heap::CoreHeap;
-use crate::smp::Job;
+use crate::monitor::Monitor;
 use core::cell::{Cell, UnsafeCell};
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 use physmem::CoreFrames;
 use return_stack::ReturnStack;
 
@@ -87,16 +89,19 @@ pub struct PerCore {
     unexpected_interrupts: AtomicU64,
     /// Test IPIs received, per sending core.
     test_ipis: [AtomicU32; MAX_CORES],
-    /// Job posted by another core (M1's cross-core call; M2 replaces it with URPC).
-    pub mailbox: AtomicPtr<Job>,
-    /// The job this core is running, so a fault can mark it.
-    pub running_job: AtomicPtr<Job>,
+    /// Set while the core is halted in its idle loop: a sender must wake it with an IPI.
+    asleep: AtomicBool,
+    /// Times the core woke from an idle halt.
+    wakeups: AtomicU64,
+    /// Messages the monitor rejected.
+    rejected: AtomicU64,
     /// Free frames (mirror of `frames`, readable by any core).
     free_frames: AtomicU64,
-    /// Frames this core owns, freed by other cores, waiting to be taken back.
-    pub frame_returns: ReturnStack,
-    /// Heap blocks this core owns, freed by other cores, waiting to be taken back.
+    /// Heap blocks this core owns, freed by other cores, waiting to be taken back. (The
+    /// one cross-core path that is not a URPC channel: a `dealloc` cannot send messages.)
     pub heap_returns: ReturnStack,
+    /// The monitor: this core's ends of its channels (set up after the heap).
+    pub monitor: CoreLocal<Option<Monitor>>,
     /// This core's free-frame bitmap.
     pub frames: CoreLocal<CoreFrames<'static>>,
     /// This core's kernel heap.
@@ -157,11 +162,12 @@ pub unsafe fn publish(frame_va: u64, setup: CoreSetup) -> &'static PerCore {
         ticks: AtomicU64::new(0),
         unexpected_interrupts: AtomicU64::new(0),
         test_ipis: [const { AtomicU32::new(0) }; MAX_CORES],
-        mailbox: AtomicPtr::new(core::ptr::null_mut()),
-        running_job: AtomicPtr::new(core::ptr::null_mut()),
+        asleep: AtomicBool::new(false),
+        wakeups: AtomicU64::new(0),
+        rejected: AtomicU64::new(0),
         free_frames: AtomicU64::new(free),
-        frame_returns: ReturnStack::new(),
         heap_returns: ReturnStack::new(),
+        monitor: CoreLocal::new(setup.index, None),
         frames: CoreLocal::new(setup.index, setup.frames),
         heap: CoreLocal::new(setup.index, CoreHeap::empty(setup.index)),
         tables: UnsafeCell::new(CoreTables::new()),
@@ -268,15 +274,40 @@ impl PerCore {
         self.unexpected_interrupts.load(Ordering::Relaxed)
     }
 
-    /// Marks this core stopped by exception `vector`, and fails the job it was running.
+    /// Marks this core stopped by exception `vector` (callers waiting on it see this).
     pub fn stop_after_fault(&self, vector: u8) {
         self.fault_vector.store(vector, Ordering::Relaxed);
-        let job = self.running_job.load(Ordering::Acquire);
-        if !job.is_null() {
-            // SAFETY: a running job stays alive until it is marked finished or faulted.
-            unsafe { (*job).mark_faulted(self.index, vector) };
-        }
         self.set_state(CoreState::Faulted);
+    }
+
+    /// Whether the core is halted in its idle loop.
+    pub fn is_asleep(&self) -> bool {
+        self.asleep.load(Ordering::SeqCst)
+    }
+
+    /// Marks the core asleep (about to halt) or awake.
+    pub fn set_asleep(&self, asleep: bool) {
+        self.asleep.store(asleep, Ordering::SeqCst);
+    }
+
+    /// Counts a wake-up from an idle halt.
+    pub fn count_wakeup(&self) {
+        self.wakeups.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Wake-ups from idle halts so far.
+    pub fn wakeups(&self) -> u64 {
+        self.wakeups.load(Ordering::Relaxed)
+    }
+
+    /// Counts a rejected message.
+    pub fn count_rejected(&self) {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Messages rejected so far.
+    pub fn rejected(&self) -> u64 {
+        self.rejected.load(Ordering::Relaxed)
     }
 
     /// The exception that stopped this core, if it is [`CoreState::Faulted`].

@@ -11,6 +11,7 @@ mod boot;
 mod frames;
 mod heap;
 mod interrupts;
+mod monitor;
 mod traps;
 
 use crate::arch::{cpu, power, timer};
@@ -132,15 +133,7 @@ pub fn run(selector: &str) -> ! {
     })
 }
 
-/// Turns job outcomes into one test result, naming the first core that failed.
-pub fn all_ok(cores: &[usize], outcomes: &[smp::Outcome]) -> Result<(), String> {
-    for (core, outcome) in cores.iter().zip(outcomes) {
-        if !outcome.is_ok() {
-            return Err(alloc::format!("core {core}: {outcome:?}"));
-        }
-    }
-    Ok(())
-}
+pub use crate::smp::all_ok;
 
 /// Time limit for one job in a test (generous: 16 vCPUs under TCG on two host cores).
 pub const JOB_TIMEOUT_US: u64 = 60_000_000;

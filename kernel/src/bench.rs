@@ -1,0 +1,405 @@
+//! Benchmarks run from the console (`bench urpc`, `bench multicast`, `bench shm`). Each
+//! measurement prints one `RESULT {json}` line; absolute numbers under QEMU/TCG mean
+//! little, so every experiment reports a ratio measured in the same run (URPC against the
+//! raw cache-line floor; protocols against each other).
+
+use crate::arch::cpu;
+use crate::knowledge::median;
+use crate::monitor::protocol::{Request, UPDATE_LINES};
+use crate::monitor::{self, CallId};
+use crate::percpu::this_core;
+use crate::smp::{self, all_ok, Outcome};
+use crate::{knowledge, println};
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+use urpc::{ChannelMemory, Receiver, Sender, PAYLOAD_WORDS};
+
+/// Time limit of one benchmark job.
+const JOB_TIMEOUT_US: u64 = 120_000_000;
+/// Queue length of the throughput test (Multikernel Table 2 uses 16).
+const QUEUE: usize = 16;
+
+/// Prints one result line in the shape `make bench` reads.
+fn result(
+    experiment: &str,
+    cores: usize,
+    metric: &str,
+    value: impl core::fmt::Display,
+    unit: &str,
+    extra: &str,
+) {
+    println!(
+        "RESULT {{\"experiment\":\"{experiment}\",\"system\":\"atoll\",\"cores\":{cores},\"metric\":\"{metric}\",\"value\":{value},\"unit\":\"{unit}\"{extra}}}"
+    );
+}
+
+/// Runs `bench <what> [iterations]`.
+pub fn run(args: &[&str]) {
+    let iterations = args.get(1).and_then(|s| s.parse().ok());
+    let outcome = match args.first().copied() {
+        Some("urpc") => urpc(iterations.unwrap_or(2000)),
+        Some("multicast") => multicast(iterations.unwrap_or(50)),
+        Some("shm") => shm(iterations.unwrap_or(500)),
+        _ => Err(String::from("usage: bench urpc|multicast|shm [iterations]")),
+    };
+    if let Err(e) = outcome {
+        println!("bench: {e}");
+    }
+}
+
+/// A two-way URPC channel pair and a pair of raw cache lines, lent to the two cores.
+#[repr(C, align(64))]
+struct PairMemory {
+    forward: ChannelMemory<QUEUE>,
+    backward: ChannelMemory<QUEUE>,
+    ping: AtomicU64,
+    _pad: [u64; 7],
+    pong: AtomicU64,
+}
+
+/// Multikernel Table 2: URPC one-way latency and pipelined throughput for each pair of
+/// cores, with a raw cache-line ping-pong between the same cores as the floor.
+fn urpc(iterations: usize) -> Result<(), String> {
+    let cores = smp::online_cores();
+    if cores.len() < 2 {
+        return Err("needs 2 cores".into());
+    }
+    let n = cores.len();
+    for (i, &a) in cores.iter().enumerate() {
+        for &b in &cores[i + 1..] {
+            let pair = format!(",\"pair\":[{a},{b}]");
+            let latency = pair_latency(a, b, iterations, true)?;
+            let floor = pair_latency(a, b, iterations, false)?;
+            let throughput = pair_throughput(a, b, iterations * 10)?;
+            result("urpc", n, "latency_cycles", latency, "cycles", &pair);
+            result("urpc", n, "floor_latency_cycles", floor, "cycles", &pair);
+            result(
+                "urpc",
+                n,
+                "latency_vs_floor",
+                format!("{:.2}", latency as f64 / floor.max(1) as f64),
+                "ratio",
+                &pair,
+            );
+            result(
+                "urpc",
+                n,
+                "throughput_msgs_per_kcycle",
+                format!("{throughput:.2}"),
+                "msgs/kcycle",
+                &pair,
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Runs `responder` on core `b` (split phase) and `initiator` on core `a`, then waits.
+fn on_pair(
+    a: usize,
+    b: usize,
+    initiator: &smp::Work<'_>,
+    responder: &smp::Work<'_>,
+) -> Result<(), String> {
+    let me = this_core().index;
+    if me == b {
+        return Err("the console core must not be the responder".into());
+    }
+    let id: CallId = monitor::call_async(b, responder).map_err(|e| format!("{e:?}"))?;
+    let first = smp::run_on(&[a], JOB_TIMEOUT_US, initiator);
+    let second = monitor::wait(id, JOB_TIMEOUT_US);
+    all_ok(
+        &[a, b],
+        &[
+            first.into_iter().next().unwrap_or(Outcome::NotOnline),
+            second,
+        ],
+    )
+}
+
+/// Median one-way latency between `a` and `b` in cycles: over a fresh URPC channel pair
+/// (`urpc`), or over two raw cache lines (the floor).
+fn pair_latency(a: usize, b: usize, iterations: usize, urpc: bool) -> Result<u64, String> {
+    let mem = Box::new(PairMemory {
+        forward: ChannelMemory::new(),
+        backward: ChannelMemory::new(),
+        ping: AtomicU64::new(0),
+        _pad: [0; 7],
+        pong: AtomicU64::new(0),
+    });
+    let samples: Vec<AtomicU64> = (0..iterations).map(|_| AtomicU64::new(0)).collect();
+    let initiator = |_| -> Result<(), String> {
+        let (mut tx, mut rx) = (Sender::new(&mem.forward), Receiver::new(&mem.backward));
+        for (i, sample) in samples.iter().enumerate() {
+            let start = cpu::rdtsc();
+            if urpc {
+                let payload = [i as u64; PAYLOAD_WORDS];
+                while tx.try_send(1, &payload).is_err() {}
+                while rx.try_recv().is_none() {}
+            } else {
+                mem.ping.store(i as u64 + 1, Ordering::Release);
+                while mem.pong.load(Ordering::Acquire) != i as u64 + 1 {}
+            }
+            sample.store(cpu::rdtsc() - start, Ordering::Relaxed);
+        }
+        Ok(())
+    };
+    let responder = |_| -> Result<(), String> {
+        let (mut tx, mut rx) = (Sender::new(&mem.backward), Receiver::new(&mem.forward));
+        for i in 0..iterations {
+            if urpc {
+                let msg = loop {
+                    if let Some(m) = rx.try_recv() {
+                        break m;
+                    }
+                };
+                while tx.try_send(2, &msg.payload).is_err() {}
+            } else {
+                while mem.ping.load(Ordering::Acquire) != i as u64 + 1 {}
+                mem.pong.store(i as u64 + 1, Ordering::Release);
+            }
+        }
+        Ok(())
+    };
+    on_pair(a, b, &initiator, &responder)?;
+    let mut rtts: Vec<u64> = samples.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+    Ok(median(&mut rtts) / 2)
+}
+
+/// Pipelined throughput from `a` to `b` over a 16-slot channel, in messages per 1000
+/// cycles: `a` streams `count` messages; `b` acknowledges the last one.
+fn pair_throughput(a: usize, b: usize, count: usize) -> Result<f64, String> {
+    let mem = Box::new(PairMemory {
+        forward: ChannelMemory::new(),
+        backward: ChannelMemory::new(),
+        ping: AtomicU64::new(0),
+        _pad: [0; 7],
+        pong: AtomicU64::new(0),
+    });
+    let cycles = AtomicU64::new(0);
+    let initiator = |_| -> Result<(), String> {
+        let (mut tx, mut rx) = (Sender::new(&mem.forward), Receiver::new(&mem.backward));
+        let start = cpu::rdtsc();
+        for i in 0..count {
+            let payload = [i as u64; PAYLOAD_WORDS];
+            while tx.try_send(1, &payload).is_err() {}
+        }
+        while rx.try_recv().is_none() {}
+        cycles.store(cpu::rdtsc() - start, Ordering::Relaxed);
+        Ok(())
+    };
+    let responder = |_| -> Result<(), String> {
+        let (mut tx, mut rx) = (Sender::new(&mem.backward), Receiver::new(&mem.forward));
+        for i in 0..count {
+            let msg = loop {
+                if let Some(m) = rx.try_recv() {
+                    break m;
+                }
+            };
+            if msg.payload[0] != i as u64 {
+                return Err(format!("message {i} arrived as {}", msg.payload[0]));
+            }
+        }
+        while tx.try_send(2, &[0; PAYLOAD_WORDS]).is_err() {}
+        Ok(())
+    };
+    on_pair(a, b, &initiator, &responder)?;
+    Ok(count as f64 * 1000.0 / cycles.load(Ordering::Relaxed).max(1) as f64)
+}
+
+/// Waits until `expected` more benchmark acks than `before` have arrived.
+fn wait_acks(before: u64, expected: u64) -> Result<(), String> {
+    let start = cpu::rdtsc();
+    while monitor::bench_acks() < before + expected {
+        monitor::poll();
+        if crate::arch::timer::us_since(start) > 10_000_000 {
+            return Err(format!(
+                "only {} of {expected} acks",
+                monitor::bench_acks() - before
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Multikernel Figure 6: the latency of a request to every core and the collection of all
+/// their acks, by protocol (one shared line; one channel each; the SKB's multicast tree),
+/// against the number of cores. Runs on the boot core as the source.
+fn multicast(rounds: usize) -> Result<(), String> {
+    let cores = smp::online_cores();
+    let source = this_core().index;
+    let skb = knowledge::get().ok_or("the SKB is not measured")?;
+    for k in 2..=cores.len() {
+        let targets: Vec<usize> = cores
+            .iter()
+            .copied()
+            .filter(|&c| c != source && c < k)
+            .collect();
+        // Unicast: one message per core over its channel.
+        let mut samples = Vec::new();
+        for round in 0..rounds as u64 {
+            let (before, start) = (monitor::bench_acks(), cpu::rdtsc());
+            for &t in &targets {
+                monitor::send(t, &Request::BenchRequest(round)).map_err(|e| format!("{e:?}"))?;
+            }
+            wait_acks(before, targets.len() as u64)?;
+            samples.push(cpu::rdtsc() - start);
+        }
+        result(
+            "multicast",
+            k,
+            "latency_cycles",
+            median(&mut samples),
+            "cycles",
+            ",\"protocol\":\"unicast\"",
+        );
+
+        // Multicast tree: one message per package aggregator, which forwards within its
+        // package and acks once; cores of the source's own package get direct messages.
+        let tree = skb.multicast_tree(source);
+        let mut samples = Vec::new();
+        for round in 0..rounds as u64 {
+            let (before, start) = (monitor::bench_acks(), cpu::rdtsc());
+            let mut expected = 0;
+            for agg in &tree.aggregators {
+                if agg.core == source || agg.core >= k {
+                    for &m in agg.members.iter().filter(|&&m| m < k) {
+                        monitor::send(m, &Request::BenchRequest(round))
+                            .map_err(|e| format!("{e:?}"))?;
+                        expected += 1;
+                    }
+                } else {
+                    let request = Request::Multicast {
+                        round,
+                        source,
+                        limit: k,
+                    };
+                    monitor::send(agg.core, &request).map_err(|e| format!("{e:?}"))?;
+                    expected += 1;
+                }
+            }
+            wait_acks(before, expected)?;
+            samples.push(cpu::rdtsc() - start);
+        }
+        result(
+            "multicast",
+            k,
+            "latency_cycles",
+            median(&mut samples),
+            "cycles",
+            ",\"protocol\":\"multicast\"",
+        );
+
+        // Broadcast: the source writes one shared line that every target polls.
+        let line = Box::new(PairMemory {
+            forward: ChannelMemory::new(),
+            backward: ChannelMemory::new(),
+            ping: AtomicU64::new(0),
+            _pad: [0; 7],
+            pong: AtomicU64::new(0),
+        });
+        let listener = |_| -> Result<(), String> {
+            for round in 1..=rounds as u64 {
+                while line.ping.load(Ordering::Acquire) < round {}
+                monitor::send(source, &Request::BenchAck(round)).map_err(|e| format!("{e:?}"))?;
+            }
+            Ok(())
+        };
+        let calls: Vec<CallId> = targets
+            .iter()
+            .map(|&t| monitor::call_async(t, &listener).map_err(|e| format!("{e:?}")))
+            .collect::<Result<_, _>>()?;
+        let mut samples = Vec::new();
+        for round in 1..=rounds as u64 {
+            let (before, start) = (monitor::bench_acks(), cpu::rdtsc());
+            line.ping.store(round, Ordering::Release);
+            wait_acks(before, targets.len() as u64)?;
+            samples.push(cpu::rdtsc() - start);
+        }
+        let outcomes: Vec<Outcome> = calls
+            .into_iter()
+            .map(|id| monitor::wait(id, JOB_TIMEOUT_US))
+            .collect();
+        all_ok(&targets, &outcomes)?;
+        result(
+            "multicast",
+            k,
+            "latency_cycles",
+            median(&mut samples),
+            "cycles",
+            ",\"protocol\":\"broadcast\"",
+        );
+    }
+    Ok(())
+}
+
+/// Cache lines of the shared array in the SHM experiment.
+#[repr(C, align(64))]
+struct SharedLine(AtomicU64, [u64; 7]);
+
+/// Multikernel Figure 3: cycles per update of 1, 2, 4 or 8 cache lines, by cores updating
+/// one shared array directly (SHMn) or by sending each update to a server core that owns
+/// the array (MSGn), against the number of client cores. The server is the last core.
+fn shm(updates: usize) -> Result<(), String> {
+    let cores = smp::online_cores();
+    if cores.len() < 2 {
+        return Err("needs 2 cores".into());
+    }
+    let server = *cores.last().ok_or("no cores")?;
+    let clients_all: Vec<usize> = cores.iter().copied().filter(|&c| c != server).collect();
+    let lines: Vec<SharedLine> = (0..UPDATE_LINES)
+        .map(|_| SharedLine(AtomicU64::new(0), [0; 7]))
+        .collect();
+    for k in 1..=clients_all.len() {
+        let clients = &clients_all[..k];
+        for n_lines in [1usize, 2, 4, 8] {
+            for protocol in ["shm", "msg"] {
+                let per_update: Vec<AtomicU64> =
+                    clients.iter().map(|_| AtomicU64::new(0)).collect();
+                let work = |index: usize| -> Result<(), String> {
+                    let slot = clients
+                        .iter()
+                        .position(|&c| c == index)
+                        .ok_or("not a client")?;
+                    let start = cpu::rdtsc();
+                    for round in 0..updates as u64 {
+                        if protocol == "shm" {
+                            for line in &lines[..n_lines] {
+                                line.0.fetch_add(1, Ordering::AcqRel);
+                            }
+                        } else {
+                            let before = monitor::bench_acks();
+                            let request = Request::Update {
+                                round,
+                                lines: n_lines,
+                            };
+                            monitor::send(server, &request).map_err(|e| format!("{e:?}"))?;
+                            wait_acks(before, 1)?;
+                        }
+                    }
+                    per_update[slot]
+                        .store((cpu::rdtsc() - start) / updates as u64, Ordering::Relaxed);
+                    Ok(())
+                };
+                all_ok(clients, &smp::run_on(clients, JOB_TIMEOUT_US, &work))?;
+                let mut v: Vec<u64> = per_update
+                    .iter()
+                    .map(|c| c.load(Ordering::Relaxed))
+                    .collect();
+                let extra = format!(",\"protocol\":\"{protocol}{n_lines}\",\"lines\":{n_lines}");
+                result(
+                    "shm_vs_msg",
+                    k,
+                    "cycles_per_update",
+                    median(&mut v),
+                    "cycles",
+                    &extra,
+                );
+            }
+        }
+    }
+    Ok(())
+}

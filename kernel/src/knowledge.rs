@@ -1,0 +1,166 @@
+//! The system knowledge base, kernel side (Multikernel §4.8): at boot, measure what the
+//! machine costs — one-way URPC latency for every ordered pair of cores, each core's compute
+//! speed, the cost of waking a halted core with an IPI — and keep it, with the topology,
+//! in an `skb::Skb` that the kernel queries (multicast trees, the idle poll budget) and the
+//! console shows. Measured once on the boot core, read-only afterwards.
+
+use crate::arch::{cpu, timer};
+use crate::percpu::{self, CoreState};
+use crate::smp::all_ok;
+use crate::{monitor, println, smp};
+use ::skb::{CoreInfo, Skb};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+static SKB: spin::Once<Skb> = spin::Once::new();
+
+/// Round trips per ordered pair at boot (the median is kept).
+const BOOT_ROUND_TRIPS: usize = 15;
+/// Time limit for one measurement job.
+const JOB_TIMEOUT_US: u64 = 60_000_000;
+
+/// The knowledge base, once measured.
+pub fn get() -> Option<&'static Skb> {
+    SKB.get()
+}
+
+/// The median of `samples` (sorted in place).
+pub fn median(samples: &mut [u64]) -> u64 {
+    samples.sort_unstable();
+    samples.get(samples.len() / 2).copied().unwrap_or(0)
+}
+
+/// One-way latency from this core to `to`: median round trip / 2 over `round_trips` pings.
+pub fn one_way_latency(to: usize, round_trips: usize) -> Result<u64, String> {
+    let mut samples = Vec::with_capacity(round_trips);
+    for _ in 0..round_trips {
+        let rtt = monitor::ping(to, 5_000_000).ok_or_else(|| format!("no pong from core {to}"))?;
+        samples.push(rtt);
+    }
+    Ok(median(&mut samples) / 2)
+}
+
+/// Units of a fixed integer workload this core completes in one millisecond.
+fn compute_speed() -> u64 {
+    let ms = timer::tsc_hz() / 1000;
+    let start = cpu::rdtsc();
+    let (mut x, mut units) = (0x9e37_79b9_7f4a_7c15u64, 0u64);
+    while cpu::rdtsc() - start < ms {
+        for _ in 0..64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+        units += 1;
+    }
+    core::hint::black_box(x);
+    units
+}
+
+/// Measures the cost C of waking a halted core: a ping to a sleeping core minus a ping to
+/// a polling one (medians of a few tries), in TSC cycles.
+fn ipi_cost(target: usize) -> Option<u64> {
+    let core = percpu::core(target)?;
+    let (mut asleep, mut awake) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let start = cpu::rdtsc();
+        while !core.is_asleep() {
+            if timer::us_since(start) > 200_000 {
+                return None;
+            }
+            monitor::poll();
+        }
+        asleep.push(monitor::ping(target, 5_000_000)?);
+        awake.push(monitor::ping(target, 5_000_000)?);
+    }
+    let (asleep, awake) = (median(&mut asleep), median(&mut awake));
+    println!("skb: ping to a halted core {asleep} cycles, to a polling core {awake} cycles");
+    Some(asleep.saturating_sub(awake))
+}
+
+/// Measures everything and publishes the knowledge base (boot core, once, all cores up).
+pub fn measure_at_boot() -> Result<(), String> {
+    let start = cpu::rdtsc();
+    let cores: Vec<usize> = smp::online_cores();
+    let n = percpu::core_count();
+    let infos = (0..n)
+        .map(|i| {
+            let c = percpu::core(i).filter(|c| c.state() == CoreState::Online);
+            c.map_or(
+                CoreInfo {
+                    apic_id: u32::MAX,
+                    package: 0,
+                    core: 0,
+                    smt: 0,
+                    node: 0,
+                },
+                |c| CoreInfo {
+                    apic_id: c.apic_id,
+                    package: c.location.package,
+                    core: c.location.core,
+                    smt: c.location.smt,
+                    node: c.node,
+                },
+            )
+        })
+        .collect();
+    let mut skb = Skb::new(infos);
+
+    // Compute speed, all cores at once.
+    let speeds: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+    let measure_speed = |i: usize| {
+        speeds[i].store(compute_speed(), Ordering::Relaxed);
+        Ok(())
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &measure_speed))?;
+    for &i in &cores {
+        skb.set_compute_speed(i, speeds[i].load(Ordering::Relaxed));
+    }
+
+    // Latency, one source core at a time so measurements do not disturb each other.
+    let latencies: Vec<AtomicU64> = (0..n * n).map(|_| AtomicU64::new(0)).collect();
+    for &from in &cores {
+        let measure = |_| -> Result<(), String> {
+            for &to in cores.iter().filter(|&&to| to != from) {
+                latencies[from * n + to]
+                    .store(one_way_latency(to, BOOT_ROUND_TRIPS)?, Ordering::Relaxed);
+            }
+            Ok(())
+        };
+        all_ok(&[from], &smp::run_on(&[from], JOB_TIMEOUT_US, &measure))?;
+        for &to in cores.iter().filter(|&&to| to != from) {
+            skb.set_latency(from, to, latencies[from * n + to].load(Ordering::Relaxed));
+        }
+    }
+
+    // IPI cost, and from it the idle poll budget every core uses (§5.2).
+    if let Some(&target) = cores.iter().find(|&&c| c != 0) {
+        if let Some(c) = ipi_cost(target) {
+            skb.set_ipi_cost(c);
+        }
+    }
+    monitor::broadcast_poll_budget(skb.poll_budget_cycles());
+    println!(
+        "skb: {} pairs measured, IPI wake-up cost {} cycles, idle poll budget {} cycles ({} us)",
+        cores.len() * cores.len().saturating_sub(1),
+        skb.ipi_cost()
+            .map_or(String::from("unmeasured"), |c| format!("{c}")),
+        skb.poll_budget_cycles(),
+        timer::us_since(start)
+    );
+    SKB.call_once(|| skb);
+    Ok(())
+}
+
+/// The cores aggregator `aggregator` forwards a multicast from `source` to (its package's
+/// other cores), from the SKB's tree.
+pub fn package_members(aggregator: usize, source: usize) -> Vec<usize> {
+    let Some(skb) = get() else { return Vec::new() };
+    let tree = skb.multicast_tree(source);
+    tree.aggregators
+        .into_iter()
+        .find(|a| a.core == aggregator)
+        .map_or(Vec::new(), |a| a.members)
+}

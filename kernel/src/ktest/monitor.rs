@@ -1,0 +1,211 @@
+//! Layer 6 tests: monitors and URPC channels (Multikernel §4.6): ordered delivery between
+//! every pair, remote calls all-to-all, idle wake-up by message, and rejection of
+//! malformed or unauthorised messages.
+
+use super::{all_ok, JOB_TIMEOUT_US};
+use crate::arch::{cpu, timer};
+use crate::monitor::protocol::{kind, Request};
+use crate::monitor::{self, CallId};
+use crate::percpu::{self, this_core};
+use crate::{kernel_test, smp};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+kernel_test!(
+    ALL_PAIRS,
+    "monitor.all_pairs_in_order",
+    2,
+    false,
+    all_pairs_in_order
+);
+kernel_test!(
+    CALLS,
+    "monitor.calls_all_to_all",
+    2,
+    false,
+    calls_all_to_all
+);
+kernel_test!(WAKE, "monitor.wakes_idle_core", 2, false, wakes_idle_core);
+kernel_test!(
+    REJECT,
+    "monitor.rejects_bad_messages",
+    2,
+    false,
+    rejects_bad_messages
+);
+
+/// Messages each core sends to each other core.
+const MESSAGES: u64 = 300;
+
+/// Every core sends numbered messages to every other core at once (more than a channel
+/// holds, so senders wait for credits); every receiver sees each sender's numbers in order,
+/// none lost or repeated.
+fn all_pairs_in_order() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let before = sequence_counts(&cores)?;
+    let send_all = |index: usize| -> Result<(), String> {
+        for n in 0..MESSAGES {
+            for &to in cores.iter().filter(|&&to| to != index) {
+                monitor::send(to, &Request::Sequence(n))
+                    .map_err(|e| format!("to core {to}: {e:?}"))?;
+            }
+        }
+        Ok(())
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &send_all))?;
+    let after = sequence_counts(&cores)?;
+    let expected = MESSAGES * (cores.len() as u64 - 1);
+    for (i, &c) in cores.iter().enumerate() {
+        let got = after[i] - before[i];
+        if got != expected {
+            return Err(format!(
+                "core {c} received {got} messages in order, expected {expected}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Each core's count of in-order sequence messages (after handling what is waiting);
+/// fails if any arrived out of order.
+fn sequence_counts(cores: &[usize]) -> Result<Vec<u64>, String> {
+    let counts: Vec<AtomicU64> = cores.iter().map(|_| AtomicU64::new(0)).collect();
+    let read = |index: usize| -> Result<(), String> {
+        monitor::poll();
+        let stats = monitor::stats();
+        if stats.sequence_errors > 0 {
+            return Err(format!("{} messages out of order", stats.sequence_errors));
+        }
+        let slot = cores
+            .iter()
+            .position(|&c| c == index)
+            .ok_or("not a test core")?;
+        counts[slot].store(stats.sequence_ok, Ordering::Relaxed);
+        Ok(())
+    };
+    all_ok(cores, &smp::run_on(cores, JOB_TIMEOUT_US, &read))?;
+    Ok(counts.iter().map(|c| c.load(Ordering::Relaxed)).collect())
+}
+
+/// Every core calls every other core at once, with all its calls in flight together
+/// (split phase); every call runs on its target and every reply comes back.
+fn calls_all_to_all() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let n = percpu::core_count();
+    let ran: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+    let count = |index: usize| -> Result<(), String> {
+        ran[index].fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    };
+    let fail_on_odd = |index: usize| -> Result<(), String> {
+        if index % 2 == 1 {
+            Err(format!("core {index} says no"))
+        } else {
+            Ok(())
+        }
+    };
+    let caller = |index: usize| -> Result<(), String> {
+        let targets: Vec<usize> = cores.iter().copied().filter(|&c| c != index).collect();
+        let ids: Vec<CallId> = targets
+            .iter()
+            .map(|&t| monitor::call_async(t, &count).map_err(|e| format!("call to {t}: {e:?}")))
+            .collect::<Result<_, _>>()?;
+        for (id, &t) in ids.into_iter().zip(&targets) {
+            let outcome = monitor::wait(id, JOB_TIMEOUT_US);
+            if !outcome.is_ok() {
+                return Err(format!("call to core {t}: {outcome:?}"));
+            }
+        }
+        // An error travels back as text through a fragmented reply.
+        for &t in &targets {
+            let id = monitor::call_async(t, &fail_on_odd).map_err(|e| format!("{e:?}"))?;
+            match (t % 2, monitor::wait(id, JOB_TIMEOUT_US)) {
+                (0, smp::Outcome::Done(Ok(()))) => {}
+                (1, smp::Outcome::Done(Err(text))) if text == format!("core {t} says no") => {}
+                (_, other) => return Err(format!("call to core {t}: unexpected {other:?}")),
+            }
+        }
+        Ok(())
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &caller))?;
+    for &c in &cores {
+        let got = ran[c].load(Ordering::Relaxed);
+        if got != cores.len() as u64 - 1 {
+            return Err(format!(
+                "core {c} ran {got} calls, expected {}",
+                cores.len() - 1
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Waits until core `target` halts idle, then pings it: the message (and the IPI the
+/// sender adds because the core is asleep) wakes it, and it answers.
+fn wakes_idle_core() -> Result<(), String> {
+    let target = *smp::online_cores().last().ok_or("no cores")?;
+    let core = percpu::core(target).ok_or("no such core")?;
+    for attempt in 0..3 {
+        let start = cpu::rdtsc();
+        while !core.is_asleep() {
+            monitor::poll();
+            if timer::us_since(start) > 5_000_000 {
+                return Err(format!(
+                    "core {target} never went to sleep (attempt {attempt})"
+                ));
+            }
+        }
+        let wakeups = core.wakeups();
+        monitor::ping(target, 5_000_000).ok_or_else(|| format!("core {target} did not answer"))?;
+        if core.wakeups() <= wakeups {
+            return Err(format!("core {target} answered without waking up"));
+        }
+    }
+    Ok(())
+}
+
+/// Messages with an unknown kind, bad contents, or from a core not allowed to send them
+/// are counted and dropped; the receiver goes on serving.
+fn rejects_bad_messages() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let victim = *cores.last().ok_or("no cores")?;
+    let victim_core = percpu::core(victim).ok_or("no such core")?;
+    let before = victim_core.rejected();
+    let send = |tag: u32, payload: [u64; 7]| {
+        monitor::send_raw(victim, tag, &payload).map_err(|e| format!("{e:?}"))
+    };
+    send(999, [0; 7])?; // unknown kind
+    send(kind::FRAME_RETURN, [0; 7])?; // zero frames
+    send(kind::FRAME_RETURN, [9, 0, 0, 0, 0, 0, 0])?; // too many frames
+    send(kind::CALL, [1, 0x1000, 0, 0, 0, 0, 0])?; // a call pointing at user memory
+    send(kind::REPLY, [0; 7])?; // a reply that is not fragment-framed
+    let own = crate::mem::frames::alloc().ok_or("no frame")?;
+    send(kind::FRAME_RETURN, [1, own, 0, 0, 0, 0, 0])?; // a frame the receiver does not own
+    monitor::ping(victim, 5_000_000).ok_or("the victim stopped answering")?;
+    let rejected = victim_core.rejected() - before;
+    crate::mem::frames::free(own).map_err(|e| format!("{e:?}"))?;
+    if rejected != 6 {
+        return Err(format!(
+            "core {victim} rejected {rejected} of 6 bad messages"
+        ));
+    }
+
+    // A replicated setting is accepted only from the boot core.
+    let me = this_core().index;
+    let budget_before = monitor::poll_budget();
+    let rejected_before = this_core().rejected();
+    let from_other = |_| -> Result<(), String> {
+        monitor::send(me, &Request::SetPollBudget(12345)).map_err(|e| format!("{e:?}"))
+    };
+    all_ok(
+        &[victim],
+        &smp::run_on(&[victim], JOB_TIMEOUT_US, &from_other),
+    )?;
+    monitor::poll();
+    if this_core().rejected() != rejected_before + 1 || monitor::poll_budget() != budget_before {
+        return Err("a poll budget from a core other than the boot core was accepted".into());
+    }
+    Ok(())
+}

@@ -1,0 +1,587 @@
+//! The monitor: the only code in a core's kernel that talks to other cores (Multikernel
+//! §3.3, §4.4). It owns the core's ends of its URPC channels, one per ordered pair of
+//! cores, and serves requests from them: ping, remote calls (split-phase, many in
+//! flight), frames coming home to their owner, replicated settings, and benchmark traffic.
+//!
+//! The monitor state is core-local. Handlers run with it *released* (a message is taken
+//! out, then dispatched), so a handler may itself send, call and poll.
+//!
+//! Idle (Multikernel §5.2): a core with nothing to do polls its channels for a budget P,
+//! then marks itself asleep and halts; a sender that finds the receiver asleep sends a
+//! wake-up IPI. P is the measured cost C of that IPI (SKB), which makes polling-then-halting
+//! 2-competitive with the best choice in hindsight.
+
+pub mod channels;
+pub mod protocol;
+
+use crate::arch::{apic, cpu, timer, trap};
+use crate::mem::frames;
+use crate::percpu::{self, this_core, CoreState, PerCore};
+use crate::smp::{JobResult, Outcome, Work};
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::sync::atomic::{fence, Ordering};
+use protocol::{kind, Rejection, Request, CHANNEL_SLOTS, FRAMES_PER_RETURN, REPLY_TEXT_MAX};
+use urpc::{Message, Reassembler, Receiver, Sender, PAYLOAD_WORDS};
+
+/// How long a send waits for room (polling its own channels meanwhile) before giving up.
+const SEND_TIMEOUT_US: u64 = 2_000_000;
+/// Poll budget before the SKB has measured the IPI cost: long (about 1 ms at 2 GHz), so
+/// that cores answer the SKB's pings while polling rather than from a halt.
+pub const DEFAULT_POLL_BUDGET: u64 = 2_000_000;
+/// Bytes a reassembled message may have.
+const REASSEMBLY_BYTES: usize = 16 + REPLY_TEXT_MAX;
+
+/// Identifies a remote call in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallId(u64);
+
+/// Why a send failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendError {
+    /// No channel to that core (out of range, or itself).
+    NoChannel,
+    /// The channel stayed full for [`SEND_TIMEOUT_US`] (the receiver is not draining it).
+    Timeout,
+}
+
+/// What the lent memory of a call holds: the work to run.
+struct CallBody<'a> {
+    work: &'a Work<'a>,
+}
+
+/// A call this core made and waits for.
+struct PendingCall {
+    id: u64,
+    target: usize,
+    body: *const CallBody<'static>,
+    result: Option<JobResult>,
+}
+
+/// A multicast this core aggregates: acks still expected before acking `source`.
+struct Aggregation {
+    round: u64,
+    source: usize,
+    remaining: usize,
+}
+
+/// Counters a test or the console can read (owner only).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    /// Messages handled.
+    pub received: u64,
+    /// Messages rejected (unknown kind, not allowed, malformed).
+    pub rejected: u64,
+    /// `SEQUENCE` messages that arrived out of order.
+    pub sequence_errors: u64,
+    /// `SEQUENCE` messages received in order, from all cores.
+    pub sequence_ok: u64,
+    /// `BENCH_ACK`s received (not consumed by an aggregation).
+    pub bench_acks: u64,
+    /// Frames returned to this core by others.
+    pub frames_returned: u64,
+}
+
+/// One core's monitor state.
+pub struct Monitor {
+    senders: Vec<Option<Sender<'static, CHANNEL_SLOTS>>>,
+    receivers: Vec<Option<Receiver<'static, CHANNEL_SLOTS>>>,
+    reassemblers: Vec<Reassembler<'static>>,
+    next_receiver: usize,
+    next_call: u64,
+    calls: Vec<PendingCall>,
+    /// Frames owned by core `i`, freed here, not yet sent home.
+    frame_batches: Vec<([u64; FRAMES_PER_RETURN], usize)>,
+    sequence_next: Vec<u64>,
+    /// Highest pong sequence number seen from each core.
+    pongs: Vec<u64>,
+    aggregations: Vec<Aggregation>,
+    /// The server-side array of `UPDATE` (one counter per cache line).
+    update_lines: [[u64; 8]; protocol::UPDATE_LINES],
+    poll_budget: u64,
+    stats: Stats,
+}
+
+/// A message taken out of a channel, ready to dispatch.
+enum Incoming {
+    /// A fragment of a message still being reassembled.
+    Partial,
+    Request(usize, Request),
+    Reply(usize, u64, JobResult),
+    Rejected(usize, Rejection),
+}
+
+/// Builds this core's monitor from the channel table (each core, once, after its heap).
+pub fn init_this_core(cores: usize) {
+    let me = this_core().index;
+    let mut m = Monitor {
+        senders: Vec::with_capacity(cores),
+        receivers: Vec::with_capacity(cores),
+        reassemblers: Vec::with_capacity(cores),
+        next_receiver: 0,
+        next_call: 1,
+        calls: Vec::new(),
+        frame_batches: alloc::vec![([0; FRAMES_PER_RETURN], 0); cores],
+        sequence_next: alloc::vec![0; cores],
+        pongs: alloc::vec![0; cores],
+        aggregations: Vec::new(),
+        update_lines: [[0; 8]; protocol::UPDATE_LINES],
+        poll_budget: DEFAULT_POLL_BUDGET,
+        stats: Stats::default(),
+    };
+    for other in 0..cores {
+        m.senders.push(
+            channels::get(me, other)
+                .filter(|_| other != me)
+                .map(Sender::new),
+        );
+        m.receivers.push(
+            channels::get(other, me)
+                .filter(|_| other != me)
+                .map(Receiver::new),
+        );
+        let buffer: &'static mut [u8] =
+            Box::leak(alloc::vec![0u8; REASSEMBLY_BYTES].into_boxed_slice());
+        m.reassemblers.push(Reassembler::new(buffer));
+    }
+    this_core().monitor.with(|slot| *slot = Some(m));
+}
+
+/// Runs `f` on this core's monitor.
+fn with<R>(f: impl FnOnce(&mut Monitor) -> R) -> R {
+    this_core()
+        .monitor
+        .with(|m| f(m.as_mut().expect("monitor not initialised on this core")))
+}
+
+/// This core's counters.
+pub fn stats() -> Stats {
+    with(|m| m.stats)
+}
+
+/// `BENCH_ACK`s received so far (benchmarks count acks against this).
+pub fn bench_acks() -> u64 {
+    with(|m| m.stats.bench_acks)
+}
+
+impl Monitor {
+    /// Takes the next complete message from any channel, round-robin.
+    fn take_message(&mut self) -> Option<Incoming> {
+        let n = self.receivers.len();
+        for step in 0..n {
+            let from = (self.next_receiver + step) % n;
+            let Some(rx) = self.receivers[from].as_mut() else {
+                continue;
+            };
+            let Some(msg) = rx.try_recv() else { continue };
+            self.next_receiver = (from + 1) % n;
+            self.stats.received += 1;
+            return Some(self.decode(from, &msg));
+        }
+        None
+    }
+
+    fn decode(&mut self, from: usize, msg: &Message) -> Incoming {
+        if msg.is_fragment() {
+            return match self.reassemblers[from].push(msg) {
+                Ok(None) => Incoming::Partial,
+                Ok(Some((kind::REPLY, bytes))) => match protocol::decode_reply(bytes) {
+                    Ok((id, result)) => Incoming::Reply(from, id, result),
+                    Err(r) => Incoming::Rejected(from, r),
+                },
+                Ok(Some(_)) => Incoming::Rejected(from, Rejection::UnknownKind),
+                Err(_) => Incoming::Rejected(from, Rejection::Malformed),
+            };
+        }
+        match protocol::decode(from, msg.tag, &msg.payload) {
+            Ok(request) => Incoming::Request(from, request),
+            Err(r) => Incoming::Rejected(from, r),
+        }
+    }
+
+    /// Whether any channel has a message waiting (headers only).
+    fn has_messages(&self) -> bool {
+        self.receivers.iter().flatten().any(|rx| rx.has_message())
+    }
+}
+
+/// Handles every message waiting now. Returns whether there was any.
+pub fn poll() -> bool {
+    let mut any = false;
+    while let Some(incoming) = with(|m| m.take_message()) {
+        any = true;
+        dispatch(incoming);
+    }
+    any
+}
+
+fn reject(from: usize, why: Rejection) {
+    with(|m| m.stats.rejected += 1);
+    percpu::this_core().count_rejected();
+    crate::println!(
+        "monitor: core {} rejected a message from core {}: {:?}",
+        this_core().index,
+        from,
+        why
+    );
+}
+
+fn dispatch(incoming: Incoming) {
+    let (from, request) = match incoming {
+        Incoming::Partial => return,
+        Incoming::Rejected(from, why) => return reject(from, why),
+        Incoming::Reply(from, id, result) => {
+            let known =
+                with(
+                    |m| match m.calls.iter_mut().find(|c| c.id == id && c.target == from) {
+                        Some(call) => {
+                            call.result = Some(result);
+                            true
+                        }
+                        None => false,
+                    },
+                );
+            if !known {
+                reject(from, Rejection::Malformed);
+            }
+            return;
+        }
+        Incoming::Request(from, request) => (from, request),
+    };
+    match request {
+        Request::Ping(seq) => {
+            let _ = send(from, &Request::Pong(seq));
+        }
+        Request::Pong(seq) => with(|m| m.pongs[from] = m.pongs[from].max(seq)),
+        Request::Call { id, body } => {
+            // SAFETY: the caller lends this `CallBody` until it gets our reply (or sees this
+            // core faulted); `decode` checked the pointer lies in the kernel half.
+            let body = unsafe { &*(body as *const CallBody<'static>) };
+            let result = (body.work)(this_core().index);
+            let mut bytes = [0u8; 9 + REPLY_TEXT_MAX];
+            let len = protocol::encode_reply(id, &result, &mut bytes);
+            let _ = send_bytes(from, kind::REPLY, &bytes[..len]);
+        }
+        Request::FrameReturn {
+            frames: list,
+            count,
+        } => {
+            for &pa in &list[..count] {
+                if frames::take_back(pa).is_err() {
+                    reject(from, Rejection::Malformed);
+                } else {
+                    with(|m| m.stats.frames_returned += 1);
+                }
+            }
+        }
+        Request::Update { round, lines } => {
+            with(|m| {
+                for line in &mut m.update_lines[..lines] {
+                    line[0] = line[0].wrapping_add(1);
+                }
+            });
+            let _ = send(from, &Request::BenchAck(round));
+        }
+        Request::SetPollBudget(cycles) => with(|m| m.poll_budget = cycles.max(1000)),
+        Request::Sequence(n) => with(|m| {
+            // 0 starts a new series (each test run starts again from 0).
+            if n == m.sequence_next[from] || n == 0 {
+                m.stats.sequence_ok += 1;
+            } else {
+                m.stats.sequence_errors += 1;
+            }
+            m.sequence_next[from] = n + 1;
+        }),
+        Request::BenchRequest(round) => {
+            let _ = send(from, &Request::BenchAck(round));
+        }
+        Request::BenchAck(round) => {
+            let finished = with(|m| {
+                let Some(i) = m.aggregations.iter().position(|a| a.round == round) else {
+                    m.stats.bench_acks += 1;
+                    return None;
+                };
+                m.aggregations[i].remaining -= 1;
+                (m.aggregations[i].remaining == 0).then(|| m.aggregations.swap_remove(i).source)
+            });
+            if let Some(source) = finished {
+                let _ = send(source, &Request::BenchAck(round));
+            }
+        }
+        Request::Multicast {
+            round,
+            source,
+            limit,
+        } => {
+            let mut members = crate::knowledge::package_members(this_core().index, source);
+            members.retain(|&c| c < limit);
+            if members.is_empty() {
+                let _ = send(source, &Request::BenchAck(round));
+                return;
+            }
+            with(|m| {
+                m.aggregations.push(Aggregation {
+                    round,
+                    source,
+                    remaining: members.len(),
+                })
+            });
+            for member in members {
+                let _ = send(member, &Request::BenchRequest(round));
+            }
+        }
+    }
+}
+
+/// Wakes core `to` if it is asleep (after a message was placed in its channel).
+fn wake_if_asleep(to: usize) {
+    // Pairs with the fence in `idle_once`: either the receiver sees our message before it
+    // halts, or we see its asleep flag and send the IPI.
+    fence(Ordering::SeqCst);
+    if let Some(core) = percpu::core(to) {
+        if core.is_asleep() {
+            apic::send_ipi(core.apic_id, trap::VECTOR_WAKE);
+        }
+    }
+}
+
+/// Sends one message to core `to`, waiting (and serving our own channels) while its
+/// channel is full.
+pub fn send(to: usize, request: &Request) -> Result<(), SendError> {
+    let (tag, payload) = protocol::encode(request);
+    send_raw(to, tag, &payload)
+}
+
+/// Sends a raw message (tests use it to send malformed ones).
+pub fn send_raw(to: usize, tag: u32, payload: &[u64; PAYLOAD_WORDS]) -> Result<(), SendError> {
+    send_with(to, |tx| tx.try_send(tag, payload).is_ok())
+}
+
+/// Sends bytes (fragmented as needed) to core `to`.
+pub fn send_bytes(to: usize, tag: u32, bytes: &[u8]) -> Result<(), SendError> {
+    send_with(to, |tx| tx.try_send_bytes(tag, bytes).is_ok())
+}
+
+fn send_with(
+    to: usize,
+    mut attempt: impl FnMut(&mut Sender<'static, CHANNEL_SLOTS>) -> bool,
+) -> Result<(), SendError> {
+    let start = cpu::rdtsc();
+    loop {
+        let sent = with(|m| match m.senders.get_mut(to).and_then(Option::as_mut) {
+            Some(tx) => Ok(attempt(tx)),
+            None => Err(SendError::NoChannel),
+        })?;
+        if sent {
+            wake_if_asleep(to);
+            return Ok(());
+        }
+        // Full: the receiver is behind. Serve our own channels meanwhile, so two cores
+        // sending to each other cannot deadlock.
+        wake_if_asleep(to);
+        poll();
+        if timer::us_since(start) > SEND_TIMEOUT_US {
+            return Err(SendError::Timeout);
+        }
+        cpu::pause();
+    }
+}
+
+/// Starts `work` on core `target` and returns at once (split phase). The caller must keep
+/// `work` alive until [`wait`] returns for this call.
+pub fn call_async(target: usize, work: &Work<'_>) -> Result<CallId, SendError> {
+    let body: *const CallBody<'_> = Box::into_raw(Box::new(CallBody { work }));
+    // The lifetime is erased for the pending table; `wait` frees the body before the
+    // caller's borrow of `work` ends.
+    let body = body as *const CallBody<'static>;
+    let id = with(|m| {
+        let id = m.next_call;
+        m.next_call += 1;
+        m.calls.push(PendingCall {
+            id,
+            target,
+            body,
+            result: None,
+        });
+        id
+    });
+    let request = Request::Call {
+        id,
+        body: body as u64,
+    };
+    if let Err(e) = send(target, &request) {
+        forget_call(id, true);
+        return Err(e);
+    }
+    Ok(CallId(id))
+}
+
+/// Drops a call's record; frees its body unless the target may still read it.
+fn forget_call(id: u64, free_body: bool) -> Option<PendingCall> {
+    let call = with(|m| {
+        m.calls
+            .iter()
+            .position(|c| c.id == id)
+            .map(|i| m.calls.swap_remove(i))
+    })?;
+    if free_body {
+        // SAFETY: made by `Box::into_raw` in `call_async`; the target is done with it.
+        drop(unsafe { Box::from_raw(call.body as *mut CallBody<'static>) });
+    }
+    Some(call)
+}
+
+/// Waits for a call to finish, serving our own channels meanwhile. A call whose target
+/// faulted ends `Faulted`; one not answered within `timeout_us` ends `TimedOut` (its body
+/// is leaked, since the target may still read it).
+pub fn wait(id: CallId, timeout_us: u64) -> Outcome {
+    let start = cpu::rdtsc();
+    loop {
+        poll();
+        let (done, target) = with(|m| match m.calls.iter_mut().find(|c| c.id == id.0) {
+            Some(c) => (c.result.take(), c.target),
+            None => (Some(Err("unknown call".into())), usize::MAX),
+        });
+        if let Some(result) = done {
+            forget_call(id.0, true);
+            return Outcome::Done(result);
+        }
+        if let Some(vector) = percpu::core(target).and_then(|c| c.fault_vector()) {
+            forget_call(id.0, false);
+            return Outcome::Faulted(vector);
+        }
+        if timer::us_since(start) > timeout_us {
+            forget_call(id.0, false);
+            return Outcome::TimedOut;
+        }
+        cpu::pause();
+    }
+}
+
+/// Sends a freed frame home to `owner` (batched; see [`flush_frame_returns`]).
+pub fn return_frame(owner: usize, pa: u64) -> Result<(), SendError> {
+    let full = with(|m| {
+        let (batch, n) = m.frame_batches.get_mut(owner)?;
+        batch[*n] = pa;
+        *n += 1;
+        (*n == FRAMES_PER_RETURN).then(|| {
+            *n = 0;
+            *batch
+        })
+    });
+    match full {
+        Some(frames) => send(
+            owner,
+            &Request::FrameReturn {
+                frames,
+                count: FRAMES_PER_RETURN,
+            },
+        ),
+        None => Ok(()),
+    }
+}
+
+/// Sends every partial batch of freed frames home now.
+pub fn flush_frame_returns() {
+    let cores = with(|m| m.frame_batches.len());
+    for owner in 0..cores {
+        let batch = with(|m| {
+            let (frames, n) = &mut m.frame_batches[owner];
+            let count = core::mem::take(n);
+            (count > 0).then_some((*frames, count))
+        });
+        if let Some((frames, count)) = batch {
+            let _ = send(owner, &Request::FrameReturn { frames, count });
+        }
+    }
+}
+
+/// Pings core `to` and waits for its pong. Returns the round-trip time in TSC cycles.
+pub fn ping(to: usize, timeout_us: u64) -> Option<u64> {
+    let seq = with(|m| m.pongs.get(to).copied())? + 1;
+    let start = cpu::rdtsc();
+    send(to, &Request::Ping(seq)).ok()?;
+    loop {
+        poll();
+        if with(|m| m.pongs[to] >= seq) {
+            return Some(cpu::rdtsc() - start);
+        }
+        if timer::us_since(start) > timeout_us {
+            return None;
+        }
+        cpu::pause();
+    }
+}
+
+/// Sends `SET_POLL_BUDGET` to every other core and sets it here (boot core).
+pub fn broadcast_poll_budget(cycles: u64) {
+    with(|m| m.poll_budget = cycles.max(1000));
+    for c in 0..percpu::core_count() {
+        if c != this_core().index && percpu::core(c).is_some_and(|c| c.state() == CoreState::Online)
+        {
+            let _ = send(c, &Request::SetPollBudget(cycles));
+        }
+    }
+}
+
+/// This core's poll budget (cycles of polling before halting).
+pub fn poll_budget() -> u64 {
+    with(|m| m.poll_budget)
+}
+
+/// Polls for up to the poll budget; if nothing came, sends partial frame batches home,
+/// marks the core asleep and halts until an interrupt.
+pub fn idle_once(core: &PerCore) {
+    let start = cpu::rdtsc();
+    let budget = poll_budget();
+    while cpu::rdtsc() - start < budget {
+        if poll() {
+            return;
+        }
+        cpu::pause();
+    }
+    flush_frame_returns();
+    cpu::disable_interrupts();
+    core.set_asleep(true);
+    fence(Ordering::SeqCst);
+    if with(|m| m.has_messages()) {
+        core.set_asleep(false);
+        cpu::enable_interrupts();
+        return;
+    }
+    cpu::enable_and_halt();
+    core.set_asleep(false);
+    core.count_wakeup();
+}
+
+/// An application processor's life after start-up: serve messages, halt when idle.
+pub fn idle_loop(core: &'static PerCore) -> ! {
+    loop {
+        idle_once(core);
+    }
+}
+
+/// Runs `work` on each core in `cores` at once (inline on the calling core if listed) and
+/// waits up to `timeout_us` for each. Outcomes are in the order of `cores`.
+pub fn run_on(cores: &[usize], timeout_us: u64, work: &Work<'_>) -> Vec<Outcome> {
+    let me = this_core().index;
+    let mut calls = Vec::with_capacity(cores.len());
+    for &c in cores {
+        let online = percpu::core(c).is_some_and(|c| c.state() == CoreState::Online);
+        calls.push(match c {
+            _ if c == me => None,
+            _ if !online => Some(Err(SendError::NoChannel)),
+            _ => Some(call_async(c, work)),
+        });
+    }
+    let local = cores.contains(&me).then(|| work(me));
+    let mut local = local;
+    calls
+        .into_iter()
+        .map(|call| match call {
+            None => Outcome::Done(local.take().unwrap_or(Ok(()))),
+            Some(Err(_)) => Outcome::NotOnline,
+            Some(Ok(id)) => wait(id, timeout_us),
+        })
+        .collect()
+}
