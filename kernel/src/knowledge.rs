@@ -132,8 +132,10 @@ pub fn measure_at_boot() -> Result<(), String> {
     for &from in &cores {
         let measure = |_| -> Result<(), String> {
             for &to in cores.iter().filter(|&&to| to != from) {
-                latencies[from * n + to]
-                    .store(one_way_latency(to, boot_round_trips(cores.len()))?, Ordering::Relaxed);
+                latencies[from * n + to].store(
+                    one_way_latency(to, boot_round_trips(cores.len()))?,
+                    Ordering::Relaxed,
+                );
             }
             Ok(())
         };

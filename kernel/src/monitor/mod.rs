@@ -292,7 +292,7 @@ fn dispatch(incoming: Incoming) {
             }
             m.sequence_next[from] = n + 1;
         }),
-        Request::BenchRequest(round) => {
+        Request::Bench(round) => {
             let _ = send(from, &Request::BenchAck(round));
         }
         Request::BenchAck(round) => {
@@ -327,7 +327,7 @@ fn dispatch(incoming: Incoming) {
                 })
             });
             for member in members {
-                let _ = send(member, &Request::BenchRequest(round));
+                let _ = send(member, &Request::Bench(round));
             }
         }
     }
@@ -390,10 +390,9 @@ fn send_with(
 /// Starts `work` on core `target` and returns at once (split phase). The caller must keep
 /// `work` alive until [`wait`] returns for this call.
 pub fn call_async(target: usize, work: &Work<'_>) -> Result<CallId, SendError> {
-    let body: *const CallBody<'_> = Box::into_raw(Box::new(CallBody { work }));
-    // The lifetime is erased for the pending table; `wait` frees the body before the
-    // caller's borrow of `work` ends.
-    let body = body as *const CallBody<'static>;
+    // The pending table holds the body with its lifetime erased; `wait` frees it before
+    // the caller's borrow of `work` ends (or leaks it if the target may still read it).
+    let body: *const CallBody<'static> = Box::into_raw(Box::new(CallBody { work })).cast();
     let id = with(|m| {
         let id = m.next_call;
         m.next_call += 1;

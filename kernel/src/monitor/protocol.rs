@@ -66,7 +66,7 @@ pub enum Request {
     /// Sequence number `n` from the sender.
     Sequence(u64),
     /// Benchmark request for `round`.
-    BenchRequest(u64),
+    Bench(u64),
     /// Benchmark ack for `round`.
     BenchAck(u64),
     /// Multicast request for `round` from `source`, to cores below `limit`.
@@ -104,7 +104,7 @@ pub fn decode(from: usize, tag: u32, p: &[u64; PAYLOAD_WORDS]) -> Result<Request
         kind::PING => Request::Ping(p[0]),
         kind::PONG => Request::Pong(p[0]),
         kind::CALL => {
-            if p[1] < KERNEL_HALF || p[1] % 8 != 0 {
+            if p[1] < KERNEL_HALF || !p[1].is_multiple_of(8) {
                 return Err(Rejection::Malformed);
             }
             Request::Call {
@@ -123,7 +123,7 @@ pub fn decode(from: usize, tag: u32, p: &[u64; PAYLOAD_WORDS]) -> Result<Request
         }
         kind::SET_POLL_BUDGET => Request::SetPollBudget(p[0]),
         kind::SEQUENCE => Request::Sequence(p[0]),
-        kind::BENCH_REQUEST => Request::BenchRequest(p[0]),
+        kind::BENCH_REQUEST => Request::Bench(p[0]),
         kind::BENCH_ACK => Request::BenchAck(p[0]),
         kind::MULTICAST => Request::Multicast {
             round: p[0],
@@ -173,7 +173,7 @@ pub fn encode(request: &Request) -> (u32, [u64; PAYLOAD_WORDS]) {
             p[0] = n;
             kind::SEQUENCE
         }
-        Request::BenchRequest(r) => {
+        Request::Bench(r) => {
             p[0] = r;
             kind::BENCH_REQUEST
         }
