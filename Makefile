@@ -20,7 +20,7 @@ RUSTUP_INSTALL := curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh
 # The host side (xtask, build scripts) links with the system C compiler.
 LINKER_PACKAGES := gcc libc6-dev
 
-.PHONY: help run test build deps toolchain fmt clippy clean
+.PHONY: help run test build deps toolchain fmt clippy clean bench-host
 
 help:
 	@echo "Atoll: a research operating system for many-core x86-64 machines."
@@ -29,6 +29,7 @@ help:
 	@echo "  make test    host unit tests, then QEMU integration tests; ends with 'N passed, M failed'"
 	@echo "  make build   build the kernel (target/x86_64-unknown-none/release/atoll-kernel)"
 	@echo "  make deps    install what is missing (QEMU, the Rust target), or say how"
+	@echo "  make bench-host  URPC between two pinned host threads vs the cache-line floor and rtrb"
 	@echo "  make fmt     format all code"
 	@echo "  make clippy  lint all code, warnings are errors"
 	@echo "  make clean   remove build output"
@@ -78,6 +79,10 @@ toolchain:
 
 fmt: toolchain
 	cargo fmt --all
+
+# Hosted URPC benchmark on CPUs 0 and 1 (bench-host/src/lib.rs): prints RESULT lines.
+bench-host: toolchain
+	cargo run --release -p bench-host
 
 clippy: toolchain
 	cargo clippy --workspace --exclude atoll-kernel --all-targets -- -D warnings

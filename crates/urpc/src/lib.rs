@@ -44,9 +44,10 @@
 //!
 //! # Tests
 //! `cargo test -p urpc` runs the unit tests, the fragmentation property tests and a
-//! two-thread stress test. The loom model (every interleaving of a sender and a receiver
-//! around a ring of 2 and 4 slots) runs with
-//! `RUSTFLAGS="--cfg loom" cargo test -p urpc --release --test loom`.
+//! two-thread stress test. The loom model (a sender and a receiver around a ring of 2 slots,
+//! every interleaving, and of 4 slots, up to 7 preemptions) runs with
+//! `RUSTFLAGS="--cfg loom" cargo test -p urpc --release --test loom` (about 10 s; it fails
+//! if the header store is weakened to `Relaxed`).
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -112,6 +113,10 @@ struct CreditLine {
 /// [`Receiver`] is made). All-zero memory is a valid empty channel, so a zeroed frame can be
 /// used as one. Make exactly one [`Sender`] and one [`Receiver`] per channel, while it is
 /// still empty.
+///
+/// ```compile_fail
+/// let mem = urpc::ChannelMemory::<3>::new(); // not a power of two
+/// ```
 #[repr(C, align(64))]
 pub struct ChannelMemory<const SLOTS: usize> {
     /// The ring, written by the sender only.

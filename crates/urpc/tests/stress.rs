@@ -11,14 +11,14 @@ const MESSAGES: u64 = 1_000_000;
 /// Payload of message `seq`: each word a different function of it.
 fn payload(seq: u64) -> [u64; PAYLOAD_WORDS] {
     core::array::from_fn(|i| {
-        seq.rotate_left(9 * i as u32) ^ (0x9e37_79b9_7f4a_7c15 * (i as u64 + 1))
+        seq.rotate_left(9 * i as u32) ^ 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i as u64 + 1)
     })
 }
 
 /// Spins a little, then lets the other thread run (the test may share one core).
 fn backoff(spins: &mut u32) {
-    *spins += 1;
-    if *spins % 64 == 0 {
+    *spins = spins.wrapping_add(1);
+    if spins.is_multiple_of(64) {
         thread::yield_now();
     } else {
         std::hint::spin_loop();
@@ -29,7 +29,7 @@ fn stream<const SLOTS: usize>(batch: usize) {
     let mem = ChannelMemory::<SLOTS>::new();
     thread::scope(|s| {
         let mem = &mem;
-        s.spawn(move || {
+        let sender = s.spawn(move || {
             let mut tx = Sender::new(mem);
             let mut spins = 0;
             for seq in 0..MESSAGES {
@@ -44,6 +44,10 @@ fn stream<const SLOTS: usize>(batch: usize) {
             let m = loop {
                 match rx.try_recv() {
                     Some(m) => break m,
+                    // Finished yet nothing here: the sender panicked (fail, do not hang).
+                    None if sender.is_finished() && !rx.has_message() => {
+                        panic!("sender stopped before {seq}")
+                    }
                     None => backoff(&mut spins),
                 }
             };
@@ -72,7 +76,7 @@ fn byte_strings_of_every_length_arrive_whole() {
     let mem = ChannelMemory::<8>::new();
     thread::scope(|s| {
         let mem = &mem;
-        s.spawn(move || {
+        let sender = s.spawn(move || {
             let mut tx = Sender::new(mem);
             let mut spins = 0;
             for i in 0..STRINGS {
@@ -87,6 +91,8 @@ fn byte_strings_of_every_length_arrive_whole() {
         let (mut next, mut spins) = (0, 0);
         while next < STRINGS {
             let Some(m) = rx.try_recv() else {
+                let stopped = sender.is_finished() && !rx.has_message();
+                assert!(!stopped, "sender stopped before {next}");
                 backoff(&mut spins);
                 continue;
             };

@@ -1,0 +1,56 @@
+//! `make bench-host`: URPC between two pinned threads against the cache-line floor and rtrb.
+//! Prints `RESULT {json}` lines on stdout and a short summary on stderr. `--quick` runs
+//! tiny iteration counts (a smoke test; the numbers mean nothing).
+
+use bench_host::{pinning_possible, run, Config, PAIR, QUEUE};
+use std::process::ExitCode;
+use std::time::Instant;
+
+fn main() -> ExitCode {
+    let mut config = Config::FULL;
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--quick" => config = Config::QUICK,
+            "-h" | "--help" => {
+                println!("usage: bench-host [--quick]");
+                return ExitCode::SUCCESS;
+            }
+            other => {
+                eprintln!("bench-host: unknown argument {other:?} (usage: bench-host [--quick])");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if !pinning_possible() {
+        eprintln!(
+            "bench-host: warning: CPUs {} and {} are not both available; threads run unpinned",
+            PAIR[0], PAIR[1]
+        );
+    }
+    let started = Instant::now();
+    let r = run(config);
+    for line in r.lines() {
+        println!("{line}");
+    }
+    eprintln!(
+        "bench-host: CPUs {} and {}, median of {} trials, {:.1} s",
+        PAIR[0],
+        PAIR[1],
+        config.trials,
+        started.elapsed().as_secs_f64()
+    );
+    eprintln!(
+        "  one-way latency (cycles): urpc {:.1}, floor {:.1} ({:.2}x floor), rtrb {:.1}",
+        r.urpc_latency,
+        r.floor_latency,
+        r.latency_vs_floor(),
+        r.rtrb_latency
+    );
+    eprintln!(
+        "  throughput, queue {QUEUE} (msgs/kcycle): urpc {:.2}, rtrb {:.2} ({:.2}x rtrb)",
+        r.urpc_throughput,
+        r.rtrb_throughput,
+        r.throughput_vs_peer()
+    );
+    ExitCode::SUCCESS
+}
