@@ -228,7 +228,9 @@ mod tests {
     #[test]
     fn command_line_has_the_machine_and_extra_args_last() {
         let line = args(&vm(&["-numa", "node"]).command(Serial::Stdout)).join(" ");
-        assert!(line.starts_with("-machine q35 -accel tcg,thread=multi -cpu max -m 256M -smp 4 -kernel /k"));
+        assert!(line.starts_with(
+            "-machine q35 -accel tcg,thread=multi -cpu max -m 256M -smp 4 -kernel /k"
+        ));
         assert!(line.contains("-append test=all -no-reboot -display none"));
         assert!(line.contains("-device isa-debug-exit,iobase=0xf4,iosize=0x04"));
         assert!(line.contains("-serial stdio -monitor none"));
