@@ -512,15 +512,25 @@ pub fn ping(to: usize, timeout_us: u64) -> Option<u64> {
     }
 }
 
-/// Sends `SET_POLL_BUDGET` to every other core and sets it here (boot core).
-pub fn broadcast_poll_budget(cycles: u64) {
-    with(|m| m.poll_budget = cycles.max(1000));
+/// Sends `request` to every other online core, one channel each. Returns how many cores
+/// it reached; the first failure ends the broadcast.
+pub fn broadcast(request: &Request) -> Result<usize, SendError> {
+    let me = this_core().index;
+    let mut reached = 0;
     for c in 0..percpu::core_count() {
-        if c != this_core().index && percpu::core(c).is_some_and(|c| c.state() == CoreState::Online)
-        {
-            let _ = send(c, &Request::SetPollBudget(cycles));
+        if c != me && percpu::core(c).is_some_and(|c| c.state() == CoreState::Online) {
+            send(c, request)?;
+            reached += 1;
         }
     }
+    Ok(reached)
+}
+
+/// Sets the idle poll budget here and, by broadcast, on every other core (boot core: the
+/// other cores accept this replicated setting only from it).
+pub fn broadcast_poll_budget(cycles: u64) {
+    with(|m| m.poll_budget = cycles.max(1000));
+    let _ = broadcast(&Request::SetPollBudget(cycles));
 }
 
 /// This core's poll budget (cycles of polling before halting).
