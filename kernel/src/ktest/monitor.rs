@@ -29,6 +29,13 @@ kernel_test!(
 );
 kernel_test!(WAKE, "monitor.wakes_idle_core", 2, false, wakes_idle_core);
 kernel_test!(
+    BROADCAST,
+    "monitor.broadcast_reaches_all",
+    2,
+    false,
+    broadcast_reaches_all
+);
+kernel_test!(
     REJECT,
     "monitor.rejects_bad_messages",
     2,
@@ -206,6 +213,33 @@ fn rejects_bad_messages() -> Result<(), String> {
     monitor::poll();
     if this_core().rejected() != rejected_before + 1 || monitor::poll_budget() != budget_before {
         return Err("a poll budget from a core other than the boot core was accepted".into());
+    }
+    Ok(())
+}
+
+/// A broadcast reaches every other online core once: each answers with one ack.
+fn broadcast_reaches_all() -> Result<(), String> {
+    let others = smp::online_cores().len() - 1;
+    for round in 0..3 {
+        let before = monitor::bench_acks();
+        let reached = monitor::broadcast(&Request::Bench(round)).map_err(|e| format!("{e:?}"))?;
+        if reached != others {
+            return Err(format!("broadcast reached {reached} of {others} cores"));
+        }
+        let start = cpu::rdtsc();
+        while monitor::bench_acks() < before + others as u64 {
+            monitor::poll();
+            if timer::us_since(start) > 5_000_000 {
+                return Err(format!(
+                    "{} of {others} acks",
+                    monitor::bench_acks() - before
+                ));
+            }
+        }
+        monitor::poll();
+        if monitor::bench_acks() != before + others as u64 {
+            return Err("more acks than cores".into());
+        }
     }
     Ok(())
 }
