@@ -68,6 +68,10 @@ pub fn boot_core(start_info: u32) -> ! {
         Err(e) => fail(format_args!("bad hvm_start_info: {e:?}")),
     };
     println!("Atoll: booting (PVH), command line \"{}\"", info.cmdline());
+    if info.modules_len > 0 {
+        let (addr, size) = info.modules[0];
+        crate::user::initrd::set(addr, size);
+    }
     arch::disable_legacy_pic();
 
     // Memory map → usable frames (RAM minus low memory, the kernel image and modules).

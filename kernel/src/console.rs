@@ -113,6 +113,12 @@ pub fn execute(line: &str) {
                 crate::monitor::poll_budget()
             );
         }
+        Some("ls") => {
+            for (name, size) in crate::user::initrd::files() {
+                println!("  {name:<16} {size:>8} bytes");
+            }
+        }
+        Some("run") => run_program(line),
         Some("bench") => {
             let args: alloc::vec::Vec<&str> = words.collect();
             crate::bench::run(&args);
@@ -194,4 +200,63 @@ fn mem() {
         mapped >> 10,
         used >> 10
     );
+}
+
+/// Parses a core list such as `0-3,5` (indices below `limit`).
+fn parse_cores(list: &str, limit: usize) -> Option<alloc::vec::Vec<usize>> {
+    let mut cores = alloc::vec::Vec::new();
+    for part in list.split(',') {
+        let (a, b): (usize, usize) = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse().ok()?, b.trim().parse().ok()?),
+            None => {
+                let c = part.trim().parse().ok()?;
+                (c, c)
+            }
+        };
+        if a > b || b >= limit {
+            return None;
+        }
+        cores.extend(a..=b);
+    }
+    Some(cores)
+}
+
+/// `run [-c LIST] PROGRAM [ARGS]`: runs the program once on each listed core (default: this
+/// core) at once and waits for all of them.
+fn run_program(line: &str) {
+    let rest = line
+        .trim_start()
+        .strip_prefix("run")
+        .unwrap_or("")
+        .trim_start();
+    let (cores, rest) = match rest.strip_prefix("-c") {
+        Some(after) => {
+            let after = after.trim_start();
+            let (list, rest) = after.split_once(' ').unwrap_or((after, ""));
+            match parse_cores(list, percpu::core_count()) {
+                Some(c) => (c, rest.trim_start()),
+                None => return println!("run: bad core list '{list}'"),
+            }
+        }
+        None => (alloc::vec![percpu::this_core().index], rest),
+    };
+    let (program, args) = rest.split_once(' ').unwrap_or((rest, ""));
+    if program.is_empty() {
+        return println!("usage: run [-c CORES] PROGRAM [ARGS]");
+    }
+    let work = |core: usize| -> Result<(), alloc::string::String> {
+        match crate::user::run(program, args) {
+            Ok(status) => {
+                println!("run: {program} on core {core}: {status:?}");
+                Ok(())
+            }
+            Err(e) => Err(alloc::format!("{program}: {e:?}")),
+        }
+    };
+    let outcomes = crate::smp::run_on(&cores, 600_000_000, &work);
+    for (core, outcome) in cores.iter().zip(outcomes) {
+        if !outcome.is_ok() {
+            println!("run: core {core}: {outcome:?}");
+        }
+    }
 }

@@ -18,6 +18,7 @@ mod monitor;
 mod percpu;
 mod print;
 mod smp;
+mod user;
 
 use arch::{apic, cpu, power, start_ap, timer};
 use percpu::CoreState;

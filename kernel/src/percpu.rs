@@ -75,6 +75,10 @@ impl<T> CoreLocal<T> {
 pub struct PerCore {
     /// Must stay first: `gs:0` reads it.
     self_ptr: *const PerCore,
+    /// `gs:8`: the kernel stack a system call runs on (set by `user_entry::enter_user`).
+    syscall_rsp: AtomicU64,
+    /// `gs:16`: the user stack pointer, saved by `syscall_entry`.
+    user_rsp: AtomicU64,
     /// Atoll's index of this core (0 = boot core); also its memid (Corey §4.1).
     pub index: usize,
     /// Local APIC id.
@@ -102,6 +106,8 @@ pub struct PerCore {
     pub heap_returns: ReturnStack,
     /// The monitor: this core's ends of its channels (set up after the heap).
     pub monitor: CoreLocal<Option<Monitor>>,
+    /// The user program running on this core, if any.
+    pub user: CoreLocal<Option<crate::user::Running>>,
     /// This core's free-frame bitmap.
     pub frames: CoreLocal<CoreFrames<'static>>,
     /// This core's kernel heap.
@@ -153,6 +159,8 @@ pub unsafe fn publish(frame_va: u64, setup: CoreSetup) -> &'static PerCore {
     let block = frame_va as *mut PerCore;
     let value = PerCore {
         self_ptr: block,
+        syscall_rsp: AtomicU64::new(0),
+        user_rsp: AtomicU64::new(0),
         index: setup.index,
         apic_id: setup.apic_id,
         location: setup.location,
@@ -168,6 +176,7 @@ pub unsafe fn publish(frame_va: u64, setup: CoreSetup) -> &'static PerCore {
         free_frames: AtomicU64::new(free),
         heap_returns: ReturnStack::new(),
         monitor: CoreLocal::new(setup.index, None),
+        user: CoreLocal::new(setup.index, None),
         frames: CoreLocal::new(setup.index, setup.frames),
         heap: CoreLocal::new(setup.index, CoreHeap::empty(setup.index)),
         tables: UnsafeCell::new(CoreTables::new()),
@@ -223,7 +232,15 @@ impl PerCore {
         // SAFETY: `tables` lives as long as the kernel and only this core touches it, now.
         unsafe { (*self.tables.get()).load(self.critical_stack_top) };
         self.idt.load();
+        arch::user_entry::init_this_core();
         self.set_state(CoreState::Starting);
+    }
+
+    /// This core's TSS RSP0 slot (the stack interrupts from user mode land on).
+    pub fn rsp0_slot(&self) -> *mut u64 {
+        // SAFETY: only the owning core calls this (to enter user mode); the TSS lives as
+        // long as the block.
+        unsafe { (*self.tables.get()).rsp0_slot() }
     }
 
     /// Current life-cycle state.

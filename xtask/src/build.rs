@@ -1,4 +1,4 @@
-//! Building the kernel, and where things are in the workspace.
+//! Building the kernel, the user programs and the initrd, and where things are.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -36,8 +36,69 @@ pub fn cargo() -> Command {
     command
 }
 
+/// What QEMU boots: the kernel ELF and the initrd (a cpio archive of the user programs).
+pub struct Images {
+    /// The kernel ELF (`-kernel`).
+    pub kernel: PathBuf,
+    /// The initrd (`-initrd`).
+    pub initrd: PathBuf,
+}
+
+/// The user programs packed into the initrd (binaries of `user/programs`).
+const PROGRAMS: &[&str] = &["hello", "fault", "badptr", "nullsys"];
+
+/// Code generation for user programs: linked at 4 MiB, so not the kernel's code model.
+/// (`RUSTFLAGS` replaces the kernel flags `.cargo/config.toml` sets for this target.)
+const USER_RUSTFLAGS: &str =
+    "-C code-model=small -C relocation-model=static -C force-frame-pointers=yes";
+
+/// Builds the kernel and the initrd.
+pub fn images() -> Result<Images> {
+    let kernel = kernel()?;
+    let initrd = initrd()?;
+    Ok(Images { kernel, initrd })
+}
+
+/// Builds the user programs (their own workspace, `user/`) and packs them into
+/// `target/initrd.cpio`.
+fn initrd() -> Result<PathBuf> {
+    let user_target = target_dir().join("user");
+    let mut command = cargo();
+    command.current_dir(root().join("user"));
+    command.env("RUSTFLAGS", USER_RUSTFLAGS);
+    command.args([
+        "build",
+        "--release",
+        "--target",
+        KERNEL_TARGET,
+        "--target-dir",
+    ]);
+    command.arg(&user_target);
+    let status = command
+        .status()
+        .map_err(|e| format!("cannot start cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("building the user programs failed ({status})"));
+    }
+    let bin_dir = user_target.join(KERNEL_TARGET).join("release");
+    let mut files = Vec::new();
+    for name in PROGRAMS {
+        let path = bin_dir.join(name);
+        let data = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        files.push((*name, data));
+    }
+    let entries: Vec<(&str, u32, &[u8])> = files
+        .iter()
+        .map(|(n, d)| (*n, 0o100_755, d.as_slice()))
+        .collect();
+    let archive = cpio::write_archive(&entries);
+    let out = target_dir().join("initrd.cpio");
+    std::fs::write(&out, archive).map_err(|e| format!("{}: {e}", out.display()))?;
+    Ok(out)
+}
+
 /// Builds the kernel in release mode and returns the path of its ELF file.
-pub fn kernel() -> Result<PathBuf> {
+fn kernel() -> Result<PathBuf> {
     let mut command = cargo();
     command.args([
         "build",

@@ -27,7 +27,7 @@ const USAGE: &str = "\
 usage: cargo xtask <command> [flags]
 
 commands:
-  build   build the kernel (target/x86_64-unknown-none/release/atoll-kernel)
+  build   build the kernel and the initrd of user programs (target/initrd.cpio)
   deps    install what is missing (QEMU, the x86_64-unknown-none target), or say how
   run     build, then boot Atoll in QEMU; with CMD, run one console command and power off
   test    host unit tests, then the QEMU integration runs; ends with `N passed, M failed`
@@ -152,7 +152,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match command.as_str() {
-        "build" => build::kernel().map(|_| ExitCode::SUCCESS),
+        "build" => build::images().map(|_| ExitCode::SUCCESS),
         "deps" => deps::ensure_all().map(|_| ExitCode::SUCCESS),
         "run" => run::run(&opts),
         "test" => test::test(&opts),

@@ -111,6 +111,8 @@ pub struct Vm {
     pub accel: Accel,
     /// The kernel ELF (`-kernel`, booted through its PVH note).
     pub kernel: PathBuf,
+    /// The initrd (`-initrd`, a PVH boot module holding the user programs).
+    pub initrd: Option<PathBuf>,
     /// The kernel command line (`-append`).
     pub cmdline: String,
     /// Extra QEMU arguments, appended last (a test's own, then `QEMU_ARGS`).
@@ -126,6 +128,9 @@ impl Vm {
         command.arg("-m").arg(&self.mem);
         command.arg("-smp").arg(self.cores.to_string());
         command.arg("-kernel").arg(&self.kernel);
+        if let Some(initrd) = &self.initrd {
+            command.arg("-initrd").arg(initrd);
+        }
         command.arg("-append").arg(&self.cmdline);
         command.args(["-no-reboot", "-display", "none"]);
         command.args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]);
@@ -213,6 +218,7 @@ mod tests {
             mem: "256M".into(),
             accel: Accel::Tcg,
             kernel: PathBuf::from("/k"),
+            initrd: None,
             cmdline: "test=all".into(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
         }

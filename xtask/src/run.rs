@@ -20,7 +20,7 @@ const DEFAULT_MEM: &str = "512M";
 pub fn run(opts: &Options) -> Result<ExitCode> {
     let start = Instant::now();
     let (accel, why) = Accel::choose(opts.accel.as_deref())?;
-    let kernel = build::kernel()?;
+    let images = build::images()?;
     let cores = opts.cores.unwrap_or_else(host_cpus);
     let mem = opts.mem.clone().unwrap_or_else(|| DEFAULT_MEM.into());
     let cmdline = match &opts.cmd {
@@ -31,7 +31,8 @@ pub fn run(opts: &Options) -> Result<ExitCode> {
         cores,
         mem,
         accel,
-        kernel,
+        kernel: images.kernel,
+        initrd: Some(images.initrd),
         cmdline,
         extra: opts.qemu_args.clone(),
     };

@@ -109,8 +109,8 @@ fn run_qemu_tests(opts: &Options, accel: Accel, why: &str, tally: &mut Tally) {
         return;
     }
     println!("== qemu: building the kernel");
-    let kernel = match build::kernel() {
-        Ok(kernel) => kernel,
+    let images = match build::images() {
+        Ok(images) => images,
         Err(e) => {
             println!("FAIL build: {e}");
             tally.failed += 1;
@@ -125,7 +125,7 @@ fn run_qemu_tests(opts: &Options, accel: Accel, why: &str, tally: &mut Tally) {
     }
     println!("== qemu: accelerator {} ({why})", accel.name());
     for run in runs {
-        let vm = machine(run, &kernel, accel, opts);
+        let vm = machine(run, &images, accel, opts);
         let log = log_dir.join(format!("{}.log", run.label));
         println!(
             "== {}: -smp {} -m {} test={}",
@@ -143,14 +143,15 @@ fn run_qemu_tests(opts: &Options, accel: Accel, why: &str, tally: &mut Tally) {
 }
 
 /// The virtual machine of `run`: its own QEMU arguments, then `QEMU_ARGS`.
-fn machine(run: &Run, kernel: &Path, accel: Accel, opts: &Options) -> Vm {
+fn machine(run: &Run, images: &build::Images, accel: Accel, opts: &Options) -> Vm {
     let mut extra: Vec<String> = run.qemu_args.split_whitespace().map(String::from).collect();
     extra.extend(opts.qemu_args.iter().cloned());
     Vm {
         cores: run.cores,
         mem: run.mem.into(),
         accel,
-        kernel: kernel.to_path_buf(),
+        kernel: images.kernel.clone(),
+        initrd: Some(images.initrd.clone()),
         cmdline: format!("{}={}", verdict::cmdline_keys::TEST, run.test),
         extra,
     }

@@ -13,6 +13,7 @@ mod heap;
 mod interrupts;
 mod monitor;
 mod traps;
+mod user;
 
 use crate::arch::{cpu, power, timer};
 use crate::{println, smp};

@@ -99,6 +99,11 @@ pub fn set_ready(kernel_pml4: u64) {
     READY.store(true, Ordering::Release);
 }
 
+/// Physical address of the kernel PML4.
+pub fn kernel_pml4() -> u64 {
+    KERNEL_PML4.load(Ordering::Relaxed)
+}
+
 /// Maps the calling core's first heap pages.
 pub fn init_this_core() -> Option<()> {
     this_core().heap.with(|h| h.grow(GROW_STEP))

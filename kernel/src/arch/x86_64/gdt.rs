@@ -33,8 +33,12 @@ impl CoreTables {
     /// and it must be called on the core that owns it.
     pub unsafe fn load(&'static mut self, critical_stack_top: u64) {
         self.tss.interrupt_stack_table[IST_CRITICAL as usize] = VirtAddr::new(critical_stack_top);
+        // The order is fixed by `syscall`/`sysret` (see `user_entry`): kernel code 0x08,
+        // kernel data 0x10, user data 0x18, user code 0x20, then the TSS.
         let code = self.gdt.append(Descriptor::kernel_code_segment());
         let data = self.gdt.append(Descriptor::kernel_data_segment());
+        self.gdt.append(Descriptor::user_data_segment());
+        self.gdt.append(Descriptor::user_code_segment());
         let tss = self.gdt.append(Descriptor::tss_segment(&self.tss));
         self.gdt.load();
         // SAFETY: the selectors were just created in the loaded GDT.
@@ -45,5 +49,13 @@ impl CoreTables {
             }
             load_tss(tss);
         }
+    }
+}
+
+impl CoreTables {
+    /// Address of the TSS's ring-0 stack pointer (RSP0): the stack an interrupt from user
+    /// mode lands on. `user_entry::enter_user` writes it.
+    pub fn rsp0_slot(&mut self) -> *mut u64 {
+        (&raw mut self.tss.privilege_stack_table[0]).cast()
     }
 }

@@ -10,6 +10,7 @@ pub mod serial;
 pub mod start_ap;
 pub mod timer;
 pub mod trap;
+pub mod user_entry;
 
 /// Masks the legacy 8259 PICs (remapped to vectors 0x20-0x2f first, so a spurious IRQ can
 /// never look like an exception). Atoll uses only the local APICs.

@@ -14,6 +14,9 @@
 use x86_64::structures::paging::page_table::PageTableEntry;
 use x86_64::structures::paging::PageTableFlags as F;
 
+/// End of the user half of the address space.
+pub const USER_END: u64 = 0x0000_8000_0000_0000;
+
 /// Base of the direct map of physical memory.
 pub const DIRECT_MAP_BASE: u64 = 0xffff_8000_0000_0000;
 /// Base of the per-core heap windows (core `i` at `HEAP_BASE + i GiB`).
@@ -49,6 +52,7 @@ fn entry(table_pa: u64, index: usize) -> *mut PageTableEntry {
 unsafe fn next_table(
     parent: u64,
     index: usize,
+    user: bool,
     alloc: &mut dyn FnMut() -> Option<u64>,
 ) -> Option<u64> {
     // SAFETY: forwarded; one entry of a live table, which only the caller writes.
@@ -58,6 +62,10 @@ unsafe fn next_table(
         // SAFETY: a fresh frame owned by the caller, mapped by the direct map.
         unsafe { core::ptr::write_bytes(phys_to_virt(pa) as *mut u8, 0, PAGE as usize) };
         e.set_addr(x86_64::PhysAddr::new(pa), F::PRESENT | F::WRITABLE);
+    }
+    if user {
+        // A user page needs the user bit on every level above it too.
+        e.set_flags(e.flags() | F::USER_ACCESSIBLE);
     }
     Some(e.addr().as_u64())
 }
@@ -81,7 +89,7 @@ unsafe fn walk(
     let mut t = pml4;
     for l in (level + 1..=4).rev() {
         // SAFETY: forwarded from the caller.
-        t = unsafe { next_table(t, index(va, l), alloc)? };
+        t = unsafe { next_table(t, index(va, l), va < USER_END, alloc)? };
     }
     Some(entry(t, index(va, level)))
 }
@@ -203,5 +211,66 @@ pub unsafe fn activate(pml4: u64) {
             PhysFrame::containing_address(x86_64::PhysAddr::new(pml4)),
             Cr3Flags::empty(),
         );
+    }
+}
+
+/// The physical address and flags of the 4 KiB page mapping `va` in the tables at `pml4`
+/// (`None` if unmapped or mapped by a large page).
+pub fn translate(pml4: u64, va: u64) -> Option<(u64, F)> {
+    let mut t = pml4;
+    for level in [4, 3, 2] {
+        // SAFETY: reading one entry of a live table reached through the direct map.
+        let e = unsafe { &*entry(t, index(va, level)) };
+        if !e.flags().contains(F::PRESENT) || e.flags().contains(F::HUGE_PAGE) {
+            return None;
+        }
+        t = e.addr().as_u64();
+    }
+    // SAFETY: as above.
+    let e = unsafe { &*entry(t, index(va, 1)) };
+    e.flags()
+        .contains(F::PRESENT)
+        .then(|| (e.addr().as_u64() + (va & 0xfff), e.flags()))
+}
+
+/// Calls `f` with the physical address of every page table below the user half of `pml4`
+/// (not the PML4 itself), deepest first, so an address space can be torn down.
+pub fn user_tables(pml4: u64, f: &mut dyn FnMut(u64)) {
+    fn walk(table: u64, level: u32, f: &mut dyn FnMut(u64)) {
+        for i in 0..512 {
+            // SAFETY: reading one entry of a live table reached through the direct map.
+            let e = unsafe { &*entry(table, i) };
+            if !e.flags().contains(F::PRESENT) || e.flags().contains(F::HUGE_PAGE) {
+                continue;
+            }
+            let next = e.addr().as_u64();
+            if level > 2 {
+                walk(next, level - 1, f);
+            }
+            f(next);
+        }
+    }
+    for i in 0..256 {
+        // SAFETY: as above; entries 0..256 are the user half.
+        let e = unsafe { &*entry(pml4, i) };
+        if e.flags().contains(F::PRESENT) {
+            walk(e.addr().as_u64(), 3, f);
+            f(e.addr().as_u64());
+        }
+    }
+}
+
+/// Makes a fresh PML4 in `frame` for a user address space: the user half empty, the kernel
+/// half the same entries (hence the same shared tables) as the kernel's `pml4`.
+pub fn new_user_pml4(kernel_pml4: u64, frame: u64) {
+    for i in 0..512 {
+        let value = if i < 256 {
+            0
+        } else {
+            // SAFETY: reading one word of the kernel PML4 through the direct map.
+            unsafe { (entry(kernel_pml4, i) as *const u64).read() }
+        };
+        // SAFETY: `frame` is a fresh frame owned by the caller.
+        unsafe { (entry(frame, i) as *mut u64).write(value) };
     }
 }

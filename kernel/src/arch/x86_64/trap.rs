@@ -44,7 +44,10 @@ isr_stubs:
     .endr
 
 isr_common:
-    pushq %rax
+    testb $3, 24(%rsp)           /* from user mode? then switch to the kernel's GS */
+    jz 1f
+    swapgs
+1:  pushq %rax
     pushq %rcx
     pushq %rdx
     pushq %rbx
@@ -78,7 +81,10 @@ isr_common:
     popq %rcx
     popq %rax
     addq $16, %rsp
-    iretq
+    testb $3, 8(%rsp)            /* back to user mode? then give it its GS */
+    jz 2f
+    swapgs
+2:  iretq
 "#,
     options(att_syntax)
 );
@@ -185,6 +191,7 @@ impl Idt {
 extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
     let vector = frame.vector as u8;
     match vector {
+        0..=31 if frame.cs & 3 == 3 => crate::user::on_exception(frame),
         0..=31 => fatal_exception(frame),
         VECTOR_TIMER => {
             crate::percpu::this_core().on_tick();
@@ -203,7 +210,8 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
     }
 }
 
-const EXCEPTION_NAMES: [&str; 32] = [
+/// Names of the 32 exception vectors, for reports.
+pub const EXCEPTION_NAMES: [&str; 32] = [
     "divide error",
     "debug",
     "NMI",

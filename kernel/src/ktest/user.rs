@@ -1,0 +1,78 @@
+//! Layer 7 tests: user programs from the initrd in ring 3, their system calls, and faults
+//! that stop only the program.
+
+use super::{all_ok, JOB_TIMEOUT_US};
+use crate::user::{self, ExitStatus};
+use crate::{kernel_test, smp};
+use alloc::format;
+use alloc::string::String;
+
+kernel_test!(
+    ON_EVERY_CORE,
+    "user.program_on_every_core",
+    1,
+    false,
+    program_on_every_core
+);
+kernel_test!(
+    BAD_POINTERS,
+    "user.bad_pointers_are_errors",
+    1,
+    false,
+    bad_pointers_are_errors
+);
+kernel_test!(
+    FAULT,
+    "user.fault_stops_only_the_program",
+    1,
+    false,
+    fault_stops_only_the_program
+);
+
+fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
+    match user::run(name, args) {
+        Ok(got) if got == want => Ok(()),
+        Ok(got) => Err(format!("{name}: ended {got:?}, expected {want:?}")),
+        Err(e) => Err(format!("{name}: could not run: {e:?}")),
+    }
+}
+
+/// `hello` runs on every core at once and exits 0 everywhere; each core gets back every
+/// frame the program used (free frames plus those its heap holds are the same after).
+fn program_on_every_core() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let frames_in_hand = || {
+        let me = crate::percpu::this_core();
+        me.free_frames() + me.heap.with(|h| h.frames_taken())
+    };
+    let work = |_| -> Result<(), String> {
+        let before = frames_in_hand();
+        expect("hello", "from the test", ExitStatus::Exited(0))?;
+        let after = frames_in_hand();
+        if after != before {
+            return Err(format!("frames in hand before {before}, after {after}"));
+        }
+        Ok(())
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))
+}
+
+/// `badptr` passes wild pointers and lengths: each is an error code; it exits 0.
+fn bad_pointers_are_errors() -> Result<(), String> {
+    expect("badptr", "", ExitStatus::Exited(0))
+}
+
+/// `fault` writes to an unmapped page: the program is stopped with a page fault, and the
+/// same core then runs another program normally.
+fn fault_stops_only_the_program() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let work = |_| -> Result<(), String> {
+        expect(
+            "fault",
+            "",
+            ExitStatus::Faulted(crate::arch::trap::VECTOR_PAGE_FAULT),
+        )?;
+        expect("hello", "after a fault", ExitStatus::Exited(0))
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))
+}

@@ -1,0 +1,199 @@
+//! User programs: loading one from the initrd into a fresh address space, running it in
+//! ring 3 on the calling core until it exits or faults, and its system calls.
+//!
+//! A core runs one program at a time (Corey §4.4: pcores are space-multiplexed). While it
+//! does, the core's monitor does not poll; messages wait in its channels until the program
+//! ends.
+
+pub mod elf;
+pub mod initrd;
+pub mod space;
+
+use crate::arch::cpu;
+use crate::arch::paging;
+use crate::arch::trap::{TrapFrame, EXCEPTION_NAMES};
+use crate::arch::user_entry::{self, KernelContext, SyscallFrame};
+use crate::percpu::this_core;
+use crate::println;
+use abi::{nr, Error, SysResult, USER_STACK_BYTES, USER_STACK_TOP};
+use alloc::string::String;
+use space::{Access, AddressSpace};
+
+/// How a program ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// It called `exit(code)`.
+    Exited(i32),
+    /// It took exception `vector` and was stopped.
+    Faulted(u8),
+}
+
+impl ExitStatus {
+    fn encode(self) -> u64 {
+        match self {
+            ExitStatus::Exited(code) => code as u32 as u64,
+            ExitStatus::Faulted(vector) => 1 << 32 | vector as u64,
+        }
+    }
+
+    fn decode(word: u64) -> ExitStatus {
+        if word >> 32 == 1 {
+            ExitStatus::Faulted(word as u8)
+        } else {
+            ExitStatus::Exited(word as u32 as i32)
+        }
+    }
+}
+
+/// What the core's running program's system calls need.
+pub struct Running {
+    name: String,
+    args: String,
+    space: *const AddressSpace,
+    context: *const KernelContext,
+}
+
+/// Longest argument string a program gets.
+const ARGS_MAX: usize = 256;
+/// Longest single console write.
+const WRITE_MAX: usize = 4096;
+
+/// Loads program `name` from the initrd and runs it on this core until it ends.
+pub fn run(name: &str, args: &str) -> Result<ExitStatus, Error> {
+    let image = initrd::find(name).ok_or(Error::NoSuchObject)?;
+    // cpio aligns file data to 4 bytes; the ELF parser wants 8.
+    let aligned: alloc::vec::Vec<u64>;
+    let image = if image.as_ptr().align_offset(8) == 0 {
+        image
+    } else {
+        let mut words = alloc::vec![0u64; image.len().div_ceil(8)];
+        for (word, chunk) in words.iter_mut().zip(image.chunks(8)) {
+            let mut bytes = [0u8; 8];
+            bytes[..chunk.len()].copy_from_slice(chunk);
+            *word = u64::from_le_bytes(bytes);
+        }
+        aligned = words;
+        // SAFETY: viewing the u64 buffer as its first `image.len()` bytes.
+        unsafe { core::slice::from_raw_parts(aligned.as_ptr().cast::<u8>(), image.len()) }
+    };
+    let kernel_pml4 = crate::mem::heap::kernel_pml4();
+    let mut space = AddressSpace::new(kernel_pml4)?;
+    let entry = elf::load(&mut space, image)?;
+    let mut page = USER_STACK_TOP - USER_STACK_BYTES;
+    while page < USER_STACK_TOP {
+        space.map_zeroed(page, Access::ReadWrite)?;
+        page += 4096;
+    }
+    let mut context = KernelContext::default();
+    let core = this_core();
+    core.user.with(|slot| {
+        *slot = Some(Running {
+            name: name.into(),
+            args: args.chars().take(ARGS_MAX).collect(),
+            space: &space,
+            context: &context,
+        })
+    });
+    // SAFETY: the space maps the program and stack for user mode and the kernel half like
+    // the kernel tables; we switch back before it is dropped.
+    unsafe { paging::activate(space.pml4()) };
+    // The stack pointer sits as if `_start` had been called (8 below a 16-byte boundary).
+    // SAFETY: `context` lives on this frame until `run_user` returns; RSP0 is this core's.
+    let word =
+        unsafe { user_entry::run_user(&mut context, entry, USER_STACK_TOP - 8, core.rsp0_slot()) };
+    // SAFETY: the kernel tables map everything the kernel uses.
+    unsafe { paging::activate(kernel_pml4) };
+    core.user.with(|slot| *slot = None);
+    drop(space);
+    Ok(ExitStatus::decode(word))
+}
+
+/// The running program's details, for a system call or a fault.
+fn with_running<R>(f: impl FnOnce(&Running, &AddressSpace) -> R) -> Option<R> {
+    this_core().user.with(|slot| {
+        slot.as_ref().map(|r| {
+            // SAFETY: `space` points into `run`'s frame, live while the program runs.
+            let space = unsafe { &*r.space };
+            f(r, space)
+        })
+    })
+}
+
+/// Leaves the running program with `status` (from a system call or an exception).
+fn leave(status: ExitStatus) -> ! {
+    let Some(context) = with_running(|r, _| r.context) else {
+        println!("user: no program is running on core {}", this_core().index);
+        cpu::halt_forever()
+    };
+    // SAFETY: the context of the `run_user` call active on this core's stack; we are in
+    // the kernel on that stack (a system call or an interrupt from the program).
+    unsafe { user_entry::leave_user(context, status.encode()) }
+}
+
+/// An exception in user mode: report it, stop the program; the core goes on.
+pub fn on_exception(frame: &TrapFrame) -> ! {
+    let vector = frame.vector as u8;
+    let cr2 = if vector == crate::arch::trap::VECTOR_PAGE_FAULT {
+        cpu::cr2()
+    } else {
+        0
+    };
+    let name = with_running(|r, _| r.name.clone()).unwrap_or_default();
+    println!(
+        "USER FAULT core={} program={} vector={} ({}) error={:#x} rip={:#x} cr2={:#x}",
+        this_core().index,
+        name,
+        vector,
+        EXCEPTION_NAMES[vector as usize],
+        frame.error,
+        frame.rip,
+        cr2
+    );
+    leave(ExitStatus::Faulted(vector))
+}
+
+/// Entry from `syscall_entry`: runs one system call, returns the result word.
+#[no_mangle]
+extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
+    // `sysret` to a non-canonical address would fault in ring 0 on the user's stack.
+    if frame.rip >= paging::USER_END {
+        leave(ExitStatus::Faulted(13));
+    }
+    let result: SysResult = match frame.rax {
+        nr::NULL => Ok(0),
+        nr::WRITE => write(frame.rdi, frame.rsi),
+        nr::EXIT => leave(ExitStatus::Exited(frame.rdi as i32)),
+        nr::PCORE_CURRENT => Ok(this_core().index as u64),
+        nr::CYCLES => Ok(cpu::rdtsc()),
+        nr::ARGS => args(frame.rdi, frame.rsi),
+        _ => Err(Error::NoSuchCall),
+    };
+    abi::encode(result)
+}
+
+/// `write(ptr, len)`: the whole buffer is checked first, then printed in pieces.
+fn write(ptr: u64, len: u64) -> SysResult {
+    with_running(|_, space| {
+        space.check(ptr, len, false)?;
+        let mut buf = [0u8; WRITE_MAX];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(WRITE_MAX as u64) as usize;
+            space.copy_in(ptr + done, &mut buf[..n])?;
+            crate::print!("{}", String::from_utf8_lossy(&buf[..n]));
+            done += n as u64;
+        }
+        Ok(len)
+    })
+    .ok_or(Error::NotPermitted)?
+}
+
+fn args(ptr: u64, len: u64) -> SysResult {
+    with_running(|r, space| {
+        space.check(ptr, len, true)?;
+        let bytes = r.args.as_bytes();
+        let n = bytes.len().min(len as usize);
+        space.copy_out(ptr, &bytes[..n]).map(|_| n as u64)
+    })
+    .ok_or(Error::NotPermitted)?
+}

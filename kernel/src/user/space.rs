@@ -1,0 +1,140 @@
+//! A user address space: a PML4 of its own whose kernel half is the kernel's, and the
+//! frames it uses (from the running core's own list), freed when it is dropped. User
+//! memory is read and written only through `copy_in`/`copy_out`, which check every page
+//! against these tables: a bad pointer is an error, never a kernel fault.
+
+use crate::arch::paging::{self, phys_to_virt, USER_END};
+use crate::mem::frames;
+use abi::Error;
+use alloc::vec::Vec;
+use x86_64::structures::paging::PageTableFlags as F;
+
+const PAGE: u64 = 4096;
+
+/// Access a user mapping allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Read only (and execute).
+    ReadExecute,
+    /// Read and write, no execute.
+    ReadWrite,
+}
+
+/// One program's page tables and frames.
+pub struct AddressSpace {
+    pml4: u64,
+    data_frames: Vec<u64>,
+}
+
+impl AddressSpace {
+    /// An empty user half over the kernel's mappings.
+    pub fn new(kernel_pml4: u64) -> Result<Self, Error> {
+        let pml4 = frames::alloc().ok_or(Error::NoResources)?;
+        paging::new_user_pml4(kernel_pml4, pml4);
+        Ok(AddressSpace {
+            pml4,
+            data_frames: Vec::new(),
+        })
+    }
+
+    /// Physical address of the PML4 (for CR3).
+    pub fn pml4(&self) -> u64 {
+        self.pml4
+    }
+
+    /// Maps a zeroed page at `va` (page-aligned, user half).
+    pub fn map_zeroed(&mut self, va: u64, access: Access) -> Result<(), Error> {
+        if !va.is_multiple_of(PAGE) || va >= USER_END || paging::translate(self.pml4, va).is_some()
+        {
+            return Err(Error::InvalidArgument);
+        }
+        let pa = frames::alloc().ok_or(Error::NoResources)?;
+        self.data_frames.push(pa);
+        // SAFETY: a fresh frame of this core's own, reached through the direct map.
+        unsafe { core::ptr::write_bytes(phys_to_virt(pa) as *mut u8, 0, PAGE as usize) };
+        let flags = match access {
+            Access::ReadExecute => F::USER_ACCESSIBLE,
+            Access::ReadWrite => F::USER_ACCESSIBLE | F::WRITABLE | F::NO_EXECUTE,
+        };
+        // SAFETY: this address space's own user half, built by the core that owns it (new
+        // page tables come from its frames and are zeroed by `map_page`).
+        unsafe { paging::map_page(self.pml4, va, pa, flags, &mut frames::alloc) }
+            .ok_or(Error::NoResources)
+    }
+
+    /// Checks `[va, va + len)` and calls `f` with each piece's physical address and length.
+    fn each_page(
+        &self,
+        va: u64,
+        len: u64,
+        write: bool,
+        mut f: impl FnMut(u64, usize, usize),
+    ) -> Result<(), Error> {
+        let end = va.checked_add(len).ok_or(Error::BadAddress)?;
+        if end > USER_END {
+            return Err(Error::BadAddress);
+        }
+        // Check every page first, so a partly bad buffer changes nothing.
+        let mut page = va & !(PAGE - 1);
+        while page < end {
+            let (_, flags) = paging::translate(self.pml4, page).ok_or(Error::BadAddress)?;
+            if !flags.contains(F::USER_ACCESSIBLE) || (write && !flags.contains(F::WRITABLE)) {
+                return Err(Error::BadAddress);
+            }
+            page += PAGE;
+        }
+        let mut at = va;
+        let mut done = 0usize;
+        while at < end {
+            let chunk = (PAGE - (at % PAGE)).min(end - at);
+            let (pa, _) = paging::translate(self.pml4, at).ok_or(Error::BadAddress)?;
+            f(pa, done, chunk as usize);
+            at += chunk;
+            done += chunk as usize;
+        }
+        Ok(())
+    }
+
+    /// Checks that `[va, va + len)` is mapped for the user (and writable if `write`).
+    pub fn check(&self, va: u64, len: u64, write: bool) -> Result<(), Error> {
+        self.each_page(va, len, write, |_, _, _| {})
+    }
+
+    /// Copies user memory `[va, va + out.len())` into `out`.
+    pub fn copy_in(&self, va: u64, out: &mut [u8]) -> Result<(), Error> {
+        self.each_page(va, out.len() as u64, false, |pa, offset, n| {
+            // SAFETY: `pa` is a checked, mapped user frame reached through the direct map.
+            let src = unsafe { core::slice::from_raw_parts(phys_to_virt(pa) as *const u8, n) };
+            out[offset..offset + n].copy_from_slice(src);
+        })
+    }
+
+    /// Copies `data` to user memory at `va` (which must be writable).
+    pub fn copy_out(&self, va: u64, data: &[u8]) -> Result<(), Error> {
+        self.each_page(va, data.len() as u64, true, |pa, offset, n| {
+            // SAFETY: as in `copy_in`; the page is mapped writable for the user.
+            let dst = unsafe { core::slice::from_raw_parts_mut(phys_to_virt(pa) as *mut u8, n) };
+            dst.copy_from_slice(&data[offset..offset + n]);
+        })
+    }
+
+    /// Writes `data` to user memory at `va` regardless of the user's permissions (the
+    /// loader filling read-only segments).
+    pub fn fill(&self, va: u64, data: &[u8]) -> Result<(), Error> {
+        self.each_page(va, data.len() as u64, false, |pa, offset, n| {
+            // SAFETY: as in `copy_in`; the kernel may write any frame it mapped.
+            let dst = unsafe { core::slice::from_raw_parts_mut(phys_to_virt(pa) as *mut u8, n) };
+            dst.copy_from_slice(&data[offset..offset + n]);
+        })
+    }
+}
+
+impl Drop for AddressSpace {
+    fn drop(&mut self) {
+        let mut tables = Vec::new();
+        paging::user_tables(self.pml4, &mut |t| tables.push(t));
+        for pa in self.data_frames.drain(..).chain(tables).chain([self.pml4]) {
+            let _ = frames::free(pa);
+        }
+    }
+}
