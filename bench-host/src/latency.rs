@@ -37,10 +37,8 @@ fn time_round_trips(round_trips: usize, mut exchange: impl FnMut(u64)) -> f64 {
 /// URPC one-way latency: a ping channel and a pong channel of [`QUEUE`] slots each.
 pub fn urpc(round_trips: usize) -> f64 {
     let total = warmup(round_trips) + round_trips;
-    let (ping, pong) = (
-        Box::new(ChannelMemory::<QUEUE>::new()),
-        Box::new(ChannelMemory::<QUEUE>::new()),
-    );
+    let (ping, pong) =
+        (Box::new(ChannelMemory::<QUEUE>::new()), Box::new(ChannelMemory::<QUEUE>::new()));
     let (ping, pong) = (&*ping, &*pong);
     on_pair(
         move || {

@@ -34,18 +34,10 @@ pub struct Config {
 
 impl Config {
     /// The full benchmark (`make bench-host`): about seven seconds on a 2-core VM.
-    pub const FULL: Config = Config {
-        round_trips: 300_000,
-        messages: 8_000_000,
-        trials: 5,
-    };
+    pub const FULL: Config = Config { round_trips: 300_000, messages: 8_000_000, trials: 5 };
 
     /// Tiny counts, so tests exercise every trial quickly (`--quick`).
-    pub const QUICK: Config = Config {
-        round_trips: 500,
-        messages: 5_000,
-        trials: 1,
-    };
+    pub const QUICK: Config = Config { round_trips: 500, messages: 5_000, trials: 1 };
 }
 
 /// Reads the time-stamp counter (constant-rate and synchronised across cores on the x86-64
@@ -133,15 +125,9 @@ pub fn result_line(
     value: f64,
     unit: &str,
 ) -> String {
-    let implementation = implementation
-        .map(|i| format!(",\"impl\":\"{i}\""))
-        .unwrap_or_default();
+    let implementation = implementation.map(|i| format!(",\"impl\":\"{i}\"")).unwrap_or_default();
     // JSON has no NaN or infinity.
-    let value = if value.is_finite() {
-        format!("{value:.2}")
-    } else {
-        "null".to_string()
-    };
+    let value = if value.is_finite() { format!("{value:.2}") } else { "null".to_string() };
     format!(
         "RESULT {{\"experiment\":\"{experiment}\",\"system\":\"host\",\"cores\":2,\
          \"pair\":[{},{}]{implementation},\"metric\":\"{metric}\",\"value\":{value},\
@@ -192,20 +178,8 @@ impl Results {
         let peer = Some("rtrb");
         vec![
             result_line("urpc", None, "latency_cycles", self.urpc_latency, "cycles"),
-            result_line(
-                "urpc",
-                None,
-                "floor_latency_cycles",
-                self.floor_latency,
-                "cycles",
-            ),
-            result_line(
-                "urpc",
-                None,
-                "latency_vs_floor",
-                self.latency_vs_floor(),
-                "ratio",
-            ),
+            result_line("urpc", None, "floor_latency_cycles", self.floor_latency, "cycles"),
+            result_line("urpc", None, "latency_vs_floor", self.latency_vs_floor(), "ratio"),
             result_line(
                 "urpc",
                 None,
@@ -213,20 +187,8 @@ impl Results {
                 self.urpc_throughput,
                 "msgs/kcycle",
             ),
-            result_line(
-                "urpc",
-                peer,
-                "throughput_vs_peer",
-                self.throughput_vs_peer(),
-                "ratio",
-            ),
-            result_line(
-                "spsc_peer",
-                peer,
-                "latency_cycles",
-                self.rtrb_latency,
-                "cycles",
-            ),
+            result_line("urpc", peer, "throughput_vs_peer", self.throughput_vs_peer(), "ratio"),
+            result_line("spsc_peer", peer, "latency_cycles", self.rtrb_latency, "cycles"),
             result_line(
                 "spsc_peer",
                 peer,

@@ -111,13 +111,7 @@ fn on_pair(
     let id: CallId = monitor::call_async(b, responder).map_err(|e| format!("{e:?}"))?;
     let first = smp::run_on(&[a], JOB_TIMEOUT_US, initiator);
     let second = monitor::wait(id, JOB_TIMEOUT_US);
-    all_ok(
-        &[a, b],
-        &[
-            first.into_iter().next().unwrap_or(Outcome::NotOnline),
-            second,
-        ],
-    )
+    all_ok(&[a, b], &[first.into_iter().next().unwrap_or(Outcome::NotOnline), second])
 }
 
 /// Median one-way latency between `a` and `b` in cycles: over a fresh URPC channel pair
@@ -216,10 +210,7 @@ fn wait_acks(before: u64, expected: u64) -> Result<(), String> {
     while monitor::bench_acks() < before + expected {
         monitor::poll();
         if crate::arch::timer::us_since(start) > 10_000_000 {
-            return Err(format!(
-                "only {} of {expected} acks",
-                monitor::bench_acks() - before
-            ));
+            return Err(format!("only {} of {expected} acks", monitor::bench_acks() - before));
         }
     }
     Ok(())
@@ -233,11 +224,7 @@ fn multicast(rounds: usize) -> Result<(), String> {
     let source = this_core().index;
     let skb = knowledge::get().ok_or("the SKB is not measured")?;
     for k in 2..=cores.len() {
-        let targets: Vec<usize> = cores
-            .iter()
-            .copied()
-            .filter(|&c| c != source && c < k)
-            .collect();
+        let targets: Vec<usize> = cores.iter().copied().filter(|&c| c != source && c < k).collect();
         // Unicast: one message per core over its channel.
         let mut samples = Vec::new();
         for round in 0..rounds as u64 {
@@ -271,11 +258,7 @@ fn multicast(rounds: usize) -> Result<(), String> {
                         expected += 1;
                     }
                 } else {
-                    let request = Request::Multicast {
-                        round,
-                        source,
-                        limit: k,
-                    };
+                    let request = Request::Multicast { round, source, limit: k };
                     monitor::send(agg.core, &request).map_err(|e| format!("{e:?}"))?;
                     expected += 1;
                 }
@@ -318,10 +301,8 @@ fn multicast(rounds: usize) -> Result<(), String> {
             wait_acks(before, targets.len() as u64)?;
             samples.push(cpu::rdtsc() - start);
         }
-        let outcomes: Vec<Outcome> = calls
-            .into_iter()
-            .map(|id| monitor::wait(id, JOB_TIMEOUT_US))
-            .collect();
+        let outcomes: Vec<Outcome> =
+            calls.into_iter().map(|id| monitor::wait(id, JOB_TIMEOUT_US)).collect();
         all_ok(&targets, &outcomes)?;
         result(
             "multicast",
@@ -349,29 +330,21 @@ fn shm(updates: usize) -> Result<(), String> {
     }
     let server = *cores.last().ok_or("no cores")?;
     let clients_all: Vec<usize> = cores.iter().copied().filter(|&c| c != server).collect();
-    let lines: Vec<SharedLine> = (0..UPDATE_LINES)
-        .map(|_| SharedLine(AtomicU64::new(0), [0; 7]))
-        .collect();
+    let lines: Vec<SharedLine> =
+        (0..UPDATE_LINES).map(|_| SharedLine(AtomicU64::new(0), [0; 7])).collect();
     for k in 1..=clients_all.len() {
         let clients = &clients_all[..k];
         // The first configuration runs twice; the first pass warms caches and the
         // emulator's translations and is not reported.
-        let configs = [(1usize, "shm", false), (1, "msg", false)]
-            .into_iter()
-            .chain(
-                [1usize, 2, 4, 8]
-                    .into_iter()
-                    .flat_map(|n| [(n, "shm", true), (n, "msg", true)]),
-            );
+        let configs = [(1usize, "shm", false), (1, "msg", false)].into_iter().chain(
+            [1usize, 2, 4, 8].into_iter().flat_map(|n| [(n, "shm", true), (n, "msg", true)]),
+        );
         for (n_lines, protocol, report) in configs {
             {
                 let per_update: Vec<AtomicU64> =
                     clients.iter().map(|_| AtomicU64::new(0)).collect();
                 let work = |index: usize| -> Result<(), String> {
-                    let slot = clients
-                        .iter()
-                        .position(|&c| c == index)
-                        .ok_or("not a client")?;
+                    let slot = clients.iter().position(|&c| c == index).ok_or("not a client")?;
                     let start = cpu::rdtsc();
                     for round in 0..updates as u64 {
                         if protocol == "shm" {
@@ -380,10 +353,7 @@ fn shm(updates: usize) -> Result<(), String> {
                             }
                         } else {
                             let before = monitor::bench_acks();
-                            let request = Request::Update {
-                                round,
-                                lines: n_lines,
-                            };
+                            let request = Request::Update { round, lines: n_lines };
                             monitor::send(server, &request).map_err(|e| format!("{e:?}"))?;
                             wait_acks(before, 1)?;
                         }
@@ -396,19 +366,10 @@ fn shm(updates: usize) -> Result<(), String> {
                 if !report {
                     continue;
                 }
-                let mut v: Vec<u64> = per_update
-                    .iter()
-                    .map(|c| c.load(Ordering::Relaxed))
-                    .collect();
+                let mut v: Vec<u64> =
+                    per_update.iter().map(|c| c.load(Ordering::Relaxed)).collect();
                 let extra = format!(",\"protocol\":\"{protocol}{n_lines}\",\"lines\":{n_lines}");
-                result(
-                    "shm_vs_msg",
-                    k,
-                    "cycles_per_update",
-                    median(&mut v),
-                    "cycles",
-                    &extra,
-                );
+                result("shm_vs_msg", k, "cycles_per_update", median(&mut v), "cycles", &extra);
             }
         }
     }

@@ -76,21 +76,15 @@ pub fn boot_core(start_info: u32) -> ! {
 
     // Memory map → usable frames (RAM minus low memory, the kernel image and modules).
     let (usable, ram_top) = usable_memory(&info);
-    let first_low = usable
-        .iter()
-        .find(|r| r.start < (1 << 30) && r.len() >= 64 * FRAME_SIZE);
-    let Some(first_low) = first_low else {
-        fail(format_args!("no usable memory below 1 GiB"))
-    };
+    let first_low = usable.iter().find(|r| r.start < (1 << 30) && r.len() >= 64 * FRAME_SIZE);
+    let Some(first_low) = first_low else { fail(format_args!("no usable memory below 1 GiB")) };
     let mut early = EarlyFrames {
         next: first_low.start,
         start: first_low.start,
         end: first_low.end.min(1 << 30),
     };
     let is_ram = |a: u64, b: u64| {
-        info.memory_map()
-            .iter()
-            .any(|e| e.kind == 1 && e.addr < b && a < e.addr + e.size)
+        info.memory_map().iter().any(|e| e.kind == 1 && e.addr < b && a < e.addr + e.size)
     };
     let map_top = ram_top.max(4 << 30);
     let Some(pml4) = paging::build_kernel_tables(map_top, is_ram, &mut || early.alloc()) else {
@@ -100,13 +94,7 @@ pub fn boot_core(start_info: u32) -> ! {
     unsafe { paging::activate(pml4) };
     let t_tables = cpu::rdtsc();
     let mut usable = usable;
-    if usable
-        .remove(PhysRange {
-            start: early.start,
-            end: early.next,
-        })
-        .is_err()
-    {
+    if usable.remove(PhysRange { start: early.start, end: early.next }).is_err() {
         fail(format_args!("memory map too fragmented"));
     }
 
@@ -140,15 +128,9 @@ pub fn boot_core(start_info: u32) -> ! {
     // Each core's block, stacks and frame list, built from that core's own frames.
     for (i, share) in shares[..n].iter().enumerate() {
         let apic_id = platform.apic_ids[i];
-        if let Err(e) = build_core(
-            i,
-            apic_id,
-            layout.locate(apic_id),
-            platform.core_node[i],
-            share,
-            n,
-            pml4,
-        ) {
+        if let Err(e) =
+            build_core(i, apic_id, layout.locate(apic_id), platform.core_node[i], share, n, pml4)
+        {
             fail(format_args!("core {i}: {e}"));
         }
     }
@@ -194,11 +176,7 @@ pub fn boot_core(start_info: u32) -> ! {
     println!(
         "cores: {online} of {n} online ({:?}{}), topology smt_bits={} core_bits={}",
         apic::mode(),
-        if platform.cores_ignored > 0 {
-            ", some beyond MAX_CORES ignored"
-        } else {
-            ""
-        },
+        if platform.cores_ignored > 0 { ", some beyond MAX_CORES ignored" } else { "" },
         layout.smt_bits,
         layout.core_bits
     );
@@ -242,21 +220,12 @@ fn usable_memory(info: &BootInfo) -> (RangeSet<64>, u64) {
         .memory_map()
         .iter()
         .filter(|e| e.kind == 1)
-        .map(|e| PhysRange {
-            start: e.addr,
-            end: e.addr + e.size,
-        });
+        .map(|e| PhysRange { start: e.addr, end: e.addr + e.size });
     let ram_top = ram.clone().map(|r| r.end).max().unwrap_or(0);
     let mut reserved = [PhysRange { start: 0, end: MIB }; 6];
-    reserved[1] = PhysRange {
-        start: kstart,
-        end: kend,
-    };
+    reserved[1] = PhysRange { start: kstart, end: kend };
     for (i, &(addr, size)) in info.modules[..info.modules_len].iter().enumerate() {
-        reserved[2 + i] = PhysRange {
-            start: addr,
-            end: addr + size,
-        };
+        reserved[2 + i] = PhysRange { start: addr, end: addr + size };
     }
     match physmem::usable_frames(ram, reserved) {
         Ok(set) => (set, ram_top),
@@ -277,11 +246,7 @@ fn cpu_layout() -> topology::ApicIdLayout {
         }
     }
     let leaf1 = cpu::cpuid(1, 0);
-    let cores = if max_leaf >= 4 {
-        (cpu::cpuid(4, 0).eax >> 26) + 1
-    } else {
-        1
-    };
+    let cores = if max_leaf >= 4 { (cpu::cpuid(4, 0).eax >> 26) + 1 } else { 1 };
     topology::ApicIdLayout::from_legacy(leaf1.edx & (1 << 28) != 0, (leaf1.ebx >> 16) & 0xff, cores)
 }
 
@@ -313,8 +278,7 @@ fn build_core(
         unsafe { core::slice::from_raw_parts_mut(phys_to_virt(home.start) as *mut u64, words) };
     let mut cf = CoreFrames::new(i, share.ranges(), storage).map_err(|_| "bad frame ranges")?;
     for k in 0..bitmap_frames {
-        cf.mark_used(home.start + k * FRAME_SIZE)
-            .map_err(|_| "bitmap frames")?;
+        cf.mark_used(home.start + k * FRAME_SIZE).map_err(|_| "bitmap frames")?;
     }
     let block = cf.alloc().ok_or("no frame for the core block")?;
     // SAFETY: a fresh frame of this core's own.
@@ -332,10 +296,7 @@ fn build_core(
     let stack_low = slot + FRAME_SIZE;
     let critical_low = stack_low + STACK_PAGES * FRAME_SIZE + FRAME_SIZE;
     let mut alloc = || cf.alloc();
-    for (low, pages) in [
-        (stack_low, STACK_PAGES),
-        (critical_low, CRITICAL_STACK_PAGES),
-    ] {
+    for (low, pages) in [(stack_low, STACK_PAGES), (critical_low, CRITICAL_STACK_PAGES)] {
         for p in 0..pages {
             let pa = alloc().ok_or("no frame for a stack")?;
             // SAFETY: the boot core builds the stack region before other cores start.

@@ -8,15 +8,9 @@ use crate::{boot, ktest, mem, print, println};
 /// (name, help) of every command, in the order `help` shows them.
 const COMMANDS: &[(&str, &str)] = &[
     ("help", "this list"),
-    (
-        "cores",
-        "each core: APIC id, package/core/SMT, NUMA node, state, timer ticks",
-    ),
+    ("cores", "each core: APIC id, package/core/SMT, NUMA node, state, timer ticks"),
     ("mem", "free frames per core"),
-    (
-        "tests",
-        "the kernel's integration tests (boot with test=NAME or test=all to run)",
-    ),
+    ("tests", "the kernel's integration tests (boot with test=NAME or test=all to run)"),
     ("uptime", "seconds since boot, by the boot core's tick"),
     ("poweroff", "power the machine off"),
 ];
@@ -161,15 +155,10 @@ fn cores() {
             state,
             c.ticks(),
             c.fault_vector()
-                .map_or(alloc::string::String::new(), |v| alloc::format!(
-                    "  (exception {v})"
-                ))
+                .map_or(alloc::string::String::new(), |v| alloc::format!("  (exception {v})"))
         );
         if c.unexpected_interrupts() > 0 {
-            println!(
-                "      {} interrupts on unhandled vectors",
-                c.unexpected_interrupts()
-            );
+            println!("      {} interrupts on unhandled vectors", c.unexpected_interrupts());
         }
     }
 }
@@ -195,11 +184,7 @@ fn mem() {
         facts.map_or(0, |f| f.nodes)
     );
     let (mapped, used) = percpu::this_core().heap.with(|h| h.stats());
-    println!(
-        "kernel heap of this core: {} KiB mapped, {} KiB in use",
-        mapped >> 10,
-        used >> 10
-    );
+    println!("kernel heap of this core: {} KiB mapped, {} KiB in use", mapped >> 10, used >> 10);
 }
 
 /// Parses a core list such as `0-3,5` (indices below `limit`).
@@ -224,11 +209,7 @@ fn parse_cores(list: &str, limit: usize) -> Option<alloc::vec::Vec<usize>> {
 /// `run [-c LIST] PROGRAM [ARGS]`: runs the program once on each listed core (default: this
 /// core) at once and waits for all of them.
 fn run_program(line: &str) {
-    let rest = line
-        .trim_start()
-        .strip_prefix("run")
-        .unwrap_or("")
-        .trim_start();
+    let rest = line.trim_start().strip_prefix("run").unwrap_or("").trim_start();
     let (cores, rest) = match rest.strip_prefix("-c") {
         Some(after) => {
             let after = after.trim_start();

@@ -96,22 +96,15 @@ pub fn measure_at_boot() -> Result<(), String> {
     let infos = (0..n)
         .map(|i| {
             let c = percpu::core(i).filter(|c| c.state() == CoreState::Online);
-            c.map_or(
+            c.map_or(CoreInfo { apic_id: u32::MAX, package: 0, core: 0, smt: 0, node: 0 }, |c| {
                 CoreInfo {
-                    apic_id: u32::MAX,
-                    package: 0,
-                    core: 0,
-                    smt: 0,
-                    node: 0,
-                },
-                |c| CoreInfo {
                     apic_id: c.apic_id,
                     package: c.location.package,
                     core: c.location.core,
                     smt: c.location.smt,
                     node: c.node,
-                },
-            )
+                }
+            })
         })
         .collect();
     let mut skb = Skb::new(infos);
@@ -132,10 +125,8 @@ pub fn measure_at_boot() -> Result<(), String> {
     for &from in &cores {
         let measure = |_| -> Result<(), String> {
             for &to in cores.iter().filter(|&&to| to != from) {
-                latencies[from * n + to].store(
-                    one_way_latency(to, boot_round_trips(cores.len()))?,
-                    Ordering::Relaxed,
-                );
+                latencies[from * n + to]
+                    .store(one_way_latency(to, boot_round_trips(cores.len()))?, Ordering::Relaxed);
             }
             Ok(())
         };
@@ -155,8 +146,7 @@ pub fn measure_at_boot() -> Result<(), String> {
     println!(
         "skb: {} pairs measured, IPI wake-up cost {} cycles, idle poll budget {} cycles ({} us)",
         cores.len() * cores.len().saturating_sub(1),
-        skb.ipi_cost()
-            .map_or(String::from("unmeasured"), |c| format!("{c}")),
+        skb.ipi_cost().map_or(String::from("unmeasured"), |c| format!("{c}")),
         skb.poll_budget_cycles(),
         timer::us_since(start)
     );
@@ -169,8 +159,5 @@ pub fn measure_at_boot() -> Result<(), String> {
 pub fn package_members(aggregator: usize, source: usize) -> Vec<usize> {
     let Some(skb) = get() else { return Vec::new() };
     let tree = skb.multicast_tree(source);
-    tree.aggregators
-        .into_iter()
-        .find(|a| a.core == aggregator)
-        .map_or(Vec::new(), |a| a.members)
+    tree.aggregators.into_iter().find(|a| a.core == aggregator).map_or(Vec::new(), |a| a.members)
 }

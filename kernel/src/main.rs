@@ -33,9 +33,7 @@ extern "C" fn kmain(start_info: u32) -> ! {
 #[no_mangle]
 extern "C" fn ap_main(index: usize) -> ! {
     start_ap::acknowledge(index);
-    let Some(core) = percpu::core(index) else {
-        cpu::halt_forever()
-    };
+    let Some(core) = percpu::core(index) else { cpu::halt_forever() };
     // SAFETY: this core's block, entered once, on this core, interrupts off.
     unsafe { core.enter() };
     apic::enable_on_this_core();
@@ -57,9 +55,8 @@ extern "C" fn ap_main(index: usize) -> ! {
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
     // Before GS is set only the boot core runs; `this_core` would fault.
-    let core = percpu::core(0)
-        .filter(|c| c.state() != CoreState::Offline)
-        .map(|_| percpu::this_core());
+    let core =
+        percpu::core(0).filter(|c| c.state() != CoreState::Offline).map(|_| percpu::this_core());
     let index = core.map_or(0, |c| c.index);
     println!("{}core={}: {}", verdict::PANIC_MARKER, index, info);
     match core {

@@ -46,20 +46,12 @@ unsafe impl<T> Sync for CoreLocal<T> {}
 impl<T> CoreLocal<T> {
     /// Wraps `value`, owned by core `owner`.
     pub const fn new(owner: usize, value: T) -> Self {
-        CoreLocal {
-            owner,
-            busy: Cell::new(false),
-            value: UnsafeCell::new(value),
-        }
+        CoreLocal { owner, busy: Cell::new(false), value: UnsafeCell::new(value) }
     }
 
     /// Runs `f` on the value. Panics if called from another core or re-entered.
     pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        assert_eq!(
-            this_core().index,
-            self.owner,
-            "core-local state opened by another core"
-        );
+        assert_eq!(this_core().index, self.owner, "core-local state opened by another core");
         cpu::without_interrupts(|| {
             assert!(!self.busy.replace(true), "core-local state re-entered");
             // SAFETY: see the `Sync` impl: owner only, interrupts off, not re-entered.
@@ -193,10 +185,7 @@ pub unsafe fn publish(frame_va: u64, setup: CoreSetup) -> &'static PerCore {
     unsafe { &*block }
 }
 
-const _: () = assert!(
-    core::mem::size_of::<PerCore>() <= 4096,
-    "PerCore must fit one frame"
-);
+const _: () = assert!(core::mem::size_of::<PerCore>() <= 4096, "PerCore must fit one frame");
 
 /// The calling core's block.
 pub fn this_core() -> &'static PerCore {

@@ -35,11 +35,7 @@ impl Write for LineBuffer {
 
 /// Formats `args` and writes them to the console atomically. Used by the macros.
 pub fn print_args(args: fmt::Arguments) {
-    let mut line = LineBuffer {
-        bytes: [0; LINE_MAX],
-        len: 0,
-        truncated: false,
-    };
+    let mut line = LineBuffer { bytes: [0; LINE_MAX], len: 0, truncated: false };
     let _ = line.write_fmt(args);
     crate::arch::cpu::without_interrupts(|| {
         let _guard = CONSOLE.lock();

@@ -51,10 +51,7 @@ pub fn all_ok(cores: &[usize], outcomes: &[Outcome]) -> Result<(), String> {
 
 /// Indices of the cores that are online now.
 pub fn online_cores() -> Vec<usize> {
-    percpu::all_cores()
-        .filter(|c| c.state() == CoreState::Online)
-        .map(|c| c.index)
-        .collect()
+    percpu::all_cores().filter(|c| c.state() == CoreState::Online).map(|c| c.index).collect()
 }
 
 /// Starts every application processor whose block is published, one after another; each
@@ -88,7 +85,5 @@ pub fn wait_for_online(timeout_us: u64) -> usize {
     {
         cpu::pause();
     }
-    percpu::all_cores()
-        .filter(|c| c.state() == CoreState::Online)
-        .count()
+    percpu::all_cores().filter(|c| c.state() == CoreState::Online).count()
 }

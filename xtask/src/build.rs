@@ -14,10 +14,7 @@ pub const KERNEL_TARGET: &str = "x86_64-unknown-none";
 /// The workspace root (the parent of the `xtask` folder).
 pub fn root() -> PathBuf {
     let xtask = Path::new(env!("CARGO_MANIFEST_DIR"));
-    xtask
-        .parent()
-        .expect("xtask lives inside the workspace")
-        .to_path_buf()
+    xtask.parent().expect("xtask lives inside the workspace").to_path_buf()
 }
 
 /// Cargo's target directory: `$CARGO_TARGET_DIR` if set, else `<root>/target`.
@@ -45,7 +42,7 @@ pub struct Images {
 }
 
 /// The user programs packed into the initrd (binaries of `user/programs`).
-const PROGRAMS: &[&str] = &["hello", "fault", "badptr", "nullsys"];
+const PROGRAMS: &[&str] = &["hello", "fault", "badptr", "nullsys", "sysfuzz"];
 
 /// Code generation for user programs: linked at 4 MiB, so not the kernel's code model.
 /// (`RUSTFLAGS` replaces the kernel flags `.cargo/config.toml` sets for this target.)
@@ -66,17 +63,9 @@ fn initrd() -> Result<PathBuf> {
     let mut command = cargo();
     command.current_dir(root().join("user"));
     command.env("RUSTFLAGS", USER_RUSTFLAGS);
-    command.args([
-        "build",
-        "--release",
-        "--target",
-        KERNEL_TARGET,
-        "--target-dir",
-    ]);
+    command.args(["build", "--release", "--target", KERNEL_TARGET, "--target-dir"]);
     command.arg(&user_target);
-    let status = command
-        .status()
-        .map_err(|e| format!("cannot start cargo: {e}"))?;
+    let status = command.status().map_err(|e| format!("cannot start cargo: {e}"))?;
     if !status.success() {
         return Err(format!("building the user programs failed ({status})"));
     }
@@ -87,10 +76,8 @@ fn initrd() -> Result<PathBuf> {
         let data = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         files.push((*name, data));
     }
-    let entries: Vec<(&str, u32, &[u8])> = files
-        .iter()
-        .map(|(n, d)| (*n, 0o100_755, d.as_slice()))
-        .collect();
+    let entries: Vec<(&str, u32, &[u8])> =
+        files.iter().map(|(n, d)| (*n, 0o100_755, d.as_slice())).collect();
     let archive = cpio::write_archive(&entries);
     let out = target_dir().join("initrd.cpio");
     std::fs::write(&out, archive).map_err(|e| format!("{}: {e}", out.display()))?;
@@ -100,29 +87,14 @@ fn initrd() -> Result<PathBuf> {
 /// Builds the kernel in release mode and returns the path of its ELF file.
 fn kernel() -> Result<PathBuf> {
     let mut command = cargo();
-    command.args([
-        "build",
-        "--release",
-        "-p",
-        KERNEL_PACKAGE,
-        "--target",
-        KERNEL_TARGET,
-    ]);
-    let status = command
-        .status()
-        .map_err(|e| format!("cannot start cargo: {e}"))?;
+    command.args(["build", "--release", "-p", KERNEL_PACKAGE, "--target", KERNEL_TARGET]);
+    let status = command.status().map_err(|e| format!("cannot start cargo: {e}"))?;
     if !status.success() {
         return Err(format!("building the kernel failed ({status})"));
     }
-    let elf = target_dir()
-        .join(KERNEL_TARGET)
-        .join("release")
-        .join(KERNEL_PACKAGE);
+    let elf = target_dir().join(KERNEL_TARGET).join("release").join(KERNEL_PACKAGE);
     if !elf.is_file() {
-        return Err(format!(
-            "cargo built the kernel but {} is missing",
-            elf.display()
-        ));
+        return Err(format!("cargo built the kernel but {} is missing", elf.display()));
     }
     Ok(elf)
 }

@@ -27,9 +27,7 @@ fn ensure_qemu() -> Result {
         return Ok(());
     }
     if binary != qemu::DEFAULT_BINARY {
-        return Err(format!(
-            "QEMU={binary} is not an executable file or on PATH"
-        ));
+        return Err(format!("QEMU={binary} is not an executable file or on PATH"));
     }
     let manual = format!("sudo apt-get update && sudo apt-get install -y {QEMU_PACKAGE}");
     if find_program("apt-get").is_none() {
@@ -48,19 +46,11 @@ fn ensure_qemu() -> Result {
     };
     eprintln!("deps: {binary} not found, installing {QEMU_PACKAGE} with apt-get");
     run_as(prefix, &["apt-get", "update"])?;
-    let install = [
-        "env",
-        "DEBIAN_FRONTEND=noninteractive",
-        "apt-get",
-        "install",
-        "-y",
-    ];
+    let install = ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y"];
     run_as(prefix, &[&install[..], &[QEMU_PACKAGE]].concat())?;
     match find_program(&binary) {
         Some(_) => Ok(()),
-        None => Err(format!(
-            "installed {QEMU_PACKAGE} but {binary} is still not on PATH"
-        )),
+        None => Err(format!("installed {QEMU_PACKAGE} but {binary} is still not on PATH")),
     }
 }
 
@@ -96,9 +86,7 @@ pub fn ensure_rust_target() -> Result {
     if status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "`rustup target add {KERNEL_TARGET}` failed ({status})"
-        ))
+        Err(format!("`rustup target add {KERNEL_TARGET}` failed ({status})"))
     }
 }
 
@@ -108,10 +96,7 @@ fn sysroot_has_target() -> bool {
         return false;
     };
     let sysroot = String::from_utf8_lossy(&output.stdout).trim().to_string();
-    PathBuf::from(sysroot)
-        .join("lib/rustlib")
-        .join(KERNEL_TARGET)
-        .is_dir()
+    PathBuf::from(sysroot).join("lib/rustlib").join(KERNEL_TARGET).is_dir()
 }
 
 /// Runs `args` (with `prefix`, e.g. `sudo -n`), failing with the command line if it fails.
@@ -135,9 +120,7 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
         return is_executable(&path).then_some(path);
     }
     let path = env::var_os("PATH")?;
-    env::split_paths(&path)
-        .map(|dir| dir.join(program))
-        .find(|p| is_executable(p))
+    env::split_paths(&path).map(|dir| dir.join(program)).find(|p| is_executable(p))
 }
 
 fn is_executable(path: &Path) -> bool {

@@ -76,9 +76,7 @@ impl Options {
             cmd: env_var("CMD"),
             only: env_var("TEST_FILTER"),
             skip_host: env_var("SKIP_HOST").is_some_and(|v| v != "0"),
-            timeout: env_var("TEST_TIMEOUT")
-                .map(|v| parse_secs(&v))
-                .transpose()?,
+            timeout: env_var("TEST_TIMEOUT").map(|v| parse_secs(&v)).transpose()?,
         };
         let mut rest = args.iter();
         while let Some(arg) = rest.next() {
@@ -123,18 +121,14 @@ fn split_args(text: &str) -> Vec<String> {
 fn parse_cores(text: &str) -> Result<u32> {
     match text.trim().parse() {
         Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!(
-            "CORES must be a number of at least 1, not `{text}`"
-        )),
+        _ => Err(format!("CORES must be a number of at least 1, not `{text}`")),
     }
 }
 
 fn parse_secs(text: &str) -> Result<u64> {
     match text.trim().parse() {
         Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!(
-            "TEST_TIMEOUT must be a number of seconds, not `{text}`"
-        )),
+        _ => Err(format!("TEST_TIMEOUT must be a number of seconds, not `{text}`")),
     }
 }
 
@@ -181,14 +175,7 @@ mod tests {
 
     #[test]
     fn flags_are_parsed_in_both_forms() {
-        let args = strings(&[
-            "--cores",
-            "4",
-            "--mem=1G",
-            "--qemu-args",
-            "-a  b",
-            "--skip-host",
-        ]);
+        let args = strings(&["--cores", "4", "--mem=1G", "--qemu-args", "-a  b", "--skip-host"]);
         let opts = Options::parse(&args).unwrap();
         assert_eq!(opts.cores, Some(4));
         assert_eq!(opts.mem.as_deref(), Some("1G"));

@@ -15,10 +15,7 @@ pub const DEFAULT_BINARY: &str = "qemu-system-x86_64";
 
 /// The QEMU binary to run.
 pub fn binary() -> String {
-    env::var("QEMU")
-        .ok()
-        .filter(|q| !q.is_empty())
-        .unwrap_or_else(|| DEFAULT_BINARY.into())
+    env::var("QEMU").ok().filter(|q| !q.is_empty()).unwrap_or_else(|| DEFAULT_BINARY.into())
 }
 
 /// How QEMU executes guest code.
@@ -75,11 +72,7 @@ impl Accel {
 
 /// True when `/dev/kvm` opens for reading and writing.
 fn kvm_opens() -> bool {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_ok()
+    OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok()
 }
 
 /// True when a `flags` line of `/proc/cpuinfo` lists `vmx` (Intel) or `svm` (AMD).
@@ -179,9 +172,7 @@ pub struct Ending {
 pub fn wait(child: &mut Child, timeout: Duration) -> Result<Ending> {
     let start = Instant::now();
     loop {
-        let waited = child
-            .try_wait()
-            .map_err(|e| format!("waiting for QEMU: {e}"))?;
+        let waited = child.try_wait().map_err(|e| format!("waiting for QEMU: {e}"))?;
         if let Some(status) = waited {
             return Ok(Ending {
                 status: status.code(),
@@ -193,11 +184,7 @@ pub fn wait(child: &mut Child, timeout: Duration) -> Result<Ending> {
             // SIGKILL, then wait() so no zombie is left behind.
             let _ = child.kill();
             let _ = child.wait();
-            return Ok(Ending {
-                status: None,
-                timed_out: true,
-                elapsed: start.elapsed(),
-            });
+            return Ok(Ending { status: None, timed_out: true, elapsed: start.elapsed() });
         }
         thread::sleep(Duration::from_millis(5));
     }
@@ -225,10 +212,7 @@ mod tests {
     }
 
     fn args(command: &Command) -> Vec<String> {
-        command
-            .get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect()
+        command.get_args().map(|a| a.to_string_lossy().into_owned()).collect()
     }
 
     #[test]
@@ -251,10 +235,7 @@ mod tests {
 
     #[test]
     fn kvm_uses_the_host_cpu_without_arch_capabilities() {
-        assert_eq!(
-            Accel::Kvm.args(),
-            ["-accel", "kvm", "-cpu", "host,-arch-capabilities"]
-        );
+        assert_eq!(Accel::Kvm.args(), ["-accel", "kvm", "-cpu", "host,-arch-capabilities"]);
     }
 
     #[test]
@@ -267,15 +248,9 @@ mod tests {
     #[test]
     fn virtualization_flags_are_whole_words_on_flags_lines() {
         assert!(has_virtualization_flags("flags\t\t: fpu vme vmx sse\n"));
-        assert!(has_virtualization_flags(
-            "model name : x\nflags : fpu svm\n"
-        ));
-        assert!(!has_virtualization_flags(
-            "flags\t\t: fpu vme vmxx hypervisor\n"
-        ));
-        assert!(!has_virtualization_flags(
-            "model name : vmx svm\nflags : fpu\n"
-        ));
+        assert!(has_virtualization_flags("model name : x\nflags : fpu svm\n"));
+        assert!(!has_virtualization_flags("flags\t\t: fpu vme vmxx hypervisor\n"));
+        assert!(!has_virtualization_flags("model name : vmx svm\nflags : fpu\n"));
     }
 
     #[test]

@@ -46,9 +46,7 @@ pub fn run(opts: &Options) -> Result<ExitCode> {
         eprintln!("run: {cores} cores, {mem}, {accel} ({why}); press Ctrl-A X to quit QEMU");
         vm.command(Serial::Interactive)
     };
-    let status = qemu::spawn(&mut command)?
-        .wait()
-        .map_err(|e| format!("waiting for QEMU: {e}"))?;
+    let status = qemu::spawn(&mut command)?.wait().map_err(|e| format!("waiting for QEMU: {e}"))?;
     eprintln!("run: {} ms wall", start.elapsed().as_millis());
 
     // 0: powered off (or quit from the monitor); 33: the kernel's success exit.

@@ -57,21 +57,12 @@ const RUNS: &[Run] = &[
     all("smp4", 4, "256M"),
     all("smp8", 8, "256M"),
     all("smp16", 16, "512M"),
-    Run {
-        qemu_args: NUMA_2X2,
-        ..all("numa4", 4, "512M")
-    },
+    Run { qemu_args: NUMA_2X2, ..all("numa4", 4, "512M") },
     all("mem64m", 2, "64M"),
     all("mem64m-smp16", 16, "64M"),
     all("mem16g", 2, "16G"),
-    Run {
-        test: "trap.fault_isolation",
-        ..all("fault4", 4, "256M")
-    },
-    Run {
-        test: "trap.stack_overflow",
-        ..all("overflow4", 4, "256M")
-    },
+    Run { test: "trap.fault_isolation", ..all("fault4", 4, "256M") },
+    Run { test: "trap.stack_overflow", ..all("overflow4", 4, "256M") },
 ];
 
 /// Running count of passed and failed tests (host and QEMU alike).
@@ -92,11 +83,7 @@ pub fn test(opts: &Options) -> Result<ExitCode> {
     }
     run_qemu_tests(opts, accel, why, &mut tally);
     println!("{} passed, {} failed", tally.passed, tally.failed);
-    Ok(if tally.failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(if tally.failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// Builds the kernel and does the selected runs of [`RUNS`].
@@ -127,10 +114,7 @@ fn run_qemu_tests(opts: &Options, accel: Accel, why: &str, tally: &mut Tally) {
     for run in runs {
         let vm = machine(run, &images, accel, opts);
         let log = log_dir.join(format!("{}.log", run.label));
-        println!(
-            "== {}: -smp {} -m {} test={}",
-            run.label, run.cores, run.mem, run.test
-        );
+        println!("== {}: -smp {} -m {} test={}", run.label, run.cores, run.mem, run.test);
         let timeout = Duration::from_secs(opts.timeout.unwrap_or(run.timeout_secs));
         match boot_and_judge(run, &vm, &log, timeout) {
             Ok((verdict, seconds)) => report(run, &verdict, seconds, &log, tally),
@@ -160,9 +144,7 @@ fn machine(run: &Run, images: &build::Images, accel: Accel, opts: &Options) -> V
 /// Boots `vm` with COM1 (and QEMU's own messages) going to `log`; judges the run.
 fn boot_and_judge(run: &Run, vm: &Vm, log: &Path, timeout: Duration) -> Result<(Verdict, f64)> {
     let file = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-    let copy = file
-        .try_clone()
-        .map_err(|e| format!("cannot share {}: {e}", log.display()))?;
+    let copy = file.try_clone().map_err(|e| format!("cannot share {}: {e}", log.display()))?;
     let mut command = vm.command(Serial::Stdout);
     command.stdin(Stdio::null()).stdout(file).stderr(copy);
     let mut child = qemu::spawn(&mut command)?;
@@ -211,21 +193,14 @@ mod tests {
     #[test]
     fn labels_are_unique() {
         for (i, a) in RUNS.iter().enumerate() {
-            assert!(
-                RUNS[i + 1..].iter().all(|b| b.label != a.label),
-                "{}",
-                a.label
-            );
+            assert!(RUNS[i + 1..].iter().all(|b| b.label != a.label), "{}", a.label);
         }
     }
 
     #[test]
     fn the_required_core_counts_are_all_there() {
         for cores in [1, 2, 4, 8, 16] {
-            let run = RUNS
-                .iter()
-                .find(|r| r.cores == cores && r.test == "all")
-                .unwrap();
+            let run = RUNS.iter().find(|r| r.cores == cores && r.test == "all").unwrap();
             assert_eq!(run.expect_online, Some(cores), "{}", run.label);
         }
     }

@@ -96,13 +96,8 @@ mod tests {
 
     #[test]
     fn results_round_trip() {
-        for r in [
-            Ok(0),
-            Ok(42),
-            Ok(u64::MAX / 2),
-            Err(Error::BadAddress),
-            Err(Error::NotPermitted),
-        ] {
+        for r in [Ok(0), Ok(42), Ok(u64::MAX / 2), Err(Error::BadAddress), Err(Error::NotPermitted)]
+        {
             assert_eq!(decode(encode(r)), r);
         }
         for code in 1..=6 {

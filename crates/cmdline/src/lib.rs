@@ -24,9 +24,7 @@ pub fn args(line: &str) -> Args<'_> {
 
 /// The value of the first token named `key`, if any (`Some("")` for a bare flag).
 pub fn get<'a>(line: &'a str, key: &str) -> Option<&'a str> {
-    args(line)
-        .find(|a| a.key == key)
-        .map(|a| a.value.unwrap_or(""))
+    args(line).find(|a| a.key == key).map(|a| a.value.unwrap_or(""))
 }
 
 impl<'a> Iterator for Args<'a> {
@@ -39,9 +37,7 @@ impl<'a> Iterator for Args<'a> {
             return None;
         }
         // The key runs to `=` or whitespace.
-        let key_end = s
-            .find(|c: char| c == '=' || c.is_whitespace())
-            .unwrap_or(s.len());
+        let key_end = s.find(|c: char| c == '=' || c.is_whitespace()).unwrap_or(s.len());
         let key = &s[..key_end];
         let after_key = &s[key_end..];
         let Some(value_part) = after_key.strip_prefix('=') else {
@@ -55,16 +51,11 @@ impl<'a> Iterator for Args<'a> {
                 None => (quoted, ""),
             }
         } else {
-            let end = value_part
-                .find(char::is_whitespace)
-                .unwrap_or(value_part.len());
+            let end = value_part.find(char::is_whitespace).unwrap_or(value_part.len());
             (&value_part[..end], &value_part[end..])
         };
         self.rest = rest;
-        Some(Arg {
-            key,
-            value: Some(value),
-        })
+        Some(Arg { key, value: Some(value) })
     }
 }
 
@@ -77,41 +68,12 @@ mod tests {
         let line = r#"  test=frames.concurrent cmd="bench urpc 3" quiet x= "#;
         let got: [Arg; 4] = {
             let mut it = args(line);
-            [
-                it.next().unwrap(),
-                it.next().unwrap(),
-                it.next().unwrap(),
-                it.next().unwrap(),
-            ]
+            [it.next().unwrap(), it.next().unwrap(), it.next().unwrap(), it.next().unwrap()]
         };
-        assert_eq!(
-            got[0],
-            Arg {
-                key: "test",
-                value: Some("frames.concurrent")
-            }
-        );
-        assert_eq!(
-            got[1],
-            Arg {
-                key: "cmd",
-                value: Some("bench urpc 3")
-            }
-        );
-        assert_eq!(
-            got[2],
-            Arg {
-                key: "quiet",
-                value: None
-            }
-        );
-        assert_eq!(
-            got[3],
-            Arg {
-                key: "x",
-                value: Some("")
-            }
-        );
+        assert_eq!(got[0], Arg { key: "test", value: Some("frames.concurrent") });
+        assert_eq!(got[1], Arg { key: "cmd", value: Some("bench urpc 3") });
+        assert_eq!(got[2], Arg { key: "quiet", value: None });
+        assert_eq!(got[3], Arg { key: "x", value: Some("") });
         assert_eq!(args(line).count(), 4);
         assert_eq!(get(line, "cmd"), Some("bench urpc 3"));
         assert_eq!(get(line, "quiet"), Some(""));

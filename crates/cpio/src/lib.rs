@@ -14,21 +14,7 @@ extern crate alloc;
 pub fn write_archive(files: &[(&str, u32, &[u8])]) -> alloc::vec::Vec<u8> {
     use alloc::vec::Vec;
     fn put(out: &mut Vec<u8>, ino: usize, name: &str, mode: u32, data: &[u8]) {
-        let fields = [
-            ino,
-            mode as usize,
-            0,
-            0,
-            1,
-            0,
-            data.len(),
-            0,
-            0,
-            0,
-            0,
-            name.len() + 1,
-            0,
-        ];
+        let fields = [ino, mode as usize, 0, 0, 1, 0, data.len(), 0, 0, 0, 0, name.len() + 1, 0];
         out.extend_from_slice(MAGIC);
         for f in fields {
             out.extend_from_slice(alloc::format!("{f:08x}").as_bytes());
@@ -111,11 +97,7 @@ impl<'a> Iterator for Entries<'a> {
         let data_end = data_start.checked_add(file_size)?;
         let data = bytes.get(data_start..data_end)?;
         self.rest = bytes.get(pad4(data_end).min(bytes.len())..)?;
-        Some(Entry {
-            name: name.strip_prefix("./").unwrap_or(name),
-            mode,
-            data,
-        })
+        Some(Entry { name: name.strip_prefix("./").unwrap_or(name), mode, data })
     }
 }
 
@@ -133,11 +115,7 @@ mod tests {
 
     #[test]
     fn finds_files() {
-        let a = archive(&[
-            ("hello", b"ELF..."),
-            ("./init", b""),
-            ("dir/x", &[1, 2, 3, 4, 5]),
-        ]);
+        let a = archive(&[("hello", b"ELF..."), ("./init", b""), ("dir/x", &[1, 2, 3, 4, 5])]);
         let names: Vec<&str> = entries(&a).map(|e| e.name).collect();
         assert_eq!(names, ["hello", "init", "dir/x"]);
         assert_eq!(find(&a, "dir/x").unwrap().data, &[1, 2, 3, 4, 5]);

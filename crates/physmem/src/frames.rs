@@ -136,10 +136,7 @@ impl<'a> CoreFrames<'a> {
         }
         let needed = bitmap_words(&sorted[..n]);
         if storage.len() < needed {
-            return Err(SetupError::StorageTooSmall {
-                needed,
-                got: storage.len(),
-            });
+            return Err(SetupError::StorageTooSmall { needed, got: storage.len() });
         }
         let bits = &mut storage[..needed];
         bits.fill(u64::MAX);
@@ -296,10 +293,7 @@ mod tests {
         let mut storage = vec![0; bitmap_words(&ranges)];
         assert_eq!(storage.len(), 2);
         let mut frames = CoreFrames::new(3, &ranges, &mut storage).unwrap();
-        assert_eq!(
-            (frames.core(), frames.total(), frames.free_count()),
-            (3, 70, 70)
-        );
+        assert_eq!((frames.core(), frames.total(), frames.free_count()), (3, 70, 70));
         let mut got = Vec::new();
         while let Some(a) = frames.alloc() {
             assert!(frames.owns(a) && !frames.is_free(a));
@@ -352,21 +346,13 @@ mod tests {
             Some(SetupError::StorageTooSmall { needed: 2, got: 1 })
         );
         let unaligned = [PhysRange::new(1, K)];
-        assert_eq!(
-            CoreFrames::new(0, &unaligned, &mut storage).err(),
-            Some(SetupError::Unaligned)
-        );
+        assert_eq!(CoreFrames::new(0, &unaligned, &mut storage).err(), Some(SetupError::Unaligned));
         assert_eq!(
             CoreFrames::new(0, &[r(0, 4), r(3, 5)], &mut storage).err(),
             Some(SetupError::Overlap)
         );
-        let many: Vec<_> = (0..=MAX_RANGES_PER_CORE as u64)
-            .map(|i| r(2 * i, 2 * i + 1))
-            .collect();
-        assert_eq!(
-            CoreFrames::new(0, &many, &mut storage).err(),
-            Some(SetupError::TooManyRanges)
-        );
+        let many: Vec<_> = (0..=MAX_RANGES_PER_CORE as u64).map(|i| r(2 * i, 2 * i + 1)).collect();
+        assert_eq!(CoreFrames::new(0, &many, &mut storage).err(), Some(SetupError::TooManyRanges));
         let mut none = CoreFrames::new(0, &[r(4, 4)], &mut []).unwrap();
         assert_eq!((none.total(), none.alloc()), (0, None));
     }

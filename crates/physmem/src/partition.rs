@@ -27,9 +27,7 @@ pub struct CoreShare {
 impl CoreShare {
     /// An empty share (for `[const { CoreShare::new() }; MAX_CORES]`).
     pub const fn new() -> Self {
-        CoreShare {
-            ranges: RangeSet::new(),
-        }
+        CoreShare { ranges: RangeSet::new() }
     }
 
     /// The share's ranges, in address order.
@@ -75,10 +73,7 @@ impl fmt::Display for PartitionError {
             }
             PartitionError::NoCores => f.write_str("usable memory but no cores"),
             PartitionError::TooManyRanges { core } => {
-                write!(
-                    f,
-                    "core {core} needs more than {MAX_RANGES_PER_CORE} ranges"
-                )
+                write!(f, "core {core} needs more than {MAX_RANGES_PER_CORE} ranges")
             }
         }
     }
@@ -231,10 +226,7 @@ pub fn partition<const N: usize>(
 ) -> Result<(), PartitionError> {
     let cores = core_nodes.len();
     if out.len() < cores {
-        return Err(PartitionError::OutTooShort {
-            cores,
-            out: out.len(),
-        });
+        return Err(PartitionError::OutTooShort { cores, out: out.len() });
     }
     for share in out.iter_mut() {
         *share = CoreShare::new();
@@ -291,13 +283,7 @@ pub struct FrameOwners<const N: usize> {
 impl<const N: usize> FrameOwners<N> {
     /// An empty table.
     pub const fn new() -> Self {
-        FrameOwners {
-            rows: [Owned {
-                range: PhysRange::new(0, 0),
-                core: 0,
-            }; N],
-            len: 0,
-        }
+        FrameOwners { rows: [Owned { range: PhysRange::new(0, 0), core: 0 }; N], len: 0 }
     }
 
     /// The table for `shares`, where `shares[i]` is core `i`'s share.
@@ -387,14 +373,7 @@ mod tests {
 
     /// Each core's ranges in frame numbers.
     fn frames_of(out: &[CoreShare]) -> Vec<Vec<(u64, u64)>> {
-        out.iter()
-            .map(|s| {
-                s.ranges()
-                    .iter()
-                    .map(|r| (r.start / K, r.end / K))
-                    .collect()
-            })
-            .collect()
+        out.iter().map(|s| s.ranges().iter().map(|r| (r.start / K, r.end / K)).collect()).collect()
     }
 
     #[test]
@@ -403,29 +382,17 @@ mod tests {
         let mut out = [CoreShare::new(); 3];
         partition(&usable, &[], &[0, 0, 0], &mut out).unwrap();
         // 10 frames over 3 cores: 3, 3, 4.
-        assert_eq!(
-            frames_of(&out),
-            [vec![(0, 3)], vec![(3, 5), (10, 11)], vec![(11, 15)]]
-        );
+        assert_eq!(frames_of(&out), [vec![(0, 3)], vec![(3, 5), (10, 11)], vec![(11, 15)]]);
     }
 
     #[test]
     fn numa_nodes_keep_frames_local() {
         let usable = set(&[(0, 100)]);
         let nodes = [
-            NodeMemory {
-                node: 0,
-                range: PhysRange::new(0, 40 * K),
-            },
-            NodeMemory {
-                node: 1,
-                range: PhysRange::new(40 * K, 80 * K),
-            },
+            NodeMemory { node: 0, range: PhysRange::new(0, 40 * K) },
+            NodeMemory { node: 1, range: PhysRange::new(40 * K, 80 * K) },
             // Node 2 has no cores: its memory is shared by all, like frames 90..100 (no node).
-            NodeMemory {
-                node: 2,
-                range: PhysRange::new(80 * K, 90 * K),
-            },
+            NodeMemory { node: 2, range: PhysRange::new(80 * K, 90 * K) },
         ];
         let mut out = [CoreShare::new(); 4];
         partition(&usable, &nodes, &[0, 1, 0, 1], &mut out).unwrap();
@@ -457,16 +424,12 @@ mod tests {
             partition(&usable, &[], &[0, 0], &mut out),
             Err(PartitionError::OutTooShort { cores: 2, out: 1 })
         );
-        assert_eq!(
-            partition(&usable, &[], &[], &mut out),
-            Err(PartitionError::NoCores)
-        );
+        assert_eq!(partition(&usable, &[], &[], &mut out), Err(PartitionError::NoCores));
         partition(&RangeSet::<1>::new(), &[], &[], &mut out).unwrap();
         // One core, 17 holes apart ranges: more than MAX_RANGES_PER_CORE.
         let mut many = RangeSet::<32>::new();
         for i in 0..=MAX_RANGES_PER_CORE as u64 {
-            many.insert(PhysRange::new(2 * i * K, (2 * i + 1) * K))
-                .unwrap();
+            many.insert(PhysRange::new(2 * i * K, (2 * i + 1) * K)).unwrap();
         }
         assert_eq!(
             partition(&many, &[], &[0], &mut out),

@@ -107,10 +107,7 @@ pub struct RangeSet<const N: usize> {
 impl<const N: usize> RangeSet<N> {
     /// The empty set.
     pub const fn new() -> Self {
-        RangeSet {
-            ranges: [PhysRange::new(0, 0); N],
-            len: 0,
-        }
+        RangeSet { ranges: [PhysRange::new(0, 0); N], len: 0 }
     }
 
     /// The ranges, sorted by address.
@@ -349,16 +346,9 @@ mod tests {
     fn usable_frames_example() {
         // Typical PC: low RAM up to the VGA hole, then RAM from 1 MiB with an unaligned end,
         // split across two adjacent map entries at an unaligned point.
-        let ram = [
-            r(0, 0x9fc00),
-            r(0x10_0000, 0x20_0800),
-            r(0x20_0800, 0x7fe_0123),
-        ];
+        let ram = [r(0, 0x9fc00), r(0x10_0000, 0x20_0800), r(0x20_0800, 0x7fe_0123)];
         let reserved = [r(0, 0x10_0000), r(0x20_0000, 0x20_0001)];
         let set: RangeSet<8> = usable_frames(ram, reserved).unwrap();
-        assert_eq!(
-            ranges(&set),
-            [(0x10_0000, 0x20_0000), (0x20_1000, 0x7fe_0000)]
-        );
+        assert_eq!(ranges(&set), [(0x10_0000, 0x20_0000), (0x20_1000, 0x7fe_0000)]);
     }
 }

@@ -178,16 +178,8 @@ fn run_core(
     }
     done.wait();
     returned += m.drain(&mut frames);
-    assert_eq!(
-        frames.free_count(),
-        frames.total(),
-        "core {core} leaked frames"
-    );
-    Report {
-        free_before: before,
-        free_after: frames.free_count(),
-        returned,
-    }
+    assert_eq!(frames.free_count(), frames.total(), "core {core} leaked frames");
+    Report { free_before: before, free_after: frames.free_count(), returned }
 }
 
 #[test]
@@ -198,14 +190,8 @@ fn cores_return_foreign_frames_home() {
     let reserved = [PhysRange::new(5 * MIB, 5 * MIB + 3 * K + 1)];
     let usable: RangeSet<8> = usable_frames(ram, reserved).unwrap();
     let nodes = [
-        NodeMemory {
-            node: 0,
-            range: PhysRange::new(0, 9 * MIB),
-        },
-        NodeMemory {
-            node: 1,
-            range: PhysRange::new(9 * MIB, 17 * MIB),
-        },
+        NodeMemory { node: 0, range: PhysRange::new(0, 9 * MIB) },
+        NodeMemory { node: 1, range: PhysRange::new(9 * MIB, 17 * MIB) },
     ];
     let core_nodes = [0, 0, 1, 1];
     let mut shares = [CoreShare::new(); CORES];
@@ -215,15 +201,10 @@ fn cores_return_foreign_frames_home() {
     let m = Machine {
         owners: FrameOwners::from_shares(&shares).unwrap(),
         stacks: (0..CORES).map(|_| ReturnStack::new()).collect(),
-        links: FrameLinks {
-            words: (0..frame_count).map(|_| AtomicU64::new(0)).collect(),
-        },
+        links: FrameLinks { words: (0..frame_count).map(|_| AtomicU64::new(0)).collect() },
         held: (0..frame_count).map(|_| AtomicBool::new(false)).collect(),
     };
-    let done = Finish {
-        arrived: AtomicUsize::new(0),
-        failed: AtomicBool::new(false),
-    };
+    let done = Finish { arrived: AtomicUsize::new(0), failed: AtomicBool::new(false) };
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..CORES).map(|_| mpsc::channel()).unzip();
 
     let reports: Vec<Report> = thread::scope(|s| {

@@ -92,17 +92,13 @@ impl ReturnStack {
     /// An empty stack (usable in a `static`).
     #[cfg(not(loom))]
     pub const fn new() -> Self {
-        ReturnStack {
-            head: CachePadded::new(AtomicU64::new(0)),
-        }
+        ReturnStack { head: CachePadded::new(AtomicU64::new(0)) }
     }
 
     /// An empty stack (loom's atomics cannot be built in a `const fn`).
     #[cfg(loom)]
     pub fn new() -> Self {
-        ReturnStack {
-            head: CachePadded::new(AtomicU64::new(0)),
-        }
+        ReturnStack { head: CachePadded::new(AtomicU64::new(0)) }
     }
 
     /// Pushes `node` (from any core). The caller gives up the node's memory: its first word
@@ -122,10 +118,7 @@ impl ReturnStack {
             // core wrote to the node) before it follows the chain. Later pushers' CASes are
             // read-modify-writes, so they continue this release sequence and the owner also
             // synchronises with every earlier pusher in the chain.
-            match self
-                .head
-                .compare_exchange_weak(head, node, Release, Relaxed)
-            {
+            match self.head.compare_exchange_weak(head, node, Release, Relaxed) {
                 Ok(_) => return,
                 Err(now) => head = now,
             }
@@ -136,9 +129,7 @@ impl ReturnStack {
     /// [`Taken::next`], newest first.
     pub fn take_all(&self) -> Taken {
         // Acquire pairs with the pushers' Release CASes (see `push`).
-        Taken {
-            next: self.head.swap(0, Acquire),
-        }
+        Taken { next: self.head.swap(0, Acquire) }
     }
 
     /// Whether the stack looks empty: one Relaxed load, for the owner's fast path. A node

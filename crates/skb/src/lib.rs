@@ -58,12 +58,7 @@ impl Skb {
     /// A knowledge base for `cores` (index = kernel core number), nothing measured yet.
     pub fn new(cores: Vec<CoreInfo>) -> Self {
         let n = cores.len();
-        Skb {
-            cores,
-            latency: vec![None; n * n],
-            speed: vec![None; n],
-            ipi_cost: None,
-        }
+        Skb { cores, latency: vec![None; n * n], speed: vec![None; n], ipi_cost: None }
     }
 
     /// Number of cores.
@@ -160,15 +155,8 @@ mod tests {
 
     /// `n` cores in one package, one per physical core.
     fn flat(n: u32) -> Skb {
-        let cores = (0..n)
-            .map(|i| CoreInfo {
-                apic_id: i,
-                package: 0,
-                core: i,
-                smt: 0,
-                node: 0,
-            })
-            .collect();
+        let cores =
+            (0..n).map(|i| CoreInfo { apic_id: i, package: 0, core: i, smt: 0, node: 0 }).collect();
         Skb::new(cores)
     }
 
@@ -231,13 +219,7 @@ mod tests {
         let cores = pk
             .iter()
             .enumerate()
-            .map(|(i, &p)| CoreInfo {
-                apic_id: i as u32,
-                package: p,
-                core: 0,
-                smt: 0,
-                node: p,
-            })
+            .map(|(i, &p)| CoreInfo { apic_id: i as u32, package: p, core: 0, smt: 0, node: p })
             .collect();
         let s = Skb::new(cores);
         assert_eq!(s.packages(), vec![0, 1, 3]);

@@ -62,12 +62,7 @@ impl Skb {
     /// 16 cores fit in 100 columns while topology numbers stay below 100.
     pub fn render(&self, out: &mut impl Write) -> fmt::Result {
         let n = self.cores();
-        write!(
-            out,
-            "skb: {} cores, {} packages; ipi ",
-            n,
-            self.packages().len()
-        )?;
+        write!(out, "skb: {} cores, {} packages; ipi ", n, self.packages().len())?;
         match self.ipi_cost() {
             Some(c) => {
                 short(out, c)?;
@@ -90,11 +85,7 @@ impl Skb {
 
         for i in 0..n {
             let c = &self.cores[i];
-            write!(
-                out,
-                "{:>3} {:>2} {:>2} {:>1} {:>2} ",
-                i, c.package, c.core, c.smt, c.node
-            )?;
+            write!(out, "{:>3} {:>2} {:>2} {:>1} {:>2} ", i, c.package, c.core, c.smt, c.node)?;
             cell(out, self.compute_speed(i), 5)?;
             for j in 0..n {
                 out.write_char(' ')?;

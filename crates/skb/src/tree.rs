@@ -68,9 +68,7 @@ fn farthest_first(a: &Branch, b: &Branch) -> Ordering {
         (Some(_), None) => Ordering::Greater,
         (x, y) => y.cmp(&x),
     };
-    by_latency
-        .then(b.distance.cmp(&a.distance))
-        .then(a.package.cmp(&b.package))
+    by_latency.then(b.distance.cmp(&a.distance)).then(a.package.cmp(&b.package))
 }
 
 impl Skb {
@@ -103,10 +101,7 @@ impl Skb {
     ///
     /// An out-of-range `source` gives a tree with no aggregators.
     pub fn multicast_tree(&self, source: usize) -> MulticastTree {
-        let mut tree = MulticastTree {
-            source,
-            aggregators: Vec::new(),
-        };
+        let mut tree = MulticastTree { source, aggregators: Vec::new() };
         let Some(home) = self.core(source).map(|c| c.package) else {
             return tree;
         };
@@ -153,13 +148,7 @@ mod tests {
         let mut cores = Vec::new();
         for p in 0..packages {
             for c in 0..per {
-                cores.push(CoreInfo {
-                    apic_id: p * per + c,
-                    package: p,
-                    core: c,
-                    smt: 0,
-                    node: p,
-                });
+                cores.push(CoreInfo { apic_id: p * per + c, package: p, core: c, smt: 0, node: p });
             }
         }
         Skb::new(cores)
@@ -223,10 +212,8 @@ mod tests {
         let last = t.aggregators.last().unwrap();
         assert_eq!(last.members, vec![4, 6, 7]);
         assert_eq!(t.aggregators[0].members, vec![28, 29, 30]);
-        let lat: Vec<u64> = t.aggregators[..7]
-            .iter()
-            .map(|a| s.latency(5, a.core).unwrap())
-            .collect();
+        let lat: Vec<u64> =
+            t.aggregators[..7].iter().map(|a| s.latency(5, a.core).unwrap()).collect();
         assert_eq!(lat, vec![623, 618, 618, 618, 613, 613, 613]);
     }
 
@@ -279,10 +266,7 @@ mod tests {
             t,
             MulticastTree {
                 source: 2,
-                aggregators: vec![Aggregation {
-                    core: 2,
-                    members: vec![0, 1, 3],
-                }],
+                aggregators: vec![Aggregation { core: 2, members: vec![0, 1, 3] }],
             }
         );
         assert_eq!(t.destinations(), vec![0, 1, 3]);
@@ -291,13 +275,7 @@ mod tests {
     #[test]
     fn one_core() {
         let t = machine(1, 1).multicast_tree(0);
-        assert_eq!(
-            t.aggregators,
-            vec![Aggregation {
-                core: 0,
-                members: vec![],
-            }]
-        );
+        assert_eq!(t.aggregators, vec![Aggregation { core: 0, members: vec![] }]);
         assert!(t.destinations().is_empty());
     }
 
@@ -307,10 +285,7 @@ mod tests {
         assert_eq!(t.source, 4);
         assert!(t.aggregators.is_empty());
         assert!(t.destinations().is_empty());
-        assert!(Skb::new(Vec::new())
-            .multicast_tree(0)
-            .aggregators
-            .is_empty());
+        assert!(Skb::new(Vec::new()).multicast_tree(0).aggregators.is_empty());
     }
 
     #[test]

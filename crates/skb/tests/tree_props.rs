@@ -84,11 +84,7 @@ fn check_tree(s: &Skb, source: usize) -> Result<(), TestCaseError> {
     prop_assert_eq!(d, want);
 
     // One aggregator per package, each package once.
-    let mut pk: Vec<u32> = t
-        .aggregators
-        .iter()
-        .map(|a| s.core(a.core).unwrap().package)
-        .collect();
+    let mut pk: Vec<u32> = t.aggregators.iter().map(|a| s.core(a.core).unwrap().package).collect();
     prop_assert_eq!(pk.len(), s.packages().len());
     pk.sort_unstable();
     prop_assert_eq!(pk, s.packages());
@@ -98,11 +94,8 @@ fn check_tree(s: &Skb, source: usize) -> Result<(), TestCaseError> {
 
     for a in &t.aggregators {
         let p = s.core(a.core).unwrap().package;
-        let others: Vec<usize> = s
-            .cores_in_package(p)
-            .into_iter()
-            .filter(|&c| c != a.core && c != source)
-            .collect();
+        let others: Vec<usize> =
+            s.cores_in_package(p).into_iter().filter(|&c| c != a.core && c != source).collect();
         prop_assert_eq!(&a.members, &others);
         if p == home {
             prop_assert_eq!(a.core, source);
@@ -124,11 +117,7 @@ fn check_tree(s: &Skb, source: usize) -> Result<(), TestCaseError> {
     }
 
     // Most distant first: non-increasing latency from the source.
-    let ranks: Vec<u64> = t
-        .aggregators
-        .iter()
-        .map(|a| rank(s, source, a.core))
-        .collect();
+    let ranks: Vec<u64> = t.aggregators.iter().map(|a| rank(s, source, a.core)).collect();
     for w in ranks.windows(2) {
         prop_assert!(w[0] >= w[1], "send order not farthest first: {:?}", ranks);
     }

@@ -54,10 +54,7 @@ impl ApicIdLayout {
         }
         let core_shift = core_shift?;
         let smt_bits = smt_shift.unwrap_or(0).min(core_shift);
-        Some(ApicIdLayout {
-            smt_bits,
-            core_bits: core_shift - smt_bits,
-        })
+        Some(ApicIdLayout { smt_bits, core_bits: core_shift - smt_bits })
     }
 
     /// From the legacy leaves: leaf 1 EBX[23:16] (logical processors per package, valid
@@ -66,10 +63,7 @@ impl ApicIdLayout {
         let logical = if htt { logical_per_package.max(1) } else { 1 };
         let cores = cores_per_package.clamp(1, logical);
         let threads = logical.div_ceil(cores);
-        ApicIdLayout {
-            smt_bits: ceil_log2(threads),
-            core_bits: ceil_log2(cores),
-        }
+        ApicIdLayout { smt_bits: ceil_log2(threads), core_bits: ceil_log2(cores) }
     }
 
     /// Splits an APIC id into its fields.
@@ -79,9 +73,7 @@ impl ApicIdLayout {
         CpuLocation {
             smt: apic_id & smt_mask,
             core: (apic_id >> self.smt_bits) & core_mask,
-            package: apic_id
-                .checked_shr(self.smt_bits + self.core_bits)
-                .unwrap_or(0),
+            package: apic_id.checked_shr(self.smt_bits + self.core_bits).unwrap_or(0),
         }
     }
 }
@@ -125,10 +117,7 @@ const SRAT_HEADER: usize = 48;
 /// Parses an SRAT given as the whole table's bytes (header included). Unknown entry types
 /// are skipped; the walk stops at an entry whose length is zero or runs past the table.
 pub fn srat_entries(table: &[u8]) -> SratEntries<'_> {
-    SratEntries {
-        bytes: table,
-        offset: SRAT_HEADER,
-    }
+    SratEntries { bytes: table, offset: SRAT_HEADER }
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -195,20 +184,10 @@ mod tests {
     fn extended_leaf_two_threads_four_cores() {
         // Sub-leaf 0: SMT, shift 1; sub-leaf 1: core, shift 3; sub-leaf 2: invalid.
         let l = ApicIdLayout::from_extended_leaf([(1, 1 << 8), (3, 2 << 8 | 1), (0, 0)]).unwrap();
-        assert_eq!(
-            l,
-            ApicIdLayout {
-                smt_bits: 1,
-                core_bits: 2
-            }
-        );
+        assert_eq!(l, ApicIdLayout { smt_bits: 1, core_bits: 2 });
         assert_eq!(
             l.locate(0b1101), // package 1, core 0b10, thread 1
-            CpuLocation {
-                package: 1,
-                core: 2,
-                smt: 1
-            }
+            CpuLocation { package: 1, core: 2, smt: 1 }
         );
     }
 
@@ -221,35 +200,19 @@ mod tests {
     fn legacy_leaves() {
         assert_eq!(
             ApicIdLayout::from_legacy(false, 0, 0),
-            ApicIdLayout {
-                smt_bits: 0,
-                core_bits: 0
-            }
+            ApicIdLayout { smt_bits: 0, core_bits: 0 }
         );
         assert_eq!(
             ApicIdLayout::from_legacy(true, 8, 4),
-            ApicIdLayout {
-                smt_bits: 1,
-                core_bits: 2
-            }
+            ApicIdLayout { smt_bits: 1, core_bits: 2 }
         );
         // QEMU -smp 6 (one thread per core, 6 cores): fields are rounded up to powers of two.
         assert_eq!(
             ApicIdLayout::from_legacy(true, 6, 6),
-            ApicIdLayout {
-                smt_bits: 0,
-                core_bits: 3
-            }
+            ApicIdLayout { smt_bits: 0, core_bits: 3 }
         );
         let l = ApicIdLayout::from_legacy(false, 0, 0);
-        assert_eq!(
-            l.locate(3),
-            CpuLocation {
-                package: 3,
-                core: 0,
-                smt: 0
-            }
-        );
+        assert_eq!(l.locate(3), CpuLocation { package: 3, core: 0, smt: 0 });
     }
 
     fn srat(entries: &[&[u8]]) -> Vec<u8> {
@@ -308,16 +271,8 @@ mod tests {
         assert_eq!(
             got,
             std::vec![
-                SratEntry::Processor {
-                    apic_id: 0,
-                    domain: 0,
-                    enabled: true
-                },
-                SratEntry::Processor {
-                    apic_id: 1,
-                    domain: 0x0102_0304,
-                    enabled: false
-                },
+                SratEntry::Processor { apic_id: 0, domain: 0, enabled: true },
+                SratEntry::Processor { apic_id: 1, domain: 0x0102_0304, enabled: false },
                 SratEntry::Memory {
                     base: 0,
                     length: 0xa_0000,
@@ -332,11 +287,7 @@ mod tests {
                     enabled: true,
                     hotplug: true
                 },
-                SratEntry::Processor {
-                    apic_id: 300,
-                    domain: 1,
-                    enabled: true
-                },
+                SratEntry::Processor { apic_id: 300, domain: 1, enabled: true },
             ]
         );
     }

@@ -80,21 +80,14 @@ pub struct Sender<'a, const SLOTS: usize> {
 impl<'a, const SLOTS: usize> Sender<'a, SLOTS> {
     /// The longest byte string [`try_send_bytes`](Self::try_send_bytes) takes on this
     /// channel: all its fragments must fit in the ring at once.
-    pub const MAX_BYTES: usize = if SLOTS < MAX_FRAGMENTS {
-        SLOTS * PAYLOAD_BYTES
-    } else {
-        MAX_FRAGMENTED_BYTES
-    };
+    pub const MAX_BYTES: usize =
+        if SLOTS < MAX_FRAGMENTS { SLOTS * PAYLOAD_BYTES } else { MAX_FRAGMENTED_BYTES };
 
     /// The sending end of `mem`, which must be an empty channel with no other sender.
     pub fn new(mem: &'a ChannelMemory<SLOTS>) -> Self {
         #[allow(clippy::let_unit_value)]
         let () = ChannelMemory::<SLOTS>::VALID;
-        Sender {
-            mem,
-            sent: 0,
-            acked: 0,
-        }
+        Sender { mem, sent: 0, acked: 0 }
     }
 
     /// Sends one message: `tag` is 32 bits of user type information carried in the header.
@@ -200,12 +193,7 @@ impl<'a, const SLOTS: usize> Receiver<'a, SLOTS> {
     pub fn with_credit_batch(mem: &'a ChannelMemory<SLOTS>, batch: usize) -> Self {
         #[allow(clippy::let_unit_value)]
         let () = ChannelMemory::<SLOTS>::VALID;
-        Receiver {
-            mem,
-            received: 0,
-            credited: 0,
-            batch: batch.clamp(1, SLOTS) as u64,
-        }
+        Receiver { mem, received: 0, credited: 0, batch: batch.clamp(1, SLOTS) as u64 }
     }
 
     /// Whether a message is waiting: one Acquire load of the next slot's header, nothing
@@ -291,11 +279,7 @@ mod tests {
     #[test]
     fn all_zero_memory_is_an_empty_channel() {
         let mem = ChannelMemory::<4>::new();
-        let every_word_zero = mem
-            .slots
-            .iter()
-            .flat_map(|s| &s.words)
-            .all(|w| w.load(Relaxed) == 0);
+        let every_word_zero = mem.slots.iter().flat_map(|s| &s.words).all(|w| w.load(Relaxed) == 0);
         assert!(every_word_zero && credits(&mem) == 0);
         let mut rx = Receiver::new(&mem);
         assert!(!rx.has_message());
@@ -430,10 +414,7 @@ mod tests {
         let long = [7u8; 4 * 56 + 1];
         assert_eq!(tx.try_send_bytes(1, &long), Err(SendBytesError::TooLong));
         tx.try_send(0, &payload(0)).unwrap();
-        assert_eq!(
-            tx.try_send_bytes(1, &long[..4 * 56]),
-            Err(SendBytesError::Full)
-        );
+        assert_eq!(tx.try_send_bytes(1, &long[..4 * 56]), Err(SendBytesError::Full));
         // Nothing of the refused string was written.
         assert_eq!(rx.try_recv(), Some(Message::new(0, payload(0))));
         assert_eq!(rx.try_recv(), None);
@@ -441,9 +422,7 @@ mod tests {
         tx.try_send_bytes(1, &long[..4 * 56]).unwrap();
         let frags: [Message; 4] = core::array::from_fn(|_| rx.try_recv().unwrap());
         assert!(frags[0].is_first() && frags[3].is_last());
-        assert!(frags
-            .iter()
-            .all(|m| m.is_well_formed() && m.fragment_len() == 56));
+        assert!(frags.iter().all(|m| m.is_well_formed() && m.fragment_len() == 56));
     }
 
     #[test]

@@ -128,10 +128,8 @@ pub struct ChannelMemory<const SLOTS: usize> {
 impl<const SLOTS: usize> ChannelMemory<SLOTS> {
     /// Fails the build for a ring size the epoch scheme cannot use: the slot and epoch come
     /// from the message counter's low bits, which only works for a power of two.
-    const VALID: () = assert!(
-        SLOTS >= 2 && SLOTS.is_power_of_two(),
-        "urpc: SLOTS must be a power of two >= 2"
-    );
+    const VALID: () =
+        assert!(SLOTS >= 2 && SLOTS.is_power_of_two(), "urpc: SLOTS must be a power of two >= 2");
 
     /// An empty channel (all zero; usable in a `static`).
     #[cfg(not(loom))]
@@ -140,14 +138,10 @@ impl<const SLOTS: usize> ChannelMemory<SLOTS> {
         let () = Self::VALID;
         // A `const` item, so the array repeat below may copy it (atomics are not Copy).
         #[allow(clippy::declare_interior_mutable_const)]
-        const ZERO_SLOT: Slot = Slot {
-            words: [const { AtomicU64::new(0) }; MESSAGE_WORDS],
-        };
+        const ZERO_SLOT: Slot = Slot { words: [const { AtomicU64::new(0) }; MESSAGE_WORDS] };
         ChannelMemory {
             slots: [ZERO_SLOT; SLOTS],
-            credit: CreditLine {
-                consumed: AtomicU64::new(0),
-            },
+            credit: CreditLine { consumed: AtomicU64::new(0) },
         }
     }
 
@@ -160,9 +154,7 @@ impl<const SLOTS: usize> ChannelMemory<SLOTS> {
             slots: core::array::from_fn(|_| Slot {
                 words: core::array::from_fn(|_| AtomicU64::new(0)),
             }),
-            credit: CreditLine {
-                consumed: AtomicU64::new(0),
-            },
+            credit: CreditLine { consumed: AtomicU64::new(0) },
         }
     }
 }
@@ -175,8 +167,6 @@ impl<const SLOTS: usize> Default for ChannelMemory<SLOTS> {
 
 impl<const SLOTS: usize> core::fmt::Debug for ChannelMemory<SLOTS> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ChannelMemory")
-            .field("slots", &SLOTS)
-            .finish_non_exhaustive()
+        f.debug_struct("ChannelMemory").field("slots", &SLOTS).finish_non_exhaustive()
     }
 }

@@ -39,21 +39,13 @@ impl Message {
     /// A plain (unfragmented) message, as [`Sender::try_send`](crate::Sender::try_send)
     /// sends it.
     pub const fn new(tag: u32, payload: [u64; PAYLOAD_WORDS]) -> Self {
-        Message {
-            tag,
-            payload,
-            info: 0,
-        }
+        Message { tag, payload, info: 0 }
     }
 
     /// A message from a raw header word, as it sits in a slot; the epoch bit is ignored.
     /// Any bit pattern is accepted (tests use it to forge malformed messages).
     pub const fn from_raw(header: u64, payload: [u64; PAYLOAD_WORDS]) -> Self {
-        Message {
-            tag: (header & TAG_MASK) as u32,
-            payload,
-            info: ((header & !EPOCH) >> 32) as u32,
-        }
+        Message { tag: (header & TAG_MASK) as u32, payload, info: ((header & !EPOCH) >> 32) as u32 }
     }
 
     /// The header word for this message, without the epoch bit.

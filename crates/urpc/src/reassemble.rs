@@ -54,11 +54,7 @@ pub struct Reassembler<'b> {
 impl<'b> Reassembler<'b> {
     /// A reassembler that collects strings of up to `buf.len()` bytes in `buf`.
     pub fn new(buf: &'b mut [u8]) -> Self {
-        Reassembler {
-            buf,
-            len: 0,
-            current: None,
-        }
+        Reassembler { buf, len: 0, current: None }
     }
 
     /// Adds the next fragment received. Returns the tag and the whole string when `m` was
@@ -153,37 +149,19 @@ mod tests {
         let a = [1u8; 56];
         let plain = Message::new(1, [0; 7]);
         assert_eq!(r.push(&plain), Err(ReassemblyError::NotFragment));
-        assert_eq!(
-            r.push(&frag(1, 1, &a, false, false)),
-            Err(ReassemblyError::OutOfOrder)
-        );
+        assert_eq!(r.push(&frag(1, 1, &a, false, false)), Err(ReassemblyError::OutOfOrder));
         r.push(&frag(1, 0, &a, true, false)).unwrap();
-        assert_eq!(
-            r.push(&frag(1, 0, &a, true, false)),
-            Err(ReassemblyError::Interleaved)
-        );
+        assert_eq!(r.push(&frag(1, 0, &a, true, false)), Err(ReassemblyError::Interleaved));
         assert!(!r.in_progress());
         r.push(&frag(1, 0, &a, true, false)).unwrap();
-        assert_eq!(
-            r.push(&frag(2, 1, b"x", false, true)),
-            Err(ReassemblyError::Interleaved)
-        );
+        assert_eq!(r.push(&frag(2, 1, b"x", false, true)), Err(ReassemblyError::Interleaved));
         r.push(&frag(1, 0, &a, true, false)).unwrap();
-        assert_eq!(
-            r.push(&frag(1, 2, b"x", false, true)),
-            Err(ReassemblyError::OutOfOrder)
-        );
+        assert_eq!(r.push(&frag(1, 2, b"x", false, true)), Err(ReassemblyError::OutOfOrder));
         r.push(&frag(1, 0, &a, true, false)).unwrap();
-        assert_eq!(
-            r.push(&frag(1, 1, b"x", false, true)),
-            Err(ReassemblyError::TooLong)
-        );
+        assert_eq!(r.push(&frag(1, 1, b"x", false, true)), Err(ReassemblyError::TooLong));
         let bad = Message::from_raw(frag(1, 0, b"x", true, false).raw_header(), [0; 7]);
         assert_eq!(r.push(&bad), Err(ReassemblyError::Malformed));
         // Resynchronises at the next first fragment.
-        assert_eq!(
-            r.push(&frag(9, 0, b"ok", true, true)),
-            Ok(Some((9, &b"ok"[..])))
-        );
+        assert_eq!(r.push(&frag(9, 0, b"ok", true, true)), Ok(Some((9, &b"ok"[..]))));
     }
 }

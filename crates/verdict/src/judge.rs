@@ -81,10 +81,7 @@ impl fmt::Display for Failure {
             Failure::TimedOut => write!(f, "timed out"),
             Failure::BadExit(None) => write!(f, "QEMU was killed by a signal"),
             Failure::BadExit(Some(0)) => {
-                write!(
-                    f,
-                    "QEMU exited 0 without isa-debug-exit (triple fault or reset?)"
-                )
+                write!(f, "QEMU exited 0 without isa-debug-exit (triple fault or reset?)")
             }
             Failure::BadExit(Some(s)) if *s == ExitCode::Failure.qemu_status() => {
                 write!(f, "kernel exited with the failure code but no test failed")
@@ -100,16 +97,10 @@ impl fmt::Display for Failure {
             Failure::TestsFailed(n) => write!(f, "{n} test(s) failed"),
             Failure::NoTests => write!(f, "no test ran"),
             Failure::Panic(line) => write!(f, "kernel panic: {line}"),
-            Failure::WrongOnline {
-                expected,
-                seen: None,
-            } => {
+            Failure::WrongOnline { expected, seen: None } => {
                 write!(f, "expected `CORES ONLINE {expected}`, saw no such line")
             }
-            Failure::WrongOnline {
-                expected,
-                seen: Some(n),
-            } => {
+            Failure::WrongOnline { expected, seen: Some(n) } => {
                 write!(f, "expected `CORES ONLINE {expected}`, kernel reported {n}")
             }
         }
@@ -146,12 +137,8 @@ impl Verdict {
 
     /// Like [`Verdict::why`] but only the run-level reasons.
     pub fn why_run(&self) -> String {
-        let reasons: Vec<String> = self
-            .failures
-            .iter()
-            .filter(|f| f.is_run_level())
-            .map(|f| f.to_string())
-            .collect();
+        let reasons: Vec<String> =
+            self.failures.iter().filter(|f| f.is_run_level()).map(|f| f.to_string()).collect();
         reasons.join("; ")
     }
 }
@@ -197,10 +184,7 @@ pub fn judge(
         Some(line) => match parse_summary(line) {
             None => failures.push(Failure::BadSummary(line.clone())),
             Some(claimed) if claimed != (passed, failed) => {
-                failures.push(Failure::SummaryMismatch {
-                    claimed,
-                    seen: (passed, failed),
-                })
+                failures.push(Failure::SummaryMismatch { claimed, seen: (passed, failed) })
             }
             Some(_) => {}
         },
@@ -214,47 +198,27 @@ pub fn judge(
     }
     if let Some(expected) = expect_online {
         if log.online != Some(expected) {
-            failures.push(Failure::WrongOnline {
-                expected,
-                seen: log.online,
-            });
+            failures.push(Failure::WrongOnline { expected, seen: log.online });
         }
     }
 
-    Verdict {
-        tests: log.tests,
-        online: log.online,
-        failures,
-    }
+    Verdict { tests: log.tests, online: log.online, failures }
 }
 
 /// Collects the marker lines of a serial log.
 fn scan(serial_log: &str) -> Log {
-    let mut log = Log {
-        tests: Vec::new(),
-        summary_line: None,
-        online: None,
-        panic: None,
-    };
+    let mut log = Log { tests: Vec::new(), summary_line: None, online: None, panic: None };
     for raw in serial_log.lines() {
         let line = raw.trim_start().trim_end_matches('\r');
         if let Some(rest) = line.strip_prefix(PASS_MARKER) {
             let (name, detail) = split_word(rest);
-            log.tests.push(TestResult {
-                name: name.to_string(),
-                passed: true,
-                detail,
-            });
+            log.tests.push(TestResult { name: name.to_string(), passed: true, detail });
         } else if let Some(rest) = line.strip_prefix(FAIL_MARKER) {
             let (name, detail) = match rest.split_once(':') {
                 Some((name, reason)) => (name.trim(), reason.trim().to_string()),
                 None => split_word(rest),
             };
-            log.tests.push(TestResult {
-                name: name.to_string(),
-                passed: false,
-                detail,
-            });
+            log.tests.push(TestResult { name: name.to_string(), passed: false, detail });
         } else if let Some(rest) = line.strip_prefix(SUMMARY_MARKER) {
             // Printed once; if a confused kernel prints it again, the last one counts.
             log.summary_line = Some(rest.trim().to_string());
@@ -328,9 +292,7 @@ TESTS DONE passed=2 failed=0
 
     #[test]
     fn carriage_returns_and_indentation_are_tolerated() {
-        let log = GOOD
-            .replace('\n', "\r\n")
-            .replace("TEST PASS timer", "  TEST PASS timer");
+        let log = GOOD.replace('\n', "\r\n").replace("TEST PASS timer", "  TEST PASS timer");
         let v = judge(&log, OK, false, Some(4));
         assert!(v.passed(), "{}", v.why());
         assert_eq!(v.tests[1].detail, "cores=4 us=99");
@@ -344,15 +306,9 @@ TESTS DONE passed=2 failed=0
     #[test]
     fn exit_status_must_be_success() {
         // A triple fault under -no-reboot: QEMU exits 0.
-        assert_eq!(
-            failures(GOOD, Some(0), false, 4),
-            vec![Failure::BadExit(Some(0))]
-        );
+        assert_eq!(failures(GOOD, Some(0), false, 4), vec![Failure::BadExit(Some(0))]);
         assert_eq!(failures(GOOD, None, false, 4), vec![Failure::BadExit(None)]);
-        assert_eq!(
-            failures(GOOD, Some(1), false, 4),
-            vec![Failure::BadExit(Some(1))]
-        );
+        assert_eq!(failures(GOOD, Some(1), false, 4), vec![Failure::BadExit(Some(1))]);
         // The failure code with no failed test is a lie too.
         assert_eq!(failures(GOOD, BAD, false, 4), vec![Failure::BadExit(BAD)]);
     }
@@ -373,26 +329,17 @@ TESTS DONE passed=2 failed=0
     #[test]
     fn summary_must_match_the_test_lines() {
         let log = GOOD.replace("passed=2", "passed=3");
-        let expected = Failure::SummaryMismatch {
-            claimed: (3, 0),
-            seen: (2, 0),
-        };
+        let expected = Failure::SummaryMismatch { claimed: (3, 0), seen: (2, 0) };
         assert_eq!(failures(&log, OK, false, 4), vec![expected]);
         let log = GOOD.replace("failed=0", "failed=1");
-        let expected = Failure::SummaryMismatch {
-            claimed: (2, 1),
-            seen: (2, 0),
-        };
+        let expected = Failure::SummaryMismatch { claimed: (2, 1), seen: (2, 0) };
         assert_eq!(failures(&log, OK, false, 4), vec![expected]);
     }
 
     #[test]
     fn a_failed_test_fails_the_run_but_is_not_a_run_failure() {
         let log = GOOD
-            .replace(
-                "TEST PASS timer.ticks cores=4 us=99",
-                "TEST FAIL timer.ticks: core 3 stuck",
-            )
+            .replace("TEST PASS timer.ticks cores=4 us=99", "TEST FAIL timer.ticks: core 3 stuck")
             .replace("passed=2 failed=0", "passed=1 failed=1");
         let v = judge(&log, BAD, false, Some(4));
         assert_eq!(v.failures, vec![Failure::TestsFailed(1)]);
@@ -419,26 +366,17 @@ TESTS DONE passed=2 failed=0
 
     #[test]
     fn cores_online_must_match_when_expected() {
-        let expected = Failure::WrongOnline {
-            expected: 8,
-            seen: Some(4),
-        };
+        let expected = Failure::WrongOnline { expected: 8, seen: Some(4) };
         assert_eq!(failures(GOOD, OK, false, 8), vec![expected]);
         let log = GOOD.replace("CORES ONLINE 4\n", "");
-        let expected = Failure::WrongOnline {
-            expected: 4,
-            seen: None,
-        };
+        let expected = Failure::WrongOnline { expected: 4, seen: None };
         assert_eq!(failures(&log, OK, false, 4), vec![expected]);
         assert!(judge(&log, OK, false, None).passed());
     }
 
     #[test]
     fn markers_count_only_at_the_start_of_a_line() {
-        let log = GOOD.replace(
-            "ATOLL READY\n",
-            "ATOLL READY\nlog: TEST FAIL x: y PANIC z\n",
-        );
+        let log = GOOD.replace("ATOLL READY\n", "ATOLL READY\nlog: TEST FAIL x: y PANIC z\n");
         assert!(judge(&log, OK, false, Some(4)).passed());
     }
 

@@ -9,20 +9,12 @@ use alloc::string::String;
 
 kernel_test!(CORES_ONLINE, "boot.cores_online", 1, false, cores_online);
 kernel_test!(CORE_IDENTITY, "boot.core_identity", 1, false, core_identity);
-kernel_test!(
-    NUMA_LOCAL_FRAMES,
-    "boot.numa_local_frames",
-    1,
-    false,
-    numa_local_frames
-);
+kernel_test!(NUMA_LOCAL_FRAMES, "boot.numa_local_frames", 1, false, numa_local_frames);
 
 /// Every core the firmware lists is online.
 fn cores_online() -> Result<(), String> {
     let listed = boot::FACTS.get().map_or(0, |f| f.cores_listed);
-    let online = percpu::all_cores()
-        .filter(|c| c.state() == CoreState::Online)
-        .count();
+    let online = percpu::all_cores().filter(|c| c.state() == CoreState::Online).count();
     if listed == 0 || online != listed {
         return Err(format!("{online} of {listed} cores online"));
     }
@@ -56,10 +48,9 @@ fn numa_local_frames() -> Result<(), String> {
         let node = crate::arch::acpi::node_of(pa);
         crate::mem::frames::free(pa).map_err(|e| format!("{e:?}"))?;
         match node {
-            Some(n) if n != me.node => Err(format!(
-                "frame {pa:#x} is on node {n}, core is on node {}",
-                me.node
-            )),
+            Some(n) if n != me.node => {
+                Err(format!("frame {pa:#x} is on node {n}, core is on node {}", me.node))
+            }
             _ => Ok(()),
         }
     });

@@ -25,11 +25,7 @@ struct HeldBitmap {
 
 impl HeldBitmap {
     fn new(top: u64) -> Self {
-        HeldBitmap {
-            words: (0..(top / 4096).div_ceil(64))
-                .map(|_| AtomicU64::new(0))
-                .collect(),
-        }
+        HeldBitmap { words: (0..(top / 4096).div_ceil(64)).map(|_| AtomicU64::new(0)).collect() }
     }
 
     /// Marks `pa` held; `false` if it already was (a frame handed out twice).
@@ -59,10 +55,7 @@ fn concurrent() -> Result<(), String> {
     // Frames handed from core i to core (i + 1) % n, which frees them.
     let handoff: Vec<Mutex<Vec<u64>>> = (0..n).map(|_| Mutex::new(Vec::new())).collect();
     let work = |index: usize| -> Result<(), String> {
-        let me = cores
-            .iter()
-            .position(|&c| c == index)
-            .ok_or("not a test core")?;
+        let me = cores.iter().position(|&c| c == index).ok_or("not a test core")?;
         let mut mine = Vec::with_capacity(BATCH);
         for round in 0..ROUNDS {
             for _ in 0..BATCH {
@@ -98,15 +91,10 @@ fn concurrent() -> Result<(), String> {
     }
     let after = frames_per_core(&cores)?;
     if rejected_total() != rejected_before {
-        return Err(format!(
-            "{} messages rejected",
-            rejected_total() - rejected_before
-        ));
+        return Err(format!("{} messages rejected", rejected_total() - rejected_before));
     }
     if before != after {
-        return Err(format!(
-            "free frames per core before {before:?}, after {after:?}"
-        ));
+        return Err(format!("free frames per core before {before:?}, after {after:?}"));
     }
     Ok(())
 }
@@ -126,10 +114,7 @@ fn frames_per_core(cores: &[usize]) -> Result<Vec<u64>, String> {
         crate::monitor::poll();
         let me = percpu::this_core();
         let heap = me.heap.with(|h| h.frames_taken());
-        let slot = cores
-            .iter()
-            .position(|&c| c == index)
-            .ok_or("not a test core")?;
+        let slot = cores.iter().position(|&c| c == index).ok_or("not a test core")?;
         counts[slot].store(me.free_frames() + heap, Ordering::Relaxed);
         Ok(())
     };
@@ -148,10 +133,7 @@ fn bad_free() -> Result<(), String> {
     let errors = [
         (frames::free(pa), "double free"),
         (frames::free(pa + 8), "unaligned free"),
-        (
-            frames::free(0xffff_0000_0000),
-            "free of an address that is not RAM",
-        ),
+        (frames::free(0xffff_0000_0000), "free of an address that is not RAM"),
     ];
     for (result, what) in errors {
         if result.is_ok() {

@@ -9,13 +9,7 @@ use alloc::string::String;
 use core::sync::atomic::Ordering;
 
 kernel_test!(TIMER_TICKS, "interrupts.timer_ticks", 1, false, timer_ticks);
-kernel_test!(
-    IPI_ALL_PAIRS,
-    "interrupts.ipi_all_pairs",
-    2,
-    false,
-    ipi_all_pairs
-);
+kernel_test!(IPI_ALL_PAIRS, "interrupts.ipi_all_pairs", 2, false, ipi_all_pairs);
 
 /// Each core's tick count advances while it waits with interrupts on.
 fn timer_ticks() -> Result<(), String> {

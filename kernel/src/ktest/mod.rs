@@ -69,10 +69,7 @@ pub fn run(selector: &str) -> ! {
     let online = smp::online_cores().len();
     if selector == "list" {
         for t in all() {
-            println!(
-                "test {} min_cores={} isolated={}",
-                t.name, t.min_cores, t.isolated
-            );
+            println!("test {} min_cores={} isolated={}", t.name, t.min_cores, t.isolated);
         }
         power::exit_qemu(ExitCode::Success);
     }
@@ -92,11 +89,7 @@ pub fn run(selector: &str) -> ! {
         }
         let start = cpu::rdtsc();
         let result = if online < test.min_cores {
-            Err(alloc::format!(
-                "needs {} cores, {} online",
-                test.min_cores,
-                online
-            ))
+            Err(alloc::format!("needs {} cores, {} online", test.min_cores, online))
         } else {
             (test.run)()
         };
@@ -121,17 +114,8 @@ pub fn run(selector: &str) -> ! {
         println!("{}{}: no such test", verdict::FAIL_MARKER, selector);
         failed = 1;
     }
-    println!(
-        "{}passed={} failed={}",
-        verdict::SUMMARY_MARKER,
-        passed,
-        failed
-    );
-    power::exit_qemu(if failed == 0 {
-        ExitCode::Success
-    } else {
-        ExitCode::Failure
-    })
+    println!("{}passed={} failed={}", verdict::SUMMARY_MARKER, passed, failed);
+    power::exit_qemu(if failed == 0 { ExitCode::Success } else { ExitCode::Failure })
 }
 
 pub use crate::smp::all_ok;

@@ -13,35 +13,11 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-kernel_test!(
-    ALL_PAIRS,
-    "monitor.all_pairs_in_order",
-    2,
-    false,
-    all_pairs_in_order
-);
-kernel_test!(
-    CALLS,
-    "monitor.calls_all_to_all",
-    2,
-    false,
-    calls_all_to_all
-);
+kernel_test!(ALL_PAIRS, "monitor.all_pairs_in_order", 2, false, all_pairs_in_order);
+kernel_test!(CALLS, "monitor.calls_all_to_all", 2, false, calls_all_to_all);
 kernel_test!(WAKE, "monitor.wakes_idle_core", 2, false, wakes_idle_core);
-kernel_test!(
-    BROADCAST,
-    "monitor.broadcast_reaches_all",
-    2,
-    false,
-    broadcast_reaches_all
-);
-kernel_test!(
-    REJECT,
-    "monitor.rejects_bad_messages",
-    2,
-    false,
-    rejects_bad_messages
-);
+kernel_test!(BROADCAST, "monitor.broadcast_reaches_all", 2, false, broadcast_reaches_all);
+kernel_test!(REJECT, "monitor.rejects_bad_messages", 2, false, rejects_bad_messages);
 
 /// Messages each core sends to each other core.
 const MESSAGES: u64 = 300;
@@ -67,9 +43,7 @@ fn all_pairs_in_order() -> Result<(), String> {
     for (i, &c) in cores.iter().enumerate() {
         let got = after[i] - before[i];
         if got != expected {
-            return Err(format!(
-                "core {c} received {got} messages in order, expected {expected}"
-            ));
+            return Err(format!("core {c} received {got} messages in order, expected {expected}"));
         }
     }
     Ok(())
@@ -85,10 +59,7 @@ fn sequence_counts(cores: &[usize]) -> Result<Vec<u64>, String> {
         if stats.sequence_errors > 0 {
             return Err(format!("{} messages out of order", stats.sequence_errors));
         }
-        let slot = cores
-            .iter()
-            .position(|&c| c == index)
-            .ok_or("not a test core")?;
+        let slot = cores.iter().position(|&c| c == index).ok_or("not a test core")?;
         counts[slot].store(stats.sequence_ok, Ordering::Relaxed);
         Ok(())
     };
@@ -140,10 +111,7 @@ fn calls_all_to_all() -> Result<(), String> {
     for &c in &cores {
         let got = ran[c].load(Ordering::Relaxed);
         if got != cores.len() as u64 - 1 {
-            return Err(format!(
-                "core {c} ran {got} calls, expected {}",
-                cores.len() - 1
-            ));
+            return Err(format!("core {c} ran {got} calls, expected {}", cores.len() - 1));
         }
     }
     Ok(())
@@ -159,9 +127,7 @@ fn wakes_idle_core() -> Result<(), String> {
         while !core.is_asleep() {
             monitor::poll();
             if timer::us_since(start) > 5_000_000 {
-                return Err(format!(
-                    "core {target} never went to sleep (attempt {attempt})"
-                ));
+                return Err(format!("core {target} never went to sleep (attempt {attempt})"));
             }
         }
         let wakeups = core.wakeups();
@@ -194,9 +160,7 @@ fn rejects_bad_messages() -> Result<(), String> {
     let rejected = victim_core.rejected() - before;
     crate::mem::frames::free(own).map_err(|e| format!("{e:?}"))?;
     if rejected != 6 {
-        return Err(format!(
-            "core {victim} rejected {rejected} of 6 bad messages"
-        ));
+        return Err(format!("core {victim} rejected {rejected} of 6 bad messages"));
     }
 
     // A replicated setting is accepted only from the boot core.
@@ -206,10 +170,7 @@ fn rejects_bad_messages() -> Result<(), String> {
     let from_other = |_| -> Result<(), String> {
         monitor::send(me, &Request::SetPollBudget(12345)).map_err(|e| format!("{e:?}"))
     };
-    all_ok(
-        &[victim],
-        &smp::run_on(&[victim], JOB_TIMEOUT_US, &from_other),
-    )?;
+    all_ok(&[victim], &smp::run_on(&[victim], JOB_TIMEOUT_US, &from_other))?;
     monitor::poll();
     if this_core().rejected() != rejected_before + 1 || monitor::poll_budget() != budget_before {
         return Err("a poll budget from a core other than the boot core was accepted".into());
@@ -230,10 +191,7 @@ fn broadcast_reaches_all() -> Result<(), String> {
         while monitor::bench_acks() < before + others as u64 {
             monitor::poll();
             if timer::us_since(start) > 5_000_000 {
-                return Err(format!(
-                    "{} of {others} acks",
-                    monitor::bench_acks() - before
-                ));
+                return Err(format!("{} of {others} acks", monitor::bench_acks() - before));
             }
         }
         monitor::poll();

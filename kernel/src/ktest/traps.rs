@@ -9,20 +9,8 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-kernel_test!(
-    FAULT_ISOLATION,
-    "trap.fault_isolation",
-    2,
-    true,
-    fault_isolation
-);
-kernel_test!(
-    STACK_OVERFLOW,
-    "trap.stack_overflow",
-    2,
-    true,
-    stack_overflow
-);
+kernel_test!(FAULT_ISOLATION, "trap.fault_isolation", 2, true, fault_isolation);
+kernel_test!(STACK_OVERFLOW, "trap.stack_overflow", 2, true, stack_overflow);
 
 /// The last core writes to an unmapped address. Its page fault is reported, the core stops,
 /// and every other core then runs and finishes a frame-allocation job.
@@ -67,9 +55,7 @@ fn fault_stops_only_the_victim(vector: u8, crash: &smp::Work<'_>) -> Result<(), 
     match outcome.first() {
         Some(smp::Outcome::Faulted(v)) if *v == vector => {}
         other => {
-            return Err(format!(
-                "victim core {victim}: expected exception {vector}, got {other:?}"
-            ))
+            return Err(format!("victim core {victim}: expected exception {vector}, got {other:?}"))
         }
     }
     let state = percpu::core(victim).map(|c| c.state());

@@ -7,27 +7,10 @@ use crate::{kernel_test, smp};
 use alloc::format;
 use alloc::string::String;
 
-kernel_test!(
-    ON_EVERY_CORE,
-    "user.program_on_every_core",
-    1,
-    false,
-    program_on_every_core
-);
-kernel_test!(
-    BAD_POINTERS,
-    "user.bad_pointers_are_errors",
-    1,
-    false,
-    bad_pointers_are_errors
-);
-kernel_test!(
-    FAULT,
-    "user.fault_stops_only_the_program",
-    1,
-    false,
-    fault_stops_only_the_program
-);
+kernel_test!(ON_EVERY_CORE, "user.program_on_every_core", 1, false, program_on_every_core);
+kernel_test!(BAD_POINTERS, "user.bad_pointers_are_errors", 1, false, bad_pointers_are_errors);
+kernel_test!(FAULT, "user.fault_stops_only_the_program", 1, false, fault_stops_only_the_program);
+kernel_test!(SYSFUZZ, "user.sysfuzz_every_core", 1, false, sysfuzz_every_core);
 
 fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
     match user::run(name, args) {
@@ -67,12 +50,19 @@ fn bad_pointers_are_errors() -> Result<(), String> {
 fn fault_stops_only_the_program() -> Result<(), String> {
     let cores = smp::online_cores();
     let work = |_| -> Result<(), String> {
-        expect(
-            "fault",
-            "",
-            ExitStatus::Faulted(crate::arch::trap::VECTOR_PAGE_FAULT),
-        )?;
+        expect("fault", "", ExitStatus::Faulted(crate::arch::trap::VECTOR_PAGE_FAULT))?;
         expect("hello", "after a fault", ExitStatus::Exited(0))
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))
+}
+
+/// Random system calls on every core at once (20,000 each); the kernel answers them all,
+/// and afterwards every core still runs a program normally.
+fn sysfuzz_every_core() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let work = |core: usize| -> Result<(), String> {
+        expect("sysfuzz", &format!("--seed {} --calls 20000", 1000 + core), ExitStatus::Exited(0))?;
+        expect("hello", "after the fuzzer", ExitStatus::Exited(0))
     };
     all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))
 }

@@ -158,14 +158,10 @@ unsafe impl GlobalAlloc for KernelHeap {
             if let Ok(p) = h.heap.allocate_first_fit(layout) {
                 return p.as_ptr();
             }
-            if h.grow(layout.size() as u64 + layout.align() as u64)
-                .is_none()
-            {
+            if h.grow(layout.size() as u64 + layout.align() as u64).is_none() {
                 return core::ptr::null_mut();
             }
-            h.heap
-                .allocate_first_fit(layout)
-                .map_or(core::ptr::null_mut(), |p| p.as_ptr())
+            h.heap.allocate_first_fit(layout).map_or(core::ptr::null_mut(), |p| p.as_ptr())
         })
     }
 
@@ -176,8 +172,7 @@ unsafe impl GlobalAlloc for KernelHeap {
         };
         if owner == core.index {
             // SAFETY: allocated from this heap with this layout (GlobalAlloc contract).
-            core.heap
-                .with(|h| unsafe { h.heap.deallocate(NonNull::new_unchecked(ptr), layout) });
+            core.heap.with(|h| unsafe { h.heap.deallocate(NonNull::new_unchecked(ptr), layout) });
             return;
         }
         let packed = layout.size() as u64 | (layout.align().trailing_zeros() as u64) << 48;

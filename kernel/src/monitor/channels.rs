@@ -13,10 +13,7 @@ use urpc::ChannelMemory;
 /// The memory of one channel.
 pub type Channel = ChannelMemory<CHANNEL_SLOTS>;
 
-const _: () = assert!(
-    core::mem::size_of::<Channel>() <= 4096,
-    "a channel must fit one frame"
-);
+const _: () = assert!(core::mem::size_of::<Channel>() <= 4096, "a channel must fit one frame");
 
 /// `TABLE[from][to]`: virtual address of channel `from → to` (0 = none).
 static TABLE: [[AtomicU64; MAX_CORES]; MAX_CORES] =

@@ -130,16 +130,8 @@ pub fn init_this_core(cores: usize) {
         stats: Stats::default(),
     };
     for other in 0..cores {
-        m.senders.push(
-            channels::get(me, other)
-                .filter(|_| other != me)
-                .map(Sender::new),
-        );
-        m.receivers.push(
-            channels::get(other, me)
-                .filter(|_| other != me)
-                .map(Receiver::new),
-        );
+        m.senders.push(channels::get(me, other).filter(|_| other != me).map(Sender::new));
+        m.receivers.push(channels::get(other, me).filter(|_| other != me).map(Receiver::new));
         let buffer: &'static mut [u8] =
             Box::leak(alloc::vec![0u8; REASSEMBLY_BYTES].into_boxed_slice());
         m.reassemblers.push(Reassembler::new(buffer));
@@ -149,9 +141,7 @@ pub fn init_this_core(cores: usize) {
 
 /// Runs `f` on this core's monitor.
 fn with<R>(f: impl FnOnce(&mut Monitor) -> R) -> R {
-    this_core()
-        .monitor
-        .with(|m| f(m.as_mut().expect("monitor not initialised on this core")))
+    this_core().monitor.with(|m| f(m.as_mut().expect("monitor not initialised on this core")))
 }
 
 /// This core's counters.
@@ -232,15 +222,13 @@ fn dispatch(incoming: Incoming) {
         Incoming::Rejected(from, why) => return reject(from, why),
         Incoming::Reply(from, id, result) => {
             let known =
-                with(
-                    |m| match m.calls.iter_mut().find(|c| c.id == id && c.target == from) {
-                        Some(call) => {
-                            call.result = Some(result);
-                            true
-                        }
-                        None => false,
-                    },
-                );
+                with(|m| match m.calls.iter_mut().find(|c| c.id == id && c.target == from) {
+                    Some(call) => {
+                        call.result = Some(result);
+                        true
+                    }
+                    None => false,
+                });
             if !known {
                 reject(from, Rejection::Malformed);
             }
@@ -262,10 +250,7 @@ fn dispatch(incoming: Incoming) {
             let len = protocol::encode_reply(id, &result, &mut bytes);
             let _ = send_bytes(from, kind::REPLY, &bytes[..len]);
         }
-        Request::FrameReturn {
-            frames: list,
-            count,
-        } => {
+        Request::FrameReturn { frames: list, count } => {
             for &pa in &list[..count] {
                 if frames::take_back(pa).is_err() {
                     reject(from, Rejection::Malformed);
@@ -308,24 +293,14 @@ fn dispatch(incoming: Incoming) {
                 let _ = send(source, &Request::BenchAck(round));
             }
         }
-        Request::Multicast {
-            round,
-            source,
-            limit,
-        } => {
+        Request::Multicast { round, source, limit } => {
             let mut members = crate::knowledge::package_members(this_core().index, source);
             members.retain(|&c| c < limit);
             if members.is_empty() {
                 let _ = send(source, &Request::BenchAck(round));
                 return;
             }
-            with(|m| {
-                m.aggregations.push(Aggregation {
-                    round,
-                    source,
-                    remaining: members.len(),
-                })
-            });
+            with(|m| m.aggregations.push(Aggregation { round, source, remaining: members.len() }));
             for member in members {
                 let _ = send(member, &Request::Bench(round));
             }
@@ -396,18 +371,10 @@ pub fn call_async(target: usize, work: &Work<'_>) -> Result<CallId, SendError> {
     let id = with(|m| {
         let id = m.next_call;
         m.next_call += 1;
-        m.calls.push(PendingCall {
-            id,
-            target,
-            body,
-            result: None,
-        });
+        m.calls.push(PendingCall { id, target, body, result: None });
         id
     });
-    let request = Request::Call {
-        id,
-        body: body as u64,
-    };
+    let request = Request::Call { id, body: body as u64 };
     if let Err(e) = send(target, &request) {
         forget_call(id, true);
         return Err(e);
@@ -417,12 +384,7 @@ pub fn call_async(target: usize, work: &Work<'_>) -> Result<CallId, SendError> {
 
 /// Drops a call's record; frees its body unless the target may still read it.
 fn forget_call(id: u64, free_body: bool) -> Option<PendingCall> {
-    let call = with(|m| {
-        m.calls
-            .iter()
-            .position(|c| c.id == id)
-            .map(|i| m.calls.swap_remove(i))
-    })?;
+    let call = with(|m| m.calls.iter().position(|c| c.id == id).map(|i| m.calls.swap_remove(i)))?;
     if free_body {
         // SAFETY: made by `Box::into_raw` in `call_async`; the target is done with it.
         drop(unsafe { Box::from_raw(call.body as *mut CallBody<'static>) });
@@ -469,13 +431,7 @@ pub fn return_frame(owner: usize, pa: u64) -> Result<(), SendError> {
         })
     });
     match full {
-        Some(frames) => send(
-            owner,
-            &Request::FrameReturn {
-                frames,
-                count: FRAMES_PER_RETURN,
-            },
-        ),
+        Some(frames) => send(owner, &Request::FrameReturn { frames, count: FRAMES_PER_RETURN }),
         None => Ok(()),
     }
 }

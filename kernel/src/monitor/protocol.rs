@@ -57,10 +57,7 @@ pub enum Request {
     /// under `id`.
     Call { id: u64, body: u64 },
     /// Frames to put back on this core's list.
-    FrameReturn {
-        frames: [u64; FRAMES_PER_RETURN],
-        count: usize,
-    },
+    FrameReturn { frames: [u64; FRAMES_PER_RETURN], count: usize },
     /// New idle poll budget in TSC cycles.
     SetPollBudget(u64),
     /// Sequence number `n` from the sender.
@@ -70,11 +67,7 @@ pub enum Request {
     /// Benchmark ack for `round`.
     BenchAck(u64),
     /// Multicast request for `round` from `source`, to cores below `limit`.
-    Multicast {
-        round: u64,
-        source: usize,
-        limit: usize,
-    },
+    Multicast { round: u64, source: usize, limit: usize },
     /// Update `lines` cache lines, then ack `round`.
     Update { round: u64, lines: usize },
 }
@@ -107,10 +100,7 @@ pub fn decode(from: usize, tag: u32, p: &[u64; PAYLOAD_WORDS]) -> Result<Request
             if p[1] < KERNEL_HALF || !p[1].is_multiple_of(8) {
                 return Err(Rejection::Malformed);
             }
-            Request::Call {
-                id: p[0],
-                body: p[1],
-            }
+            Request::Call { id: p[0], body: p[1] }
         }
         kind::FRAME_RETURN => {
             let count = p[0] as usize;
@@ -125,15 +115,12 @@ pub fn decode(from: usize, tag: u32, p: &[u64; PAYLOAD_WORDS]) -> Result<Request
         kind::SEQUENCE => Request::Sequence(p[0]),
         kind::BENCH_REQUEST => Request::Bench(p[0]),
         kind::BENCH_ACK => Request::BenchAck(p[0]),
-        kind::MULTICAST => Request::Multicast {
-            round: p[0],
-            source: p[1] as usize,
-            limit: p[2] as usize,
-        },
-        kind::UPDATE if p[1] as usize <= UPDATE_LINES => Request::Update {
-            round: p[0],
-            lines: p[1] as usize,
-        },
+        kind::MULTICAST => {
+            Request::Multicast { round: p[0], source: p[1] as usize, limit: p[2] as usize }
+        }
+        kind::UPDATE if p[1] as usize <= UPDATE_LINES => {
+            Request::Update { round: p[0], lines: p[1] as usize }
+        }
         kind::UPDATE => return Err(Rejection::Malformed),
         kind::REPLY => return Err(Rejection::Malformed), // replies come as bytes
         _ => return Err(Rejection::UnknownKind),
@@ -181,11 +168,7 @@ pub fn encode(request: &Request) -> (u32, [u64; PAYLOAD_WORDS]) {
             p[0] = r;
             kind::BENCH_ACK
         }
-        Request::Multicast {
-            round,
-            source,
-            limit,
-        } => {
+        Request::Multicast { round, source, limit } => {
             p[..3].copy_from_slice(&[round, source as u64, limit as u64]);
             kind::MULTICAST
         }

@@ -15,9 +15,7 @@ const MAX_IMAGE: u64 = 64 << 20;
 pub fn load(space: &mut AddressSpace, image: &[u8]) -> Result<u64, Error> {
     let header = FileHeader64::<LE>::parse(image).map_err(|_| Error::InvalidArgument)?;
     let endian = header.endian().map_err(|_| Error::InvalidArgument)?;
-    let segments = header
-        .program_headers(endian, image)
-        .map_err(|_| Error::InvalidArgument)?;
+    let segments = header.program_headers(endian, image).map_err(|_| Error::InvalidArgument)?;
     let mut total = 0u64;
     for ph in segments.iter().filter(|ph| ph.p_type(endian) == PT_LOAD) {
         let (va, mem, file) = (ph.p_vaddr(endian), ph.p_memsz(endian), ph.p_filesz(endian));
@@ -31,11 +29,8 @@ pub fn load(space: &mut AddressSpace, image: &[u8]) -> Result<u64, Error> {
             .checked_add(file)
             .and_then(|e| image.get(offset as usize..e as usize))
             .ok_or(Error::InvalidArgument)?;
-        let access = if ph.p_flags(endian) & PF_W != 0 {
-            Access::ReadWrite
-        } else {
-            Access::ReadExecute
-        };
+        let access =
+            if ph.p_flags(endian) & PF_W != 0 { Access::ReadWrite } else { Access::ReadExecute };
         let mut page = va & !(PAGE - 1);
         while page < end {
             // Segments share no page in Atoll's user linker script; a page mapped twice is an error.

@@ -49,14 +49,19 @@ impl ExitStatus {
 pub struct Running {
     name: String,
     args: String,
+    /// Console output not yet ended by a newline: printed a whole line at a time, so
+    /// program output never runs into the kernel's own lines.
+    line: alloc::vec::Vec<u8>,
     space: *const AddressSpace,
     context: *const KernelContext,
 }
 
 /// Longest argument string a program gets.
 const ARGS_MAX: usize = 256;
-/// Longest single console write.
-const WRITE_MAX: usize = 4096;
+/// Bytes copied from user memory per step of a console write.
+const WRITE_MAX: usize = 1024;
+/// Longest console line a program prints before it is broken.
+const LINE_MAX: usize = 200;
 
 /// Loads program `name` from the initrd and runs it on this core until it ends.
 pub fn run(name: &str, args: &str) -> Result<ExitStatus, Error> {
@@ -90,6 +95,7 @@ pub fn run(name: &str, args: &str) -> Result<ExitStatus, Error> {
         *slot = Some(Running {
             name: name.into(),
             args: args.chars().take(ARGS_MAX).collect(),
+            line: alloc::vec::Vec::new(),
             space: &space,
             context: &context,
         })
@@ -103,7 +109,11 @@ pub fn run(name: &str, args: &str) -> Result<ExitStatus, Error> {
         unsafe { user_entry::run_user(&mut context, entry, USER_STACK_TOP - 8, core.rsp0_slot()) };
     // SAFETY: the kernel tables map everything the kernel uses.
     unsafe { paging::activate(kernel_pml4) };
-    core.user.with(|slot| *slot = None);
+    if let Some(rest) = core.user.with(|slot| slot.take().map(|r| r.line)) {
+        if !rest.is_empty() {
+            crate::println!("{}", String::from_utf8_lossy(&rest));
+        }
+    }
     drop(space);
     Ok(ExitStatus::decode(word))
 }
@@ -133,11 +143,7 @@ fn leave(status: ExitStatus) -> ! {
 /// An exception in user mode: report it, stop the program; the core goes on.
 pub fn on_exception(frame: &TrapFrame) -> ! {
     let vector = frame.vector as u8;
-    let cr2 = if vector == crate::arch::trap::VECTOR_PAGE_FAULT {
-        cpu::cr2()
-    } else {
-        0
-    };
+    let cr2 = if vector == crate::arch::trap::VECTOR_PAGE_FAULT { cpu::cr2() } else { 0 };
     let name = with_running(|r, _| r.name.clone()).unwrap_or_default();
     println!(
         "USER FAULT core={} program={} vector={} ({}) error={:#x} rip={:#x} cr2={:#x}",
@@ -171,21 +177,43 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
     abi::encode(result)
 }
 
-/// `write(ptr, len)`: the whole buffer is checked first, then printed in pieces.
+/// `write(ptr, len)`: the whole buffer is checked first, then copied in pieces into the
+/// program's line buffer; control characters other than newline and tab become `.`.
 fn write(ptr: u64, len: u64) -> SysResult {
-    with_running(|_, space| {
-        space.check(ptr, len, false)?;
-        let mut buf = [0u8; WRITE_MAX];
-        let mut done = 0;
-        while done < len {
-            let n = (len - done).min(WRITE_MAX as u64) as usize;
-            space.copy_in(ptr + done, &mut buf[..n])?;
-            crate::print!("{}", String::from_utf8_lossy(&buf[..n]));
-            done += n as u64;
+    let mut buf = [0u8; WRITE_MAX];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(WRITE_MAX as u64) as usize;
+        with_running(|_, space| {
+            if done == 0 {
+                space.check(ptr, len, false)?;
+            }
+            space.copy_in(ptr + done, &mut buf[..n])
+        })
+        .ok_or(Error::NotPermitted)??;
+        for &b in &buf[..n] {
+            emit(match b {
+                b'\n' | b'\t' | 0x20..=0x7e | 0x80..=0xff => b,
+                _ => b'.',
+            });
         }
-        Ok(len)
-    })
-    .ok_or(Error::NotPermitted)?
+        done += n as u64;
+    }
+    Ok(len)
+}
+
+/// Adds one byte to the program's line; prints the line at a newline or when it is long.
+fn emit(byte: u8) {
+    let full = this_core().user.with(|slot| {
+        let r = slot.as_mut()?;
+        if byte != b'\n' {
+            r.line.push(byte);
+        }
+        (byte == b'\n' || r.line.len() >= LINE_MAX).then(|| core::mem::take(&mut r.line))
+    });
+    if let Some(line) = full {
+        crate::println!("{}", String::from_utf8_lossy(&line));
+    }
 }
 
 fn args(ptr: u64, len: u64) -> SysResult {

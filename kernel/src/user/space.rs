@@ -31,10 +31,7 @@ impl AddressSpace {
     pub fn new(kernel_pml4: u64) -> Result<Self, Error> {
         let pml4 = frames::alloc().ok_or(Error::NoResources)?;
         paging::new_user_pml4(kernel_pml4, pml4);
-        Ok(AddressSpace {
-            pml4,
-            data_frames: Vec::new(),
-        })
+        Ok(AddressSpace { pml4, data_frames: Vec::new() })
     }
 
     /// Physical address of the PML4 (for CR3).

@@ -67,10 +67,7 @@ pub struct Console {
 impl Console {
     /// An empty line buffer.
     pub const fn new() -> Self {
-        Console {
-            buf: [0; 256],
-            len: 0,
-        }
+        Console { buf: [0; 256], len: 0 }
     }
 
     /// Writes what is buffered.

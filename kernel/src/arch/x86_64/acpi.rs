@@ -123,34 +123,17 @@ pub fn discover(rsdp: u64, bsp_apic_id: u32) -> Result<Platform, DiscoveryError>
         let mut max_node = 0;
         for e in srat_entries(bytes) {
             match e {
-                SratEntry::Processor {
-                    apic_id,
-                    domain,
-                    enabled: true,
-                } => {
-                    if let Some(i) = p.apic_ids[..p.core_count]
-                        .iter()
-                        .position(|&a| a == apic_id)
-                    {
+                SratEntry::Processor { apic_id, domain, enabled: true } => {
+                    if let Some(i) = p.apic_ids[..p.core_count].iter().position(|&a| a == apic_id) {
                         p.core_node[i] = domain;
                         max_node = max_node.max(domain);
                     }
                 }
-                SratEntry::Memory {
-                    base,
-                    length,
-                    domain,
-                    enabled: true,
-                    ..
-                } if length > 0 && p.node_memory_len < MAX_NODE_RANGES => {
-                    let range = physmem::PhysRange {
-                        start: base,
-                        end: base + length,
-                    };
-                    p.node_memory[p.node_memory_len] = physmem::NodeMemory {
-                        node: domain,
-                        range,
-                    };
+                SratEntry::Memory { base, length, domain, enabled: true, .. }
+                    if length > 0 && p.node_memory_len < MAX_NODE_RANGES =>
+                {
+                    let range = physmem::PhysRange { start: base, end: base + length };
+                    p.node_memory[p.node_memory_len] = physmem::NodeMemory { node: domain, range };
                     p.node_memory_len += 1;
                     max_node = max_node.max(domain);
                 }
@@ -178,10 +161,7 @@ static NODE_MEMORY: spin::Once<([physmem::NodeMemory; MAX_NODE_RANGES], usize)> 
 /// The NUMA node holding physical address `pa`, if the SRAT says.
 pub fn node_of(pa: u64) -> Option<u32> {
     let (ranges, len) = NODE_MEMORY.get()?;
-    ranges[..*len]
-        .iter()
-        .find(|m| m.range.contains(pa))
-        .map(|m| m.node)
+    ranges[..*len].iter().find(|m| m.range.contains(pa)).map(|m| m.node)
 }
 
 impl Platform {

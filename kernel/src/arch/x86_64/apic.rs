@@ -53,11 +53,8 @@ pub fn mode() -> ApicMode {
 
 /// Picks x2APIC when CPUID.1:ECX[21] says it exists; boot core, once.
 pub fn choose_mode() -> ApicMode {
-    let mode = if cpu::cpuid(1, 0).ecx & (1 << 21) != 0 {
-        ApicMode::X2Apic
-    } else {
-        ApicMode::XApic
-    };
+    let mode =
+        if cpu::cpuid(1, 0).ecx & (1 << 21) != 0 { ApicMode::X2Apic } else { ApicMode::XApic };
     let base = rdmsr(IA32_APIC_BASE) & 0x000f_ffff_ffff_f000;
     XAPIC_BASE_VIRT.store(phys_to_virt(base), Ordering::Relaxed);
     MODE.store(mode as u8, Ordering::Relaxed);
@@ -127,10 +124,7 @@ pub fn timer_current() -> u32 {
 /// Starts a periodic tick every `count` timer units (bus clock / 16).
 pub fn timer_start_periodic(count: u32) {
     write(REG_TIMER_DIVIDE, TIMER_DIVIDE_16);
-    write(
-        REG_LVT_TIMER,
-        TIMER_PERIODIC | super::trap::VECTOR_TIMER as u32,
-    );
+    write(REG_LVT_TIMER, TIMER_PERIODIC | super::trap::VECTOR_TIMER as u32);
     write(REG_TIMER_INIT, count.max(1));
 }
 

@@ -173,10 +173,7 @@ pub fn bsp_stack_range() -> (u64, u64) {
         static bsp_stack_bottom: u8;
         static bsp_stack_top: u8;
     }
-    (
-        (&raw const bsp_stack_bottom) as u64,
-        (&raw const bsp_stack_top) as u64,
-    )
+    ((&raw const bsp_stack_bottom) as u64, (&raw const bsp_stack_top) as u64)
 }
 
 /// One entry of the PVH memory map (same layout as E820).
@@ -258,11 +255,7 @@ pub fn read_start_info(
 
     let mut info = BootInfo {
         rsdp,
-        memmap: [MemoryMapEntry {
-            addr: 0,
-            size: 0,
-            kind: 0,
-        }; MAX_MEMMAP],
+        memmap: [MemoryMapEntry { addr: 0, size: 0, kind: 0 }; MAX_MEMMAP],
         memmap_len: 0,
         cmdline: [0; MAX_CMDLINE],
         cmdline_len: 0,
@@ -271,11 +264,8 @@ pub fn read_start_info(
     };
     for i in 0..memmap_entries.min(MAX_MEMMAP) {
         let e = memmap_pa + 24 * i as u64;
-        info.memmap[i] = MemoryMapEntry {
-            addr: read_u64(e),
-            size: read_u64(e + 8),
-            kind: read_u32(e + 16),
-        };
+        info.memmap[i] =
+            MemoryMapEntry { addr: read_u64(e), size: read_u64(e + 8), kind: read_u32(e + 16) };
         info.memmap_len = i + 1;
     }
     if cmdline_pa != 0 {

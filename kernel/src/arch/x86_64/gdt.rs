@@ -19,10 +19,7 @@ pub struct CoreTables {
 impl CoreTables {
     /// Empty tables; filled by [`CoreTables::load`].
     pub const fn new() -> Self {
-        CoreTables {
-            gdt: GlobalDescriptorTable::new(),
-            tss: TaskStateSegment::new(),
-        }
+        CoreTables { gdt: GlobalDescriptorTable::new(), tss: TaskStateSegment::new() }
     }
 
     /// Builds and loads this core's GDT and TSS. `critical_stack_top` is the IST stack for

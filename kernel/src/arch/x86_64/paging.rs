@@ -137,10 +137,7 @@ extern "C" {
 
 /// Physical range of the whole kernel image (boot code, trampoline copy, higher half).
 pub fn kernel_image_phys() -> (u64, u64) {
-    (
-        (&raw const __kernel_phys_start) as u64,
-        (&raw const __kernel_end) as u64 - KERNEL_VMA,
-    )
+    ((&raw const __kernel_phys_start) as u64, (&raw const __kernel_end) as u64 - KERNEL_VMA)
 }
 
 /// Builds the kernel page tables: a direct map of `[0, map_top)` (uncached where
@@ -168,10 +165,7 @@ pub fn build_kernel_tables(
         unsafe { map_large(pml4, phys_to_virt(pa), pa, flags, alloc)? };
         pa += LARGE;
     }
-    let text = (
-        (&raw const __text_start) as u64,
-        (&raw const __text_end) as u64,
-    );
+    let text = ((&raw const __text_start) as u64, (&raw const __text_end) as u64);
     let rodata_end = (&raw const __rodata_end) as u64;
     let end = (&raw const __kernel_end) as u64;
     let mut va = text.0;
@@ -207,10 +201,7 @@ pub unsafe fn activate(pml4: u64) {
     // SAFETY: forwarded from the caller.
     unsafe {
         Cr4::update(|f| f.insert(Cr4Flags::PAGE_GLOBAL));
-        Cr3::write(
-            PhysFrame::containing_address(x86_64::PhysAddr::new(pml4)),
-            Cr3Flags::empty(),
-        );
+        Cr3::write(PhysFrame::containing_address(x86_64::PhysAddr::new(pml4)), Cr3Flags::empty());
     }
 }
 
@@ -228,9 +219,7 @@ pub fn translate(pml4: u64, va: u64) -> Option<(u64, F)> {
     }
     // SAFETY: as above.
     let e = unsafe { &*entry(t, index(va, 1)) };
-    e.flags()
-        .contains(F::PRESENT)
-        .then(|| (e.addr().as_u64() + (va & 0xfff), e.flags()))
+    e.flags().contains(F::PRESENT).then(|| (e.addr().as_u64() + (va & 0xfff), e.flags()))
 }
 
 /// Calls `f` with the physical address of every page table below the user half of `pml4`

@@ -250,11 +250,7 @@ pub const EXCEPTION_NAMES: [&str; 32] = [
 fn fatal_exception(frame: &TrapFrame) -> ! {
     let core = crate::percpu::this_core();
     let vector = frame.vector as u8;
-    let cr2 = if vector == VECTOR_PAGE_FAULT {
-        cpu::cr2()
-    } else {
-        0
-    };
+    let cr2 = if vector == VECTOR_PAGE_FAULT { cpu::cr2() } else { 0 };
     crate::println!(
         "{}core={} vector={} ({}) error={:#x} rip={:#x} cr2={:#x} rsp={:#x}",
         verdict::TRAP_MARKER,
@@ -282,12 +278,7 @@ fn fatal_exception(frame: &TrapFrame) -> ! {
         }
         rbp = next;
     }
-    crate::println!(
-        "TRAP core={} backtrace: {:#x}{}",
-        core.index,
-        frame.rip,
-        line
-    );
+    crate::println!("TRAP core={} backtrace: {:#x}{}", core.index, frame.rip, line);
     core.stop_after_fault(vector);
     if core.index == 0 {
         // The boot core runs the console and the test runner: without it nothing can go on.

@@ -7,11 +7,7 @@ use libatoll::println;
 fn main() -> i32 {
     let mut buf = [0u8; 128];
     let args = libatoll::args(&mut buf);
-    println!(
-        "hello from core {} (args: \"{}\")",
-        libatoll::pcore_current(),
-        args
-    );
+    println!("hello from core {} (args: \"{}\")", libatoll::pcore_current(), args);
     0
 }
 

@@ -6,11 +6,7 @@ use libatoll::println;
 
 fn main() -> i32 {
     let mut buf = [0u8; 32];
-    let batches: usize = libatoll::args(&mut buf)
-        .trim()
-        .parse()
-        .unwrap_or(21)
-        .clamp(1, 101);
+    let batches: usize = libatoll::args(&mut buf).trim().parse().unwrap_or(21).clamp(1, 101);
     let mut samples = [0u64; 101];
     for s in samples.iter_mut().take(batches) {
         let start = read_tsc();
