@@ -100,6 +100,8 @@ pub struct PerCore {
     pub monitor: CoreLocal<Option<Monitor>>,
     /// The user program running on this core, if any.
     pub user: CoreLocal<Option<crate::user::Running>>,
+    /// Corey objects created on this core (made on first use).
+    pub objects: CoreLocal<Option<crate::user::corey::CoreObjects>>,
     /// This core's free-frame bitmap.
     pub frames: CoreLocal<CoreFrames<'static>>,
     /// This core's kernel heap.
@@ -169,6 +171,7 @@ pub unsafe fn publish(frame_va: u64, setup: CoreSetup) -> &'static PerCore {
         heap_returns: ReturnStack::new(),
         monitor: CoreLocal::new(setup.index, None),
         user: CoreLocal::new(setup.index, None),
+        objects: CoreLocal::new(setup.index, None),
         frames: CoreLocal::new(setup.index, setup.frames),
         heap: CoreLocal::new(setup.index, CoreHeap::empty(setup.index)),
         tables: UnsafeCell::new(CoreTables::new()),

@@ -21,6 +21,136 @@ pub mod nr {
     pub const CYCLES: u64 = 4;
     /// `args(ptr, len)`: copies the program's argument string; returns its length.
     pub const ARGS: u64 = 5;
+    /// `root_share()`: the id of the caller's root share (Corey §3.3).
+    pub const ROOT_SHARE: u64 = 6;
+    /// `root_ar()`: the id of the caller's root address range (faults resolve through it).
+    pub const ROOT_AR: u64 = 7;
+    /// `share_alloc(parent)`: a new share, placed in share `parent`; returns its id.
+    pub const SHARE_ALLOC: u64 = 8;
+    /// `share_addobj(share, ref_share, ref_obj)`: puts the object ⟨ref_share, ref_obj⟩ into `share`.
+    pub const SHARE_ADDOBJ: u64 = 9;
+    /// `share_delobj(ref_share, ref_obj)`: takes the object out of `ref_share`.
+    pub const SHARE_DELOBJ: u64 = 10;
+    /// `self_drop(share)`: removes `share` from the caller's share set.
+    pub const SELF_DROP: u64 = 11;
+    /// `obj_get_name(ref_share, ref_obj)`: the object's kind (see [`crate::ObjectKind`]).
+    pub const OBJ_GET_NAME: u64 = 12;
+    /// `segment_alloc(share, nbytes)`: a new segment of zero-filled pages (filled on first
+    /// touch) from this core's memory, placed in `share`; returns its id.
+    pub const SEGMENT_ALLOC: u64 = 13;
+    /// `segment_get_nbytes(ref_share, ref_obj)`: the segment's size in bytes.
+    pub const SEGMENT_GET_NBYTES: u64 = 14;
+    /// `segment_set_nbytes(ref_share, ref_obj, nbytes)`: grows or shrinks the segment.
+    pub const SEGMENT_SET_NBYTES: u64 = 15;
+    /// `ar_alloc(share)`: a new, empty address range placed in `share`; returns its id.
+    pub const AR_ALLOC: u64 = 16;
+    /// `ar_set_seg(&ArSetSeg)`: maps pages of a segment into an address range.
+    pub const AR_SET_SEG: u64 = 17;
+    /// `ar_set_ar(&ArSetAr)`: splices an address range into another (1 GiB slots).
+    pub const AR_SET_AR: u64 = 18;
+    /// `ar_get(ref_share, ref_obj, va)`: the target id mapped at `va` (0 if none).
+    pub const AR_GET: u64 = 19;
+    /// `page_faults()`: soft page faults the caller's program has taken so far.
+    pub const PAGE_FAULTS: u64 = 20;
+}
+
+/// Object kinds as `obj_get_name` reports them (Corey Figure 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
+pub enum ObjectKind {
+    /// A share: a table of object references.
+    Share = 1,
+    /// A segment: physical pages.
+    Segment = 2,
+    /// An address range: a map of segments and nested ranges.
+    AddressRange = 3,
+    /// A pcore.
+    Pcore = 4,
+    /// A device.
+    Device = 5,
+}
+
+/// Mapping flags for `ar_set_seg` / `ar_set_ar`.
+pub mod map {
+    /// Writable.
+    pub const WRITE: u64 = 1;
+    /// Executable.
+    pub const EXEC: u64 = 2;
+    /// Copy-on-write (segment mappings).
+    pub const COW: u64 = 4;
+}
+
+/// Arguments of `ar_set_seg`, read from user memory (eight little-endian words):
+/// `[ar_share, ar_obj, va, seg_share, seg_obj, first_page, pages, flags]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct ArSetSeg {
+    /// The address range, as ⟨share, object⟩.
+    pub ar: [u64; 2],
+    /// Where in the range (page-aligned).
+    pub va: u64,
+    /// The segment, as ⟨share, object⟩.
+    pub seg: [u64; 2],
+    /// First page of the segment to map.
+    pub first_page: u64,
+    /// Number of pages.
+    pub pages: u64,
+    /// [`map`] flags.
+    pub flags: u64,
+}
+
+/// Arguments of `ar_set_ar`: `[ar_share, ar_obj, va, child_share, child_obj, flags]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct ArSetAr {
+    /// The parent range.
+    pub ar: [u64; 2],
+    /// The 1 GiB-aligned slot.
+    pub va: u64,
+    /// The range to splice in.
+    pub child: [u64; 2],
+    /// [`map`] flags.
+    pub flags: u64,
+}
+
+impl ArSetSeg {
+    /// The words as they sit in memory.
+    pub fn to_words(&self) -> [u64; 8] {
+        [
+            self.ar[0],
+            self.ar[1],
+            self.va,
+            self.seg[0],
+            self.seg[1],
+            self.first_page,
+            self.pages,
+            self.flags,
+        ]
+    }
+
+    /// From the words in memory.
+    pub fn from_words(w: [u64; 8]) -> Self {
+        ArSetSeg {
+            ar: [w[0], w[1]],
+            va: w[2],
+            seg: [w[3], w[4]],
+            first_page: w[5],
+            pages: w[6],
+            flags: w[7],
+        }
+    }
+}
+
+impl ArSetAr {
+    /// The words as they sit in memory.
+    pub fn to_words(&self) -> [u64; 6] {
+        [self.ar[0], self.ar[1], self.va, self.child[0], self.child[1], self.flags]
+    }
+
+    /// From the words in memory.
+    pub fn from_words(w: [u64; 6]) -> Self {
+        ArSetAr { ar: [w[0], w[1]], va: w[2], child: [w[3], w[4]], flags: w[5] }
+    }
 }
 
 /// Why a call failed. The discriminants are the ABI (negated in `rax`).
@@ -104,6 +234,14 @@ mod tests {
             let e = Error::from_code(code).unwrap();
             assert_eq!(decode(encode(Err(e))), Err(e));
         }
+    }
+
+    #[test]
+    fn argument_blocks_round_trip() {
+        let a = ArSetSeg { ar: [1, 2], va: 3, seg: [4, 5], first_page: 6, pages: 7, flags: 8 };
+        assert_eq!(ArSetSeg::from_words(a.to_words()), a);
+        let b = ArSetAr { ar: [1, 2], va: 1 << 30, child: [4, 5], flags: map::WRITE };
+        assert_eq!(ArSetAr::from_words(b.to_words()), b);
     }
 
     #[test]

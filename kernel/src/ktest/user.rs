@@ -11,6 +11,7 @@ kernel_test!(ON_EVERY_CORE, "user.program_on_every_core", 1, false, program_on_e
 kernel_test!(BAD_POINTERS, "user.bad_pointers_are_errors", 1, false, bad_pointers_are_errors);
 kernel_test!(FAULT, "user.fault_stops_only_the_program", 1, false, fault_stops_only_the_program);
 kernel_test!(SYSFUZZ, "user.sysfuzz_every_core", 1, false, sysfuzz_every_core);
+kernel_test!(OBJECTS, "user.corey_objects", 1, false, corey_objects);
 
 fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
     match user::run(name, args) {
@@ -63,6 +64,27 @@ fn sysfuzz_every_core() -> Result<(), String> {
     let work = |core: usize| -> Result<(), String> {
         expect("sysfuzz", &format!("--seed {} --calls 20000", 1000 + core), ExitStatus::Exited(0))?;
         expect("hello", "after the fuzzer", ExitStatus::Exited(0))
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))
+}
+
+/// `objtest` uses segments, shares, address ranges and soft faults from user space on every
+/// core; afterwards each core has every frame back (segments freed with their last
+/// reference, page tables with the program).
+fn corey_objects() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let work = |_| -> Result<(), String> {
+        let me = crate::percpu::this_core();
+        let in_hand = || me.free_frames() + me.heap.with(|h| h.frames_taken());
+        // The first run creates this core's object table (heap); count from the second.
+        expect("objtest", "", ExitStatus::Exited(0))?;
+        let before = in_hand();
+        expect("objtest", "", ExitStatus::Exited(0))?;
+        let after = in_hand();
+        if after != before {
+            return Err(format!("frames in hand before {before}, after {after}"));
+        }
+        Ok(())
     };
     all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))
 }

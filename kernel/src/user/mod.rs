@@ -5,6 +5,7 @@
 //! does, the core's monitor does not poll; messages wait in its channels until the program
 //! ends.
 
+pub mod corey;
 pub mod elf;
 pub mod initrd;
 pub mod space;
@@ -52,8 +53,9 @@ pub struct Running {
     /// Console output not yet ended by a newline: printed a whole line at a time, so
     /// program output never runs into the kernel's own lines.
     line: alloc::vec::Vec<u8>,
-    space: *const AddressSpace,
+    space: *mut AddressSpace,
     context: *const KernelContext,
+    objects: corey::ProgramObjects,
 }
 
 /// Longest argument string a program gets.
@@ -89,6 +91,7 @@ pub fn run(name: &str, args: &str) -> Result<ExitStatus, Error> {
         space.map_zeroed(page, Access::ReadWrite)?;
         page += 4096;
     }
+    let objects = corey::start_program()?;
     let mut context = KernelContext::default();
     let core = this_core();
     core.user.with(|slot| {
@@ -96,8 +99,9 @@ pub fn run(name: &str, args: &str) -> Result<ExitStatus, Error> {
             name: name.into(),
             args: args.chars().take(ARGS_MAX).collect(),
             line: alloc::vec::Vec::new(),
-            space: &space,
+            space: &mut space,
             context: &context,
+            objects,
         })
     });
     // SAFETY: the space maps the program and stack for user mode and the kernel half like
@@ -109,21 +113,28 @@ pub fn run(name: &str, args: &str) -> Result<ExitStatus, Error> {
         unsafe { user_entry::run_user(&mut context, entry, USER_STACK_TOP - 8, core.rsp0_slot()) };
     // SAFETY: the kernel tables map everything the kernel uses.
     unsafe { paging::activate(kernel_pml4) };
-    if let Some(rest) = core.user.with(|slot| slot.take().map(|r| r.line)) {
-        if !rest.is_empty() {
-            crate::println!("{}", String::from_utf8_lossy(&rest));
+    if let Some(running) = core.user.with(|slot| slot.take()) {
+        if !running.line.is_empty() {
+            crate::println!("{}", String::from_utf8_lossy(&running.line));
         }
+        drop(space);
+        corey::end_program(running.objects);
     }
-    drop(space);
     Ok(ExitStatus::decode(word))
 }
 
 /// The running program's details, for a system call or a fault.
 fn with_running<R>(f: impl FnOnce(&Running, &AddressSpace) -> R) -> Option<R> {
+    with_running_mut(|r, space| f(r, space))
+}
+
+/// The running program, mutable (its objects, its page tables).
+fn with_running_mut<R>(f: impl FnOnce(&mut Running, &mut AddressSpace) -> R) -> Option<R> {
     this_core().user.with(|slot| {
-        slot.as_ref().map(|r| {
-            // SAFETY: `space` points into `run`'s frame, live while the program runs.
-            let space = unsafe { &*r.space };
+        slot.as_mut().map(|r| {
+            // SAFETY: `space` points into `run`'s frame, live while the program runs, and
+            // only this core, inside this `with`, reaches it.
+            let space = unsafe { &mut *r.space };
             f(r, space)
         })
     })
@@ -140,10 +151,21 @@ fn leave(status: ExitStatus) -> ! {
     unsafe { user_entry::leave_user(context, status.encode()) }
 }
 
-/// An exception in user mode: report it, stop the program; the core goes on.
-pub fn on_exception(frame: &TrapFrame) -> ! {
+/// An exception in user mode. A page fault on a page the program's root address range maps
+/// is a soft fault: the page is filled and mapped, and the program goes on. Anything else
+/// is reported and stops the program; the core goes on.
+pub fn on_exception(frame: &TrapFrame) {
     let vector = frame.vector as u8;
     let cr2 = if vector == crate::arch::trap::VECTOR_PAGE_FAULT { cpu::cr2() } else { 0 };
+    let not_present = frame.error & 1 == 0;
+    if vector == crate::arch::trap::VECTOR_PAGE_FAULT && not_present {
+        let write = frame.error & 2 != 0;
+        if with_running_mut(|r, space| corey::soft_fault(&mut r.objects, space, cr2, write))
+            == Some(true)
+        {
+            return;
+        }
+    }
     let name = with_running(|r, _| r.name.clone()).unwrap_or_default();
     println!(
         "USER FAULT core={} program={} vector={} ({}) error={:#x} rip={:#x} cr2={:#x}",
@@ -172,6 +194,7 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         nr::PCORE_CURRENT => Ok(this_core().index as u64),
         nr::CYCLES => Ok(cpu::rdtsc()),
         nr::ARGS => args(frame.rdi, frame.rsi),
+        nr::ROOT_SHARE..=nr::PAGE_FAULTS => object_call(frame),
         _ => Err(Error::NoSuchCall),
     };
     abi::encode(result)
@@ -200,6 +223,50 @@ fn write(ptr: u64, len: u64) -> SysResult {
         done += n as u64;
     }
     Ok(len)
+}
+
+/// Corey's object calls (Figure 5), on the running program's share set.
+fn object_call(frame: &SyscallFrame) -> SysResult {
+    let (a, b, c) = (frame.rdi, frame.rsi, frame.rdx);
+    with_running_mut(|r, space| {
+        let p = &mut r.objects;
+        match frame.rax {
+            nr::ROOT_SHARE => Ok(p.root_share.0),
+            nr::ROOT_AR => Ok(p.root_ar.0),
+            nr::SHARE_ALLOC => corey::share_alloc(p, a),
+            nr::SHARE_ADDOBJ => corey::share_addobj(p, a, b, c),
+            nr::SHARE_DELOBJ => corey::share_delobj(p, a, b),
+            nr::SELF_DROP => corey::self_drop(p, a),
+            nr::OBJ_GET_NAME => corey::obj_get_name(p, a, b),
+            nr::SEGMENT_ALLOC => corey::segment_alloc(p, a, b),
+            nr::SEGMENT_GET_NBYTES => corey::segment_get_nbytes(p, a, b),
+            nr::SEGMENT_SET_NBYTES => corey::segment_set_nbytes(p, space, a, b, c),
+            nr::AR_ALLOC => corey::ar_alloc(p, a),
+            nr::AR_SET_SEG => {
+                let mut words = [0u8; 64];
+                space.copy_in(a, &mut words)?;
+                corey::ar_set_seg(p, space, abi::ArSetSeg::from_words(le_words(&words)))
+            }
+            nr::AR_SET_AR => {
+                let mut words = [0u8; 48];
+                space.copy_in(a, &mut words)?;
+                corey::ar_set_ar(p, space, abi::ArSetAr::from_words(le_words(&words)))
+            }
+            nr::AR_GET => corey::ar_get(p, a, b, c),
+            nr::PAGE_FAULTS => Ok(p.fault_count),
+            _ => Err(Error::NoSuchCall),
+        }
+    })
+    .ok_or(Error::NotPermitted)?
+}
+
+/// Little-endian words from bytes.
+fn le_words<const N: usize>(bytes: &[u8]) -> [u64; N] {
+    let mut words = [0u64; N];
+    for (w, chunk) in words.iter_mut().zip(bytes.chunks_exact(8)) {
+        *w = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+    }
+    words
 }
 
 /// Adds one byte to the program's line; prints the line at a newline or when it is long.

@@ -59,6 +59,34 @@ impl AddressSpace {
             .ok_or(Error::NoResources)
     }
 
+    /// Maps the frame `pa`, owned by someone else (a segment), at `va`. Replaces nothing:
+    /// the page must be unmapped.
+    pub fn map_frame(&mut self, va: u64, pa: u64, write: bool, exec: bool) -> Result<(), Error> {
+        if !va.is_multiple_of(PAGE) || va >= USER_END || paging::translate(self.pml4, va).is_some()
+        {
+            return Err(Error::InvalidArgument);
+        }
+        let mut flags = F::USER_ACCESSIBLE;
+        if write {
+            flags |= F::WRITABLE;
+        }
+        if !exec {
+            flags |= F::NO_EXECUTE;
+        }
+        // SAFETY: this address space's own user half, on the core that owns it.
+        unsafe { paging::map_page(self.pml4, va, pa, flags, &mut frames::alloc) }
+            .ok_or(Error::NoResources)
+    }
+
+    /// Removes the mappings of the pages at `vas` (mapped with [`map_frame`]) and flushes
+    /// them from this core's TLB. The frames are not freed (their segments own them).
+    pub fn unmap_frames(&mut self, vas: &[u64]) {
+        for &va in vas {
+            paging::unmap_page(self.pml4, va);
+            x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(va));
+        }
+    }
+
     /// Checks `[va, va + len)` and calls `f` with each piece's physical address and length.
     fn each_page(
         &self,

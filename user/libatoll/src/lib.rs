@@ -58,6 +58,98 @@ pub fn args(buf: &mut [u8]) -> &str {
     }
 }
 
+/// A reference to an object: ⟨share it is reached through, object⟩ (Corey §3.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjRef {
+    /// The share, which must be in the caller's share set.
+    pub share: u64,
+    /// The object, which must be in that share.
+    pub object: u64,
+}
+
+/// Corey's object calls (Figure 5), typed.
+pub mod obj {
+    use super::{syscall3, ObjRef};
+    use abi::{nr, ArSetAr, ArSetSeg, SysResult};
+
+    /// The caller's root share.
+    pub fn root_share() -> u64 {
+        syscall3(nr::ROOT_SHARE, 0, 0, 0).unwrap_or(0)
+    }
+
+    /// The caller's root address range.
+    pub fn root_ar() -> u64 {
+        syscall3(nr::ROOT_AR, 0, 0, 0).unwrap_or(0)
+    }
+
+    /// `share_alloc`: a new share in `parent`.
+    pub fn share_alloc(parent: u64) -> SysResult {
+        syscall3(nr::SHARE_ALLOC, parent, 0, 0)
+    }
+
+    /// `share_addobj`: puts `obj` into `share`.
+    pub fn share_addobj(share: u64, obj: ObjRef) -> SysResult {
+        syscall3(nr::SHARE_ADDOBJ, share, obj.share, obj.object)
+    }
+
+    /// `share_delobj`: takes `obj` out of its share.
+    pub fn share_delobj(obj: ObjRef) -> SysResult {
+        syscall3(nr::SHARE_DELOBJ, obj.share, obj.object, 0)
+    }
+
+    /// `self_drop`: leaves `share`.
+    pub fn self_drop(share: u64) -> SysResult {
+        syscall3(nr::SELF_DROP, share, 0, 0)
+    }
+
+    /// `obj_get_name`: the object's kind code (`abi::ObjectKind`).
+    pub fn obj_get_name(obj: ObjRef) -> SysResult {
+        syscall3(nr::OBJ_GET_NAME, obj.share, obj.object, 0)
+    }
+
+    /// `segment_alloc`: `nbytes` of zero pages (filled on first touch) in `share`.
+    pub fn segment_alloc(share: u64, nbytes: u64) -> SysResult {
+        syscall3(nr::SEGMENT_ALLOC, share, nbytes, 0)
+    }
+
+    /// `segment_get_nbytes`.
+    pub fn segment_get_nbytes(seg: ObjRef) -> SysResult {
+        syscall3(nr::SEGMENT_GET_NBYTES, seg.share, seg.object, 0)
+    }
+
+    /// `segment_set_nbytes`.
+    pub fn segment_set_nbytes(seg: ObjRef, nbytes: u64) -> SysResult {
+        syscall3(nr::SEGMENT_SET_NBYTES, seg.share, seg.object, nbytes)
+    }
+
+    /// `ar_alloc`: a new address range in `share`.
+    pub fn ar_alloc(share: u64) -> SysResult {
+        syscall3(nr::AR_ALLOC, share, 0, 0)
+    }
+
+    /// `ar_set_seg`.
+    pub fn ar_set_seg(args: &ArSetSeg) -> SysResult {
+        let words = args.to_words();
+        syscall3(nr::AR_SET_SEG, words.as_ptr() as u64, 0, 0)
+    }
+
+    /// `ar_set_ar`.
+    pub fn ar_set_ar(args: &ArSetAr) -> SysResult {
+        let words = args.to_words();
+        syscall3(nr::AR_SET_AR, words.as_ptr() as u64, 0, 0)
+    }
+
+    /// `ar_get`: the id mapped at `va` in `ar` (0 if none).
+    pub fn ar_get(ar: ObjRef, va: u64) -> SysResult {
+        syscall3(nr::AR_GET, ar.share, ar.object, va)
+    }
+
+    /// Soft page faults this program has taken.
+    pub fn page_faults() -> u64 {
+        syscall3(nr::PAGE_FAULTS, 0, 0, 0).unwrap_or(0)
+    }
+}
+
 /// Console output for `print!`: formats into a line buffer, one `write` per call.
 pub struct Console {
     buf: [u8; 256],

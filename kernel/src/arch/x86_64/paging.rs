@@ -263,3 +263,19 @@ pub fn new_user_pml4(kernel_pml4: u64, frame: u64) {
         unsafe { (entry(frame, i) as *mut u64).write(value) };
     }
 }
+
+/// Clears the 4 KiB mapping of `va` in the tables at `pml4`, if there is one (the caller
+/// flushes the TLB).
+pub fn unmap_page(pml4: u64, va: u64) {
+    let mut t = pml4;
+    for level in [4, 3, 2] {
+        // SAFETY: reading one entry of a live table reached through the direct map.
+        let e = unsafe { &*entry(t, index(va, level)) };
+        if !e.flags().contains(F::PRESENT) || e.flags().contains(F::HUGE_PAGE) {
+            return;
+        }
+        t = e.addr().as_u64();
+    }
+    // SAFETY: one leaf entry of a user table owned by the caller's address space.
+    unsafe { (*entry(t, index(va, 1))).set_unused() };
+}

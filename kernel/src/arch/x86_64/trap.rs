@@ -191,7 +191,7 @@ impl Idt {
 extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
     let vector = frame.vector as u8;
     match vector {
-        0..=31 if frame.cs & 3 == 3 => crate::user::on_exception(frame),
+        0..=31 if frame.cs & 3 == 3 => crate::user::on_exception(frame), // returns if handled
         0..=31 => fatal_exception(frame),
         VECTOR_TIMER => {
             crate::percpu::this_core().on_tick();
