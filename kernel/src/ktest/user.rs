@@ -12,6 +12,7 @@ kernel_test!(BAD_POINTERS, "user.bad_pointers_are_errors", 1, false, bad_pointer
 kernel_test!(FAULT, "user.fault_stops_only_the_program", 1, false, fault_stops_only_the_program);
 kernel_test!(SYSFUZZ, "user.sysfuzz_every_core", 1, false, sysfuzz_every_core);
 kernel_test!(OBJECTS, "user.corey_objects", 1, false, corey_objects);
+kernel_test!(SPIN, "user.time_limit_stops_a_spinning_program", 1, false, time_limit);
 
 fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
     match user::run(name, args) {
@@ -85,6 +86,19 @@ fn corey_objects() -> Result<(), String> {
             return Err(format!("frames in hand before {before}, after {after}"));
         }
         Ok(())
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))
+}
+
+/// `spin` loops forever without a system call; its time limit stops it on every core, and
+/// the cores go on to run another program.
+fn time_limit() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let work = |_| -> Result<(), String> {
+        match user::run_with_limit("spin", "", 200_000) {
+            Ok(ExitStatus::TimedOut) => expect("hello", "after a spinner", ExitStatus::Exited(0)),
+            other => Err(format!("spin ended {other:?}, expected TimedOut")),
+        }
     };
     all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))
 }

@@ -27,6 +27,8 @@ pub enum ExitStatus {
     Exited(i32),
     /// It took exception `vector` and was stopped.
     Faulted(u8),
+    /// It ran past its time limit and was stopped.
+    TimedOut,
 }
 
 impl ExitStatus {
@@ -34,14 +36,15 @@ impl ExitStatus {
         match self {
             ExitStatus::Exited(code) => code as u32 as u64,
             ExitStatus::Faulted(vector) => 1 << 32 | vector as u64,
+            ExitStatus::TimedOut => 2 << 32,
         }
     }
 
     fn decode(word: u64) -> ExitStatus {
-        if word >> 32 == 1 {
-            ExitStatus::Faulted(word as u8)
-        } else {
-            ExitStatus::Exited(word as u32 as i32)
+        match word >> 32 {
+            1 => ExitStatus::Faulted(word as u8),
+            2 => ExitStatus::TimedOut,
+            _ => ExitStatus::Exited(word as u32 as i32),
         }
     }
 }
@@ -56,7 +59,12 @@ pub struct Running {
     space: *mut AddressSpace,
     context: *const KernelContext,
     objects: corey::ProgramObjects,
+    /// TSC value past which the program is stopped.
+    deadline: u64,
 }
+
+/// Time limit of a program started with [`run`] (ten minutes).
+const DEFAULT_LIMIT_US: u64 = 600_000_000;
 
 /// Longest argument string a program gets.
 const ARGS_MAX: usize = 256;
@@ -67,6 +75,12 @@ const LINE_MAX: usize = 200;
 
 /// Loads program `name` from the initrd and runs it on this core until it ends.
 pub fn run(name: &str, args: &str) -> Result<ExitStatus, Error> {
+    run_with_limit(name, args, DEFAULT_LIMIT_US)
+}
+
+/// Like [`run`], stopping the program (`TimedOut`) once it has run for `limit_us`: the
+/// timer tick checks, so a program that never makes a system call cannot keep its core.
+pub fn run_with_limit(name: &str, args: &str, limit_us: u64) -> Result<ExitStatus, Error> {
     let image = initrd::find(name).ok_or(Error::NoSuchObject)?;
     // cpio aligns file data to 4 bytes; the ELF parser wants 8.
     let aligned: alloc::vec::Vec<u64>;
@@ -102,6 +116,8 @@ pub fn run(name: &str, args: &str) -> Result<ExitStatus, Error> {
             space: &mut space,
             context: &context,
             objects,
+            deadline: cpu::rdtsc()
+                .saturating_add(limit_us.saturating_mul(crate::arch::timer::tsc_hz() / 1_000_000)),
         })
     });
     // SAFETY: the space maps the program and stack for user mode and the kernel half like
@@ -113,6 +129,8 @@ pub fn run(name: &str, args: &str) -> Result<ExitStatus, Error> {
         unsafe { user_entry::run_user(&mut context, entry, USER_STACK_TOP - 8, core.rsp0_slot()) };
     // SAFETY: the kernel tables map everything the kernel uses.
     unsafe { paging::activate(kernel_pml4) };
+    // A program that left through an exception or a system call left interrupts off.
+    cpu::enable_interrupts();
     if let Some(running) = core.user.with(|slot| slot.take()) {
         if !running.line.is_empty() {
             crate::println!("{}", String::from_utf8_lossy(&running.line));
@@ -178,6 +196,16 @@ pub fn on_exception(frame: &TrapFrame) {
         cr2
     );
     leave(ExitStatus::Faulted(vector))
+}
+
+/// A timer tick that interrupted user mode (after its EOI): stops the program if it has
+/// run past its time limit.
+pub fn on_tick_in_user() {
+    if with_running(|r, _| cpu::rdtsc() > r.deadline) == Some(true) {
+        let name = with_running(|r, _| r.name.clone()).unwrap_or_default();
+        println!("USER TIMEOUT core={} program={}", this_core().index, name);
+        leave(ExitStatus::TimedOut);
+    }
 }
 
 /// Entry from `syscall_entry`: runs one system call, returns the result word.

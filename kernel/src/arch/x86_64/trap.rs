@@ -196,6 +196,9 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
         VECTOR_TIMER => {
             crate::percpu::this_core().on_tick();
             super::apic::eoi();
+            if frame.cs & 3 == 3 {
+                crate::user::on_tick_in_user();
+            }
         }
         VECTOR_WAKE => super::apic::eoi(),
         VECTOR_TEST => {

@@ -100,7 +100,10 @@ fn main() -> i32 {
     // References: the root share and the range both hold the segment; dropping the share's
     // reference keeps the mapping alive.
     // s2 is reachable through the root share but not in the share set: it cannot be named.
-    check!(share_addobj(s2, seg) == Err(Error::NoSuchObject), "a share outside the set is not writable");
+    check!(
+        share_addobj(s2, seg) == Err(Error::NoSuchObject),
+        "a share outside the set is not writable"
+    );
     check!(share_delobj(seg).is_ok(), "share_delobj(root)");
     check!(obj_get_name(seg) == Err(Error::NoSuchObject), "the segment is out of the root share");
     // SAFETY: the range still maps the segment (it holds a reference).
