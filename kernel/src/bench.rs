@@ -60,6 +60,19 @@ struct PairMemory {
     pong: AtomicU64,
 }
 
+impl PairMemory {
+    /// Empty channels and zeroed lines, on the heap (they are lent to two cores).
+    fn new_boxed() -> Box<PairMemory> {
+        Box::new(PairMemory {
+            forward: ChannelMemory::new(),
+            backward: ChannelMemory::new(),
+            ping: AtomicU64::new(0),
+            _pad: [0; 7],
+            pong: AtomicU64::new(0),
+        })
+    }
+}
+
 /// Multikernel Table 2: URPC one-way latency and pipelined throughput for each pair of
 /// cores, with a raw cache-line ping-pong between the same cores as the floor.
 fn urpc(iterations: usize) -> Result<(), String> {
@@ -117,13 +130,7 @@ fn on_pair(
 /// Median one-way latency between `a` and `b` in cycles: over a fresh URPC channel pair
 /// (`urpc`), or over two raw cache lines (the floor).
 fn pair_latency(a: usize, b: usize, iterations: usize, urpc: bool) -> Result<u64, String> {
-    let mem = Box::new(PairMemory {
-        forward: ChannelMemory::new(),
-        backward: ChannelMemory::new(),
-        ping: AtomicU64::new(0),
-        _pad: [0; 7],
-        pong: AtomicU64::new(0),
-    });
+    let mem = PairMemory::new_boxed();
     let samples: Vec<AtomicU64> = (0..iterations).map(|_| AtomicU64::new(0)).collect();
     let initiator = |_| -> Result<(), String> {
         let (mut tx, mut rx) = (Sender::new(&mem.forward), Receiver::new(&mem.backward));
@@ -166,13 +173,7 @@ fn pair_latency(a: usize, b: usize, iterations: usize, urpc: bool) -> Result<u64
 /// Pipelined throughput from `a` to `b` over a 16-slot channel, in messages per 1000
 /// cycles: `a` streams `count` messages; `b` acknowledges the last one.
 fn pair_throughput(a: usize, b: usize, count: usize) -> Result<f64, String> {
-    let mem = Box::new(PairMemory {
-        forward: ChannelMemory::new(),
-        backward: ChannelMemory::new(),
-        ping: AtomicU64::new(0),
-        _pad: [0; 7],
-        pong: AtomicU64::new(0),
-    });
+    let mem = PairMemory::new_boxed();
     let cycles = AtomicU64::new(0);
     let initiator = |_| -> Result<(), String> {
         let (mut tx, mut rx) = (Sender::new(&mem.forward), Receiver::new(&mem.backward));
@@ -276,13 +277,7 @@ fn multicast(rounds: usize) -> Result<(), String> {
         );
 
         // Broadcast: the source writes one shared line that every target polls.
-        let line = Box::new(PairMemory {
-            forward: ChannelMemory::new(),
-            backward: ChannelMemory::new(),
-            ping: AtomicU64::new(0),
-            _pad: [0; 7],
-            pong: AtomicU64::new(0),
-        });
+        let line = PairMemory::new_boxed();
         let listener = |_| -> Result<(), String> {
             for round in 1..=rounds as u64 {
                 while line.ping.load(Ordering::Acquire) < round {}
