@@ -42,7 +42,8 @@ pub struct Images {
 }
 
 /// The user programs packed into the initrd (binaries of `user/programs`).
-const PROGRAMS: &[&str] = &["hello", "fault", "badptr", "nullsys", "sysfuzz", "objtest", "spin"];
+const PROGRAMS: &[&str] =
+    &["hello", "fault", "badptr", "nullsys", "sysfuzz", "objtest", "spin", "exhaust"];
 
 /// Code generation for user programs: linked at 4 MiB, so not the kernel's code model.
 /// (`RUSTFLAGS` replaces the kernel flags `.cargo/config.toml` sets for this target.)

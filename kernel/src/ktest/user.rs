@@ -13,6 +13,7 @@ kernel_test!(FAULT, "user.fault_stops_only_the_program", 1, false, fault_stops_o
 kernel_test!(SYSFUZZ, "user.sysfuzz_every_core", 1, false, sysfuzz_every_core);
 kernel_test!(OBJECTS, "user.corey_objects", 1, false, corey_objects);
 kernel_test!(SPIN, "user.time_limit_stops_a_spinning_program", 1, false, time_limit);
+kernel_test!(EXHAUST, "user.exhausting_objects_is_an_error", 1, false, exhausting_objects);
 
 fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
     match user::run(name, args) {
@@ -99,6 +100,25 @@ fn time_limit() -> Result<(), String> {
             Ok(ExitStatus::TimedOut) => expect("hello", "after a spinner", ExitStatus::Exited(0)),
             other => Err(format!("spin ended {other:?}, expected TimedOut")),
         }
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))
+}
+
+/// `exhaust` creates shares until the kernel refuses with `NoResources` (object cap or
+/// memory reserve), on every core at once; the kernel stays up, frees them all at exit,
+/// and every core has its frames back.
+fn exhausting_objects() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let work = |_| -> Result<(), String> {
+        let me = crate::percpu::this_core();
+        let in_hand = || me.free_frames() + me.heap.with(|h| h.frames_taken());
+        let before = in_hand();
+        expect("exhaust", "", ExitStatus::Exited(0))?;
+        let after = in_hand();
+        if after != before {
+            return Err(format!("frames in hand before {before}, after {after}"));
+        }
+        Ok(())
     };
     all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))
 }

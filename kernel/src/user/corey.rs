@@ -23,6 +23,11 @@ const PAGE: u64 = 4096;
 const ROOT_SPAN: u64 = crate::arch::paging::USER_END;
 /// Granularity at which ranges nest (Corey spliced ranges at 1 GiB).
 const GRANULARITY: u64 = 1 << 30;
+/// Most live objects one core keeps (their metadata is kernel heap: a program must not be
+/// able to exhaust it).
+const MAX_OBJECTS_PER_CORE: usize = 16_384;
+/// Free frames a core keeps back from object creation (2 MiB: room for the kernel heap).
+const RESERVE_FRAMES: u64 = 512;
 /// Largest segment (in pages) one call may create or grow to.
 const MAX_SEGMENT_PAGES: u64 = 1 << 20;
 
@@ -130,8 +135,18 @@ fn perms(flags: u64) -> Perms {
 /// `share_alloc(parent)`.
 pub fn share_alloc(p: &ProgramObjects, parent: u64) -> Result<u64, Error> {
     with_objects(|objs| {
+        room(objs)?;
         objs.share_alloc(&p.set, ObjectId(parent), name()).map(|id| id.0).map_err(to_abi)
     })
+}
+
+/// `NoResources` when this core already keeps [`MAX_OBJECTS_PER_CORE`] objects, or has
+/// fewer than [`RESERVE_FRAMES`] free frames left for its own heap.
+fn room(objs: &CoreObjects) -> Result<(), Error> {
+    if objs.len() >= MAX_OBJECTS_PER_CORE || this_core().free_frames() < RESERVE_FRAMES {
+        return Err(Error::NoResources);
+    }
+    Ok(())
 }
 
 /// `share_addobj(share, ⟨ref_share, ref_obj⟩)`.
@@ -247,6 +262,7 @@ pub fn segment_set_nbytes(
 pub fn ar_alloc(p: &ProgramObjects, share: u64) -> Result<u64, Error> {
     let range = AddressRange::new(GRANULARITY, GRANULARITY).map_err(ar_error)?;
     with_objects(|objs| {
+        room(objs)?;
         objs.alloc(&p.set, ObjectId(share), ObjectKind::AddressRange, name(), Payload::Range(range))
             .map(|id| id.0)
             .map_err(|(e, _)| to_abi(e))
