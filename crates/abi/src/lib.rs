@@ -52,6 +52,47 @@ pub mod nr {
     pub const AR_GET: u64 = 19;
     /// `page_faults()`: soft page faults the caller's program has taken so far.
     pub const PAGE_FAULTS: u64 = 20;
+    /// `locality_get(core, &mut Locality)`: where `core` sits and what it costs to reach
+    /// from the caller's core, from the system knowledge base (Corey §4.4, Multikernel §4.9).
+    pub const LOCALITY_GET: u64 = 21;
+}
+
+/// What `locality_get` reports about a core (six little-endian words).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct Locality {
+    /// Package (socket).
+    pub package: u64,
+    /// Core within the package.
+    pub core: u64,
+    /// Hardware thread within the core.
+    pub smt: u64,
+    /// NUMA node (its memid's node).
+    pub node: u64,
+    /// Measured one-way message latency from the caller's core, in cycles (0: itself or
+    /// unmeasured).
+    pub latency_cycles: u64,
+    /// Measured compute speed (work units per millisecond; 0 if unmeasured).
+    pub compute_speed: u64,
+}
+
+impl Locality {
+    /// The words as they sit in memory.
+    pub fn to_words(&self) -> [u64; 6] {
+        [self.package, self.core, self.smt, self.node, self.latency_cycles, self.compute_speed]
+    }
+
+    /// From the words in memory.
+    pub fn from_words(w: [u64; 6]) -> Self {
+        Locality {
+            package: w[0],
+            core: w[1],
+            smt: w[2],
+            node: w[3],
+            latency_cycles: w[4],
+            compute_speed: w[5],
+        }
+    }
 }
 
 /// Object kinds as `obj_get_name` reports them (Corey Figure 5).

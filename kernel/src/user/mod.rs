@@ -223,6 +223,7 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         nr::CYCLES => Ok(cpu::rdtsc()),
         nr::ARGS => args(frame.rdi, frame.rsi),
         nr::ROOT_SHARE..=nr::PAGE_FAULTS => object_call(frame),
+        nr::LOCALITY_GET => locality_get(frame.rdi, frame.rsi),
         _ => Err(Error::NoSuchCall),
     };
     abi::encode(result)
@@ -286,6 +287,28 @@ fn object_call(frame: &SyscallFrame) -> SysResult {
         }
     })
     .ok_or(Error::NotPermitted)?
+}
+
+/// `locality_get(core, out)`: the core's place and costs, from the SKB.
+fn locality_get(core: u64, out: u64) -> SysResult {
+    let target = crate::percpu::core(usize::try_from(core).map_err(|_| Error::InvalidArgument)?)
+        .ok_or(Error::InvalidArgument)?;
+    let me = this_core().index;
+    let skb = crate::knowledge::get();
+    let locality = abi::Locality {
+        package: target.location.package as u64,
+        core: target.location.core as u64,
+        smt: target.location.smt as u64,
+        node: target.node as u64,
+        latency_cycles: skb.and_then(|s| s.latency(me, target.index)).unwrap_or(0),
+        compute_speed: skb.and_then(|s| s.compute_speed(target.index)).unwrap_or(0),
+    };
+    let mut bytes = [0u8; 48];
+    for (chunk, word) in bytes.chunks_exact_mut(8).zip(locality.to_words()) {
+        chunk.copy_from_slice(&word.to_le_bytes());
+    }
+    with_running(|_, space| space.copy_out(out, &bytes)).ok_or(Error::NotPermitted)??;
+    Ok(0)
 }
 
 /// Little-endian words from bytes.

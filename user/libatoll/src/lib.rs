@@ -150,6 +150,13 @@ pub mod obj {
     }
 }
 
+/// Where core `core` sits and what it costs to reach from here (from the kernel's SKB).
+pub fn locality_get(core: usize) -> Result<abi::Locality, Error> {
+    let mut words = [0u64; 6];
+    syscall3(nr::LOCALITY_GET, core as u64, words.as_mut_ptr() as u64, 0)?;
+    Ok(abi::Locality::from_words(words))
+}
+
 /// Console output for `print!`: formats into a line buffer, one `write` per call.
 pub struct Console {
     buf: [u8; 256],
