@@ -6,6 +6,7 @@
 #   make run CORES=4 MEM=1G     choose the virtual machine
 #   make run CMD="cores"        run one console command, then power off
 #   make test                   host unit tests, then QEMU integration tests
+#   make bench                  every experiment on Atoll and on a Linux guest, with a report
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -14,13 +15,13 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 # Settings read by `cargo xtask` (see `cargo xtask help`); empty means "default".
-export CORES MEM ACCEL QEMU_ARGS CMD TEST_FILTER SKIP_HOST TEST_TIMEOUT QEMU
+export CORES MEM ACCEL QEMU_ARGS CMD TEST_FILTER SKIP_HOST TEST_TIMEOUT QEMU REPEAT ONLY
 
 RUSTUP_INSTALL := curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh
 # The host side (xtask, build scripts) links with the system C compiler.
 LINKER_PACKAGES := gcc libc6-dev
 
-.PHONY: help run test build deps toolchain fmt clippy clean bench-host
+.PHONY: help run test build deps toolchain fmt clippy clean bench-host bench bench-smoke
 
 help:
 	@echo "Atoll: a research operating system for many-core x86-64 machines."
@@ -29,6 +30,9 @@ help:
 	@echo "  make test    host unit tests, then QEMU integration tests; ends with 'N passed, M failed'"
 	@echo "  make build   build the kernel (target/x86_64-unknown-none/release/atoll-kernel)"
 	@echo "  make deps    install what is missing (QEMU, the Rust target), or say how"
+	@echo "  make bench   every experiment on Atoll and on a Linux guest in the same VM;"
+	@echo "               writes target/bench/results.json, report.md and PNG plots"
+	@echo "  make bench-smoke  one tiny experiment on both systems at 1 core (also in make test)"
 	@echo "  make bench-host  URPC between two pinned host threads vs the cache-line floor and rtrb"
 	@echo "  make fmt     format all code"
 	@echo "  make clippy  lint all code, warnings are errors"
@@ -41,6 +45,9 @@ help:
 	@echo "  ACCEL=tcg|kvm  accelerator (default: kvm only with a usable /dev/kvm and vmx/svm)"
 	@echo "  QEMU_ARGS=\"...\" extra QEMU arguments, appended last"
 	@echo "  TEST_FILTER=x  test: only QEMU runs whose label contains x; SKIP_HOST=1 skips host tests"
+	@echo "  CORES=1,2,4    bench: VM core counts (default 1,2)"
+	@echo "  REPEAT=N       bench: repetitions of every run (default 5)"
+	@echo "  ONLY=a,b       bench: only these experiments (nullsys,urpc,shm_vs_msg,multicast,host)"
 
 run: deps
 	@cargo xtask run
@@ -83,6 +90,14 @@ fmt: toolchain
 # Hosted URPC benchmark on CPUs 0 and 1 (bench-host/src/lib.rs): prints RESULT lines.
 bench-host: toolchain
 	cargo run --release -p bench-host
+
+# Atoll against a Linux guest (xtask/src/bench, docs/bench.md). The first run fetches the
+# guest's kernel and busybox with apt-get download into target/linux-guest/.
+bench: deps
+	@cargo xtask bench
+
+bench-smoke: deps
+	@cargo xtask bench-smoke
 
 clippy: toolchain
 	cargo clippy --workspace --exclude atoll-kernel --all-targets -- -D warnings

@@ -9,7 +9,8 @@ use crate::test::Tally;
 
 /// Loom model checks: (package, test target). Each builds with `--cfg loom` in
 /// `target/loom`, so it does not invalidate the ordinary build.
-const LOOM_TESTS: &[(&str, &str)] = &[("return-stack", "loom"), ("urpc", "loom"), ("locks", "loom")];
+const LOOM_TESTS: &[(&str, &str)] =
+    &[("return-stack", "loom"), ("urpc", "loom"), ("locks", "loom")];
 
 /// Runs all host tests, printing cargo's output and adding the results to `tally`.
 pub fn run_all(tally: &mut Tally) {

@@ -5,11 +5,13 @@
 //! - `run`:   build, then boot the kernel in QEMU (interactive, or one `CMD` and power off).
 //! - `test`:  host unit tests, then the QEMU integration runs of `test.rs`; ends with the
 //!   line `N passed, M failed`.
+//! - `bench`, `bench-smoke`: Atoll against a Linux guest (`bench/mod.rs`; own settings).
 //!
 //! Settings come from the environment (so `make run CORES=4` works) and can be given as
 //! flags instead (`cargo xtask run --cores 4`); a flag wins over the environment, and an
 //! empty variable counts as unset.
 
+mod bench;
 mod build;
 mod deps;
 mod host;
@@ -31,6 +33,8 @@ commands:
   deps    install what is missing (QEMU, the x86_64-unknown-none target), or say how
   run     build, then boot Atoll in QEMU; with CMD, run one console command and power off
   test    host unit tests, then the QEMU integration runs; ends with `N passed, M failed`
+  bench   every experiment on Atoll and on a Linux guest; target/bench/report.md
+          (settings: `cargo xtask bench --help`); bench-smoke: one tiny one, both systems
 
 flags, or the environment variable after each (a flag wins; empty means unset):
   --cores N         CORES        run: virtual CPUs (default: host CPUs)
@@ -138,6 +142,9 @@ fn main() -> ExitCode {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
+    if command == "bench" || command == "bench-smoke" {
+        return bench::main(command == "bench-smoke", &args[1..]);
+    }
     let opts = match Options::parse(&args[1..]) {
         Ok(opts) => opts,
         Err(message) => {

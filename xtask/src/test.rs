@@ -1,4 +1,5 @@
-//! `cargo xtask test`: host unit tests, then the kernel's integration tests in QEMU.
+//! `cargo xtask test`: host unit tests, then the kernel's integration tests in QEMU, then
+//! the bench harness's smoke test.
 //!
 //! Each entry of [`RUNS`] boots one virtual machine with `-append test=<selector>`,
 //! captures COM1 in `target/test-logs/<label>.log` and lets `verdict::judge` decide. The
@@ -81,7 +82,15 @@ pub fn test(opts: &Options) -> Result<ExitCode> {
     if !opts.skip_host {
         host::run_all(&mut tally);
     }
-    run_qemu_tests(opts, accel, why, &mut tally);
+    // Last, the bench harness end to end: nullsys on Atoll and the Linux guest (docs/bench.md).
+    let filter = opts.only.as_deref().unwrap_or("");
+    let smoke = "bench-smoke".contains(filter);
+    if !smoke || RUNS.iter().any(|r| r.label.contains(filter)) {
+        run_qemu_tests(opts, accel, why, &mut tally);
+    }
+    if smoke {
+        crate::bench::smoke_test(opts, &mut tally);
+    }
     println!("{} passed, {} failed", tally.passed, tally.failed);
     Ok(if tally.failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

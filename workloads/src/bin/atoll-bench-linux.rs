@@ -1,0 +1,103 @@
+//! `atoll-bench-linux`: the workloads on Linux, printing `RESULT {json}` lines. Built as a
+//! static binary for the Linux guest of `make bench`, whose `/init` runs
+//! `atoll-bench-linux --cmdline` (the benchmark comes from `bench=NAME[,ARG]` on the kernel
+//! command line); it runs on any Linux machine too.
+
+use std::process::ExitCode;
+
+use workloads::linux::{self, Linux};
+use workloads::{nullsys, pingpong, shm};
+
+const USAGE: &str = "\
+usage: atoll-bench-linux EXPERIMENT [N]
+       atoll-bench-linux --cmdline      (reads bench=EXPERIMENT[,N] from /proc/cmdline)
+
+experiments (N: iterations, default in brackets):
+  nullsys [21]    getpid via syscall, median of N batches of 1000 calls
+  urpc [2000]     URPC latency, cache-line floor, throughput (10 N messages), and the pipe
+                  and futex ping-pong, on every pair of cores
+  shm [500]       SHMn vs MSGn (Multikernel Figure 3), N updates per client
+  all             all of the above with their defaults";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let words = if args.first().map(String::as_str) == Some("--cmdline") {
+        let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+        match linux::bench_from_cmdline(&cmdline) {
+            Some(words) => words,
+            None => return fail("no bench= on the kernel command line"),
+        }
+    } else {
+        args
+    };
+    let Some(experiment) = words.first() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let count = match words.get(1).map(|n| n.parse::<usize>()) {
+        None => None,
+        Some(Ok(n)) if n >= 1 => Some(n),
+        Some(_) => return fail(&format!("bad iteration count {:?}\n{USAGE}", words[1])),
+    };
+    let platform = Linux::new();
+    let outcome = match experiment.as_str() {
+        "nullsys" => {
+            run("nullsys", || nullsys::run(&platform, count.unwrap_or(nullsys::DEFAULT_BATCHES)))
+        }
+        "urpc" => run("urpc", || urpc(&platform, count.unwrap_or(pingpong::DEFAULT_ITERATIONS))),
+        "shm" => run("shm", || shm::run(&platform, count.unwrap_or(shm::DEFAULT_UPDATES))),
+        "all" => run("nullsys", || nullsys::run(&platform, nullsys::DEFAULT_BATCHES))
+            .and_then(|_| run("urpc", || urpc(&platform, pingpong::DEFAULT_ITERATIONS)))
+            .and_then(|_| run("shm", || shm::run(&platform, shm::DEFAULT_UPDATES))),
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => Err(format!("unknown experiment {other:?}\n{USAGE}")),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => fail(&message),
+    }
+}
+
+/// The URPC experiment and its Linux-only peers.
+fn urpc(platform: &Linux, iterations: usize) -> Result<Vec<String>, String> {
+    let mut lines = pingpong::run(platform, iterations)?;
+    lines.extend(linux::ipc::run(platform, iterations)?);
+    Ok(lines)
+}
+
+/// Runs one experiment and prints its lines as they come.
+fn run(name: &str, experiment: impl FnOnce() -> Result<Vec<String>, String>) -> Result<(), String> {
+    let lines = experiment().map_err(|e| format!("{name}: {e}"))?;
+    for line in lines {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// Prints `bench: <message>` (the kernel's wording for a failed benchmark) and fails.
+fn fail(message: &str) -> ExitCode {
+    println!("bench: {message}");
+    eprintln!("atoll-bench-linux: {message}");
+    ExitCode::FAILURE
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn usage_names_every_experiment() {
+        for name in ["nullsys", "urpc", "shm", "all", "--cmdline"] {
+            assert!(super::USAGE.contains(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_platform_is_linux() {
+        use workloads::Platform;
+        let linux = workloads::linux::Linux::new();
+        assert_eq!(linux.system(), "linux");
+        assert!(linux.cores() >= 1);
+    }
+}

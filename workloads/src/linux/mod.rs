@@ -1,0 +1,211 @@
+//! The [`Platform`] on Linux: one thread per core, pinned with `sched_setaffinity`; memory
+//! from `mmap` (`MAP_PRIVATE` first touched on its core, or `MAP_SHARED | MAP_POPULATE`),
+//! all of it present before any timing starts; the TSC; and
+//! `getpid` through a raw `syscall` as the null call. The [`ipc`] module adds the
+//! Linux-only peers of the URPC ping-pong (a pipe and a futex).
+//!
+//! Workload core `i` is the `i`-th CPU of the process's affinity mask at start-up, so the
+//! platform works in a container limited to some CPUs as well as in the guest.
+
+pub mod ipc;
+
+use std::ptr::NonNull;
+use std::string::{String, ToString};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Barrier;
+use std::thread;
+use std::vec::Vec;
+
+use crate::memory::{Placement, Region, REGION_ALIGN};
+use crate::Platform;
+
+/// Linux, as seen from one process.
+#[derive(Clone, Debug)]
+pub struct Linux {
+    /// The CPUs workload cores map to, in order.
+    cpus: Vec<usize>,
+}
+
+impl Linux {
+    /// The platform over the CPUs this process may run on.
+    pub fn new() -> Linux {
+        let cpus = allowed_cpus();
+        Linux { cpus: if cpus.is_empty() { vec![0] } else { cpus } }
+    }
+
+    /// The real CPU of workload core `core`.
+    pub fn cpu(&self, core: usize) -> Option<usize> {
+        self.cpus.get(core).copied()
+    }
+}
+
+impl Default for Linux {
+    fn default() -> Self {
+        Linux::new()
+    }
+}
+
+impl Platform for Linux {
+    fn system(&self) -> &'static str {
+        "linux"
+    }
+
+    fn cores(&self) -> usize {
+        self.cpus.len()
+    }
+
+    fn cycles(&self) -> u64 {
+        tsc()
+    }
+
+    fn null_call(&self) {
+        // SAFETY: getpid takes no arguments and cannot fail.
+        unsafe { libc::syscall(libc::SYS_getpid) };
+    }
+
+    fn run_on(&self, cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), String> {
+        let mut cpus = Vec::with_capacity(cores.len());
+        for &core in cores {
+            let cpu = self.cpu(core).ok_or_else(|| format!("no core {core}"))?;
+            if cpus.contains(&cpu) {
+                return Err(format!("core {core} is listed twice"));
+            }
+            cpus.push(cpu);
+        }
+        // Every thread pins itself, then all meet; work starts only if every pin held, so a
+        // core that cannot be used never leaves its partner spinning for ever.
+        let (ready, refused) = (Barrier::new(cores.len()), AtomicBool::new(false));
+        let outcomes: Vec<Result<(), String>> = thread::scope(|s| {
+            let handles: Vec<_> = cores
+                .iter()
+                .zip(&cpus)
+                .map(|(&core, &cpu)| {
+                    let (ready, refused) = (&ready, &refused);
+                    s.spawn(move || {
+                        let pinned = pin(cpu);
+                        if pinned.is_err() {
+                            refused.store(true, Ordering::SeqCst);
+                        }
+                        ready.wait();
+                        if !refused.load(Ordering::SeqCst) {
+                            work(core);
+                        }
+                        pinned
+                    })
+                })
+                .collect();
+            let joined = handles.into_iter().zip(cores).map(|(h, core)| {
+                h.join().unwrap_or_else(|_| Err(format!("the work on core {core} panicked")))
+            });
+            joined.collect()
+        });
+        outcomes.into_iter().collect()
+    }
+
+    fn alloc(&self, bytes: usize, placement: Placement) -> Result<Region, String> {
+        let len = bytes.max(1).next_multiple_of(REGION_ALIGN);
+        // Pages are made present now, never inside a timed loop: shared ones by
+        // MAP_POPULATE, a core's private ones by a first touch on that core (below).
+        let sharing = match placement {
+            Placement::Local(_) => libc::MAP_PRIVATE,
+            Placement::Shared => libc::MAP_SHARED | libc::MAP_POPULATE,
+        };
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        // SAFETY: an anonymous mapping at an address of the kernel's choice touches no
+        // existing memory.
+        let ptr = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, prot, sharing | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(format!("mmap of {len} bytes: {}", std::io::Error::last_os_error()));
+        }
+        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or("mmap returned null")?;
+        // SAFETY: a fresh anonymous mapping is page-aligned, zeroed, readable and writable by
+        // every thread of the process, and only this Region unmaps it.
+        let region = unsafe { Region::from_raw(ptr, len, unmap) };
+        if let Placement::Local(core) = placement {
+            // First touch on the owning core, so the pages come from its NUMA node.
+            let base = ptr.as_ptr() as usize;
+            self.run_on(&[core], &|_| {
+                for page in (0..len).step_by(REGION_ALIGN) {
+                    // SAFETY: inside the mapping made above, which lives until `region`
+                    // drops; nothing else uses it yet. Writing 0 keeps it zeroed.
+                    unsafe { std::ptr::write_volatile((base + page) as *mut u8, 0) };
+                }
+            })?;
+        }
+        Ok(region)
+    }
+}
+
+/// Gives a mapping made by [`Linux::alloc`] back to the kernel.
+///
+/// # Safety
+/// `ptr` and `len` must be exactly one mapping from `alloc`, no longer in use.
+unsafe fn unmap(ptr: NonNull<u8>, len: usize) {
+    // SAFETY: the caller's contract.
+    unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
+}
+
+/// Reads the time-stamp counter.
+#[cfg(target_arch = "x86_64")]
+pub fn tsc() -> u64 {
+    // SAFETY: RDTSC has no preconditions on x86-64 and touches no memory.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// Elsewhere nanoseconds stand in for cycles.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn tsc() -> u64 {
+    use std::sync::OnceLock;
+    use std::time::Instant;
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// Pins the calling thread to `cpu`.
+pub fn pin(cpu: usize) -> Result<(), String> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(format!("CPU {cpu} is beyond the affinity mask"));
+    }
+    // SAFETY: a zeroed cpu_set_t is the empty set; the calls only read and write it.
+    let status = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(format!("cannot pin to CPU {cpu}: {}", std::io::Error::last_os_error()))
+    }
+}
+
+/// The CPU the calling thread runs on now, if the kernel says.
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu has no arguments.
+    let cpu = unsafe { libc::sched_getcpu() };
+    usize::try_from(cpu).ok()
+}
+
+/// The CPUs in this thread's affinity mask, in increasing order.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills it.
+    let (status, set) = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        let status = libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+        (status, set)
+    };
+    if status != 0 {
+        return Vec::new();
+    }
+    // SAFETY: CPU_ISSET only reads the set.
+    (0..libc::CPU_SETSIZE as usize).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).collect()
+}
+
+/// Reads `bench=NAME[,ARG...]` from a kernel command line (the guest's `/proc/cmdline`):
+/// the benchmark and its arguments, or `None` if the line has no `bench=`.
+pub fn bench_from_cmdline(cmdline: &str) -> Option<Vec<String>> {
+    let value = cmdline.split_whitespace().find_map(|word| word.strip_prefix("bench="))?;
+    Some(value.split(',').filter(|s| !s.is_empty()).map(ToString::to_string).collect())
+}

@@ -1,0 +1,168 @@
+//! Host tests of the Linux platform: pinning, memory placement and sharing (also across
+//! `fork`, as Corey's shared address ranges map to MAP_SHARED between processes), the
+//! barrier, and every workload at tiny sizes. Tests that spin on two CPUs take a lock, so
+//! they do not fight each other for the same CPUs.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use workloads::linux::{self, ipc, Linux};
+use workloads::pingpong::{self, Transport};
+use workloads::shm::{self, Protocol};
+use workloads::{alloc_slice, nullsys, CacheLine, Placement, Platform, SpinBarrier};
+
+/// Held by tests that keep two CPUs spinning.
+static SPINNING: Mutex<()> = Mutex::new(());
+
+fn two_cores() -> Option<Linux> {
+    let p = Linux::new();
+    (p.cores() >= 2).then_some(p)
+}
+
+#[test]
+fn every_core_runs_its_work_on_its_own_cpu() {
+    let p = Linux::new();
+    let cores: Vec<usize> = (0..p.cores()).collect();
+    let seen: Vec<AtomicUsize> = cores.iter().map(|_| AtomicUsize::new(usize::MAX)).collect();
+    p.run_on(&cores, &|core| seen[core].store(linux::current_cpu().unwrap(), Ordering::SeqCst))
+        .unwrap();
+    for core in cores {
+        assert_eq!(Some(seen[core].load(Ordering::SeqCst)), p.cpu(core), "core {core}");
+    }
+}
+
+#[test]
+fn a_missing_or_repeated_core_is_an_error_and_runs_nothing() {
+    let p = Linux::new();
+    let ran = AtomicUsize::new(0);
+    let count = |_| {
+        ran.fetch_add(1, Ordering::SeqCst);
+    };
+    assert!(p.run_on(&[0, p.cores()], &count).is_err());
+    assert!(p.run_on(&[0, 0], &count).is_err());
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    assert!(linux::pin(usize::MAX).is_err());
+}
+
+#[test]
+fn a_panic_in_the_work_is_an_error() {
+    let p = Linux::new();
+    let outcome = p.run_on(&[0], &|_| panic!("deliberate"));
+    assert!(outcome.unwrap_err().contains("panicked"));
+}
+
+#[test]
+fn memory_is_zeroed_aligned_and_shared_by_the_cores() {
+    let p = Linux::new();
+    for placement in [Placement::Shared, Placement::Local(p.cores() - 1)] {
+        let region = p.alloc(10_000, placement).unwrap();
+        assert_eq!(region.len(), 12_288);
+        assert_eq!(region.addr() % 4096, 0);
+        let words = region.typed::<AtomicU64>(1536).unwrap();
+        assert!(words.iter().all(|w| w.load(Ordering::Relaxed) == 0));
+        let cores: Vec<usize> = (0..p.cores()).collect();
+        p.run_on(&cores, &|core| {
+            words[core].store(core as u64 + 1, Ordering::SeqCst);
+        })
+        .unwrap();
+        for core in cores {
+            assert_eq!(words[core].load(Ordering::SeqCst), core as u64 + 1);
+        }
+    }
+    assert!(p.alloc(64, Placement::Shared).unwrap().typed::<CacheLine>(65).is_err());
+}
+
+#[test]
+fn shared_memory_is_shared_with_a_forked_process_and_private_memory_is_not() {
+    let p = Linux::new();
+    let shared = alloc_slice::<AtomicU64, Linux>(&p, 1, Placement::Shared).unwrap();
+    let private = alloc_slice::<AtomicU64, Linux>(&p, 1, Placement::Local(0)).unwrap();
+    // SAFETY: the child only stores to memory and leaves with _exit, touching no lock.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0, "fork failed");
+    if child == 0 {
+        shared[0].store(7, Ordering::SeqCst);
+        private[0].store(9, Ordering::SeqCst);
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(0) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+    assert_eq!(shared[0].load(Ordering::SeqCst), 7);
+    assert_eq!(private[0].load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn the_barrier_holds_everyone_until_the_last_arrives() {
+    let p = Linux::new();
+    let barrier = alloc_slice::<SpinBarrier, Linux>(&p, 1, Placement::Shared).unwrap();
+    let arrived = AtomicUsize::new(0);
+    let cores: Vec<usize> = (0..p.cores()).collect();
+    let _guard = SPINNING.lock().unwrap();
+    p.run_on(&cores, &|_| {
+        for round in 0..50 {
+            arrived.fetch_add(1, Ordering::SeqCst);
+            barrier[0].wait(cores.len());
+            assert!(arrived.load(Ordering::SeqCst) >= (round + 1) * cores.len());
+            barrier[0].wait(cores.len());
+        }
+    })
+    .unwrap();
+    assert_eq!(arrived.load(Ordering::SeqCst), 50 * cores.len());
+}
+
+#[test]
+fn the_cycle_counter_advances_and_the_null_call_is_cheap_enough_to_count() {
+    let p = Linux::new();
+    let a = p.cycles();
+    let cycles = nullsys::cycles_per_call(&p, 3).unwrap();
+    assert!(p.cycles() > a);
+    assert!(cycles > 0);
+    let lines = nullsys::run(&p, 1).unwrap();
+    assert!(lines[0].contains("\"system\":\"linux\"") && lines[0].contains("getpid"));
+}
+
+#[test]
+fn urpc_latency_floor_and_throughput_are_measured() {
+    let Some(p) = two_cores() else { return };
+    let _guard = SPINNING.lock().unwrap();
+    assert!(pingpong::latency(&p, 0, 1, 200, Transport::Urpc).unwrap() > 0);
+    assert!(pingpong::latency(&p, 0, 1, 200, Transport::Floor).unwrap() > 0);
+    assert!(pingpong::throughput(&p, 0, 1, 2000).unwrap() > 0.0);
+    assert!(pingpong::latency(&p, 0, 0, 10, Transport::Urpc).is_err());
+    let lines = pingpong::run(&p, 50).unwrap();
+    let pairs = p.cores() * (p.cores() - 1) / 2;
+    assert_eq!(lines.len(), 4 * pairs);
+}
+
+#[test]
+fn pipe_and_futex_ping_pongs_complete() {
+    let Some(p) = two_cores() else { return };
+    let _guard = SPINNING.lock().unwrap();
+    assert!(ipc::pipe_latency(&p, 0, 1, 100).unwrap() > 0);
+    assert!(ipc::futex_latency(&p, 0, 1, 100).unwrap() > 0);
+}
+
+#[test]
+fn shm_and_msg_updates_are_measured_and_counted() {
+    let Some(p) = two_cores() else { return };
+    let _guard = SPINNING.lock().unwrap();
+    for protocol in [Protocol::Shm, Protocol::Msg] {
+        let point = shm::measure(&p, 1, protocol, 8, 100).unwrap();
+        assert_eq!((point.clients, point.lines), (1, 8));
+        assert!(point.cycles_per_update > 0);
+    }
+    assert!(shm::measure(&p, p.cores(), Protocol::Shm, 1, 10).is_err());
+    assert!(shm::measure(&p, 1, Protocol::Shm, 9, 10).is_err());
+    let lines = shm::run(&p, 20).unwrap();
+    assert_eq!(lines.len(), 8 * (p.cores() - 1));
+}
+
+#[test]
+fn the_benchmark_comes_from_the_kernel_command_line() {
+    let words = linux::bench_from_cmdline("console=ttyS0 quiet bench=urpc,2000 panic=-1");
+    assert_eq!(words.unwrap(), ["urpc", "2000"]);
+    assert_eq!(linux::bench_from_cmdline("bench=nullsys").unwrap(), ["nullsys"]);
+    assert_eq!(linux::bench_from_cmdline("console=ttyS0"), None);
+}

@@ -1,0 +1,274 @@
+//! The Linux guest of `make bench`, prepared once and cached in `target/linux-guest/`:
+//! Debian's `linux-image-amd64` (followed to the versioned image package it depends on) and
+//! `busybox-static`, fetched with `apt-get download` and unpacked with `dpkg -x`, so the
+//! host system is not changed. The vmlinux inside the bzImage is extracted (its payload is
+//! XZ) and booted through PVH like Atoll, which is faster than the bzImage under TCG; if
+//! that fails the bzImage is booted. The initramfs (cpio newc) holds busybox,
+//! `atoll-bench-linux` and an `/init` that runs the benchmark named by `bench=` on the
+//! kernel command line, prints its lines on the serial console and powers off.
+//! `rm -rf target/linux-guest` fetches everything again.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::elf;
+use crate::deps::find_program;
+use crate::{build, Result};
+
+/// The Debian packages.
+const KERNEL_META: &str = "linux-image-amd64";
+const BUSYBOX: &str = "busybox-static";
+
+/// Printed by `/init` after the benchmark, with its exit status.
+pub const DONE_MARKER: &str = "BENCH DONE status=";
+
+/// `/init`: mount the pseudo file systems, run the benchmark, say so, power off.
+const INIT: &str = "#!/bin/busybox sh
+# /init of the Linux guest of `make bench` (written by xtask/src/bench/guest.rs).
+/bin/busybox mount -t proc proc /proc
+/bin/busybox mount -t sysfs sysfs /sys
+/bin/busybox mount -t devtmpfs devtmpfs /dev 2>/dev/null
+echo \"LINUX READY cpus=$(/bin/busybox nproc) kernel=$(/bin/busybox uname -r)\"
+/bin/atoll-bench-linux --cmdline
+echo \"BENCH DONE status=$?\"
+/bin/busybox poweroff -f
+";
+
+/// A prepared guest.
+#[derive(Clone, Debug)]
+pub struct Guest {
+    /// What QEMU boots (`-kernel`): the extracted vmlinux, or the bzImage.
+    pub kernel: PathBuf,
+    /// The initramfs (`-initrd`).
+    pub initramfs: PathBuf,
+    /// For the report: package, version and how it boots.
+    pub describe: String,
+}
+
+impl Guest {
+    /// The kernel command line that runs `bench` (`atoll-bench-linux` arguments,
+    /// comma-separated): serial console, quiet, reboot (and so exit) on a panic.
+    pub fn cmdline(&self, bench: &str) -> String {
+        format!("console=ttyS0 quiet panic=-1 bench={bench}")
+    }
+}
+
+/// Fetches and unpacks what is missing, then writes the initramfs around `bench_binary`.
+pub fn prepare(bench_binary: &Path) -> Result<Guest> {
+    let dir = build::target_dir().join("linux-guest");
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let (kernel, describe) = kernel(&dir)?;
+    let busybox = busybox(&dir)?;
+    let initramfs = dir.join("initramfs.cpio");
+    write_initramfs(&initramfs, &busybox, bench_binary)?;
+    Ok(Guest { kernel, initramfs, describe })
+}
+
+/// The cached kernel, fetched first if needed: (path to boot, description).
+fn kernel(dir: &Path) -> Result<(PathBuf, String)> {
+    let (vmlinux, bzimage, about) =
+        (dir.join("vmlinux"), dir.join("bzImage"), dir.join("kernel.txt"));
+    if !about.is_file() || !(vmlinux.is_file() || bzimage.is_file()) {
+        let work = fresh_dir(&dir.join("download"))?;
+        let meta = apt_download(&work, KERNEL_META)?;
+        let package = versioned_image(&dpkg_field(&meta, "Depends")?)
+            .ok_or_else(|| format!("{KERNEL_META} depends on no linux-image package"))?;
+        eprintln!("bench: fetching {package} (once; cached in {})", dir.display());
+        let deb = apt_download(&work, &package)?;
+        let version = dpkg_field(&deb, "Version")?;
+        let root = unpack(&deb, &work.join("root"))?;
+        let boot = root.join("boot");
+        let image = fs::read_dir(&boot)
+            .map_err(|e| format!("{}: {e}", boot.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
+            .ok_or_else(|| format!("{package} has no /boot/vmlinuz-*"))?;
+        let bytes = fs::read(&image).map_err(|e| format!("{}: {e}", image.display()))?;
+        fs::write(&bzimage, &bytes).map_err(|e| format!("{}: {e}", bzimage.display()))?;
+        let _ = fs::remove_file(&vmlinux);
+        match extract_vmlinux(&bytes) {
+            Ok(elf) => {
+                fs::write(&vmlinux, elf).map_err(|e| format!("{}: {e}", vmlinux.display()))?
+            }
+            Err(why) => {
+                eprintln!("bench: booting the bzImage: cannot extract a PVH vmlinux: {why}")
+            }
+        }
+        fs::write(&about, format!("{package} {version}\n"))
+            .map_err(|e| format!("{}: {e}", about.display()))?;
+        let _ = fs::remove_dir_all(&work);
+    }
+    let name = fs::read_to_string(&about).unwrap_or_default().trim().to_string();
+    if vmlinux.is_file() {
+        Ok((vmlinux, format!("Debian {name}, vmlinux booted through PVH")))
+    } else {
+        Ok((bzimage, format!("Debian {name}, bzImage")))
+    }
+}
+
+/// The cached static busybox, fetched first if needed.
+fn busybox(dir: &Path) -> Result<PathBuf> {
+    let path = dir.join("busybox");
+    if !path.is_file() {
+        let work = fresh_dir(&dir.join("download-busybox"))?;
+        let deb = apt_download(&work, BUSYBOX)?;
+        let root = unpack(&deb, &work.join("root"))?;
+        let found =
+            ["bin/busybox", "usr/bin/busybox"].iter().map(|p| root.join(p)).find(|p| p.is_file());
+        let found = found.ok_or_else(|| format!("{BUSYBOX} has no busybox binary"))?;
+        fs::copy(&found, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let _ = fs::remove_dir_all(&work);
+    }
+    Ok(path)
+}
+
+/// Writes the initramfs: `/init`, `/bin/busybox`, `/bin/atoll-bench-linux` and the mount
+/// points. (`/dev/console` comes from the kernel's built-in initramfs.)
+fn write_initramfs(path: &Path, busybox: &Path, bench: &Path) -> Result {
+    let read = |p: &Path| fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let (busybox, bench) = (read(busybox)?, read(bench)?);
+    const DIR: u32 = 0o040_755;
+    const EXE: u32 = 0o100_755;
+    let entries: [(&str, u32, &[u8]); 7] = [
+        ("bin", DIR, &[]),
+        ("dev", DIR, &[]),
+        ("proc", DIR, &[]),
+        ("sys", DIR, &[]),
+        ("bin/busybox", EXE, &busybox),
+        ("bin/atoll-bench-linux", EXE, &bench),
+        ("init", EXE, INIT.as_bytes()),
+    ];
+    fs::write(path, cpio::write_archive(&entries)).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Decompresses the vmlinux ELF from a bzImage whose payload is XZ, and checks that it has
+/// the PVH entry note.
+pub fn extract_vmlinux(bzimage: &[u8]) -> Result<Vec<u8>> {
+    const XZ_MAGIC: &[u8] = b"\xfd7zXZ\x00";
+    let at = bzimage
+        .windows(XZ_MAGIC.len())
+        .position(|w| w == XZ_MAGIC)
+        .ok_or("the payload is not XZ-compressed")?;
+    let mut out = Vec::new();
+    xz4rust::XzReader::new(std::io::Cursor::new(bzimage[at..].to_vec()))
+        .read_to_end(&mut out)
+        .map_err(|e| format!("XZ: {e}"))?;
+    if !elf::has_pvh_note(&out) {
+        return Err("the vmlinux has no PVH entry note".into());
+    }
+    Ok(out)
+}
+
+/// The versioned image package in a `Depends` field, e.g. `linux-image-6.1.0-56-amd64`
+/// from `linux-image-6.1.0-56-amd64 (= 6.1.192-2)`.
+pub fn versioned_image(depends: &str) -> Option<String> {
+    depends
+        .split([',', '|'])
+        .filter_map(|alt| alt.split_whitespace().next())
+        .find(|name| name.starts_with("linux-image-") && *name != KERNEL_META)
+        .map(String::from)
+}
+
+/// An empty directory at `path`.
+fn fresh_dir(path: &Path) -> Result<PathBuf> {
+    let _ = fs::remove_dir_all(path);
+    fs::create_dir_all(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path.to_path_buf())
+}
+
+/// `apt-get download PACKAGE` into `dir`; returns the .deb. If the package lists are
+/// missing or stale and we are root, runs `apt-get update` once and tries again.
+fn apt_download(dir: &Path, package: &str) -> Result<PathBuf> {
+    if find_program("apt-get").is_none() || find_program("dpkg-deb").is_none() {
+        return Err(format!(
+            "the Linux guest needs apt-get and dpkg (a Debian-like host) to fetch {package}"
+        ));
+    }
+    let attempt =
+        || Command::new("apt-get").args(["download", "-q", package]).current_dir(dir).output();
+    let mut output = attempt().map_err(|e| format!("cannot run apt-get: {e}"))?;
+    if !output.status.success() && is_root() {
+        eprintln!("bench: apt-get download {package} failed; running apt-get update");
+        let _ = Command::new("apt-get").args(["update", "-q"]).status();
+        output = attempt().map_err(|e| format!("cannot run apt-get: {e}"))?;
+    }
+    if !output.status.success() {
+        return Err(format!(
+            "`apt-get download {package}` failed; run `sudo apt-get update` and try again:\n{}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    let prefix = format!("{package}_");
+    fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            name.starts_with(&prefix) && name.ends_with(".deb")
+        })
+        .ok_or_else(|| format!("apt-get download {package} left no .deb in {}", dir.display()))
+}
+
+/// One control field of a .deb (`dpkg-deb -f`).
+fn dpkg_field(deb: &Path, field: &str) -> Result<String> {
+    let out = Command::new("dpkg-deb")
+        .arg("-f")
+        .arg(deb)
+        .arg(field)
+        .output()
+        .map_err(|e| format!("cannot run dpkg-deb: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("dpkg-deb -f {} {field} failed", deb.display()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// `dpkg -x DEB DIR`: unpacks the files without installing anything.
+fn unpack(deb: &Path, dir: &Path) -> Result<PathBuf> {
+    let status = Command::new("dpkg")
+        .arg("-x")
+        .arg(deb)
+        .arg(dir)
+        .status()
+        .map_err(|e| format!("cannot run dpkg: {e}"))?;
+    if !status.success() {
+        return Err(format!("dpkg -x {} failed ({status})", deb.display()));
+    }
+    Ok(dir.to_path_buf())
+}
+
+/// True when our effective user id is 0.
+fn is_root() -> bool {
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let uid = status.lines().find(|l| l.starts_with("Uid:"));
+    uid.and_then(|l| l.split_whitespace().nth(2)) == Some("0")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_versioned_image_package_is_found() {
+        let depends = "linux-image-6.1.0-56-amd64 (= 6.1.192-2)";
+        assert_eq!(versioned_image(depends).as_deref(), Some("linux-image-6.1.0-56-amd64"));
+        let alternatives = "kmod, linux-image-6.12.9-amd64 (= 6.12.9-1) | linux-image-amd64";
+        assert_eq!(versioned_image(alternatives).as_deref(), Some("linux-image-6.12.9-amd64"));
+        assert_eq!(versioned_image("kmod, linux-base"), None);
+    }
+
+    #[test]
+    fn the_init_script_runs_the_benchmark_and_powers_off() {
+        assert!(INIT.starts_with("#!/bin/busybox sh\n"));
+        assert!(INIT.contains("atoll-bench-linux --cmdline"));
+        assert!(INIT.contains(DONE_MARKER));
+        assert!(INIT.trim_end().ends_with("poweroff -f"));
+    }
+
+    #[test]
+    fn a_bzimage_without_xz_is_refused() {
+        assert!(extract_vmlinux(b"MZ.....HdrS no payload").is_err());
+    }
+}

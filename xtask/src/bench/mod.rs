@@ -1,0 +1,416 @@
+//! `cargo xtask bench` (`make bench`): every registered experiment on Atoll and on a Linux
+//! guest in the same QEMU configuration, at each core count, `REPEAT` times; then
+//! `target/bench/results.json`, `report.md` and a PNG per experiment. `bench-smoke` runs
+//! one tiny experiment on both systems at 1 core into `target/bench-smoke/` and checks that
+//! the outputs have both systems. See `docs/bench.md`.
+
+mod elf;
+mod guest;
+mod hostload;
+mod linux_bin;
+mod output;
+mod plot;
+mod records;
+mod registry;
+mod report;
+mod runner;
+mod smoke;
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use crate::qemu::{self, Accel, Vm};
+use crate::{build, env_var, split_args, Result};
+
+use records::{Context, Record};
+use registry::Experiment;
+pub use smoke::smoke_test;
+
+/// Core counts when `CORES` is not given.
+const DEFAULT_CORES: &[u32] = &[1, 2];
+/// Repetitions when `REPEAT` is not given (a full run at CORES=1,2 then takes about
+/// 5 minutes on a busy 2-CPU TCG host; see docs/bench.md).
+const DEFAULT_REPEAT: u32 = 5;
+/// Guest memory when `MEM` is not given (the same as `make run`'s).
+const DEFAULT_MEM: &str = "512M";
+
+const USAGE: &str = "\
+usage: cargo xtask bench|bench-smoke [flags]
+
+flags, or the environment variable after each (a flag wins; empty means unset):
+  --cores LIST      CORES      VM core counts, e.g. 1,2,4 (default 1,2)
+  --repeat N        REPEAT     repetitions of every run (default 5)
+  --only NAMES      ONLY       experiments, comma-separated (default: all)
+  --mem SIZE        MEM        guest memory (default 512M)
+  --accel tcg|kvm   ACCEL      accelerator (default as for `run`)
+  --qemu-args ARGS  QEMU_ARGS  extra QEMU arguments for both systems
+  --render                     only redraw report.md and the plots from results.json";
+
+/// What one `bench` run does.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// VM core counts.
+    pub cores: Vec<u32>,
+    /// Repetitions of each run.
+    pub repeat: u32,
+    /// Selected experiment names (`None`: all).
+    pub only: Option<Vec<String>>,
+    /// Guest memory.
+    pub mem: String,
+    /// Accelerator asked for (`None`: choose).
+    pub accel: Option<String>,
+    /// Extra QEMU arguments.
+    pub qemu_args: Vec<String>,
+    /// Where the outputs go.
+    pub out: PathBuf,
+    /// Only redraw the report and plots from an existing results.json.
+    pub render_only: bool,
+}
+
+impl Settings {
+    /// Reads the environment, then `args` (which win).
+    pub fn parse(args: &[String]) -> Result<Settings> {
+        let mut s = Settings {
+            cores: env_var("CORES").map(|v| parse_cores(&v)).transpose()?.unwrap_or_default(),
+            repeat: env_var("REPEAT").map(|v| parse_repeat(&v)).transpose()?.unwrap_or(0),
+            only: env_var("ONLY").map(|v| parse_list(&v)),
+            mem: env_var("MEM").unwrap_or_else(|| DEFAULT_MEM.into()),
+            accel: env_var("ACCEL"),
+            qemu_args: split_args(&env_var("QEMU_ARGS").unwrap_or_default()),
+            out: build::target_dir().join("bench"),
+            render_only: false,
+        };
+        let mut rest = args.iter();
+        while let Some(arg) = rest.next() {
+            match arg.as_str() {
+                "--render" => {
+                    s.render_only = true;
+                    continue;
+                }
+                "-h" | "--help" => return Err(USAGE.into()),
+                _ => {}
+            }
+            let (flag, inline) = match arg.split_once('=') {
+                Some((flag, value)) => (flag, Some(value.to_string())),
+                None => (arg.as_str(), None),
+            };
+            let value = match inline.or_else(|| rest.next().cloned()) {
+                Some(value) => value,
+                None => return Err(format!("{flag} needs a value\n\n{USAGE}")),
+            };
+            match flag {
+                "--cores" => s.cores = parse_cores(&value)?,
+                "--repeat" => s.repeat = parse_repeat(&value)?,
+                "--only" => s.only = Some(parse_list(&value)),
+                "--mem" => s.mem = value,
+                "--accel" => s.accel = Some(value),
+                "--qemu-args" => s.qemu_args = split_args(&value),
+                _ => return Err(format!("unknown argument `{arg}`\n\n{USAGE}")),
+            }
+        }
+        if s.cores.is_empty() {
+            s.cores = DEFAULT_CORES.to_vec();
+        }
+        if s.repeat == 0 {
+            s.repeat = DEFAULT_REPEAT;
+        }
+        Ok(s)
+    }
+}
+
+/// `CORES=1,2,4`: distinct counts, each at least 1, in increasing order.
+fn parse_cores(text: &str) -> Result<Vec<u32>> {
+    let mut cores = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.parse::<u32>() {
+            Ok(n) if n >= 1 => cores.push(n),
+            _ => {
+                return Err(format!("CORES must be numbers of at least 1 like 1,2,4, not `{text}`"))
+            }
+        }
+    }
+    cores.sort_unstable();
+    cores.dedup();
+    Ok(cores)
+}
+
+fn parse_repeat(text: &str) -> Result<u32> {
+    match text.trim().parse() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("REPEAT must be a number of at least 1, not `{text}`")),
+    }
+}
+
+fn parse_list(text: &str) -> Vec<String> {
+    text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
+}
+
+/// The entry point of both commands.
+pub fn main(smoke: bool, args: &[String]) -> ExitCode {
+    let outcome = Settings::parse(args).and_then(|settings| {
+        if smoke {
+            smoke::run(&settings)
+        } else if settings.render_only {
+            output::render(&settings).map(|()| true)
+        } else {
+            run(&settings).map(|summary| summary.failed.is_empty())
+        }
+    });
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(message) => {
+            eprintln!("xtask bench: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One boot (or one `bench-host` run) of the plan.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// The experiment.
+    pub experiment: &'static Experiment,
+    /// `atoll`, `linux` or `host`.
+    pub system: &'static str,
+    /// VM cores (for `host`: the two CPUs it pins to).
+    pub cores: u32,
+    /// Repetition, from 1.
+    pub repeat: u32,
+}
+
+impl Job {
+    /// A name for logs: `urpc-linux-c2-r3`.
+    pub fn label(&self) -> String {
+        format!("{}-{}-c{}-r{}", self.experiment.name, self.system, self.cores, self.repeat)
+    }
+}
+
+/// Every job of a run: repetitions outermost, and within one experiment and core count
+/// Atoll then Linux, so drift in the host touches both alike.
+pub fn plan(experiments: &[&'static Experiment], cores: &[u32], repeat: u32) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    for r in 1..=repeat {
+        for &e in experiments {
+            if e.host {
+                jobs.push(Job { experiment: e, system: "host", cores: 2, repeat: r });
+                continue;
+            }
+            for &c in cores.iter().filter(|&&c| c >= e.min_cores) {
+                let systems = [("atoll", e.atoll.is_some()), ("linux", e.linux.is_some())];
+                for (system, runs) in systems {
+                    if runs {
+                        jobs.push(Job { experiment: e, system, cores: c, repeat: r });
+                    }
+                }
+            }
+        }
+    }
+    jobs
+}
+
+/// What a run produced.
+#[derive(Debug, Default)]
+pub struct Summary {
+    /// Every record.
+    pub records: Vec<Record>,
+    /// `label: why` of each job that failed.
+    pub failed: Vec<String>,
+    /// Wall time of the whole run.
+    pub wall: Duration,
+    /// The share of the host's CPU time other processes used during the runs.
+    pub others: Option<f64>,
+}
+
+/// Prepares everything, runs the plan with progress lines, writes the outputs.
+pub fn run(settings: &Settings) -> Result<Summary> {
+    let start = Instant::now();
+    let experiments = registry::select(settings.only.as_deref())?;
+    let (accel, why) = Accel::choose(settings.accel.as_deref())?;
+    let jobs = plan(&experiments, &settings.cores, settings.repeat);
+    if jobs.is_empty() {
+        return Err("nothing to run: no selected experiment fits these core counts".into());
+    }
+    let host_cpus = records::host_cpus();
+    println!(
+        "bench: {} runs: {} at CORES={} REPEAT={} MEM={}, {} ({why}), host has {host_cpus} CPUs",
+        jobs.len(),
+        experiments.iter().map(|e| e.name).collect::<Vec<_>>().join(","),
+        settings.cores.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+        settings.repeat,
+        settings.mem,
+        accel.name()
+    );
+    let images = build::images()?;
+    let guest = if jobs.iter().any(|j| j.system == "linux") {
+        let binary = linux_bin::build()?;
+        Some(guest::prepare(&binary)?)
+    } else {
+        None
+    };
+    let host_binary = if jobs.iter().any(|j| j.system == "host") {
+        Some(runner::build_bench_host()?)
+    } else {
+        None
+    };
+    // Fresh logs: a stale log of an earlier, longer run would mislead.
+    let logs = settings.out.join("logs");
+    let _ = fs::remove_dir_all(&logs);
+    fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+    let ctx = Context { accel: accel.name().into(), git: records::git_describe(), host_cpus };
+    println!("bench: preparation took {:.1} s", start.elapsed().as_secs_f64());
+    let mut summary = Summary::default();
+    let first = hostload::sample();
+
+    let run_start = Instant::now();
+    for (i, job) in jobs.iter().enumerate() {
+        let e = job.experiment;
+        print!(
+            "bench: [{:>2}/{}] {:<10} {:<5} cores={}{} rep {}/{} ",
+            i + 1,
+            jobs.len(),
+            e.name,
+            job.system,
+            job.cores,
+            if job.cores > host_cpus { " (oversubscribed)" } else { "" },
+            job.repeat,
+            settings.repeat
+        );
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        let log = logs.join(format!("{}.log", job.label()));
+        let timeout = Duration::from_secs(e.timeout_secs);
+        let before = hostload::sample();
+        let outcome = match job.system {
+            "atoll" => {
+                let command = qemu::cmd_arg(e.atoll.unwrap_or_default())?;
+                let vm = vm(settings, accel, job.cores, &images.kernel, &images.initrd, command);
+                runner::boot(&vm, &log, timeout, false)
+            }
+            "linux" => {
+                let g = guest.as_ref().ok_or("the Linux guest is not prepared")?;
+                let cmdline = g.cmdline(e.linux.unwrap_or_default());
+                let vm = vm(settings, accel, job.cores, &g.kernel, &g.initramfs, cmdline);
+                runner::boot(&vm, &log, timeout, true)
+            }
+            _ => runner::host(
+                host_binary.as_deref().ok_or("bench-host is not built")?,
+                &log,
+                timeout,
+            ),
+        };
+        let verdict = outcome.and_then(|o| {
+            let why = o.failure();
+            let mut got = Vec::new();
+            for text in &o.results {
+                got.push(records::record(text, job, &ctx)?);
+            }
+            Ok((o.elapsed, got, why))
+        });
+        let elapsed = run_start.elapsed();
+        let eta = elapsed.mul_f64((jobs.len() - i - 1) as f64 / (i + 1) as f64);
+        let others = hostload::others_share(before, hostload::sample()).unwrap_or(0.0);
+        match verdict {
+            Ok((took, got, None)) => {
+                println!(
+                    "ok {:.1} s, {} results, others {:.0}% | elapsed {} eta {}",
+                    took.as_secs_f64(),
+                    got.len(),
+                    others * 100.0,
+                    clock(elapsed),
+                    clock(eta)
+                );
+                summary.records.extend(got);
+            }
+            Ok((_, got, Some(why))) => {
+                println!("FAILED: {why} (log {})", log.display());
+                runner::print_tail(&log, 15);
+                summary.records.extend(got);
+                summary.failed.push(format!("{}: {why}", job.label()));
+            }
+            Err(why) => {
+                println!("FAILED: {why}");
+                summary.failed.push(format!("{}: {why}", job.label()));
+            }
+        }
+    }
+    summary.wall = start.elapsed();
+    summary.others = hostload::others_share(first, hostload::sample());
+    let guest = guest.as_ref().map(|g| g.describe.as_str());
+    output::write(settings, &experiments, &summary, &ctx, guest)?;
+    println!(
+        "bench: {} records, {} failed runs, {} wall; see {}",
+        summary.records.len(),
+        summary.failed.len(),
+        clock(summary.wall),
+        settings.out.join("report.md").display()
+    );
+    Ok(summary)
+}
+
+/// The VM of one job: the same machine for both systems, only kernel, initrd and command
+/// line differ.
+fn vm(
+    settings: &Settings,
+    accel: Accel,
+    cores: u32,
+    kernel: &std::path::Path,
+    initrd: &std::path::Path,
+    cmdline: String,
+) -> Vm {
+    Vm {
+        cores,
+        mem: settings.mem.clone(),
+        accel,
+        kernel: kernel.to_path_buf(),
+        initrd: Some(initrd.to_path_buf()),
+        cmdline,
+        extra: settings.qemu_args.clone(),
+    }
+}
+
+/// `1m05s`.
+fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    format!("{}m{:02}s", s / 60, s % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_lists_are_sorted_and_checked() {
+        assert_eq!(parse_cores("4, 1,2,2").unwrap(), [1, 2, 4]);
+        assert!(parse_cores("0").is_err());
+        assert!(parse_cores("two").is_err());
+        assert!(parse_repeat("0").is_err());
+        assert_eq!(parse_list("a, b,,c"), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn the_plan_skips_core_counts_below_the_minimum_and_runs_host_once() {
+        let all = registry::select(None).unwrap();
+        let jobs = plan(&all, &[1, 2], 2);
+        let count = |name: &str, system: &str, cores: u32| {
+            jobs.iter()
+                .filter(|j| j.experiment.name == name && j.system == system && j.cores == cores)
+                .count()
+        };
+        assert_eq!(count("nullsys", "atoll", 1), 2);
+        assert_eq!(count("nullsys", "linux", 2), 2);
+        assert_eq!(count("urpc", "atoll", 1), 0);
+        assert_eq!(count("urpc", "linux", 2), 2);
+        assert_eq!(count("multicast", "linux", 2), 0);
+        assert_eq!(jobs.iter().filter(|j| j.system == "host").count(), 2);
+        // Within a repetition, Atoll runs right before Linux.
+        let first = &jobs[..2];
+        assert_eq!((first[0].system, first[1].system), ("atoll", "linux"));
+    }
+
+    #[test]
+    fn clock_shows_minutes_and_seconds() {
+        assert_eq!(clock(Duration::from_secs(65)), "1m05s");
+    }
+}

@@ -1,0 +1,197 @@
+//! Records: one per `RESULT` line, with the run's context added, written to `results.json`
+//! as a list of objects `{experiment, system, cores, metric, value, unit, repeat, accel, git,
+//! ...}`. `cores` is the VM's core count; when the line's own `cores` differs (the client
+//! cores of `shm_vs_msg`, the cores of one `multicast` point, the one core of `nullsys`) it
+//! is kept as `active_cores`. The other fields of the line (`pair`, `protocol`, `impl`,
+//! `config`, ...) are kept as they are.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::thread;
+
+use serde_json::{Map, Value};
+
+use super::Job;
+use crate::{build, Result};
+
+/// One record.
+pub type Record = Map<String, Value>;
+
+/// What every record of a run shares.
+#[derive(Clone, Debug)]
+pub struct Context {
+    /// `tcg` or `kvm`.
+    pub accel: String,
+    /// `git describe`-like name of the code measured.
+    pub git: String,
+    /// CPUs of the build machine (more VM cores are "oversubscribed").
+    pub host_cpus: u32,
+}
+
+/// Fields that identify a row of the report beside `metric` (see [`variant`]).
+pub const VARIANT_FIELDS: &[&str] = &["pair", "protocol", "impl", "active_cores"];
+
+/// The record of one `RESULT` line printed by `job`.
+pub fn record(json: &str, job: &Job, ctx: &Context) -> Result<Record> {
+    let line: Map<String, Value> = serde_json::from_str(json)
+        .map_err(|e| format!("{}: bad RESULT line `{json}`: {e}", job.label()))?;
+    let text = |key: &str| line.get(key).and_then(Value::as_str).map(String::from);
+    let system = text("system").ok_or_else(|| format!("no system in `{json}`"))?;
+    if system != job.system {
+        return Err(format!("{}: a line from system `{system}`: `{json}`", job.label()));
+    }
+    let mut r = Record::new();
+    r.insert("experiment".into(), text("experiment").unwrap_or_default().into());
+    r.insert("system".into(), system.into());
+    r.insert("cores".into(), job.cores.into());
+    for key in ["metric", "value", "unit"] {
+        r.insert(key.into(), line.get(key).cloned().unwrap_or(Value::Null));
+    }
+    r.insert("repeat".into(), job.repeat.into());
+    r.insert(
+        "accel".into(),
+        if job.system == "host" { "host".into() } else { ctx.accel.clone() }.into(),
+    );
+    r.insert("git".into(), ctx.git.clone().into());
+    if let Some(active) = line.get("cores").and_then(Value::as_u64) {
+        if active != u64::from(job.cores) {
+            r.insert("active_cores".into(), active.into());
+        }
+    }
+    if job.system != "host" && job.cores > ctx.host_cpus {
+        r.insert("oversubscribed".into(), true.into());
+    }
+    for (key, value) in &line {
+        if !r.contains_key(key) && key != "cores" {
+            r.insert(key.clone(), value.clone());
+        }
+    }
+    Ok(r)
+}
+
+/// A record's string field.
+pub fn text<'a>(r: &'a Record, key: &str) -> &'a str {
+    r.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// A record's number field.
+pub fn number(r: &Record, key: &str) -> Option<f64> {
+    r.get(key).and_then(Value::as_f64)
+}
+
+/// The row a record belongs to beside its metric: `pair=[0,1] impl=pipe`, or empty.
+pub fn variant(r: &Record) -> String {
+    variant_without(r, "")
+}
+
+/// [`variant`] leaving out the field `skip`.
+pub fn variant_without(r: &Record, skip: &str) -> String {
+    let parts: Vec<String> = VARIANT_FIELDS
+        .iter()
+        .filter(|&&k| k != skip)
+        .filter_map(|&k| r.get(k).map(|v| format!("{k}={}", plain(v))))
+        .collect();
+    parts.join(" ")
+}
+
+/// A JSON value without the quotes around strings.
+fn plain(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Writes `records` as a pretty JSON list.
+pub fn write_json(path: &Path, records: &[Record]) -> Result {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(records).map_err(|e| e.to_string())?;
+    fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Reads a `results.json`.
+pub fn read_json(path: &Path) -> Result<Vec<Record>> {
+    let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The commit measured: short hash, `-dirty` if the tree has changes; `unknown` without git.
+pub fn git_describe() -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(build::root())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match git(&["rev-parse", "--short", "HEAD"]) {
+        Some(hash) => {
+            let dirty = git(&["status", "--porcelain"]).is_some_and(|s| !s.is_empty());
+            if dirty {
+                format!("{hash}-dirty")
+            } else {
+                hash
+            }
+        }
+        None => "unknown".into(),
+    }
+}
+
+/// The CPUs this host offers us.
+pub fn host_cpus() -> u32 {
+    thread::available_parallelism().map_or(1, |n| n.get() as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::registry;
+
+    fn job(system: &'static str, cores: u32) -> Job {
+        Job { experiment: registry::find("shm_vs_msg").unwrap(), system, cores, repeat: 2 }
+    }
+
+    fn ctx() -> Context {
+        Context { accel: "tcg".into(), git: "abc".into(), host_cpus: 2 }
+    }
+
+    #[test]
+    fn a_line_becomes_a_record_with_its_context() {
+        let line = r#"{"experiment":"shm_vs_msg","system":"atoll","cores":1,"metric":"cycles_per_update","value":51,"unit":"cycles","protocol":"shm1","lines":1}"#;
+        let r = record(line, &job("atoll", 4), &ctx()).unwrap();
+        let keys: Vec<&str> = r.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys[..9],
+            ["experiment", "system", "cores", "metric", "value", "unit", "repeat", "accel", "git"]
+        );
+        assert_eq!(r["cores"], 4);
+        assert_eq!(r["active_cores"], 1);
+        assert_eq!(r["oversubscribed"], true);
+        assert_eq!(r["protocol"], "shm1");
+        assert_eq!(variant(&r), "protocol=shm1 active_cores=1");
+        assert_eq!(number(&r, "value"), Some(51.0));
+    }
+
+    #[test]
+    fn a_line_of_the_wrong_system_or_bad_json_is_refused() {
+        let line =
+            r#"{"experiment":"x","system":"linux","cores":1,"metric":"m","value":1,"unit":"u"}"#;
+        assert!(record(line, &job("atoll", 1), &ctx()).is_err());
+        assert!(record("{not json", &job("atoll", 1), &ctx()).is_err());
+        let r = record(line, &job("linux", 1), &ctx()).unwrap();
+        assert!(!r.contains_key("active_cores") && !r.contains_key("oversubscribed"));
+    }
+
+    #[test]
+    fn variants_can_leave_a_field_out() {
+        let line = r#"{"experiment":"urpc","system":"linux","cores":2,"metric":"m","value":1,"unit":"u","pair":[0,1],"impl":"pipe"}"#;
+        let r = record(line, &job("linux", 2), &ctx()).unwrap();
+        assert_eq!(variant(&r), "pair=[0,1] impl=pipe");
+        assert_eq!(variant_without(&r, "impl"), "pair=[0,1]");
+    }
+}

@@ -1,0 +1,399 @@
+//! `report.md`: per experiment a table of Atoll, Linux and their ratio (each a median over
+//! the repetitions with its [min–max] spread), the paper's numbers from `bench/paper.json`
+//! with the figure or table they come from, and the plot; host benchmarks in their own
+//! section; and a list of the rows where Linux wins.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::records::{number, text, variant, variant_without, Context, Record};
+use super::registry::Experiment;
+use super::{clock, Settings};
+use crate::Result;
+
+/// Within this factor of 1 a ratio counts as a tie.
+const TIE: f64 = 0.05;
+
+/// The papers' numbers (`bench/paper.json`).
+#[derive(Debug, Default)]
+pub struct Paper {
+    experiments: Map<String, Value>,
+}
+
+impl Paper {
+    /// Reads the data file.
+    pub fn load(path: &Path) -> Result<Paper> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let doc: Value =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let experiments = doc.get("experiments").and_then(Value::as_object).cloned();
+        Ok(Paper { experiments: experiments.ok_or("paper.json has no \"experiments\"")? })
+    }
+
+    fn field(&self, experiment: &str, key: &str) -> Option<&str> {
+        self.experiments.get(experiment)?.get(key)?.as_str()
+    }
+
+    fn references(&self, experiment: &str) -> Vec<&Value> {
+        let refs = self.experiments.get(experiment).and_then(|e| e.get("reference"));
+        refs.and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default()
+    }
+}
+
+/// The run's facts for the report's head.
+pub struct Meta<'a> {
+    /// The settings.
+    pub settings: &'a Settings,
+    /// accel, git, host CPUs.
+    pub ctx: &'a Context,
+    /// Wall time.
+    pub wall: Duration,
+    /// The share of the host's CPU time other processes used during the runs.
+    pub others: Option<f64>,
+    /// Failed jobs.
+    pub failed: &'a [String],
+    /// The Linux guest's description.
+    pub guest: Option<&'a str>,
+    /// Experiments that have a PNG.
+    pub plots: &'a [&'a str],
+}
+
+/// Values of one row by system, each as (repetition, value).
+#[derive(Debug, Default)]
+struct Row {
+    metric: String,
+    variant: String,
+    cores: u64,
+    unit: String,
+    atoll: Vec<(u64, f64)>,
+    linux: Vec<(u64, f64)>,
+    host: Vec<(u64, f64)>,
+    /// Atoll's row to compare with when Atoll has none of its own (a Linux-only peer).
+    baseline: Option<String>,
+}
+
+/// Groups records into rows in order of first appearance.
+fn rows(records: &[&Record]) -> Vec<Row> {
+    let mut order: Vec<(String, String, u64)> = Vec::new();
+    let mut by_key: BTreeMap<(String, String, u64), Row> = BTreeMap::new();
+    for r in records {
+        let key =
+            (text(r, "metric").to_string(), variant(r), number(r, "cores").unwrap_or(0.0) as u64);
+        let row = by_key.entry(key.clone()).or_insert_with(|| {
+            order.push(key.clone());
+            let peer = r.contains_key("impl").then(|| variant_without(r, "impl"));
+            Row {
+                metric: key.0.clone(),
+                variant: key.1.clone(),
+                cores: key.2,
+                unit: text(r, "unit").to_string(),
+                baseline: peer,
+                ..Row::default()
+            }
+        });
+        let (rep, Some(value)) = (number(r, "repeat").unwrap_or(0.0) as u64, number(r, "value"))
+        else {
+            continue;
+        };
+        match text(r, "system") {
+            "atoll" => row.atoll.push((rep, value)),
+            "linux" => row.linux.push((rep, value)),
+            _ => row.host.push((rep, value)),
+        }
+    }
+    order.into_iter().filter_map(|k| by_key.remove(&k)).collect()
+}
+
+/// `median [min–max]` of `values` (just the value if there is one), or `—`.
+fn spread(values: &[f64]) -> String {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return "—".into();
+    }
+    v.sort_by(f64::total_cmp);
+    let median = v[v.len() / 2];
+    if v.len() == 1 || v[0] == v[v.len() - 1] {
+        return num(median);
+    }
+    format!("{} [{}–{}]", num(median), num(v[0]), num(v[v.len() - 1]))
+}
+
+/// The median of `values`, if any.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
+/// A number in few characters: integers as integers, small values with 2 decimals.
+pub fn num(x: f64) -> String {
+    if x.abs() >= 100.0 || x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// Per-repetition ratios a/b, paired by repetition.
+fn ratios(a: &[(u64, f64)], b: &[(u64, f64)]) -> Vec<f64> {
+    a.iter()
+        .filter_map(|&(rep, x)| b.iter().find(|p| p.0 == rep).map(|&(_, y)| x / y))
+        .filter(|r| r.is_finite())
+        .collect()
+}
+
+/// True when a larger value of this unit is better.
+fn higher_is_better(unit: &str) -> bool {
+    unit.contains("/kcycle")
+}
+
+/// Who wins by the median ratio Atoll/Linux.
+fn better(ratio: f64, unit: &str) -> &'static str {
+    if (ratio - 1.0).abs() <= TIE {
+        "tie"
+    } else if (ratio < 1.0) != higher_is_better(unit) {
+        "Atoll"
+    } else {
+        "Linux"
+    }
+}
+
+/// The paper's values that match a row (by metric, and by protocol/active cores/impl when
+/// the reference names them).
+fn paper_cell(refs: &[&Value], row: &Row) -> String {
+    let cells: Vec<String> = refs
+        .iter()
+        .filter(|r| r.get("metric").and_then(Value::as_str) == Some(row.metric.as_str()))
+        .filter(|r| {
+            let peer = r.get("impl").is_some();
+            peer == row.baseline.is_some()
+                && ["protocol", "active_cores"].iter().all(|k| match r.get(*k) {
+                    Some(v) => {
+                        let v = v.as_str().map(String::from).unwrap_or_else(|| v.to_string());
+                        row.variant.split(' ').any(|part| part == format!("{k}={v}"))
+                    }
+                    None => true,
+                })
+        })
+        .filter_map(|r| r.get("value").and_then(Value::as_f64).map(num))
+        .collect();
+    if cells.is_empty() {
+        "—".into()
+    } else {
+        cells.join(" / ")
+    }
+}
+
+/// The whole report.
+pub fn render(
+    experiments: &[&Experiment],
+    records: &[Record],
+    paper: &Paper,
+    meta: &Meta,
+) -> String {
+    let mut out = String::new();
+    let s = meta.settings;
+    let cores: Vec<String> = s.cores.iter().map(u32::to_string).collect();
+    let _ = writeln!(out, "# Atoll vs Linux: benchmark report\n");
+    let _ = writeln!(
+        out,
+        "git `{}` · accelerator {} · CORES={} · REPEAT={} · MEM={} · host CPUs {} · wall {}  ",
+        meta.ctx.git,
+        meta.ctx.accel,
+        cores.join(","),
+        s.repeat,
+        s.mem,
+        meta.ctx.host_cpus,
+        clock(meta.wall)
+    );
+    if let Some(others) = meta.others {
+        let _ = writeln!(
+            out,
+            "Other processes used {:.0}% of the host's CPU time during the runs{}  ",
+            others * 100.0,
+            if others > 0.1 {
+                " — a busy host: under TCG each vCPU is a host thread, so spinning benchmarks \
+                 at cores ≥ host CPUs stall while a partner's thread waits for a CPU."
+            } else {
+                "."
+            }
+        );
+    }
+    if let Some(guest) = meta.guest {
+        let _ = writeln!(
+            out,
+            "Linux guest: {guest}; same QEMU machine, cores, memory and accelerator as Atoll.  "
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nEach cell is the median over the repetitions, with [min–max]. Atoll/Linux is the ratio \
+         per repetition (both measured in the same run), then its median and spread; for cycles \
+         lower is better, for msgs/kcycle higher. A row marked *peer* is Linux-only and is \
+         compared with Atoll's row without `impl` (Atoll's URPC). Cores above the host's CPU \
+         count are marked oversubscribed. Raw records: `results.json`; serial logs: `logs/`.\n"
+    );
+    if !meta.failed.is_empty() {
+        let _ = writeln!(out, "**Failed runs ({}):**\n", meta.failed.len());
+        for f in meta.failed {
+            let _ = writeln!(out, "- {f}");
+        }
+        let _ = writeln!(out);
+    }
+    let mut linux_wins = Vec::new();
+    for e in experiments.iter().filter(|e| !e.host) {
+        let mine: Vec<&Record> = records
+            .iter()
+            .filter(|r| text(r, "experiment") == e.name && text(r, "system") != "host")
+            .collect();
+        section(&mut out, e, &mine, paper, meta, &mut linux_wins);
+    }
+    if let Some(e) = experiments.iter().find(|e| e.host) {
+        let mine: Vec<&Record> = records.iter().filter(|r| text(r, "system") == "host").collect();
+        section(&mut out, e, &mine, paper, meta, &mut linux_wins);
+    }
+    let _ = writeln!(out, "## Where Linux wins\n");
+    if linux_wins.is_empty() {
+        let _ = writeln!(out, "Nowhere in this run (ties within {:.0}% not counted).", TIE * 100.0);
+    }
+    for w in linux_wins {
+        let _ = writeln!(out, "- {w}");
+    }
+    out
+}
+
+/// One experiment's section.
+fn section(
+    out: &mut String,
+    e: &Experiment,
+    records: &[&Record],
+    paper: &Paper,
+    meta: &Meta,
+    linux_wins: &mut Vec<String>,
+) {
+    let title = paper.field(e.name, "title").unwrap_or(e.name);
+    let _ = writeln!(out, "## `{}`: {title}\n", e.name);
+    if let (Some(p), Some(f)) = (paper.field(e.name, "paper"), paper.field(e.name, "figure")) {
+        let _ = writeln!(out, "Paper: {p} — {f}.  ");
+    }
+    if let Some(claim) = paper.field(e.name, "claim") {
+        let _ = writeln!(out, "{claim}\n");
+    }
+    if records.is_empty() {
+        let _ = writeln!(out, "No results.\n");
+        return;
+    }
+    let refs = paper.references(e.name);
+    let all = rows(records);
+    if e.host {
+        let _ = writeln!(out, "| metric | variant | host | paper |\n| --- | --- | --- | --- |");
+        for row in &all {
+            let host: Vec<f64> = row.host.iter().map(|p| p.1).collect();
+            let variant = if row.variant.is_empty() { "—" } else { &row.variant };
+            let _ = writeln!(
+                out,
+                "| {} ({}) | {variant} | {} | {} |",
+                row.metric,
+                row.unit,
+                spread(&host),
+                paper_cell(&refs, row)
+            );
+        }
+    } else {
+        let _ = writeln!(
+            out,
+            "| metric | variant | cores | Atoll | Linux | Atoll/Linux | better | paper |\n\
+             | --- | --- | --- | --- | --- | --- | --- | --- |"
+        );
+        for row in &all {
+            let baseline = row.baseline.as_ref().and_then(|b| {
+                all.iter()
+                    .find(|r| r.metric == row.metric && r.cores == row.cores && &r.variant == b)
+            });
+            let atoll =
+                if row.atoll.is_empty() { baseline.map(|b| &b.atoll) } else { Some(&row.atoll) };
+            let ratio = atoll.map(|a| ratios(a, &row.linux)).unwrap_or_default();
+            let values = |v: &[(u64, f64)]| spread(&v.iter().map(|p| p.1).collect::<Vec<_>>());
+            let atoll_cell = match (row.atoll.is_empty(), baseline) {
+                (false, _) => values(&row.atoll),
+                (true, Some(b)) => format!("(URPC {})", values(&b.atoll)),
+                (true, None) => "—".into(),
+            };
+            let winner = median(&ratio).map_or("", |r| better(r, &row.unit));
+            let oversubscribed =
+                if row.cores > u64::from(meta.ctx.host_cpus) { " (oversubscribed)" } else { "" };
+            let variant = match (&row.variant, row.baseline.is_some()) {
+                (v, true) => format!("{v} *peer*"),
+                (v, false) if v.is_empty() => "—".into(),
+                (v, false) => v.clone(),
+            };
+            let _ = writeln!(
+                out,
+                "| {} ({}) | {variant} | {}{oversubscribed} | {atoll_cell} | {} | {} | {winner} | {} |",
+                row.metric,
+                row.unit,
+                row.cores,
+                values(&row.linux),
+                spread(&ratio),
+                paper_cell(&refs, row)
+            );
+            if winner == "Linux" {
+                linux_wins.push(format!(
+                    "`{}` {} {} at {} cores: Atoll/Linux = {}",
+                    e.name,
+                    row.metric,
+                    row.variant,
+                    row.cores,
+                    spread(&ratio)
+                ));
+            }
+        }
+    }
+    if !refs.is_empty() {
+        let _ = writeln!(out, "\nPaper's numbers:");
+        for r in &refs {
+            let value = r.get("value").and_then(Value::as_f64).map(num).unwrap_or_default();
+            let unit = r.get("unit").and_then(Value::as_str).unwrap_or("");
+            let metric = r.get("metric").and_then(Value::as_str).unwrap_or("");
+            let place = r.get("where").and_then(Value::as_str).unwrap_or("");
+            let _ = writeln!(out, "- {metric}: {value} {unit} — {place}");
+        }
+    }
+    if meta.plots.contains(&e.name) {
+        let _ = writeln!(out, "\n![{}]({}.png)", e.name, e.name);
+    }
+    let _ = writeln!(out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spreads_and_numbers() {
+        assert_eq!(spread(&[]), "—");
+        assert_eq!(spread(&[3.0]), "3");
+        assert_eq!(spread(&[3.0, 1.0, 2.0]), "2 [1–3]");
+        assert_eq!(spread(&[0.5, 0.25, 0.75]), "0.50 [0.25–0.75]");
+        assert_eq!(num(1234.567), "1235");
+    }
+
+    #[test]
+    fn ratios_pair_repetitions() {
+        let a = [(1, 10.0), (2, 20.0), (3, 30.0)];
+        let b = [(2, 10.0), (1, 10.0)];
+        assert_eq!(ratios(&a, &b), [1.0, 2.0]);
+    }
+
+    #[test]
+    fn the_winner_depends_on_the_unit() {
+        assert_eq!(better(0.5, "cycles"), "Atoll");
+        assert_eq!(better(2.0, "cycles"), "Linux");
+        assert_eq!(better(2.0, "msgs/kcycle"), "Atoll");
+        assert_eq!(better(1.02, "cycles"), "tie");
+    }
+}

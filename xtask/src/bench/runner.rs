@@ -1,0 +1,172 @@
+//! Running one job: boot a VM (Atoll or the Linux guest) with its serial port in a log file,
+//! or run `bench-host`, within a time limit; then pick the `RESULT {json}` lines and any
+//! complaint out of the output.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use super::guest::DONE_MARKER;
+use crate::qemu::{self, Serial, Vm};
+use crate::{build, Result};
+
+/// What one job printed and how it ended.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// The JSON text of each `RESULT {json}` line, in order.
+    pub results: Vec<String>,
+    /// Lines that say something went wrong.
+    pub complaints: Vec<String>,
+    /// True when a Linux guest's `/init` reported the end of the benchmark.
+    pub done: bool,
+    /// True when the Linux guest's end marker is required.
+    pub needs_done: bool,
+    /// Exit status of QEMU (or bench-host); `None` if killed.
+    pub status: Option<i32>,
+    /// True if the time limit killed it.
+    pub timed_out: bool,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+impl Outcome {
+    /// Why the job failed, or `None` if it did not.
+    pub fn failure(&self) -> Option<String> {
+        if self.timed_out {
+            Some(format!("timed out after {:.0} s", self.elapsed.as_secs_f64()))
+        } else if let Some(line) = self.complaints.first() {
+            Some(format!("`{line}`"))
+        } else if self.needs_done && !self.done {
+            Some("the guest never reported the end of the benchmark".into())
+        } else if self.results.is_empty() {
+            Some(format!("no RESULT lines (exit status {:?})", self.status))
+        } else if !matches!(self.status, Some(0) | Some(33)) {
+            Some(format!("exit status {:?}", self.status))
+        } else {
+            None
+        }
+    }
+}
+
+/// Boots `vm` with COM1 going to `log`, waits up to `timeout`, and reads the log.
+/// `linux`: the guest must print its end marker with status 0.
+pub fn boot(vm: &Vm, log: &Path, timeout: Duration, linux: bool) -> Result<Outcome> {
+    let file = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let copy = file.try_clone().map_err(|e| format!("cannot share {}: {e}", log.display()))?;
+    let mut command = vm.command(Serial::Stdout);
+    command.stdin(Stdio::null()).stdout(file).stderr(copy);
+    let mut child = qemu::spawn(&mut command)?;
+    let ending = qemu::wait(&mut child, timeout)?;
+    let mut outcome = scan(&qemu::read_log(log));
+    outcome.needs_done = linux;
+    outcome.status = ending.status;
+    outcome.timed_out = ending.timed_out;
+    outcome.elapsed = ending.elapsed;
+    Ok(outcome)
+}
+
+/// Builds `bench-host` (release) and returns the binary.
+pub fn build_bench_host() -> Result<PathBuf> {
+    let mut command = build::cargo();
+    command.args(["build", "--release", "--quiet", "-p", "bench-host"]);
+    let status = command.status().map_err(|e| format!("cannot start cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("building bench-host failed ({status})"));
+    }
+    Ok(build::target_dir().join("release").join("bench-host"))
+}
+
+/// Runs `bench-host` with its output in `log`.
+pub fn host(binary: &Path, log: &Path, timeout: Duration) -> Result<Outcome> {
+    let file = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let copy = file.try_clone().map_err(|e| format!("cannot share {}: {e}", log.display()))?;
+    let mut command = Command::new(binary);
+    command.stdin(Stdio::null()).stdout(file).stderr(copy);
+    let mut child = command.spawn().map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
+    let ending = qemu::wait(&mut child, timeout)?;
+    let mut outcome = scan(&qemu::read_log(log));
+    outcome.status = ending.status;
+    outcome.timed_out = ending.timed_out;
+    outcome.elapsed = ending.elapsed;
+    Ok(outcome)
+}
+
+/// Reads a serial log: `RESULT {json}` anywhere in a line (kernel messages may come first),
+/// and the lines that mean failure: a benchmark's `bench: <error>`, a user program that did
+/// not exit 0, a trap or panic, a Linux panic, or a non-zero status from the guest's
+/// `/init`.
+pub fn scan(serial: &str) -> Outcome {
+    let mut outcome = Outcome::default();
+    for line in serial.lines().map(|l| l.trim_end_matches('\r')) {
+        if let Some(at) = line.find("RESULT {") {
+            outcome.results.push(line[at + "RESULT ".len()..].trim().to_string());
+        } else if let Some(status) = line.trim().strip_prefix(DONE_MARKER) {
+            outcome.done = true;
+            if status.trim() != "0" {
+                outcome.complaints.push(line.trim().to_string());
+            }
+        } else if is_complaint(line.trim()) {
+            outcome.complaints.push(line.trim().to_string());
+        }
+    }
+    outcome
+}
+
+fn is_complaint(line: &str) -> bool {
+    line.starts_with("bench:")
+        || (line.starts_with("run: ") && !line.ends_with("Exited(0)"))
+        || line.starts_with(verdict::TRAP_MARKER)
+        || line.starts_with(verdict::PANIC_MARKER)
+        || line.starts_with("USER FAULT")
+        || line.contains("Kernel panic")
+}
+
+/// Prints the last `count` lines of a log, indented.
+pub fn print_tail(log: &Path, count: usize) {
+    let text = qemu::read_log(log);
+    let lines: Vec<&str> = text.lines().collect();
+    for line in &lines[lines.len().saturating_sub(count)..] {
+        println!("    {}", line.trim_end_matches('\r'));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_are_found_after_other_output() {
+        let log = "boot\r\nRESULT {\"a\":1}\r\n[ 1.0] x RESULT {\"b\":2}\nrun: nullsys on core 0: Exited(0)\n";
+        let o = scan(log);
+        assert_eq!(o.results, ["{\"a\":1}", "{\"b\":2}"]);
+        assert!(o.complaints.is_empty());
+    }
+
+    #[test]
+    fn failures_are_complaints() {
+        let o =
+            scan("bench: needs 2 cores\nrun: nullsys on core 0: Faulted(14)\nPANIC core=0: x\n");
+        assert_eq!(o.complaints.len(), 3);
+        let o = scan("RESULT {}\nBENCH DONE status=1\n");
+        assert!(o.done);
+        assert_eq!(o.complaints, ["BENCH DONE status=1"]);
+    }
+
+    #[test]
+    fn an_outcome_fails_for_each_reason() {
+        let ok = Outcome {
+            results: vec!["{}".into()],
+            status: Some(0),
+            done: true,
+            needs_done: true,
+            ..Outcome::default()
+        };
+        assert_eq!(ok.failure(), None);
+        assert!(Outcome { timed_out: true, ..ok.clone() }.failure().is_some());
+        assert!(Outcome { done: false, ..ok.clone() }.failure().is_some());
+        assert!(Outcome { results: vec![], ..ok.clone() }.failure().is_some());
+        assert!(Outcome { status: Some(1), ..ok.clone() }.failure().is_some());
+        assert!(Outcome { complaints: vec!["bench: x".into()], ..ok }.failure().is_some());
+    }
+}
