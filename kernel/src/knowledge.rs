@@ -138,7 +138,9 @@ pub fn measure_at_boot() -> Result<(), String> {
 
     // IPI cost, and from it the idle poll budget every core uses (§5.2).
     if let Some(&target) = cores.iter().find(|&&c| c != 0) {
-        if let Some(c) = ipi_cost(target) {
+        // A difference of 0 means the polling ping was itself delayed (a busy host): noise,
+        // not a cost; the SKB then keeps its default.
+        if let Some(c) = ipi_cost(target).filter(|&c| c > 0) {
             skb.set_ipi_cost(c);
         }
     }

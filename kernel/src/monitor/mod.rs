@@ -96,8 +96,6 @@ pub struct Monitor {
     /// Highest pong sequence number seen from each core.
     pongs: Vec<u64>,
     aggregations: Vec<Aggregation>,
-    /// The server-side array of `UPDATE` (one counter per cache line).
-    update_lines: [[u64; 8]; protocol::UPDATE_LINES],
     poll_budget: u64,
     stats: Stats,
 }
@@ -125,7 +123,6 @@ pub fn init_this_core(cores: usize) {
         sequence_next: alloc::vec![0; cores],
         pongs: alloc::vec![0; cores],
         aggregations: Vec::new(),
-        update_lines: [[0; 8]; protocol::UPDATE_LINES],
         poll_budget: DEFAULT_POLL_BUDGET,
         stats: Stats::default(),
     };
@@ -258,14 +255,6 @@ fn dispatch(incoming: Incoming) {
                     with(|m| m.stats.frames_returned += 1);
                 }
             }
-        }
-        Request::Update { round, lines } => {
-            with(|m| {
-                for line in &mut m.update_lines[..lines] {
-                    line[0] = line[0].wrapping_add(1);
-                }
-            });
-            let _ = send(from, &Request::BenchAck(round));
         }
         Request::SetPollBudget(cycles) => with(|m| m.poll_budget = cycles.max(1000)),
         Request::Sequence(n) => with(|m| {

@@ -32,13 +32,7 @@ pub mod kind {
     /// `BENCH_REQUEST` to its package's cores below `limit`, collects their acks, then
     /// sends `BENCH_ACK` to `source`.
     pub const MULTICAST: u32 = 10;
-    /// `[round, lines]`: update `lines` cache lines of the receiver's array, then
-    /// `BENCH_ACK [round]` (Multikernel Figure 3's message-to-server update).
-    pub const UPDATE: u32 = 11;
 }
-
-/// Most cache lines an `UPDATE` touches.
-pub const UPDATE_LINES: usize = 8;
 
 /// Frames in one `FRAME_RETURN` message.
 pub const FRAMES_PER_RETURN: usize = PAYLOAD_WORDS - 1;
@@ -68,8 +62,6 @@ pub enum Request {
     BenchAck(u64),
     /// Multicast request for `round` from `source`, to cores below `limit`.
     Multicast { round: u64, source: usize, limit: usize },
-    /// Update `lines` cache lines, then ack `round`.
-    Update { round: u64, lines: usize },
 }
 
 /// Why a message was rejected.
@@ -118,10 +110,6 @@ pub fn decode(from: usize, tag: u32, p: &[u64; PAYLOAD_WORDS]) -> Result<Request
         kind::MULTICAST => {
             Request::Multicast { round: p[0], source: p[1] as usize, limit: p[2] as usize }
         }
-        kind::UPDATE if p[1] as usize <= UPDATE_LINES => {
-            Request::Update { round: p[0], lines: p[1] as usize }
-        }
-        kind::UPDATE => return Err(Rejection::Malformed),
         kind::REPLY => return Err(Rejection::Malformed), // replies come as bytes
         _ => return Err(Rejection::UnknownKind),
     };
@@ -171,10 +159,6 @@ pub fn encode(request: &Request) -> (u32, [u64; PAYLOAD_WORDS]) {
         Request::Multicast { round, source, limit } => {
             p[..3].copy_from_slice(&[round, source as u64, limit as u64]);
             kind::MULTICAST
-        }
-        Request::Update { round, lines } => {
-            p[..2].copy_from_slice(&[round, lines as u64]);
-            kind::UPDATE
         }
     };
     (tag, p)
