@@ -81,6 +81,10 @@ pub fn run(name: &str, args: &str) -> Result<ExitStatus, Error> {
 /// Like [`run`], stopping the program (`TimedOut`) once it has run for `limit_us`: the
 /// timer tick checks, so a program that never makes a system call cannot keep its core.
 pub fn run_with_limit(name: &str, args: &str, limit_us: u64) -> Result<ExitStatus, Error> {
+    // One program per core at a time (a pcore runs one context).
+    if this_core().user.with(|slot| slot.is_some()) {
+        return Err(Error::NotPermitted);
+    }
     let image = initrd::find(name).ok_or(Error::NoSuchObject)?;
     // cpio aligns file data to 4 bytes; the ELF parser wants 8.
     let aligned: alloc::vec::Vec<u64>;
