@@ -55,6 +55,9 @@ pub mod nr {
     /// `locality_get(core, &mut Locality)`: where `core` sits and what it costs to reach
     /// from the caller's core, from the system knowledge base (Corey §4.4, Multikernel §4.9).
     pub const LOCALITY_GET: u64 = 21;
+    /// `segment_copy(share, ref_share, ref_obj)`: a new segment holding a copy of the
+    /// segment's pages (plain copy; copy-on-write comes with `cfork`), placed in `share`.
+    pub const SEGMENT_COPY: u64 = 22;
 }
 
 /// What `locality_get` reports about a core (six little-endian words).

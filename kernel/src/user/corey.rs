@@ -193,22 +193,82 @@ pub fn obj_get_name(p: &ProgramObjects, ref_share: u64, ref_obj: u64) -> Result<
     })
 }
 
-/// `segment_alloc(share, nbytes)`: frames are taken on first touch, from this core's list.
-pub fn segment_alloc(p: &ProgramObjects, share: u64, nbytes: u64) -> Result<u64, Error> {
-    let pages = nbytes.div_ceil(PAGE);
-    if pages > MAX_SEGMENT_PAGES {
+/// A segment's page table (one word per page), or `NoResources`: a segment may not be
+/// larger than the free memory of this core, and the kernel's own allocation must not fail.
+fn page_slots(pages: u64) -> Result<Vec<u64>, Error> {
+    if pages > MAX_SEGMENT_PAGES || pages > this_core().free_frames() {
         return Err(Error::NoResources);
     }
+    let mut slots = Vec::new();
+    slots.try_reserve_exact(pages as usize).map_err(|_| Error::NoResources)?;
+    slots.resize(pages as usize, 0);
+    Ok(slots)
+}
+
+/// `segment_alloc(share, nbytes)`: frames are taken on first touch, from this core's list.
+pub fn segment_alloc(p: &ProgramObjects, share: u64, nbytes: u64) -> Result<u64, Error> {
+    let slots = page_slots(nbytes.div_ceil(PAGE))?;
     with_objects(|objs| {
-        objs.alloc(
-            &p.set,
-            ObjectId(share),
-            ObjectKind::Segment,
-            name(),
-            Payload::Segment(alloc::vec![0; pages as usize]),
-        )
-        .map(|id| id.0)
-        .map_err(|(e, _)| to_abi(e))
+        room(objs)?;
+        objs.alloc(&p.set, ObjectId(share), ObjectKind::Segment, name(), Payload::Segment(slots))
+            .map(|id| id.0)
+            .map_err(|(e, _)| to_abi(e))
+    })
+}
+
+/// `segment_copy(share, ⟨ref_share, ref_obj⟩)`: a plain copy — every page touched in the
+/// source gets a new frame with the same contents; untouched pages stay untouched.
+pub fn segment_copy(
+    p: &ProgramObjects,
+    share: u64,
+    ref_share: u64,
+    ref_obj: u64,
+) -> Result<u64, Error> {
+    let source: Vec<u64> = with_objects(|objs| {
+        match objs.lookup(&p.set, reference(ref_share, ref_obj), ObjectKind::Segment) {
+            Ok(Payload::Segment(f)) => Ok(f.clone()),
+            Ok(_) => Err(Error::InvalidArgument),
+            Err(e) => Err(to_abi(e)),
+        }
+    })?;
+    let touched = source.iter().filter(|&&pa| pa != 0).count() as u64;
+    if touched + RESERVE_FRAMES > this_core().free_frames() {
+        return Err(Error::NoResources);
+    }
+    let mut copy = page_slots(source.len() as u64)?;
+    for (slot, &pa) in copy.iter_mut().zip(&source) {
+        if pa == 0 {
+            continue;
+        }
+        let Some(new) = frames::alloc() else {
+            for pa in copy.iter().filter(|&&pa| pa != 0) {
+                let _ = frames::free(*pa);
+            }
+            return Err(Error::NoResources);
+        };
+        // SAFETY: `pa` is a frame of a live segment, `new` a fresh frame of this core; both
+        // are reached through the direct map and do not overlap.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                phys_to_virt(pa) as *const u8,
+                phys_to_virt(new) as *mut u8,
+                PAGE as usize,
+            )
+        };
+        *slot = new;
+    }
+    with_objects(|objs| {
+        room(objs)?;
+        objs.alloc(&p.set, ObjectId(share), ObjectKind::Segment, name(), Payload::Segment(copy))
+            .map(|id| id.0)
+            .map_err(|(e, payload)| {
+                if let Payload::Segment(frames_of) = payload {
+                    for pa in frames_of.into_iter().filter(|&pa| pa != 0) {
+                        let _ = frames::free(pa);
+                    }
+                }
+                to_abi(e)
+            })
     })
 }
 
@@ -232,7 +292,7 @@ pub fn segment_set_nbytes(
     nbytes: u64,
 ) -> Result<u64, Error> {
     let pages = nbytes.div_ceil(PAGE);
-    if pages > MAX_SEGMENT_PAGES {
+    if pages > MAX_SEGMENT_PAGES || pages > this_core().free_frames() {
         return Err(Error::NoResources);
     }
     let dropped = with_objects(|objs| {
@@ -243,6 +303,8 @@ pub fn segment_set_nbytes(
                 } else {
                     Vec::new()
                 };
+                f.try_reserve_exact((pages as usize).saturating_sub(f.len()))
+                    .map_err(|_| Error::NoResources)?;
                 f.resize(pages as usize, 0);
                 Ok(dropped)
             }

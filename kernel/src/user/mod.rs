@@ -228,6 +228,7 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         nr::ARGS => args(frame.rdi, frame.rsi),
         nr::ROOT_SHARE..=nr::PAGE_FAULTS => object_call(frame),
         nr::LOCALITY_GET => locality_get(frame.rdi, frame.rsi),
+        nr::SEGMENT_COPY => object_call(frame),
         _ => Err(Error::NoSuchCall),
     };
     abi::encode(result)
@@ -287,6 +288,7 @@ fn object_call(frame: &SyscallFrame) -> SysResult {
             }
             nr::AR_GET => corey::ar_get(p, a, b, c),
             nr::PAGE_FAULTS => Ok(p.fault_count),
+            nr::SEGMENT_COPY => corey::segment_copy(p, a, b, c),
             _ => Err(Error::NoSuchCall),
         }
     })

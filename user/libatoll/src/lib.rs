@@ -112,6 +112,11 @@ pub mod obj {
         syscall3(nr::SEGMENT_ALLOC, share, nbytes, 0)
     }
 
+    /// `segment_copy`: a plain copy of `seg`, placed in `share`.
+    pub fn segment_copy(share: u64, seg: ObjRef) -> SysResult {
+        syscall3(nr::SEGMENT_COPY, share, seg.share, seg.object)
+    }
+
     /// `segment_get_nbytes`.
     pub fn segment_get_nbytes(seg: ObjRef) -> SysResult {
         syscall3(nr::SEGMENT_GET_NBYTES, seg.share, seg.object, 0)
