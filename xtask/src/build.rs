@@ -43,7 +43,7 @@ pub struct Images {
 
 /// The user programs packed into the initrd (binaries of `user/programs`).
 const PROGRAMS: &[&str] =
-    &["hello", "fault", "badptr", "nullsys", "sysfuzz", "objtest", "spin", "exhaust"];
+    &["hello", "fault", "badptr", "nullsys", "sysfuzz", "objtest", "spin", "exhaust", "memclone"];
 
 /// Code generation for user programs: linked at 4 MiB, so not the kernel's code model.
 /// (`RUSTFLAGS` replaces the kernel flags `.cargo/config.toml` sets for this target.)
