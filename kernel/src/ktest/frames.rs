@@ -42,7 +42,7 @@ impl HeldBitmap {
 }
 
 /// All cores allocate and free at once; half of every batch is freed by the next core, so
-/// frames travel back to their owners through the return stacks. No frame is ever held
+/// frames travel back to their owners by message (`FRAME_RETURN`). No frame is ever held
 /// twice, and each core's free count (hence the total) is the same before and after.
 fn concurrent() -> Result<(), String> {
     let cores = smp::online_cores();

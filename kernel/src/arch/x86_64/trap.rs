@@ -10,7 +10,7 @@ use core::arch::global_asm;
 
 /// Local APIC timer tick.
 pub const VECTOR_TIMER: u8 = 0x30;
-/// "Look at your mailbox" IPI (wakes an idle core).
+/// Wake-up IPI: a message is waiting for a halted core (Multikernel §5.2).
 pub const VECTOR_WAKE: u8 = 0x31;
 /// IPI used by the IPI test: the receiver counts it per sender.
 pub const VECTOR_TEST: u8 = 0x32;
