@@ -190,14 +190,17 @@ pub fn on_exception(frame: &TrapFrame) {
     }
     let name = with_running(|r, _| r.name.clone()).unwrap_or_default();
     println!(
-        "USER FAULT core={} program={} vector={} ({}) error={:#x} rip={:#x} cr2={:#x}",
+        "USER FAULT core={} program={} vector={} ({}) error={:#x} rip={:#x} cr2={:#x} cs={:#x} rsp={:#x} rflags={:#x}",
         this_core().index,
         name,
         vector,
         EXCEPTION_NAMES[vector as usize],
         frame.error,
         frame.rip,
-        cr2
+        cr2,
+        frame.cs,
+        frame.rsp,
+        frame.rflags
     );
     leave(ExitStatus::Faulted(vector))
 }
