@@ -69,3 +69,51 @@ pub use mcs::McsLock;
 pub use rwlock::RwLock;
 pub use ticket::TicketLock;
 pub use tts::TtsLock;
+
+/// The unit tests every mutex (`TtsLock`, `TicketLock`, `McsLock`) must pass, written once.
+#[cfg(all(test, not(loom)))]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! mutex_tests {
+    ($lock:ident) => {
+        #[test]
+        fn with_mutates_and_returns() {
+            let lock = $lock::new(1);
+            assert_eq!(lock.with(|v| core::mem::replace(v, 7)), 1);
+            assert_eq!(lock.into_inner(), 7);
+        }
+
+        #[test]
+        fn try_with_fails_while_held_and_succeeds_after() {
+            let lock = $lock::new(0);
+            lock.with(|v| {
+                *v += 1;
+                assert_eq!(lock.try_with(|_| ()), None);
+            });
+            assert_eq!(lock.try_with(|v| *v), Some(1));
+        }
+
+        #[test]
+        fn static_lock() {
+            static LOCK: $lock<u64> = $lock::new(0);
+            LOCK.with(|v| *v += 2);
+            assert_eq!(LOCK.with(|v| *v), 2);
+        }
+
+        #[test]
+        fn panic_inside_releases_the_lock() {
+            let lock = $lock::new(std::vec::Vec::<u8>::new());
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                lock.with(|_| panic!("boom"))
+            }));
+            assert!(result.is_err());
+            assert_eq!(lock.try_with(|v| v.len()), Some(0));
+        }
+
+        #[test]
+        fn is_send_and_sync() {
+            fn check<L: Send + Sync>() {}
+            check::<$lock<std::vec::Vec<u8>>>();
+        }
+    };
+}

@@ -187,25 +187,8 @@ impl<T> McsLock<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use std::panic::{catch_unwind, AssertUnwindSafe};
-    use std::vec::Vec;
 
-    #[test]
-    fn with_mutates_and_returns() {
-        let lock = McsLock::new(1);
-        assert_eq!(lock.with(|v| core::mem::replace(v, 7)), 1);
-        assert_eq!(lock.into_inner(), 7);
-    }
-
-    #[test]
-    fn try_with_fails_while_held_and_succeeds_after() {
-        let lock = McsLock::new(0);
-        lock.with(|v| {
-            *v += 1;
-            assert_eq!(lock.try_with(|_| ()), None);
-        });
-        assert_eq!(lock.try_with(|v| *v), Some(1));
-    }
+    crate::mutex_tests!(McsLock);
 
     #[test]
     fn queue_is_empty_after_release() {
@@ -214,26 +197,5 @@ mod tests {
         assert!(lock.raw.tail.load(Relaxed).is_null());
         lock.try_with(|()| ()).unwrap();
         assert!(lock.raw.tail.load(Relaxed).is_null());
-    }
-
-    #[test]
-    fn static_lock() {
-        static LOCK: McsLock<u64> = McsLock::new(0);
-        LOCK.with(|v| *v += 2);
-        assert_eq!(LOCK.with(|v| *v), 2);
-    }
-
-    #[test]
-    fn panic_inside_releases_the_lock() {
-        let lock = McsLock::new(Vec::<u8>::new());
-        let result = catch_unwind(AssertUnwindSafe(|| lock.with(|_| panic!("boom"))));
-        assert!(result.is_err());
-        assert_eq!(lock.try_with(|v| v.len()), Some(0));
-    }
-
-    #[test]
-    fn is_send_and_sync() {
-        fn check<L: Send + Sync>() {}
-        check::<McsLock<Vec<u8>>>();
     }
 }
