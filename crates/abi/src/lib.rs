@@ -98,20 +98,35 @@ impl Locality {
     }
 }
 
-/// Object kinds as `obj_get_name` reports them (Corey Figure 5).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u64)]
+/// The five kinds of Corey kernel objects (Corey §4, Figure 5), as `obj_get_name` reports
+/// them. The one definition: the kernel's object model (`crates/objects`) uses it too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
 pub enum ObjectKind {
-    /// A share: a table of object references.
+    /// A lookup table of object ids (Corey §3.3).
     Share = 1,
-    /// A segment: physical pages.
+    /// Physical memory pages (Corey §4.3).
     Segment = 2,
-    /// An address range: a map of segments and nested ranges.
+    /// A table of address mappings, a page-table subtree (Corey §3.1, §4.3).
     AddressRange = 3,
-    /// A pcore.
+    /// A physical core (Corey §4.4).
     Pcore = 4,
-    /// A device.
+    /// A hardware or syscall device (Corey §3.2, §4.4).
     Device = 5,
+}
+
+impl ObjectKind {
+    /// The kind with ABI code `code`, if it is one.
+    pub const fn from_code(code: u8) -> Option<ObjectKind> {
+        Some(match code {
+            1 => ObjectKind::Share,
+            2 => ObjectKind::Segment,
+            3 => ObjectKind::AddressRange,
+            4 => ObjectKind::Pcore,
+            5 => ObjectKind::Device,
+            _ => return None,
+        })
+    }
 }
 
 /// Mapping flags for `ar_set_seg` / `ar_set_ar`.

@@ -68,36 +68,8 @@ impl IdAllocator {
     }
 }
 
-/// The five kinds of Corey kernel objects (Corey §4). The discriminants are stable and
-/// may be used as codes in the system-call ABI.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[repr(u8)]
-pub enum ObjectKind {
-    /// A lookup table of object ids (Corey §3.3).
-    Share = 1,
-    /// Physical memory pages (Corey §4.3).
-    Segment = 2,
-    /// A table of address mappings, a page-table subtree (Corey §3.1, §4.3).
-    AddressRange = 3,
-    /// A physical core (Corey §4.4).
-    Pcore = 4,
-    /// A hardware or syscall device (Corey §3.2, §4.4).
-    Device = 5,
-}
-
-impl ObjectKind {
-    /// The kind with ABI code `code`, if it is one.
-    pub const fn from_code(code: u8) -> Option<ObjectKind> {
-        Some(match code {
-            1 => ObjectKind::Share,
-            2 => ObjectKind::Segment,
-            3 => ObjectKind::AddressRange,
-            4 => ObjectKind::Pcore,
-            5 => ObjectKind::Device,
-            _ => return None,
-        })
-    }
-}
+/// The five kinds of Corey kernel objects; defined once, in the system-call ABI.
+pub use abi::ObjectKind;
 
 /// An object's name, up to [`NAME_MAX`] bytes, given at allocation (Figure 5: the `name`
 /// argument of `share_alloc`, `segment_alloc`, ...; `obj_get_name` returns it). For
