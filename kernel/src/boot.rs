@@ -206,7 +206,17 @@ pub fn boot_core(start_info: u32) -> ! {
     if let Some(selector) = cmdline::get(cmdline, verdict::cmdline_keys::TEST) {
         ktest::run(selector)
     }
-    if let Some(command) = cmdline::get(cmdline, verdict::cmdline_keys::CMD) {
+    let command = cmdline::get(cmdline, verdict::cmdline_keys::CMD);
+    // The shell is the user program `init` (M3); `console=kernel` keeps the kernel's own
+    // console, which is also what remains if `init` is missing or ends.
+    if cmdline::get(cmdline, "console") != Some("kernel") && crate::user::initrd::find("init").is_some() {
+        println!("{} (the init shell; type 'help')", verdict::READY_MARKER);
+        let status = crate::user::run("init", command.unwrap_or(""));
+        if command.is_some() {
+            power::power_off()
+        }
+        println!("init ended ({status:?}); the kernel console takes over");
+    } else if let Some(command) = command {
         console::execute(command);
         power::power_off()
     }

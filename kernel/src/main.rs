@@ -18,6 +18,7 @@ mod monitor;
 mod percpu;
 mod print;
 mod smp;
+mod tlb;
 mod user;
 
 use arch::{apic, cpu, power, start_ap, timer};

@@ -100,8 +100,14 @@ pub struct PerCore {
     pub monitor: CoreLocal<Option<Monitor>>,
     /// The user program running on this core, if any.
     pub user: CoreLocal<Option<crate::user::Running>>,
-    /// Corey objects created on this core (made on first use).
-    pub objects: CoreLocal<Option<crate::user::corey::CoreObjects>>,
+    /// Where this core's new Corey objects get their ids (made on first use).
+    pub creator: CoreLocal<Option<objects::Creator>>,
+    /// TLB flushes this core did on request (a shootdown waits for these to advance).
+    pub tlb_flushes: AtomicU64,
+    /// Set while a pcore object names this core (Corey §4.4: one per physical core).
+    pub pcore_claimed: AtomicBool,
+    /// Set while this core runs a user context (system calls included).
+    pub in_context: AtomicBool,
     /// This core's free-frame bitmap.
     pub frames: CoreLocal<CoreFrames<'static>>,
     /// This core's kernel heap.
@@ -171,7 +177,10 @@ pub unsafe fn publish(frame_va: u64, setup: CoreSetup) -> &'static PerCore {
         heap_returns: ReturnStack::new(),
         monitor: CoreLocal::new(setup.index, None),
         user: CoreLocal::new(setup.index, None),
-        objects: CoreLocal::new(setup.index, None),
+        creator: CoreLocal::new(setup.index, None),
+        tlb_flushes: AtomicU64::new(0),
+        pcore_claimed: AtomicBool::new(false),
+        in_context: AtomicBool::new(false),
         frames: CoreLocal::new(setup.index, setup.frames),
         heap: CoreLocal::new(setup.index, CoreHeap::empty(setup.index)),
         tables: UnsafeCell::new(CoreTables::new()),
@@ -235,6 +244,19 @@ impl PerCore {
         unsafe { (*self.tables.get()).rsp0_slot() }
     }
 
+    /// The TSS's RSP0 (the stack interrupts from user mode land on), to save around a
+    /// nested program.
+    pub fn rsp0(&self) -> u64 {
+        // SAFETY: the owning core's own TSS slot (see `rsp0_slot`).
+        unsafe { self.rsp0_slot().read() }
+    }
+
+    /// Restores an RSP0 saved with [`PerCore::rsp0`].
+    pub fn set_rsp0(&self, rsp: u64) {
+        // SAFETY: as in `rsp0`.
+        unsafe { self.rsp0_slot().write(rsp) }
+    }
+
     /// Current life-cycle state.
     pub fn state(&self) -> CoreState {
         match self.state.load(Ordering::Acquire) {
@@ -253,6 +275,16 @@ impl PerCore {
     /// Timer ticks seen by this core.
     pub fn ticks(&self) -> u64 {
         self.ticks.load(Ordering::Relaxed)
+    }
+
+    /// The kernel stack system calls enter on (`gs:8`), to save around a nested program.
+    pub fn syscall_stack(&self) -> u64 {
+        self.syscall_rsp.load(Ordering::Relaxed)
+    }
+
+    /// Restores the system-call stack saved with [`PerCore::syscall_stack`].
+    pub fn set_syscall_stack(&self, rsp: u64) {
+        self.syscall_rsp.store(rsp, Ordering::Relaxed);
     }
 
     /// Called by the timer interrupt on the owning core.

@@ -42,7 +42,8 @@ pub mod nr {
     pub const SEGMENT_GET_NBYTES: u64 = 14;
     /// `segment_set_nbytes(ref_share, ref_obj, nbytes)`: grows or shrinks the segment.
     pub const SEGMENT_SET_NBYTES: u64 = 15;
-    /// `ar_alloc(share)`: a new, empty address range placed in `share`; returns its id.
+    /// `ar_alloc(share, kind)`: a new, empty address range placed in `share`; returns its
+    /// id. [`ar_kind`] `SLOT` makes a 1 GiB range for `ar_set_ar`, `ROOT` one a pcore runs on.
     pub const AR_ALLOC: u64 = 16;
     /// `ar_set_seg(&ArSetSeg)`: maps pages of a segment into an address range.
     pub const AR_SET_SEG: u64 = 17;
@@ -55,9 +56,237 @@ pub mod nr {
     /// `locality_get(core, &mut Locality)`: where `core` sits and what it costs to reach
     /// from the caller's core, from the system knowledge base (Corey §4.4, Multikernel §4.9).
     pub const LOCALITY_GET: u64 = 21;
-    /// `segment_copy(share, ref_share, ref_obj)`: a new segment holding a copy of the
-    /// segment's pages (plain copy; copy-on-write comes with `cfork`), placed in `share`.
+    /// `segment_copy(share, ref_share, ref_obj, mode)`: a new segment holding a copy of
+    /// the segment's pages, placed in `share`; [`copy_mode`] `PLAIN` copies now, `COW`
+    /// shares the pages until either side writes one (Corey §4.3).
     pub const SEGMENT_COPY: u64 = 22;
+    /// `pcore_alloc(share, core)`: the pcore object of physical core `core`, placed in
+    /// `share` (Corey §4.4). One pcore object per physical core at a time: `NotPermitted`
+    /// while another is live, `InvalidArgument` for a core that is not online.
+    pub const PCORE_ALLOC: u64 = 23;
+    /// `pcore_run(&PcoreRun)`: starts a user context on the pcore's core (entry, stack,
+    /// root address range, share set, one argument in `rdi`) and returns at once. A
+    /// context on the caller's own core is refused (`NotPermitted`): it is busy running
+    /// the caller. `NotPermitted` too while the pcore runs something.
+    pub const PCORE_RUN: u64 = 24;
+    /// `pcore_status(ref_share, ref_obj)`: what the pcore is doing, a [`PcoreStatus`] word.
+    pub const PCORE_STATUS: u64 = 25;
+    /// `pcore_set_interval(ref_share, ref_obj, hz)`: the pcore's time-slice period (its
+    /// tick while it runs a context; 10–1000 Hz). A halt is seen within one period.
+    pub const PCORE_SET_INTERVAL: u64 = 26;
+    /// `pcore_halt(ref_share, ref_obj)`: stops the context running on the pcore (within one
+    /// time slice; at once if it is the caller).
+    pub const PCORE_HALT: u64 = 27;
+    /// `device_list(&mut [DeviceInfo], max)`: the machine's devices; returns how many
+    /// there are (writes at most `max`).
+    pub const DEVICE_LIST: u64 = 28;
+    /// `device_alloc(share, hwid)`: a device object for device `hwid`, placed in `share`.
+    pub const DEVICE_ALLOC: u64 = 29;
+    /// `device_stat(ref_share, ref_obj, &mut DeviceStat)`: the device's counters.
+    pub const DEVICE_STAT: u64 = 30;
+    /// `set_add_share(ref_share, ref_obj)`: adds a share reachable through the caller's
+    /// share set to the set itself (Corey §3.3: how a core takes up a share it was given).
+    pub const SET_ADD_SHARE: u64 = 31;
+    /// `ar_mappings(ref_share, ref_obj, &mut [MappingInfo], max)`: the range's mappings
+    /// (Figure 5's `ar_get(ar)`); returns how many there are (writes at most `max`).
+    pub const AR_MAPPINGS: u64 = 32;
+    /// `file_list(buf, len)`: the initrd's file names, one per line; returns the bytes
+    /// the whole list needs (writes at most `len`).
+    pub const FILE_LIST: u64 = 33;
+    /// `file_open(share, path, path_len)`: a new read-only segment holding the initrd
+    /// file's bytes (its `nbytes` is the file's size), placed in `share`.
+    pub const FILE_OPEN: u64 = 34;
+    /// `segment_read(ref_share, ref_obj, offset, buf, len)`: copies bytes of the segment
+    /// from `offset` into `buf`; returns the count (0 at the end).
+    pub const SEGMENT_READ: u64 = 35;
+    /// `program_run(pcore_share, pcore_obj, line, line_len)`: loads the initrd program the
+    /// line names (`prog args...`) as a new program on the pcore's core. On another core
+    /// it returns at once (see `pcore_status`); on the caller's own core the caller waits
+    /// until the program ends (the pcore is lent to it). Returns 0, or for a program run
+    /// on the caller's core its [`PcoreStatus`] word.
+    pub const PROGRAM_RUN: u64 = 36;
+    /// `cores_online()`: how many cores are running Atoll.
+    pub const CORES_ONLINE: u64 = 37;
+    /// `kernel_command(line, len)`: runs one line of the kernel console (its diagnostics
+    /// and in-kernel experiments: `mem`, `monitor`, `bench ...`); output goes to the
+    /// console.
+    pub const KERNEL_COMMAND: u64 = 38;
+    /// `poweroff()`: turns the machine off.
+    pub const POWEROFF: u64 = 39;
+    /// `console_read(buf, len)`: bytes typed on the serial console since the last call
+    /// (never waits; returns 0 when there are none).
+    pub const CONSOLE_READ: u64 = 40;
+}
+
+/// What `pcore_status` reports (one word): the state in the high 32 bits, a detail in the
+/// low 32 (the exit code, the exception vector).
+pub mod pcore_status {
+    /// Never run, or its last context was collected.
+    pub const IDLE: u64 = 0;
+    /// A context was started and has not ended yet (it may still be queued).
+    pub const RUNNING: u64 = 1 << 32;
+    /// The context called `exit(code)`: `EXITED | code as u32`.
+    pub const EXITED: u64 = 2 << 32;
+    /// The context took an exception: `FAULTED | vector`.
+    pub const FAULTED: u64 = 3 << 32;
+    /// The context ran past its time limit.
+    pub const TIMED_OUT: u64 = 4 << 32;
+    /// The context was stopped by `pcore_halt`.
+    pub const HALTED: u64 = 5 << 32;
+    /// The context could not start (its program or address range was bad).
+    pub const FAILED: u64 = 6 << 32;
+    /// The state part of a status word.
+    pub const fn state(word: u64) -> u64 {
+        word & !0xffff_ffff
+    }
+}
+
+/// Arguments of `pcore_run`, read from user memory (16 little-endian words):
+/// `[pcore_share, pcore_obj, entry, stack, ar_share, ar_obj, arg, nshares, shares[8]]`.
+/// The shares (at most [`PcoreRun::MAX_SHARES`]) must be in the caller's share set; they
+/// become the new context's share set beside a fresh, empty root share.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PcoreRun {
+    /// The pcore, as ⟨share, object⟩.
+    pub pcore: [u64; 2],
+    /// First instruction.
+    pub entry: u64,
+    /// Initial stack pointer.
+    pub stack: u64,
+    /// The root address range, as ⟨share, object⟩.
+    pub ar: [u64; 2],
+    /// Passed to the context in `rdi`.
+    pub arg: u64,
+    /// How many of `shares` are used.
+    pub nshares: u64,
+    /// Shares (ids in the caller's share set) for the new context's share set.
+    pub shares: [u64; 8],
+}
+
+impl PcoreRun {
+    /// Most shares a context can be given.
+    pub const MAX_SHARES: usize = 8;
+
+    /// The words as they sit in memory.
+    pub fn to_words(&self) -> [u64; 16] {
+        let mut w = [0u64; 16];
+        w[..8].copy_from_slice(&[
+            self.pcore[0],
+            self.pcore[1],
+            self.entry,
+            self.stack,
+            self.ar[0],
+            self.ar[1],
+            self.arg,
+            self.nshares,
+        ]);
+        w[8..].copy_from_slice(&self.shares);
+        w
+    }
+
+    /// From the words in memory.
+    pub fn from_words(w: [u64; 16]) -> Self {
+        let mut shares = [0u64; 8];
+        shares.copy_from_slice(&w[8..]);
+        PcoreRun {
+            pcore: [w[0], w[1]],
+            entry: w[2],
+            stack: w[3],
+            ar: [w[4], w[5]],
+            arg: w[6],
+            nshares: w[7],
+            shares,
+        }
+    }
+}
+
+/// One mapping of an address range, as `ar_mappings` writes it (six words).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MappingInfo {
+    /// Offset in the range (a virtual address for a root range).
+    pub va: u64,
+    /// Length in pages.
+    pub pages: u64,
+    /// The segment's or nested range's id.
+    pub target: u64,
+    /// First page of the segment (0 for a range).
+    pub first_page: u64,
+    /// [`map`] flags.
+    pub flags: u64,
+    /// [`ObjectKind`] code of the target (segment or address range).
+    pub kind: u64,
+}
+
+impl MappingInfo {
+    /// The words as they sit in memory.
+    pub fn to_words(&self) -> [u64; 6] {
+        [self.va, self.pages, self.target, self.first_page, self.flags, self.kind]
+    }
+
+    /// From the words in memory.
+    pub fn from_words(w: [u64; 6]) -> Self {
+        MappingInfo {
+            va: w[0],
+            pages: w[1],
+            target: w[2],
+            first_page: w[3],
+            flags: w[4],
+            kind: w[5],
+        }
+    }
+}
+
+/// Kinds of device `device_list` reports.
+pub mod device_kind {
+    /// The serial console (COM1).
+    pub const SERIAL: u64 = 1;
+    /// The local APIC timer of a core.
+    pub const TIMER: u64 = 2;
+    /// The initial RAM disk (the programs' files).
+    pub const INITRD: u64 = 3;
+}
+
+/// One device as `device_list` writes it (four words; `name` is up to 8 ASCII bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// The hardware id `device_alloc` takes.
+    pub hwid: u64,
+    /// A [`device_kind`] code.
+    pub kind: u64,
+    /// The core it belongs to (timers), or `u64::MAX` for the machine's.
+    pub core: u64,
+    /// A short name, little-endian bytes, zero-padded.
+    pub name: u64,
+}
+
+/// A device's counters, as `device_stat` writes them (four words).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceStat {
+    /// The hardware id.
+    pub hwid: u64,
+    /// A [`device_kind`] code.
+    pub kind: u64,
+    /// Bytes (serial, initrd size) or ticks (timer) so far.
+    pub count: u64,
+    /// Bytes received (serial), files (initrd), frequency in Hz (timer).
+    pub detail: u64,
+}
+
+/// Modes of `segment_copy` (its fourth argument).
+pub mod copy_mode {
+    /// Every touched page is copied now.
+    pub const PLAIN: u64 = 0;
+    /// Pages are shared until either segment writes them (Corey §4.3, §5.1 `cfork`).
+    pub const COW: u64 = 1;
+}
+
+/// Kinds of address range `ar_alloc` makes (its second argument).
+pub mod ar_kind {
+    /// A 1 GiB range, spliced into root ranges with `ar_set_ar`: a page-table subtree
+    /// that every core whose root range includes it shares (Corey §3.1, §4.3).
+    pub const SLOT: u64 = 0;
+    /// A root range spanning the user half, which a pcore runs on (`pcore_run`).
+    pub const ROOT: u64 = 1;
 }
 
 /// What `locality_get` reports about a core (six little-endian words).
@@ -228,6 +457,8 @@ pub enum Error {
     NoResources = 5,
     /// The caller may not do this.
     NotPermitted = 6,
+    /// The object or core is busy (a pcore already running a context).
+    Busy = 7,
 }
 
 impl Error {
@@ -240,6 +471,7 @@ impl Error {
             4 => Error::NoSuchObject,
             5 => Error::NoResources,
             6 => Error::NotPermitted,
+            7 => Error::Busy,
             _ => return None,
         })
     }
@@ -289,7 +521,7 @@ mod tests {
         {
             assert_eq!(decode(encode(r)), r);
         }
-        for code in 1..=6 {
+        for code in 1..=7 {
             let e = Error::from_code(code).unwrap();
             assert_eq!(decode(encode(Err(e))), Err(e));
         }
@@ -301,6 +533,12 @@ mod tests {
         assert_eq!(ArSetSeg::from_words(a.to_words()), a);
         let b = ArSetAr { ar: [1, 2], va: 1 << 30, child: [4, 5], flags: map::WRITE };
         assert_eq!(ArSetAr::from_words(b.to_words()), b);
+        let mut r = PcoreRun { pcore: [1, 2], entry: 3, stack: 4, ar: [5, 6], arg: 7, ..Default::default() };
+        r.nshares = 2;
+        r.shares[..2].copy_from_slice(&[9, 10]);
+        assert_eq!(PcoreRun::from_words(r.to_words()), r);
+        let m = MappingInfo { va: 1, pages: 2, target: 3, first_page: 4, flags: 5, kind: 6 };
+        assert_eq!(MappingInfo::from_words(m.to_words()), m);
     }
 
     #[test]

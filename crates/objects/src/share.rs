@@ -1,16 +1,22 @@
-//! Shares and share sets (Corey §3.3, §4.2). A share is a lookup table of object ids that
-//! an application creates and shares as it chooses; a reference to an object is the pair
-//! ⟨share id, object id⟩ ([`ObjRef`]). A pcore's share set lists the shares it may name
-//! objects through (its private root share plus those added, Corey §4.4 `pcore_run`).
+//! Share sets and the share system calls of Corey Figure 5 (Corey §3.3, §4.2, §4.4). A
+//! pcore names objects through its share set: its private root share plus the shared
+//! shares it was given. A reference to an object is ⟨share id, object id⟩ ([`ObjRef`]);
 //! [`ShareSet::resolve`] is Atoll's access check: a core can use an object only through a
 //! share in its set that holds the object's id.
 //!
-//! These are plain sets: adding or removing ids here counts no references. The operations
-//! of [`crate::Objects`] change sets and counts together; use those.
+//! The root share is private to its pcore (Corey §3.3 "each of an application's cores
+//! starts with one share (its root share)"), so it is a plain map that takes no lock and
+//! is not an object: it cannot be put into another share. Shared shares are objects whose
+//! table sits behind a scalable reader-writer lock, reachable from any core.
 
-use alloc::collections::BTreeSet;
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::vec;
+use alloc::vec::Vec;
 
-use crate::id::ObjectId;
+use locks::McsLock;
+
+use crate::id::{ObjName, ObjectId, ObjectKind};
+use crate::object::{release, Body, Creator, ObjPtr, Payload, ShareMap, ShareTable};
 use crate::ObjError;
 
 /// A reference to an object as system calls take it (Figure 5: "share, seg, ar, pcore,
@@ -23,181 +29,255 @@ pub struct ObjRef {
     pub object: ObjectId,
 }
 
-/// A share's contents: the set of object ids it holds (Corey §3.3 "a share maps
-/// application-visible identifiers to kernel data pointers"; here to ids of the core's
-/// [`crate::ObjectTable`]). Each id is in a share at most once.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Share {
-    ids: BTreeSet<ObjectId>,
+/// What `obj_get_name` tells about an object (Figure 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjInfo {
+    /// The object's id.
+    pub id: ObjectId,
+    /// Its kind.
+    pub kind: ObjectKind,
+    /// The name given at allocation.
+    pub name: ObjName,
+    /// Its number of holders.
+    pub refcount: u32,
 }
 
-impl Share {
-    /// An empty share.
-    pub fn new() -> Self {
-        Share::default()
-    }
+/// Serialises putting shares into shares, so two cores cannot each add one half of a
+/// cycle between the check and the insert. Rare (most adds are of other kinds), so one
+/// lock for the machine costs nothing in the common case.
+static NESTING: McsLock<()> = McsLock::new(());
 
-    /// Adds `id`, or [`ObjError::AlreadyPresent`].
-    pub fn add(&mut self, id: ObjectId) -> Result<(), ObjError> {
-        if self.ids.insert(id) {
-            Ok(())
-        } else {
-            Err(ObjError::AlreadyPresent)
-        }
-    }
-
-    /// Removes `id`, or [`ObjError::NotInShare`].
-    pub fn remove(&mut self, id: ObjectId) -> Result<(), ObjError> {
-        if self.ids.remove(&id) {
-            Ok(())
-        } else {
-            Err(ObjError::NotInShare)
-        }
-    }
-
-    /// Whether `id` is in the share.
-    pub fn contains(&self, id: ObjectId) -> bool {
-        self.ids.contains(&id)
-    }
-
-    /// How many ids the share holds.
-    pub fn len(&self) -> usize {
-        self.ids.len()
-    }
-
-    /// Whether the share holds no id.
-    pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
-    }
-
-    /// The ids in the share, in order.
-    pub fn iter(&self) -> impl Iterator<Item = ObjectId> + '_ {
-        self.ids.iter().copied()
-    }
-}
-
-/// The shares a pcore may name objects through (Corey §4.2: "applications specify which
+/// The shares one pcore may name objects through (Corey §4.2: "applications specify which
 /// shares are available on which cores by passing a core's share set to `pcore_run`").
-/// The set holds one reference on each of its shares (see the crate docs).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ShareSet {
-    shares: BTreeSet<ObjectId>,
+pub struct ShareSet<P: Payload> {
+    /// The core the pcore runs on: its reader slot in shared shares' locks.
+    core: usize,
+    root_id: ObjectId,
+    root: ShareMap<P>,
+    shared: BTreeMap<ObjectId, ObjPtr<P>>,
 }
 
-impl ShareSet {
-    /// An empty share set (give it a root share with [`crate::Objects::root_share`]).
-    pub fn new() -> Self {
-        ShareSet::default()
+impl<P: Payload> ShareSet<P> {
+    /// A set with an empty root share (its id from `creator`) and no shared shares, for a
+    /// pcore on `core`.
+    pub fn new(core: usize, creator: &mut Creator) -> Result<Self, ObjError> {
+        let root_id = creator.next_id()?;
+        Ok(ShareSet { core, root_id, root: BTreeMap::new(), shared: BTreeMap::new() })
     }
 
-    /// Whether `share` is in the set.
+    /// The id of the private root share.
+    pub fn root_id(&self) -> ObjectId {
+        self.root_id
+    }
+
+    /// The core whose reader slot this set uses.
+    pub fn core(&self) -> usize {
+        self.core
+    }
+
+    /// The ids of the shared shares in the set.
+    pub fn shared_ids(&self) -> Vec<ObjectId> {
+        self.shared.keys().copied().collect()
+    }
+
+    /// Whether `share` is in the set (the root share included).
     pub fn contains_share(&self, share: ObjectId) -> bool {
-        self.shares.contains(&share)
+        share == self.root_id || self.shared.contains_key(&share)
     }
 
-    /// Adds `share`, or [`ObjError::AlreadyPresent`]. A plain set operation: the
-    /// reference is counted by [`crate::Objects::set_add_share`].
-    pub fn add_share(&mut self, share: ObjectId) -> Result<(), ObjError> {
-        if self.shares.insert(share) {
-            Ok(())
-        } else {
-            Err(ObjError::AlreadyPresent)
+    /// How many objects the root share holds.
+    pub fn root_len(&self) -> usize {
+        self.root.len()
+    }
+
+    /// The access check (Corey §4.2): the object `r` names, or why this set cannot name
+    /// it: its share is not in the set ([`ObjError::NotInShareSet`]) or does not hold it
+    /// ([`ObjError::NotInShare`]).
+    pub fn resolve(&self, r: ObjRef) -> Result<ObjPtr<P>, ObjError> {
+        if r.share == self.root_id {
+            return self.root.get(&r.object).cloned().ok_or(ObjError::NotInShare);
         }
+        let share = self.shared.get(&r.share).ok_or(ObjError::NotInShareSet)?;
+        let table = share.share().ok_or(ObjError::WrongKind)?;
+        table.get(self.core, r.object).ok_or(ObjError::NotInShare)
     }
 
-    /// Removes `share`, or [`ObjError::NotInShareSet`]. A plain set operation: the
-    /// reference is given back by [`crate::Objects::self_drop`].
-    pub fn remove_share(&mut self, share: ObjectId) -> Result<(), ObjError> {
-        if self.shares.remove(&share) {
+    /// [`ShareSet::resolve`], and the object must be of `kind`.
+    pub fn lookup(&self, r: ObjRef, kind: ObjectKind) -> Result<ObjPtr<P>, ObjError> {
+        let ptr = self.resolve(r)?;
+        if ptr.kind() != kind {
+            return Err(ObjError::WrongKind);
+        }
+        Ok(ptr)
+    }
+
+    /// Puts `ptr` into `share` (in the set), handing it that reference.
+    fn place(&mut self, share: ObjectId, ptr: ObjPtr<P>) -> Result<(), ObjError> {
+        if share == self.root_id {
+            if self.root.contains_key(&ptr.id()) {
+                return Err(ObjError::AlreadyPresent);
+            }
+            self.root.insert(ptr.id(), ptr);
+            return Ok(());
+        }
+        let holder = self.shared.get(&share).ok_or(ObjError::NotInShareSet)?;
+        let table = holder.share().ok_or(ObjError::WrongKind)?;
+        table.insert(ptr).map_err(|(e, ptr)| {
+            release(vec![ptr]);
+            e
+        })
+    }
+
+    /// Checks that `share` is in the set.
+    fn check_share(&self, share: ObjectId) -> Result<(), ObjError> {
+        if self.contains_share(share) {
             Ok(())
         } else {
             Err(ObjError::NotInShareSet)
         }
     }
 
-    /// How many shares are in the set.
-    pub fn len(&self) -> usize {
-        self.shares.len()
-    }
-
-    /// Whether the set has no share (its pcore can name nothing).
-    pub fn is_empty(&self) -> bool {
-        self.shares.is_empty()
-    }
-
-    /// The shares in the set, in order.
-    pub fn iter(&self) -> impl Iterator<Item = ObjectId> + '_ {
-        self.shares.iter().copied()
-    }
-
-    /// The access check (Corey §4.2): `reference` names its object only if its share is in
-    /// this set ([`ObjError::NotInShareSet`]), `shares` knows that share
-    /// ([`ObjError::NoSuchObject`]) and the share holds the object
-    /// ([`ObjError::NotInShare`]). `shares` looks a share's contents up by id.
-    pub fn resolve<'a>(
-        &self,
-        shares: &impl Fn(ObjectId) -> Option<&'a Share>,
-        reference: ObjRef,
+    /// The table half of `segment_alloc`, `ar_alloc`, `pcore_alloc`, `device_alloc`: a new
+    /// object of `kind` made by `creator` whose one reference goes into share `parent`
+    /// (in the set). On an error the payload is dropped (its `Drop` frees what it holds).
+    pub fn alloc(
+        &mut self,
+        creator: &mut Creator,
+        parent: ObjectId,
+        kind: ObjectKind,
+        name: ObjName,
+        payload: P,
     ) -> Result<ObjectId, ObjError> {
-        if !self.contains_share(reference.share) {
-            return Err(ObjError::NotInShareSet);
+        if kind == ObjectKind::Share {
+            return Err(ObjError::WrongKind);
         }
-        let share = shares(reference.share).ok_or(ObjError::NoSuchObject)?;
-        if share.contains(reference.object) {
-            Ok(reference.object)
+        self.check_share(parent)?;
+        let ptr = creator.make(kind, name, Body::Kernel(payload))?;
+        let id = ptr.id();
+        self.place(parent, ptr)?;
+        Ok(id)
+    }
+
+    /// `share_alloc(shareid, name, memid)`: a new, empty shared share placed in `parent`.
+    pub fn share_alloc(
+        &mut self,
+        creator: &mut Creator,
+        parent: ObjectId,
+        name: ObjName,
+    ) -> Result<ObjectId, ObjError> {
+        self.check_share(parent)?;
+        let ptr = creator.make(ObjectKind::Share, name, Body::Share(ShareTable::new()))?;
+        let id = ptr.id();
+        self.place(parent, ptr)?;
+        Ok(id)
+    }
+
+    /// `share_addobj(shareid, obj)`: puts the object `obj` names into `share`, one more
+    /// reference to it. Refused if the share holds it already ([`ObjError::AlreadyPresent`])
+    /// or if `obj` is a share from which `share` is reachable ([`ObjError::ShareCycle`]).
+    pub fn share_addobj(&mut self, share: ObjectId, obj: ObjRef) -> Result<(), ObjError> {
+        self.check_share(share)?;
+        let ptr = self.resolve(obj)?;
+        if ptr.kind() != ObjectKind::Share || share == self.root_id {
+            // The root share is in no share, so nothing placed in it can close a cycle.
+            return self.place(share, ptr);
+        }
+        let core = self.core;
+        NESTING.with(|_| {
+            if reaches(core, &ptr, share) {
+                release(vec![ptr]);
+                return Err(ObjError::ShareCycle);
+            }
+            self.place(share, ptr)
+        })
+    }
+
+    /// `share_delobj(obj)`: takes the object `r` names out of `r.share`, one reference
+    /// fewer; frees it if that was the last.
+    pub fn share_delobj(&mut self, r: ObjRef) -> Result<(), ObjError> {
+        let removed = if r.share == self.root_id {
+            self.root.remove(&r.object).ok_or(ObjError::NotInShare)?
         } else {
-            Err(ObjError::NotInShare)
+            let holder = self.shared.get(&r.share).ok_or(ObjError::NotInShareSet)?;
+            holder.share().ok_or(ObjError::WrongKind)?.remove(r.object)?
+        };
+        release(vec![removed]);
+        Ok(())
+    }
+
+    /// `self_drop(shareid)`: takes shared share `share` out of the set and drops the set's
+    /// reference. The root share cannot be dropped ([`ObjError::RootShare`]).
+    pub fn self_drop(&mut self, share: ObjectId) -> Result<(), ObjError> {
+        if share == self.root_id {
+            return Err(ObjError::RootShare);
         }
+        let removed = self.shared.remove(&share).ok_or(ObjError::NotInShareSet)?;
+        release(vec![removed]);
+        Ok(())
+    }
+
+    /// `obj_get_name(obj)`: kind, name and reference count of the object `r` names.
+    pub fn obj_get_name(&self, r: ObjRef) -> Result<ObjInfo, ObjError> {
+        let ptr = self.resolve(r)?;
+        // Minus the reference `resolve` just took.
+        let refcount = alloc::sync::Arc::strong_count(&ptr).saturating_sub(1) as u32;
+        Ok(ObjInfo { id: ptr.id(), kind: ptr.kind(), name: ptr.name(), refcount })
+    }
+
+    /// Makes the share `r` names directly nameable: adds it to the set, one more reference
+    /// (Corey §3.3: how a core takes up a share another core put in a shared share).
+    pub fn add_share(&mut self, r: ObjRef) -> Result<ObjectId, ObjError> {
+        let ptr = self.lookup(r, ObjectKind::Share)?;
+        self.add_share_ptr(ptr)
+    }
+
+    /// Adds share `ptr` to the set.
+    pub fn add_share_ptr(&mut self, ptr: ObjPtr<P>) -> Result<ObjectId, ObjError> {
+        if ptr.kind() != ObjectKind::Share {
+            return Err(ObjError::WrongKind);
+        }
+        let id = ptr.id();
+        if self.contains_share(id) {
+            return Err(ObjError::AlreadyPresent);
+        }
+        self.shared.insert(id, ptr);
+        Ok(id)
+    }
+
+    /// The shared share `id` of this set (for `pcore_run`: the shares a new pcore gets).
+    pub fn shared_share(&self, id: ObjectId) -> Result<ObjPtr<P>, ObjError> {
+        if id == self.root_id {
+            return Err(ObjError::RootShare);
+        }
+        self.shared.get(&id).cloned().ok_or(ObjError::NotInShareSet)
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn id(n: u64) -> ObjectId {
-        ObjectId(n)
+impl<P: Payload> Drop for ShareSet<P> {
+    fn drop(&mut self) {
+        let mut held: Vec<ObjPtr<P>> = core::mem::take(&mut self.root).into_values().collect();
+        held.extend(core::mem::take(&mut self.shared).into_values());
+        release(held);
     }
+}
 
-    #[test]
-    fn share_add_remove_contains() {
-        let mut s = Share::new();
-        assert!(s.is_empty());
-        assert_eq!(s.add(id(5)), Ok(()));
-        assert_eq!(s.add(id(3)), Ok(()));
-        assert_eq!(s.add(id(5)), Err(ObjError::AlreadyPresent));
-        assert!(s.contains(id(3)) && !s.contains(id(4)));
-        assert_eq!(s.iter().collect::<alloc::vec::Vec<_>>(), [id(3), id(5)]);
-        assert_eq!(s.remove(id(3)), Ok(()));
-        assert_eq!(s.remove(id(3)), Err(ObjError::NotInShare));
-        assert_eq!(s.len(), 1);
+/// Whether share `target` can be reached from share `from` through share entries (itself
+/// included). Reads each share under its own read lock, one at a time.
+fn reaches<P: Payload>(core: usize, from: &ObjPtr<P>, target: ObjectId) -> bool {
+    let mut seen = BTreeSet::from([from.id()]);
+    let mut work = vec![from.clone()];
+    while let Some(share) = work.pop() {
+        if share.id() == target {
+            return true;
+        }
+        let Some(table) = share.share() else { continue };
+        for id in table.ids(core) {
+            if let Some(child) = table.get(core, id) {
+                if child.kind() == ObjectKind::Share && seen.insert(id) {
+                    work.push(child);
+                }
+            }
+        }
     }
-
-    #[test]
-    fn share_set_add_remove() {
-        let mut set = ShareSet::new();
-        assert_eq!(set.add_share(id(1)), Ok(()));
-        assert_eq!(set.add_share(id(1)), Err(ObjError::AlreadyPresent));
-        assert!(set.contains_share(id(1)) && set.len() == 1);
-        assert_eq!(set.remove_share(id(1)), Ok(()));
-        assert_eq!(set.remove_share(id(1)), Err(ObjError::NotInShareSet));
-        assert!(set.is_empty() && set.iter().next().is_none());
-    }
-
-    #[test]
-    fn resolve_checks_set_then_share() {
-        let mut s = Share::new();
-        s.add(id(9)).unwrap();
-        let lookup = |i: ObjectId| (i == id(1)).then_some(&s);
-        let mut set = ShareSet::new();
-        let r = ObjRef { share: id(1), object: id(9) };
-        assert_eq!(set.resolve(&lookup, r), Err(ObjError::NotInShareSet));
-        set.add_share(id(1)).unwrap();
-        set.add_share(id(2)).unwrap();
-        assert_eq!(set.resolve(&lookup, r), Ok(id(9)));
-        let missing = ObjRef { object: id(8), ..r };
-        assert_eq!(set.resolve(&lookup, missing), Err(ObjError::NotInShare));
-        let gone = ObjRef { share: id(2), ..r };
-        assert_eq!(set.resolve(&lookup, gone), Err(ObjError::NoSuchObject));
-    }
+    false
 }

@@ -2,7 +2,7 @@
 //! any interleaving, never issue the same id twice, never issue 0, and each id names the
 //! core that issued it; object tables of different cores agree.
 
-use objects::{IdAllocator, ObjectId, ObjectKind, ObjectTable};
+use objects::{IdAllocator, ObjectId};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
@@ -21,28 +21,5 @@ proptest! {
             prop_assert_eq!(id.core(), counter.core());
             prop_assert!(seen.insert(id), "{:?} issued twice", id);
         }
-    }
-
-    #[test]
-    fn tables_of_different_cores_never_collide(
-        ops in proptest::collection::vec((0..3u16, any::<bool>()), 0..300),
-    ) {
-        let mut tables: Vec<ObjectTable<()>> = (0..3).map(ObjectTable::new).collect();
-        let mut live: Vec<ObjectId> = Vec::new();
-        let mut seen = BTreeSet::new();
-        for (core, insert) in ops {
-            if insert || live.is_empty() {
-                let id = tables[core as usize].insert(ObjectKind::Segment, ()).unwrap();
-                prop_assert_eq!(id.core(), core);
-                prop_assert!(seen.insert(id));
-                live.push(id);
-            } else {
-                let id = live.swap_remove(0);
-                let freed = tables[id.core() as usize].drop_ref(id).unwrap();
-                prop_assert_eq!(freed, Some((ObjectKind::Segment, ())));
-            }
-        }
-        let total: usize = tables.iter().map(|t| t.len()).sum();
-        prop_assert_eq!(total, live.len());
     }
 }

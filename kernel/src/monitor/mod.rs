@@ -98,6 +98,9 @@ pub struct Monitor {
     aggregations: Vec<Aggregation>,
     poll_budget: u64,
     stats: Stats,
+    /// `START` jobs that arrived while this core was inside a user context (a system call
+    /// polled): started once the core is back in its idle loop.
+    deferred_starts: Vec<u64>,
 }
 
 /// A message taken out of a channel, ready to dispatch.
@@ -125,6 +128,7 @@ pub fn init_this_core(cores: usize) {
         aggregations: Vec::new(),
         poll_budget: DEFAULT_POLL_BUDGET,
         stats: Stats::default(),
+        deferred_starts: Vec::new(),
     };
     for other in 0..cores {
         m.senders.push(channels::get(me, other).filter(|_| other != me).map(Sender::new));
@@ -198,6 +202,12 @@ pub fn poll() -> bool {
     while let Some(incoming) = with(|m| m.take_message()) {
         any = true;
         dispatch(incoming);
+    }
+    if !this_core().in_context.load(Ordering::Acquire) {
+        while let Some(job) = with(|m| m.deferred_starts.pop()) {
+            any = true;
+            crate::user::start_job(job);
+        }
     }
     any
 }
@@ -282,6 +292,11 @@ fn dispatch(incoming: Incoming) {
                 let _ = send(source, &Request::BenchAck(round));
             }
         }
+        // A context cannot start inside another's system call: keep it for the idle loop.
+        Request::Start { job } if this_core().in_context.load(Ordering::Acquire) => {
+            with(|m| m.deferred_starts.push(job))
+        }
+        Request::Start { job } => crate::user::start_job(job),
         Request::Multicast { round, source, limit } => {
             let mut members = crate::knowledge::package_members(this_core().index, source);
             members.retain(|&c| c < limit);

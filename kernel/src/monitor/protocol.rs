@@ -32,6 +32,10 @@ pub mod kind {
     /// `BENCH_REQUEST` to its package's cores below `limit`, collects their acks, then
     /// sends `BENCH_ACK` to `source`.
     pub const MULTICAST: u32 = 10;
+    /// `[job]`: start a user context (`pcore_run`, `program_run`); the receiver takes
+    /// ownership of the boxed job at kernel address `job` and answers nothing (the pcore
+    /// object carries the outcome).
+    pub const START: u32 = 11;
 }
 
 /// Frames in one `FRAME_RETURN` message.
@@ -62,6 +66,8 @@ pub enum Request {
     BenchAck(u64),
     /// Multicast request for `round` from `source`, to cores below `limit`.
     Multicast { round: u64, source: usize, limit: usize },
+    /// Start the user context boxed at kernel address `job` (ownership passes).
+    Start { job: u64 },
 }
 
 /// Why a message was rejected.
@@ -93,6 +99,12 @@ pub fn decode(from: usize, tag: u32, p: &[u64; PAYLOAD_WORDS]) -> Result<Request
                 return Err(Rejection::Malformed);
             }
             Request::Call { id: p[0], body: p[1] }
+        }
+        kind::START => {
+            if p[0] < KERNEL_HALF || !p[0].is_multiple_of(8) {
+                return Err(Rejection::Malformed);
+            }
+            Request::Start { job: p[0] }
         }
         kind::FRAME_RETURN => {
             let count = p[0] as usize;
@@ -159,6 +171,10 @@ pub fn encode(request: &Request) -> (u32, [u64; PAYLOAD_WORDS]) {
         Request::Multicast { round, source, limit } => {
             p[..3].copy_from_slice(&[round, source as u64, limit as u64]);
             kind::MULTICAST
+        }
+        Request::Start { job } => {
+            p[0] = job;
+            kind::START
         }
     };
     (tag, p)

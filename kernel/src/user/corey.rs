@@ -1,57 +1,247 @@
-//! Corey's objects for user programs (Corey §3–§4, Figure 5): shares, segments and address
-//! ranges, named by ⟨share, object⟩ references resolved through the program's share set,
-//! and the soft page fault that fills a page of a segment mapped by the program's root
-//! address range.
+//! Corey's objects for user programs (Corey §3–§4, Figure 5): shares, segments, address
+//! ranges, pcores and devices, named by ⟨share, object⟩ references resolved through the
+//! running pcore's share set, and the soft page fault that fills a page of a segment
+//! mapped by the pcore's root address range.
 //!
-//! The object model and the range maps are the hardware-neutral `objects` and `addrrange`
-//! crates; this file is the glue: payloads that own frames, the refcount protocol for
-//! range edits, page tables. Objects live in the table of the core that created them
-//! (ids carry the core); naming an object of another core is not supported yet (it fails
-//! as `NoSuchObject`) — sharing across cores by message comes next.
+//! The object model (ids, shares, share sets, reference counts) and the range maps are the
+//! hardware-neutral `objects` and `addrrange` crates; this file is the glue: payloads that
+//! own frames and page tables, and the page-fault path. Objects live in kernel memory any
+//! core can reach (Corey §4.1), each guarded by its own lock, so a segment or range one
+//! core made can be used on every core its share reaches.
+//!
+//! Memory safety across cores rests on counted frames: a segment page is an
+//! `Arc<Frame>`, and every page-table entry that maps it holds a clone, so a frame is
+//! freed only after the last mapping of it is gone, whoever changed the segment.
+//!
+//! Address ranges come in two kinds (`abi::ar_kind`). A root range (the user half) is what
+//! a pcore runs on; its direct segment mappings are faulted into the pcore's private page
+//! tables. A slot range (1 GiB) owns a page-directory subtree: spliced into root ranges
+//! with `ar_set_ar`, every core running on such a root includes the same subtree, so a
+//! page one core faults in is mapped for all of them without a fault of their own (Corey
+//! §3.1, §4.3). Removing mappings from a slot range shoots down the TLBs of the cores that
+//! include it.
 
 use super::space::AddressSpace;
-use crate::arch::paging::phys_to_virt;
+use crate::arch::paging::{self, phys_to_virt};
 use crate::mem::frames;
-use crate::percpu::this_core;
-use abi::{map, ArSetAr, ArSetSeg, Error};
-use addrrange::{AddressRange, ArError, Perms};
+use crate::percpu::{self, this_core};
+use abi::{map, ArSetAr, ArSetSeg, Error, MappingInfo};
+use addrrange::{AddressRange, ArError, Perms, Target};
+use alloc::collections::BTreeMap;
+use alloc::sync::Arc;
+use alloc::vec;
 use alloc::vec::Vec;
-use objects::{Freed, ObjError, ObjName, ObjRef, ObjectId, ObjectKind, Objects, ShareSet};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use locks::McsLock;
+use objects::{Census, Creator, ObjError, ObjName, ObjPtr, ObjRef, ObjectId, ObjectKind, ShareSet};
 
 const PAGE: u64 = 4096;
-/// Span of a program's root address range: the user half.
+/// Span of a root address range: the user half.
 const ROOT_SPAN: u64 = crate::arch::paging::USER_END;
-/// Granularity at which ranges nest (Corey spliced ranges at 1 GiB).
+/// Span of a slot range and the granularity at which ranges nest (Corey: 1 GiB).
 const GRANULARITY: u64 = 1 << 30;
-/// Most live objects one core keeps (their metadata is kernel heap: a program must not be
-/// able to exhaust it).
+/// Most live objects one core's programs may create (their metadata is kernel heap: a
+/// program must not be able to exhaust it).
 const MAX_OBJECTS_PER_CORE: usize = 16_384;
 /// Free frames a core keeps back from object creation (2 MiB: room for the kernel heap).
 const RESERVE_FRAMES: u64 = 512;
 /// Largest segment (in pages) one call may create or grow to.
 const MAX_SEGMENT_PAGES: u64 = 1 << 20;
 
-/// What a kernel object owns, by kind.
-pub enum Payload {
-    /// A segment: its frames (0 = not touched yet, filled with zeroes on first touch).
-    Segment(Vec<u64>),
-    /// An address range.
-    Range(AddressRange),
+/// Live objects per creating core.
+static CENSUS: [Census; crate::percpu::MAX_CORES] =
+    [const { Census::new() }; crate::percpu::MAX_CORES];
+
+/// A physical frame; freed (sent home to its owner) when the last holder drops it.
+pub struct Frame(u64);
+
+impl Frame {
+    /// A fresh frame of this core, zeroed.
+    fn zeroed() -> Option<Arc<Frame>> {
+        let pa = frames::alloc()?;
+        // SAFETY: a fresh frame of this core's own, reached through the direct map.
+        unsafe { core::ptr::write_bytes(phys_to_virt(pa) as *mut u8, 0, PAGE as usize) };
+        Some(Arc::new(Frame(pa)))
+    }
+
+    /// A fresh frame of this core holding a copy of `self`.
+    fn copy(&self) -> Option<Arc<Frame>> {
+        let pa = frames::alloc()?;
+        // SAFETY: `self.0` is a live frame (we hold it), `pa` a fresh one; both are reached
+        // through the direct map and do not overlap.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                phys_to_virt(self.0) as *const u8,
+                phys_to_virt(pa) as *mut u8,
+                PAGE as usize,
+            )
+        };
+        Some(Arc::new(Frame(pa)))
+    }
 }
 
-/// A core's table of the objects it created.
-pub type CoreObjects = Objects<Payload>;
+impl Drop for Frame {
+    fn drop(&mut self) {
+        let _ = frames::free(self.0);
+    }
+}
 
-/// A running program's view of the objects: its share set and its root share and range.
+/// One page of a segment: its frame, and whether it is shared copy-on-write with another
+/// segment (then it is mapped read-only and a write copies it first).
+#[derive(Clone)]
+struct Page {
+    frame: Arc<Frame>,
+    cow: bool,
+}
+
+/// A segment (Corey §4.3): pages filled on first touch.
+pub struct Segment {
+    state: McsLock<SegmentState>,
+}
+
+struct SegmentState {
+    /// One slot per page; `None` until first touched.
+    pages: Vec<Option<Page>>,
+    /// The size `segment_set_nbytes` set (the last page may be partly used).
+    nbytes: u64,
+}
+
+/// An address range (Corey §3.1, §4.3).
+pub struct Range {
+    state: McsLock<RangeState>,
+    /// Cores whose page tables include this range's subtree (slot ranges): a shootdown
+    /// goes to them.
+    cores: AtomicU64,
+}
+
+struct RangeState {
+    map: AddressRange,
+    /// What the range maps, by id: it holds one reference to each (see `objects`).
+    held: BTreeMap<u64, Ptr>,
+    /// A slot range's page-directory subtree; `None` for a root range.
+    directory: Option<Directory>,
+}
+
+/// A slot range's page directory and the pages mapped in it.
+struct Directory {
+    pd: u64,
+    /// Every page mapped below `pd`, by offset, with the frame it maps (held, so it cannot
+    /// be freed while mapped).
+    mapped: Vec<(u64, Arc<Frame>)>,
+}
+
+impl Directory {
+    fn new() -> Option<Directory> {
+        let pd = Frame::zeroed()?;
+        let pa = pd.0;
+        core::mem::forget(pd); // owned by the directory from now on; freed in its Drop
+        Some(Directory { pd: pa, mapped: Vec::new() })
+    }
+
+    /// Unmaps every page; returns the frames (drop them only after the shootdown).
+    fn clear(&mut self) -> Vec<(u64, Arc<Frame>)> {
+        for &(offset, _) in &self.mapped {
+            paging::unmap_in_directory(self.pd, offset);
+        }
+        core::mem::take(&mut self.mapped)
+    }
+}
+
+impl Drop for Directory {
+    fn drop(&mut self) {
+        self.clear();
+        let mut tables = Vec::new();
+        paging::directory_tables(self.pd, &mut |t| tables.push(t));
+        for pa in tables.into_iter().chain([self.pd]) {
+            let _ = frames::free(pa);
+        }
+    }
+}
+
+/// A physical core (Corey §4.4). One live pcore object per core.
+pub struct Pcore {
+    /// The core's index.
+    pub core: usize,
+    /// What its context is doing (`abi::pcore_status`).
+    pub status: AtomicU64,
+    /// Set by `pcore_halt`; the core stops its context at its next tick.
+    pub halt: AtomicBool,
+    /// Time-slice period in Hz (`pcore_set_interval`).
+    pub hz: AtomicU64,
+}
+
+impl Drop for Pcore {
+    fn drop(&mut self) {
+        if let Some(c) = percpu::core(self.core) {
+            c.pcore_claimed.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// A device object (Corey §4.4 `device_alloc`): names one of `devices::list()`.
+pub struct Device {
+    /// The device's hardware id.
+    pub hwid: u64,
+}
+
+/// What a kernel object owns, by kind.
+pub enum Payload {
+    /// A segment.
+    Segment(Segment),
+    /// An address range.
+    Range(Range),
+    /// A pcore.
+    Pcore(Pcore),
+    /// A device.
+    Device(Device),
+}
+
+impl objects::Payload for Payload {
+    fn take_held(&mut self) -> Vec<Ptr> {
+        match self {
+            Payload::Range(r) => r.state.with(|s| core::mem::take(&mut s.held)).into_values().collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// A counted pointer to a kernel object.
+pub type Ptr = ObjPtr<Payload>;
+
+fn segment(p: &Ptr) -> Option<&Segment> {
+    match p.payload()? {
+        Payload::Segment(s) => Some(s),
+        _ => None,
+    }
+}
+
+fn range(p: &Ptr) -> Option<&Range> {
+    match p.payload()? {
+        Payload::Range(r) => Some(r),
+        _ => None,
+    }
+}
+
+/// The pcore payload of `p`, if it is one.
+pub fn pcore(p: &Ptr) -> Option<&Pcore> {
+    match p.payload()? {
+        Payload::Pcore(c) => Some(c),
+        _ => None,
+    }
+}
+
+/// A running context's view of the objects: its share set, its root range, and the pages
+/// faulted into its private page tables.
 pub struct ProgramObjects {
-    /// The shares the program can name objects through.
-    pub set: ShareSet,
-    /// Its private root share.
-    pub root_share: ObjectId,
+    /// The shares it can name objects through (its private root share first).
+    pub set: ShareSet<Payload>,
     /// Its root address range (page faults resolve through it).
-    pub root_ar: ObjectId,
-    /// Pages mapped by soft faults (removed again whenever a range or segment changes).
-    pub faulted: Vec<u64>,
+    pub root_ar: Ptr,
+    /// Pages mapped in the private tables by soft faults, with the frames they map.
+    faulted: Vec<(u64, Arc<Frame>)>,
+    /// Slot ranges spliced into the private tables, by virtual address (held while
+    /// spliced, so their subtree outlives every table that points at it).
+    installed: Vec<(u64, Ptr)>,
     /// Soft page faults taken.
     pub fault_count: u64,
 }
@@ -61,7 +251,8 @@ fn to_abi(e: ObjError) -> Error {
         ObjError::NoSuchObject | ObjError::NotInShareSet | ObjError::NotInShare => {
             Error::NoSuchObject
         }
-        ObjError::RefcountOverflow | ObjError::IdsExhausted => Error::NoResources,
+        ObjError::IdsExhausted => Error::NoResources,
+        ObjError::RootShare => Error::NotPermitted,
         _ => Error::InvalidArgument,
     }
 }
@@ -74,56 +265,6 @@ fn name() -> ObjName {
     ObjName::new(b"").expect("the empty name fits")
 }
 
-/// Runs `f` on this core's object table (created on first use).
-pub fn with_objects<R>(f: impl FnOnce(&mut CoreObjects) -> R) -> R {
-    let core = this_core();
-    core.objects.with(|slot| f(slot.get_or_insert_with(|| Objects::new(core.index as u16))))
-}
-
-/// Creates a program's root share and root address range.
-pub fn start_program() -> Result<ProgramObjects, Error> {
-    with_objects(|objs| {
-        let mut set = ShareSet::new();
-        let root_share = objs.root_share(&mut set, name()).map_err(to_abi)?;
-        let range = AddressRange::new(ROOT_SPAN, GRANULARITY).map_err(ar_error)?;
-        let root_ar = objs
-            .alloc(&set, root_share, ObjectKind::AddressRange, name(), Payload::Range(range))
-            .map_err(|(e, _)| to_abi(e))?;
-        Ok(ProgramObjects { set, root_share, root_ar, faulted: Vec::new(), fault_count: 0 })
-    })
-}
-
-/// Drops everything the program's share set holds (its objects go when nothing else holds
-/// them; their frames go back to this core's list).
-pub fn end_program(program: ProgramObjects) {
-    with_objects(|objs| {
-        let freed = objs.release_set(program.set);
-        release(objs, freed);
-    });
-}
-
-/// Frees what reached a refcount of zero: a segment's frames, a range's references to what
-/// it maps (which may free more). A worklist, not recursion.
-fn release(objs: &mut CoreObjects, mut work: Vec<Freed<Payload>>) {
-    while let Some(freed) = work.pop() {
-        match freed.payload {
-            Some(Payload::Segment(frames_of)) => {
-                for pa in frames_of.into_iter().filter(|&pa| pa != 0) {
-                    let _ = frames::free(pa);
-                }
-            }
-            Some(Payload::Range(range)) => {
-                for target in range.targets().collect::<Vec<u64>>() {
-                    if let Ok(more) = objs.drop_ref(ObjectId(target)) {
-                        work.extend(more);
-                    }
-                }
-            }
-            None => {}
-        }
-    }
-}
-
 fn reference(share: u64, object: u64) -> ObjRef {
     ObjRef { share: ObjectId(share), object: ObjectId(object) }
 }
@@ -132,341 +273,646 @@ fn perms(flags: u64) -> Perms {
     Perms { write: flags & map::WRITE != 0, exec: flags & map::EXEC != 0 }
 }
 
-/// `share_alloc(parent)`.
-pub fn share_alloc(p: &ProgramObjects, parent: u64) -> Result<u64, Error> {
-    with_objects(|objs| {
-        room(objs)?;
-        objs.share_alloc(&p.set, ObjectId(parent), name()).map(|id| id.0).map_err(to_abi)
+/// Runs `f` with this core's object creator (made on first use).
+fn with_creator<R>(f: impl FnOnce(&mut Creator) -> R) -> R {
+    let core = this_core();
+    core.creator.with(|slot| {
+        f(slot.get_or_insert_with(|| Creator::new(core.index as u16, &CENSUS[core.index])))
     })
 }
 
-/// `NoResources` when this core already keeps [`MAX_OBJECTS_PER_CORE`] objects, or has
-/// fewer than [`RESERVE_FRAMES`] free frames left for its own heap.
-fn room(objs: &CoreObjects) -> Result<(), Error> {
-    if objs.len() >= MAX_OBJECTS_PER_CORE || this_core().free_frames() < RESERVE_FRAMES {
+/// `NoResources` when this core's programs already keep [`MAX_OBJECTS_PER_CORE`] objects,
+/// or it has fewer than [`RESERVE_FRAMES`] free frames left for its own heap.
+fn room() -> Result<(), Error> {
+    let live = CENSUS[this_core().index].live();
+    if live >= MAX_OBJECTS_PER_CORE || this_core().free_frames() < RESERVE_FRAMES {
         return Err(Error::NoResources);
     }
     Ok(())
 }
 
-/// `share_addobj(share, ⟨ref_share, ref_obj⟩)`.
-pub fn share_addobj(
-    p: &ProgramObjects,
-    share: u64,
-    ref_share: u64,
-    ref_obj: u64,
-) -> Result<u64, Error> {
-    with_objects(|objs| {
-        objs.share_addobj(&p.set, ObjectId(share), reference(ref_share, ref_obj)).map_err(to_abi)
-    })
-    .map(|_| 0)
+/// Makes a new object of `kind` in `share` of `p`'s set; returns its id.
+fn alloc(p: &mut ProgramObjects, share: u64, kind: ObjectKind, payload: Payload) -> Result<u64, Error> {
+    room()?;
+    with_creator(|c| p.set.alloc(c, ObjectId(share), kind, name(), payload))
+        .map(|id| id.0)
+        .map_err(to_abi)
 }
 
-/// `share_delobj(⟨ref_share, ref_obj⟩)`.
-pub fn share_delobj(p: &ProgramObjects, ref_share: u64, ref_obj: u64) -> Result<u64, Error> {
-    with_objects(|objs| {
-        let freed = objs.share_delobj(&p.set, reference(ref_share, ref_obj)).map_err(to_abi)?;
-        release(objs, freed);
-        Ok(0)
+fn new_range(root: bool) -> Result<Range, Error> {
+    let (span, directory) = if root {
+        (ROOT_SPAN, None)
+    } else {
+        (GRANULARITY, Some(Directory::new().ok_or(Error::NoResources)?))
+    };
+    let map = AddressRange::new(span, GRANULARITY).map_err(ar_error)?;
+    Ok(Range {
+        state: McsLock::new(RangeState { map, held: BTreeMap::new(), directory }),
+        cores: AtomicU64::new(0),
     })
 }
 
-/// `self_drop(share)`; the root share cannot be dropped (the program would lose its root
-/// address range while running on it).
-pub fn self_drop(p: &mut ProgramObjects, share: u64) -> Result<u64, Error> {
-    if share == p.root_share.0 {
-        return Err(Error::NotPermitted);
+/// A context's objects: a fresh root share plus `shares`, running on `root_ar`.
+pub fn new_context(root_ar: Ptr, shares: Vec<Ptr>) -> Result<ProgramObjects, Error> {
+    let core = this_core().index;
+    let mut set = with_creator(|c| ShareSet::new(core, c)).map_err(to_abi)?;
+    for share in shares {
+        set.add_share_ptr(share).map_err(to_abi)?;
     }
-    with_objects(|objs| {
-        let freed = objs.self_drop(&mut p.set, ObjectId(share)).map_err(to_abi)?;
-        release(objs, freed);
-        Ok(0)
-    })
+    Ok(ProgramObjects { set, root_ar, faulted: Vec::new(), installed: Vec::new(), fault_count: 0 })
 }
 
-/// `obj_get_name(⟨ref_share, ref_obj⟩)`: the kind as an `abi::ObjectKind` code.
-pub fn obj_get_name(p: &ProgramObjects, ref_share: u64, ref_obj: u64) -> Result<u64, Error> {
-    with_objects(|objs| {
-        objs.obj_get_name(&p.set, reference(ref_share, ref_obj))
-            .map(|i| i.kind as u64)
+/// A new program's objects: a root share holding a fresh root address range.
+pub fn new_program() -> Result<ProgramObjects, Error> {
+    let core = this_core().index;
+    let mut set: ShareSet<Payload> = with_creator(|c| ShareSet::new(core, c)).map_err(to_abi)?;
+    let root = set.root_id();
+    room()?;
+    let id = with_creator(|c| {
+        set.alloc(c, root, ObjectKind::AddressRange, name(), Payload::Range(new_range(true)?))
             .map_err(to_abi)
-    })
+    })?;
+    let root_ar = set.resolve(ObjRef { share: root, object: id }).map_err(to_abi)?;
+    Ok(ProgramObjects { set, root_ar, faulted: Vec::new(), installed: Vec::new(), fault_count: 0 })
 }
 
-/// A segment's page table (one word per page), or `NoResources`: a segment may not be
-/// larger than the free memory of this core, and the kernel's own allocation must not fail.
-fn page_slots(pages: u64) -> Result<Vec<u64>, Error> {
+/// A segment of `pages` pages, filled from `data` at byte `offset` (the loader's program
+/// image), placed in the root share and mapped at `va` in the root range.
+pub fn load_segment(
+    p: &mut ProgramObjects,
+    va: u64,
+    pages: u64,
+    offset: usize,
+    data: &[u8],
+    flags: u64,
+) -> Result<(), Error> {
+    let mut slots = page_slots(pages)?;
+    for (i, slot) in slots.iter_mut().enumerate() {
+        let page_start = i * PAGE as usize;
+        let page_end = page_start + PAGE as usize;
+        let from = offset.max(page_start);
+        let to = (offset + data.len()).min(page_end);
+        if from >= to {
+            continue;
+        }
+        let frame = Frame::zeroed().ok_or(Error::NoResources)?;
+        // SAFETY: a fresh frame of this core; the copy stays inside its page.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                data[from - offset..to - offset].as_ptr(),
+                (phys_to_virt(frame.0) + (from - page_start) as u64) as *mut u8,
+                to - from,
+            )
+        };
+        *slot = Some(Page { frame, cow: false });
+    }
+    let root = p.set.root_id().0;
+    let seg = alloc(p, root, ObjectKind::Segment, new_segment(slots, pages * PAGE))?;
+    let args = ArSetSeg {
+        ar: [root, p.root_ar.id().0],
+        va,
+        seg: [root, seg],
+        first_page: 0,
+        pages,
+        flags,
+    };
+    set_seg(p, None, args)
+}
+
+fn new_segment(pages: Vec<Option<Page>>, nbytes: u64) -> Payload {
+    Payload::Segment(Segment { state: McsLock::new(SegmentState { pages, nbytes }) })
+}
+
+/// A segment's page slots, or `NoResources`: a segment may not be larger than the free
+/// memory of this core, and the kernel's own allocation must not fail.
+fn page_slots(pages: u64) -> Result<Vec<Option<Page>>, Error> {
     if pages > MAX_SEGMENT_PAGES || pages > this_core().free_frames() {
         return Err(Error::NoResources);
     }
     let mut slots = Vec::new();
     slots.try_reserve_exact(pages as usize).map_err(|_| Error::NoResources)?;
-    slots.resize(pages as usize, 0);
+    slots.resize(pages as usize, None);
     Ok(slots)
 }
 
-/// `segment_alloc(share, nbytes)`: frames are taken on first touch, from this core's list.
-pub fn segment_alloc(p: &ProgramObjects, share: u64, nbytes: u64) -> Result<u64, Error> {
-    let slots = page_slots(nbytes.div_ceil(PAGE))?;
-    with_objects(|objs| {
-        room(objs)?;
-        objs.alloc(&p.set, ObjectId(share), ObjectKind::Segment, name(), Payload::Segment(slots))
-            .map(|id| id.0)
-            .map_err(|(e, _)| to_abi(e))
-    })
+/// `share_alloc(parent)`.
+pub fn share_alloc(p: &mut ProgramObjects, parent: u64) -> Result<u64, Error> {
+    room()?;
+    with_creator(|c| p.set.share_alloc(c, ObjectId(parent), name())).map(|id| id.0).map_err(to_abi)
 }
 
-/// `segment_copy(share, ⟨ref_share, ref_obj⟩)`: a plain copy — every page touched in the
-/// source gets a new frame with the same contents; untouched pages stay untouched.
-pub fn segment_copy(
-    p: &ProgramObjects,
-    share: u64,
-    ref_share: u64,
-    ref_obj: u64,
-) -> Result<u64, Error> {
-    let source: Vec<u64> = with_objects(|objs| {
-        match objs.lookup(&p.set, reference(ref_share, ref_obj), ObjectKind::Segment) {
-            Ok(Payload::Segment(f)) => Ok(f.clone()),
-            Ok(_) => Err(Error::InvalidArgument),
-            Err(e) => Err(to_abi(e)),
-        }
-    })?;
-    let touched = source.iter().filter(|&&pa| pa != 0).count() as u64;
-    if touched + RESERVE_FRAMES > this_core().free_frames() {
+/// `share_addobj(share, ⟨ref_share, ref_obj⟩)`.
+pub fn share_addobj(p: &mut ProgramObjects, share: u64, rs: u64, ro: u64) -> Result<u64, Error> {
+    p.set.share_addobj(ObjectId(share), reference(rs, ro)).map(|_| 0).map_err(to_abi)
+}
+
+/// `share_delobj(⟨ref_share, ref_obj⟩)`.
+pub fn share_delobj(p: &mut ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> {
+    p.set.share_delobj(reference(rs, ro)).map(|_| 0).map_err(to_abi)
+}
+
+/// `self_drop(share)`.
+pub fn self_drop(p: &mut ProgramObjects, share: u64) -> Result<u64, Error> {
+    p.set.self_drop(ObjectId(share)).map(|_| 0).map_err(to_abi)
+}
+
+/// `set_add_share(⟨ref_share, ref_obj⟩)`.
+pub fn set_add_share(p: &mut ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> {
+    p.set.add_share(reference(rs, ro)).map(|id| id.0).map_err(to_abi)
+}
+
+/// `obj_get_name(⟨ref_share, ref_obj⟩)`: the kind as an `abi::ObjectKind` code.
+pub fn obj_get_name(p: &ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> {
+    p.set.obj_get_name(reference(rs, ro)).map(|i| i.kind as u64).map_err(to_abi)
+}
+
+/// The object ⟨rs, ro⟩ names, of `kind`.
+pub fn lookup(p: &ProgramObjects, rs: u64, ro: u64, kind: ObjectKind) -> Result<Ptr, Error> {
+    p.set.lookup(reference(rs, ro), kind).map_err(to_abi)
+}
+
+/// `segment_alloc(share, nbytes)`: frames are taken on first touch, on the touching core.
+pub fn segment_alloc(p: &mut ProgramObjects, share: u64, nbytes: u64) -> Result<u64, Error> {
+    let slots = page_slots(nbytes.div_ceil(PAGE))?;
+    alloc(p, share, ObjectKind::Segment, new_segment(slots, nbytes))
+}
+
+/// A segment holding the bytes `data` (an initrd file: `file_open`).
+pub fn segment_from(p: &mut ProgramObjects, share: u64, data: &[u8]) -> Result<u64, Error> {
+    let pages = (data.len() as u64).div_ceil(PAGE);
+    if pages + RESERVE_FRAMES > this_core().free_frames() {
         return Err(Error::NoResources);
     }
-    let mut copy = page_slots(source.len() as u64)?;
-    for (slot, &pa) in copy.iter_mut().zip(&source) {
-        if pa == 0 {
-            continue;
-        }
-        let Some(new) = frames::alloc() else {
-            for pa in copy.iter().filter(|&&pa| pa != 0) {
-                let _ = frames::free(*pa);
-            }
-            return Err(Error::NoResources);
-        };
-        // SAFETY: `pa` is a frame of a live segment, `new` a fresh frame of this core; both
-        // are reached through the direct map and do not overlap.
+    let mut slots = page_slots(pages)?;
+    for (slot, chunk) in slots.iter_mut().zip(data.chunks(PAGE as usize)) {
+        let frame = Frame::zeroed().ok_or(Error::NoResources)?;
+        // SAFETY: a fresh frame of this core; `chunk` is at most one page.
         unsafe {
-            core::ptr::copy_nonoverlapping(
-                phys_to_virt(pa) as *const u8,
-                phys_to_virt(new) as *mut u8,
-                PAGE as usize,
-            )
+            core::ptr::copy_nonoverlapping(chunk.as_ptr(), phys_to_virt(frame.0) as *mut u8, chunk.len())
         };
-        *slot = new;
+        *slot = Some(Page { frame, cow: false });
     }
-    with_objects(|objs| {
-        room(objs)?;
-        objs.alloc(&p.set, ObjectId(share), ObjectKind::Segment, name(), Payload::Segment(copy))
-            .map(|id| id.0)
-            .map_err(|(e, payload)| {
-                if let Payload::Segment(frames_of) = payload {
-                    for pa in frames_of.into_iter().filter(|&pa| pa != 0) {
-                        let _ = frames::free(pa);
-                    }
+    alloc(p, share, ObjectKind::Segment, new_segment(slots, data.len() as u64))
+}
+
+/// `segment_copy(share, ⟨rs, ro⟩, mode)`: a plain copy copies every touched page now; a
+/// copy-on-write copy shares the frames, both sides marked so their next write copies.
+pub fn segment_copy(
+    p: &mut ProgramObjects,
+    space: &mut AddressSpace,
+    share: u64,
+    rs: u64,
+    ro: u64,
+    mode: u64,
+) -> Result<u64, Error> {
+    let source = lookup(p, rs, ro, ObjectKind::Segment)?;
+    let seg = segment(&source).ok_or(Error::InvalidArgument)?;
+    let (pages, nbytes) = match mode {
+        abi::copy_mode::COW => seg.state.with(|s| {
+            for page in s.pages.iter_mut().flatten() {
+                page.cow = true;
+            }
+            (s.pages.clone(), s.nbytes)
+        }),
+        abi::copy_mode::PLAIN => {
+            let (source_pages, nbytes) = seg.state.with(|s| (s.pages.clone(), s.nbytes));
+            let touched = source_pages.iter().flatten().count() as u64;
+            if touched + RESERVE_FRAMES > this_core().free_frames() {
+                return Err(Error::NoResources);
+            }
+            let mut copy = page_slots(source_pages.len() as u64)?;
+            for (slot, page) in copy.iter_mut().zip(&source_pages) {
+                if let Some(page) = page {
+                    let frame = page.frame.copy().ok_or(Error::NoResources)?;
+                    *slot = Some(Page { frame, cow: false });
                 }
-                to_abi(e)
-            })
-    })
-}
-
-/// `segment_get_nbytes(⟨ref_share, ref_obj⟩)`.
-pub fn segment_get_nbytes(p: &ProgramObjects, ref_share: u64, ref_obj: u64) -> Result<u64, Error> {
-    with_objects(|objs| {
-        match objs.lookup(&p.set, reference(ref_share, ref_obj), ObjectKind::Segment) {
-            Ok(Payload::Segment(f)) => Ok(f.len() as u64 * PAGE),
-            Ok(_) => Err(Error::InvalidArgument),
-            Err(e) => Err(to_abi(e)),
+            }
+            (copy, nbytes)
         }
-    })
+        _ => return Err(Error::InvalidArgument),
+    };
+    // The caller's writable mappings of the source must become read-only (its pages are
+    // now copy-on-write): drop them; they fault back in read-only.
+    if mode == abi::copy_mode::COW {
+        forget_faulted(p, space);
+    }
+    alloc(p, share, ObjectKind::Segment, new_segment(pages, nbytes))
 }
 
-/// `segment_set_nbytes(⟨ref_share, ref_obj⟩, nbytes)`: pages past the new end are freed.
+/// `segment_get_nbytes(⟨rs, ro⟩)`.
+pub fn segment_get_nbytes(p: &ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> {
+    let s = lookup(p, rs, ro, ObjectKind::Segment)?;
+    Ok(segment(&s).ok_or(Error::InvalidArgument)?.state.with(|s| s.nbytes))
+}
+
+/// `segment_set_nbytes(⟨rs, ro⟩, nbytes)`: pages past the new end are let go (freed when
+/// no mapping holds them any more).
 pub fn segment_set_nbytes(
     p: &mut ProgramObjects,
     space: &mut AddressSpace,
-    ref_share: u64,
-    ref_obj: u64,
+    rs: u64,
+    ro: u64,
     nbytes: u64,
 ) -> Result<u64, Error> {
     let pages = nbytes.div_ceil(PAGE);
     if pages > MAX_SEGMENT_PAGES || pages > this_core().free_frames() {
         return Err(Error::NoResources);
     }
-    let dropped = with_objects(|objs| {
-        match objs.lookup_mut(&p.set, reference(ref_share, ref_obj), ObjectKind::Segment) {
-            Ok(Payload::Segment(f)) => {
-                let dropped = if (pages as usize) < f.len() {
-                    f.split_off(pages as usize)
-                } else {
-                    Vec::new()
-                };
-                f.try_reserve_exact((pages as usize).saturating_sub(f.len()))
-                    .map_err(|_| Error::NoResources)?;
-                f.resize(pages as usize, 0);
-                Ok(dropped)
-            }
-            Ok(_) => Err(Error::InvalidArgument),
-            Err(e) => Err(to_abi(e)),
-        }
+    let s = lookup(p, rs, ro, ObjectKind::Segment)?;
+    let seg = segment(&s).ok_or(Error::InvalidArgument)?;
+    let dropped = seg.state.with(|s| {
+        let dropped =
+            if (pages as usize) < s.pages.len() { s.pages.split_off(pages as usize) } else { Vec::new() };
+        s.pages
+            .try_reserve_exact((pages as usize).saturating_sub(s.pages.len()))
+            .map_err(|_| Error::NoResources)?;
+        s.pages.resize(pages as usize, None);
+        s.nbytes = nbytes;
+        Ok(dropped)
     })?;
-    // A page mapped from a dropped frame must go before the frame does.
     forget_faulted(p, space);
-    for pa in dropped.into_iter().filter(|&pa| pa != 0) {
-        let _ = frames::free(pa);
-    }
+    drop(dropped);
     Ok(0)
 }
 
-/// `ar_alloc(share)`: a new range (span: the user half; nesting at 1 GiB).
-pub fn ar_alloc(p: &ProgramObjects, share: u64) -> Result<u64, Error> {
-    let range = AddressRange::new(GRANULARITY, GRANULARITY).map_err(ar_error)?;
-    with_objects(|objs| {
-        room(objs)?;
-        objs.alloc(&p.set, ObjectId(share), ObjectKind::AddressRange, name(), Payload::Range(range))
-            .map(|id| id.0)
-            .map_err(|(e, _)| to_abi(e))
-    })
+/// `segment_read(⟨rs, ro⟩, offset, buf, len)`: copies segment bytes to user memory.
+pub fn segment_read(
+    p: &ProgramObjects,
+    space: &AddressSpace,
+    rs: u64,
+    ro: u64,
+    offset: u64,
+    buf: u64,
+    len: u64,
+) -> Result<u64, Error> {
+    let s = lookup(p, rs, ro, ObjectKind::Segment)?;
+    let seg = segment(&s).ok_or(Error::InvalidArgument)?;
+    space.check(buf, len, true)?;
+    let nbytes = seg.state.with(|s| s.nbytes);
+    let end = offset.saturating_add(len).min(nbytes);
+    let mut at = offset;
+    let mut chunk = [0u8; PAGE as usize];
+    while at < end {
+        let n = (PAGE - at % PAGE).min(end - at) as usize;
+        let frame = seg.state.with(|s| {
+            s.pages.get((at / PAGE) as usize).and_then(|p| p.as_ref().map(|p| p.frame.clone()))
+        });
+        match frame {
+            // SAFETY: a live frame we hold a reference to; `n` bytes stay inside its page.
+            Some(f) => unsafe {
+                core::ptr::copy_nonoverlapping(
+                    (phys_to_virt(f.0) + at % PAGE) as *const u8,
+                    chunk.as_mut_ptr(),
+                    n,
+                )
+            },
+            None => chunk[..n].fill(0),
+        }
+        space.copy_out(buf + (at - offset), &chunk[..n])?;
+        at += n as u64;
+    }
+    Ok(end.saturating_sub(offset))
 }
 
-/// Applies an edit to a range with the reference protocol of the `objects` crate: a
-/// reference to the new target first (if the range did not map it), then one dropped for
-/// each target the edit removed the last mapping of.
-fn edit_range(
-    objs: &mut CoreObjects,
-    ar: ObjectId,
-    target: ObjectId,
-    edit: impl FnOnce(&mut AddressRange) -> Result<Vec<addrrange::Mapping>, ArError>,
-) -> Result<(), Error> {
-    let newly_held = match objs.payload(ar) {
-        Some(Payload::Range(range)) => !range.maps(target.0),
+/// `ar_alloc(share, kind)`.
+pub fn ar_alloc(p: &mut ProgramObjects, share: u64, kind: u64) -> Result<u64, Error> {
+    let r = match kind {
+        abi::ar_kind::ROOT => new_range(true)?,
+        abi::ar_kind::SLOT => new_range(false)?,
         _ => return Err(Error::InvalidArgument),
     };
-    if newly_held {
-        objs.add_ref(target).map_err(to_abi)?;
-    }
-    let outcome = match objs.payload_mut(ar) {
-        Some(Payload::Range(range)) => edit(range).map(|removed| range.released(&removed)),
-        _ => Err(ArError::NoSuchRange),
-    };
-    match outcome {
-        Ok(released) => {
-            for id in released {
-                let freed = objs.drop_ref(ObjectId(id)).unwrap_or_default();
-                release(objs, freed);
-            }
-            Ok(())
-        }
-        Err(e) => {
-            if newly_held {
-                let freed = objs.drop_ref(target).unwrap_or_default();
-                release(objs, freed);
-            }
-            Err(ar_error(e))
-        }
-    }
+    alloc(p, share, ObjectKind::AddressRange, Payload::Range(r))
 }
 
-/// `ar_set_seg(&ArSetSeg)`.
-pub fn ar_set_seg(
-    p: &mut ProgramObjects,
-    space: &mut AddressSpace,
-    a: ArSetSeg,
-) -> Result<u64, Error> {
-    with_objects(|objs| {
-        let ar = objs.resolve(&p.set, reference(a.ar[0], a.ar[1])).map_err(to_abi)?;
-        let seg = objs.resolve(&p.set, reference(a.seg[0], a.seg[1])).map_err(to_abi)?;
-        if objs.kind(seg) != Some(ObjectKind::Segment) {
-            return Err(Error::InvalidArgument);
-        }
-        // Copy-on-write mappings come with cfork; until then they are refused, not ignored.
-        if a.flags & map::COW != 0 {
-            return Err(Error::InvalidArgument);
-        }
-        edit_range(objs, ar, seg, |r| {
-            r.set_seg(a.va, seg.0, a.first_page, a.pages, perms(a.flags), false)
-        })
+/// Applies `edit` to range `ar`, which maps `target` afterwards: the range takes a
+/// reference to `target` and lets go of whatever the edit removed the last mapping of. A
+/// slot range's pages are unmapped and the cores that include it shot down (its pages
+/// fault in again as needed).
+fn edit_range(
+    ar: &Ptr,
+    target: Ptr,
+    edit: impl FnOnce(&mut AddressRange) -> Result<Vec<addrrange::Mapping>, ArError>,
+) -> Result<(), Error> {
+    let r = range(ar).ok_or(Error::InvalidArgument)?;
+    let (released, unmapped) = r.state.with(|s| {
+        let removed = edit(&mut s.map).map_err(ar_error)?;
+        let gone: Vec<Ptr> =
+            s.map.released(&removed).iter().filter_map(|id| s.held.remove(id)).collect();
+        s.held.entry(target.id().0).or_insert(target);
+        let unmapped = s.directory.as_mut().map(|d| d.clear()).unwrap_or_default();
+        Ok::<_, Error>((gone, unmapped))
     })?;
+    if !unmapped.is_empty() {
+        crate::tlb::shootdown(r.cores.load(Ordering::Acquire));
+    }
+    drop(unmapped);
+    objects::release(released);
+    Ok(())
+}
+
+/// `ar_set_seg(&ArSetSeg)`. `space` is the caller's (its stale private mappings go).
+pub fn ar_set_seg(p: &mut ProgramObjects, space: &mut AddressSpace, a: ArSetSeg) -> Result<u64, Error> {
+    set_seg(p, Some(space), a).map(|_| 0)
+}
+
+fn set_seg(p: &mut ProgramObjects, space: Option<&mut AddressSpace>, a: ArSetSeg) -> Result<(), Error> {
+    let ar = lookup(p, a.ar[0], a.ar[1], ObjectKind::AddressRange)?;
+    let seg = lookup(p, a.seg[0], a.seg[1], ObjectKind::Segment)?;
+    // Copy-on-write is a property of a segment's pages (`segment_copy` with `COW`), not
+    // of a mapping: the flag is refused rather than ignored.
+    if a.flags & !(map::WRITE | map::EXEC) != 0 {
+        return Err(Error::InvalidArgument);
+    }
+    let id = seg.id().0;
+    edit_range(&ar, seg, |r| r.set_seg(a.va, id, a.first_page, a.pages, perms(a.flags), false))?;
+    if let Some(space) = space {
+        forget_faulted(p, space);
+    }
+    Ok(())
+}
+
+/// `ar_set_ar(&ArSetAr)`: splices a slot range into a root range; refuses anything else.
+pub fn ar_set_ar(p: &mut ProgramObjects, space: &mut AddressSpace, a: ArSetAr) -> Result<u64, Error> {
+    let ar = lookup(p, a.ar[0], a.ar[1], ObjectKind::AddressRange)?;
+    let child = lookup(p, a.child[0], a.child[1], ObjectKind::AddressRange)?;
+    let is_slot = |x: &Ptr| range(x).is_some_and(|r| r.state.with(|s| s.directory.is_some()));
+    // Ranges nest one level (a slot in a root), like Corey's 1 GiB splices, so the slot's
+    // subtree sits directly under a page-directory-pointer entry of every root.
+    if is_slot(&ar) || !is_slot(&child) {
+        return Err(Error::InvalidArgument);
+    }
+    let child_id = child.id().0;
+    edit_range(&ar, child, |r| r.set_ar(a.va, child_id, perms(a.flags)))?;
     forget_faulted(p, space);
+    if Arc::ptr_eq(&ar, &p.root_ar) {
+        install_slots(p, space)?;
+    }
     Ok(0)
 }
 
-/// `ar_set_ar(&ArSetAr)`: refuses a splice that would make a cycle.
-pub fn ar_set_ar(
-    p: &mut ProgramObjects,
-    space: &mut AddressSpace,
-    a: ArSetAr,
-) -> Result<u64, Error> {
-    with_objects(|objs| {
-        let ar = objs.resolve(&p.set, reference(a.ar[0], a.ar[1])).map_err(to_abi)?;
-        let child = objs.resolve(&p.set, reference(a.child[0], a.child[1])).map_err(to_abi)?;
-        if objs.kind(child) != Some(ObjectKind::AddressRange) {
-            return Err(Error::InvalidArgument);
-        }
-        let lookup = |id: u64| match objs.payload(ObjectId(id)) {
-            Some(Payload::Range(r)) => Some(r),
-            _ => None,
-        };
-        if addrrange::reaches(child.0, ar.0, lookup) {
-            return Err(Error::InvalidArgument);
-        }
-        edit_range(objs, ar, child, |r| r.set_ar(a.va, child.0, perms(a.flags)))
-    })?;
-    forget_faulted(p, space);
-    Ok(0)
+/// `ar_get(⟨rs, ro⟩, va)`: the id mapped at `va` in that range (0 if none).
+pub fn ar_get(p: &ProgramObjects, rs: u64, ro: u64, va: u64) -> Result<u64, Error> {
+    let ar = lookup(p, rs, ro, ObjectKind::AddressRange)?;
+    let r = range(&ar).ok_or(Error::InvalidArgument)?;
+    Ok(r.state.with(|s| s.map.get(va).map_or(0, |m| m.target.id())))
 }
 
-/// `ar_get(⟨ref_share, ref_obj⟩, va)`: the id mapped at `va` in that range (0 if none).
-pub fn ar_get(p: &ProgramObjects, ref_share: u64, ref_obj: u64, va: u64) -> Result<u64, Error> {
-    with_objects(|objs| {
-        match objs.lookup(&p.set, reference(ref_share, ref_obj), ObjectKind::AddressRange) {
-            Ok(Payload::Range(r)) => Ok(r.get(va).map_or(0, |m| m.target.id())),
-            Ok(_) => Err(Error::InvalidArgument),
-            Err(e) => Err(to_abi(e)),
-        }
-    })
+/// `ar_mappings(⟨rs, ro⟩)`: the range's mappings (Figure 5's `ar_get(ar)`).
+pub fn ar_mappings(p: &ProgramObjects, rs: u64, ro: u64) -> Result<Vec<MappingInfo>, Error> {
+    let ar = lookup(p, rs, ro, ObjectKind::AddressRange)?;
+    let r = range(&ar).ok_or(Error::InvalidArgument)?;
+    Ok(r.state.with(|s| {
+        s.map
+            .mappings()
+            .map(|m| {
+                let mut flags = 0;
+                if m.perms.write {
+                    flags |= map::WRITE;
+                }
+                if m.perms.exec {
+                    flags |= map::EXEC;
+                }
+                let (first_page, kind) = match m.target {
+                    Target::Segment { first_page, .. } => (first_page, ObjectKind::Segment),
+                    Target::Range { .. } => (0, ObjectKind::AddressRange),
+                };
+                MappingInfo {
+                    va: m.start,
+                    pages: m.pages,
+                    target: m.target.id(),
+                    first_page,
+                    flags,
+                    kind: kind as u64,
+                }
+            })
+            .collect()
+    }))
 }
 
-/// Unmaps every page soft faults mapped (they fault in again as needed): after any change
-/// to ranges or segments, no stale mapping survives.
-fn forget_faulted(p: &mut ProgramObjects, space: &mut AddressSpace) {
-    let pages = core::mem::take(&mut p.faulted);
+/// Splices every slot range the root range maps into `space` (and takes out those it no
+/// longer maps), so this core's tables include their subtrees from the start: a page
+/// another core faulted in is then visible here with no fault at all.
+pub fn install_slots(p: &mut ProgramObjects, space: &mut AddressSpace) -> Result<(), Error> {
+    let root = range(&p.root_ar).ok_or(Error::InvalidArgument)?;
+    let wanted: Vec<(u64, Ptr)> = root.state.with(|s| {
+        s.map
+            .nested()
+            .filter_map(|(va, id)| s.held.get(&id).map(|ptr| (va, ptr.clone())))
+            .collect()
+    });
+    let me = this_core().index;
+    for (va, _) in core::mem::take(&mut p.installed) {
+        space.remove_slot(va);
+    }
+    for (va, slot) in wanted {
+        let Some(r) = range(&slot) else { continue };
+        let Some(pd) = r.state.with(|s| s.directory.as_ref().map(|d| d.pd)) else { continue };
+        if me < 64 {
+            r.cores.fetch_or(1 << me, Ordering::AcqRel);
+        }
+        space.install_slot(va, pd)?;
+        p.installed.push((va, slot));
+    }
+    Ok(())
+}
+
+/// Unmaps every page soft faults mapped into the private tables (they fault in again as
+/// needed): after any change to ranges or segments, no stale private mapping survives.
+pub fn forget_faulted(p: &mut ProgramObjects, space: &mut AddressSpace) {
+    let pages: Vec<u64> = p.faulted.iter().map(|(va, _)| *va).collect();
     space.unmap_frames(&pages);
+    p.faulted.clear(); // the frames may go now: no private entry maps them
+}
+
+/// The frame for page `index` of `seg`, filled with zeroes on first touch; a write to a
+/// copy-on-write page copies it first. Returns the frame and whether it may be mapped
+/// writable.
+fn fill(seg: &Segment, index: u64, write: bool) -> Option<(Arc<Frame>, bool)> {
+    seg.state.with(|s| {
+        let slot = s.pages.get_mut(index as usize)?;
+        if slot.is_none() {
+            *slot = Some(Page { frame: Frame::zeroed()?, cow: false });
+        }
+        let page = slot.as_mut()?;
+        if page.cow && write {
+            *page = Page { frame: page.frame.copy()?, cow: false };
+        }
+        Some((page.frame.clone(), !page.cow))
+    })
 }
 
 /// A page fault at `va` in user mode: if the root range maps it to a segment page the
-/// access is allowed on, fill that page (zeroes on first touch), map it, and return
-/// `true` so the program retries the access.
-pub fn soft_fault(p: &mut ProgramObjects, space: &mut AddressSpace, va: u64, write: bool) -> bool {
+/// access is allowed on, fill that page, map it, and return `true` so the program retries.
+/// A page of a slot range is mapped in the range's shared subtree; any other in the
+/// context's private tables. `present` says the page was mapped read-only (a write to a
+/// copy-on-write page).
+pub fn soft_fault(
+    p: &mut ProgramObjects,
+    space: &mut AddressSpace,
+    va: u64,
+    write: bool,
+    present: bool,
+) -> bool {
     let page_va = va & !(PAGE - 1);
-    let found = with_objects(|objs| {
-        let lookup = |id: u64| match objs.payload(ObjectId(id)) {
-            Some(Payload::Range(r)) => Some(r),
-            _ => None,
-        };
-        let resolved = addrrange::resolve(p.root_ar.0, page_va, lookup).ok()?;
-        if write && !resolved.perms.write {
-            return None;
-        }
-        let Some(Payload::Segment(frames_of)) = objs.payload_mut(ObjectId(resolved.seg)) else {
-            return None;
-        };
-        let slot = frames_of.get_mut(resolved.page as usize)?;
-        if *slot == 0 {
-            let pa = frames::alloc()?;
-            // SAFETY: a fresh frame of this core's own, reached through the direct map.
-            unsafe { core::ptr::write_bytes(phys_to_virt(pa) as *mut u8, 0, PAGE as usize) };
-            *slot = pa;
-        }
-        Some((*slot, resolved.perms))
-    });
-    let Some((pa, perms)) = found else { return false };
-    if space.map_frame(page_va, pa, perms.write, perms.exec).is_err() {
+    let Some(root) = range(&p.root_ar) else { return false };
+    let Some((m, held)) =
+        root.state.with(|s| s.map.get(page_va).map(|m| (*m, s.held.get(&m.target.id()).cloned())))
+    else {
         return false;
+    };
+    let Some(target) = held else { return false };
+    match m.target {
+        Target::Segment { first_page, .. } => {
+            if write && !m.perms.write {
+                return false;
+            }
+            let Some(seg) = segment(&target) else { return false };
+            let index = first_page + (page_va - m.start) / PAGE;
+            let Some((frame, writable)) = fill(seg, index, write) else { return false };
+            let writable = writable && m.perms.write;
+            if present {
+                p.faulted.retain(|(v, _)| *v != page_va);
+                space.unmap_frames(&[page_va]);
+            }
+            if space.map_frame(page_va, frame.0, writable, m.perms.exec).is_err() {
+                return false;
+            }
+            p.faulted.push((page_va, frame));
+            p.fault_count += 1;
+            true
+        }
+        Target::Range { .. } => {
+            if !p.installed.iter().any(|(v, _)| *v == m.start) && install_slots(p, space).is_err() {
+                return false;
+            }
+            let Some(slot) = range(&target) else { return false };
+            let offset = page_va - m.start;
+            match slot_fault(slot, offset, write, m.perms) {
+                SlotFault::Mapped { shootdown } => {
+                    if shootdown {
+                        crate::tlb::shootdown(slot.cores.load(Ordering::Acquire));
+                    }
+                    p.fault_count += 1;
+                    true
+                }
+                // Another core mapped it meanwhile (or this core's TLB was stale).
+                SlotFault::AlreadyMapped => {
+                    x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(page_va));
+                    true
+                }
+                SlotFault::Refused => false,
+            }
+        }
     }
-    p.faulted.push(page_va);
-    p.fault_count += 1;
-    true
+}
+
+enum SlotFault {
+    Mapped { shootdown: bool },
+    AlreadyMapped,
+    Refused,
+}
+
+/// Maps page `offset` of slot range `slot` in its shared subtree, under the range's lock.
+fn slot_fault(slot: &Range, offset: u64, write: bool, outer: Perms) -> SlotFault {
+    slot.state.with(|s| {
+        let Some(m) = s.map.get(offset).copied() else { return SlotFault::Refused };
+        let Target::Segment { first_page, .. } = m.target else { return SlotFault::Refused };
+        let perms = m.perms.intersect(outer);
+        if write && !perms.write {
+            return SlotFault::Refused;
+        }
+        let Some(seg) = s.held.get(&m.target.id()).and_then(|t| segment(t).map(|_| t.clone()))
+        else {
+            return SlotFault::Refused;
+        };
+        let Some(dir) = s.directory.as_mut() else { return SlotFault::Refused };
+        let existing = paging::translate_in_directory(dir.pd, offset);
+        if let Some((_, flags)) = existing {
+            if !write || flags.contains(x86_64::structures::paging::PageTableFlags::WRITABLE) {
+                return SlotFault::AlreadyMapped;
+            }
+        }
+        let index = first_page + (offset - m.start) / PAGE;
+        let Some(segment_body) = segment(&seg) else { return SlotFault::Refused };
+        let Some((frame, writable)) = fill(segment_body, index, write) else {
+            return SlotFault::Refused;
+        };
+        use x86_64::structures::paging::PageTableFlags as F;
+        let mut flags = F::USER_ACCESSIBLE;
+        if writable && perms.write {
+            flags |= F::WRITABLE;
+        }
+        if !perms.exec {
+            flags |= F::NO_EXECUTE;
+        }
+        if existing.is_some() {
+            paging::unmap_in_directory(dir.pd, offset);
+            dir.mapped.retain(|(o, _)| *o != offset);
+        }
+        // SAFETY: the range's own directory, under its lock; tables come from this core.
+        if unsafe { paging::map_in_directory(dir.pd, offset, frame.0, flags, &mut frames::alloc) }
+            .is_none()
+        {
+            return SlotFault::Refused;
+        }
+        dir.mapped.push((offset, frame));
+        SlotFault::Mapped { shootdown: existing.is_some() }
+    })
+}
+
+/// `pcore_alloc(share, core)`: the pcore object of `core`; one live per core.
+pub fn pcore_alloc(p: &mut ProgramObjects, share: u64, core: u64) -> Result<u64, Error> {
+    let index = usize::try_from(core).map_err(|_| Error::InvalidArgument)?;
+    let c = percpu::core(index).ok_or(Error::InvalidArgument)?;
+    if c.pcore_claimed.swap(true, Ordering::AcqRel) {
+        return Err(Error::NotPermitted);
+    }
+    let pcore = Pcore {
+        core: index,
+        status: AtomicU64::new(abi::pcore_status::IDLE),
+        halt: AtomicBool::new(false),
+        hz: AtomicU64::new(crate::arch::timer::TICK_HZ),
+    };
+    // On failure the payload is dropped, and its Drop releases the claim.
+    alloc(p, share, ObjectKind::Pcore, Payload::Pcore(pcore))
+}
+
+/// The device objects `device_alloc` makes.
+pub fn device_alloc(p: &mut ProgramObjects, share: u64, hwid: u64) -> Result<u64, Error> {
+    if !super::devices::exists(hwid) {
+        return Err(Error::InvalidArgument);
+    }
+    alloc(p, share, ObjectKind::Device, Payload::Device(Device { hwid }))
+}
+
+/// The hardware id of the device object ⟨rs, ro⟩.
+pub fn device_hwid(p: &ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> {
+    match lookup(p, rs, ro, ObjectKind::Device)?.payload() {
+        Some(Payload::Device(d)) => Ok(d.hwid),
+        _ => Err(Error::InvalidArgument),
+    }
+}
+
+/// Takes a context's objects apart when it ends: its slot splices come out of `space`
+/// (their subtrees are not the space's to free), then the share set and range go.
+pub fn end_context(mut p: ProgramObjects, space: &mut AddressSpace) {
+    for (va, _) in core::mem::take(&mut p.installed) {
+        space.remove_slot(va);
+    }
+    forget_faulted(&mut p, space);
+    drop(p);
+}
+
+/// The shares of `ids`, which must be shared shares of `p`'s set (for `pcore_run`).
+pub fn shares_for_child(p: &ProgramObjects, ids: &[u64]) -> Result<Vec<Ptr>, Error> {
+    let mut out = vec![];
+    for &id in ids {
+        out.push(p.set.shared_share(ObjectId(id)).map_err(to_abi)?);
+    }
+    Ok(out)
+}
+
+/// Whether `ar` is a root range (one a pcore can run on).
+pub fn is_root_range(ar: &Ptr) -> bool {
+    range(ar).is_some_and(|r| r.state.with(|s| s.directory.is_none()))
 }

@@ -1,11 +1,15 @@
-//! User programs: loading one from the initrd into a fresh address space, running it in
-//! ring 3 on the calling core until it exits or faults, and its system calls.
+//! User programs and contexts: loading a program from the initrd into Corey segments
+//! mapped by a fresh root address range, running a context in ring 3 on the calling core
+//! until it exits, faults or is halted, starting contexts on other cores (`pcore_run`,
+//! `program_run`), and the system calls.
 //!
-//! A core runs one program at a time (Corey §4.4: pcores are space-multiplexed). While it
-//! does, the core's monitor does not poll; messages wait in its channels until the program
-//! ends.
+//! A core runs one context at a time (Corey §4.4: pcores are space-multiplexed). While it
+//! does, the core's monitor does not poll; messages wait in its channels until the context
+//! ends. A program may lend its own core to another program (`program_run` on its own
+//! pcore): it is parked until that one ends.
 
 pub mod corey;
+pub mod devices;
 pub mod elf;
 pub mod initrd;
 pub mod space;
@@ -14,11 +18,16 @@ use crate::arch::cpu;
 use crate::arch::paging;
 use crate::arch::trap::{TrapFrame, EXCEPTION_NAMES};
 use crate::arch::user_entry::{self, KernelContext, SyscallFrame};
+use crate::monitor::protocol::Request;
 use crate::percpu::this_core;
 use crate::println;
-use abi::{nr, Error, SysResult, USER_STACK_BYTES, USER_STACK_TOP};
+use abi::{nr, pcore_status, Error, ObjectKind, SysResult, USER_STACK_BYTES, USER_STACK_TOP};
+use alloc::boxed::Box;
 use alloc::string::String;
-use space::{Access, AddressSpace};
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+use corey::Ptr;
+use space::AddressSpace;
 
 /// How a program ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +38,10 @@ pub enum ExitStatus {
     Faulted(u8),
     /// It ran past its time limit and was stopped.
     TimedOut,
+    /// `pcore_halt` stopped it.
+    Halted,
+    /// It could not start (bad program, no memory for its page tables).
+    Failed,
 }
 
 impl ExitStatus {
@@ -37,6 +50,8 @@ impl ExitStatus {
             ExitStatus::Exited(code) => code as u32 as u64,
             ExitStatus::Faulted(vector) => 1 << 32 | vector as u64,
             ExitStatus::TimedOut => 2 << 32,
+            ExitStatus::Halted => 3 << 32,
+            ExitStatus::Failed => 4 << 32,
         }
     }
 
@@ -44,23 +59,50 @@ impl ExitStatus {
         match word >> 32 {
             1 => ExitStatus::Faulted(word as u8),
             2 => ExitStatus::TimedOut,
+            3 => ExitStatus::Halted,
+            4 => ExitStatus::Failed,
             _ => ExitStatus::Exited(word as u32 as i32),
+        }
+    }
+
+    /// As `pcore_status` reports it.
+    pub fn status_word(self) -> u64 {
+        match self {
+            ExitStatus::Exited(code) => pcore_status::EXITED | code as u32 as u64,
+            ExitStatus::Faulted(v) => pcore_status::FAULTED | v as u64,
+            ExitStatus::TimedOut => pcore_status::TIMED_OUT,
+            ExitStatus::Halted => pcore_status::HALTED,
+            ExitStatus::Failed => pcore_status::FAILED,
         }
     }
 }
 
-/// What the core's running program's system calls need.
+/// What the core's running context's system calls need.
 pub struct Running {
     name: String,
     args: String,
     /// Console output not yet ended by a newline: printed a whole line at a time, so
     /// program output never runs into the kernel's own lines.
-    line: alloc::vec::Vec<u8>,
+    line: Vec<u8>,
     space: *mut AddressSpace,
     context: *const KernelContext,
     objects: corey::ProgramObjects,
-    /// TSC value past which the program is stopped.
+    /// TSC value past which the context is stopped.
     deadline: u64,
+    /// The pcore object it runs on, if it was started through one.
+    pcore: Option<Ptr>,
+}
+
+/// A context ready to run: what `pcore_run` or the program loader prepared.
+pub struct Context {
+    name: String,
+    args: String,
+    entry: u64,
+    stack: u64,
+    arg: u64,
+    objects: corey::ProgramObjects,
+    limit_us: u64,
+    pcore: Option<Ptr>,
 }
 
 /// Time limit of a program started with [`run`] (ten minutes).
@@ -85,64 +127,207 @@ pub fn run_with_limit(name: &str, args: &str, limit_us: u64) -> Result<ExitStatu
     if this_core().user.with(|slot| slot.is_some()) {
         return Err(Error::NotPermitted);
     }
+    let context = load_program(name, args, limit_us, None)?;
+    Ok(run_context(context))
+}
+
+/// Loads program `name`: each ELF segment becomes a segment in a fresh root share, mapped
+/// by a fresh root address range, and so does the stack (filled on first touch).
+fn load_program(
+    name: &str,
+    args: &str,
+    limit_us: u64,
+    pcore: Option<Ptr>,
+) -> Result<Context, Error> {
     let image = initrd::find(name).ok_or(Error::NoSuchObject)?;
-    // cpio aligns file data to 4 bytes; the ELF parser wants 8.
-    let aligned: alloc::vec::Vec<u64>;
-    let image = if image.as_ptr().align_offset(8) == 0 {
-        image
-    } else {
-        let mut words = alloc::vec![0u64; image.len().div_ceil(8)];
-        for (word, chunk) in words.iter_mut().zip(image.chunks(8)) {
-            let mut bytes = [0u8; 8];
-            bytes[..chunk.len()].copy_from_slice(chunk);
-            *word = u64::from_le_bytes(bytes);
-        }
-        aligned = words;
-        // SAFETY: viewing the u64 buffer as its first `image.len()` bytes.
-        unsafe { core::slice::from_raw_parts(aligned.as_ptr().cast::<u8>(), image.len()) }
-    };
-    let kernel_pml4 = crate::mem::heap::kernel_pml4();
-    let mut space = AddressSpace::new(kernel_pml4)?;
-    let entry = elf::load(&mut space, image)?;
-    let mut page = USER_STACK_TOP - USER_STACK_BYTES;
-    while page < USER_STACK_TOP {
-        space.map_zeroed(page, Access::ReadWrite)?;
-        page += 4096;
-    }
-    let objects = corey::start_program()?;
-    let mut context = KernelContext::default();
+    let mut objects = corey::new_program()?;
+    let entry = elf::load(image, |va, pages, offset, data, flags| {
+        corey::load_segment(&mut objects, va, pages, offset, data, flags)
+    })?;
+    let stack_pages = USER_STACK_BYTES / 4096;
+    corey::load_segment(
+        &mut objects,
+        USER_STACK_TOP - USER_STACK_BYTES,
+        stack_pages,
+        0,
+        &[],
+        abi::map::WRITE,
+    )?;
+    Ok(Context {
+        name: name.into(),
+        args: args.chars().take(ARGS_MAX).collect(),
+        entry,
+        // As if `_start` had been called (8 below a 16-byte boundary).
+        stack: USER_STACK_TOP - 8,
+        arg: 0,
+        objects,
+        limit_us,
+        pcore,
+    })
+}
+
+/// Runs `context` on this core until it ends. If a program is running here already (it
+/// lent its pcore with `program_run`), that one is parked and resumes afterwards.
+pub fn run_context(context: Context) -> ExitStatus {
     let core = this_core();
+    let outer = core.user.with(|slot| slot.take());
+    let saved_rsp0 = core.rsp0();
+    let saved_syscall_stack = core.syscall_stack();
+    let kernel_pml4 = crate::mem::heap::kernel_pml4();
+    core.in_context.store(true, Ordering::Release);
+    let status = run_here(context, kernel_pml4);
+    // Back to the outer program's tables and stacks, or the kernel's.
+    let pml4 = outer.as_ref().map_or(kernel_pml4, |r| {
+        // SAFETY: the outer program's space lives in its `run_here` frame further up.
+        unsafe { (*r.space).pml4() }
+    });
+    // SAFETY: either table maps the kernel half.
+    unsafe { paging::activate(pml4) };
+    let nested = outer.is_some();
+    core.in_context.store(nested, Ordering::Release);
+    core.user.with(|slot| *slot = outer);
+    core.set_rsp0(saved_rsp0);
+    core.set_syscall_stack(saved_syscall_stack);
+    if !nested {
+        // A context that left through an exception or a system call left interrupts off.
+        cpu::enable_interrupts();
+    }
+    status
+}
+
+fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
+    let core = this_core();
+    let fail = |pcore: &Option<Ptr>| {
+        if let Some(p) = pcore.as_ref().and_then(corey::pcore) {
+            p.status.store(pcore_status::FAILED, Ordering::Release);
+        }
+        ExitStatus::Failed
+    };
+    let Ok(mut space) = AddressSpace::new(kernel_pml4) else { return fail(&context.pcore) };
+    let mut objects = context.objects;
+    if corey::install_slots(&mut objects, &mut space).is_err() {
+        corey::end_context(objects, &mut space);
+        return fail(&context.pcore);
+    }
+    let hz = context.pcore.as_ref().and_then(corey::pcore).map(|p| {
+        p.status.store(pcore_status::RUNNING, Ordering::Release);
+        p.hz.load(Ordering::Relaxed)
+    });
+    if let Some(hz) = hz.filter(|&hz| hz != crate::arch::timer::TICK_HZ) {
+        crate::arch::timer::set_tick_hz(hz);
+    }
+    let mut kcontext = KernelContext::default();
+    let limit_cycles =
+        context.limit_us.saturating_mul(crate::arch::timer::tsc_hz() / 1_000_000);
     core.user.with(|slot| {
         *slot = Some(Running {
-            name: name.into(),
-            args: args.chars().take(ARGS_MAX).collect(),
-            line: alloc::vec::Vec::new(),
+            name: context.name,
+            args: context.args,
+            line: Vec::new(),
             space: &mut space,
-            context: &context,
+            context: &kcontext,
             objects,
-            deadline: cpu::rdtsc()
-                .saturating_add(limit_us.saturating_mul(crate::arch::timer::tsc_hz() / 1_000_000)),
+            deadline: cpu::rdtsc().saturating_add(limit_cycles),
+            pcore: context.pcore,
         })
     });
-    // SAFETY: the space maps the program and stack for user mode and the kernel half like
-    // the kernel tables; we switch back before it is dropped.
+    // SAFETY: the space maps the kernel half like the kernel tables, and the program's
+    // pages fault in through its root range; we switch away before it is dropped.
     unsafe { paging::activate(space.pml4()) };
-    // The stack pointer sits as if `_start` had been called (8 below a 16-byte boundary).
-    // SAFETY: `context` lives on this frame until `run_user` returns; RSP0 is this core's.
-    let word =
-        unsafe { user_entry::run_user(&mut context, entry, USER_STACK_TOP - 8, core.rsp0_slot()) };
+    // SAFETY: `kcontext` lives on this frame until `run_user` returns; RSP0 is this core's.
+    let word = unsafe {
+        user_entry::run_user(
+            &mut kcontext,
+            context.entry,
+            context.stack,
+            core.rsp0_slot(),
+            context.arg,
+        )
+    };
     // SAFETY: the kernel tables map everything the kernel uses.
     unsafe { paging::activate(kernel_pml4) };
-    // A program that left through an exception or a system call left interrupts off.
-    cpu::enable_interrupts();
+    if hz.is_some_and(|hz| hz != crate::arch::timer::TICK_HZ) {
+        crate::arch::timer::start_tick();
+    }
+    let status = ExitStatus::decode(word);
     if let Some(running) = core.user.with(|slot| slot.take()) {
         if !running.line.is_empty() {
             crate::println!("{}", String::from_utf8_lossy(&running.line));
         }
-        drop(space);
-        corey::end_program(running.objects);
+        corey::end_context(running.objects, &mut space);
+        if let Some(p) = running.pcore.as_ref().and_then(corey::pcore) {
+            p.status.store(status.status_word(), Ordering::Release);
+        }
     }
-    Ok(ExitStatus::decode(word))
+    drop(space);
+    status
+}
+
+/// What a `START` message carries: a context for this core, on behalf of `pcore`.
+pub struct StartJob {
+    pcore: Ptr,
+    what: StartWhat,
+}
+
+enum StartWhat {
+    /// `pcore_run`: a context on an existing root range.
+    Context { entry: u64, stack: u64, arg: u64, root_ar: Ptr, shares: Vec<Ptr> },
+    /// `program_run`: a program from the initrd.
+    Program { line: String },
+}
+
+/// Sends `job` to `core`'s monitor. On failure the job is dropped (and the pcore's status
+/// reset).
+fn send_job(core: usize, job: StartJob) -> Result<(), Error> {
+    let raw = Box::into_raw(Box::new(job));
+    if crate::monitor::send(core, &Request::Start { job: raw as u64 }).is_err() {
+        // SAFETY: the message was not sent, so nobody else has the pointer.
+        let job = unsafe { Box::from_raw(raw) };
+        if let Some(p) = corey::pcore(&job.pcore) {
+            p.status.store(pcore_status::IDLE, Ordering::Release);
+        }
+        return Err(Error::Busy);
+    }
+    Ok(())
+}
+
+/// A `START` message: runs the job's context on this core (from the monitor).
+pub fn start_job(raw: u64) {
+    // SAFETY: `send_job` made this pointer with `Box::into_raw` and gave it to us alone
+    // (the protocol checked it lies in the kernel half).
+    let job = unsafe { Box::from_raw(raw as *mut StartJob) };
+    let context = match job.what {
+        StartWhat::Context { entry, stack, arg, root_ar, shares } => {
+            match corey::new_context(root_ar, shares) {
+                Ok(objects) => Ok(Context {
+                    name: "context".into(),
+                    args: String::new(),
+                    entry,
+                    stack,
+                    arg,
+                    objects,
+                    limit_us: DEFAULT_LIMIT_US,
+                    pcore: Some(job.pcore.clone()),
+                }),
+                Err(e) => Err(e),
+            }
+        }
+        StartWhat::Program { line } => {
+            let (name, args) = line.split_once(' ').unwrap_or((&line, ""));
+            load_program(name, args.trim_start(), DEFAULT_LIMIT_US, Some(job.pcore.clone()))
+        }
+    };
+    match context {
+        Ok(c) => {
+            run_context(c);
+        }
+        Err(e) => {
+            println!("start: core {}: {:?}", this_core().index, e);
+            if let Some(p) = corey::pcore(&job.pcore) {
+                p.status.store(pcore_status::FAILED, Ordering::Release);
+            }
+        }
+    }
 }
 
 /// The running program's details, for a system call or a fault.
@@ -174,16 +359,20 @@ fn leave(status: ExitStatus) -> ! {
 }
 
 /// An exception in user mode. A page fault on a page the program's root address range maps
-/// is a soft fault: the page is filled and mapped, and the program goes on. Anything else
-/// is reported and stops the program; the core goes on.
+/// is a soft fault: the page is filled and mapped (or copied, for a write to a
+/// copy-on-write page), and the program goes on. Anything else is reported and stops the
+/// program; the core goes on.
 pub fn on_exception(frame: &TrapFrame) {
     let vector = frame.vector as u8;
     let cr2 = if vector == crate::arch::trap::VECTOR_PAGE_FAULT { cpu::cr2() } else { 0 };
-    let not_present = frame.error & 1 == 0;
-    if vector == crate::arch::trap::VECTOR_PAGE_FAULT && not_present {
+    if vector == crate::arch::trap::VECTOR_PAGE_FAULT {
+        let present = frame.error & 1 != 0;
         let write = frame.error & 2 != 0;
-        if with_running_mut(|r, space| corey::soft_fault(&mut r.objects, space, cr2, write))
-            == Some(true)
+        // Not present, or a write to a page mapped read-only (copy-on-write).
+        if (!present || write)
+            && with_running_mut(|r, space| {
+                corey::soft_fault(&mut r.objects, space, cr2, write, present)
+            }) == Some(true)
         {
             return;
         }
@@ -205,10 +394,22 @@ pub fn on_exception(frame: &TrapFrame) {
     leave(ExitStatus::Faulted(vector))
 }
 
-/// A timer tick that interrupted user mode (after its EOI): stops the program if it has
-/// run past its time limit.
+/// A timer tick that interrupted user mode (after its EOI): stops the context if it has
+/// run past its time limit or its pcore was halted.
 pub fn on_tick_in_user() {
-    if with_running(|r, _| cpu::rdtsc() > r.deadline) == Some(true) {
+    let (late, halted) = with_running(|r, _| {
+        let halted = r
+            .pcore
+            .as_ref()
+            .and_then(corey::pcore)
+            .is_some_and(|p| p.halt.load(Ordering::Acquire));
+        (cpu::rdtsc() > r.deadline, halted)
+    })
+    .unwrap_or((false, false));
+    if halted {
+        leave(ExitStatus::Halted);
+    }
+    if late {
         let name = with_running(|r, _| r.name.clone()).unwrap_or_default();
         println!("USER TIMEOUT core={} program={}", this_core().index, name);
         leave(ExitStatus::TimedOut);
@@ -222,16 +423,26 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
     if frame.rip >= paging::USER_END {
         leave(ExitStatus::Faulted(13));
     }
+    let (a, b, c) = (frame.rdi, frame.rsi, frame.rdx);
     let result: SysResult = match frame.rax {
         nr::NULL => Ok(0),
-        nr::WRITE => write(frame.rdi, frame.rsi),
-        nr::EXIT => leave(ExitStatus::Exited(frame.rdi as i32)),
+        nr::WRITE => write(a, b),
+        nr::EXIT => leave(ExitStatus::Exited(a as i32)),
         nr::PCORE_CURRENT => Ok(this_core().index as u64),
         nr::CYCLES => Ok(cpu::rdtsc()),
-        nr::ARGS => args(frame.rdi, frame.rsi),
-        nr::ROOT_SHARE..=nr::PAGE_FAULTS => object_call(frame),
-        nr::LOCALITY_GET => locality_get(frame.rdi, frame.rsi),
-        nr::SEGMENT_COPY => object_call(frame),
+        nr::ARGS => args(a, b),
+        nr::LOCALITY_GET => locality_get(a, b),
+        nr::PROGRAM_RUN => program_run(a, b, c, frame.r10),
+        nr::CORES_ONLINE => Ok(crate::smp::online_cores().len() as u64),
+        nr::KERNEL_COMMAND => kernel_command(a, b),
+        nr::POWEROFF => crate::arch::power::power_off(),
+        nr::CONSOLE_READ => console_read(a, b),
+        nr::FILE_LIST => file_list(a, b),
+        nr::DEVICE_LIST => device_list(a, b),
+        nr::PCORE_HALT => pcore_halt(a, b),
+        nr::ROOT_SHARE..=nr::PAGE_FAULTS | nr::SEGMENT_COPY..=nr::SEGMENT_READ => {
+            object_call(frame)
+        }
         _ => Err(Error::NoSuchCall),
     };
     abi::encode(result)
@@ -262,14 +473,30 @@ fn write(ptr: u64, len: u64) -> SysResult {
     Ok(len)
 }
 
-/// Corey's object calls (Figure 5), on the running program's share set.
+/// Reads `N` little-endian words of user memory at `ptr`.
+fn read_words<const N: usize>(space: &AddressSpace, ptr: u64) -> Result<[u64; N], Error> {
+    let mut bytes = [0u8; 128];
+    space.copy_in(ptr, &mut bytes[..N * 8])?;
+    Ok(le_words(&bytes[..N * 8]))
+}
+
+/// Writes little-endian words to user memory at `ptr`.
+fn write_words(space: &AddressSpace, ptr: u64, words: &[u64]) -> Result<(), Error> {
+    let mut bytes = Vec::new();
+    for w in words {
+        bytes.extend_from_slice(&w.to_le_bytes());
+    }
+    space.copy_out(ptr, &bytes)
+}
+
+/// Corey's object calls (Figure 5), on the running context's share set.
 fn object_call(frame: &SyscallFrame) -> SysResult {
-    let (a, b, c) = (frame.rdi, frame.rsi, frame.rdx);
+    let (a, b, c, d, e) = (frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8);
     with_running_mut(|r, space| {
         let p = &mut r.objects;
         match frame.rax {
-            nr::ROOT_SHARE => Ok(p.root_share.0),
-            nr::ROOT_AR => Ok(p.root_ar.0),
+            nr::ROOT_SHARE => Ok(p.set.root_id().0),
+            nr::ROOT_AR => Ok(p.root_ar.id().0),
             nr::SHARE_ALLOC => corey::share_alloc(p, a),
             nr::SHARE_ADDOBJ => corey::share_addobj(p, a, b, c),
             nr::SHARE_DELOBJ => corey::share_delobj(p, a, b),
@@ -278,24 +505,199 @@ fn object_call(frame: &SyscallFrame) -> SysResult {
             nr::SEGMENT_ALLOC => corey::segment_alloc(p, a, b),
             nr::SEGMENT_GET_NBYTES => corey::segment_get_nbytes(p, a, b),
             nr::SEGMENT_SET_NBYTES => corey::segment_set_nbytes(p, space, a, b, c),
-            nr::AR_ALLOC => corey::ar_alloc(p, a),
+            nr::SEGMENT_COPY => corey::segment_copy(p, space, a, b, c, d),
+            nr::SEGMENT_READ => corey::segment_read(p, space, a, b, c, d, e),
+            nr::AR_ALLOC => corey::ar_alloc(p, a, b),
             nr::AR_SET_SEG => {
-                let mut words = [0u8; 64];
-                space.copy_in(a, &mut words)?;
-                corey::ar_set_seg(p, space, abi::ArSetSeg::from_words(le_words(&words)))
+                let w = read_words::<8>(space, a)?;
+                corey::ar_set_seg(p, space, abi::ArSetSeg::from_words(w))
             }
             nr::AR_SET_AR => {
-                let mut words = [0u8; 48];
-                space.copy_in(a, &mut words)?;
-                corey::ar_set_ar(p, space, abi::ArSetAr::from_words(le_words(&words)))
+                let w = read_words::<6>(space, a)?;
+                corey::ar_set_ar(p, space, abi::ArSetAr::from_words(w))
             }
             nr::AR_GET => corey::ar_get(p, a, b, c),
+            nr::AR_MAPPINGS => {
+                let all = corey::ar_mappings(p, a, b)?;
+                let n = (d as usize).min(all.len());
+                space.check(c, n as u64 * 48, true)?;
+                let words: Vec<u64> = all[..n].iter().flat_map(|m| m.to_words()).collect();
+                write_words(space, c, &words)?;
+                Ok(all.len() as u64)
+            }
             nr::PAGE_FAULTS => Ok(p.fault_count),
-            nr::SEGMENT_COPY => corey::segment_copy(p, a, b, c),
+            nr::SET_ADD_SHARE => corey::set_add_share(p, a, b),
+            nr::FILE_OPEN => {
+                let name = read_string(space, b, c)?;
+                let data = initrd::find(&name).ok_or(Error::NoSuchObject)?;
+                corey::segment_from(p, a, data)
+            }
+            nr::PCORE_ALLOC => corey::pcore_alloc(p, a, b),
+            nr::PCORE_RUN => pcore_run(p, space, a),
+            nr::PCORE_STATUS => {
+                let ptr = corey::lookup(p, a, b, ObjectKind::Pcore)?;
+                Ok(corey::pcore(&ptr).ok_or(Error::InvalidArgument)?.status.load(Ordering::Acquire))
+            }
+            nr::PCORE_SET_INTERVAL => {
+                let ptr = corey::lookup(p, a, b, ObjectKind::Pcore)?;
+                if !(10..=1000).contains(&c) {
+                    return Err(Error::InvalidArgument);
+                }
+                corey::pcore(&ptr).ok_or(Error::InvalidArgument)?.hz.store(c, Ordering::Relaxed);
+                Ok(0)
+            }
+            nr::DEVICE_ALLOC => corey::device_alloc(p, a, b),
+            nr::DEVICE_STAT => {
+                let hwid = corey::device_hwid(p, a, b)?;
+                let st = devices::stat(hwid).ok_or(Error::NoSuchObject)?;
+                write_words(space, c, &[st.hwid, st.kind, st.count, st.detail])?;
+                Ok(0)
+            }
             _ => Err(Error::NoSuchCall),
         }
     })
     .ok_or(Error::NotPermitted)?
+}
+
+/// Copies a string of at most [`ARGS_MAX`] bytes from user memory.
+fn read_string(space: &AddressSpace, ptr: u64, len: u64) -> Result<String, Error> {
+    if len > ARGS_MAX as u64 {
+        return Err(Error::InvalidArgument);
+    }
+    let mut buf = [0u8; ARGS_MAX];
+    space.copy_in(ptr, &mut buf[..len as usize])?;
+    core::str::from_utf8(&buf[..len as usize])
+        .map(String::from)
+        .map_err(|_| Error::InvalidArgument)
+}
+
+/// `pcore_run(&PcoreRun)`: sends the context to the pcore's core (Corey §4.4).
+fn pcore_run(p: &mut corey::ProgramObjects, space: &mut AddressSpace, ptr: u64) -> SysResult {
+    let a = abi::PcoreRun::from_words(read_words::<16>(space, ptr)?);
+    let pcore_ptr = corey::lookup(p, a.pcore[0], a.pcore[1], ObjectKind::Pcore)?;
+    let pc = corey::pcore(&pcore_ptr).ok_or(Error::InvalidArgument)?;
+    if pc.core == this_core().index {
+        return Err(Error::NotPermitted);
+    }
+    let root_ar = corey::lookup(p, a.ar[0], a.ar[1], ObjectKind::AddressRange)?;
+    if !corey::is_root_range(&root_ar) || a.entry >= paging::USER_END {
+        return Err(Error::InvalidArgument);
+    }
+    let n = usize::try_from(a.nshares).map_err(|_| Error::InvalidArgument)?;
+    if n > abi::PcoreRun::MAX_SHARES {
+        return Err(Error::InvalidArgument);
+    }
+    let shares = corey::shares_for_child(p, &a.shares[..n])?;
+    claim(pc)?;
+    let what = StartWhat::Context { entry: a.entry, stack: a.stack, arg: a.arg, root_ar, shares };
+    send_job(pc.core, StartJob { pcore: pcore_ptr.clone(), what }).map(|_| 0)
+}
+
+/// Marks `pc` running, or `Busy` if it is already.
+fn claim(pc: &corey::Pcore) -> Result<(), Error> {
+    let status = pc.status.load(Ordering::Acquire);
+    if pcore_status::state(status) == pcore_status::RUNNING {
+        return Err(Error::Busy);
+    }
+    pc.halt.store(false, Ordering::Release);
+    pc.status
+        .compare_exchange(status, pcore_status::RUNNING, Ordering::AcqRel, Ordering::Acquire)
+        .map(|_| ())
+        .map_err(|_| Error::Busy)
+}
+
+/// `program_run(pcore, line, len)`: a program on the pcore's core; on the caller's own
+/// core the caller waits for it (its context is parked, then resumed).
+fn program_run(share: u64, obj: u64, line: u64, len: u64) -> SysResult {
+    let (pcore_ptr, text) = with_running_mut(|r, space| {
+        let ptr = corey::lookup(&r.objects, share, obj, ObjectKind::Pcore)?;
+        Ok::<_, Error>((ptr, read_string(space, line, len)?))
+    })
+    .ok_or(Error::NotPermitted)??;
+    let text = String::from(text.trim());
+    let pc = corey::pcore(&pcore_ptr).ok_or(Error::InvalidArgument)?;
+    let (name, args) = text.split_once(' ').unwrap_or((&text, ""));
+    if initrd::find(name).is_none() {
+        return Err(Error::NoSuchObject);
+    }
+    claim(pc)?;
+    if pc.core != this_core().index {
+        let what = StartWhat::Program { line: text.clone() };
+        return send_job(pc.core, StartJob { pcore: pcore_ptr.clone(), what }).map(|_| 0);
+    }
+    // Our own core: lend it. Outside `with_running_mut`, since the program takes this
+    // core's running slot while it runs.
+    match load_program(name, args.trim_start(), DEFAULT_LIMIT_US, Some(pcore_ptr.clone())) {
+        Ok(context) => Ok(run_context(context).status_word()),
+        Err(e) => {
+            pc.status.store(pcore_status::FAILED, Ordering::Release);
+            Err(e)
+        }
+    }
+}
+
+/// `pcore_halt(pcore)`: stops the pcore's context at its next tick (at once if it is the
+/// caller's own).
+fn pcore_halt(share: u64, obj: u64) -> SysResult {
+    let (ptr, mine) = with_running(|r, _| {
+        let ptr = corey::lookup(&r.objects, share, obj, ObjectKind::Pcore)?;
+        let mine = r.pcore.as_ref().is_some_and(|p| alloc::sync::Arc::ptr_eq(p, &ptr));
+        Ok::<_, Error>((ptr, mine))
+    })
+    .ok_or(Error::NotPermitted)??;
+    if mine {
+        leave(ExitStatus::Halted);
+    }
+    corey::pcore(&ptr).ok_or(Error::InvalidArgument)?.halt.store(true, Ordering::Release);
+    Ok(0)
+}
+
+/// `kernel_command(line, len)`: one line of the kernel console.
+fn kernel_command(ptr: u64, len: u64) -> SysResult {
+    let line = with_running(|_, space| read_string(space, ptr, len)).ok_or(Error::NotPermitted)??;
+    // The console's own `run` would start programs on this core through a remote call to
+    // itself, which waits forever while this program holds the core.
+    if line.split_whitespace().next() == Some("run") {
+        return Err(Error::NotPermitted);
+    }
+    crate::console::execute(&line);
+    Ok(0)
+}
+
+/// `console_read(buf, len)`: bytes typed so far, without waiting.
+fn console_read(ptr: u64, len: u64) -> SysResult {
+    let mut bytes = Vec::new();
+    while (bytes.len() as u64) < len.min(256) {
+        match crate::arch::serial::try_read_byte() {
+            Some(b) => bytes.push(b),
+            None => break,
+        }
+    }
+    with_running(|_, space| space.copy_out(ptr, &bytes)).ok_or(Error::NotPermitted)??;
+    Ok(bytes.len() as u64)
+}
+
+/// `file_list(buf, len)`: the initrd's names, one per line.
+fn file_list(ptr: u64, len: u64) -> SysResult {
+    let mut text = String::new();
+    for (name, _) in initrd::files() {
+        text.push_str(name);
+        text.push('\n');
+    }
+    let n = (len as usize).min(text.len());
+    with_running(|_, space| space.copy_out(ptr, &text.as_bytes()[..n]))
+        .ok_or(Error::NotPermitted)??;
+    Ok(text.len() as u64)
+}
+
+/// `device_list(buf, max)`.
+fn device_list(ptr: u64, max: u64) -> SysResult {
+    let all = devices::list();
+    let n = (max as usize).min(all.len());
+    let words: Vec<u64> =
+        all[..n].iter().flat_map(|d| [d.hwid, d.kind, d.core, d.name]).collect();
+    with_running(|_, space| write_words(space, ptr, &words)).ok_or(Error::NotPermitted)??;
+    Ok(all.len() as u64)
 }
 
 /// `locality_get(core, out)`: the core's place and costs, from the SKB.
@@ -312,11 +714,8 @@ fn locality_get(core: u64, out: u64) -> SysResult {
         latency_cycles: skb.and_then(|s| s.latency(me, target.index)).unwrap_or(0),
         compute_speed: skb.and_then(|s| s.compute_speed(target.index)).unwrap_or(0),
     };
-    let mut bytes = [0u8; 48];
-    for (chunk, word) in bytes.chunks_exact_mut(8).zip(locality.to_words()) {
-        chunk.copy_from_slice(&word.to_le_bytes());
-    }
-    with_running(|_, space| space.copy_out(out, &bytes)).ok_or(Error::NotPermitted)??;
+    with_running(|_, space| write_words(space, out, &locality.to_words()))
+        .ok_or(Error::NotPermitted)??;
     Ok(0)
 }
 

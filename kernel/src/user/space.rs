@@ -1,5 +1,6 @@
-//! A user address space: a PML4 of its own whose kernel half is the kernel's, and the
-//! frames it uses (from the running core's own list), freed when it is dropped. User
+//! A context's page tables: a PML4 of its own whose kernel half is the kernel's, the
+//! private tables below it (from the running core's own list, freed when it is dropped),
+//! and the 1 GiB slots that point at shared address ranges' page directories. User
 //! memory is read and written only through `copy_in`/`copy_out`, which check every page
 //! against these tables: a bad pointer is an error, never a kernel fault.
 
@@ -11,19 +12,11 @@ use x86_64::structures::paging::PageTableFlags as F;
 
 const PAGE: u64 = 4096;
 
-/// Access a user mapping allows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Access {
-    /// Read only (and execute).
-    ReadExecute,
-    /// Read and write, no execute.
-    ReadWrite,
-}
-
-/// One program's page tables and frames.
+/// One context's page tables and frames.
 pub struct AddressSpace {
     pml4: u64,
-    data_frames: Vec<u64>,
+    /// 1 GiB slots pointing at shared address ranges' page directories: not ours to free.
+    slots: Vec<u64>,
 }
 
 impl AddressSpace {
@@ -31,32 +24,12 @@ impl AddressSpace {
     pub fn new(kernel_pml4: u64) -> Result<Self, Error> {
         let pml4 = frames::alloc().ok_or(Error::NoResources)?;
         paging::new_user_pml4(kernel_pml4, pml4);
-        Ok(AddressSpace { pml4, data_frames: Vec::new() })
+        Ok(AddressSpace { pml4, slots: Vec::new() })
     }
 
     /// Physical address of the PML4 (for CR3).
     pub fn pml4(&self) -> u64 {
         self.pml4
-    }
-
-    /// Maps a zeroed page at `va` (page-aligned, user half).
-    pub fn map_zeroed(&mut self, va: u64, access: Access) -> Result<(), Error> {
-        if !va.is_multiple_of(PAGE) || va >= USER_END || paging::translate(self.pml4, va).is_some()
-        {
-            return Err(Error::InvalidArgument);
-        }
-        let pa = frames::alloc().ok_or(Error::NoResources)?;
-        self.data_frames.push(pa);
-        // SAFETY: a fresh frame of this core's own, reached through the direct map.
-        unsafe { core::ptr::write_bytes(phys_to_virt(pa) as *mut u8, 0, PAGE as usize) };
-        let flags = match access {
-            Access::ReadExecute => F::USER_ACCESSIBLE,
-            Access::ReadWrite => F::USER_ACCESSIBLE | F::WRITABLE | F::NO_EXECUTE,
-        };
-        // SAFETY: this address space's own user half, built by the core that owns it (new
-        // page tables come from its frames and are zeroed by `map_page`).
-        unsafe { paging::map_page(self.pml4, va, pa, flags, &mut frames::alloc) }
-            .ok_or(Error::NoResources)
     }
 
     /// Maps the frame `pa`, owned by someone else (a segment), at `va`. Replaces nothing:
@@ -84,6 +57,49 @@ impl AddressSpace {
         for &va in vas {
             paging::unmap_page(self.pml4, va);
             x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(va));
+        }
+    }
+
+    /// Splices the shared page directory `pd` in at the 1 GiB slot `va` (Corey §4.3). Any
+    /// private tables there (unmapped by the caller first) are freed.
+    pub fn install_slot(&mut self, va: u64, pd: u64) -> Result<(), Error> {
+        if !va.is_multiple_of(1 << 30) || va >= USER_END {
+            return Err(Error::InvalidArgument);
+        }
+        if !self.slots.contains(&va) {
+            self.free_private_directory(va);
+        }
+        // SAFETY: this core's own user tables; `pd` is held by the caller's installed list
+        // until `remove_slot`.
+        unsafe { paging::set_gigabyte(self.pml4, va, Some(pd), &mut frames::alloc) }
+            .ok_or(Error::NoResources)?;
+        if !self.slots.contains(&va) {
+            self.slots.push(va);
+        }
+        x86_64::instructions::tlb::flush_all();
+        Ok(())
+    }
+
+    /// Takes the slot at `va` out again (the range's directory is not freed here).
+    pub fn remove_slot(&mut self, va: u64) {
+        if let Some(i) = self.slots.iter().position(|&v| v == va) {
+            self.slots.swap_remove(i);
+            // SAFETY: this core's own user tables; clearing needs no new table.
+            let _ = unsafe { paging::set_gigabyte(self.pml4, va, None, &mut || None) };
+            x86_64::instructions::tlb::flush_all();
+        }
+    }
+
+    /// Frees the private page directory (and its page tables) at 1 GiB slot `va`, if any.
+    fn free_private_directory(&mut self, va: u64) {
+        let Some(pd) = paging::directory_at(self.pml4, va) else { return };
+        let mut tables = Vec::new();
+        paging::directory_tables(pd, &mut |t| tables.push(t));
+        // SAFETY: as in `remove_slot`.
+        let _ = unsafe { paging::set_gigabyte(self.pml4, va, None, &mut || None) };
+        x86_64::instructions::tlb::flush_all();
+        for pa in tables.into_iter().chain([pd]) {
+            let _ = frames::free(pa);
         }
     }
 
@@ -142,23 +158,17 @@ impl AddressSpace {
             dst.copy_from_slice(&data[offset..offset + n]);
         })
     }
-
-    /// Writes `data` to user memory at `va` regardless of the user's permissions (the
-    /// loader filling read-only segments).
-    pub fn fill(&self, va: u64, data: &[u8]) -> Result<(), Error> {
-        self.each_page(va, data.len() as u64, false, |pa, offset, n| {
-            // SAFETY: as in `copy_in`; the kernel may write any frame it mapped.
-            let dst = unsafe { core::slice::from_raw_parts_mut(phys_to_virt(pa) as *mut u8, n) };
-            dst.copy_from_slice(&data[offset..offset + n]);
-        })
-    }
 }
 
 impl Drop for AddressSpace {
     fn drop(&mut self) {
+        for va in core::mem::take(&mut self.slots) {
+            // SAFETY: our own tables; the shared directory must not be walked and freed.
+            let _ = unsafe { paging::set_gigabyte(self.pml4, va, None, &mut || None) };
+        }
         let mut tables = Vec::new();
         paging::user_tables(self.pml4, &mut |t| tables.push(t));
-        for pa in self.data_frames.drain(..).chain(tables).chain([self.pml4]) {
+        for pa in tables.into_iter().chain([self.pml4]) {
             let _ = frames::free(pa);
         }
     }

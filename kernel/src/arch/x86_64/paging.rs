@@ -279,3 +279,97 @@ pub fn unmap_page(pml4: u64, va: u64) {
     // SAFETY: one leaf entry of a user table owned by the caller's address space.
     unsafe { (*entry(t, index(va, 1))).set_unused() };
 }
+
+/// Maps the 4 KiB page at `offset` (below 1 GiB) in the page-directory subtree `pd` to
+/// `pa`: how a page is mapped in a shared address range (Corey §4.3), whose subtree the
+/// page tables of every core sharing the range include. Page tables come from `alloc`.
+///
+/// # Safety
+/// `pd` is a live page directory owned by an address range, and the caller holds that
+/// range's lock, so no other core writes the same entries.
+pub unsafe fn map_in_directory(
+    pd: u64,
+    offset: u64,
+    pa: u64,
+    flags: F,
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> Option<()> {
+    // SAFETY: forwarded from the caller; the PD's entry for `offset`, then the leaf.
+    let pt = unsafe { next_table(pd, index(offset, 2), true, alloc)? };
+    // SAFETY: as above; one leaf entry of the range's page table.
+    unsafe { (*entry(pt, index(offset, 1))).set_addr(x86_64::PhysAddr::new(pa), flags | F::PRESENT) };
+    Some(())
+}
+
+/// The frame and flags `offset` maps to in the page-directory subtree `pd`, if any.
+pub fn translate_in_directory(pd: u64, offset: u64) -> Option<(u64, F)> {
+    // SAFETY: reading one entry of a live table reached through the direct map.
+    let e = unsafe { &*entry(pd, index(offset, 2)) };
+    if !e.flags().contains(F::PRESENT) {
+        return None;
+    }
+    // SAFETY: as above.
+    let leaf = unsafe { &*entry(e.addr().as_u64(), index(offset, 1)) };
+    leaf.flags().contains(F::PRESENT).then(|| (leaf.addr().as_u64(), leaf.flags()))
+}
+
+/// Clears the mapping of `offset` in the page-directory subtree `pd` (the caller shoots
+/// down the TLBs of every core sharing it).
+pub fn unmap_in_directory(pd: u64, offset: u64) {
+    // SAFETY: reading one entry of a live table reached through the direct map.
+    let e = unsafe { &*entry(pd, index(offset, 2)) };
+    if e.flags().contains(F::PRESENT) {
+        // SAFETY: one leaf entry of a table owned by the range, under its lock.
+        unsafe { (*entry(e.addr().as_u64(), index(offset, 1))).set_unused() };
+    }
+}
+
+/// Calls `f` with every page table below the page directory `pd` (to free them).
+pub fn directory_tables(pd: u64, f: &mut dyn FnMut(u64)) {
+    for i in 0..512 {
+        // SAFETY: reading one entry of a live table reached through the direct map.
+        let e = unsafe { &*entry(pd, i) };
+        if e.flags().contains(F::PRESENT) {
+            f(e.addr().as_u64());
+        }
+    }
+}
+
+/// Points the 1 GiB slot at `va` of the user tables at `pml4` to the page directory `pd`
+/// (or clears it with `None`): splices a shared address range's subtree into this core's
+/// tables. The PDPT comes from `alloc` if missing.
+///
+/// # Safety
+/// `pml4` is a user address space the calling core owns; `pd` stays live while spliced.
+pub unsafe fn set_gigabyte(
+    pml4: u64,
+    va: u64,
+    pd: Option<u64>,
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> Option<()> {
+    // SAFETY: forwarded; the PML4 entry (creating the PDPT), then the PDPT entry.
+    let pdpt = unsafe { next_table(pml4, index(va, 4), true, alloc)? };
+    // SAFETY: as above.
+    let e = unsafe { &mut *entry(pdpt, index(va, 3)) };
+    match pd {
+        Some(pa) => e.set_addr(
+            x86_64::PhysAddr::new(pa),
+            F::PRESENT | F::WRITABLE | F::USER_ACCESSIBLE,
+        ),
+        None => e.set_unused(),
+    }
+    Some(())
+}
+
+/// The page directory the 1 GiB slot at `va` of the user tables at `pml4` points to.
+pub fn directory_at(pml4: u64, va: u64) -> Option<u64> {
+    // SAFETY: reading one entry of a live table reached through the direct map.
+    let e = unsafe { &*entry(pml4, index(va, 4)) };
+    if !e.flags().contains(F::PRESENT) {
+        return None;
+    }
+    // SAFETY: as above.
+    let e = unsafe { &*entry(e.addr().as_u64(), index(va, 3)) };
+    (e.flags().contains(F::PRESENT) && !e.flags().contains(F::HUGE_PAGE))
+        .then(|| e.addr().as_u64())
+}

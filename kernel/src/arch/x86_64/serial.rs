@@ -1,6 +1,11 @@
 //! COM1, a 16550 UART at port 0x3f8: the console. Polled, no interrupts.
 
 use super::cpu::{inb, outb};
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// Bytes written and read so far (`device_stat`). Relaxed: statistics.
+static BYTES_OUT: AtomicU64 = AtomicU64::new(0);
+static BYTES_IN: AtomicU64 = AtomicU64::new(0);
 
 const COM1: u16 = 0x3f8;
 const LINE_STATUS: u16 = COM1 + 5;
@@ -24,11 +29,18 @@ pub fn write_byte(b: u8) {
         core::hint::spin_loop();
     }
     outb(COM1, b);
+    BYTES_OUT.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Bytes written and bytes read so far.
+pub fn counts() -> (u64, u64) {
+    (BYTES_OUT.load(Ordering::Relaxed), BYTES_IN.load(Ordering::Relaxed))
 }
 
 /// Returns a received byte, if one is waiting.
 pub fn try_read_byte() -> Option<u8> {
     if inb(LINE_STATUS) & DATA_READY != 0 {
+        BYTES_IN.fetch_add(1, Ordering::Relaxed);
         Some(inb(COM1))
     } else {
         None

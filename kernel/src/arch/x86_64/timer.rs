@@ -62,7 +62,12 @@ pub fn apic_timer_hz() -> u64 {
 
 /// Starts this core's periodic tick at [`TICK_HZ`].
 pub fn start_tick() {
-    apic::timer_start_periodic((apic_timer_hz() / TICK_HZ) as u32);
+    set_tick_hz(TICK_HZ);
+}
+
+/// Makes this core's tick periodic at `hz` (a pcore's time slice, `pcore_set_interval`).
+pub fn set_tick_hz(hz: u64) {
+    apic::timer_start_periodic((apic_timer_hz() / hz.max(1)).max(1) as u32);
 }
 
 /// Microseconds since the TSC value `since`.

@@ -14,6 +14,8 @@ pub const VECTOR_TIMER: u8 = 0x30;
 pub const VECTOR_WAKE: u8 = 0x31;
 /// IPI used by the IPI test: the receiver counts it per sender.
 pub const VECTOR_TEST: u8 = 0x32;
+/// IPI: flush this core's TLB (a shared address range lost a mapping).
+pub const VECTOR_TLB: u8 = 0x33;
 /// Local APIC spurious-interrupt vector (no EOI).
 pub const VECTOR_SPURIOUS: u8 = 0xff;
 
@@ -203,6 +205,13 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
         VECTOR_WAKE => super::apic::eoi(),
         VECTOR_TEST => {
             crate::percpu::this_core().on_test_ipi();
+            super::apic::eoi();
+        }
+        VECTOR_TLB => {
+            x86_64::instructions::tlb::flush_all();
+            let core = crate::percpu::this_core();
+            // Release: the flush happened before the shooting core sees the count move.
+            core.tlb_flushes.fetch_add(1, core::sync::atomic::Ordering::Release);
             super::apic::eoi();
         }
         VECTOR_SPURIOUS => {}

@@ -58,7 +58,7 @@ global_asm!(
     r#"
     .section .text.user_entry, "ax"
 
-    /* u64 enter_user(KernelContext *ctx, u64 entry, u64 user_rsp, u64 *rsp0) */
+    /* u64 enter_user(KernelContext *ctx, u64 entry, u64 user_rsp, u64 *rsp0, u64 arg) */
     .global enter_user
 enter_user:
     movq %rbx, 0(%rdi)
@@ -80,7 +80,7 @@ enter_user:
     xorl %ecx, %ecx
     xorl %edx, %edx
     xorl %esi, %esi
-    xorl %edi, %edi
+    movq %r8, %rdi               /* the context's argument */
     xorl %ebp, %ebp
     xorl %r8d, %r8d
     xorl %r9d, %r9d
@@ -141,7 +141,13 @@ syscall_entry:
 );
 
 extern "C" {
-    fn enter_user(ctx: *mut KernelContext, entry: u64, user_rsp: u64, rsp0: *mut u64) -> u64;
+    fn enter_user(
+        ctx: *mut KernelContext,
+        entry: u64,
+        user_rsp: u64,
+        rsp0: *mut u64,
+        arg: u64,
+    ) -> u64;
     fn exit_to_kernel(ctx: *const KernelContext, status: u64) -> !;
     fn syscall_entry();
 }
@@ -159,15 +165,21 @@ pub fn init_this_core() {
     }
 }
 
-/// Runs user code at `entry` with stack `user_rsp` until it exits or faults; returns the
-/// status passed to [`leave_user`].
+/// Runs user code at `entry` with stack `user_rsp` and `arg` in `rdi` until it exits or
+/// faults; returns the status passed to [`leave_user`].
 ///
 /// # Safety
 /// The current page tables must map the program for user mode; `rsp0` is this core's TSS
 /// RSP0 slot; `ctx` must stay valid until the program leaves.
-pub unsafe fn run_user(ctx: &mut KernelContext, entry: u64, user_rsp: u64, rsp0: *mut u64) -> u64 {
+pub unsafe fn run_user(
+    ctx: &mut KernelContext,
+    entry: u64,
+    user_rsp: u64,
+    rsp0: *mut u64,
+    arg: u64,
+) -> u64 {
     // SAFETY: forwarded from the caller.
-    unsafe { enter_user(ctx, entry, user_rsp, rsp0) }
+    unsafe { enter_user(ctx, entry, user_rsp, rsp0, arg) }
 }
 
 /// Abandons the user program and returns `status` from [`run_user`].

@@ -1,0 +1,283 @@
+//! Host tests of the object model: access control, reference counts (objects are freed
+//! exactly when their last holder lets go: the census returns to zero), cycles, and two
+//! threads using one shared share at once.
+
+use super::*;
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use proptest::prelude::*;
+
+extern crate std;
+
+/// A payload that counts its own drops and may hold other objects (like a range).
+struct Probe {
+    drops: &'static AtomicUsize,
+    held: Vec<ObjPtr<Probe>>,
+}
+
+impl Payload for Probe {
+    fn take_held(&mut self) -> Vec<ObjPtr<Probe>> {
+        core::mem::take(&mut self.held)
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn leak<T>(v: T) -> &'static T {
+    Box::leak(Box::new(v))
+}
+
+struct World {
+    census: &'static Census,
+    drops: &'static AtomicUsize,
+    creator: Creator,
+}
+
+fn world(core: u16) -> World {
+    let census = leak(Census::new());
+    World { census, drops: leak(AtomicUsize::new(0)), creator: Creator::new(core, census) }
+}
+
+fn name() -> ObjName {
+    ObjName::new(b"t").unwrap()
+}
+
+impl World {
+    fn probe(&self) -> Probe {
+        Probe { drops: self.drops, held: Vec::new() }
+    }
+    fn set(&mut self, core: usize) -> ShareSet<Probe> {
+        ShareSet::new(core, &mut self.creator).unwrap()
+    }
+}
+
+fn r(share: ObjectId, object: ObjectId) -> ObjRef {
+    ObjRef { share, object }
+}
+
+#[test]
+fn objects_are_named_only_through_the_set() {
+    let mut w = world(1);
+    let mut a = w.set(0);
+    let root = a.root_id();
+    let p = w.probe();
+    let seg = a.alloc(&mut w.creator, root, ObjectKind::Segment, name(), p).unwrap();
+    assert_eq!(seg.core(), 1);
+    assert!(a.lookup(r(root, seg), ObjectKind::Segment).is_ok());
+    assert_eq!(a.lookup(r(root, seg), ObjectKind::Pcore).err(), Some(ObjError::WrongKind));
+    // Another pcore's set cannot name a's root share, nor guess its way in.
+    let b = w.set(1);
+    assert_eq!(b.resolve(r(root, seg)).err(), Some(ObjError::NotInShareSet));
+    assert_eq!(b.resolve(r(b.root_id(), seg)).err(), Some(ObjError::NotInShare));
+    // Through a shared share it can, once that share is in its set.
+    let shared = a.share_alloc(&mut w.creator, root, name()).unwrap();
+    assert_eq!(a.share_addobj(shared, r(root, seg)).err(), Some(ObjError::NotInShareSet));
+    a.add_share(r(root, shared)).unwrap();
+    a.share_addobj(shared, r(root, seg)).unwrap();
+    let mut b = b;
+    let ptr = a.resolve(r(root, shared)).unwrap();
+    b.add_share_ptr(ptr).unwrap();
+    assert!(b.lookup(r(shared, seg), ObjectKind::Segment).is_ok());
+    assert_eq!(a.obj_get_name(r(root, seg)).unwrap().refcount, 2);
+    drop(a);
+    drop(b);
+    assert_eq!(w.census.live(), 0);
+    assert_eq!(w.drops.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn last_reference_frees_and_only_then() {
+    let mut w = world(0);
+    let mut a = w.set(0);
+    let root = a.root_id();
+    let p = w.probe();
+    let seg = a.alloc(&mut w.creator, root, ObjectKind::Segment, name(), p).unwrap();
+    let s1 = a.share_alloc(&mut w.creator, root, name()).unwrap();
+    a.add_share(r(root, s1)).unwrap();
+    a.share_addobj(s1, r(root, seg)).unwrap();
+    a.share_delobj(r(root, seg)).unwrap();
+    assert_eq!(w.drops.load(Ordering::Relaxed), 0, "s1 still holds it");
+    assert_eq!(a.share_delobj(r(root, seg)).err(), Some(ObjError::NotInShare));
+    a.share_delobj(r(root, s1)).unwrap();
+    assert_eq!(w.drops.load(Ordering::Relaxed), 0, "the set still holds the share");
+    a.self_drop(s1).unwrap();
+    assert_eq!(w.drops.load(Ordering::Relaxed), 1, "the share went and took it along");
+    assert_eq!(w.census.live(), 0);
+}
+
+#[test]
+fn shares_cannot_form_cycles_and_root_is_private() {
+    let mut w = world(0);
+    let mut a = w.set(0);
+    let root = a.root_id();
+    let s1 = a.share_alloc(&mut w.creator, root, name()).unwrap();
+    let s2 = a.share_alloc(&mut w.creator, root, name()).unwrap();
+    let p1 = a.resolve(r(root, s1)).unwrap();
+    a.add_share_ptr(p1).unwrap();
+    a.share_addobj(s1, r(root, s2)).unwrap(); // s2 in s1
+    let p2 = a.resolve(r(root, s2)).unwrap();
+    a.add_share_ptr(p2).unwrap();
+    assert_eq!(a.share_addobj(s2, r(root, s1)).err(), Some(ObjError::ShareCycle));
+    assert_eq!(a.share_addobj(s1, r(root, s1)).err(), Some(ObjError::ShareCycle));
+    assert_eq!(a.share_addobj(s1, r(root, s2)).err(), Some(ObjError::AlreadyPresent));
+    assert_eq!(a.self_drop(root).err(), Some(ObjError::RootShare));
+    assert_eq!(a.shared_share(root).err(), Some(ObjError::RootShare));
+    a.self_drop(s1).unwrap();
+    assert_eq!(a.self_drop(s1).err(), Some(ObjError::NotInShareSet));
+    drop(a);
+    assert_eq!(w.census.live(), 0);
+}
+
+#[test]
+fn a_long_chain_is_freed_without_recursion() {
+    let mut w = world(0);
+    let mut a = w.set(0);
+    let root = a.root_id();
+    // 100,000 payloads each holding the next: recursion would overflow the test stack.
+    let mut prev: Option<ObjPtr<Probe>> = None;
+    for _ in 0..100_000 {
+        let mut p = w.probe();
+        p.held.extend(prev.take());
+        let ptr = w.creator.make(ObjectKind::AddressRange, name(), Body::Kernel(p)).unwrap();
+        prev = Some(ptr);
+    }
+    let head = prev.unwrap();
+    let id = head.id();
+    release(alloc::vec![head]);
+    assert_eq!(w.census.live(), 0);
+    assert_eq!(w.drops.load(Ordering::Relaxed), 100_000);
+    let _ = (id, &mut a, root);
+}
+
+#[test]
+fn two_cores_add_and_remove_in_one_shared_share() {
+    let mut w = world(0);
+    let mut a = w.set(0);
+    let root = a.root_id();
+    let shared = a.share_alloc(&mut w.creator, root, name()).unwrap();
+    let table_ptr = a.resolve(r(root, shared)).unwrap();
+    let mut handles = Vec::new();
+    for core in 0..2usize {
+        let table_ptr = table_ptr.clone();
+        let census = w.census;
+        let drops = w.drops;
+        handles.push(std::thread::spawn(move || {
+            let mut creator = Creator::new(core as u16 + 1, census);
+            let mut set: ShareSet<Probe> = ShareSet::new(core, &mut creator).unwrap();
+            let root = set.root_id();
+            set.add_share_ptr(table_ptr).unwrap();
+            for _ in 0..2000 {
+                let p = Probe { drops, held: Vec::new() };
+                let seg = set.alloc(&mut creator, root, ObjectKind::Segment, name(), p).unwrap();
+                set.share_addobj(shared, r(root, seg)).unwrap();
+                set.share_delobj(r(root, seg)).unwrap();
+                assert!(set.lookup(r(shared, seg), ObjectKind::Segment).is_ok());
+                set.share_delobj(r(shared, seg)).unwrap();
+            }
+        }));
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(table_ptr.share().unwrap().len(0), 0);
+    drop(table_ptr);
+    drop(a);
+    assert_eq!(w.census.live(), 0);
+    assert_eq!(w.drops.load(Ordering::Relaxed), 4000);
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Segment(usize),
+    Share(usize),
+    Add { share: usize, obj: usize },
+    Del(usize),
+    SetAdd(usize),
+    Drop(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0..4usize).prop_map(Op::Segment),
+        (0..4usize).prop_map(Op::Share),
+        (0..8usize, 0..16usize).prop_map(|(share, obj)| Op::Add { share, obj }),
+        (0..16usize).prop_map(Op::Del),
+        (0..8usize).prop_map(Op::SetAdd),
+        (0..8usize).prop_map(Op::Drop),
+    ]
+}
+
+proptest! {
+    /// Random sequences of the share calls on one set: whatever happens, nothing is freed
+    /// while reachable (every lookup of a listed id works) and everything is freed when
+    /// the set goes (census back to 0, one drop per segment).
+    #[test]
+    fn nothing_leaks_and_nothing_is_freed_early(ops in proptest::collection::vec(op(), 1..60)) {
+        let mut w = world(3);
+        let mut set = w.set(0);
+        let root = set.root_id();
+        let mut objs: Vec<ObjectId> = Vec::new(); // every id ever made
+        let mut shares: Vec<ObjectId> = alloc::vec![root];
+        let mut segments = 0;
+        for op in ops {
+            match op {
+                Op::Segment(s) => {
+                    let parent = shares[s % shares.len()];
+                    let p = w.probe();
+                    segments += 1; // a refused payload is dropped at once: still one drop
+                    if let Ok(id) = set.alloc(&mut w.creator, parent, ObjectKind::Segment, name(), p) {
+                        objs.push(id);
+                    }
+                }
+                Op::Share(s) => {
+                    let parent = shares[s % shares.len()];
+                    if let Ok(id) = set.share_alloc(&mut w.creator, parent, name()) {
+                        objs.push(id);
+                        shares.push(id);
+                    }
+                }
+                Op::Add { share, obj } if !objs.is_empty() => {
+                    let into = shares[share % shares.len()];
+                    let id = objs[obj % objs.len()];
+                    for from in shares.clone() {
+                        let _ = set.share_addobj(into, r(from, id));
+                    }
+                }
+                Op::Del(obj) if !objs.is_empty() => {
+                    let id = objs[obj % objs.len()];
+                    let from = shares[obj % shares.len()];
+                    let _ = set.share_delobj(r(from, id));
+                }
+                Op::SetAdd(s) => {
+                    let id = shares[s % shares.len()];
+                    for from in shares.clone() {
+                        let _ = set.add_share(r(from, id));
+                    }
+                }
+                Op::Drop(s) => {
+                    let _ = set.self_drop(shares[s % shares.len()]);
+                }
+                _ => {}
+            }
+            // Whatever a share in the set lists must still be alive and of its kind.
+            for &s in &shares {
+                if let Ok(ptr) = set.shared_share(s) {
+                    for id in ptr.share().unwrap().ids(0) {
+                        prop_assert!(set.resolve(r(s, id)).is_ok());
+                    }
+                }
+            }
+            prop_assert!(w.census.live() <= objs.len());
+        }
+        drop(set);
+        prop_assert_eq!(w.census.live(), 0);
+        prop_assert_eq!(w.drops.load(Ordering::Relaxed), segments);
+        let _ = Arc::<u8>::new(0);
+    }
+}

@@ -1,0 +1,47 @@
+//! TLB shootdown for shared address ranges (Corey §3.1: removing a mapping from a range
+//! that several cores' page tables include must invalidate their TLBs). Done with IPIs for
+//! now; the Multikernel's way, by message to each core's monitor (§5.1), comes later.
+
+use crate::arch::{apic, cpu, timer, trap};
+use crate::percpu::{self, this_core};
+use core::sync::atomic::Ordering;
+
+/// Longest wait for one core's flush before giving up on it (it may be stopped).
+const WAIT_US: u64 = 100_000;
+
+/// Flushes the TLB of every core in `cores` (a bit per core index), this one included,
+/// and returns once each has done so. Call it with no lock held that those cores might
+/// be spinning on: they flush from an interrupt. Interrupts are on while waiting, so two
+/// cores shooting each other down cannot deadlock.
+pub fn shootdown(cores: u64) {
+    let me = this_core().index;
+    let mut pending = [(0usize, 0u64); 64];
+    let mut n = 0;
+    for core in percpu::all_cores() {
+        if core.index >= 64 || cores & (1 << core.index) == 0 || core.index == me {
+            continue;
+        }
+        // Acquire: pairs with the Release in the handler.
+        pending[n] = (core.index, core.tlb_flushes.load(Ordering::Acquire));
+        n += 1;
+        apic::send_ipi(core.apic_id, trap::VECTOR_TLB);
+    }
+    x86_64::instructions::tlb::flush_all();
+    // `disable_interrupts` reports whether they were on; turn them on to wait.
+    let was_enabled = cpu::disable_interrupts();
+    cpu::enable_interrupts();
+    for &(index, before) in &pending[..n] {
+        let Some(core) = percpu::core(index) else { continue };
+        let start = cpu::rdtsc();
+        while core.tlb_flushes.load(Ordering::Acquire) == before {
+            if timer::us_since(start) > WAIT_US {
+                crate::println!("tlb: core {index} did not flush (stopped?)");
+                break;
+            }
+            cpu::pause();
+        }
+    }
+    if !was_enabled {
+        cpu::disable_interrupts();
+    }
+}

@@ -1,0 +1,70 @@
+//! The devices user programs can see (Corey §4.4 `device_list`, `device_stat`): the serial
+//! console, the initrd and each core's timer. Drivers for network devices come with
+//! kernel cores (M8); until then these are the machine's devices.
+
+use crate::arch::{serial, timer};
+use crate::percpu;
+use abi::{device_kind, DeviceInfo, DeviceStat};
+use alloc::vec::Vec;
+
+/// Hardware id of the serial console.
+const SERIAL: u64 = 1;
+/// Hardware id of the initrd.
+const INITRD: u64 = 2;
+/// Hardware id of core 0's timer; core k's is `TIMER_BASE + k`.
+const TIMER_BASE: u64 = 16;
+
+fn short_name(s: &str) -> u64 {
+    let mut bytes = [0u8; 8];
+    for (b, c) in bytes.iter_mut().zip(s.bytes()) {
+        *b = c;
+    }
+    u64::from_le_bytes(bytes)
+}
+
+/// Every device, in hardware-id order.
+pub fn list() -> Vec<DeviceInfo> {
+    let mut out = Vec::new();
+    out.push(DeviceInfo {
+        hwid: SERIAL,
+        kind: device_kind::SERIAL,
+        core: u64::MAX,
+        name: short_name("com1"),
+    });
+    out.push(DeviceInfo {
+        hwid: INITRD,
+        kind: device_kind::INITRD,
+        core: u64::MAX,
+        name: short_name("initrd"),
+    });
+    for core in percpu::all_cores() {
+        out.push(DeviceInfo {
+            hwid: TIMER_BASE + core.index as u64,
+            kind: device_kind::TIMER,
+            core: core.index as u64,
+            name: short_name("lapic-tm"),
+        });
+    }
+    out
+}
+
+/// Whether `hwid` names a device.
+pub fn exists(hwid: u64) -> bool {
+    list().iter().any(|d| d.hwid == hwid)
+}
+
+/// The counters of device `hwid`.
+pub fn stat(hwid: u64) -> Option<DeviceStat> {
+    let info = list().into_iter().find(|d| d.hwid == hwid)?;
+    let (count, detail) = match info.kind {
+        device_kind::SERIAL => serial::counts(),
+        device_kind::INITRD => {
+            (super::initrd::bytes().len() as u64, super::initrd::files().count() as u64)
+        }
+        _ => {
+            let core = percpu::core(info.core as usize)?;
+            (core.ticks(), timer::TICK_HZ)
+        }
+    };
+    Some(DeviceStat { hwid, kind: info.kind, count, detail })
+}
