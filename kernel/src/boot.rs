@@ -209,7 +209,9 @@ pub fn boot_core(start_info: u32) -> ! {
     let command = cmdline::get(cmdline, verdict::cmdline_keys::CMD);
     // The shell is the user program `init` (M3); `console=kernel` keeps the kernel's own
     // console, which is also what remains if `init` is missing or ends.
-    if cmdline::get(cmdline, "console") != Some("kernel") && crate::user::initrd::find("init").is_some() {
+    if cmdline::get(cmdline, "console") != Some("kernel")
+        && crate::user::initrd::find("init").is_some()
+    {
         println!("{} (the init shell; type 'help')", verdict::READY_MARKER);
         let status = crate::user::run("init", command.unwrap_or(""));
         if command.is_some() {

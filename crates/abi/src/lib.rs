@@ -533,7 +533,14 @@ mod tests {
         assert_eq!(ArSetSeg::from_words(a.to_words()), a);
         let b = ArSetAr { ar: [1, 2], va: 1 << 30, child: [4, 5], flags: map::WRITE };
         assert_eq!(ArSetAr::from_words(b.to_words()), b);
-        let mut r = PcoreRun { pcore: [1, 2], entry: 3, stack: 4, ar: [5, 6], arg: 7, ..Default::default() };
+        let mut r = PcoreRun {
+            pcore: [1, 2],
+            entry: 3,
+            stack: 4,
+            ar: [5, 6],
+            arg: 7,
+            ..Default::default()
+        };
         r.nshares = 2;
         r.shares[..2].copy_from_slice(&[9, 10]);
         assert_eq!(PcoreRun::from_words(r.to_words()), r);

@@ -159,7 +159,7 @@ impl<P: Payload> Default for ShareTable<P> {
 /// What an object is: a share (its table) or a kernel object (the kernel's payload).
 pub enum Body<P: Payload> {
     /// A shared share.
-    Share(ShareTable<P>),
+    Share(alloc::boxed::Box<ShareTable<P>>),
     /// A segment, address range, pcore or device.
     Kernel(P),
 }

@@ -16,7 +16,7 @@ use alloc::vec::Vec;
 use locks::McsLock;
 
 use crate::id::{ObjName, ObjectId, ObjectKind};
-use crate::object::{release, Body, Creator, ObjPtr, Payload, ShareMap, ShareTable};
+use crate::object::{release, Body, Creator, ObjPtr, Payload, ShareMap};
 use crate::ObjError;
 
 /// A reference to an object as system calls take it (Figure 5: "share, seg, ar, pcore,
@@ -166,7 +166,8 @@ impl<P: Payload> ShareSet<P> {
         name: ObjName,
     ) -> Result<ObjectId, ObjError> {
         self.check_share(parent)?;
-        let ptr = creator.make(ObjectKind::Share, name, Body::Share(ShareTable::new()))?;
+        let ptr =
+            creator.make(ObjectKind::Share, name, Body::Share(alloc::boxed::Box::default()))?;
         let id = ptr.id();
         self.place(parent, ptr)?;
         Ok(id)

@@ -199,7 +199,9 @@ pub enum Payload {
 impl objects::Payload for Payload {
     fn take_held(&mut self) -> Vec<Ptr> {
         match self {
-            Payload::Range(r) => r.state.with(|s| core::mem::take(&mut s.held)).into_values().collect(),
+            Payload::Range(r) => {
+                r.state.with(|s| core::mem::take(&mut s.held)).into_values().collect()
+            }
             _ => Vec::new(),
         }
     }
@@ -292,7 +294,12 @@ fn room() -> Result<(), Error> {
 }
 
 /// Makes a new object of `kind` in `share` of `p`'s set; returns its id.
-fn alloc(p: &mut ProgramObjects, share: u64, kind: ObjectKind, payload: Payload) -> Result<u64, Error> {
+fn alloc(
+    p: &mut ProgramObjects,
+    share: u64,
+    kind: ObjectKind,
+    payload: Payload,
+) -> Result<u64, Error> {
     room()?;
     with_creator(|c| p.set.alloc(c, ObjectId(share), kind, name(), payload))
         .map(|id| id.0)
@@ -336,35 +343,40 @@ pub fn new_program() -> Result<ProgramObjects, Error> {
     Ok(ProgramObjects { set, root_ar, faulted: Vec::new(), installed: Vec::new(), fault_count: 0 })
 }
 
-/// A segment of `pages` pages, filled from `data` at byte `offset` (the loader's program
-/// image), placed in the root share and mapped at `va` in the root range.
+/// A segment of `pages` pages holding each `(offset, bytes)` piece at that byte offset
+/// (the loader's program image; untouched pages are filled with zeroes on first touch),
+/// placed in the root share and mapped at `va` in the root range.
 pub fn load_segment(
     p: &mut ProgramObjects,
     va: u64,
     pages: u64,
-    offset: usize,
-    data: &[u8],
+    pieces: &[(usize, &[u8])],
     flags: u64,
 ) -> Result<(), Error> {
     let mut slots = page_slots(pages)?;
-    for (i, slot) in slots.iter_mut().enumerate() {
-        let page_start = i * PAGE as usize;
-        let page_end = page_start + PAGE as usize;
-        let from = offset.max(page_start);
-        let to = (offset + data.len()).min(page_end);
-        if from >= to {
-            continue;
+    for &(offset, data) in pieces {
+        let mut at = offset;
+        let end = offset + data.len();
+        while at < end {
+            let index = at / PAGE as usize;
+            let in_page = at % PAGE as usize;
+            let n = (PAGE as usize - in_page).min(end - at);
+            let slot = slots.get_mut(index).ok_or(Error::InvalidArgument)?;
+            if slot.is_none() {
+                *slot =
+                    Some(Page { frame: Frame::zeroed().ok_or(Error::NoResources)?, cow: false });
+            }
+            let frame = &slot.as_ref().ok_or(Error::InvalidArgument)?.frame;
+            // SAFETY: a fresh frame of this core; the copy stays inside its page.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    data[at - offset..at - offset + n].as_ptr(),
+                    (phys_to_virt(frame.0) + in_page as u64) as *mut u8,
+                    n,
+                )
+            };
+            at += n;
         }
-        let frame = Frame::zeroed().ok_or(Error::NoResources)?;
-        // SAFETY: a fresh frame of this core; the copy stays inside its page.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                data[from - offset..to - offset].as_ptr(),
-                (phys_to_virt(frame.0) + (from - page_start) as u64) as *mut u8,
-                to - from,
-            )
-        };
-        *slot = Some(Page { frame, cow: false });
     }
     let root = p.set.root_id().0;
     let seg = alloc(p, root, ObjectKind::Segment, new_segment(slots, pages * PAGE))?;
@@ -448,7 +460,11 @@ pub fn segment_from(p: &mut ProgramObjects, share: u64, data: &[u8]) -> Result<u
         let frame = Frame::zeroed().ok_or(Error::NoResources)?;
         // SAFETY: a fresh frame of this core; `chunk` is at most one page.
         unsafe {
-            core::ptr::copy_nonoverlapping(chunk.as_ptr(), phys_to_virt(frame.0) as *mut u8, chunk.len())
+            core::ptr::copy_nonoverlapping(
+                chunk.as_ptr(),
+                phys_to_virt(frame.0) as *mut u8,
+                chunk.len(),
+            )
         };
         *slot = Some(Page { frame, cow: false });
     }
@@ -521,8 +537,11 @@ pub fn segment_set_nbytes(
     let s = lookup(p, rs, ro, ObjectKind::Segment)?;
     let seg = segment(&s).ok_or(Error::InvalidArgument)?;
     let dropped = seg.state.with(|s| {
-        let dropped =
-            if (pages as usize) < s.pages.len() { s.pages.split_off(pages as usize) } else { Vec::new() };
+        let dropped = if (pages as usize) < s.pages.len() {
+            s.pages.split_off(pages as usize)
+        } else {
+            Vec::new()
+        };
         s.pages
             .try_reserve_exact((pages as usize).saturating_sub(s.pages.len()))
             .map_err(|_| Error::NoResources)?;
@@ -537,8 +556,8 @@ pub fn segment_set_nbytes(
 
 /// `segment_read(⟨rs, ro⟩, offset, buf, len)`: copies segment bytes to user memory.
 pub fn segment_read(
-    p: &ProgramObjects,
-    space: &AddressSpace,
+    p: &mut ProgramObjects,
+    space: &mut AddressSpace,
     rs: u64,
     ro: u64,
     offset: u64,
@@ -547,9 +566,10 @@ pub fn segment_read(
 ) -> Result<u64, Error> {
     let s = lookup(p, rs, ro, ObjectKind::Segment)?;
     let seg = segment(&s).ok_or(Error::InvalidArgument)?;
-    space.check(buf, len, true)?;
     let nbytes = seg.state.with(|s| s.nbytes);
     let end = offset.saturating_add(len).min(nbytes);
+    fault_in(p, space, buf, end.saturating_sub(offset), true);
+    space.check(buf, len.min(end.saturating_sub(offset)), true)?;
     let mut at = offset;
     let mut chunk = [0u8; PAGE as usize];
     while at < end {
@@ -611,11 +631,19 @@ fn edit_range(
 }
 
 /// `ar_set_seg(&ArSetSeg)`. `space` is the caller's (its stale private mappings go).
-pub fn ar_set_seg(p: &mut ProgramObjects, space: &mut AddressSpace, a: ArSetSeg) -> Result<u64, Error> {
+pub fn ar_set_seg(
+    p: &mut ProgramObjects,
+    space: &mut AddressSpace,
+    a: ArSetSeg,
+) -> Result<u64, Error> {
     set_seg(p, Some(space), a).map(|_| 0)
 }
 
-fn set_seg(p: &mut ProgramObjects, space: Option<&mut AddressSpace>, a: ArSetSeg) -> Result<(), Error> {
+fn set_seg(
+    p: &mut ProgramObjects,
+    space: Option<&mut AddressSpace>,
+    a: ArSetSeg,
+) -> Result<(), Error> {
     let ar = lookup(p, a.ar[0], a.ar[1], ObjectKind::AddressRange)?;
     let seg = lookup(p, a.seg[0], a.seg[1], ObjectKind::Segment)?;
     // Copy-on-write is a property of a segment's pages (`segment_copy` with `COW`), not
@@ -632,7 +660,11 @@ fn set_seg(p: &mut ProgramObjects, space: Option<&mut AddressSpace>, a: ArSetSeg
 }
 
 /// `ar_set_ar(&ArSetAr)`: splices a slot range into a root range; refuses anything else.
-pub fn ar_set_ar(p: &mut ProgramObjects, space: &mut AddressSpace, a: ArSetAr) -> Result<u64, Error> {
+pub fn ar_set_ar(
+    p: &mut ProgramObjects,
+    space: &mut AddressSpace,
+    a: ArSetAr,
+) -> Result<u64, Error> {
     let ar = lookup(p, a.ar[0], a.ar[1], ObjectKind::AddressRange)?;
     let child = lookup(p, a.child[0], a.child[1], ObjectKind::AddressRange)?;
     let is_slot = |x: &Ptr| range(x).is_some_and(|r| r.state.with(|s| s.directory.is_some()));
@@ -695,10 +727,7 @@ pub fn ar_mappings(p: &ProgramObjects, rs: u64, ro: u64) -> Result<Vec<MappingIn
 pub fn install_slots(p: &mut ProgramObjects, space: &mut AddressSpace) -> Result<(), Error> {
     let root = range(&p.root_ar).ok_or(Error::InvalidArgument)?;
     let wanted: Vec<(u64, Ptr)> = root.state.with(|s| {
-        s.map
-            .nested()
-            .filter_map(|(va, id)| s.held.get(&id).map(|ptr| (va, ptr.clone())))
-            .collect()
+        s.map.nested().filter_map(|(va, id)| s.held.get(&id).map(|ptr| (va, ptr.clone()))).collect()
     });
     let me = this_core().index;
     for (va, _) in core::mem::take(&mut p.installed) {
@@ -915,4 +944,33 @@ pub fn shares_for_child(p: &ProgramObjects, ids: &[u64]) -> Result<Vec<Ptr>, Err
 /// Whether `ar` is a root range (one a pcore can run on).
 pub fn is_root_range(ar: &Ptr) -> bool {
     range(ar).is_some_and(|r| r.state.with(|s| s.directory.is_none()))
+}
+
+/// Most bytes `fault_in` fills ahead of a copy (a larger buffer must be touched first).
+const FAULT_IN_MAX: u64 = 64 << 20;
+
+/// Fills in the pages of `[va, va + len)` the root range maps but this context has not
+/// touched yet, as the program's own accesses would: a system call may then copy to or
+/// from a buffer the program has not touched. Pages that cannot be filled are left for the
+/// copy's own check to refuse.
+pub fn fault_in(p: &mut ProgramObjects, space: &mut AddressSpace, va: u64, len: u64, write: bool) {
+    if len == 0 || len > FAULT_IN_MAX {
+        return;
+    }
+    let Some(end) = va.checked_add(len) else { return };
+    let mut page = va & !(PAGE - 1);
+    while page < end && page < paging::USER_END {
+        match paging::translate(space.pml4(), page) {
+            Some((_, flags))
+                if !write
+                    || flags.contains(x86_64::structures::paging::PageTableFlags::WRITABLE) => {}
+            Some(_) => {
+                soft_fault(p, space, page, true, true);
+            }
+            None => {
+                soft_fault(p, space, page, write, false);
+            }
+        }
+        page += PAGE;
+    }
 }

@@ -140,19 +140,28 @@ fn load_program(
     pcore: Option<Ptr>,
 ) -> Result<Context, Error> {
     let image = initrd::find(name).ok_or(Error::NoSuchObject)?;
+    // cpio aligns file data to 4 bytes; the ELF parser wants 8.
+    let aligned: Vec<u64>;
+    let image = if image.as_ptr().align_offset(8) == 0 {
+        image
+    } else {
+        let mut words = alloc::vec![0u64; image.len().div_ceil(8)];
+        for (word, chunk) in words.iter_mut().zip(image.chunks(8)) {
+            let mut bytes = [0u8; 8];
+            bytes[..chunk.len()].copy_from_slice(chunk);
+            *word = u64::from_le_bytes(bytes);
+        }
+        aligned = words;
+        // SAFETY: viewing the u64 buffer as its first `image.len()` bytes.
+        unsafe { core::slice::from_raw_parts(aligned.as_ptr().cast::<u8>(), image.len()) }
+    };
     let mut objects = corey::new_program()?;
-    let entry = elf::load(image, |va, pages, offset, data, flags| {
-        corey::load_segment(&mut objects, va, pages, offset, data, flags)
+    let entry = elf::load(image, |run| {
+        corey::load_segment(&mut objects, run.va, run.pages, &run.pieces, run.flags)
     })?;
     let stack_pages = USER_STACK_BYTES / 4096;
-    corey::load_segment(
-        &mut objects,
-        USER_STACK_TOP - USER_STACK_BYTES,
-        stack_pages,
-        0,
-        &[],
-        abi::map::WRITE,
-    )?;
+    let stack_va = USER_STACK_TOP - USER_STACK_BYTES;
+    corey::load_segment(&mut objects, stack_va, stack_pages, &[], abi::map::WRITE)?;
     Ok(Context {
         name: name.into(),
         args: args.chars().take(ARGS_MAX).collect(),
@@ -217,8 +226,7 @@ fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
         crate::arch::timer::set_tick_hz(hz);
     }
     let mut kcontext = KernelContext::default();
-    let limit_cycles =
-        context.limit_us.saturating_mul(crate::arch::timer::tsc_hz() / 1_000_000);
+    let limit_cycles = context.limit_us.saturating_mul(crate::arch::timer::tsc_hz() / 1_000_000);
     core.user.with(|slot| {
         *slot = Some(Running {
             name: context.name,
@@ -398,11 +406,8 @@ pub fn on_exception(frame: &TrapFrame) {
 /// run past its time limit or its pcore was halted.
 pub fn on_tick_in_user() {
     let (late, halted) = with_running(|r, _| {
-        let halted = r
-            .pcore
-            .as_ref()
-            .and_then(corey::pcore)
-            .is_some_and(|p| p.halt.load(Ordering::Acquire));
+        let halted =
+            r.pcore.as_ref().and_then(corey::pcore).is_some_and(|p| p.halt.load(Ordering::Acquire));
         (cpu::rdtsc() > r.deadline, halted)
     })
     .unwrap_or((false, false));
@@ -455,8 +460,9 @@ fn write(ptr: u64, len: u64) -> SysResult {
     let mut done = 0;
     while done < len {
         let n = (len - done).min(WRITE_MAX as u64) as usize;
-        with_running(|_, space| {
+        with_running_mut(|r, space| {
             if done == 0 {
+                corey::fault_in(&mut r.objects, space, ptr, len, false);
                 space.check(ptr, len, false)?;
             }
             space.copy_in(ptr + done, &mut buf[..n])
@@ -474,19 +480,29 @@ fn write(ptr: u64, len: u64) -> SysResult {
 }
 
 /// Reads `N` little-endian words of user memory at `ptr`.
-fn read_words<const N: usize>(space: &AddressSpace, ptr: u64) -> Result<[u64; N], Error> {
+fn read_words<const N: usize>(
+    p: &mut corey::ProgramObjects,
+    space: &mut AddressSpace,
+    ptr: u64,
+) -> Result<[u64; N], Error> {
     let mut bytes = [0u8; 128];
+    corey::fault_in(p, space, ptr, N as u64 * 8, false);
     space.copy_in(ptr, &mut bytes[..N * 8])?;
     Ok(le_words(&bytes[..N * 8]))
 }
 
 /// Writes little-endian words to user memory at `ptr`.
-fn write_words(space: &AddressSpace, ptr: u64, words: &[u64]) -> Result<(), Error> {
+fn write_words(
+    p: &mut corey::ProgramObjects,
+    space: &mut AddressSpace,
+    ptr: u64,
+    words: &[u64],
+) -> Result<(), Error> {
     let mut bytes = Vec::new();
     for w in words {
         bytes.extend_from_slice(&w.to_le_bytes());
     }
-    space.copy_out(ptr, &bytes)
+    copy_out(p, space, ptr, &bytes)
 }
 
 /// Corey's object calls (Figure 5), on the running context's share set.
@@ -509,26 +525,25 @@ fn object_call(frame: &SyscallFrame) -> SysResult {
             nr::SEGMENT_READ => corey::segment_read(p, space, a, b, c, d, e),
             nr::AR_ALLOC => corey::ar_alloc(p, a, b),
             nr::AR_SET_SEG => {
-                let w = read_words::<8>(space, a)?;
+                let w = read_words::<8>(p, space, a)?;
                 corey::ar_set_seg(p, space, abi::ArSetSeg::from_words(w))
             }
             nr::AR_SET_AR => {
-                let w = read_words::<6>(space, a)?;
+                let w = read_words::<6>(p, space, a)?;
                 corey::ar_set_ar(p, space, abi::ArSetAr::from_words(w))
             }
             nr::AR_GET => corey::ar_get(p, a, b, c),
             nr::AR_MAPPINGS => {
                 let all = corey::ar_mappings(p, a, b)?;
                 let n = (d as usize).min(all.len());
-                space.check(c, n as u64 * 48, true)?;
                 let words: Vec<u64> = all[..n].iter().flat_map(|m| m.to_words()).collect();
-                write_words(space, c, &words)?;
+                write_words(p, space, c, &words)?;
                 Ok(all.len() as u64)
             }
             nr::PAGE_FAULTS => Ok(p.fault_count),
             nr::SET_ADD_SHARE => corey::set_add_share(p, a, b),
             nr::FILE_OPEN => {
-                let name = read_string(space, b, c)?;
+                let name = read_string(p, space, b, c)?;
                 let data = initrd::find(&name).ok_or(Error::NoSuchObject)?;
                 corey::segment_from(p, a, data)
             }
@@ -550,7 +565,7 @@ fn object_call(frame: &SyscallFrame) -> SysResult {
             nr::DEVICE_STAT => {
                 let hwid = corey::device_hwid(p, a, b)?;
                 let st = devices::stat(hwid).ok_or(Error::NoSuchObject)?;
-                write_words(space, c, &[st.hwid, st.kind, st.count, st.detail])?;
+                write_words(p, space, c, &[st.hwid, st.kind, st.count, st.detail])?;
                 Ok(0)
             }
             _ => Err(Error::NoSuchCall),
@@ -559,21 +574,36 @@ fn object_call(frame: &SyscallFrame) -> SysResult {
     .ok_or(Error::NotPermitted)?
 }
 
+/// Copies `data` to user memory at `ptr`, filling untouched pages first.
+fn copy_out(
+    p: &mut corey::ProgramObjects,
+    space: &mut AddressSpace,
+    ptr: u64,
+    data: &[u8],
+) -> Result<(), Error> {
+    corey::fault_in(p, space, ptr, data.len() as u64, true);
+    space.copy_out(ptr, data)
+}
+
 /// Copies a string of at most [`ARGS_MAX`] bytes from user memory.
-fn read_string(space: &AddressSpace, ptr: u64, len: u64) -> Result<String, Error> {
+fn read_string(
+    p: &mut corey::ProgramObjects,
+    space: &mut AddressSpace,
+    ptr: u64,
+    len: u64,
+) -> Result<String, Error> {
     if len > ARGS_MAX as u64 {
         return Err(Error::InvalidArgument);
     }
     let mut buf = [0u8; ARGS_MAX];
+    corey::fault_in(p, space, ptr, len, false);
     space.copy_in(ptr, &mut buf[..len as usize])?;
-    core::str::from_utf8(&buf[..len as usize])
-        .map(String::from)
-        .map_err(|_| Error::InvalidArgument)
+    core::str::from_utf8(&buf[..len as usize]).map(String::from).map_err(|_| Error::InvalidArgument)
 }
 
 /// `pcore_run(&PcoreRun)`: sends the context to the pcore's core (Corey §4.4).
 fn pcore_run(p: &mut corey::ProgramObjects, space: &mut AddressSpace, ptr: u64) -> SysResult {
-    let a = abi::PcoreRun::from_words(read_words::<16>(space, ptr)?);
+    let a = abi::PcoreRun::from_words(read_words::<16>(p, space, ptr)?);
     let pcore_ptr = corey::lookup(p, a.pcore[0], a.pcore[1], ObjectKind::Pcore)?;
     let pc = corey::pcore(&pcore_ptr).ok_or(Error::InvalidArgument)?;
     if pc.core == this_core().index {
@@ -611,7 +641,7 @@ fn claim(pc: &corey::Pcore) -> Result<(), Error> {
 fn program_run(share: u64, obj: u64, line: u64, len: u64) -> SysResult {
     let (pcore_ptr, text) = with_running_mut(|r, space| {
         let ptr = corey::lookup(&r.objects, share, obj, ObjectKind::Pcore)?;
-        Ok::<_, Error>((ptr, read_string(space, line, len)?))
+        Ok::<_, Error>((ptr, read_string(&mut r.objects, space, line, len)?))
     })
     .ok_or(Error::NotPermitted)??;
     let text = String::from(text.trim());
@@ -654,7 +684,8 @@ fn pcore_halt(share: u64, obj: u64) -> SysResult {
 
 /// `kernel_command(line, len)`: one line of the kernel console.
 fn kernel_command(ptr: u64, len: u64) -> SysResult {
-    let line = with_running(|_, space| read_string(space, ptr, len)).ok_or(Error::NotPermitted)??;
+    let line = with_running_mut(|r, space| read_string(&mut r.objects, space, ptr, len))
+        .ok_or(Error::NotPermitted)??;
     // The console's own `run` would start programs on this core through a remote call to
     // itself, which waits forever while this program holds the core.
     if line.split_whitespace().next() == Some("run") {
@@ -673,7 +704,8 @@ fn console_read(ptr: u64, len: u64) -> SysResult {
             None => break,
         }
     }
-    with_running(|_, space| space.copy_out(ptr, &bytes)).ok_or(Error::NotPermitted)??;
+    with_running_mut(|r, space| copy_out(&mut r.objects, space, ptr, &bytes))
+        .ok_or(Error::NotPermitted)??;
     Ok(bytes.len() as u64)
 }
 
@@ -685,7 +717,7 @@ fn file_list(ptr: u64, len: u64) -> SysResult {
         text.push('\n');
     }
     let n = (len as usize).min(text.len());
-    with_running(|_, space| space.copy_out(ptr, &text.as_bytes()[..n]))
+    with_running_mut(|r, space| copy_out(&mut r.objects, space, ptr, &text.as_bytes()[..n]))
         .ok_or(Error::NotPermitted)??;
     Ok(text.len() as u64)
 }
@@ -694,9 +726,9 @@ fn file_list(ptr: u64, len: u64) -> SysResult {
 fn device_list(ptr: u64, max: u64) -> SysResult {
     let all = devices::list();
     let n = (max as usize).min(all.len());
-    let words: Vec<u64> =
-        all[..n].iter().flat_map(|d| [d.hwid, d.kind, d.core, d.name]).collect();
-    with_running(|_, space| write_words(space, ptr, &words)).ok_or(Error::NotPermitted)??;
+    let words: Vec<u64> = all[..n].iter().flat_map(|d| [d.hwid, d.kind, d.core, d.name]).collect();
+    with_running_mut(|r, space| write_words(&mut r.objects, space, ptr, &words))
+        .ok_or(Error::NotPermitted)??;
     Ok(all.len() as u64)
 }
 
@@ -714,7 +746,7 @@ fn locality_get(core: u64, out: u64) -> SysResult {
         latency_cycles: skb.and_then(|s| s.latency(me, target.index)).unwrap_or(0),
         compute_speed: skb.and_then(|s| s.compute_speed(target.index)).unwrap_or(0),
     };
-    with_running(|_, space| write_words(space, out, &locality.to_words()))
+    with_running_mut(|r, space| write_words(&mut r.objects, space, out, &locality.to_words()))
         .ok_or(Error::NotPermitted)??;
     Ok(0)
 }
@@ -743,7 +775,8 @@ fn emit(byte: u8) {
 }
 
 fn args(ptr: u64, len: u64) -> SysResult {
-    with_running(|r, space| {
+    with_running_mut(|r, space| {
+        corey::fault_in(&mut r.objects, space, ptr, len, true);
         space.check(ptr, len, true)?;
         let bytes = r.args.as_bytes();
         let n = bytes.len().min(len as usize);

@@ -297,7 +297,9 @@ pub unsafe fn map_in_directory(
     // SAFETY: forwarded from the caller; the PD's entry for `offset`, then the leaf.
     let pt = unsafe { next_table(pd, index(offset, 2), true, alloc)? };
     // SAFETY: as above; one leaf entry of the range's page table.
-    unsafe { (*entry(pt, index(offset, 1))).set_addr(x86_64::PhysAddr::new(pa), flags | F::PRESENT) };
+    unsafe {
+        (*entry(pt, index(offset, 1))).set_addr(x86_64::PhysAddr::new(pa), flags | F::PRESENT)
+    };
     Some(())
 }
 
@@ -352,10 +354,9 @@ pub unsafe fn set_gigabyte(
     // SAFETY: as above.
     let e = unsafe { &mut *entry(pdpt, index(va, 3)) };
     match pd {
-        Some(pa) => e.set_addr(
-            x86_64::PhysAddr::new(pa),
-            F::PRESENT | F::WRITABLE | F::USER_ACCESSIBLE,
-        ),
+        Some(pa) => {
+            e.set_addr(x86_64::PhysAddr::new(pa), F::PRESENT | F::WRITABLE | F::USER_ACCESSIBLE)
+        }
         None => e.set_unused(),
     }
     Some(())
@@ -370,6 +371,5 @@ pub fn directory_at(pml4: u64, va: u64) -> Option<u64> {
     }
     // SAFETY: as above.
     let e = unsafe { &*entry(e.addr().as_u64(), index(va, 3)) };
-    (e.flags().contains(F::PRESENT) && !e.flags().contains(F::HUGE_PAGE))
-        .then(|| e.addr().as_u64())
+    (e.flags().contains(F::PRESENT) && !e.flags().contains(F::HUGE_PAGE)).then(|| e.addr().as_u64())
 }
