@@ -7,11 +7,14 @@
 //! | [`nullsys`] | cycles of the cheapest system call | Multikernel §4.3 ("comparable to Linux") |
 //! | [`pingpong`] | URPC one-way latency, the cache-line floor, pipelined throughput | Multikernel Table 2 |
 //! | [`shm`] | updating 1–8 shared cache lines directly (SHMn) or by message to a server (MSGn) | Multikernel Figure 3 |
+//! | [`memclone`] | soft page faults on private memory, one address space or one per core | Corey §8.2, Figure 7(a) |
+//! | [`mempass`] | one buffer touched by each core in turn, one address space or one per core | Corey §8.2, Figure 7(b) |
 //!
 //! The [`linux`] module (feature `linux`, on by default) implements the platform with
-//! threads pinned by `sched_setaffinity`, `mmap` and `getpid`, adds the Linux-only peers of
-//! the URPC experiment (a pipe and a futex ping-pong), and is what the static guest binary
-//! `atoll-bench-linux` runs. Without the feature the crate is `no_std` + `alloc`, so Atoll's
+//! threads pinned by `sched_setaffinity` (or a forked process per core), `mmap` and
+//! `getpid`, adds the Linux-only peers of the URPC experiment (a pipe and a futex
+//! ping-pong) and Figure 1's `dup`/`close` benchmark ([`linux::fd`]), and is what the static
+//! guest binary `atoll-bench-linux` runs. Without the feature the crate is `no_std` + `alloc`, so Atoll's
 //! library OS can implement [`Platform`] for its user programs (see `docs/bench.md`).
 //!
 //! Every result is printed as one `RESULT {json}` line ([`result::line`]) in the shape the
@@ -22,7 +25,9 @@ extern crate alloc;
 
 use alloc::string::String;
 
+pub mod memclone;
 pub mod memory;
+pub mod mempass;
 pub mod nullsys;
 pub mod pingpong;
 pub mod result;
@@ -56,8 +61,67 @@ pub trait Platform: Sync {
     /// cannot be used, and if any work panics or faults.
     fn run_on(&self, cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), String>;
 
-    /// Allocates `bytes` of zeroed memory, placed and mapped as `placement` asks.
+    /// Allocates `bytes` of zeroed memory, placed and mapped as `placement` asks, every page
+    /// present before it returns.
     fn alloc(&self, bytes: usize, placement: Placement) -> Result<Region, String>;
+
+    /// Reserves `bytes` of demand-zero memory: no page is present until its first touch,
+    /// which takes a soft page fault (what `memclone` and `mempass` time). `Shared` memory
+    /// stays shared with the address spaces [`Platform::run_separate`] creates later;
+    /// `Local` memory is private to the address space that reserves it.
+    fn reserve(&self, bytes: usize, placement: Placement) -> Result<Region, String> {
+        let _ = (bytes, placement);
+        Err(alloc::format!("{} cannot reserve demand-zero memory", self.system()))
+    }
+
+    /// Runs `work(core)` on every core in `cores` at the same time, like
+    /// [`Platform::run_on`], but each core in an address space of its own (Linux: a forked
+    /// process per core; Atoll: `cfork`). The cores see each other's writes only in
+    /// `Shared` memory allocated before the call, so results go there. `work` must not
+    /// allocate, take locks or panic (a panic prints under locks): on Linux it runs in a
+    /// child forked from a process that may have other threads. Fails (without running any
+    /// work) if a core cannot be used, and if the work on any core fails.
+    fn run_separate(&self, cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), String> {
+        let _ = (cores, work);
+        Err(alloc::format!("{} cannot give each core its own address space", self.system()))
+    }
+}
+
+/// Corey's two classic address-space arrangements (§8.2), as `memclone` and `mempass`
+/// run them: the `config` of their result lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spaces {
+    /// One address space shared by all cores (Linux: threads of one process).
+    Shared,
+    /// An address space per core (Linux: a process per core).
+    Separate,
+}
+
+impl Spaces {
+    /// Both, in the order they run.
+    pub const ALL: [Spaces; 2] = [Spaces::Shared, Spaces::Separate];
+
+    /// The `config` of the result lines: `shared-as` or `separate-as` (Atoll's programs
+    /// print the same names, plus `shared-ranges`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Spaces::Shared => "shared-as",
+            Spaces::Separate => "separate-as",
+        }
+    }
+
+    /// Runs `work(core)` on every core in `cores` at once in these address spaces.
+    pub fn run<P: Platform + ?Sized>(
+        self,
+        p: &P,
+        cores: &[usize],
+        work: &(dyn Fn(usize) + Sync),
+    ) -> Result<(), String> {
+        match self {
+            Spaces::Shared => p.run_on(cores, work),
+            Spaces::Separate => p.run_separate(cores, work),
+        }
+    }
 }
 
 /// The median of `samples` (sorted in place); 0 for none.

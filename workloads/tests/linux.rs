@@ -1,15 +1,18 @@
 //! Host tests of the Linux platform: pinning, memory placement and sharing (also across
-//! `fork`, as Corey's shared address ranges map to MAP_SHARED between processes), the
-//! barrier, and every workload at tiny sizes. Tests that spin on two CPUs take a lock, so
+//! `fork`, as Corey's shared address ranges map to MAP_SHARED between processes), demand-zero
+//! memory, a process per core, the barrier, and every workload at tiny sizes. Tests that spin on two CPUs take a lock, so
 //! they do not fight each other for the same CPUs.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use workloads::linux::fd::{self, Table};
 use workloads::linux::{self, ipc, Linux};
 use workloads::pingpong::{self, Transport};
 use workloads::shm::{self, Protocol};
-use workloads::{alloc_slice, nullsys, CacheLine, Placement, Platform, SpinBarrier};
+use workloads::{
+    alloc_slice, memclone, mempass, nullsys, CacheLine, Placement, Platform, Spaces, SpinBarrier,
+};
 
 /// Held by tests that keep two CPUs spinning.
 static SPINNING: Mutex<()> = Mutex::new(());
@@ -165,4 +168,123 @@ fn the_benchmark_comes_from_the_kernel_command_line() {
     assert_eq!(words.unwrap(), ["urpc", "2000"]);
     assert_eq!(linux::bench_from_cmdline("bench=nullsys").unwrap(), ["nullsys"]);
     assert_eq!(linux::bench_from_cmdline("console=ttyS0"), None);
+}
+
+/// How many of the pages of `region` are present (`mincore`).
+fn resident_pages(region: &workloads::Region) -> usize {
+    let pages = region.len() / 4096;
+    let mut present = vec![0u8; pages];
+    // SAFETY: the region is one live mapping; `present` has a byte per page.
+    let status = unsafe {
+        libc::mincore(region.addr() as *mut libc::c_void, region.len(), present.as_mut_ptr())
+    };
+    assert_eq!(status, 0, "mincore failed");
+    present.iter().filter(|&&b| b & 1 != 0).count()
+}
+
+#[test]
+fn reserved_memory_is_demand_zero_and_present_memory_is_not() {
+    let p = Linux::new();
+    for placement in [Placement::Local(0), Placement::Shared] {
+        let reserved = p.reserve(8 * 4096, placement).unwrap();
+        assert_eq!(resident_pages(&reserved), 0, "{placement:?}");
+        let words = reserved.typed::<AtomicU64>(8 * 512).unwrap();
+        assert!(words.iter().all(|w| w.load(Ordering::Relaxed) == 0));
+        words[3 * 512].store(1, Ordering::Relaxed);
+        let present = p.alloc(8 * 4096, placement).unwrap();
+        assert_eq!(resident_pages(&present), 8, "{placement:?}");
+    }
+}
+
+#[test]
+fn separate_cores_run_in_their_own_processes_on_their_own_cpus() {
+    let p = Linux::new();
+    let cores: Vec<usize> = (0..p.cores()).collect();
+    // Per core: its process id and CPU, in memory shared across fork.
+    let seen = alloc_slice::<CacheLine, Linux>(&p, 2 * cores.len(), Placement::Shared).unwrap();
+    let private = alloc_slice::<AtomicU64, Linux>(&p, 1, Placement::Local(0)).unwrap();
+    let _guard = SPINNING.lock().unwrap();
+    p.run_separate(&cores, &|core| {
+        // SAFETY: getpid has no arguments.
+        seen[2 * core].0.store(unsafe { libc::getpid() } as u64, Ordering::SeqCst);
+        seen[2 * core + 1].0.store(linux::current_cpu().unwrap() as u64, Ordering::SeqCst);
+        private[0].store(1, Ordering::SeqCst);
+    })
+    .unwrap();
+    // SAFETY: getpid has no arguments.
+    let me = unsafe { libc::getpid() } as u64;
+    let mut pids: Vec<u64> = cores.iter().map(|&c| seen[2 * c].0.load(Ordering::SeqCst)).collect();
+    for &core in &cores {
+        assert_eq!(seen[2 * core + 1].0.load(Ordering::SeqCst), p.cpu(core).unwrap() as u64);
+    }
+    assert!(pids.iter().all(|&pid| pid != me && pid != 0));
+    pids.dedup();
+    assert_eq!(pids.len(), cores.len());
+    assert_eq!(private[0].load(Ordering::SeqCst), 0, "a child wrote the parent's private memory");
+}
+
+#[test]
+fn separate_work_that_fails_or_a_missing_core_is_an_error() {
+    let p = Linux::new();
+    let ran = alloc_slice::<AtomicU64, Linux>(&p, 1, Placement::Shared).unwrap();
+    let count = |_| {
+        ran[0].fetch_add(1, Ordering::SeqCst);
+    };
+    assert!(p.run_separate(&[0, p.cores()], &count).is_err());
+    assert!(p.run_separate(&[0, 0], &count).is_err());
+    assert_eq!(ran[0].load(Ordering::SeqCst), 0);
+    // (No panic here: the child of a multi-threaded test process would print it under
+    // locks another test thread may hold at the fork.)
+    // SAFETY: ends the child at once, with a failure status.
+    let outcome = p.run_separate(&[0], &|_| unsafe { libc::_exit(7) });
+    assert!(outcome.unwrap_err().contains("core 0"));
+    assert!(p.run_separate(&[0], &count).is_ok());
+    assert_eq!(ran[0].load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn spaces_have_the_config_names_atoll_prints() {
+    assert_eq!(Spaces::ALL.map(Spaces::name), ["shared-as", "separate-as"]);
+    assert_eq!(Table::ALL.map(Table::name), ["shared", "private"]);
+}
+
+#[test]
+fn memclone_faults_every_page_in_both_configurations() {
+    let p = Linux::new();
+    let _guard = SPINNING.lock().unwrap();
+    for spaces in Spaces::ALL {
+        assert!(memclone::measure(&p, spaces, p.cores(), 64 * 4096).unwrap() > 0, "{spaces:?}");
+    }
+    let lines = memclone::run(&p, 1).unwrap();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[0].contains("\"config\":\"shared-as\"") && lines[0].contains("cycles_per_page"));
+    assert!(lines[1].contains("\"config\":\"separate-as\""));
+}
+
+#[test]
+fn mempass_passes_the_buffer_through_every_core() {
+    let p = Linux::new();
+    let _guard = SPINNING.lock().unwrap();
+    for spaces in Spaces::ALL {
+        let pass = mempass::measure(&p, spaces, p.cores(), 64 * 4096).unwrap();
+        assert!(pass.total_cycles >= pass.cycles_per_page * 64 * p.cores() as u64, "{spaces:?}");
+        assert!(pass.cycles_per_page > 0, "{spaces:?}");
+    }
+    let lines = mempass::run(&p, 1).unwrap();
+    assert_eq!(lines.len(), 4);
+    assert!(lines[0].contains("total_cycles") && lines[1].contains("cycles_per_page"));
+    assert!(lines[3].contains("\"config\":\"separate-as\""));
+}
+
+#[test]
+fn fd_dup_and_close_are_counted_on_both_tables() {
+    let p = Linux::new();
+    let _guard = SPINNING.lock().unwrap();
+    for table in Table::ALL {
+        assert!(fd::measure(&p, table, p.cores(), 200).unwrap() > 0.0, "{table:?}");
+    }
+    let lines = fd::run(&p, 100).unwrap();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[0].contains("\"config\":\"shared\"") && lines[0].contains("ops/kcycle"));
+    assert!(lines[1].contains("\"config\":\"private\""));
 }

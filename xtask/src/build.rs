@@ -42,8 +42,24 @@ pub struct Images {
 }
 
 /// The user programs packed into the initrd (binaries of `user/programs`).
-const PROGRAMS: &[&str] =
-    &["hello", "fault", "badptr", "nullsys", "sysfuzz", "objtest", "spin", "exhaust", "memclone"];
+const PROGRAMS: &[&str] = &[
+    "init",
+    "hello",
+    "fault",
+    "badptr",
+    "nullsys",
+    "sysfuzz",
+    "objtest",
+    "spin",
+    "exhaust",
+    "memclone",
+    "mempass",
+    "sharebench",
+    "fdbench",
+    "cowtest",
+    "sharedrange",
+    "pcoretest",
+];
 
 /// Code generation for user programs: linked at 4 MiB, so not the kernel's code model.
 /// (`RUSTFLAGS` replaces the kernel flags `.cargo/config.toml` sets for this target.)

@@ -9,7 +9,7 @@ use crate::percpu::{self, this_core};
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use linked_list_allocator::Heap;
+use talc::{ErrOnOom, Span, Talc};
 use return_stack::Links;
 use x86_64::structures::paging::PageTableFlags as F;
 
@@ -21,9 +21,12 @@ static READY: AtomicBool = AtomicBool::new(false);
 /// Physical address of the kernel PML4, for mapping heap pages.
 static KERNEL_PML4: AtomicU64 = AtomicU64::new(0);
 
-/// One core's heap: a first-fit allocator over the mapped part of the core's window.
+/// One core's heap: a `talc` allocator (segregated free lists, constant-time in the number
+/// of free blocks) over the mapped part of the core's window.
 pub struct CoreHeap {
-    heap: Heap,
+    heap: Talc<ErrOnOom>,
+    /// The part of the window `heap` manages.
+    span: Span,
     base: u64,
     mapped: u64,
     /// Frames taken from the core's list for heap pages and their page tables.
@@ -34,7 +37,8 @@ impl CoreHeap {
     /// An empty heap for core `index` (mapped on first use by [`init_this_core`]).
     pub const fn empty(index: usize) -> Self {
         CoreHeap {
-            heap: Heap::empty(),
+            heap: Talc::new(ErrOnOom),
+            span: Span::empty(),
             base: HEAP_BASE + index as u64 * HEAP_WINDOW,
             mapped: 0,
             frames_taken: 0,
@@ -43,7 +47,7 @@ impl CoreHeap {
 
     /// Bytes mapped and in use.
     pub fn stats(&self) -> (u64, u64) {
-        (self.mapped, self.heap.used() as u64)
+        (self.mapped, self.heap.get_counters().allocated_bytes as u64)
     }
 
     /// Frames the heap has taken from the core's list (pages and page tables); the heap
@@ -81,13 +85,15 @@ impl CoreHeap {
             va += 4096;
         }
         self.frames_taken += taken;
-        if self.mapped == 0 {
+        let mapped = Span::from_base_size(self.base as *mut u8, (self.mapped + bytes) as usize);
+        self.span = if self.mapped == 0 {
             // SAFETY: [start, start + bytes) was just mapped and is used by nothing else.
-            unsafe { self.heap.init(start as *mut u8, bytes as usize) };
+            unsafe { self.heap.claim(mapped) }.ok()?
         } else {
-            // SAFETY: the pages right after the heap's top were just mapped.
-            unsafe { self.heap.extend(bytes as usize) };
-        }
+            // SAFETY: the pages right after the heap's top were just mapped; the new span
+            // contains the old one.
+            unsafe { self.heap.extend(self.span, mapped) }
+        };
         self.mapped += bytes;
         Some(())
     }
@@ -137,9 +143,15 @@ fn take_returns(core: &percpu::PerCore, h: &mut CoreHeap) {
             Layout::from_size_align((packed & 0xffff_ffff_ffff) as usize, 1 << (packed >> 48));
         if let (Ok(layout), Some(ptr)) = (layout, NonNull::new(block as *mut u8)) {
             // SAFETY: the block was allocated from this heap with this layout.
-            unsafe { h.heap.deallocate(ptr, layout) };
+            unsafe { h.heap.free(ptr, padded(layout)) };
         }
     }
+}
+
+/// Every block is at least 16 bytes, 8-aligned: a block freed on another core carries its
+/// return-stack link and its layout in its first 16 bytes.
+fn padded(layout: Layout) -> Layout {
+    Layout::from_size_align(layout.size().max(16), layout.align().max(8)).unwrap_or(layout)
 }
 
 /// The global allocator: every core allocates from its own heap.
@@ -153,15 +165,18 @@ unsafe impl GlobalAlloc for KernelHeap {
             return core::ptr::null_mut();
         }
         let core = this_core();
+        let layout = padded(layout);
         core.heap.with(|h| {
             take_returns(core, h);
-            if let Ok(p) = h.heap.allocate_first_fit(layout) {
+            // SAFETY: `GlobalAlloc` callers never ask for zero bytes.
+            if let Ok(p) = unsafe { h.heap.malloc(layout) } {
                 return p.as_ptr();
             }
             if h.grow(layout.size() as u64 + layout.align() as u64).is_none() {
                 return core::ptr::null_mut();
             }
-            h.heap.allocate_first_fit(layout).map_or(core::ptr::null_mut(), |p| p.as_ptr())
+            // SAFETY: as above.
+            unsafe { h.heap.malloc(layout) }.map_or(core::ptr::null_mut(), |p| p.as_ptr())
         })
     }
 
@@ -172,12 +187,12 @@ unsafe impl GlobalAlloc for KernelHeap {
         };
         if owner == core.index {
             // SAFETY: allocated from this heap with this layout (GlobalAlloc contract).
-            core.heap.with(|h| unsafe { h.heap.deallocate(NonNull::new_unchecked(ptr), layout) });
+            core.heap.with(|h| unsafe { h.heap.free(NonNull::new_unchecked(ptr), padded(layout)) });
             return;
         }
         let packed = layout.size() as u64 | (layout.align().trailing_zeros() as u64) << 48;
-        // SAFETY: the block is ours to reuse now and has at least 16 bytes (the allocator's
-        // minimum block), 8-aligned.
+        // SAFETY: the block is ours to reuse now and has at least 16 bytes, 8-aligned
+        // (`padded`).
         unsafe { *(ptr.add(8) as *mut u64) = packed };
         if let Some(owner_core) = percpu::core(owner) {
             owner_core.heap_returns.push(ptr as u64, &BlockLinks);

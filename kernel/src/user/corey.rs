@@ -43,8 +43,12 @@ const GRANULARITY: u64 = 1 << 30;
 /// Most live objects one core's programs may create (their metadata is kernel heap: a
 /// program must not be able to exhaust it).
 const MAX_OBJECTS_PER_CORE: usize = 16_384;
-/// Free frames a core keeps back from object creation (2 MiB: room for the kernel heap).
+/// Free frames a core keeps back from object creation by programs (2 MiB: room for the
+/// kernel heap).
 const RESERVE_FRAMES: u64 = 512;
+/// Free frames the kernel keeps back when it loads a program (less than programs may use,
+/// so a program that took objects up to the reserve does not stop the next from loading).
+const LOAD_RESERVE_FRAMES: u64 = 64;
 /// Largest segment (in pages) one call may create or grow to.
 const MAX_SEGMENT_PAGES: u64 = 1 << 20;
 
@@ -286,8 +290,18 @@ fn with_creator<R>(f: impl FnOnce(&mut Creator) -> R) -> R {
 /// `NoResources` when this core's programs already keep [`MAX_OBJECTS_PER_CORE`] objects,
 /// or it has fewer than [`RESERVE_FRAMES`] free frames left for its own heap.
 fn room() -> Result<(), Error> {
-    let live = CENSUS[this_core().index].live();
-    if live >= MAX_OBJECTS_PER_CORE || this_core().free_frames() < RESERVE_FRAMES {
+    room_above(RESERVE_FRAMES)
+}
+
+/// `NoResources` at the object cap or with fewer than `reserve` frames to spare: free
+/// frames, plus the kernel heap's own free space (the heap never gives frames back, but
+/// what it holds free serves new metadata just as well).
+fn room_above(reserve: u64) -> Result<(), Error> {
+    let me = this_core();
+    let live = CENSUS[me.index].live();
+    let (mapped, used) = me.heap.with(|h| h.stats());
+    let spare = me.free_frames() + mapped.saturating_sub(used) / PAGE;
+    if live >= MAX_OBJECTS_PER_CORE || spare < reserve {
         return Err(Error::NoResources);
     }
     Ok(())
@@ -301,6 +315,16 @@ fn alloc(
     payload: Payload,
 ) -> Result<u64, Error> {
     room()?;
+    alloc_unchecked(p, share, kind, payload)
+}
+
+/// [`alloc`] without the room check (the caller made it).
+fn alloc_unchecked(
+    p: &mut ProgramObjects,
+    share: u64,
+    kind: ObjectKind,
+    payload: Payload,
+) -> Result<u64, Error> {
     with_creator(|c| p.set.alloc(c, ObjectId(share), kind, name(), payload))
         .map(|id| id.0)
         .map_err(to_abi)
@@ -334,7 +358,7 @@ pub fn new_program() -> Result<ProgramObjects, Error> {
     let core = this_core().index;
     let mut set: ShareSet<Payload> = with_creator(|c| ShareSet::new(core, c)).map_err(to_abi)?;
     let root = set.root_id();
-    room()?;
+    room_above(LOAD_RESERVE_FRAMES)?;
     let id = with_creator(|c| {
         set.alloc(c, root, ObjectKind::AddressRange, name(), Payload::Range(new_range(true)?))
             .map_err(to_abi)
@@ -379,7 +403,8 @@ pub fn load_segment(
         }
     }
     let root = p.set.root_id().0;
-    let seg = alloc(p, root, ObjectKind::Segment, new_segment(slots, pages * PAGE))?;
+    room_above(LOAD_RESERVE_FRAMES)?;
+    let seg = alloc_unchecked(p, root, ObjectKind::Segment, new_segment(slots, pages * PAGE))?;
     let args = ArSetSeg {
         ar: [root, p.root_ar.id().0],
         va,
@@ -755,19 +780,35 @@ pub fn forget_faulted(p: &mut ProgramObjects, space: &mut AddressSpace) {
 
 /// The frame for page `index` of `seg`, filled with zeroes on first touch; a write to a
 /// copy-on-write page copies it first. Returns the frame and whether it may be mapped
-/// writable.
+/// writable. The page is zeroed or copied outside the segment's lock (and dropped again if
+/// another core filled the slot meanwhile), so the lock is held only to look and to link.
 fn fill(seg: &Segment, index: u64, write: bool) -> Option<(Arc<Frame>, bool)> {
-    seg.state.with(|s| {
-        let slot = s.pages.get_mut(index as usize)?;
-        if slot.is_none() {
-            *slot = Some(Page { frame: Frame::zeroed()?, cow: false });
+    loop {
+        let current =
+            seg.state.with(|s| s.pages.get(index as usize).map(|p| p.clone()))?;
+        let fresh = match &current {
+            None => Frame::zeroed()?,
+            Some(page) if page.cow && write => page.frame.copy()?,
+            Some(page) => return Some((page.frame.clone(), !page.cow)),
+        };
+        let placed = seg.state.with(|s| {
+            let slot = s.pages.get_mut(index as usize)?;
+            // Link the new frame only if the slot still holds what we looked at.
+            let unchanged = match (slot.as_ref(), current.as_ref()) {
+                (None, None) => true,
+                (Some(now), Some(then)) => Arc::ptr_eq(&now.frame, &then.frame) && now.cow,
+                _ => false,
+            };
+            if unchanged {
+                *slot = Some(Page { frame: fresh.clone(), cow: false });
+            }
+            Some(unchanged)
+        })?;
+        if placed {
+            return Some((fresh, true));
         }
-        let page = slot.as_mut()?;
-        if page.cow && write {
-            *page = Page { frame: page.frame.copy()?, cow: false };
-        }
-        Some((page.frame.clone(), !page.cow))
-    })
+        // Another core changed the page meanwhile: `fresh` goes back; look again.
+    }
 }
 
 /// A page fault at `va` in user mode: if the root range maps it to a segment page the
@@ -841,38 +882,48 @@ enum SlotFault {
     Refused,
 }
 
-/// Maps page `offset` of slot range `slot` in its shared subtree, under the range's lock.
+/// Maps page `offset` of slot range `slot` in its shared subtree. The range's lock is held
+/// to look the mapping up and to write the entry, not while the page is filled.
 fn slot_fault(slot: &Range, offset: u64, write: bool, outer: Perms) -> SlotFault {
-    slot.state.with(|s| {
-        let Some(m) = s.map.get(offset).copied() else { return SlotFault::Refused };
-        let Target::Segment { first_page, .. } = m.target else { return SlotFault::Refused };
+    use x86_64::structures::paging::PageTableFlags as F;
+    let looked = slot.state.with(|s| {
+        let m = s.map.get(offset).copied()?;
+        let Target::Segment { first_page, .. } = m.target else { return None };
         let perms = m.perms.intersect(outer);
-        if write && !perms.write {
-            return SlotFault::Refused;
-        }
-        let Some(seg) = s.held.get(&m.target.id()).and_then(|t| segment(t).map(|_| t.clone()))
-        else {
-            return SlotFault::Refused;
-        };
+        let seg = s.held.get(&m.target.id()).cloned()?;
+        let pd = s.directory.as_ref()?.pd;
+        Some((first_page + (offset - m.start) / PAGE, perms, seg, pd))
+    });
+    let Some((index, perms, seg, pd)) = looked else { return SlotFault::Refused };
+    if write && !perms.write {
+        return SlotFault::Refused;
+    }
+    let writable_now =
+        |flags: F| !write || flags.contains(x86_64::structures::paging::PageTableFlags::WRITABLE);
+    if paging::translate_in_directory(pd, offset).is_some_and(|(_, f)| writable_now(f)) {
+        return SlotFault::AlreadyMapped;
+    }
+    let Some(segment_body) = segment(&seg) else { return SlotFault::Refused };
+    let Some((frame, writable)) = fill(segment_body, index, write) else {
+        return SlotFault::Refused;
+    };
+    let mut flags = F::USER_ACCESSIBLE;
+    if writable && perms.write {
+        flags |= F::WRITABLE;
+    }
+    if !perms.exec {
+        flags |= F::NO_EXECUTE;
+    }
+    slot.state.with(|s| {
         let Some(dir) = s.directory.as_mut() else { return SlotFault::Refused };
+        // The range may have changed while we filled the page: map only what it still maps.
+        let still = s.map.get(offset).is_some_and(|m| m.target.id() == seg.id().0);
+        if !still {
+            return SlotFault::AlreadyMapped; // the access retries and resolves again
+        }
         let existing = paging::translate_in_directory(dir.pd, offset);
-        if let Some((_, flags)) = existing {
-            if !write || flags.contains(x86_64::structures::paging::PageTableFlags::WRITABLE) {
-                return SlotFault::AlreadyMapped;
-            }
-        }
-        let index = first_page + (offset - m.start) / PAGE;
-        let Some(segment_body) = segment(&seg) else { return SlotFault::Refused };
-        let Some((frame, writable)) = fill(segment_body, index, write) else {
-            return SlotFault::Refused;
-        };
-        use x86_64::structures::paging::PageTableFlags as F;
-        let mut flags = F::USER_ACCESSIBLE;
-        if writable && perms.write {
-            flags |= F::WRITABLE;
-        }
-        if !perms.exec {
-            flags |= F::NO_EXECUTE;
+        if existing.is_some_and(|(_, f)| writable_now(f)) {
+            return SlotFault::AlreadyMapped;
         }
         if existing.is_some() {
             paging::unmap_in_directory(dir.pd, offset);

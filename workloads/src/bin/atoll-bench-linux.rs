@@ -5,19 +5,27 @@
 
 use std::process::ExitCode;
 
-use workloads::linux::{self, Linux};
-use workloads::{nullsys, pingpong, shm};
+use workloads::linux::{self, fd, Linux};
+use workloads::{memclone, mempass, nullsys, pingpong, shm};
 
 const USAGE: &str = "\
 usage: atoll-bench-linux EXPERIMENT [N]
        atoll-bench-linux --cmdline      (reads bench=EXPERIMENT[,N] from /proc/cmdline)
 
-experiments (N: iterations, default in brackets):
+experiments (N: iterations or size, default in brackets):
   nullsys [21]    getpid via syscall, median of N batches of 1000 calls
   urpc [2000]     URPC latency, cache-line floor, throughput (10 N messages), and the pipe
                   and futex ping-pong, on every pair of cores
   shm [500]       SHMn vs MSGn (Multikernel Figure 3), N updates per client
-  all             all of the above with their defaults";
+  memclone [16]   Corey Figure 7(a): every core faults in N MiB of its own, threads of one
+                  process (shared-as) and a process per core (separate-as)
+  mempass [16]    Corey Figure 7(b): an N MiB shared buffer touched by each core in turn,
+                  shared-as and separate-as
+  fdbench [5000]  Corey Figure 1: N dup+close pairs per core, one descriptor table shared by
+                  threads (shared) or one per process (private)
+  all             all of the above with their defaults
+
+The Corey experiments use every core the process may run on.";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -46,9 +54,19 @@ fn main() -> ExitCode {
         }
         "urpc" => run("urpc", || urpc(&platform, count.unwrap_or(pingpong::DEFAULT_ITERATIONS))),
         "shm" => run("shm", || shm::run(&platform, count.unwrap_or(shm::DEFAULT_UPDATES))),
+        "memclone" => {
+            run("memclone", || memclone::run(&platform, count.unwrap_or(memclone::DEFAULT_MB)))
+        }
+        "mempass" => {
+            run("mempass", || mempass::run(&platform, count.unwrap_or(mempass::DEFAULT_MB)))
+        }
+        "fdbench" => run("fdbench", || fd::run(&platform, count.unwrap_or(fd::DEFAULT_OPS))),
         "all" => run("nullsys", || nullsys::run(&platform, nullsys::DEFAULT_BATCHES))
             .and_then(|_| run("urpc", || urpc(&platform, pingpong::DEFAULT_ITERATIONS)))
-            .and_then(|_| run("shm", || shm::run(&platform, shm::DEFAULT_UPDATES))),
+            .and_then(|_| run("shm", || shm::run(&platform, shm::DEFAULT_UPDATES)))
+            .and_then(|_| run("memclone", || memclone::run(&platform, memclone::DEFAULT_MB)))
+            .and_then(|_| run("mempass", || mempass::run(&platform, mempass::DEFAULT_MB)))
+            .and_then(|_| run("fdbench", || fd::run(&platform, fd::DEFAULT_OPS))),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())
@@ -88,7 +106,8 @@ fn fail(message: &str) -> ExitCode {
 mod tests {
     #[test]
     fn usage_names_every_experiment() {
-        for name in ["nullsys", "urpc", "shm", "all", "--cmdline"] {
+        for name in ["nullsys", "urpc", "shm", "memclone", "mempass", "fdbench", "all", "--cmdline"]
+        {
             assert!(super::USAGE.contains(name), "{name}");
         }
     }

@@ -1,22 +1,28 @@
-//! The [`Platform`] on Linux: one thread per core, pinned with `sched_setaffinity`; memory
-//! from `mmap` (`MAP_PRIVATE` first touched on its core, or `MAP_SHARED | MAP_POPULATE`),
-//! all of it present before any timing starts; the TSC; and
-//! `getpid` through a raw `syscall` as the null call. The [`ipc`] module adds the
-//! Linux-only peers of the URPC ping-pong (a pipe and a futex).
+//! The [`Platform`] on Linux: one thread per core, pinned with `sched_setaffinity` (or, for
+//! an address space per core, one forked process per core); memory from `mmap`
+//! (`MAP_PRIVATE` first touched on its core, or `MAP_SHARED | MAP_POPULATE`), all of it
+//! present before any timing starts unless it is reserved as demand-zero memory for the
+//! page-fault experiments; the TSC; and `getpid` through a raw `syscall` as the null call.
+//! The [`ipc`] module adds the Linux-only peers of the URPC ping-pong (a pipe and a futex),
+//! [`fd`] Corey's Figure 1 (`dup` and `close` on a shared or a private descriptor table).
 //!
 //! Workload core `i` is the `i`-th CPU of the process's affinity mask at start-up, so the
 //! platform works in a container limited to some CPUs as well as in the guest.
 
+pub mod fd;
 pub mod ipc;
 
+use std::hint::spin_loop;
+use std::panic::{self, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::string::{String, ToString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 use std::thread;
+use std::time::Duration;
 use std::vec::Vec;
 
-use crate::memory::{Placement, Region, REGION_ALIGN};
+use crate::memory::{alloc_slice, CacheLine, Placement, Region, REGION_ALIGN};
 use crate::Platform;
 
 /// Linux, as seen from one process.
@@ -36,6 +42,19 @@ impl Linux {
     /// The real CPU of workload core `core`.
     pub fn cpu(&self, core: usize) -> Option<usize> {
         self.cpus.get(core).copied()
+    }
+
+    /// The real CPUs of `cores`, each listed once.
+    fn cpus_of(&self, cores: &[usize]) -> Result<Vec<usize>, String> {
+        let mut cpus = Vec::with_capacity(cores.len());
+        for &core in cores {
+            let cpu = self.cpu(core).ok_or_else(|| format!("no core {core}"))?;
+            if cpus.contains(&cpu) {
+                return Err(format!("core {core} is listed twice"));
+            }
+            cpus.push(cpu);
+        }
+        Ok(cpus)
     }
 }
 
@@ -64,14 +83,7 @@ impl Platform for Linux {
     }
 
     fn run_on(&self, cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), String> {
-        let mut cpus = Vec::with_capacity(cores.len());
-        for &core in cores {
-            let cpu = self.cpu(core).ok_or_else(|| format!("no core {core}"))?;
-            if cpus.contains(&cpu) {
-                return Err(format!("core {core} is listed twice"));
-            }
-            cpus.push(cpu);
-        }
+        let cpus = self.cpus_of(cores)?;
         // Every thread pins itself, then all meet; work starts only if every pin held, so a
         // core that cannot be used never leaves its partner spinning for ever.
         let (ready, refused) = (Barrier::new(cores.len()), AtomicBool::new(false));
@@ -103,29 +115,12 @@ impl Platform for Linux {
     }
 
     fn alloc(&self, bytes: usize, placement: Placement) -> Result<Region, String> {
-        let len = bytes.max(1).next_multiple_of(REGION_ALIGN);
         // Pages are made present now, never inside a timed loop: shared ones by
         // MAP_POPULATE, a core's private ones by a first touch on that core (below).
-        let sharing = match placement {
-            Placement::Local(_) => libc::MAP_PRIVATE,
-            Placement::Shared => libc::MAP_SHARED | libc::MAP_POPULATE,
-        };
-        let prot = libc::PROT_READ | libc::PROT_WRITE;
-        // SAFETY: an anonymous mapping at an address of the kernel's choice touches no
-        // existing memory.
-        let ptr = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, prot, sharing | libc::MAP_ANONYMOUS, -1, 0)
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(format!("mmap of {len} bytes: {}", std::io::Error::last_os_error()));
-        }
-        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or("mmap returned null")?;
-        // SAFETY: a fresh anonymous mapping is page-aligned, zeroed, readable and writable by
-        // every thread of the process, and only this Region unmaps it.
-        let region = unsafe { Region::from_raw(ptr, len, unmap) };
+        let region = map(bytes, placement, Populate::Now)?;
         if let Placement::Local(core) = placement {
             // First touch on the owning core, so the pages come from its NUMA node.
-            let base = ptr.as_ptr() as usize;
+            let (base, len) = (region.addr(), region.len());
             self.run_on(&[core], &|_| {
                 for page in (0..len).step_by(REGION_ALIGN) {
                     // SAFETY: inside the mapping made above, which lives until `region`
@@ -136,12 +131,114 @@ impl Platform for Linux {
         }
         Ok(region)
     }
+
+    fn reserve(&self, bytes: usize, placement: Placement) -> Result<Region, String> {
+        map(bytes, placement, Populate::OnFirstTouch)
+    }
+
+    fn run_separate(&self, cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), String> {
+        let cpus = self.cpus_of(cores)?;
+        // Each child pins itself and counts itself in at `arrived` (plus 1 << 32 if it could
+        // not pin), then waits for the parent's word at `go`: 1 to work, 2 to leave at once
+        // (a core could not be pinned, or a fork failed), so no child spins for ever and
+        // work starts only when every core is in place.
+        let gate = alloc_slice::<CacheLine, Linux>(self, 2, Placement::Shared)?;
+        let (arrived, go) = (&gate[0].0, &gate[1].0);
+        let mut children: Vec<(usize, libc::pid_t)> = Vec::with_capacity(cores.len());
+        let mut forked = Ok(());
+        for (&core, &cpu) in cores.iter().zip(&cpus) {
+            // SAFETY: the child runs only `work` (which by the trait's contract neither
+            // allocates nor takes locks, so no lock another thread held at the fork matters)
+            // and atomics on shared memory, and leaves with _exit, running no destructor.
+            let pid = unsafe { libc::fork() };
+            if pid < 0 {
+                forked = Err(format!("fork: {}", std::io::Error::last_os_error()));
+                break;
+            }
+            if pid == 0 {
+                let pinned = set_affinity(cpu);
+                arrived.fetch_add(if pinned { 1 } else { 1 << 32 }, Ordering::AcqRel);
+                let status = loop {
+                    match go.load(Ordering::Acquire) {
+                        0 => spin_loop(),
+                        1 => {
+                            break i32::from(
+                                panic::catch_unwind(AssertUnwindSafe(|| work(core))).is_err(),
+                            )
+                        }
+                        _ => break 3,
+                    }
+                };
+                // SAFETY: ends the child without unwinding into the parent's code or
+                // running its atexit handlers and destructors.
+                unsafe { libc::_exit(status) };
+            }
+            children.push((core, pid));
+        }
+        // The parent sleeps rather than spins: it must not take a CPU from a child.
+        let count = |word: u64| (word & 0xffff_ffff) + (word >> 32);
+        while count(arrived.load(Ordering::Acquire)) < children.len() as u64 {
+            thread::sleep(Duration::from_micros(100));
+        }
+        let unpinned = arrived.load(Ordering::Acquire) >> 32;
+        go.store(if forked.is_ok() && unpinned == 0 { 1 } else { 2 }, Ordering::Release);
+        let mut failed = Vec::new();
+        for (core, pid) in children {
+            let mut status = 0;
+            // SAFETY: waits for our own child; `status` is a live int.
+            let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+            if waited != pid || !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+                failed.push(core);
+            }
+        }
+        forked?;
+        if unpinned > 0 {
+            return Err(format!("{unpinned} of the cores {cores:?} could not be pinned"));
+        }
+        match failed.first() {
+            Some(core) => Err(format!("the work on core {core} failed in its own process")),
+            None => Ok(()),
+        }
+    }
 }
 
-/// Gives a mapping made by [`Linux::alloc`] back to the kernel.
+/// Whether a mapping's pages are made present when it is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Populate {
+    /// `MAP_POPULATE` for shared memory; the caller touches private memory on its core.
+    Now,
+    /// Demand-zero: each page's first touch takes a soft page fault.
+    OnFirstTouch,
+}
+
+/// An anonymous mapping of at least `bytes`: `MAP_SHARED` (shared with processes forked
+/// later) for `Placement::Shared`, `MAP_PRIVATE` for `Local`.
+fn map(bytes: usize, placement: Placement, populate: Populate) -> Result<Region, String> {
+    let len = bytes.max(1).next_multiple_of(REGION_ALIGN);
+    let sharing = match (placement, populate) {
+        (Placement::Local(_), _) => libc::MAP_PRIVATE,
+        (Placement::Shared, Populate::Now) => libc::MAP_SHARED | libc::MAP_POPULATE,
+        (Placement::Shared, Populate::OnFirstTouch) => libc::MAP_SHARED,
+    };
+    let prot = libc::PROT_READ | libc::PROT_WRITE;
+    // SAFETY: an anonymous mapping at an address of the kernel's choice touches no
+    // existing memory.
+    let ptr = unsafe {
+        libc::mmap(std::ptr::null_mut(), len, prot, sharing | libc::MAP_ANONYMOUS, -1, 0)
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(format!("mmap of {len} bytes: {}", std::io::Error::last_os_error()));
+    }
+    let ptr = NonNull::new(ptr.cast::<u8>()).ok_or("mmap returned null")?;
+    // SAFETY: a fresh anonymous mapping is page-aligned, zeroed, readable and writable by
+    // every thread of the process, and only this Region unmaps it.
+    Ok(unsafe { Region::from_raw(ptr, len, unmap) })
+}
+
+/// Gives a mapping made by [`map`] back to the kernel.
 ///
 /// # Safety
-/// `ptr` and `len` must be exactly one mapping from `alloc`, no longer in use.
+/// `ptr` and `len` must be exactly one mapping from [`map`], no longer in use.
 unsafe fn unmap(ptr: NonNull<u8>, len: usize) {
     // SAFETY: the caller's contract.
     unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
@@ -168,16 +265,24 @@ pub fn pin(cpu: usize) -> Result<(), String> {
     if cpu >= libc::CPU_SETSIZE as usize {
         return Err(format!("CPU {cpu} is beyond the affinity mask"));
     }
-    // SAFETY: a zeroed cpu_set_t is the empty set; the calls only read and write it.
-    let status = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if status == 0 {
+    if set_affinity(cpu) {
         Ok(())
     } else {
         Err(format!("cannot pin to CPU {cpu}: {}", std::io::Error::last_os_error()))
+    }
+}
+
+/// Pins the calling thread to `cpu`; false if it cannot. Allocates nothing, so a forked
+/// child may call it.
+fn set_affinity(cpu: usize) -> bool {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return false;
+    }
+    // SAFETY: a zeroed cpu_set_t is the empty set; the calls only read and write it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
     }
 }
 

@@ -31,7 +31,8 @@ pub use smoke::smoke_test;
 /// Core counts when `CORES` is not given.
 const DEFAULT_CORES: &[u32] = &[1, 2];
 /// Repetitions when `REPEAT` is not given (a full run at CORES=1,2 then takes about
-/// 5 minutes on a busy 2-CPU TCG host; see docs/bench.md).
+/// 3 minutes on a quiet 2-CPU TCG host, several times that on a busy one; see
+/// docs/bench.md).
 const DEFAULT_REPEAT: u32 = 5;
 /// Guest memory when `MEM` is not given (the same as `make run`'s).
 const DEFAULT_MEM: &str = "512M";
@@ -282,23 +283,30 @@ pub fn run(settings: &Settings) -> Result<Summary> {
         let log = logs.join(format!("{}.log", job.label()));
         let timeout = Duration::from_secs(e.timeout_secs);
         let before = hostload::sample();
+        // Whatever goes wrong in one job (even building its command line) fails that job
+        // only: the others, on both systems, still run.
         let outcome = match job.system {
-            "atoll" => {
-                let command = qemu::cmd_arg(e.atoll.unwrap_or_default())?;
-                let vm = vm(settings, accel, job.cores, &images.kernel, &images.initrd, command);
-                runner::boot(&vm, &log, timeout, false)
-            }
-            "linux" => {
-                let g = guest.as_ref().ok_or("the Linux guest is not prepared")?;
-                let cmdline = g.cmdline(e.linux.unwrap_or_default());
-                let vm = vm(settings, accel, job.cores, &g.kernel, &g.initramfs, cmdline);
-                runner::boot(&vm, &log, timeout, true)
-            }
-            _ => runner::host(
-                host_binary.as_deref().ok_or("bench-host is not built")?,
-                &log,
-                timeout,
-            ),
+            "atoll" => e
+                .atoll_command(job.cores)
+                .ok_or_else(|| "no Atoll command".to_string())
+                .and_then(|c| qemu::cmd_arg(&c))
+                .and_then(|command| {
+                    let vm =
+                        vm(settings, accel, job.cores, &images.kernel, &images.initrd, command);
+                    runner::boot(&vm, &log, timeout, false)
+                }),
+            "linux" => guest
+                .as_ref()
+                .ok_or_else(|| "the Linux guest is not prepared".to_string())
+                .and_then(|g| {
+                    let cmdline = g.cmdline(&e.linux_args(job.cores).unwrap_or_default());
+                    let vm = vm(settings, accel, job.cores, &g.kernel, &g.initramfs, cmdline);
+                    runner::boot(&vm, &log, timeout, true)
+                }),
+            _ => host_binary
+                .as_deref()
+                .ok_or_else(|| "bench-host is not built".to_string())
+                .and_then(|binary| runner::host(binary, &log, timeout)),
         };
         let verdict = outcome.and_then(|o| {
             let why = o.failure();
@@ -403,6 +411,10 @@ mod tests {
         assert_eq!(count("urpc", "atoll", 1), 0);
         assert_eq!(count("urpc", "linux", 2), 2);
         assert_eq!(count("multicast", "linux", 2), 0);
+        assert_eq!(count("memclone", "atoll", 1), 2);
+        assert_eq!(count("memclone", "linux", 2), 2);
+        assert_eq!(count("sharebench", "atoll", 2), 2);
+        assert_eq!(count("sharebench", "linux", 2), 0);
         assert_eq!(jobs.iter().filter(|j| j.system == "host").count(), 2);
         // Within a repetition, Atoll runs right before Linux.
         let first = &jobs[..2];

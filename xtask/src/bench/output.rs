@@ -84,6 +84,11 @@ mod tests {
                 format!(
                     r#"{{"experiment":"{e}","system":"{system}","cores":1,"metric":"rate","value":2.5,"unit":"msgs/kcycle","pair":[0,1],"impl":"pipe"}}"#
                 ),
+                // As Atoll's user programs print them.
+                format!(
+                    r#"{{"experiment":"{e}","system":"{system}","config":"shared-as","active_cores":{cores},"metric":"cycles_per_page","value":{},"unit":"cycles"}}"#,
+                    1000 * cores
+                ),
             ];
             for line in lines {
                 all.push(records::record(&line, &job, &ctx).unwrap());
@@ -98,6 +103,13 @@ mod tests {
         assert!(
             report.contains("| latency_cycles (cycles) | protocol=unicast | 2 | 200 [100–300] |")
         );
+        // The Corey experiments make a row per config, with both systems and their ratio.
+        let memclone = &report[report.find("## `memclone`").unwrap()..];
+        assert!(memclone.contains(
+            "| cycles_per_page (cycles) | config=shared-as | 2 | 2000 | 2000 | 1 | tie |"
+        ));
+        let nullsys = &report[report.find("## `nullsys`").unwrap()..];
+        assert!(nullsys.contains("| cycles_per_page (cycles) | — | 2 | 2000 | 2000 |"));
         for e in &experiments {
             assert!(out.join(format!("{}.png", e.name)).is_file(), "{}", e.name);
         }

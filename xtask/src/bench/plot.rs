@@ -2,8 +2,9 @@
 //! embedded through the `dejavu` crate and rendered by `ab_glyph`, so no system fonts or C
 //! libraries are needed). Tables of the paper become bars (one panel per unit, a bar per
 //! system with a whisker from the smallest to the largest repetition); line figures become
-//! lines against the cores doing the work. Values are drawn on a log axis when they span
-//! more than a factor of 30.
+//! lines against the cores doing the work, from the largest VM (`Lines`) or a point per VM
+//! size (`Scaling`: the Corey figures, whose every boot uses all its cores). Values are
+//! drawn on a log axis when they span more than a factor of 30.
 
 use std::path::Path;
 use std::sync::Once;
@@ -68,8 +69,13 @@ pub fn draw(e: &Experiment, records: &[Record], path: &Path) -> Result<bool> {
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     match e.plot {
-        Plot::Bars => bars(&root, e.name, &mine)?,
-        Plot::Lines { series } => lines(&root, e.name, series, &mine)?,
+        Plot::Bars => bars(&root, e.name, e.rows_by, &mine)?,
+        Plot::Lines { series } => lines(&root, e.name, series, &mine, Points::LargestVm)?,
+        Plot::Scaling { series, metric } => {
+            let drawn: Vec<&Record> =
+                mine.iter().copied().filter(|r| text(r, "metric") == metric).collect();
+            lines(&root, e.name, series, &drawn, Points::EveryVm { metric })?
+        }
     }
     root.present().map_err(|e| e.to_string())?;
     Ok(true)
@@ -143,8 +149,9 @@ type Category = (String, String, u64);
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 
-/// One panel per unit; per row and core count a group of bars, one per system.
-fn bars(root: &Area, name: &str, records: &[&Record]) -> Result {
+/// One panel per unit; per row (`rows_by`: the experiment's own row fields) and core count
+/// a group of bars, one per system.
+fn bars(root: &Area, name: &str, rows_by: &[&str], records: &[&Record]) -> Result {
     let mut units: Vec<&str> = Vec::new();
     for r in records {
         if !units.contains(&text(r, "unit")) {
@@ -165,7 +172,7 @@ fn bars(root: &Area, name: &str, records: &[&Record]) -> Result {
             let mut cats = Vec::new();
             for r in &mine {
                 let cores = number(r, "cores").unwrap_or(0.0) as u64;
-                let key = (text(r, "metric").to_string(), variant(r), cores);
+                let key = (text(r, "metric").to_string(), variant(r, rows_by), cores);
                 if !cats.contains(&key) {
                     cats.push(key);
                 }
@@ -217,7 +224,7 @@ fn bars(root: &Area, name: &str, records: &[&Record]) -> Result {
                     .filter(|r| {
                         text(r, "system") == *system
                             && text(r, "metric") == key.0
-                            && variant(r) == key.1
+                            && variant(r, rows_by) == key.1
                     })
                     .filter(|r| number(r, "cores").unwrap_or(0.0) as u64 == key.2)
                     .filter_map(|r| number(r, "value"))
@@ -266,9 +273,18 @@ fn bars(root: &Area, name: &str, records: &[&Record]) -> Result {
     Ok(())
 }
 
-/// Value against active cores, a line per series value and system, from each system's
-/// largest VM.
-fn lines(root: &Area, name: &str, series: &str, records: &[&Record]) -> Result {
+/// Which records a line plot draws.
+#[derive(Clone, Copy, Debug)]
+enum Points<'a> {
+    /// Each system's largest VM, whose records span the active cores (a figure measured in
+    /// one boot).
+    LargestVm,
+    /// Every VM, one point each (`metric`'s records only): each boot used all its cores.
+    EveryVm { metric: &'a str },
+}
+
+/// Value against active cores, a line per series value and system.
+fn lines(root: &Area, name: &str, series: &str, records: &[&Record], points: Points) -> Result {
     let x_of = |r: &Record| number(r, "active_cores").or_else(|| number(r, "cores")).unwrap_or(0.0);
     let largest = |system: &str| {
         records
@@ -277,16 +293,25 @@ fn lines(root: &Area, name: &str, series: &str, records: &[&Record]) -> Result {
             .filter_map(|r| number(r, "cores"))
             .fold(0f64, f64::max)
     };
-    let mine: Vec<&Record> = records
-        .iter()
-        .copied()
-        .filter(|r| number(r, "cores") == Some(largest(text(r, "system"))))
-        .collect();
+    let (mine, caption): (Vec<&Record>, String) = match points {
+        Points::LargestVm => (
+            records
+                .iter()
+                .copied()
+                .filter(|r| number(r, "cores") == Some(largest(text(r, "system"))))
+                .collect(),
+            format!("{name}: median over repetitions, largest VM"),
+        ),
+        Points::EveryVm { metric } => (
+            records.to_vec(),
+            format!("{name}: {metric}, median over repetitions, a point per VM size"),
+        ),
+    };
     let axis = Axis::new(mine.iter().filter_map(|r| number(r, "value")));
     let max_x = mine.iter().map(|r| x_of(r)).fold(1f64, f64::max);
     let unit = mine.first().map(|r| text(r, "unit")).unwrap_or("");
     let mut chart = ChartBuilder::on(root)
-        .caption(format!("{name}: median over repetitions, largest VM"), ("sans-serif", 22))
+        .caption(caption, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(45)
         .y_label_area_size(70)

@@ -1,9 +1,10 @@
 //! Records: one per `RESULT` line, with the run's context added, written to `results.json`
 //! as a list of objects `{experiment, system, cores, metric, value, unit, repeat, accel, git,
-//! ...}`. `cores` is the VM's core count; when the line's own `cores` differs (the client
-//! cores of `shm_vs_msg`, the cores of one `multicast` point, the one core of `nullsys`) it
-//! is kept as `active_cores`. The other fields of the line (`pair`, `protocol`, `impl`,
-//! `config`, ...) are kept as they are.
+//! ...}`. `cores` is the VM's core count; when the cores doing the work differ (the client
+//! cores of `shm_vs_msg`, the cores of one `multicast` point, the one core of `nullsys`) they
+//! are kept as `active_cores`, whether the line says `cores` (the workloads' and the kernel's
+//! lines) or `active_cores` (Atoll's user programs). The other fields of the line (`pair`,
+//! `protocol`, `impl`, `config`, ...) are kept as they are.
 
 use std::fs;
 use std::path::Path;
@@ -29,7 +30,8 @@ pub struct Context {
     pub host_cpus: u32,
 }
 
-/// Fields that identify a row of the report beside `metric` (see [`variant`]).
+/// Fields that identify a row of the report beside `metric` in every experiment (see
+/// [`variant`]); an experiment may add its own (`Experiment::rows_by`).
 pub const VARIANT_FIELDS: &[&str] = &["pair", "protocol", "impl", "active_cores"];
 
 /// The record of one `RESULT` line printed by `job`.
@@ -54,16 +56,17 @@ pub fn record(json: &str, job: &Job, ctx: &Context) -> Result<Record> {
         if job.system == "host" { "host".into() } else { ctx.accel.clone() }.into(),
     );
     r.insert("git".into(), ctx.git.clone().into());
-    if let Some(active) = line.get("cores").and_then(Value::as_u64) {
-        if active != u64::from(job.cores) {
-            r.insert("active_cores".into(), active.into());
-        }
+    // Both spellings of the working cores end up the same, so the two systems' records of
+    // one configuration fall in the same report row.
+    let active = line.get("active_cores").or_else(|| line.get("cores")).and_then(Value::as_u64);
+    if let Some(active) = active.filter(|&a| a != u64::from(job.cores)) {
+        r.insert("active_cores".into(), active.into());
     }
     if job.system != "host" && job.cores > ctx.host_cpus {
         r.insert("oversubscribed".into(), true.into());
     }
     for (key, value) in &line {
-        if !r.contains_key(key) && key != "cores" {
+        if !r.contains_key(key) && key != "cores" && key != "active_cores" {
             r.insert(key.clone(), value.clone());
         }
     }
@@ -80,15 +83,19 @@ pub fn number(r: &Record, key: &str) -> Option<f64> {
     r.get(key).and_then(Value::as_f64)
 }
 
-/// The row a record belongs to beside its metric: `pair=[0,1] impl=pipe`, or empty.
-pub fn variant(r: &Record) -> String {
-    variant_without(r, "")
+/// The row a record belongs to beside its metric: `pair=[0,1] impl=pipe`,
+/// `config=shared-as`, or empty. `extra` are the experiment's own row fields
+/// (`Experiment::rows_by`), placed before `active_cores`.
+pub fn variant(r: &Record, extra: &[&str]) -> String {
+    variant_without(r, extra, "")
 }
 
 /// [`variant`] leaving out the field `skip`.
-pub fn variant_without(r: &Record, skip: &str) -> String {
-    let parts: Vec<String> = VARIANT_FIELDS
-        .iter()
+pub fn variant_without(r: &Record, extra: &[&str], skip: &str) -> String {
+    let (last, common) = VARIANT_FIELDS.split_last().expect("variant fields");
+    let fields = common.iter().chain(extra.iter().filter(|k| !VARIANT_FIELDS.contains(k)));
+    let parts: Vec<String> = fields
+        .chain([last])
         .filter(|&&k| k != skip)
         .filter_map(|&k| r.get(k).map(|v| format!("{k}={}", plain(v))))
         .collect();
@@ -173,7 +180,7 @@ mod tests {
         assert_eq!(r["active_cores"], 1);
         assert_eq!(r["oversubscribed"], true);
         assert_eq!(r["protocol"], "shm1");
-        assert_eq!(variant(&r), "protocol=shm1 active_cores=1");
+        assert_eq!(variant(&r, &[]), "protocol=shm1 active_cores=1");
         assert_eq!(number(&r, "value"), Some(51.0));
     }
 
@@ -191,7 +198,29 @@ mod tests {
     fn variants_can_leave_a_field_out() {
         let line = r#"{"experiment":"urpc","system":"linux","cores":2,"metric":"m","value":1,"unit":"u","pair":[0,1],"impl":"pipe"}"#;
         let r = record(line, &job("linux", 2), &ctx()).unwrap();
-        assert_eq!(variant(&r), "pair=[0,1] impl=pipe");
-        assert_eq!(variant_without(&r, "impl"), "pair=[0,1]");
+        assert_eq!(variant(&r, &[]), "pair=[0,1] impl=pipe");
+        assert_eq!(variant_without(&r, &[], "impl"), "pair=[0,1]");
+    }
+
+    #[test]
+    fn both_spellings_of_the_working_cores_give_the_same_row() {
+        let job = |system| Job {
+            experiment: registry::find("memclone").unwrap(),
+            system,
+            cores: 2,
+            repeat: 1,
+        };
+        let atoll = r#"{"experiment":"memclone","system":"atoll","config":"shared-as","active_cores":2,"metric":"cycles_per_page","value":9,"unit":"cycles","mb":16}"#;
+        let linux = r#"{"experiment":"memclone","system":"linux","cores":2,"metric":"cycles_per_page","value":7,"unit":"cycles","config":"shared-as","mb":16}"#;
+        let a = record(atoll, &job("atoll"), &ctx()).unwrap();
+        let l = record(linux, &job("linux"), &ctx()).unwrap();
+        assert!(!a.contains_key("active_cores") && !l.contains_key("active_cores"));
+        assert_eq!(variant(&a, &["config"]), "config=shared-as");
+        assert_eq!(variant(&a, &["config"]), variant(&l, &["config"]));
+        // Without the experiment's own fields the config is not a row of its own.
+        assert_eq!(variant(&a, &[]), "");
+        let one = atoll.replace(r#""active_cores":2"#, r#""active_cores":1"#);
+        let a1 = record(&one, &job("atoll"), &ctx()).unwrap();
+        assert_eq!(variant(&a1, &["config"]), "config=shared-as active_cores=1");
     }
 }

@@ -1,6 +1,7 @@
 //! The experiments `make bench` knows: how each runs on Atoll (a console command), on the
 //! Linux guest (`bench=` for `atoll-bench-linux`) and on the host (`bench-host`), and how
-//! its plot is drawn. `ONLY=name,...` selects by [`Experiment::name`].
+//! its plot is drawn. `ONLY=name,...` selects by [`Experiment::name`]. In both command
+//! lines `{cores}` stands for every core of the job's VM (`0-3` at 4 cores, `0` at 1).
 
 /// How an experiment's PNG is drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,6 +14,14 @@ pub enum Plot {
     Lines {
         /// The record field naming a line, e.g. `protocol`.
         series: &'static str,
+    },
+    /// One metric against the cores doing the work, one line per `series` value and
+    /// system, a point per VM size (each boot uses all its cores): the scaling figures.
+    Scaling {
+        /// The record field naming a line, e.g. `config`.
+        series: &'static str,
+        /// The metric drawn, e.g. `cycles_per_page`.
+        metric: &'static str,
     },
 }
 
@@ -33,10 +42,37 @@ pub struct Experiment {
     pub timeout_secs: u64,
     /// Its plot.
     pub plot: Plot,
+    /// Record fields whose values make rows of their own in the report, beside the common
+    /// ones (`pair`, `protocol`, `impl`, `active_cores`), e.g. `config` for the Corey
+    /// experiments, whose configurations are compared side by side on both systems.
+    pub rows_by: &'static [&'static str],
+}
+
+impl Experiment {
+    /// Atoll's console command for a VM of `cores` cores, if Atoll runs it.
+    pub fn atoll_command(&self, cores: u32) -> Option<String> {
+        self.atoll.map(|c| with_cores(c, cores))
+    }
+
+    /// The `bench=` value for a Linux guest of `cores` cores, if Linux runs it.
+    pub fn linux_args(&self, cores: u32) -> Option<String> {
+        self.linux.map(|c| with_cores(c, cores))
+    }
+}
+
+/// `template` with `{cores}` replaced by the list of all `cores` cores: `0-3`, or `0`.
+fn with_cores(template: &str, cores: u32) -> String {
+    let list = match cores {
+        0 | 1 => "0".to_string(),
+        n => format!("0-{}", n - 1),
+    };
+    template.replace("{cores}", &list)
 }
 
 /// Every experiment, in the order they run and appear in the report. The iteration counts
-/// are the kernel's defaults, passed to both systems so they do the same work.
+/// are the kernel's defaults, passed to both systems so they do the same work; the Corey
+/// experiments' sizes (16 MiB, 5000 operations per core) are far below the paper's (100 MB)
+/// so that a boot takes seconds under TCG.
 pub const EXPERIMENTS: &[Experiment] = &[
     Experiment {
         name: "nullsys",
@@ -46,6 +82,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         host: false,
         timeout_secs: 120,
         plot: Plot::Bars,
+        rows_by: &[],
     },
     Experiment {
         name: "urpc",
@@ -55,6 +92,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         host: false,
         timeout_secs: 300,
         plot: Plot::Bars,
+        rows_by: &[],
     },
     Experiment {
         name: "shm_vs_msg",
@@ -64,6 +102,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         host: false,
         timeout_secs: 300,
         plot: Plot::Lines { series: "protocol" },
+        rows_by: &[],
     },
     Experiment {
         name: "multicast",
@@ -73,6 +112,47 @@ pub const EXPERIMENTS: &[Experiment] = &[
         host: false,
         timeout_secs: 300,
         plot: Plot::Lines { series: "protocol" },
+        rows_by: &[],
+    },
+    Experiment {
+        name: "memclone",
+        min_cores: 1,
+        atoll: Some("run memclone --mb 16 --cores {cores} --config all"),
+        linux: Some("memclone,16"),
+        host: false,
+        timeout_secs: 90,
+        plot: Plot::Scaling { series: "config", metric: "cycles_per_page" },
+        rows_by: &["config"],
+    },
+    Experiment {
+        name: "mempass",
+        min_cores: 1,
+        atoll: Some("run mempass --mb 16 --cores {cores} --config all"),
+        linux: Some("mempass,16"),
+        host: false,
+        timeout_secs: 90,
+        plot: Plot::Scaling { series: "config", metric: "total_cycles" },
+        rows_by: &["config"],
+    },
+    Experiment {
+        name: "sharebench",
+        min_cores: 1,
+        atoll: Some("run sharebench --cores {cores} --ops 5000 --config all"),
+        linux: None,
+        host: false,
+        timeout_secs: 90,
+        plot: Plot::Scaling { series: "config", metric: "ops_per_kcycle" },
+        rows_by: &["config"],
+    },
+    Experiment {
+        name: "fdbench",
+        min_cores: 1,
+        atoll: Some("run fdbench --cores {cores} --ops 5000 --config all"),
+        linux: Some("fdbench,5000"),
+        host: false,
+        timeout_secs: 90,
+        plot: Plot::Scaling { series: "config", metric: "ops_per_kcycle" },
+        rows_by: &["config"],
     },
     Experiment {
         name: "host",
@@ -82,6 +162,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         host: true,
         timeout_secs: 300,
         plot: Plot::Bars,
+        rows_by: &[],
     },
 ];
 
@@ -127,6 +208,38 @@ mod tests {
         // They travel on the kernel command line as one word.
         for e in EXPERIMENTS {
             assert!(!e.linux.unwrap_or("").contains(char::is_whitespace), "{}", e.name);
+        }
+    }
+
+    #[test]
+    fn commands_name_every_core_of_the_vm() {
+        let memclone = find("memclone").unwrap();
+        assert_eq!(
+            memclone.atoll_command(4).unwrap(),
+            "run memclone --mb 16 --cores 0-3 --config all"
+        );
+        assert_eq!(
+            memclone.atoll_command(1).unwrap(),
+            "run memclone --mb 16 --cores 0 --config all"
+        );
+        assert_eq!(memclone.linux_args(2).unwrap(), "memclone,16");
+        assert_eq!(find("sharebench").unwrap().linux_args(2), None);
+        for e in EXPERIMENTS {
+            for cores in [1, 2, 16] {
+                let atoll = e.atoll_command(cores).unwrap_or_default();
+                let linux = e.linux_args(cores).unwrap_or_default();
+                assert!(!atoll.contains('{') && !linux.contains('{'), "{}", e.name);
+            }
+        }
+    }
+
+    #[test]
+    fn scaling_plots_draw_a_field_that_makes_rows() {
+        // Each line of a scaling figure is a row of the report table, on both systems.
+        for e in EXPERIMENTS {
+            if let Plot::Scaling { series, .. } = e.plot {
+                assert!(e.rows_by.contains(&series), "{}", e.name);
+            }
         }
     }
 

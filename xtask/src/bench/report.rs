@@ -76,16 +76,17 @@ struct Row {
     baseline: Option<String>,
 }
 
-/// Groups records into rows in order of first appearance.
-fn rows(records: &[&Record]) -> Vec<Row> {
+/// Groups records into rows in order of first appearance; `extra` are the experiment's own
+/// row fields (`Experiment::rows_by`).
+fn rows(records: &[&Record], extra: &[&str]) -> Vec<Row> {
     let mut order: Vec<(String, String, u64)> = Vec::new();
     let mut by_key: BTreeMap<(String, String, u64), Row> = BTreeMap::new();
     for r in records {
-        let key =
-            (text(r, "metric").to_string(), variant(r), number(r, "cores").unwrap_or(0.0) as u64);
+        let cores = number(r, "cores").unwrap_or(0.0) as u64;
+        let key = (text(r, "metric").to_string(), variant(r, extra), cores);
         let row = by_key.entry(key.clone()).or_insert_with(|| {
             order.push(key.clone());
-            let peer = r.contains_key("impl").then(|| variant_without(r, "impl"));
+            let peer = r.contains_key("impl").then(|| variant_without(r, extra, "impl"));
             Row {
                 metric: key.0.clone(),
                 variant: key.1.clone(),
@@ -129,12 +130,16 @@ pub fn median(values: &[f64]) -> Option<f64> {
     v.get(v.len() / 2).copied()
 }
 
-/// A number in few characters: integers as integers, small values with 2 decimals.
+/// A number in few characters: integers as integers, others with 2 decimals, or two
+/// significant digits below 0.1 (Atoll's rates under TCG can be thousandths).
 pub fn num(x: f64) -> String {
     if x.abs() >= 100.0 || x.fract() == 0.0 {
         format!("{x:.0}")
-    } else {
+    } else if x.abs() >= 0.1 {
         format!("{x:.2}")
+    } else {
+        let decimals = (1 - x.abs().log10().floor() as i32).clamp(2, 12) as usize;
+        format!("{x:.decimals$}")
     }
 }
 
@@ -146,7 +151,7 @@ fn ratios(a: &[(u64, f64)], b: &[(u64, f64)]) -> Vec<f64> {
         .collect()
 }
 
-/// True when a larger value of this unit is better.
+/// True when a larger value of this unit is better (a rate: msgs/kcycle, ops/kcycle).
 fn higher_is_better(unit: &str) -> bool {
     unit.contains("/kcycle")
 }
@@ -162,8 +167,9 @@ fn better(ratio: f64, unit: &str) -> &'static str {
     }
 }
 
-/// The paper's values that match a row (by metric, and by protocol/active cores/impl when
-/// the reference names them).
+/// The paper's values that match a row (by metric, and by protocol, config, active cores
+/// and impl when the reference names them; a row without `active_cores` has all its VM's
+/// cores working).
 fn paper_cell(refs: &[&Value], row: &Row) -> String {
     let cells: Vec<String> = refs
         .iter()
@@ -171,10 +177,14 @@ fn paper_cell(refs: &[&Value], row: &Row) -> String {
         .filter(|r| {
             let peer = r.get("impl").is_some();
             peer == row.baseline.is_some()
-                && ["protocol", "active_cores"].iter().all(|k| match r.get(*k) {
+                && ["protocol", "config", "active_cores"].iter().all(|k| match r.get(*k) {
                     Some(v) => {
                         let v = v.as_str().map(String::from).unwrap_or_else(|| v.to_string());
-                        row.variant.split(' ').any(|part| part == format!("{k}={v}"))
+                        let mut parts = row.variant.split(' ');
+                        parts.any(|part| part == format!("{k}={v}"))
+                            || (*k == "active_cores"
+                                && !row.variant.contains("active_cores=")
+                                && v == row.cores.to_string())
                     }
                     None => true,
                 })
@@ -233,9 +243,12 @@ pub fn render(
         out,
         "\nEach cell is the median over the repetitions, with [min–max]. Atoll/Linux is the ratio \
          per repetition (both measured in the same run), then its median and spread; for cycles \
-         lower is better, for msgs/kcycle higher. A row marked *peer* is Linux-only and is \
-         compared with Atoll's row without `impl` (Atoll's URPC). Cores above the host's CPU \
-         count are marked oversubscribed. Raw records: `results.json`; serial logs: `logs/`.\n"
+         lower is better, for rates (msgs/kcycle, ops/kcycle) higher. A row marked *peer* is \
+         Linux-only and is compared with Atoll's row without `impl` (Atoll's URPC). A `config` \
+         row is one configuration of a Corey experiment, the same on both systems; one only a \
+         single system has (Atoll's `shared-ranges`, shares) has no ratio. Cores above the \
+         host's CPU count are marked oversubscribed. Raw records: `results.json`; serial logs: \
+         `logs/`.\n"
     );
     if !meta.failed.is_empty() {
         let _ = writeln!(out, "**Failed runs ({}):**\n", meta.failed.len());
@@ -288,7 +301,7 @@ fn section(
         return;
     }
     let refs = paper.references(e.name);
-    let all = rows(records);
+    let all = rows(records, e.rows_by);
     if e.host {
         let _ = writeln!(out, "| metric | variant | host | paper |\n| --- | --- | --- | --- |");
         for row in &all {
@@ -380,6 +393,9 @@ mod tests {
         assert_eq!(spread(&[3.0, 1.0, 2.0]), "2 [1–3]");
         assert_eq!(spread(&[0.5, 0.25, 0.75]), "0.50 [0.25–0.75]");
         assert_eq!(num(1234.567), "1235");
+        assert_eq!(num(0.0021), "0.0021");
+        assert_eq!(num(0.05), "0.050");
+        assert_eq!(num(0.001), "0.0010");
     }
 
     #[test]
@@ -389,11 +405,46 @@ mod tests {
         assert_eq!(ratios(&a, &b), [1.0, 2.0]);
     }
 
+    fn record(system: &str, config: &str, cores: u64, repeat: u64, value: f64) -> Record {
+        let text = format!(
+            r#"{{"experiment":"fdbench","system":"{system}","cores":{cores},"metric":"ops_per_kcycle","value":{value},"unit":"ops/kcycle","repeat":{repeat},"config":"{config}"}}"#
+        );
+        serde_json::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn each_config_is_a_row_with_both_systems() {
+        let records = [
+            record("atoll", "shared", 2, 1, 4.0),
+            record("linux", "shared", 2, 1, 1.0),
+            record("atoll", "private", 2, 1, 6.0),
+            record("linux", "private", 2, 1, 3.0),
+            record("atoll", "shared", 1, 1, 5.0),
+        ];
+        let refs: Vec<&Record> = records.iter().collect();
+        let all = rows(&refs, &["config"]);
+        let shape: Vec<(&str, u64, usize, usize)> = all
+            .iter()
+            .map(|r| (r.variant.as_str(), r.cores, r.atoll.len(), r.linux.len()))
+            .collect();
+        assert_eq!(
+            shape,
+            [("config=shared", 2, 1, 1), ("config=private", 2, 1, 1), ("config=shared", 1, 1, 0)]
+        );
+        assert_eq!(ratios(&all[0].atoll, &all[0].linux), [4.0]);
+        // Without the experiment's row fields the configurations would be mixed up.
+        assert_eq!(rows(&refs, &[]).len(), 2);
+        let paper: Value = serde_json::json!({"metric": "ops_per_kcycle", "value": 7, "config": "private", "active_cores": 2});
+        assert_eq!(paper_cell(&[&paper], &all[1]), "7");
+        assert_eq!(paper_cell(&[&paper], &all[0]), "—");
+    }
+
     #[test]
     fn the_winner_depends_on_the_unit() {
         assert_eq!(better(0.5, "cycles"), "Atoll");
         assert_eq!(better(2.0, "cycles"), "Linux");
         assert_eq!(better(2.0, "msgs/kcycle"), "Atoll");
+        assert_eq!(better(2.0, "ops/kcycle"), "Atoll");
         assert_eq!(better(1.02, "cycles"), "tie");
     }
 }

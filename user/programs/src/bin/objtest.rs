@@ -4,7 +4,7 @@
 #![no_std]
 #![no_main]
 
-use libatoll::abi::{map, ArSetAr, ArSetSeg, Error, ObjectKind};
+use libatoll::abi::{ar_kind, copy_mode, map, ArSetAr, ArSetSeg, Error, ObjectKind};
 use libatoll::obj::{self, *};
 use libatoll::{println, ObjRef};
 
@@ -61,7 +61,7 @@ fn main() -> i32 {
     );
 
     // A plain copy: same contents now, independent afterwards.
-    let copy_id = segment_copy(root, seg).unwrap_or(0);
+    let copy_id = segment_copy(root, seg, copy_mode::PLAIN).unwrap_or(0);
     check!(copy_id != 0 && copy_id != seg_id, "segment_copy");
     let copy_at = AT + (1 << 20);
     let map_copy = ArSetSeg { va: copy_at, seg: [root, copy_id], ..set };
@@ -88,7 +88,7 @@ fn main() -> i32 {
     check!(self_drop(root) == Err(Error::NotPermitted), "the root share cannot be dropped");
 
     // Nested range: a second segment through a range spliced in at 2 GiB.
-    let inner = ar_alloc(root).unwrap_or(0);
+    let inner = ar_alloc(root, ar_kind::SLOT).unwrap_or(0);
     let seg2 = segment_alloc(root, PAGE).unwrap_or(0);
     check!(inner != 0 && seg2 != 0, "ar_alloc/segment_alloc");
     let inner_ref = [root, inner];
@@ -134,8 +134,6 @@ fn main() -> i32 {
         flags: 0,
     };
     check!(ar_set_seg(&bad) == Err(Error::InvalidArgument), "an unaligned mapping is refused");
-    let cow = ArSetSeg { flags: map::COW, va: AT, ..bad };
-    check!(ar_set_seg(&cow) == Err(Error::InvalidArgument), "copy-on-write is refused until cfork");
     check!(segment_alloc(root, u64::MAX) == Err(Error::NoResources), "a huge segment is refused");
     println!("objtest: ok ({} soft faults)", page_faults());
     0

@@ -1,0 +1,28 @@
+//! The program's arguments: the string the kernel hands over, and the values of the
+//! flags programs share (`--cores LIST`, numbers).
+
+use crate::cores::parse_cores;
+use crate::sys::{args, cores_online};
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::ops::RangeInclusive;
+use core::str::FromStr;
+
+/// Longest argument string the kernel passes.
+const ARGS_MAX: usize = 256;
+
+/// The program's argument string (the line after its name).
+pub fn arg_string() -> String {
+    let mut buf = [0u8; ARGS_MAX];
+    String::from(args(&mut buf))
+}
+
+/// A flag's value parsed as a number in `range` (`None` if missing, bad or outside).
+pub fn number<T: FromStr + PartialOrd>(word: Option<&str>, range: RangeInclusive<T>) -> Option<T> {
+    word?.parse().ok().filter(|v| range.contains(v))
+}
+
+/// The value of `--cores LIST` (`0-3`, `0,2`): the cores, if each is online and named once.
+pub fn cores_value(word: Option<&str>) -> Option<Vec<usize>> {
+    parse_cores(word?, cores_online())
+}

@@ -1,0 +1,82 @@
+//! Choosing cores and spreading a program over them with `cfork` (Corey §5.1): the
+//! `--cores LIST` argument every benchmark takes, and [`spread`].
+
+use crate::cfork::{cfork, CforkOptions, Child};
+use crate::obj::Status;
+use crate::sys::{cores_online, pcore_current};
+use abi::Error;
+use alloc::vec::Vec;
+
+/// Parses a core list such as `0-3,5` (the kernel console's syntax): indices below
+/// `online`, none twice, in the order given.
+pub fn parse_cores(list: &str, online: usize) -> Option<Vec<usize>> {
+    let mut cores = Vec::new();
+    for part in list.split(',') {
+        let (a, b): (usize, usize) = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse().ok()?, b.trim().parse().ok()?),
+            None => {
+                let c = part.trim().parse().ok()?;
+                (c, c)
+            }
+        };
+        if a > b || b >= online {
+            return None;
+        }
+        for c in a..=b {
+            if cores.contains(&c) {
+                return None;
+            }
+            cores.push(c);
+        }
+    }
+    Some(cores)
+}
+
+/// Every online core, `0..cores_online()`.
+pub fn all_cores() -> Vec<usize> {
+    (0..cores_online()).collect()
+}
+
+/// Runs `f(i)` for each index `i` of `cores`, on core `cores[i]`: the caller's own core
+/// (if listed) runs its `f(i)` itself, after the others were cforked with `opts`; then
+/// waits for them all. Returns each one's end status, in the order of `cores`. If a
+/// `cfork` fails, the children already started are halted (they may be waiting for the
+/// missing one) and the error returned.
+pub fn spread(
+    cores: &[usize],
+    opts: &CforkOptions,
+    f: fn(u64) -> i32,
+) -> Result<Vec<Status>, Error> {
+    let me = pcore_current();
+    let mut children: Vec<(usize, Child)> = Vec::with_capacity(cores.len());
+    let mut failed = None;
+    for (i, &core) in cores.iter().enumerate() {
+        if core == me {
+            continue;
+        }
+        match cfork(core, opts, f, i as u64) {
+            Ok(child) => children.push((i, child)),
+            Err(e) => {
+                crate::println!("spread: cfork to core {core} failed: {e:?}");
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let mut statuses = alloc::vec![Status::Idle; cores.len()];
+    if failed.is_none() {
+        if let Some(i) = cores.iter().position(|&c| c == me) {
+            statuses[i] = Status::Exited(f(i as u64));
+        }
+    }
+    for (i, child) in children {
+        if failed.is_some() {
+            let _ = crate::obj::pcore_halt(child.pcore);
+        }
+        statuses[i] = child.join();
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(statuses),
+    }
+}

@@ -1,0 +1,177 @@
+//! The program's heap (`#[global_allocator]`, so `alloc::vec::Vec` and `String` work):
+//! segments in the root share, mapped one after another in the root address range from
+//! [`HEAP_BASE`]. Blocks come in power-of-two sizes, each size with its own free list;
+//! new blocks are carved from the end of the mapped memory, which grows by a new segment
+//! when it runs out (pages cost memory only once touched).
+//!
+//! After `cfork` the child has a copy-on-write copy of the heap and of this allocator's
+//! state, so it goes on from the same point; its new segments go into its own root share.
+
+use crate::obj::{ar_set_seg, root_ar, root_share, segment_alloc};
+use abi::{map, ArSetSeg};
+use core::alloc::{GlobalAlloc, Layout};
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+/// Where the heap starts (16 TiB: far from the image, the stack and the shared slots).
+pub const HEAP_BASE: u64 = 0x1000_0000_0000;
+/// Most bytes the heap can reach (1 TiB of address space).
+const HEAP_LIMIT: u64 = 1 << 40;
+/// The smallest block (two words: room for the free-list link, 16-byte aligned).
+const MIN_SHIFT: u32 = 4;
+/// The largest block class (1 GiB).
+const MAX_SHIFT: u32 = 30;
+/// Number of block sizes.
+const CLASSES: usize = (MAX_SHIFT - MIN_SHIFT + 1) as usize;
+/// First segment size; each later one doubles the heap, up to [`GROW_MAX`] at a time.
+const GROW_MIN: u64 = 1 << 20;
+/// Largest segment added in one step (one step may be bigger for one big block).
+const GROW_MAX: u64 = 64 << 20;
+const PAGE: u64 = 4096;
+
+/// The allocator's state: free lists and the carving point.
+struct State {
+    /// Head of each size's free list (0: empty); a free block's first word links the next.
+    free: [u64; CLASSES],
+    /// Next address to carve a block from.
+    next: u64,
+    /// End of the mapped heap.
+    end: u64,
+}
+
+/// The heap: its state behind a flag (one core runs an address space at a time, but the
+/// allocator must be `Sync`).
+pub struct Heap {
+    busy: AtomicBool,
+    state: UnsafeCell<State>,
+}
+
+// SAFETY: `state` is only reached while `busy` is held (see `with`).
+unsafe impl Sync for Heap {}
+
+impl Heap {
+    /// An empty heap; the first allocation maps its first segment.
+    pub const fn new() -> Heap {
+        Heap {
+            busy: AtomicBool::new(false),
+            state: UnsafeCell::new(State { free: [0; CLASSES], next: HEAP_BASE, end: HEAP_BASE }),
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        while self.busy.swap(true, Ordering::Acquire) {
+            core::hint::spin_loop();
+        }
+        // SAFETY: `busy` is held: nobody else reaches `state` until we release it.
+        let r = f(unsafe { &mut *self.state.get() });
+        self.busy.store(false, Ordering::Release);
+        r
+    }
+}
+
+impl Default for Heap {
+    fn default() -> Self {
+        Heap::new()
+    }
+}
+
+/// The size class of a layout (its block is `1 << (class + MIN_SHIFT)` bytes), if any.
+fn class_of(layout: Layout) -> Option<usize> {
+    let size = layout.size().max(layout.align()).max(1 << MIN_SHIFT);
+    let shift = size.checked_next_power_of_two()?.trailing_zeros();
+    (shift <= MAX_SHIFT).then(|| (shift - MIN_SHIFT) as usize)
+}
+
+impl State {
+    fn alloc(&mut self, class: usize) -> u64 {
+        let head = self.free[class];
+        if head != 0 {
+            // SAFETY: `head` is a free block of this class: its first word is the link.
+            self.free[class] = unsafe { (head as *const u64).read() };
+            return head;
+        }
+        let size = 1u64 << (class as u32 + MIN_SHIFT);
+        // Blocks up to a page are aligned to their size, bigger ones to a page (larger
+        // alignments are refused in `alloc`).
+        let at = self.next.next_multiple_of(size.min(PAGE));
+        let Some(block_end) = at.checked_add(size) else { return 0 };
+        if block_end > self.end && !self.grow(block_end) {
+            return 0;
+        }
+        self.next = block_end;
+        at
+    }
+
+    /// Maps a new segment at the end of the heap so it reaches at least `need`.
+    fn grow(&mut self, need: u64) -> bool {
+        let used = self.end - HEAP_BASE;
+        let step = used.clamp(GROW_MIN, GROW_MAX).max((need - self.end).next_multiple_of(PAGE));
+        if self.end + step > HEAP_BASE + HEAP_LIMIT {
+            return false;
+        }
+        let root = root_share();
+        let Ok(seg) = segment_alloc(root, step) else { return false };
+        let set = ArSetSeg {
+            ar: [root, root_ar()],
+            va: self.end,
+            seg: [root, seg],
+            first_page: 0,
+            pages: step / PAGE,
+            flags: map::WRITE,
+        };
+        if ar_set_seg(&set).is_err() {
+            let _ = crate::obj::share_delobj(crate::ObjRef::new(root, seg));
+            return false;
+        }
+        // The segment stays in the root share: everything the root range maps is named
+        // there, which is how `cfork` finds it.
+        self.end += step;
+        true
+    }
+
+    fn free(&mut self, at: u64, class: usize) {
+        // SAFETY: `at` is a block of this class the program gave back: we own its bytes.
+        unsafe { (at as *mut u64).write(self.free[class]) };
+        self.free[class] = at;
+    }
+}
+
+// SAFETY: blocks never overlap (each is carved once from `next` and only reused after
+// `dealloc`), are at least `layout.size()` bytes and aligned to the layout (class sizes
+// are powers of two at least the alignment; see `State::alloc`).
+unsafe impl GlobalAlloc for Heap {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if layout.align() as u64 > PAGE {
+            return core::ptr::null_mut();
+        }
+        match class_of(layout) {
+            Some(class) => self.with(|s| s.alloc(class)) as *mut u8,
+            None => core::ptr::null_mut(),
+        }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if let Some(class) = class_of(layout) {
+            self.with(|s| s.free(ptr as u64, class));
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // Same block size: the block already fits.
+        let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
+            return core::ptr::null_mut();
+        };
+        if class_of(layout) == class_of(new_layout) {
+            return ptr;
+        }
+        // SAFETY: the caller's contract for `realloc`, passed on.
+        unsafe {
+            let new = self.alloc(new_layout);
+            if !new.is_null() {
+                core::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
+            }
+            new
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! `init [LINE]`: the shell, which the kernel starts on core 0 at boot. With a line it runs
+//! that one line and powers off (`make run CMD=...`); otherwise it prompts `atoll> ` and
+//! runs what is typed. Its own commands are below; any other line goes to the kernel
+//! console (`mem`, `monitor`, `bench urpc 2000`, `tests`, ...).
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use libatoll::cfork::patiently;
+use libatoll::cores::parse_cores;
+use libatoll::fd::FdTable;
+use libatoll::obj::{self, pcore_alloc, program_run, root_share, share_delobj};
+use libatoll::{args, cores_online, kernel_command, locality_get, pcore_current, print, println};
+use libatoll::{LineReader, ObjRef, Status};
+
+/// (name, help) of the shell's own commands, in the order `help` shows them.
+const COMMANDS: &[(&str, &str)] = &[
+    ("help", "this list"),
+    ("ls", "the files in the initrd"),
+    ("cat", "cat FILE: print an initrd file"),
+    ("run", "run [-c CORES] PROGRAM [ARGS]: run a program once on each listed core (e.g. -c 0-3)"),
+    ("cores", "each core: package/core/SMT, NUMA node, latency from here, compute speed"),
+    ("skb", "the system knowledge base (kernel console)"),
+    ("poweroff", "power the machine off"),
+];
+
+/// Longest input line.
+const LINE_MAX: usize = 256;
+
+fn main() -> i32 {
+    let line = args::arg_string();
+    if !line.trim().is_empty() {
+        execute(line.trim());
+        let _ = libatoll::poweroff();
+        return 0;
+    }
+    let mut reader = LineReader::new();
+    let mut buf = [0u8; LINE_MAX];
+    loop {
+        print!("atoll> ");
+        let len = reader.read_line(&mut buf);
+        execute(core::str::from_utf8(&buf[..len]).unwrap_or(""));
+    }
+}
+
+/// Runs one command line.
+fn execute(line: &str) {
+    let mut words = line.split_whitespace();
+    match words.next() {
+        None => {}
+        Some("help") => {
+            for (name, help) in COMMANDS {
+                println!("  {name:<9} {help}");
+            }
+            println!(
+                "  (anything else goes to the kernel console: mem, monitor, bench, tests, uptime)"
+            );
+        }
+        Some("ls") => ls(),
+        Some("cat") => match words.next() {
+            Some(file) => cat(file),
+            None => println!("usage: cat FILE"),
+        },
+        Some("run") => run(line),
+        Some("cores") => cores(),
+        Some("poweroff") => {
+            println!("powering off");
+            if let Err(e) = libatoll::poweroff() {
+                println!("poweroff: {e:?}");
+            }
+        }
+        // `skb` and everything else: the kernel console's commands.
+        Some(_) => {
+            if let Err(e) = kernel_command(line) {
+                println!("{line}: {e:?}");
+            }
+        }
+    }
+}
+
+/// `ls`: the initrd's file names.
+fn ls() {
+    let mut names = alloc::vec![0u8; 1024];
+    loop {
+        match libatoll::file_list(&mut names) {
+            // Cut short: ask again with room for the whole list.
+            Ok(needed) if needed as usize > names.len() => names.resize(needed as usize, 0),
+            Ok(needed) => {
+                names.truncate(needed as usize);
+                break;
+            }
+            Err(e) => return println!("ls: {e:?}"),
+        }
+    }
+    let mut table = FdTable::private();
+    for name in core::str::from_utf8(&names).unwrap_or("").lines() {
+        // The size comes from the file's segment (opened and closed again).
+        let size = table.open(name).and_then(|fd| {
+            let size = table.size(fd);
+            let _ = table.close(fd);
+            size
+        });
+        match size {
+            Ok(bytes) => println!("  {name:<16} {bytes:>8} bytes"),
+            Err(_) => println!("  {name}"),
+        }
+    }
+}
+
+/// `cat FILE`: reads the file through a descriptor in the private table (the root
+/// share: nobody else uses it, Corey §3.3).
+fn cat(file: &str) {
+    let mut table = FdTable::private();
+    let fd = match table.open(file) {
+        Ok(fd) => fd,
+        Err(e) => return println!("cat: {file}: {e:?}"),
+    };
+    let mut buf = [0u8; 512];
+    let (mut first, mut ended_line) = (true, true);
+    loop {
+        match table.read(fd, &mut buf) {
+            Ok(0) => break,
+            Ok(n) if first && buf[..n].starts_with(b"\x7fELF") => {
+                let size = table.size(fd).unwrap_or(0);
+                println!("cat: {file}: a program ({size} bytes; try 'run {file}')");
+                break;
+            }
+            Ok(n) => {
+                let _ = libatoll::write(&buf[..n]);
+                ended_line = buf[n - 1] == b'\n';
+            }
+            Err(e) => {
+                println!("cat: {file}: {e:?}");
+                break;
+            }
+        }
+        first = false;
+    }
+    if !ended_line {
+        // The console prints whole lines: end the file's last one.
+        println!();
+    }
+    let _ = table.close(fd);
+}
+
+/// `run [-c LIST] PROGRAM [ARGS]`: starts the program on each listed core (default: this
+/// one) with `program_run`, this core's copy last and synchronously, then waits for the
+/// others. Prints one line per core in the kernel console's form (`make bench` reads it).
+fn run(line: &str) {
+    let rest = line.trim_start().strip_prefix("run").unwrap_or("").trim_start();
+    let me = pcore_current();
+    let (cores, rest) = match rest.strip_prefix("-c") {
+        Some(after) => {
+            let after = after.trim_start();
+            let (list, rest) = after.split_once(' ').unwrap_or((after, ""));
+            match parse_cores(list, cores_online()) {
+                Some(c) => (c, rest.trim_start()),
+                None => return println!("run: bad core list '{list}'"),
+            }
+        }
+        None => (alloc::vec![me], rest),
+    };
+    let program = rest.split_whitespace().next().unwrap_or("");
+    if program.is_empty() {
+        return println!("usage: run [-c CORES] PROGRAM [ARGS]");
+    }
+    let root = root_share();
+    // Each core's pcore object (in the root share) and its outcome so far.
+    let mut started: Vec<(usize, Option<ObjRef>, String)> = Vec::new();
+    for &core in cores.iter().filter(|&&c| c != me) {
+        started.push(start_on(root, core, rest));
+    }
+    if cores.contains(&me) {
+        // Our own core: the kernel lends it to the program and we wait here.
+        let outcome = match patiently(|| pcore_alloc(root, me)) {
+            Ok(id) => {
+                let pcore = ObjRef::new(root, id);
+                let text = match program_run(pcore, rest) {
+                    Ok(status) => alloc::format!("{status:?}"),
+                    Err(e) => alloc::format!("{e:?}"),
+                };
+                let _ = share_delobj(pcore);
+                text
+            }
+            Err(e) => alloc::format!("{e:?}"),
+        };
+        started.push((me, None, outcome));
+    }
+    for (_, pcore, outcome) in &mut started {
+        if let Some(pcore) = pcore.take() {
+            *outcome = alloc::format!("{:?}", wait(pcore));
+            let _ = share_delobj(pcore);
+        }
+    }
+    for &core in &cores {
+        if let Some((_, _, outcome)) = started.iter().find(|(c, _, _)| *c == core) {
+            println!("run: {program} on core {core}: {outcome}");
+        }
+    }
+}
+
+/// Starts `line` on another core; returns (core, its pcore if it started, the error).
+fn start_on(root: u64, core: usize, line: &str) -> (usize, Option<ObjRef>, String) {
+    let pcore = match patiently(|| pcore_alloc(root, core)) {
+        Ok(id) => ObjRef::new(root, id),
+        Err(e) => return (core, None, alloc::format!("{e:?}")),
+    };
+    match patiently(|| program_run(pcore, line).map(|_| 0)) {
+        Ok(_) => (core, Some(pcore), String::new()),
+        Err(e) => {
+            let _ = share_delobj(pcore);
+            (core, None, alloc::format!("{e:?}"))
+        }
+    }
+}
+
+/// Polls a pcore until what runs on it has ended.
+fn wait(pcore: ObjRef) -> Status {
+    loop {
+        match obj::pcore_status(pcore) {
+            Ok(Status::Running) => {
+                for _ in 0..10_000 {
+                    core::hint::spin_loop();
+                }
+            }
+            Ok(status) => return status,
+            Err(_) => return Status::Failed,
+        }
+    }
+}
+
+/// `cores`: where each core sits and what it costs to reach from here (the SKB).
+fn cores() {
+    let me = pcore_current();
+    println!(
+        "core  pkg  core  smt  node  latency  speed   ({} online, this is {me})",
+        cores_online()
+    );
+    for c in 0..cores_online() {
+        match locality_get(c) {
+            Ok(l) => println!(
+                "{c:>4}  {:>3}  {:>4}  {:>3}  {:>4}  {:>7}  {:>5}",
+                l.package, l.core, l.smt, l.node, l.latency_cycles, l.compute_speed
+            ),
+            Err(e) => println!("{c:>4}  {e:?}"),
+        }
+    }
+}
+
+libatoll::main!(main);

@@ -1,0 +1,247 @@
+//! `mempass [--mb N] [--cores LIST] [--config shared-as|separate-as|shared-ranges|all]`
+//! (Corey §8.2, Figure 7b): one N MiB buffer (default 100), allocated by the caller, is
+//! passed from core to core in list order; each core writes every page, then hands the
+//! baton to the next. Prints the total cycles (first core's start to last core's end) and
+//! cycles per page (total / (pages * cores)).
+//! - `shared-as`, `shared-ranges`: the buffer is in SLOT ranges every core's root range
+//!   splices, so only the first core faults (with one buffer the two are the same
+//!   mapping: a range shared by all);
+//! - `separate-as`: each core maps the buffer segment in its own root range, so every
+//!   core faults every page.
+//!
+//! Default cores: all. Checks and prints the faults each core took.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt::Write;
+use core::sync::atomic::{AtomicU64, Ordering::*};
+use libatoll::abi::{map, ArSetSeg};
+use libatoll::bench::{Ratio, Record};
+use libatoll::cores::{all_cores, spread};
+use libatoll::obj::{self, page_faults, root_share, segment_alloc, share_delobj};
+use libatoll::shared::{self, SharedStatic, ZeroInit, SLOT_BYTES};
+use libatoll::{args, println, rdtsc, CforkOptions, ObjRef};
+
+const PAGE: u64 = 4096;
+/// Where `separate-as` maps the buffer in each core's root range (256 GiB).
+const PRIVATE_VA: u64 = 0x40_0000_0000;
+const MAX_CORES: usize = 256;
+const HELP: &str = "usage: mempass [--mb N] [--cores LIST] [--config shared-as|separate-as|shared-ranges|all]\n  N MiB buffer (default 100); default cores: all; default config: all";
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Config {
+    SharedAs,
+    SeparateAs,
+    SharedRanges,
+}
+
+impl Config {
+    fn name(self) -> &'static str {
+        match self {
+            Config::SharedAs => "shared-as",
+            Config::SeparateAs => "separate-as",
+            Config::SharedRanges => "shared-ranges",
+        }
+    }
+
+    fn shared(self) -> bool {
+        self != Config::SeparateAs
+    }
+}
+
+/// The baton and the results, in memory shared by every core.
+#[repr(C)]
+struct Ctl {
+    pages: AtomicU64,
+    cores: AtomicU64,
+    buffer: AtomicU64,
+    /// Index (in the list) of the core whose turn it is.
+    baton: AtomicU64,
+    start: AtomicU64,
+    end: AtomicU64,
+    faults: [AtomicU64; MAX_CORES],
+}
+
+// SAFETY: atomics only; all-zero is a valid value.
+unsafe impl ZeroInit for Ctl {}
+
+static CTL: SharedStatic<Ctl> = SharedStatic::new();
+
+struct Options {
+    mb: u64,
+    cores: Vec<usize>,
+    configs: Vec<Config>,
+}
+
+fn options() -> Result<Options, i32> {
+    let line = args::arg_string();
+    let mut words = line.split_whitespace();
+    let all = alloc::vec![Config::SharedAs, Config::SharedRanges, Config::SeparateAs];
+    let mut o = Options { mb: 100, cores: all_cores(), configs: all.clone() };
+    while let Some(word) = words.next() {
+        let ok = match word {
+            "--mb" => args::number(words.next(), 1..=4096).map(|v| o.mb = v).is_some(),
+            "--cores" => args::cores_value(words.next()).map(|c| o.cores = c).is_some(),
+            "--config" => match words.next() {
+                Some("shared-as") => Some(alloc::vec![Config::SharedAs]),
+                Some("separate-as") => Some(alloc::vec![Config::SeparateAs]),
+                Some("shared-ranges") => Some(alloc::vec![Config::SharedRanges]),
+                Some("all") => Some(all.clone()),
+                _ => None,
+            }
+            .map(|c| o.configs = c)
+            .is_some(),
+            _ => false,
+        };
+        if !ok {
+            println!("{HELP}");
+            return Err(if word == "--help" { 0 } else { 2 });
+        }
+    }
+    if o.cores.len() > MAX_CORES {
+        println!("mempass: at most {MAX_CORES} cores");
+        return Err(2);
+    }
+    Ok(o)
+}
+
+fn main() -> i32 {
+    let o = match options() {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    let ctl = match CTL.init() {
+        Ok(c) => c,
+        Err(e) => {
+            println!("mempass: no shared memory: {e:?}");
+            return 1;
+        }
+    };
+    let mut code = 0;
+    for &config in &o.configs {
+        if let Err(why) = run(ctl, config, &o.cores, o.mb) {
+            println!("mempass: {}: {why}", config.name());
+            code = 1;
+        }
+    }
+    code
+}
+
+/// Maps the buffer for one configuration, passes it over every core, prints the result.
+fn run(ctl: &Ctl, config: Config, cores: &[usize], mb: u64) -> Result<(), &'static str> {
+    let pages = mb * (1 << 20) / PAGE;
+    let n = cores.len() as u64;
+    let root = root_share();
+    let seg = segment_alloc(root, pages * PAGE).map_err(|_| "segment_alloc failed")?;
+    let mut slots = Vec::new();
+    let window = if config.shared() {
+        // SLOT ranges spliced here before the cforks: every child splices the same ones.
+        let count = (pages * PAGE).div_ceil(SLOT_BYTES);
+        let window = shared::slot_vas(count).map_err(|_| "no slot addresses")?;
+        for j in 0..count {
+            let range = shared::slot_alloc().map_err(|_| "ar_alloc(SLOT) failed")?;
+            slots.push(range);
+            shared::splice(window + j * SLOT_BYTES, range).map_err(|_| "ar_set_ar failed")?;
+        }
+        shared::map_in_slots(&slots, 0, seg, pages).map_err(|_| "ar_set_seg failed")?;
+        window
+    } else {
+        // Mapped privately here; `cfork` maps the same segment into each child's own root
+        // range (share_segments), so each core has page tables of its own for it.
+        let ar = obj::root_ar_ref();
+        let set = ArSetSeg {
+            ar: [ar.share, ar.object],
+            va: PRIVATE_VA,
+            seg: [root, seg],
+            first_page: 0,
+            pages,
+            flags: map::WRITE,
+        };
+        obj::ar_set_seg(&set).map_err(|_| "ar_set_seg failed")?;
+        PRIVATE_VA
+    };
+    ctl.pages.store(pages, Relaxed);
+    ctl.cores.store(n, Relaxed);
+    ctl.buffer.store(window, Relaxed);
+    ctl.baton.store(0, Relaxed);
+    for f in ctl.faults.iter().take(cores.len()) {
+        f.store(0, Relaxed);
+    }
+    let segs = [seg];
+    let opts =
+        CforkOptions { share_segments: if config.shared() { &[] } else { &segs }, shares: &[] };
+    let statuses = spread(cores, &opts, worker);
+    if config.shared() {
+        for j in 0..slots.len() {
+            let _ = shared::unsplice(window + j as u64 * SLOT_BYTES);
+        }
+        for &range in &slots {
+            let _ = share_delobj(ObjRef::root(range));
+        }
+        let _ = share_delobj(ObjRef::root(seg));
+    }
+    let statuses = statuses.map_err(|_| "cfork failed")?;
+    if statuses.iter().any(|s| !s.ok()) {
+        for (core, status) in cores.iter().zip(&statuses) {
+            println!("mempass: core {core}: {status:?}");
+        }
+        return Err("a core failed");
+    }
+    // Faults: the first core fills every page; in a shared range no other core faults.
+    let mut line = String::new();
+    let mut wrong = false;
+    for i in 0..cores.len() {
+        let faults = ctl.faults[i].load(Acquire);
+        let _ = write!(line, " {faults}");
+        wrong |= faults != if i == 0 || !config.shared() { pages } else { 0 };
+    }
+    println!("mempass: {} faults per core:{line}", config.name());
+    let total = ctl.end.load(Acquire).saturating_sub(ctl.start.load(Acquire));
+    let extra = alloc::format!(",\"mb\":{mb}");
+    let mut record = Record {
+        experiment: "mempass",
+        config: config.name(),
+        active_cores: cores.len(),
+        metric: "total_cycles",
+        unit: "cycles",
+        extra: &extra,
+    };
+    record.print(total);
+    record.metric = "cycles_per_page";
+    record.print(Ratio::new(total, pages * n));
+    if wrong {
+        return Err("unexpected fault counts");
+    }
+    Ok(())
+}
+
+/// One core's turn: wait for the baton, write every page, pass the baton on.
+fn worker(i: u64) -> i32 {
+    let ctl = CTL.get();
+    let (pages, n, va) =
+        (ctl.pages.load(Acquire), ctl.cores.load(Acquire), ctl.buffer.load(Acquire));
+    while ctl.baton.load(Acquire) != i {
+        core::hint::spin_loop();
+    }
+    if i == 0 {
+        ctl.start.store(rdtsc(), Release);
+    }
+    let faults = page_faults();
+    for page in 0..pages {
+        // A write, not a read first: one fault per page, never a read fault then a write.
+        // SAFETY: the buffer is mapped read-write at [va, va + pages * PAGE) on every core.
+        unsafe { ((va + page * PAGE) as *mut u64).write_volatile(i + 1) };
+    }
+    ctl.faults[i as usize].store(page_faults() - faults, Release);
+    if i + 1 == n {
+        ctl.end.store(rdtsc(), Release);
+    }
+    ctl.baton.store(i + 1, Release);
+    0
+}
+
+libatoll::main!(main);
