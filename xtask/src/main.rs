@@ -31,7 +31,7 @@ usage: cargo xtask <command> [flags]
 commands:
   build   build the kernel and the initrd of user programs (target/initrd.cpio)
   deps    install what is missing (QEMU, the x86_64-unknown-none target), or say how
-  run     build, then boot Atoll in QEMU; with CMD, run one console command and power off
+  run     build, then boot Atoll in QEMU; with CMD, run one shell line and power off
   test    host unit tests, then the QEMU integration runs; ends with `N passed, M failed`
   bench   every experiment on Atoll and on a Linux guest; target/bench/report.md
           (settings: `cargo xtask bench --help`); bench-smoke: one tiny one, both systems
@@ -39,7 +39,8 @@ commands:
 flags, or the environment variable after each (a flag wins; empty means unset):
   --cores N         CORES        run: virtual CPUs (default: host CPUs)
   --mem SIZE        MEM          run: memory in QEMU syntax (default: 512M)
-  --cmd COMMAND     CMD          run: one console command, then power off
+  --cmd COMMAND     CMD          run: one shell line, then power off
+                    CONSOLE      run: `kernel` for the kernel console instead of init
   --accel tcg|kvm   ACCEL        run, test: accelerator (default: kvm if /dev/kvm opens
                                  and the CPU flags show vmx or svm, else tcg)
   --qemu-args ARGS  QEMU_ARGS    run, test: extra QEMU arguments, split on whitespace
@@ -61,6 +62,8 @@ pub struct Options {
     pub qemu_args: Vec<String>,
     /// `CMD`: one console command for `run`.
     pub cmd: Option<String>,
+    /// `CONSOLE`: `kernel` keeps the kernel's own console instead of the `init` shell.
+    pub console: Option<String>,
     /// `TEST_FILTER`: substring selecting QEMU test runs by label.
     pub only: Option<String>,
     /// `SKIP_HOST`: skip the host unit tests.
@@ -78,6 +81,7 @@ impl Options {
             accel: env_var("ACCEL"),
             qemu_args: split_args(&env_var("QEMU_ARGS").unwrap_or_default()),
             cmd: env_var("CMD"),
+            console: env_var("CONSOLE"),
             only: env_var("TEST_FILTER"),
             skip_host: env_var("SKIP_HOST").is_some_and(|v| v != "0"),
             timeout: env_var("TEST_TIMEOUT").map(|v| parse_secs(&v)).transpose()?,

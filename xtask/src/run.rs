@@ -1,7 +1,7 @@
 //! `cargo xtask run`: build the kernel and boot it in QEMU.
 //!
-//! Without `CMD` the serial console is the terminal (interactive). With `CMD` the kernel
-//! runs that one console command and powers off; the serial output goes to stdout so
+//! Without `CMD` the serial console is the terminal (interactive). With `CMD` the shell
+//! runs that one line and powers off; the serial output goes to stdout so
 //! scripts can read it, and the exit status says whether QEMU ended well.
 
 use std::process::{ExitCode, Stdio};
@@ -23,10 +23,16 @@ pub fn run(opts: &Options) -> Result<ExitCode> {
     let images = build::images()?;
     let cores = opts.cores.unwrap_or_else(host_cpus);
     let mem = opts.mem.clone().unwrap_or_else(|| DEFAULT_MEM.into());
-    let cmdline = match &opts.cmd {
+    let mut cmdline = match &opts.cmd {
         Some(cmd) => qemu::cmd_arg(cmd)?,
         None => String::new(),
     };
+    if let Some(console) = &opts.console {
+        if console.contains(char::is_whitespace) || console.contains('"') {
+            return Err(format!("CONSOLE must be one word: {console}").into());
+        }
+        cmdline = format!("{cmdline} console={console}").trim().to_string();
+    }
     let vm = Vm {
         cores,
         mem,
