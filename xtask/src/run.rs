@@ -29,7 +29,7 @@ pub fn run(opts: &Options) -> Result<ExitCode> {
     };
     if let Some(console) = &opts.console {
         if console.contains(char::is_whitespace) || console.contains('"') {
-            return Err(format!("CONSOLE must be one word: {console}").into());
+            return Err(format!("CONSOLE must be one word: {console}"));
         }
         cmdline = format!("{cmdline} console={console}").trim().to_string();
     }
