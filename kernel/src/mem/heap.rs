@@ -9,8 +9,8 @@ use crate::percpu::{self, this_core};
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use talc::{ErrOnOom, Span, Talc};
 use return_stack::Links;
+use talc::{ErrOnOom, Span, Talc};
 use x86_64::structures::paging::PageTableFlags as F;
 
 /// Heap mapped when a core starts, and the smallest step by which it grows.

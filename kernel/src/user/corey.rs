@@ -784,8 +784,7 @@ pub fn forget_faulted(p: &mut ProgramObjects, space: &mut AddressSpace) {
 /// another core filled the slot meanwhile), so the lock is held only to look and to link.
 fn fill(seg: &Segment, index: u64, write: bool) -> Option<(Arc<Frame>, bool)> {
     loop {
-        let current =
-            seg.state.with(|s| s.pages.get(index as usize).map(|p| p.clone()))?;
+        let current = seg.state.with(|s| s.pages.get(index as usize).cloned())?;
         let fresh = match &current {
             None => Frame::zeroed()?,
             Some(page) if page.cow && write => page.frame.copy()?,
