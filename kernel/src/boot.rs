@@ -213,7 +213,8 @@ pub fn boot_core(start_info: u32) -> ! {
         && crate::user::initrd::find("init").is_some()
     {
         println!("{} (the init shell; type 'help')", verdict::READY_MARKER);
-        let status = crate::user::run("init", command.unwrap_or(""));
+        // The shell runs for as long as the machine does: no time limit.
+        let status = crate::user::run_with_limit("init", command.unwrap_or(""), u64::MAX);
         if command.is_some() {
             power::power_off()
         }

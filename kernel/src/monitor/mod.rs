@@ -98,9 +98,9 @@ pub struct Monitor {
     aggregations: Vec<Aggregation>,
     poll_budget: u64,
     stats: Stats,
-    /// `START` jobs that arrived while this core was inside a user context (a system call
-    /// polled): started once the core is back in its idle loop.
-    deferred_starts: Vec<u64>,
+    /// Calls and `START` jobs that arrived while this core was inside a user context (its
+    /// tick or a system call polled): served once the core is back in its idle loop.
+    deferred: Vec<(usize, Request)>,
 }
 
 /// A message taken out of a channel, ready to dispatch.
@@ -128,7 +128,7 @@ pub fn init_this_core(cores: usize) {
         aggregations: Vec::new(),
         poll_budget: DEFAULT_POLL_BUDGET,
         stats: Stats::default(),
-        deferred_starts: Vec::new(),
+        deferred: Vec::new(),
     };
     for other in 0..cores {
         m.senders.push(channels::get(me, other).filter(|_| other != me).map(Sender::new));
@@ -204,12 +204,22 @@ pub fn poll() -> bool {
         dispatch(incoming);
     }
     if !this_core().in_context.load(Ordering::Acquire) {
-        while let Some(job) = with(|m| m.deferred_starts.pop()) {
+        while let Some((from, request)) =
+            with(|m| (!m.deferred.is_empty()).then(|| m.deferred.remove(0)))
+        {
             any = true;
-            crate::user::start_job(job);
+            dispatch(Incoming::Request(from, request));
         }
     }
     any
+}
+
+/// From the timer tick while a user context runs on this core: serves the messages that
+/// need no core of their own (frame returns, pings, acks) and sends home the frames freed
+/// here, so other cores never wait on a busy one; calls and starts wait (see `dispatch`).
+pub fn poll_at_tick() {
+    poll();
+    flush_frame_returns();
 }
 
 fn reject(from: usize, why: Rejection) {
@@ -240,6 +250,13 @@ fn dispatch(incoming: Incoming) {
                 reject(from, Rejection::Malformed);
             }
             return;
+        }
+        // Work that needs this core (a remote call, a user context to start) cannot run
+        // while one of its user contexts is on the stack: keep it for the idle loop.
+        Incoming::Request(from, request @ (Request::Call { .. } | Request::Start { .. }))
+            if this_core().in_context.load(Ordering::Acquire) =>
+        {
+            return with(|m| m.deferred.push((from, request)));
         }
         Incoming::Request(from, request) => (from, request),
     };
@@ -291,10 +308,6 @@ fn dispatch(incoming: Incoming) {
             if let Some(source) = finished {
                 let _ = send(source, &Request::BenchAck(round));
             }
-        }
-        // A context cannot start inside another's system call: keep it for the idle loop.
-        Request::Start { job } if this_core().in_context.load(Ordering::Acquire) => {
-            with(|m| m.deferred_starts.push(job))
         }
         Request::Start { job } => crate::user::start_job(job),
         Request::Multicast { round, source, limit } => {

@@ -167,7 +167,9 @@ pub struct Pcore {
     /// The core's index.
     pub core: usize,
     /// What its context is doing (`abi::pcore_status`).
-    pub status: AtomicU64,
+    /// Shared so the core that ran the context can publish the outcome after it let go of
+    /// the pcore object: whoever sees the status may then free and reallocate it at once.
+    pub status: Arc<AtomicU64>,
     /// Set by `pcore_halt`; the core stops its context at its next tick.
     pub halt: AtomicBool,
     /// Time-slice period in Hz (`pcore_set_interval`).
@@ -678,8 +680,11 @@ fn set_seg(
     }
     let id = seg.id().0;
     edit_range(&ar, seg, |r| r.set_seg(a.va, id, a.first_page, a.pages, perms(a.flags), false))?;
-    if let Some(space) = space {
-        forget_faulted(p, space);
+    // Only the caller's own root maps into its private tables, and only the edited pages
+    // can be stale there.
+    if let Some(space) = space.filter(|_| Arc::ptr_eq(&ar, &p.root_ar)) {
+        let end = a.va.saturating_add(a.pages.saturating_mul(PAGE));
+        forget_faulted_in(p, space, a.va, end);
     }
     Ok(())
 }
@@ -700,8 +705,8 @@ pub fn ar_set_ar(
     }
     let child_id = child.id().0;
     edit_range(&ar, child, |r| r.set_ar(a.va, child_id, perms(a.flags)))?;
-    forget_faulted(p, space);
     if Arc::ptr_eq(&ar, &p.root_ar) {
+        forget_faulted_in(p, space, a.va, a.va.saturating_add(GRANULARITY));
         install_slots(p, space)?;
     }
     Ok(0)
@@ -768,6 +773,14 @@ pub fn install_slots(p: &mut ProgramObjects, space: &mut AddressSpace) -> Result
         p.installed.push((va, slot));
     }
     Ok(())
+}
+
+/// Unmaps the pages in `[start, end)` soft faults mapped into the private tables.
+fn forget_faulted_in(p: &mut ProgramObjects, space: &mut AddressSpace, start: u64, end: u64) {
+    let inside = |va: u64| start <= va && va < end;
+    let pages: Vec<u64> = p.faulted.iter().map(|(va, _)| *va).filter(|&va| inside(va)).collect();
+    space.unmap_frames(&pages);
+    p.faulted.retain(|(va, _)| !inside(*va));
 }
 
 /// Unmaps every page soft faults mapped into the private tables (they fault in again as
@@ -948,7 +961,7 @@ pub fn pcore_alloc(p: &mut ProgramObjects, share: u64, core: u64) -> Result<u64,
     }
     let pcore = Pcore {
         core: index,
-        status: AtomicU64::new(abi::pcore_status::IDLE),
+        status: Arc::new(AtomicU64::new(abi::pcore_status::IDLE)),
         halt: AtomicBool::new(false),
         hz: AtomicU64::new(crate::arch::timer::TICK_HZ),
     };

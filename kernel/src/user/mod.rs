@@ -206,17 +206,23 @@ pub fn run_context(context: Context) -> ExitStatus {
 
 fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
     let core = this_core();
-    let fail = |pcore: &Option<Ptr>| {
-        if let Some(p) = pcore.as_ref().and_then(corey::pcore) {
-            p.status.store(pcore_status::FAILED, Ordering::Release);
+    // Publishes FAILED after letting go of the pcore (see the end of this function).
+    let fail = |pcore: Option<Ptr>| {
+        let cell = pcore.as_ref().and_then(corey::pcore).map(|p| p.status.clone());
+        drop(pcore);
+        if let Some(cell) = cell {
+            cell.store(pcore_status::FAILED, Ordering::Release);
         }
         ExitStatus::Failed
     };
-    let Ok(mut space) = AddressSpace::new(kernel_pml4) else { return fail(&context.pcore) };
+    let Ok(mut space) = AddressSpace::new(kernel_pml4) else {
+        drop(context.objects);
+        return fail(context.pcore);
+    };
     let mut objects = context.objects;
     if corey::install_slots(&mut objects, &mut space).is_err() {
         corey::end_context(objects, &mut space);
-        return fail(&context.pcore);
+        return fail(context.pcore);
     }
     let hz = context.pcore.as_ref().and_then(corey::pcore).map(|p| {
         p.status.store(pcore_status::RUNNING, Ordering::Release);
@@ -259,12 +265,17 @@ fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
     }
     let status = ExitStatus::decode(word);
     if let Some(running) = core.user.with(|slot| slot.take()) {
-        if !running.line.is_empty() {
-            crate::println!("{}", String::from_utf8_lossy(&running.line));
+        let Running { line, objects, pcore, .. } = running;
+        if !line.is_empty() {
+            crate::println!("{}", String::from_utf8_lossy(&line));
         }
-        corey::end_context(running.objects, &mut space);
-        if let Some(p) = running.pcore.as_ref().and_then(corey::pcore) {
-            p.status.store(status.status_word(), Ordering::Release);
+        corey::end_context(objects, &mut space);
+        // Let go of everything first, then tell: a parent that sees the status may free
+        // the pcore and take the core again straight away.
+        let cell = pcore.as_ref().and_then(corey::pcore).map(|p| p.status.clone());
+        drop(pcore);
+        if let Some(cell) = cell {
+            cell.store(status.status_word(), Ordering::Release);
         }
     }
     drop(space);
@@ -304,7 +315,9 @@ pub fn start_job(raw: u64) {
     // SAFETY: `send_job` made this pointer with `Box::into_raw` and gave it to us alone
     // (the protocol checked it lies in the kernel half).
     let job = unsafe { Box::from_raw(raw as *mut StartJob) };
-    let context = match job.what {
+    let StartJob { pcore, what } = *job;
+    let cell = corey::pcore(&pcore).map(|p| p.status.clone());
+    let context = match what {
         StartWhat::Context { entry, stack, arg, root_ar, shares } => {
             match corey::new_context(root_ar, shares) {
                 Ok(objects) => Ok(Context {
@@ -315,14 +328,14 @@ pub fn start_job(raw: u64) {
                     arg,
                     objects,
                     limit_us: DEFAULT_LIMIT_US,
-                    pcore: Some(job.pcore.clone()),
+                    pcore: Some(pcore),
                 }),
                 Err(e) => Err(e),
             }
         }
         StartWhat::Program { line } => {
             let (name, args) = line.split_once(' ').unwrap_or((&line, ""));
-            load_program(name, args.trim_start(), DEFAULT_LIMIT_US, Some(job.pcore.clone()))
+            load_program(name, args.trim_start(), DEFAULT_LIMIT_US, Some(pcore))
         }
     };
     match context {
@@ -331,8 +344,8 @@ pub fn start_job(raw: u64) {
         }
         Err(e) => {
             println!("start: core {}: {:?}", this_core().index, e);
-            if let Some(p) = corey::pcore(&job.pcore) {
-                p.status.store(pcore_status::FAILED, Ordering::Release);
+            if let Some(cell) = cell {
+                cell.store(pcore_status::FAILED, Ordering::Release);
             }
         }
     }
@@ -405,6 +418,9 @@ pub fn on_exception(frame: &TrapFrame) {
 /// A timer tick that interrupted user mode (after its EOI): stops the context if it has
 /// run past its time limit or its pcore was halted.
 pub fn on_tick_in_user() {
+    // The monitor's turn while a context holds the core (Barrelfish's monitor is likewise
+    // scheduled beside applications): frame returns and pings must not wait for it to end.
+    crate::monitor::poll_at_tick();
     let (late, halted) = with_running(|r, _| {
         let halted =
             r.pcore.as_ref().and_then(corey::pcore).is_some_and(|p| p.halt.load(Ordering::Acquire));
@@ -470,7 +486,8 @@ fn write(ptr: u64, len: u64) -> SysResult {
         .ok_or(Error::NotPermitted)??;
         for &b in &buf[..n] {
             emit(match b {
-                b'\n' | b'\t' | 0x20..=0x7e | 0x80..=0xff => b,
+                // Backspace too: the shell's line editing echoes it.
+                b'\n' | b'\t' | 0x08 | 0x20..=0x7e | 0x80..=0xff => b,
                 _ => b'.',
             });
         }
@@ -695,8 +712,14 @@ fn kernel_command(ptr: u64, len: u64) -> SysResult {
     Ok(0)
 }
 
-/// `console_read(buf, len)`: bytes typed so far, without waiting.
+/// `console_read(buf, len)`: bytes typed so far, without waiting. A program that reads
+/// wants what it printed so far (a prompt, an echo) on the screen: its unfinished line is
+/// printed first, as stdio flushes before input.
 fn console_read(ptr: u64, len: u64) -> SysResult {
+    let pending = this_core().user.with(|slot| slot.as_mut().map(|r| core::mem::take(&mut r.line)));
+    if let Some(bytes) = pending.filter(|b| !b.is_empty()) {
+        crate::print!("{}", String::from_utf8_lossy(&bytes));
+    }
     let mut bytes = Vec::new();
     while (bytes.len() as u64) < len.min(256) {
         match crate::arch::serial::try_read_byte() {

@@ -111,6 +111,9 @@ impl AddressSpace {
         write: bool,
         mut f: impl FnMut(u64, usize, usize),
     ) -> Result<(), Error> {
+        if len == 0 {
+            return Ok(()); // nothing to copy: any pointer will do
+        }
         let end = va.checked_add(len).ok_or(Error::BadAddress)?;
         if end > USER_END {
             return Err(Error::BadAddress);

@@ -34,6 +34,8 @@ pub struct KernelContext {
 #[repr(C)]
 #[derive(Debug)]
 pub struct SyscallFrame {
+    /// Not an argument; saved because the ABI preserves it and Rust code may not.
+    pub r9: u64,
     /// Fifth argument.
     pub r8: u64,
     /// Fourth argument.
@@ -112,6 +114,7 @@ syscall_entry:
     swapgs
     movq %rsp, %gs:16            /* user rsp */
     movq %gs:8, %rsp             /* the kernel stack of enter_user */
+    subq $8, %rsp                /* ten pushes below: keep the call 16-byte aligned */
     pushq %gs:16
     pushq %r11
     pushq %rcx
@@ -121,8 +124,10 @@ syscall_entry:
     pushq %rdx
     pushq %r10
     pushq %r8
+    pushq %r9
     movq %rsp, %rdi
     call syscall_dispatch        /* rax = result word */
+    popq %r9
     popq %r8
     popq %r10
     popq %rdx
