@@ -28,7 +28,8 @@ use crate::percpu::{self, this_core};
 use abi::{map, ArSetAr, ArSetSeg, Error, MappingInfo};
 use addrrange::{AddressRange, ArError, Perms, Target};
 use alloc::collections::BTreeMap;
-use alloc::sync::Arc;
+use alloc::collections::BTreeSet;
+use alloc::sync::{Arc, Weak};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -108,6 +109,9 @@ struct SegmentState {
     pages: Vec<Option<Page>>,
     /// The size `segment_set_nbytes` set (the last page may be partly used).
     nbytes: u64,
+    /// Slot ranges whose shared subtrees have mapped pages of this segment: a copy-on-write
+    /// copy or a shrink must take those mappings back on every core.
+    mapped_in: Vec<Weak<objects::Object<Payload>>>,
 }
 
 /// An address range (Corey §3.1, §4.3).
@@ -419,7 +423,8 @@ pub fn load_segment(
 }
 
 fn new_segment(pages: Vec<Option<Page>>, nbytes: u64) -> Payload {
-    Payload::Segment(Segment { state: McsLock::new(SegmentState { pages, nbytes }) })
+    let state = SegmentState { pages, nbytes, mapped_in: Vec::new() };
+    Payload::Segment(Segment { state: McsLock::new(state) })
 }
 
 /// A segment's page slots, or `NoResources`: a segment may not be larger than the free
@@ -534,10 +539,12 @@ pub fn segment_copy(
         }
         _ => return Err(Error::InvalidArgument),
     };
-    // The caller's writable mappings of the source must become read-only (its pages are
-    // now copy-on-write): drop them; they fault back in read-only.
+    // The source's writable mappings must become read-only (its pages are now
+    // copy-on-write): take them back, here and in shared ranges; they fault back in
+    // read-only.
     if mode == abi::copy_mode::COW {
-        forget_faulted(p, space);
+        let frames: BTreeSet<u64> = pages.iter().flatten().map(|pg| pg.frame.0).collect();
+        forget_frames(p, space, seg, &frames);
     }
     alloc(p, share, ObjectKind::Segment, new_segment(pages, nbytes))
 }
@@ -576,7 +583,8 @@ pub fn segment_set_nbytes(
         s.nbytes = nbytes;
         Ok(dropped)
     })?;
-    forget_faulted(p, space);
+    let frames: BTreeSet<u64> = dropped.iter().flatten().map(|pg| pg.frame.0).collect();
+    forget_frames(p, space, seg, &frames);
     drop(dropped);
     Ok(0)
 }
@@ -775,6 +783,47 @@ pub fn install_slots(p: &mut ProgramObjects, space: &mut AddressSpace) -> Result
     Ok(())
 }
 
+/// Takes back every mapping of `frames` (pages of `seg`): in the caller's private tables,
+/// and in the shared subtree of every slot range that mapped pages of `seg`, whose cores
+/// are then shot down. (Other contexts' private tables keep theirs until their next
+/// range edit: safe, since a mapping holds its frame, but possibly stale.)
+fn forget_frames(
+    p: &mut ProgramObjects,
+    space: &mut AddressSpace,
+    seg: &Segment,
+    frames: &BTreeSet<u64>,
+) {
+    if frames.is_empty() {
+        return;
+    }
+    let private: Vec<u64> =
+        p.faulted.iter().filter(|(_, f)| frames.contains(&f.0)).map(|(va, _)| *va).collect();
+    space.unmap_frames(&private);
+    p.faulted.retain(|(_, f)| !frames.contains(&f.0));
+    let ranges: Vec<Ptr> = seg.state.with(|s| {
+        s.mapped_in.retain(|w| w.strong_count() > 0);
+        s.mapped_in.iter().filter_map(Weak::upgrade).collect()
+    });
+    for ptr in ranges {
+        let Some(r) = range(&ptr) else { continue };
+        let taken = r.state.with(|s| {
+            let Some(dir) = s.directory.as_mut() else { return Vec::new() };
+            let (gone, kept): (Vec<_>, Vec<_>) = core::mem::take(&mut dir.mapped)
+                .into_iter()
+                .partition(|(_, f)| frames.contains(&f.0));
+            dir.mapped = kept;
+            for &(offset, _) in &gone {
+                paging::unmap_in_directory(dir.pd, offset);
+            }
+            gone
+        });
+        if !taken.is_empty() {
+            crate::tlb::shootdown(r.cores.load(Ordering::Acquire));
+        }
+        drop(taken); // the frames may go now: no entry maps them
+    }
+}
+
 /// Unmaps the pages in `[start, end)` soft faults mapped into the private tables.
 fn forget_faulted_in(p: &mut ProgramObjects, space: &mut AddressSpace, start: u64, end: u64) {
     let inside = |va: u64| start <= va && va < end;
@@ -869,7 +918,7 @@ pub fn soft_fault(
             }
             let Some(slot) = range(&target) else { return false };
             let offset = page_va - m.start;
-            match slot_fault(slot, offset, write, m.perms) {
+            match slot_fault(&target, slot, offset, write, m.perms) {
                 SlotFault::Mapped { shootdown } => {
                     if shootdown {
                         crate::tlb::shootdown(slot.cores.load(Ordering::Acquire));
@@ -896,7 +945,7 @@ enum SlotFault {
 
 /// Maps page `offset` of slot range `slot` in its shared subtree. The range's lock is held
 /// to look the mapping up and to write the entry, not while the page is filled.
-fn slot_fault(slot: &Range, offset: u64, write: bool, outer: Perms) -> SlotFault {
+fn slot_fault(slot_ptr: &Ptr, slot: &Range, offset: u64, write: bool, outer: Perms) -> SlotFault {
     use x86_64::structures::paging::PageTableFlags as F;
     let looked = slot.state.with(|s| {
         let m = s.map.get(offset).copied()?;
@@ -916,6 +965,14 @@ fn slot_fault(slot: &Range, offset: u64, write: bool, outer: Perms) -> SlotFault
         return SlotFault::AlreadyMapped;
     }
     let Some(segment_body) = segment(&seg) else { return SlotFault::Refused };
+    // Registered before the page is filled, so a copy-on-write copy made from now on finds
+    // this range and takes its mapping back.
+    segment_body.state.with(|s| {
+        let me = Arc::downgrade(slot_ptr);
+        if !s.mapped_in.iter().any(|w| w.ptr_eq(&me)) {
+            s.mapped_in.push(me);
+        }
+    });
     let Some((frame, writable)) = fill(segment_body, index, write) else {
         return SlotFault::Refused;
     };
@@ -936,6 +993,17 @@ fn slot_fault(slot: &Range, offset: u64, write: bool, outer: Perms) -> SlotFault
         let existing = paging::translate_in_directory(dir.pd, offset);
         if existing.is_some_and(|(_, f)| writable_now(f)) {
             return SlotFault::AlreadyMapped;
+        }
+        // The page may have become copy-on-write (or been replaced) since it was filled.
+        let (current, cow) = segment_body.state.with(|s| {
+            let page = s.pages.get(index as usize).and_then(|p| p.as_ref());
+            (page.is_some_and(|p| Arc::ptr_eq(&p.frame, &frame)), page.is_some_and(|p| p.cow))
+        });
+        if !current {
+            return SlotFault::AlreadyMapped; // the access retries and resolves again
+        }
+        if cow {
+            flags.remove(F::WRITABLE);
         }
         if existing.is_some() {
             paging::unmap_in_directory(dir.pd, offset);
