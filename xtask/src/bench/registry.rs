@@ -137,7 +137,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
     Experiment {
         name: "sharebench",
         min_cores: 1,
-        atoll: Some("run sharebench --cores {cores} --ops 5000 --config all"),
+        atoll: Some("run sharebench --cores {cores} --ops 20000 --config all"),
         linux: None,
         host: false,
         timeout_secs: 120,
@@ -147,8 +147,8 @@ pub const EXPERIMENTS: &[Experiment] = &[
     Experiment {
         name: "fdbench",
         min_cores: 1,
-        atoll: Some("run fdbench --cores {cores} --ops 5000 --config all"),
-        linux: Some("fdbench,5000"),
+        atoll: Some("run fdbench --cores {cores} --ops 20000 --config all"),
+        linux: Some("fdbench,20000"),
         host: false,
         timeout_secs: 120,
         plot: Plot::Scaling { series: "config", metric: "ops_per_kcycle" },
