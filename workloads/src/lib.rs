@@ -14,8 +14,10 @@
 //! threads pinned by `sched_setaffinity` (or a forked process per core), `mmap` and
 //! `getpid`, adds the Linux-only peers of the URPC experiment (a pipe and a futex
 //! ping-pong) and Figure 1's `dup`/`close` benchmark ([`linux::fd`]), and is what the static
-//! guest binary `atoll-bench-linux` runs. Without the feature the crate is `no_std` + `alloc`, so Atoll's
-//! library OS can implement [`Platform`] for its user programs (see `docs/bench.md`).
+//! guest binary `atoll-bench-linux` runs. Without the feature the crate is `no_std` + `alloc`:
+//! Atoll's library OS implements [`Platform`] (`user/libatoll/src/platform.rs`) and its
+//! user programs `nullsys`, `memclone` and `mempass` run these workloads (see
+//! `docs/bench.md`).
 //!
 //! Every result is printed as one `RESULT {json}` line ([`result::line`]) in the shape the
 //! kernel's `bench` commands print, which `make bench` collects.

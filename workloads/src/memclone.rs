@@ -3,9 +3,10 @@
 //! costs a soft page fault that allocates and clears it; the result is the cycles per page,
 //! averaged over the cores. In one address space shared by all cores the faults of every
 //! core update the same address-space structures (Linux's `mm_struct` and its lock); with
-//! an address space per core they share nothing. Atoll's `memclone` program prints the same
-//! lines for these two configurations and a third, `shared-ranges` (an address space per
-//! core whose memory is mapped through address ranges, Corey's answer).
+//! an address space per core they share nothing. Atoll's `memclone` program runs this code
+//! for these two configurations (on `libatoll::platform`) and adds a third of its own,
+//! `shared-ranges` (an address space per core whose memory is mapped through address
+//! ranges, Corey's answer).
 
 use alloc::format;
 use alloc::string::String;
@@ -63,12 +64,18 @@ pub fn measure<P: Platform + ?Sized>(
     Ok(values.iter().sum::<u64>() / cores.max(1) as u64)
 }
 
+/// The unreported first pass [`run`] makes (and Atoll's `memclone` program): 1 MiB per
+/// core in one address space, to warm the fault path (and an emulator's translations).
+pub fn warm_up<P: Platform + ?Sized>(p: &P) -> Result<(), String> {
+    measure(p, Spaces::Shared, p.cores(), 1 << 20).map(|_| ())
+}
+
 /// Both configurations on all the platform's cores, `mb` MiB per core, as
-/// `"experiment":"memclone"` lines (`config`: `shared-as`, `separate-as`). A first pass of
-/// 1 MiB per core is not reported: it warms the fault path (and an emulator's translations).
+/// `"experiment":"memclone"` lines (`config`: `shared-as`, `separate-as`), after
+/// [`warm_up`].
 pub fn run<P: Platform + ?Sized>(p: &P, mb: usize) -> Result<Vec<String>, String> {
     let cores = p.cores();
-    measure(p, Spaces::Shared, cores, 1 << 20)?;
+    warm_up(p)?;
     let mut lines = Vec::new();
     for spaces in Spaces::ALL {
         let cycles = measure(p, spaces, cores, mb << 20)?;

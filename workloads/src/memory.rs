@@ -22,10 +22,12 @@ pub const REGION_ALIGN: usize = 4096;
 pub enum Placement {
     /// Private to one core: only that core's work touches it. Linux: a `MAP_PRIVATE`
     /// anonymous mapping first touched on that core, so its pages come from the core's NUMA
-    /// node. Atoll: frames from that core's own free list.
+    /// node. Atoll: a segment mapped in the root address range, each frame from the core
+    /// that first touches its page.
     Local(usize),
     /// Shared by the cores of the workload. Linux: a `MAP_SHARED` anonymous mapping, which a
-    /// process forked later still shares. Atoll: a segment mapped by every core that uses it.
+    /// process forked later still shares. Atoll: a segment mapped through slot address
+    /// ranges spliced into the root range, which threads and `cfork` children share.
     Shared,
 }
 

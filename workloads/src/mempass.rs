@@ -4,9 +4,10 @@
 //! core has touched every page; the result is the total time, from core 0's start to the
 //! last core's end, and that time per page per core. In one address space only the first
 //! core faults (the others find the pages mapped); with an address space per core every
-//! core takes a soft fault on every page. Atoll's `mempass` program prints the same lines
-//! for these two configurations and `shared-ranges` (the buffer mapped through one address
-//! range that every core's address space includes, so its page table is shared).
+//! core takes a soft fault on every page. Atoll's `mempass` program runs this code for these
+//! two configurations (on `libatoll::platform`) and adds `shared-ranges` of its own (the
+//! buffer mapped through one address range that every core's address space includes, so
+//! its page table is shared).
 
 use alloc::format;
 use alloc::string::String;
@@ -69,13 +70,18 @@ pub fn measure<P: Platform + ?Sized>(
     Ok(Pass { total_cycles: total, cycles_per_page: total / (pages * cores.max(1)) as u64 })
 }
 
+/// The unreported first pass [`run`] makes (and Atoll's `mempass` program): a 1 MiB
+/// buffer in one address space, to warm the fault path (and an emulator's translations).
+pub fn warm_up<P: Platform + ?Sized>(p: &P) -> Result<(), String> {
+    measure(p, Spaces::Shared, p.cores(), 1 << 20).map(|_| ())
+}
+
 /// Both configurations on all the platform's cores with an `mb` MiB buffer, as
 /// `"experiment":"mempass"` lines: `total_cycles` and `cycles_per_page` per `config`
-/// (`shared-as`, `separate-as`). A first pass of 1 MiB is not reported: it warms the fault
-/// path (and an emulator's translations).
+/// (`shared-as`, `separate-as`), after [`warm_up`].
 pub fn run<P: Platform + ?Sized>(p: &P, mb: usize) -> Result<Vec<String>, String> {
     let cores = p.cores();
-    measure(p, Spaces::Shared, cores, 1 << 20)?;
+    warm_up(p)?;
     let mut lines = Vec::new();
     for spaces in Spaces::ALL {
         let pass = measure(p, spaces, cores, mb << 20)?;

@@ -1,6 +1,7 @@
 //! The cost of the cheapest system call, in cycles: the median over batches of 1000 calls,
-//! timed on core 0. Atoll's `nullsys` user program measures its `null` call the same way;
-//! on Linux the call is `getpid` through a raw `syscall` instruction.
+//! timed on core 0. Atoll's `nullsys` user program runs this code with its `null` call
+//! (on `libatoll::platform`); on Linux the call is `getpid` through a raw `syscall`
+//! instruction.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -16,9 +17,21 @@ pub const DEFAULT_BATCHES: usize = 21;
 
 /// Median cycles per call over `batches` batches of [`CALLS_PER_BATCH`] calls on core 0.
 pub fn cycles_per_call<P: Platform + ?Sized>(p: &P, batches: usize) -> Result<u64, String> {
-    let samples: Vec<AtomicU64> = (0..batches.max(1)).map(|_| AtomicU64::new(0)).collect();
-    p.run_on(&[0], &|_| {
-        for sample in &samples {
+    Ok(cycles_per_call_on(p, &[0], batches)?[0])
+}
+
+/// Like [`cycles_per_call`], on each of `cores` at the same time: each core's median, in
+/// the order of `cores` (Atoll's `nullsys --cores LIST`).
+pub fn cycles_per_call_on<P: Platform + ?Sized>(
+    p: &P,
+    cores: &[usize],
+    batches: usize,
+) -> Result<Vec<u64>, String> {
+    let batches = batches.max(1);
+    let samples: Vec<AtomicU64> = (0..batches * cores.len()).map(|_| AtomicU64::new(0)).collect();
+    p.run_on(cores, &|core| {
+        let Some(slot) = cores.iter().position(|&c| c == core) else { return };
+        for sample in &samples[slot * batches..(slot + 1) * batches] {
             let start = p.cycles();
             for _ in 0..CALLS_PER_BATCH {
                 p.null_call();
@@ -26,8 +39,13 @@ pub fn cycles_per_call<P: Platform + ?Sized>(p: &P, batches: usize) -> Result<u6
             sample.store((p.cycles() - start) / CALLS_PER_BATCH, Ordering::Relaxed);
         }
     })?;
-    let mut values: Vec<u64> = samples.iter().map(|s| s.load(Ordering::Relaxed)).collect();
-    Ok(median(&mut values))
+    Ok(samples
+        .chunks(batches)
+        .map(|chunk| {
+            let mut values: Vec<u64> = chunk.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+            median(&mut values)
+        })
+        .collect())
 }
 
 /// Runs the experiment and returns its result line (`experiment":"nullsys"`).

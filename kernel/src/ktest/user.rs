@@ -129,10 +129,11 @@ fn exhausting_objects() -> Result<(), String> {
 
 /// (Named to run before `user.exhausting_objects_is_an_error`: kernel heaps do not shrink,
 /// and on a 64 MiB VM with 16 cores that test leaves each core only its reserve.)
-/// `memclone --mb 1` started once, spreading itself with `cfork` over up to four cores, in
-/// each of Figure 7's configurations: each core touches 256 pages of its own segment and
-/// the program checks the soft faults it took. (More cores add nothing to the check and,
-/// under TCG on a small host, a lot of time to the one-range configuration.)
+/// `memclone --mb 1` started once and spread over up to four cores in each of Figure 7's
+/// configurations: contexts on one root range (`shared-as`), `cfork`ed address spaces
+/// (`separate-as`), and each core's array in a slot range of its own (`shared-ranges`,
+/// where the program checks one soft fault per page). (More cores add nothing to the
+/// check and, under TCG on a small host, a lot of time.)
 fn memclone() -> Result<(), String> {
     let last = smp::online_cores().len().min(4) - 1;
     let args = format!("--mb 1 --config all --cores 0-{last}");

@@ -34,6 +34,11 @@ pub struct CforkOptions<'a> {
     /// Shares of the caller's share set that go into the child's share set (at most
     /// `PcoreRun::MAX_SHARES - 1`; one slot carries the hand-over share).
     pub shares: &'a [u64],
+    /// The top of the stack the child starts on (16-byte aligned, in a writable segment of
+    /// the root range, which the child gets a copy of), or 0 for the top of its copy of the
+    /// caller's stack. A stack of its own leaves the child's copy of the caller's stack
+    /// frames intact, so the child may use what they hold (a closure, its captures).
+    pub stack: u64,
 }
 
 /// A context started by [`cfork`]. [`Child::join`] waits for it and frees its pcore;
@@ -87,8 +92,8 @@ struct Start {
     ar: u64,
 }
 
-/// The child's stack pointer: the top of its own (copy-on-write) copy of the stack, as if
-/// `child_entry` had been called (8 below a 16-byte boundary).
+/// The child's stack pointer by default: the top of its own (copy-on-write) copy of the
+/// stack, as if `child_entry` had been called (8 below a 16-byte boundary).
 const CHILD_STACK: u64 = abi::USER_STACK_TOP - 16 - 8;
 
 /// Corey §5.1 `cfork`: runs `f(arg)` on core `core` in a new context whose memory is the
@@ -143,7 +148,7 @@ fn build_and_run(
         let mut run = PcoreRun {
             pcore: [pcore.share, pcore.object],
             entry: child_entry as *const () as u64,
-            stack: CHILD_STACK,
+            stack: if opts.stack == 0 { CHILD_STACK } else { opts.stack - 8 },
             ar: [handover, ar],
             arg: start as u64,
             nshares: 1 + opts.shares.len() as u64,

@@ -4,10 +4,13 @@
 //! new blocks are carved from the end of the mapped memory, which grows by a new segment
 //! when it runs out (pages cost memory only once touched).
 //!
+//! Threads ([`crate::threads`]) share the heap and its state like everything else in the
+//! root range; the state sits behind a spin lock.
+//!
 //! After `cfork` the child has a copy-on-write copy of the heap and of this allocator's
 //! state, so it goes on from the same point; its new segments go into its own root share.
 
-use crate::obj::{ar_set_seg, root_ar, root_share, segment_alloc};
+use crate::obj::{ar_set_seg, home_share, root_ar_ref, segment_alloc};
 use abi::{map, ArSetSeg};
 use core::alloc::{GlobalAlloc, Layout};
 use core::cell::UnsafeCell;
@@ -39,8 +42,9 @@ struct State {
     end: u64,
 }
 
-/// The heap: its state behind a flag (one core runs an address space at a time, but the
-/// allocator must be `Sync`).
+/// The heap: its state behind a spin lock (threads, [`crate::threads`], share it: several
+/// cores may allocate at once). `cfork` copies it while no thread runs, so never with the
+/// lock held.
 pub struct Heap {
     busy: AtomicBool,
     state: UnsafeCell<State>,
@@ -109,22 +113,24 @@ impl State {
         if self.end + step > HEAP_BASE + HEAP_LIMIT {
             return false;
         }
-        let root = root_share();
-        let Ok(seg) = segment_alloc(root, step) else { return false };
+        let home = home_share();
+        let Ok(seg) = segment_alloc(home, step) else { return false };
+        let ar = root_ar_ref();
         let set = ArSetSeg {
-            ar: [root, root_ar()],
+            ar: [ar.share, ar.object],
             va: self.end,
-            seg: [root, seg],
+            seg: [home, seg],
             first_page: 0,
             pages: step / PAGE,
             flags: map::WRITE,
         };
         if ar_set_seg(&set).is_err() {
-            let _ = crate::obj::share_delobj(crate::ObjRef::new(root, seg));
+            let _ = crate::obj::share_delobj(crate::ObjRef::new(home, seg));
             return false;
         }
-        // The segment stays in the root share: everything the root range maps is named
-        // there, which is how `cfork` finds it.
+        // The segment stays in the root share (or, while threads run, in the share they
+        // hold, from which it is moved to the root share when they end): everything the
+        // root range maps is named there, which is how `cfork` finds it.
         self.end += step;
         true
     }

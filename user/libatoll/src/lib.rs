@@ -1,6 +1,6 @@
 //! The library OS user programs link with (Corey §5, DESIGN layer 5): the entry point,
 //! typed system calls, console input and output, a heap, memory shared between cores,
-//! `cfork`, spreading over cores, and file descriptors kept in shares.
+//! `cfork`, threads, spreading over cores, and file descriptors kept in shares.
 //!
 //! Modules, one job each:
 //! - [`sys`]: the `syscall` instruction; calls about the console, clock and machine.
@@ -11,6 +11,10 @@
 //! - [`cfork`]: Corey §5.1 `cfork`.
 //! - [`cores`]: `--cores LIST` and [`cores::spread`].
 //! - [`fd`]: file-descriptor tables as shares (Corey §3.3).
+//! - [`private`]: segments mapped at fresh addresses of the root range.
+//! - [`threads`]: one address space on several cores (contexts on one root range).
+//! - [`platform`] (feature `workloads`): the benchmarks written once (`workloads/`) on
+//!   Atoll.
 //! - [`args`], [`bench`]: what programs and benchmarks share.
 #![no_std]
 #![warn(missing_docs)]
@@ -25,8 +29,12 @@ pub mod cores;
 pub mod fd;
 pub mod heap;
 pub mod obj;
+#[cfg(feature = "workloads")]
+pub mod platform;
+pub mod private;
 pub mod shared;
 pub mod sys;
+pub mod threads;
 
 pub use abi;
 pub use cfork::{cfork, CforkOptions, Child};

@@ -4,6 +4,8 @@
 //! the object (Corey §4.2).
 
 use crate::sys::{syscall3, syscall5};
+use core::sync::atomic::{AtomicU64, Ordering};
+
 use abi::{nr, ArSetAr, ArSetSeg, DeviceInfo, DeviceStat, Error, MappingInfo, PcoreRun, SysResult};
 
 /// A reference to an object: ⟨share it is reached through, object⟩ (Corey §3.3, §4.2).
@@ -37,10 +39,30 @@ pub fn root_ar() -> u64 {
     syscall3(nr::ROOT_AR, 0, 0, 0).unwrap_or(0)
 }
 
-/// The root address range as ⟨root share, range⟩: how the program edits its own address
-/// space (the kernel keeps the range in the root share; `cfork` does the same for a child).
+/// The share that holds the objects of the program's address space, if not the root
+/// share (0): set while threads run ([`crate::threads`]), since their contexts each have a
+/// root share of their own but edit one root range.
+static HOME: AtomicU64 = AtomicU64::new(0);
+
+/// Where the objects the root range maps are kept and new ones go (heap segments, shared
+/// memory, mapped segments): the root share, or while threads run the share they all hold.
+pub fn home_share() -> u64 {
+    match HOME.load(Ordering::Acquire) {
+        0 => root_share(),
+        share => share,
+    }
+}
+
+/// Sets the share [`home_share`] names (0: the root share again).
+pub(crate) fn set_home_share(share: u64) {
+    HOME.store(share, Ordering::Release);
+}
+
+/// The root address range as ⟨home share, range⟩: how the program edits its own address
+/// space (the kernel keeps the range in the root share; `cfork` does the same for a child;
+/// threads reach it through the share they hold in common).
 pub fn root_ar_ref() -> ObjRef {
-    ObjRef { share: root_share(), object: root_ar() }
+    ObjRef { share: home_share(), object: root_ar() }
 }
 
 /// `share_alloc`: a new share held by share `parent`. It is not in the share set until

@@ -4,7 +4,7 @@
 //! in, with no fault of its own. `cfork` splices the caller's slots into the child as
 //! they are, so memory set up here before a `cfork` is shared with the child.
 
-use crate::obj::{ar_alloc, ar_set_ar, ar_set_seg, root_share, segment_alloc, share_delobj};
+use crate::obj::{ar_alloc, ar_set_ar, ar_set_seg, home_share, segment_alloc, share_delobj};
 use crate::ObjRef;
 use abi::{ar_kind, map, ArSetAr, ArSetSeg, Error};
 use core::marker::PhantomData;
@@ -34,12 +34,13 @@ pub fn slot_vas(count: u64) -> Result<u64, Error> {
     Ok(va)
 }
 
-/// A new, empty SLOT range in the root share.
+/// A new, empty SLOT range in the home share ([`home_share`]: the root share unless
+/// threads run).
 pub fn slot_alloc() -> Result<u64, Error> {
-    ar_alloc(root_share(), ar_kind::SLOT)
+    ar_alloc(home_share(), ar_kind::SLOT)
 }
 
-/// Splices the SLOT range `range` (in the root share) into the root range at slot `va`.
+/// Splices the SLOT range `range` (in the home share) into the root range at slot `va`.
 pub fn splice(va: u64, range: u64) -> Result<(), Error> {
     // Make the hole now, while there is memory: giving a slot back must not fail for
     // want of it.
@@ -51,7 +52,7 @@ pub fn splice(va: u64, range: u64) -> Result<(), Error> {
 /// again in a `cfork` child that inherited the id of one it cannot name).
 fn hole() -> Result<u64, Error> {
     let hole = HOLE.load(Ordering::Relaxed);
-    if hole != 0 && crate::obj::obj_get_name(ObjRef::root(hole)).is_ok() {
+    if hole != 0 && crate::obj::obj_get_name(ObjRef::new(home_share(), hole)).is_ok() {
         return Ok(hole);
     }
     let hole = slot_alloc()?;
@@ -78,9 +79,9 @@ pub fn unsplice(va: u64) -> Result<(), Error> {
 }
 
 /// Maps `pages` pages of segment `seg` (from its page 0) at byte `offset` of a window of
-/// consecutive slot ranges `slots` (all in the root share), split at slot boundaries.
+/// consecutive slot ranges `slots` (all in the home share), split at slot boundaries.
 pub fn map_in_slots(slots: &[u64], offset: u64, seg: u64, pages: u64) -> Result<(), Error> {
-    let root = root_share();
+    let home = home_share();
     let mut done = 0;
     while done < pages {
         let at = offset + done * PAGE;
@@ -88,9 +89,9 @@ pub fn map_in_slots(slots: &[u64], offset: u64, seg: u64, pages: u64) -> Result<
         let in_slot = at % SLOT_BYTES;
         let n = ((SLOT_BYTES - in_slot) / PAGE).min(pages - done);
         let set = ArSetSeg {
-            ar: [root, slot],
+            ar: [home, slot],
             va: in_slot,
-            seg: [root, seg],
+            seg: [home, seg],
             first_page: done,
             pages: n,
             flags: map::WRITE,
@@ -102,7 +103,7 @@ pub fn map_in_slots(slots: &[u64], offset: u64, seg: u64, pages: u64) -> Result<
 }
 
 /// A segment of shared memory: mapped at offset 0 of its own SLOT range, which is
-/// spliced into the root range (both objects in the root share).
+/// spliced into the root range (both objects in the home share).
 #[derive(Clone, Copy, Debug)]
 pub struct SharedMem {
     /// Where it starts in the address space.
@@ -122,10 +123,10 @@ impl SharedMem {
         if bytes > SLOT_BYTES {
             return Err(Error::InvalidArgument);
         }
-        let root = root_share();
+        let home = home_share();
         let va = slot_vas(1)?;
         let range = slot_alloc()?;
-        let made = segment_alloc(root, bytes).and_then(|segment| {
+        let made = segment_alloc(home, bytes).and_then(|segment| {
             map_in_slots(&[range], 0, segment, bytes / PAGE)?;
             splice(va, range)?;
             Ok(segment)
@@ -134,7 +135,7 @@ impl SharedMem {
             Ok(segment) => Ok(SharedMem { va, bytes, range, segment }),
             Err(e) => {
                 // The range holds the segment (if mapped): deleting it frees both.
-                let _ = share_delobj(ObjRef::new(root, range));
+                let _ = share_delobj(ObjRef::new(home, range));
                 Err(e)
             }
         }
@@ -143,10 +144,10 @@ impl SharedMem {
     /// Gives the memory back (see [`unsplice`]); children that splice it keep it until
     /// they end.
     pub fn free(self) {
-        let root = root_share();
+        let home = home_share();
         let _ = unsplice(self.va);
-        let _ = share_delobj(ObjRef::new(root, self.segment));
-        let _ = share_delobj(ObjRef::new(root, self.range));
+        let _ = share_delobj(ObjRef::new(home, self.segment));
+        let _ = share_delobj(ObjRef::new(home, self.range));
     }
 }
 

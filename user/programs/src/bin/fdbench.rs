@@ -114,7 +114,8 @@ fn run(ctl: &Ctl, config: Config, cores: &[usize], ops: u64) -> Result<(), &'sta
     };
     ctl.table.store(table, Relaxed);
     let passed: Vec<u64> = if table != 0 { alloc::vec![table] } else { Vec::new() };
-    let statuses = spread(cores, &CforkOptions { share_segments: &[], shares: &passed }, worker);
+    let statuses =
+        spread(cores, &CforkOptions { share_segments: &[], shares: &passed, stack: 0 }, worker);
     if table != 0 {
         share_free(table);
     }

@@ -1,16 +1,20 @@
 //! `memclone [--mb N] [--cores LIST] [--config shared-as|separate-as|shared-ranges|all]`
-//! (Corey §8.2, Figure 7a): each core allocates its own N MiB (default 100) and writes
-//! each page once, so each page costs one soft fault that fills it with zeroes; prints
-//! the average cycles per page over the cores. The configurations differ only in where
-//! the arrays are mapped:
-//! - `shared-as`: all arrays in one window of SLOT ranges spliced into every core's root
-//!   range (one shared address space: the cores' faults contend on the same ranges);
-//! - `separate-as`: each core maps its array in its own root range (private);
-//! - `shared-ranges`: each core's array in SLOT ranges of its own, spliced into every root
-//!   range (Corey's configuration, Figure 4c).
+//! (Corey §8.2, Figure 7a): each core reserves its own N MiB (default 100) and writes each
+//! page once, so each page costs one soft fault that fills it with zeroes; prints the
+//! average cycles per page over the cores.
 //!
-//! Default cores: all (the caller's core runs its share itself, `cfork` the others).
-//! Checks each core took exactly one fault per page.
+//! `shared-as` and `separate-as` run the workload written once, `workloads::memclone` (the
+//! code the Linux guest runs), on libatoll's platform (`libatoll::platform`):
+//! - `shared-as`: one address space: a thread per core (contexts on one root range), each
+//!   mapping its array in that range, so their mapping calls and faults meet in it;
+//! - `separate-as`: an address space per core (`cfork`), each array in its own root range.
+//!
+//! `shared-ranges` is Atoll's own (the workload's platform calls cannot express it): each
+//! core's array in SLOT ranges of its own, spliced into every core's root range (Corey's
+//! configuration, Figure 4c); it checks each core took exactly one fault per page.
+//!
+//! A first pass of 1 MiB per core in one address space is not reported (the workload's
+//! warm-up). Default cores: all (the caller's core runs its share itself).
 #![no_std]
 #![no_main]
 
@@ -18,16 +22,15 @@ extern crate alloc;
 
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering::*};
-use libatoll::abi::{map, ArSetSeg};
 use libatoll::bench::{barrier, Ratio, Record};
 use libatoll::cores::{all_cores, spread};
-use libatoll::obj::{self, page_faults, root_share, segment_alloc, share_delobj};
+use libatoll::obj::{page_faults, root_share, segment_alloc, share_delobj};
+use libatoll::platform::Atoll;
 use libatoll::shared::{self, SharedStatic, ZeroInit, SLOT_BYTES};
 use libatoll::{args, println, rdtsc, CforkOptions, ObjRef};
+use workloads::Spaces;
 
 const PAGE: u64 = 4096;
-/// Where `separate-as` maps each core's array in its own root range (256 GiB).
-const PRIVATE_VA: u64 = 0x40_0000_0000;
 /// Most cores and slots the control block has room for.
 const MAX_CORES: usize = 256;
 const MAX_SLOTS: usize = 1024;
@@ -50,24 +53,24 @@ impl Config {
         }
     }
 
-    fn from_code(code: u64) -> Config {
-        match code {
-            1 => Config::SharedAs,
-            3 => Config::SharedRanges,
-            _ => Config::SeparateAs,
+    /// The workload's address spaces, for the configurations it runs.
+    fn spaces(self) -> Option<Spaces> {
+        match self {
+            Config::SharedAs => Some(Spaces::Shared),
+            Config::SeparateAs => Some(Spaces::Separate),
+            Config::SharedRanges => None,
         }
     }
 }
 
-/// The run's plan and results, in memory shared by every core.
+/// `shared-ranges`' plan and results, in memory shared by every core.
 #[repr(C)]
 struct Ctl {
-    config: AtomicU64,
     pages: AtomicU64,
     cores: AtomicU64,
-    /// First address of the slot window (shared configurations).
+    /// First address of the slot window.
     window: AtomicU64,
-    /// Slots per core (`shared-ranges`), or 0.
+    /// Slots per core.
     per_core: AtomicU64,
     arrived: AtomicU64,
     slots: [AtomicU64; MAX_SLOTS],
@@ -127,58 +130,65 @@ fn main() -> i32 {
         Ok(o) => o,
         Err(code) => return code,
     };
-    let ctl = match CTL.init() {
-        Ok(c) => c,
-        Err(e) => {
-            println!("memclone: no shared memory: {e:?}");
-            return 1;
-        }
-    };
-    let pages = o.mb * (1 << 20) / PAGE;
+    let p = Atoll::new(o.cores.clone());
+    let n = o.cores.len();
+    if let Err(why) = workloads::memclone::warm_up(&p) {
+        println!("memclone: warm-up: {why}");
+        return 1;
+    }
     let mut code = 0;
     for &config in &o.configs {
-        if let Err(why) = run(ctl, config, &o.cores, pages, o.mb) {
-            println!("memclone: {}: {why}", config.name());
-            code = 1;
+        let value = match config.spaces() {
+            Some(spaces) => workloads::memclone::measure(&p, spaces, n, (o.mb as usize) << 20)
+                .map(|cycles| alloc::format!("{cycles}")),
+            None => shared_ranges(&o.cores, o.mb * (1 << 20) / PAGE)
+                .map(|ratio| alloc::format!("{ratio}"))
+                .map_err(alloc::string::String::from),
+        };
+        match value {
+            Ok(value) => {
+                let extra = alloc::format!(",\"mb\":{}", o.mb);
+                let record = Record {
+                    experiment: "memclone",
+                    config: config.name(),
+                    active_cores: n,
+                    metric: "cycles_per_page",
+                    unit: "cycles",
+                    extra: &extra,
+                };
+                record.print(value);
+            }
+            Err(why) => {
+                println!("memclone: {}: {why}", config.name());
+                code = 1;
+            }
         }
     }
     code
 }
 
-/// Runs one configuration on every listed core and prints its result.
-fn run(
-    ctl: &Ctl,
-    config: Config,
-    cores: &[usize],
-    pages: u64,
-    mb: u64,
-) -> Result<(), &'static str> {
+/// `shared-ranges` on every listed core: each core's array in SLOT ranges of its own,
+/// spliced (here, before the cforks) into every core's root range. Returns the cycles
+/// per page averaged over the cores.
+fn shared_ranges(cores: &[usize], pages: u64) -> Result<Ratio, &'static str> {
+    let ctl = CTL.init().map_err(|_| "no shared memory")?;
     let n = cores.len() as u64;
     // Each array has a spare page (see `worker`).
-    let bytes = (pages + 1) * PAGE;
-    let per_core = bytes.div_ceil(SLOT_BYTES);
-    let slots = match config {
-        Config::SharedAs => (n * bytes).div_ceil(SLOT_BYTES),
-        Config::SharedRanges => n * per_core,
-        Config::SeparateAs => 0,
-    };
+    let per_core = ((pages + 1) * PAGE).div_ceil(SLOT_BYTES);
+    let slots = n * per_core;
     if slots as usize > MAX_SLOTS {
         return Err("too many slots for the control block");
     }
-    ctl.config.store(config as u64, Relaxed);
     ctl.pages.store(pages, Relaxed);
     ctl.cores.store(n, Relaxed);
-    ctl.per_core.store(if config == Config::SharedRanges { per_core } else { 0 }, Relaxed);
+    ctl.per_core.store(per_core, Relaxed);
     ctl.arrived.store(0, Relaxed);
     for i in 0..cores.len() {
         ctl.cycles[i].store(0, Relaxed);
         ctl.faults[i].store(0, Relaxed);
         ctl.failed[i].store(0, Relaxed);
     }
-    // The shared configurations' slot ranges, spliced here before the cforks so every
-    // child's root range splices the same ones (Corey §3.1).
-    let window =
-        if slots > 0 { shared::slot_vas(slots).map_err(|_| "no slot addresses")? } else { 0 };
+    let window = shared::slot_vas(slots).map_err(|_| "no slot addresses")?;
     ctl.window.store(window, Relaxed);
     let mut made = Vec::new();
     for j in 0..slots {
@@ -210,17 +220,7 @@ fn run(
     if bad {
         return Err("a core failed");
     }
-    let extra = alloc::format!(",\"mb\":{mb}");
-    let record = Record {
-        experiment: "memclone",
-        config: config.name(),
-        active_cores: cores.len(),
-        metric: "cycles_per_page",
-        unit: "cycles",
-        extra: &extra,
-    };
-    record.print(Ratio::new(total, pages * n));
-    Ok(())
+    Ok(Ratio::new(total, pages * n))
 }
 
 /// One core's part: allocate its array, map it where the configuration says, wait for
@@ -229,8 +229,7 @@ fn worker(i: u64) -> i32 {
     let ctl = CTL.get();
     let i = i as usize;
     let (pages, n) = (ctl.pages.load(Acquire), ctl.cores.load(Acquire));
-    let config = Config::from_code(ctl.config.load(Acquire));
-    let va = map_array(ctl, config, i, pages);
+    let va = map_array(ctl, i, pages);
     if va.is_none() {
         ctl.failed[i].store(1, Release);
     }
@@ -265,48 +264,19 @@ fn touch(va: u64, pages: u64) -> (u64, u64) {
 }
 
 /// Allocates this core's array (from its own memory), with one spare page past its end
-/// for the warm-up, and maps it; returns its address.
-fn map_array(ctl: &Ctl, config: Config, i: usize, pages: u64) -> Option<u64> {
+/// for the warm-up, and maps it in its own slot ranges; returns its address.
+fn map_array(ctl: &Ctl, i: usize, pages: u64) -> Option<u64> {
     let root = root_share();
     let pages = pages + 1;
     let seg = segment_alloc(root, pages * PAGE).ok()?;
-    let bytes = pages * PAGE;
     let window = ctl.window.load(Acquire);
-    let slot_ids = |from: usize, count: usize| -> Vec<u64> {
-        (from..from + count).map(|j| ctl.slots[j].load(Acquire)).collect()
-    };
-    let va = match config {
-        Config::SeparateAs => {
-            let ar = obj::root_ar_ref();
-            let set = ArSetSeg {
-                ar: [ar.share, ar.object],
-                va: PRIVATE_VA,
-                seg: [root, seg],
-                first_page: 0,
-                pages,
-                flags: map::WRITE,
-            };
-            obj::ar_set_seg(&set).ok()?;
-            PRIVATE_VA
-        }
-        Config::SharedAs => {
-            let n = ctl.cores.load(Acquire);
-            let slots = slot_ids(0, (n * bytes).div_ceil(SLOT_BYTES) as usize);
-            shared::map_in_slots(&slots, i as u64 * bytes, seg, pages).ok()?;
-            window + i as u64 * bytes
-        }
-        Config::SharedRanges => {
-            let per = ctl.per_core.load(Acquire) as usize;
-            shared::map_in_slots(&slot_ids(i * per, per), 0, seg, pages).ok()?;
-            window + (i * per) as u64 * SLOT_BYTES
-        }
-    };
-    if config != Config::SeparateAs {
-        // The slot range holds the array now; it goes when the parent gives the window
-        // back.
-        let _ = share_delobj(ObjRef::new(root, seg));
-    }
-    Some(va)
+    let per = ctl.per_core.load(Acquire) as usize;
+    let slots: Vec<u64> = (i * per..(i + 1) * per).map(|j| ctl.slots[j].load(Acquire)).collect();
+    let mapped = shared::map_in_slots(&slots, 0, seg, pages);
+    // The slot range holds the array now; it goes when the parent gives the window back.
+    let _ = share_delobj(ObjRef::new(root, seg));
+    mapped.ok()?;
+    Some(window + (i * per) as u64 * SLOT_BYTES)
 }
 
 libatoll::main!(main);

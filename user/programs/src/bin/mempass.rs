@@ -1,15 +1,24 @@
 //! `mempass [--mb N] [--cores LIST] [--config shared-as|separate-as|shared-ranges|all]`
-//! (Corey §8.2, Figure 7b): one N MiB buffer (default 100), allocated by the caller, is
+//! (Corey §8.2, Figure 7b): one N MiB buffer (default 100), reserved by the caller, is
 //! passed from core to core in list order; each core writes every page, then hands the
 //! baton to the next. Prints the total cycles (first core's start to last core's end) and
 //! cycles per page (total / (pages * cores)).
-//! - `shared-as`, `shared-ranges`: the buffer is in SLOT ranges every core's root range
-//!   splices, so only the first core faults (with one buffer the two are the same
-//!   mapping: a range shared by all);
-//! - `separate-as`: each core maps the buffer segment in its own root range, so every
-//!   core faults every page.
 //!
-//! Default cores: all. Checks and prints the faults each core took.
+//! `shared-as` and `separate-as` run the workload written once, `workloads::mempass` (the
+//! code the Linux guest runs), on libatoll's platform (`libatoll::platform`):
+//! - `shared-as`: one address space, a thread per core (contexts on one root range); the
+//!   buffer is `Shared` memory, in SLOT ranges whose page tables all threads include, so
+//!   only the first core faults;
+//! - `separate-as`: an address space per core (`cfork`); each child maps the buffer's
+//!   segment through slot ranges of its own, so every core faults every page (as Linux's
+//!   processes do with `MAP_SHARED` memory).
+//!
+//! `shared-ranges` is Atoll's own (the workload's platform calls cannot express it): the
+//! buffer in SLOT ranges every core's separate address space splices, so only the first
+//! core faults; it checks and prints the faults each core took.
+//!
+//! A first pass with a 1 MiB buffer in one address space is not reported (the workload's
+//! warm-up). Default cores: all.
 #![no_std]
 #![no_main]
 
@@ -19,16 +28,15 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
 use core::sync::atomic::{AtomicU64, Ordering::*};
-use libatoll::abi::{map, ArSetSeg};
 use libatoll::bench::{Ratio, Record};
 use libatoll::cores::{all_cores, spread};
-use libatoll::obj::{self, page_faults, root_share, segment_alloc, share_delobj};
+use libatoll::obj::{page_faults, root_share, segment_alloc, share_delobj};
+use libatoll::platform::Atoll;
 use libatoll::shared::{self, SharedStatic, ZeroInit, SLOT_BYTES};
 use libatoll::{args, println, rdtsc, CforkOptions, ObjRef};
+use workloads::Spaces;
 
 const PAGE: u64 = 4096;
-/// Where `separate-as` maps the buffer in each core's root range (256 GiB).
-const PRIVATE_VA: u64 = 0x40_0000_0000;
 const MAX_CORES: usize = 256;
 const HELP: &str = "usage: mempass [--mb N] [--cores LIST] [--config shared-as|separate-as|shared-ranges|all]\n  N MiB buffer (default 100); default cores: all; default config: all";
 
@@ -48,12 +56,17 @@ impl Config {
         }
     }
 
-    fn shared(self) -> bool {
-        self != Config::SeparateAs
+    /// The workload's address spaces, for the configurations it runs.
+    fn spaces(self) -> Option<Spaces> {
+        match self {
+            Config::SharedAs => Some(Spaces::Shared),
+            Config::SeparateAs => Some(Spaces::Separate),
+            Config::SharedRanges => None,
+        }
     }
 }
 
-/// The baton and the results, in memory shared by every core.
+/// `shared-ranges`' baton and results, in memory shared by every core.
 #[repr(C)]
 struct Ctl {
     pages: AtomicU64,
@@ -114,77 +127,81 @@ fn main() -> i32 {
         Ok(o) => o,
         Err(code) => return code,
     };
-    let ctl = match CTL.init() {
-        Ok(c) => c,
-        Err(e) => {
-            println!("mempass: no shared memory: {e:?}");
-            return 1;
-        }
-    };
+    let p = Atoll::new(o.cores.clone());
+    let n = o.cores.len();
+    if let Err(why) = workloads::mempass::warm_up(&p) {
+        println!("mempass: warm-up: {why}");
+        return 1;
+    }
+    let pages = o.mb * (1 << 20) / PAGE;
     let mut code = 0;
     for &config in &o.configs {
-        if let Err(why) = run(ctl, config, &o.cores, o.mb) {
-            println!("mempass: {}: {why}", config.name());
-            code = 1;
-        }
+        let total = match config.spaces() {
+            Some(spaces) => workloads::mempass::measure(&p, spaces, n, (o.mb as usize) << 20)
+                .map(|pass| pass.total_cycles),
+            None => shared_ranges(&o.cores, pages).map_err(alloc::string::String::from),
+        };
+        let total = match total {
+            Ok(total) => total,
+            Err(why) => {
+                println!("mempass: {}: {why}", config.name());
+                code = 1;
+                continue;
+            }
+        };
+        let extra = alloc::format!(",\"mb\":{}", o.mb);
+        let mut record = Record {
+            experiment: "mempass",
+            config: config.name(),
+            active_cores: n,
+            metric: "total_cycles",
+            unit: "cycles",
+            extra: &extra,
+        };
+        record.print(total);
+        record.metric = "cycles_per_page";
+        record.print(Ratio::new(total, pages * n as u64));
     }
     code
 }
 
-/// Maps the buffer for one configuration, passes it over every core, prints the result.
-fn run(ctl: &Ctl, config: Config, cores: &[usize], mb: u64) -> Result<(), &'static str> {
-    let pages = mb * (1 << 20) / PAGE;
+/// `shared-ranges` on every listed core: the buffer in SLOT ranges spliced here, before
+/// the cforks, so every core's address space includes the same page tables. Checks that
+/// only the first core faulted; returns the total cycles.
+fn shared_ranges(cores: &[usize], pages: u64) -> Result<u64, &'static str> {
+    let ctl = CTL.init().map_err(|_| "no shared memory")?;
     let n = cores.len() as u64;
     let root = root_share();
     let seg = segment_alloc(root, pages * PAGE).map_err(|_| "segment_alloc failed")?;
     let mut slots = Vec::new();
-    let window = if config.shared() {
-        // SLOT ranges spliced here before the cforks: every child splices the same ones.
-        let count = (pages * PAGE).div_ceil(SLOT_BYTES);
-        let window = shared::slot_vas(count).map_err(|_| "no slot addresses")?;
+    let count = (pages * PAGE).div_ceil(SLOT_BYTES);
+    let window = shared::slot_vas(count).map_err(|_| "no slot addresses")?;
+    let mapped = (|| {
         for j in 0..count {
             let range = shared::slot_alloc().map_err(|_| "ar_alloc(SLOT) failed")?;
             slots.push(range);
             shared::splice(window + j * SLOT_BYTES, range).map_err(|_| "ar_set_ar failed")?;
         }
-        shared::map_in_slots(&slots, 0, seg, pages).map_err(|_| "ar_set_seg failed")?;
-        window
-    } else {
-        // Mapped privately here; `cfork` maps the same segment into each child's own root
-        // range (share_segments), so each core has page tables of its own for it.
-        let ar = obj::root_ar_ref();
-        let set = ArSetSeg {
-            ar: [ar.share, ar.object],
-            va: PRIVATE_VA,
-            seg: [root, seg],
-            first_page: 0,
-            pages,
-            flags: map::WRITE,
-        };
-        obj::ar_set_seg(&set).map_err(|_| "ar_set_seg failed")?;
-        PRIVATE_VA
-    };
-    ctl.pages.store(pages, Relaxed);
-    ctl.cores.store(n, Relaxed);
-    ctl.buffer.store(window, Relaxed);
-    ctl.baton.store(0, Relaxed);
-    for f in ctl.faults.iter().take(cores.len()) {
-        f.store(0, Relaxed);
-    }
-    let segs = [seg];
-    let opts =
-        CforkOptions { share_segments: if config.shared() { &[] } else { &segs }, shares: &[] };
-    let statuses = spread(cores, &opts, worker);
-    if config.shared() {
-        for j in 0..slots.len() {
-            let _ = shared::unsplice(window + j as u64 * SLOT_BYTES);
+        shared::map_in_slots(&slots, 0, seg, pages).map_err(|_| "ar_set_seg failed")
+    })();
+    let statuses = mapped.and_then(|()| {
+        ctl.pages.store(pages, Relaxed);
+        ctl.cores.store(n, Relaxed);
+        ctl.buffer.store(window, Relaxed);
+        ctl.baton.store(0, Relaxed);
+        for f in ctl.faults.iter().take(cores.len()) {
+            f.store(0, Relaxed);
         }
-        for &range in &slots {
-            let _ = share_delobj(ObjRef::root(range));
-        }
-        let _ = share_delobj(ObjRef::root(seg));
+        spread(cores, &CforkOptions::default(), worker).map_err(|_| "cfork failed")
+    });
+    for j in 0..slots.len() {
+        let _ = shared::unsplice(window + j as u64 * SLOT_BYTES);
     }
-    let statuses = statuses.map_err(|_| "cfork failed")?;
+    for &range in &slots {
+        let _ = share_delobj(ObjRef::root(range));
+    }
+    let _ = share_delobj(ObjRef::root(seg));
+    let statuses = statuses?;
     if statuses.iter().any(|s| !s.ok()) {
         for (core, status) in cores.iter().zip(&statuses) {
             println!("mempass: core {core}: {status:?}");
@@ -197,26 +214,13 @@ fn run(ctl: &Ctl, config: Config, cores: &[usize], mb: u64) -> Result<(), &'stat
     for i in 0..cores.len() {
         let faults = ctl.faults[i].load(Acquire);
         let _ = write!(line, " {faults}");
-        wrong |= faults != if i == 0 || !config.shared() { pages } else { 0 };
+        wrong |= faults != if i == 0 { pages } else { 0 };
     }
-    println!("mempass: {} faults per core:{line}", config.name());
-    let total = ctl.end.load(Acquire).saturating_sub(ctl.start.load(Acquire));
-    let extra = alloc::format!(",\"mb\":{mb}");
-    let mut record = Record {
-        experiment: "mempass",
-        config: config.name(),
-        active_cores: cores.len(),
-        metric: "total_cycles",
-        unit: "cycles",
-        extra: &extra,
-    };
-    record.print(total);
-    record.metric = "cycles_per_page";
-    record.print(Ratio::new(total, pages * n));
+    println!("mempass: shared-ranges faults per core:{line}");
     if wrong {
         return Err("unexpected fault counts");
     }
-    Ok(())
+    Ok(ctl.end.load(Acquire).saturating_sub(ctl.start.load(Acquire)))
 }
 
 /// One core's turn: wait for the baton, write every page, pass the baton on.

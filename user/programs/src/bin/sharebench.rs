@@ -110,7 +110,8 @@ fn run(ctl: &Ctl, config: Config, cores: &[usize], ops: u64) -> Result<(), &'sta
     };
     ctl.global.store(global, Relaxed);
     let passed: Vec<u64> = if global != 0 { alloc::vec![global] } else { Vec::new() };
-    let statuses = spread(cores, &CforkOptions { share_segments: &[], shares: &passed }, worker);
+    let statuses =
+        spread(cores, &CforkOptions { share_segments: &[], shares: &passed, stack: 0 }, worker);
     if global != 0 {
         share_free(global);
     }

@@ -101,7 +101,7 @@ fn test(pages: u64) -> Result<(u64, u64), &'static str> {
     // copy-on-write, and their faults would blur its count.
     let me = pcore_current();
     let core = (0..cores_online()).find(|&c| c != me).ok_or("no other core")?;
-    let opts = CforkOptions { share_segments: &[private], shares: &[] };
+    let opts = CforkOptions { share_segments: &[private], shares: &[], stack: 0 };
     let child = cfork(core, &opts, child_main, 0).map_err(|_| "cfork failed")?;
     wait_for_child(meet, &child)?;
     if child.join() != Status::Exited(0) {

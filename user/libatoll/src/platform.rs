@@ -1,0 +1,338 @@
+//! The benchmark platform (`workloads::Platform`, feature `workloads`): the workloads
+//! written once (`workloads/`, the same code the Linux guest runs) on Atoll's library OS.
+//! How each call maps (see also `docs/bench.md`):
+//!
+//! - `run_on`: [`threads`], one address space: a context per core on the caller's root
+//!   range (the caller's own core runs its part itself).
+//! - `run_separate`: `cfork` per core, an address space each. Before its work, each child
+//!   maps every `Shared` region through slot ranges of its own (the same segment, so the
+//!   same pages, but its own page tables): as a forked Linux process maps `MAP_SHARED`
+//!   memory, it faults those pages in itself.
+//! - `Placement::Shared`: a segment mapped through slot ranges spliced into the root range
+//!   (Corey §3.1), so threads share its page tables and `cfork` children its pages.
+//! - `Placement::Local`: a segment mapped in the root range ([`private`]); its frames come
+//!   from the core that touches them first, and `cfork` children get copy-on-write copies.
+//! - `alloc` touches every page; `reserve` maps them only, so each first touch is a soft
+//!   fault.
+//!
+//! Workload core `k` is core `cores[k]` of the list the platform was made with.
+
+use crate::cfork::{cfork, CforkOptions, Child};
+use crate::obj::{self, ar_alloc, ar_set_ar, ar_set_seg, root_ar_ref, root_share, share_addobj};
+use crate::obj::{home_share, segment_alloc, share_delobj, Status};
+use crate::shared::{self, SLOT_BYTES};
+use crate::{private, threads};
+use abi::{ar_kind, map, ArSetAr, ArSetSeg, Error};
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU8, Ordering};
+use locks::TtsLock;
+use workloads::{Placement, Platform, Region};
+
+const PAGE: u64 = 4096;
+
+/// Atoll, running the workloads on a list of cores.
+#[derive(Debug)]
+pub struct Atoll {
+    cores: Vec<usize>,
+}
+
+impl Atoll {
+    /// The platform on `cores` (workload core `k` runs on `cores[k]`).
+    pub fn new(cores: Vec<usize>) -> Atoll {
+        Atoll { cores }
+    }
+
+    /// The cores it runs on.
+    pub fn core_list(&self) -> &[usize] {
+        &self.cores
+    }
+
+    /// The real cores of workload cores `cores`.
+    fn real(&self, cores: &[usize]) -> Result<Vec<usize>, String> {
+        cores
+            .iter()
+            .map(|&k| self.cores.get(k).copied().ok_or_else(|| format!("no core {k}")))
+            .collect()
+    }
+}
+
+/// A `Shared` region: a segment mapped from offset 0 of consecutive slot ranges, spliced
+/// into the root range from `va` (all in the home share).
+#[derive(Clone, Debug)]
+struct SharedRegion {
+    va: u64,
+    pages: u64,
+    segment: u64,
+    ranges: Vec<u64>,
+}
+
+/// Every live `Shared` region, so `run_separate` can give them to its children.
+static SHARED: TtsLock<Vec<SharedRegion>> = TtsLock::new(Vec::new());
+
+/// `bytes` of zero pages in slot ranges spliced into the root range.
+fn shared_new(bytes: u64) -> Result<(u64, u64), Error> {
+    let pages = bytes.max(1).div_ceil(PAGE);
+    let slots = (pages * PAGE).div_ceil(SLOT_BYTES);
+    let va = shared::slot_vas(slots)?;
+    let home = home_share();
+    let segment = segment_alloc(home, pages * PAGE)?;
+    let mut region = SharedRegion { va, pages, segment, ranges: Vec::new() };
+    let made = (|| {
+        for j in 0..slots {
+            let range = shared::slot_alloc()?;
+            region.ranges.push(range);
+            shared::splice(va + j * SLOT_BYTES, range)?;
+        }
+        shared::map_in_slots(&region.ranges, 0, segment, pages)
+    })();
+    if let Err(e) = made {
+        drop_shared(&region);
+        return Err(e);
+    }
+    SHARED.with(|list| list.push(region));
+    Ok((va, pages * PAGE))
+}
+
+/// Takes a `Shared` region out of the root range and lets go of its objects.
+fn drop_shared(region: &SharedRegion) {
+    for j in 0..region.ranges.len() as u64 {
+        let _ = shared::unsplice(region.va + j * SLOT_BYTES);
+    }
+    for &id in region.ranges.iter().chain([&region.segment]) {
+        if let Some(r) = private::named(id) {
+            let _ = share_delobj(r);
+        }
+    }
+}
+
+/// `Region`'s free for `Shared` memory.
+unsafe fn free_shared(ptr: NonNull<u8>, _len: usize) {
+    let va = ptr.as_ptr() as u64;
+    let region = SHARED.with(|list| {
+        let i = list.iter().position(|r| r.va == va)?;
+        Some(list.swap_remove(i))
+    });
+    if let Some(region) = region {
+        drop_shared(&region);
+    }
+}
+
+/// `Region`'s free for `Local` memory.
+unsafe fn free_local(ptr: NonNull<u8>, len: usize) {
+    private::free(ptr.as_ptr() as u64, len as u64);
+}
+
+/// Maps `bytes` as `placement` asks; touches every page if `touch`.
+fn map(bytes: usize, placement: Placement, touch: bool) -> Result<Region, String> {
+    let (va, len, free): (u64, u64, unsafe fn(NonNull<u8>, usize)) = match placement {
+        Placement::Shared => {
+            let (va, len) = shared_new(bytes as u64).map_err(|e| format!("shared: {e:?}"))?;
+            (va, len, free_shared)
+        }
+        Placement::Local(_) => {
+            let m = private::map_new(bytes as u64).map_err(|e| format!("local: {e:?}"))?;
+            (m.va, m.bytes, free_local)
+        }
+    };
+    if touch {
+        for page in 0..len / PAGE {
+            // SAFETY: [va, va + len) was just mapped read-write and is ours; its pages
+            // are zero, and writing a zero keeps them so.
+            unsafe { ((va + page * PAGE) as *mut u8).write_volatile(0) };
+        }
+    }
+    let ptr = NonNull::new(va as *mut u8).ok_or("mapped at 0")?;
+    // SAFETY: page-aligned, `len` zero bytes mapped read-write in the root range (so for
+    // every thread and, if `Shared`, every later `cfork` child) until `free` runs.
+    Ok(unsafe { Region::from_raw(ptr, len as usize, free) })
+}
+
+impl Platform for Atoll {
+    fn system(&self) -> &'static str {
+        "atoll"
+    }
+
+    fn cores(&self) -> usize {
+        self.cores.len()
+    }
+
+    fn cycles(&self) -> u64 {
+        crate::rdtsc()
+    }
+
+    fn null_call(&self) {
+        let _ = crate::null();
+    }
+
+    fn run_on(&self, cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), String> {
+        let real = self.real(cores)?;
+        threads::run(&real, &|i| work(cores[i])).map_err(|e| format!("threads: {e:?}"))
+    }
+
+    fn alloc(&self, bytes: usize, placement: Placement) -> Result<Region, String> {
+        map(bytes, placement, true)
+    }
+
+    fn reserve(&self, bytes: usize, placement: Placement) -> Result<Region, String> {
+        map(bytes, placement, false)
+    }
+
+    fn run_separate(&self, cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), String> {
+        let real = self.real(cores)?;
+        separate(&real, &|i| work(cores[i])).map_err(|e| format!("cfork: {e:?}"))
+    }
+}
+
+/// The start gate's states (in a `Shared` page): children wait until all are started.
+const WAIT: u8 = 0;
+const GO: u8 = 1;
+const ABORT: u8 = 2;
+
+/// What a `cfork` child runs, in the caller's heap (so in the child's copy of it).
+struct SepJob<'a> {
+    work: *const (dyn Fn(usize) + Sync + 'a),
+    index: usize,
+    gate: *const AtomicU8,
+    /// Holds every `Shared` segment, so the child can map them.
+    segments: u64,
+}
+
+/// `run_separate`: `work(i)` on core `cores[i]`, each other core in an address space of
+/// its own made by `cfork` (on a stack of its own, so its copy of this stack, which holds
+/// `work`, stays intact); the caller's core runs its part itself.
+fn separate(cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), Error> {
+    let me = crate::pcore_current();
+    let online = crate::cores_online();
+    for (i, &core) in cores.iter().enumerate() {
+        if core >= online || cores[..i].contains(&core) {
+            return Err(Error::InvalidArgument);
+        }
+    }
+    let gate_region = map(1, Placement::Shared, true).map_err(|_| Error::NoResources)?;
+    let gate = gate_region.addr() as *const AtomicU8;
+    let segments = obj::share_new()?;
+    for region in SHARED.with(|list| list.clone()) {
+        let added = private::named(region.segment)
+            .ok_or(Error::NoSuchObject)
+            .and_then(|seg| share_addobj(segments, seg));
+        if let Err(e) = added {
+            obj::share_free(segments);
+            return Err(e);
+        }
+    }
+    let stack = match private::map_new(threads::STACK_BYTES) {
+        Ok(s) => s,
+        Err(e) => {
+            obj::share_free(segments);
+            return Err(e);
+        }
+    };
+    let opts =
+        CforkOptions { share_segments: &[], shares: &[segments], stack: stack.va + stack.bytes };
+    let mut children: Vec<Child> = Vec::new();
+    let mut failed = None;
+    let mine = cores.iter().position(|&c| c == me);
+    for (index, &core) in cores.iter().enumerate() {
+        if Some(index) == mine {
+            continue;
+        }
+        let job = Box::into_raw(Box::new(SepJob { work, index, gate, segments }));
+        let started = cfork(core, &opts, separate_child, job as u64);
+        // SAFETY: from `Box::into_raw` above; the child has its own copy.
+        drop(unsafe { Box::from_raw(job) });
+        match started {
+            Ok(child) => children.push(child),
+            Err(e) => {
+                crate::println!("run_separate: cfork to core {core} failed: {e:?}");
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    // SAFETY: the gate is a live `Shared` page (zero: a valid AtomicU8).
+    let gate = unsafe { &*gate };
+    gate.store(if failed.is_some() { ABORT } else { GO }, Ordering::Release);
+    if failed.is_none() {
+        if let Some(i) = mine {
+            work(i);
+        }
+    }
+    let mut bad = false;
+    for child in children {
+        let (core, status) = (child.core, child.join());
+        if status != Status::Exited(0) {
+            crate::println!("run_separate: core {core}: {status:?}");
+            bad = true;
+        }
+    }
+    private::free(stack.va, stack.bytes);
+    obj::share_free(segments);
+    drop(gate_region);
+    match failed {
+        Some(e) => Err(e),
+        None if bad => Err(Error::Busy),
+        None => Ok(()),
+    }
+}
+
+/// A `cfork` child of [`separate`]: maps the `Shared` regions through slot ranges of its
+/// own, waits at the gate, runs its part.
+fn separate_child(arg: u64) -> i32 {
+    // SAFETY: the parent's job, in this child's copy of the heap (the parent frees only
+    // its own copy).
+    let job = unsafe { Box::from_raw(arg as *mut SepJob<'_>) };
+    for region in SHARED.with(|list| list.clone()) {
+        if let Err(e) = own_tables(&region, job.segments) {
+            crate::println!("run_separate: cannot map shared memory: {e:?}");
+            return 1;
+        }
+    }
+    // SAFETY: the gate is a `Shared` page the parent keeps until this child has ended.
+    let gate = unsafe { &*job.gate };
+    loop {
+        match gate.load(Ordering::Acquire) {
+            WAIT => core::hint::spin_loop(),
+            GO => break,
+            _ => return 0,
+        }
+    }
+    // SAFETY: `work` is in this child's copy of the parent's stack, which it no longer
+    // runs on (it has a stack of its own), so the closure and its captures are intact;
+    // what they lead to is a copy too, or shared memory.
+    let work = unsafe { &*job.work };
+    work(job.index);
+    0
+}
+
+/// Splices new slot ranges of this context's own over `region`, mapping the same segment
+/// (reached through `segments`): the same pages, in page tables of this address space.
+fn own_tables(region: &SharedRegion, segments: u64) -> Result<(), Error> {
+    let root = root_share();
+    let per_slot = SLOT_BYTES / PAGE;
+    for (j, _) in region.ranges.iter().enumerate() {
+        let first = j as u64 * per_slot;
+        let range = ar_alloc(root, ar_kind::SLOT)?;
+        let set = ArSetSeg {
+            ar: [root, range],
+            va: 0,
+            seg: [segments, region.segment],
+            first_page: first,
+            pages: (region.pages - first).min(per_slot),
+            flags: map::WRITE,
+        };
+        ar_set_seg(&set)?;
+        let ar = root_ar_ref();
+        let splice = ArSetAr {
+            ar: [ar.share, ar.object],
+            va: region.va + j as u64 * SLOT_BYTES,
+            child: [root, range],
+            flags: map::WRITE,
+        };
+        ar_set_ar(&splice)?;
+    }
+    Ok(())
+}
