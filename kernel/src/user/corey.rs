@@ -112,6 +112,9 @@ struct SegmentState {
     /// Slot ranges whose shared subtrees have mapped pages of this segment: a copy-on-write
     /// copy or a shrink must take those mappings back on every core.
     mapped_in: Vec<Weak<objects::Object<Payload>>>,
+    /// Whether a page fault ever mapped a page of it. One that never was (a file read with
+    /// `segment_read`, a descriptor copied by `dup`) has no mapping to take back.
+    mapped: bool,
 }
 
 /// An address range (Corey §3.1, §4.3).
@@ -423,7 +426,7 @@ pub fn load_segment(
 }
 
 fn new_segment(pages: Vec<Option<Page>>, nbytes: u64) -> Payload {
-    let state = SegmentState { pages, nbytes, mapped_in: Vec::new() };
+    let state = SegmentState { pages, nbytes, mapped_in: Vec::new(), mapped: false };
     Payload::Segment(Segment { state: McsLock::new(state) })
 }
 
@@ -542,7 +545,7 @@ pub fn segment_copy(
     // The source's writable mappings must become read-only (its pages are now
     // copy-on-write): take them back, here and in shared ranges; they fault back in
     // read-only.
-    if mode == abi::copy_mode::COW {
+    if mode == abi::copy_mode::COW && seg.state.with(|s| s.mapped) {
         let frames: BTreeSet<u64> = pages.iter().flatten().map(|pg| pg.frame.0).collect();
         forget_frames(p, space, seg, &frames);
     }
@@ -583,8 +586,10 @@ pub fn segment_set_nbytes(
         s.nbytes = nbytes;
         Ok(dropped)
     })?;
-    let frames: BTreeSet<u64> = dropped.iter().flatten().map(|pg| pg.frame.0).collect();
-    forget_frames(p, space, seg, &frames);
+    if seg.state.with(|s| s.mapped) {
+        let frames: BTreeSet<u64> = dropped.iter().flatten().map(|pg| pg.frame.0).collect();
+        forget_frames(p, space, seg, &frames);
+    }
     drop(dropped);
     Ok(0)
 }
@@ -846,7 +851,10 @@ pub fn forget_faulted(p: &mut ProgramObjects, space: &mut AddressSpace) {
 /// another core filled the slot meanwhile), so the lock is held only to look and to link.
 fn fill(seg: &Segment, index: u64, write: bool) -> Option<(Arc<Frame>, bool)> {
     loop {
-        let current = seg.state.with(|s| s.pages.get(index as usize).cloned())?;
+        let current = seg.state.with(|s| {
+            s.mapped = true; // the caller maps what this returns
+            s.pages.get(index as usize).cloned()
+        })?;
         let fresh = match &current {
             None => Frame::zeroed()?,
             Some(page) if page.cow && write => page.frame.copy()?,
