@@ -48,7 +48,7 @@ help:
 	@echo "  TEST_FILTER=x  test: only QEMU runs whose label contains x; SKIP_HOST=1 skips host tests"
 	@echo "  CORES=1,2,4    bench: VM core counts (default 1,2)"
 	@echo "  REPEAT=N       bench: repetitions of every run (default 5)"
-	@echo "  ONLY=a,b       bench: only these experiments (nullsys,urpc,shm_vs_msg,multicast,host)"
+	@echo "  ONLY=a,b       bench: only these experiments (nullsys,urpc,shm_vs_msg,multicast,memclone,mempass,sharebench,fdbench,host)"
 
 run: deps
 	@cargo xtask run
