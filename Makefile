@@ -103,6 +103,7 @@ bench-smoke: deps
 clippy: toolchain
 	cargo clippy --workspace --exclude atoll-kernel --all-targets -- -D warnings
 	cargo clippy -p atoll-kernel --target x86_64-unknown-none -- -D warnings
+	cd user && cargo clippy --release --target x86_64-unknown-none -- -D warnings
 
 clean:
 	cargo clean

@@ -21,6 +21,7 @@ use abi::{
 };
 use alloc::boxed::Box;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 /// What a child shares with its parent beyond the default (Corey §5.1: "callers can
 /// instruct cfork to share specified segments and address ranges ... by passing a set of
@@ -52,7 +53,22 @@ pub struct Child {
     pub pcore: ObjRef,
 }
 
+/// Pcore ids (in the root share) of the children started and not yet joined, so a program
+/// that ends or panics can stop them ([`halt_children`]) instead of leaving them running
+/// until their time limit. 0 marks a free slot.
+static LIVE: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+
 impl Child {
+    /// A started child, remembered until it is joined.
+    pub(crate) fn started(core: usize, pcore: ObjRef) -> Child {
+        for slot in &LIVE {
+            if slot.compare_exchange(0, pcore.object, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                break;
+            }
+        }
+        Child { core, pcore }
+    }
+
     /// What the child is doing now (non-blocking).
     pub fn status(&self) -> Result<Status, Error> {
         pcore_status(self.pcore)
@@ -76,8 +92,25 @@ impl Child {
                 let _ = crate::null();
             }
         };
+        for slot in &LIVE {
+            let _ =
+                slot.compare_exchange(self.pcore.object, 0, Ordering::AcqRel, Ordering::Relaxed);
+        }
         let _ = share_delobj(self.pcore);
         status
+    }
+}
+
+/// Halts every child this context started and has not joined (their pcores are in its
+/// root share): a program's end is its children's end. Called on `exit` from `main` and
+/// on a panic.
+pub fn halt_children() {
+    let root = obj::root_share();
+    for slot in &LIVE {
+        let id = slot.swap(0, Ordering::AcqRel);
+        if id != 0 {
+            let _ = obj::pcore_halt(ObjRef::new(root, id));
+        }
     }
 }
 
@@ -126,7 +159,7 @@ pub fn cfork(
     // The running context holds the hand-over share and its range; the caller lets go.
     obj::share_free(handover);
     match started {
-        Ok(()) => Ok(Child { core, pcore }),
+        Ok(()) => Ok(Child::started(core, pcore)),
         Err(e) => {
             let _ = share_delobj(pcore);
             Err(e)

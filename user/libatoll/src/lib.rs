@@ -51,7 +51,9 @@ macro_rules! main {
     ($main:path) => {
         #[no_mangle]
         pub extern "C" fn _start() -> ! {
-            $crate::exit($main())
+            let code = $main();
+            $crate::cfork::halt_children();
+            $crate::exit(code)
         }
     };
 }
@@ -59,5 +61,6 @@ macro_rules! main {
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
     println!("user panic on core {}: {}", pcore_current(), info);
+    cfork::halt_children();
     exit(101)
 }

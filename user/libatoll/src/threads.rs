@@ -143,7 +143,7 @@ fn start(core: usize, home: u64, ar: u64, job: &Job) -> Result<(Child, u64), Err
     };
     run.shares[0] = home;
     match patiently(|| pcore_run(&run)) {
-        Ok(_) => Ok((Child { core, pcore }, stack.va)),
+        Ok(_) => Ok((Child::started(core, pcore), stack.va)),
         Err(e) => {
             private::free(stack.va, stack.bytes);
             let _ = share_delobj(pcore);
