@@ -29,6 +29,7 @@ pub mod cores;
 pub mod fd;
 pub mod heap;
 pub mod obj;
+pub mod opsbench;
 #[cfg(feature = "workloads")]
 pub mod platform;
 pub mod private;
