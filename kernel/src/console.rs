@@ -192,25 +192,6 @@ fn mem() {
     println!("kernel heap of this core: {} KiB mapped, {} KiB in use", mapped >> 10, used >> 10);
 }
 
-/// Parses a core list such as `0-3,5` (indices below `limit`).
-fn parse_cores(list: &str, limit: usize) -> Option<alloc::vec::Vec<usize>> {
-    let mut cores = alloc::vec::Vec::new();
-    for part in list.split(',') {
-        let (a, b): (usize, usize) = match part.split_once('-') {
-            Some((a, b)) => (a.trim().parse().ok()?, b.trim().parse().ok()?),
-            None => {
-                let c = part.trim().parse().ok()?;
-                (c, c)
-            }
-        };
-        if a > b || b >= limit {
-            return None;
-        }
-        cores.extend(a..=b);
-    }
-    Some(cores)
-}
-
 /// `run [-c LIST] PROGRAM [ARGS]`: runs the program once on each listed core (default: this
 /// core) at once and waits for all of them.
 fn run_program(line: &str) {
@@ -219,7 +200,7 @@ fn run_program(line: &str) {
         Some(after) => {
             let after = after.trim_start();
             let (list, rest) = after.split_once(' ').unwrap_or((after, ""));
-            match parse_cores(list, percpu::core_count()) {
+            match cmdline::core_list(list, percpu::core_count()) {
                 Some(c) => (c, rest.trim_start()),
                 None => return println!("run: bad core list '{list}'"),
             }

@@ -1,7 +1,37 @@
 //! The kernel command line (`-append "..."`): whitespace-separated `key`, `key=value` and
-//! `key="value with spaces"` tokens. Hardware-neutral, tested on the host.
+//! `key="value with spaces"` tokens; and the core lists (`0-3,5`) that the consoles and
+//! the programs' `--cores` take. Hardware-neutral, tested on the host.
 #![no_std]
 #![forbid(unsafe_code)]
+
+extern crate alloc;
+
+use alloc::vec::Vec;
+
+/// Parses a core list such as `0-3,5`: indices below `limit`, none twice, in the order
+/// given. `None` for anything else (an empty part, a reversed range, a bad number).
+pub fn core_list(list: &str, limit: usize) -> Option<Vec<usize>> {
+    let mut cores = Vec::new();
+    for part in list.split(',') {
+        let (a, b): (usize, usize) = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse().ok()?, b.trim().parse().ok()?),
+            None => {
+                let c = part.trim().parse().ok()?;
+                (c, c)
+            }
+        };
+        if a > b || b >= limit {
+            return None;
+        }
+        for c in a..=b {
+            if cores.contains(&c) {
+                return None;
+            }
+            cores.push(c);
+        }
+    }
+    Some(cores)
+}
 
 /// One token of the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +91,20 @@ impl<'a> Iterator for Args<'a> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn core_lists() {
+        use alloc::vec;
+        assert_eq!(core_list("0-3,5", 8), Some(vec![0, 1, 2, 3, 5]));
+        assert_eq!(core_list("2", 4), Some(vec![2]));
+        assert_eq!(core_list(" 1 - 2 ", 4), Some(vec![1, 2]));
+        assert_eq!(core_list("0-4", 4), None, "past the limit");
+        assert_eq!(core_list("3-1", 4), None, "reversed");
+        assert_eq!(core_list("0,0", 4), None, "twice");
+        assert_eq!(core_list("0-2,1", 4), None, "overlapping");
+        assert_eq!(core_list("", 4), None);
+        assert_eq!(core_list("a", 4), None);
+    }
     use super::*;
 
     #[test]

@@ -7,30 +7,9 @@ use crate::sys::{cores_online, pcore_current};
 use abi::Error;
 use alloc::vec::Vec;
 
-/// Parses a core list such as `0-3,5` (the kernel console's syntax): indices below
-/// `online`, none twice, in the order given.
-pub fn parse_cores(list: &str, online: usize) -> Option<Vec<usize>> {
-    let mut cores = Vec::new();
-    for part in list.split(',') {
-        let (a, b): (usize, usize) = match part.split_once('-') {
-            Some((a, b)) => (a.trim().parse().ok()?, b.trim().parse().ok()?),
-            None => {
-                let c = part.trim().parse().ok()?;
-                (c, c)
-            }
-        };
-        if a > b || b >= online {
-            return None;
-        }
-        for c in a..=b {
-            if cores.contains(&c) {
-                return None;
-            }
-            cores.push(c);
-        }
-    }
-    Some(cores)
-}
+/// Parses a core list such as `0-3,5` (the kernel console's syntax, one parser for both):
+/// indices below `online`, none twice, in the order given.
+pub use cmdline::core_list as parse_cores;
 
 /// Every online core, `0..cores_online()`.
 pub fn all_cores() -> Vec<usize> {
