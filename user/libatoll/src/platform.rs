@@ -336,3 +336,81 @@ fn own_tables(region: &SharedRegion, segments: u64) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// Where Figure 7's programs (`memclone`, `mempass`) put their memory (Corey §8.2; the
+/// `config` of their `RESULT` lines).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Config {
+    /// One address space: contexts on one root range (`workloads::Spaces::Shared`).
+    SharedAs,
+    /// An address space per core, made with `cfork` (`workloads::Spaces::Separate`).
+    SeparateAs,
+    /// Corey's own: memory in slot ranges every core's root range splices (Atoll only).
+    SharedRanges,
+}
+
+impl Config {
+    /// All three, in the order the programs run them.
+    pub const ALL: [Config; 3] = [Config::SharedAs, Config::SharedRanges, Config::SeparateAs];
+
+    /// The `config` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Config::SharedAs => "shared-as",
+            Config::SeparateAs => "separate-as",
+            Config::SharedRanges => "shared-ranges",
+        }
+    }
+
+    /// The workload's address spaces, for the configurations the shared workload code runs.
+    pub fn spaces(self) -> Option<workloads::Spaces> {
+        match self {
+            Config::SharedAs => Some(workloads::Spaces::Shared),
+            Config::SeparateAs => Some(workloads::Spaces::Separate),
+            Config::SharedRanges => None,
+        }
+    }
+}
+
+/// The command line of Figure 7's programs:
+/// `[--mb N] [--cores LIST] [--config shared-as|separate-as|shared-ranges|all]`.
+pub struct Options {
+    /// MiB (per core for memclone, in all for mempass); default 100.
+    pub mb: u64,
+    /// The cores to use; default all.
+    pub cores: Vec<usize>,
+    /// The configurations to run; default all.
+    pub configs: Vec<Config>,
+}
+
+/// Parses the program's arguments; prints `help` and returns the exit code for `--help`
+/// (0) or a bad argument (2), or when more than `max_cores` cores are listed (2).
+pub fn options(name: &str, help: &str, max_cores: usize) -> Result<Options, i32> {
+    let line = crate::args::arg_string();
+    let mut words = line.split_whitespace();
+    let mut o =
+        Options { mb: 100, cores: crate::cores::all_cores(), configs: Config::ALL.to_vec() };
+    while let Some(word) = words.next() {
+        let ok = match word {
+            "--mb" => crate::args::number(words.next(), 1..=4096).map(|v| o.mb = v).is_some(),
+            "--cores" => crate::args::cores_value(words.next()).map(|c| o.cores = c).is_some(),
+            "--config" => match words.next() {
+                Some("all") => Some(Config::ALL.to_vec()),
+                Some(n) => Config::ALL.iter().find(|c| c.name() == n).map(|&c| alloc::vec![c]),
+                None => None,
+            }
+            .map(|c| o.configs = c)
+            .is_some(),
+            _ => false,
+        };
+        if !ok {
+            crate::println!("{help}");
+            return Err(if word == "--help" { 0 } else { 2 });
+        }
+    }
+    if o.cores.len() > max_cores {
+        crate::println!("{name}: at most {max_cores} cores");
+        return Err(2);
+    }
+    Ok(o)
+}

@@ -29,42 +29,15 @@ use alloc::vec::Vec;
 use core::fmt::Write;
 use core::sync::atomic::{AtomicU64, Ordering::*};
 use libatoll::bench::{Ratio, Record};
-use libatoll::cores::{all_cores, spread};
+use libatoll::cores::spread;
 use libatoll::obj::{page_faults, root_share, segment_alloc, share_delobj};
-use libatoll::platform::Atoll;
+use libatoll::platform::{options, Atoll};
 use libatoll::shared::{self, SharedStatic, ZeroInit, SLOT_BYTES};
-use libatoll::{args, println, rdtsc, CforkOptions, ObjRef};
-use workloads::Spaces;
+use libatoll::{println, rdtsc, CforkOptions, ObjRef};
 
 const PAGE: u64 = 4096;
 const MAX_CORES: usize = 256;
 const HELP: &str = "usage: mempass [--mb N] [--cores LIST] [--config shared-as|separate-as|shared-ranges|all]\n  N MiB buffer (default 100); default cores: all; default config: all";
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Config {
-    SharedAs,
-    SeparateAs,
-    SharedRanges,
-}
-
-impl Config {
-    fn name(self) -> &'static str {
-        match self {
-            Config::SharedAs => "shared-as",
-            Config::SeparateAs => "separate-as",
-            Config::SharedRanges => "shared-ranges",
-        }
-    }
-
-    /// The workload's address spaces, for the configurations it runs.
-    fn spaces(self) -> Option<Spaces> {
-        match self {
-            Config::SharedAs => Some(Spaces::Shared),
-            Config::SeparateAs => Some(Spaces::Separate),
-            Config::SharedRanges => None,
-        }
-    }
-}
 
 /// `shared-ranges`' baton and results, in memory shared by every core.
 #[repr(C)]
@@ -84,46 +57,8 @@ unsafe impl ZeroInit for Ctl {}
 
 static CTL: SharedStatic<Ctl> = SharedStatic::new();
 
-struct Options {
-    mb: u64,
-    cores: Vec<usize>,
-    configs: Vec<Config>,
-}
-
-fn options() -> Result<Options, i32> {
-    let line = args::arg_string();
-    let mut words = line.split_whitespace();
-    let all = alloc::vec![Config::SharedAs, Config::SharedRanges, Config::SeparateAs];
-    let mut o = Options { mb: 100, cores: all_cores(), configs: all.clone() };
-    while let Some(word) = words.next() {
-        let ok = match word {
-            "--mb" => args::number(words.next(), 1..=4096).map(|v| o.mb = v).is_some(),
-            "--cores" => args::cores_value(words.next()).map(|c| o.cores = c).is_some(),
-            "--config" => match words.next() {
-                Some("shared-as") => Some(alloc::vec![Config::SharedAs]),
-                Some("separate-as") => Some(alloc::vec![Config::SeparateAs]),
-                Some("shared-ranges") => Some(alloc::vec![Config::SharedRanges]),
-                Some("all") => Some(all.clone()),
-                _ => None,
-            }
-            .map(|c| o.configs = c)
-            .is_some(),
-            _ => false,
-        };
-        if !ok {
-            println!("{HELP}");
-            return Err(if word == "--help" { 0 } else { 2 });
-        }
-    }
-    if o.cores.len() > MAX_CORES {
-        println!("mempass: at most {MAX_CORES} cores");
-        return Err(2);
-    }
-    Ok(o)
-}
-
 fn main() -> i32 {
-    let o = match options() {
+    let o = match options("mempass", HELP, MAX_CORES) {
         Ok(o) => o,
         Err(code) => return code,
     };
