@@ -1,30 +1,72 @@
 //! `badptr`: passes wild pointers and lengths to system calls. Every one must come back as
 //! an error code (`BadAddress`/`NoSuchCall`), never a kernel fault. Prints `badptr: ok`.
+//! The first cases are the basic calls; the rest are the object calls that read or write
+//! user memory, given valid objects so that only the pointer is wrong.
 #![no_std]
 #![no_main]
 
+extern crate alloc;
+
 use libatoll::abi::{nr, Error};
-use libatoll::{println, syscall3};
+use libatoll::obj::{device_alloc, file_open, pcore_alloc, root_ar, root_share, share_delobj};
+use libatoll::{cores_online, pcore_current, println, syscall5, ObjRef};
+
+/// The kernel half: never the user's.
+const KERNEL: u64 = 0xffff_8000_0000_0000;
+/// User memory nothing maps.
+const UNMAPPED: u64 = 0x3000_0000;
 
 fn main() -> i32 {
-    let cases: [(u64, u64, u64, Error); 7] = [
-        (nr::WRITE, 0, 10, Error::BadAddress), // null
-        (nr::WRITE, 0xffff_8000_0000_0000, 8, Error::BadAddress), // kernel half
-        (nr::WRITE, 0x7fff_ffff_fff0, 0x100, Error::BadAddress), // crosses the user end
-        (nr::WRITE, 0x1000, u64::MAX, Error::BadAddress), // length overflows
-        (nr::WRITE, 0x3000_0000, 16, Error::BadAddress), // unmapped user memory
-        (nr::ARGS, 0x40_0000, 16, Error::BadAddress), // read-only code page
-        (9999, 0, 0, Error::NoSuchCall),       // no such call
+    let root = root_share();
+    // Valid objects, so each call gets past its object checks to the pointer.
+    // Any core's pcore will do (the shell holds its own core's while it lends it to us).
+    let pcore = (0..cores_online())
+        .map(|k| (pcore_current() + k) % cores_online())
+        .find_map(|core| pcore_alloc(root, core).ok());
+    let (Ok(file), Ok(dev)) = (file_open(root, "badptr"), device_alloc(root, 1)) else {
+        println!("badptr: could not make the objects the cases need");
+        return 1;
+    };
+    let mut cases: alloc::vec::Vec<(u64, [u64; 5], Error)> = alloc::vec![
+        (nr::WRITE, [0, 10, 0, 0, 0], Error::BadAddress), // null
+        (nr::WRITE, [KERNEL, 8, 0, 0, 0], Error::BadAddress), // kernel half
+        (nr::WRITE, [0x7fff_ffff_fff0, 0x100, 0, 0, 0], Error::BadAddress), // crosses the end
+        (nr::WRITE, [0x1000, u64::MAX, 0, 0, 0], Error::BadAddress), // length overflows
+        (nr::WRITE, [UNMAPPED, 16, 0, 0, 0], Error::BadAddress), // unmapped user memory
+        (nr::ARGS, [0x40_0000, 16, 0, 0, 0], Error::BadAddress), // read-only code page
+        (9999, [0; 5], Error::NoSuchCall),                // no such call
+        (nr::AR_SET_SEG, [UNMAPPED, 0, 0, 0, 0], Error::BadAddress),
+        (nr::AR_SET_AR, [KERNEL, 0, 0, 0, 0], Error::BadAddress),
+        (nr::PCORE_RUN, [0, 0, 0, 0, 0], Error::BadAddress),
+        (nr::LOCALITY_GET, [0, KERNEL, 0, 0, 0], Error::BadAddress),
+        (nr::DEVICE_LIST, [0, 4, 0, 0, 0], Error::BadAddress),
+        (nr::DEVICE_STAT, [root, dev, KERNEL, 0, 0], Error::BadAddress),
+        (nr::AR_MAPPINGS, [root, root_ar(), UNMAPPED, 4, 0], Error::BadAddress),
+        (nr::FILE_LIST, [KERNEL, 100, 0, 0, 0], Error::BadAddress),
+        (nr::FILE_OPEN, [root, 0, 5, 0, 0], Error::BadAddress),
+        (nr::SEGMENT_READ, [root, file, 0, KERNEL, 64], Error::BadAddress),
+        (nr::KERNEL_COMMAND, [0x40_0000 - 4096, 4, 0, 0, 0], Error::BadAddress),
+        (nr::FILE_OPEN, [root, 0x40_0000, 1 << 20, 0, 0], Error::InvalidArgument), // too long
     ];
-    for (i, &(number, a, b, expected)) in cases.iter().enumerate() {
-        let got = syscall3(number, a, b, 0);
+    // (On one core under the shell there is no pcore to spare: the case is left out.)
+    if let Some(pcore) = pcore {
+        cases.push((nr::PROGRAM_RUN, [root, pcore, UNMAPPED, 5, 0], Error::BadAddress));
+    }
+    let mut code = 0;
+    for (i, &(number, [a, b, c, d, e], expected)) in cases.iter().enumerate() {
+        let got = syscall5(number, a, b, c, d, e);
         if got != Err(expected) {
-            println!("badptr: case {i}: expected {expected:?}, got {got:?}");
-            return 1;
+            println!("badptr: case {i} (call {number}): expected {expected:?}, got {got:?}");
+            code = 1;
         }
     }
-    println!("badptr: ok");
-    0
+    for id in [file, dev].into_iter().chain(pcore) {
+        let _ = share_delobj(ObjRef::new(root, id));
+    }
+    if code == 0 {
+        println!("badptr: ok");
+    }
+    code
 }
 
 libatoll::main!(main);
