@@ -9,6 +9,7 @@ extern crate alloc;
 
 use alloc::string::String;
 use alloc::vec::Vec;
+use libatoll::abi::{device_kind, DeviceInfo};
 use libatoll::cfork::patiently;
 use libatoll::cores::parse_cores;
 use libatoll::fd::FdTable;
@@ -23,6 +24,7 @@ const COMMANDS: &[(&str, &str)] = &[
     ("cat", "cat FILE: print an initrd file"),
     ("run", "run [-c CORES] PROGRAM [ARGS]: run a program once on each listed core (e.g. -c 0-3)"),
     ("cores", "each core: package/core/SMT, NUMA node, latency from here, compute speed"),
+    ("devices", "the devices (Corey's device_list) and their counters (device_stat)"),
     ("skb", "the system knowledge base (kernel console)"),
     ("poweroff", "power the machine off"),
 ];
@@ -66,6 +68,7 @@ fn execute(line: &str) {
         },
         Some("run") => run(line),
         Some("cores") => cores(),
+        Some("devices") => devices(),
         Some("poweroff") => {
             println!("powering off");
             if let Err(e) = libatoll::poweroff() {
@@ -246,6 +249,41 @@ fn cores() {
                 l.package, l.core, l.smt, l.node, l.latency_cycles, l.compute_speed
             ),
             Err(e) => println!("{c:>4}  {e:?}"),
+        }
+    }
+}
+
+/// `devices`: every device, through a device object each (Corey §4.4 `device_alloc`,
+/// `device_stat`).
+fn devices() {
+    let mut list = [DeviceInfo::default(); 64];
+    let n = match obj::device_list(&mut list) {
+        Ok(n) => n.min(list.len()),
+        Err(e) => return println!("devices: {e:?}"),
+    };
+    println!("hwid  kind    core  name      counters");
+    let root = root_share();
+    for d in &list[..n] {
+        let name = d.name.to_le_bytes();
+        let name = core::str::from_utf8(&name).unwrap_or("?").trim_end_matches('\0');
+        let (kind, count, detail) = match d.kind {
+            device_kind::SERIAL => ("serial", "bytes out", "bytes in"),
+            device_kind::INITRD => ("initrd", "bytes", "files"),
+            _ => ("timer", "ticks", "hz"),
+        };
+        let core =
+            if d.core == u64::MAX { String::from("-") } else { alloc::format!("{}", d.core) };
+        let stat = obj::device_alloc(root, d.hwid).and_then(|id| {
+            let s = obj::device_stat(ObjRef::new(root, id));
+            let _ = share_delobj(ObjRef::new(root, id));
+            s
+        });
+        match stat {
+            Ok(s) => println!(
+                "{:>4}  {kind:<6}  {core:>4}  {name:<8}  {} {count}, {} {detail}",
+                d.hwid, s.count, s.detail
+            ),
+            Err(e) => println!("{:>4}  {kind:<6}  {core:>4}  {name:<8}  {e:?}", d.hwid),
         }
     }
 }
