@@ -135,6 +135,20 @@ fn main() -> i32 {
     };
     check!(ar_set_seg(&bad) == Err(Error::InvalidArgument), "an unaligned mapping is refused");
     check!(segment_alloc(root, u64::MAX) == Err(Error::NoResources), "a huge segment is refused");
+
+    // Devices (Corey §4.4): the serial console, the initrd and a timer per core; a device
+    // object reports its counters.
+    let mut devices = [libatoll::abi::DeviceInfo::default(); 64];
+    let n = libatoll::obj::device_list(&mut devices).unwrap_or(0);
+    check!(n == 2 + libatoll::cores_online(), "device_list: serial, initrd, one timer per core");
+    check!(
+        libatoll::obj::device_alloc(root, 12345) == Err(Error::InvalidArgument),
+        "no such device"
+    );
+    let serial = libatoll::obj::device_alloc(root, devices[0].hwid);
+    check!(serial.is_ok(), "device_alloc");
+    let stat = serial.and_then(|id| libatoll::obj::device_stat(ObjRef::new(root, id)));
+    check!(stat.is_ok_and(|s| s.count > 0), "the console has written bytes");
     println!("objtest: ok ({} soft faults)", page_faults());
     0
 }
