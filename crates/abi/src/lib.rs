@@ -364,8 +364,8 @@ pub mod map {
     pub const WRITE: u64 = 1;
     /// Executable.
     pub const EXEC: u64 = 2;
-    /// Copy-on-write (segment mappings).
-    pub const COW: u64 = 4;
+    // Copy-on-write is a property of a segment's pages (`segment_copy` with
+    // `copy_mode::COW`), not of a mapping: `ar_set_seg` refuses any other flag bit.
 }
 
 /// Arguments of `ar_set_seg`, read from user memory (eight little-endian words):
