@@ -79,3 +79,11 @@ pub fn us_since(since: u64) -> u64 {
 pub fn tsc_to_us(ticks: u64) -> u64 {
     ticks * 1_000_000 / tsc_hz()
 }
+
+/// Waits `us` microseconds, spinning on the TSC.
+pub fn spin_us(us: u64) {
+    let start = rdtsc();
+    while us_since(start) < us {
+        core::hint::spin_loop();
+    }
+}
