@@ -92,17 +92,22 @@ fn concurrent() -> Result<(), String> {
     if rejected_total() != rejected_before {
         return Err(format!("{} messages rejected", rejected_total() - rejected_before));
     }
-    // A frame may still be on its way home in a message when a core counts; a lost one
-    // never arrives. So count again (a few times, with a pause) before calling it lost.
-    let mut after = frames_per_core(&cores)?;
+    check_balance(&cores, &before)
+}
+
+/// Checks that every core holds `before` frames again (see [`frames_per_core`]). A frame
+/// may still be on its way home in a message when a core counts, and a lost one never
+/// arrives: so count again (a few times, with a pause) before calling one lost.
+pub(super) fn check_balance(cores: &[usize], before: &[u64]) -> Result<(), String> {
+    let mut after = frames_per_core(cores)?;
     for _ in 0..3 {
-        if before == after {
-            break;
+        if before == after.as_slice() {
+            return Ok(());
         }
         crate::arch::timer::spin_us(10_000);
-        after = frames_per_core(&cores)?;
+        after = frames_per_core(cores)?;
     }
-    if before != after {
+    if before != after.as_slice() {
         return Err(format!("free frames per core before {before:?}, after {after:?}"));
     }
     Ok(())
@@ -110,7 +115,7 @@ fn concurrent() -> Result<(), String> {
 
 /// Each core's frames not in use by tests: free ones (after taking back returns) plus those
 /// its heap holds (the heap grows during a test and never shrinks).
-fn frames_per_core(cores: &[usize]) -> Result<Vec<u64>, String> {
+pub(super) fn frames_per_core(cores: &[usize]) -> Result<Vec<u64>, String> {
     // First every core sends its partial batches of foreign frames home...
     let flush = |_| {
         crate::monitor::flush_frame_returns();

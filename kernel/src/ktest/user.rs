@@ -165,45 +165,8 @@ fn pcores_run_and_halt() -> Result<(), String> {
 /// (object tables, channels) do not count.
 fn with_frames_balanced(f: impl Fn() -> Result<(), String>) -> Result<(), String> {
     f()?;
-    let before = frames_in_hand_everywhere();
-    f()?;
-    // Frames freed for other cores may still be on their way home: count again before
-    // calling one lost.
-    let mut after = frames_in_hand_everywhere();
-    for _ in 0..3 {
-        if before == after {
-            break;
-        }
-        crate::arch::timer::spin_us(10_000);
-        after = frames_in_hand_everywhere();
-    }
-    if before != after {
-        return Err(format!("frames in hand per core before {before:?}, after {after:?}"));
-    }
-    Ok(())
-}
-
-/// Each core's free frames plus the frames its heap holds, after every core has sent home
-/// the frames it freed for others.
-fn frames_in_hand_everywhere() -> alloc::vec::Vec<u64> {
     let cores = smp::online_cores();
-    let flush = |_| -> Result<(), String> {
-        crate::monitor::flush_frame_returns();
-        Ok(())
-    };
-    let _ = smp::run_on(&cores, JOB_TIMEOUT_US, &flush);
-    let counts: alloc::vec::Vec<core::sync::atomic::AtomicU64> =
-        cores.iter().map(|_| core::sync::atomic::AtomicU64::new(0)).collect();
-    let count = |core: usize| -> Result<(), String> {
-        // Take in the frames the flush sent here (they were sent before the flush replied).
-        crate::monitor::poll();
-        let me = crate::percpu::this_core();
-        let n = me.free_frames() + me.heap.with(|h| h.frames_taken());
-        if let Some(i) = cores.iter().position(|&c| c == core) {
-            counts[i].store(n, core::sync::atomic::Ordering::Relaxed);
-        }
-        Ok(())
-    };
-    let _ = smp::run_on(&cores, JOB_TIMEOUT_US, &count);
-    counts.iter().map(|c| c.load(core::sync::atomic::Ordering::Relaxed)).collect()
+    let before = super::frames::frames_per_core(&cores)?;
+    f()?;
+    super::frames::check_balance(&cores, &before)
 }

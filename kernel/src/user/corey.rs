@@ -386,6 +386,25 @@ pub fn load_segment(
     pieces: &[(usize, &[u8])],
     flags: u64,
 ) -> Result<(), Error> {
+    let slots = filled_slots(pages, pieces)?;
+    let root = p.set.root_id().0;
+    room_above(LOAD_RESERVE_FRAMES)?;
+    let seg = alloc_unchecked(p, root, ObjectKind::Segment, new_segment(slots, pages * PAGE))?;
+    let args = ArSetSeg {
+        ar: [root, p.root_ar.id().0],
+        va,
+        seg: [root, seg],
+        first_page: 0,
+        pages,
+        flags,
+    };
+    set_seg(p, None, args)
+}
+
+/// `pages` page slots holding each `(offset, bytes)` piece at that byte offset: the pages
+/// a piece touches get fresh zeroed frames with its bytes copied in; the others stay
+/// untouched (filled with zeroes on first touch).
+fn filled_slots(pages: u64, pieces: &[(usize, &[u8])]) -> Result<Vec<Option<Page>>, Error> {
     let mut slots = page_slots(pages)?;
     for &(offset, data) in pieces {
         let mut at = offset;
@@ -411,18 +430,7 @@ pub fn load_segment(
             at += n;
         }
     }
-    let root = p.set.root_id().0;
-    room_above(LOAD_RESERVE_FRAMES)?;
-    let seg = alloc_unchecked(p, root, ObjectKind::Segment, new_segment(slots, pages * PAGE))?;
-    let args = ArSetSeg {
-        ar: [root, p.root_ar.id().0],
-        va,
-        seg: [root, seg],
-        first_page: 0,
-        pages,
-        flags,
-    };
-    set_seg(p, None, args)
+    Ok(slots)
 }
 
 fn new_segment(pages: Vec<Option<Page>>, nbytes: u64) -> Payload {
@@ -490,19 +498,7 @@ pub fn segment_from(p: &mut ProgramObjects, share: u64, data: &[u8]) -> Result<u
     if pages + RESERVE_FRAMES > this_core().free_frames() {
         return Err(Error::NoResources);
     }
-    let mut slots = page_slots(pages)?;
-    for (slot, chunk) in slots.iter_mut().zip(data.chunks(PAGE as usize)) {
-        let frame = Frame::zeroed().ok_or(Error::NoResources)?;
-        // SAFETY: a fresh frame of this core; `chunk` is at most one page.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                chunk.as_ptr(),
-                phys_to_virt(frame.0) as *mut u8,
-                chunk.len(),
-            )
-        };
-        *slot = Some(Page { frame, cow: false });
-    }
+    let slots = filled_slots(pages, &[(0, data)])?;
     alloc(p, share, ObjectKind::Segment, new_segment(slots, data.len() as u64))
 }
 
