@@ -214,7 +214,7 @@ pub fn boot_core(start_info: u32) -> ! {
     {
         println!("{} (the init shell; type 'help')", verdict::READY_MARKER);
         // The shell runs for as long as the machine does: no time limit.
-        let status = crate::user::run_with_limit("init", command.unwrap_or(""), u64::MAX);
+        let status = crate::user::run_with_machine("init", command.unwrap_or(""), u64::MAX);
         if command.is_some() {
             power::power_off()
         }

@@ -1,18 +1,24 @@
 //! TLB shootdown for shared address ranges (Corey §3.1: removing a mapping from a range
 //! that several cores' page tables include must invalidate their TLBs). Done with IPIs for
-//! now; the Multikernel's way, by message to each core's monitor (§5.1), comes later.
+//! now; the Multikernel's way, by message to each core's monitor (§5.1), comes with M9.
 
 use crate::arch::{apic, cpu, timer, trap};
-use crate::percpu::{self, this_core};
+use crate::percpu::{self, this_core, CoreState};
 use core::sync::atomic::Ordering;
 
-/// Longest wait for one core's flush before giving up on it (it may be stopped).
-const WAIT_US: u64 = 100_000;
+/// How long a flush may take before the wait is reported on the console (it goes on
+/// waiting: a frame goes back only once every core that could map it has flushed).
+const REPORT_US: u64 = 100_000;
 
 /// Flushes the TLB of every core in `cores` (a bit per core index), this one included,
 /// and returns once each has done so. Call it with no lock held that those cores might
 /// be spinning on: they flush from an interrupt. Interrupts are on while waiting, so two
 /// cores shooting each other down cannot deadlock.
+///
+/// It waits for every core, however long: the caller frees frames next, and a core that
+/// has not flushed could still reach them. The only core not waited for is one that has
+/// faulted: it stopped with interrupts off and never runs user code again, so its TLB
+/// can no longer be used (`CoreState::Faulted` is published before it halts).
 pub fn shootdown(cores: u64) {
     let me = this_core().index;
     let mut pending = [(0usize, 0u64); 64];
@@ -33,10 +39,14 @@ pub fn shootdown(cores: u64) {
     for &(index, before) in &pending[..n] {
         let Some(core) = percpu::core(index) else { continue };
         let start = cpu::rdtsc();
+        let mut reported = false;
         while core.tlb_flushes.load(Ordering::Acquire) == before {
-            if timer::us_since(start) > WAIT_US {
-                crate::println!("tlb: core {index} did not flush (stopped?)");
+            if core.state() == CoreState::Faulted {
                 break;
+            }
+            if !reported && timer::us_since(start) > REPORT_US {
+                crate::println!("tlb: still waiting for core {index} to flush");
+                reported = true;
             }
             cpu::pause();
         }

@@ -99,19 +99,25 @@ pub mod nr {
     /// `segment_read(ref_share, ref_obj, offset, buf, len)`: copies bytes of the segment
     /// from `offset` into `buf`; returns the count (0 at the end).
     pub const SEGMENT_READ: u64 = 35;
-    /// `program_run(pcore_share, pcore_obj, line, line_len)`: loads the initrd program the
-    /// line names (`prog args...`) as a new program on the pcore's core. On another core
-    /// it returns at once (see `pcore_status`); on the caller's own core the caller waits
-    /// until the program ends (the pcore is lent to it). Returns 0, or for a program run
-    /// on the caller's core its [`PcoreStatus`] word.
+    /// `program_run(pcore_share, pcore_obj, line, line_len, give)`: loads the initrd
+    /// program the line names (`prog args...`) as a new program on the pcore's core. On
+    /// another core it returns at once (see `pcore_status`); on the caller's own core the
+    /// caller waits until the program ends (the pcore is lent to it). `give`, if not 0, is
+    /// an object of the caller's root share that the new program receives in its own root
+    /// share, its id passed as the program's start argument (`rdi` of `_start`): how `init`
+    /// hands the machine device on. Returns 0, or for a program run on the caller's core
+    /// its [`PcoreStatus`] word.
     pub const PROGRAM_RUN: u64 = 36;
     /// `cores_online()`: how many cores are running Atoll.
     pub const CORES_ONLINE: u64 = 37;
-    /// `kernel_command(line, len)`: runs one line of the kernel console (its diagnostics
-    /// and in-kernel experiments: `mem`, `monitor`, `bench ...`); output goes to the
-    /// console.
+    /// `kernel_command(machine_share, machine_obj, line, len)`: runs one line of the kernel
+    /// console (its diagnostics and in-kernel experiments: `mem`, `monitor`, `bench ...`);
+    /// output goes to the console. A capability: ⟨machine_share, machine_obj⟩ must name a
+    /// device object of kind [`device_kind::MACHINE`], else `NotPermitted`. A line the
+    /// console refuses (unknown command, bad arguments) is `InvalidArgument`.
     pub const KERNEL_COMMAND: u64 = 38;
-    /// `poweroff()`: turns the machine off.
+    /// `poweroff(machine_share, machine_obj)`: turns the machine off; the same capability
+    /// as `kernel_command`.
     pub const POWEROFF: u64 = 39;
     /// `console_read(buf, len)`: bytes typed on the serial console since the last call
     /// (never waits; returns 0 when there are none).
@@ -244,6 +250,11 @@ pub mod device_kind {
     pub const TIMER: u64 = 2;
     /// The initial RAM disk (the programs' files).
     pub const INITRD: u64 = 3;
+    /// The machine itself: its kernel console and power. Holding a device object of this
+    /// kind is the capability `kernel_command` and `poweroff` ask for. Only the kernel
+    /// makes one (for `init`, at boot); `device_alloc` of it is `NotPermitted`, and a
+    /// holder hands it on through shares or `program_run`'s `give`.
+    pub const MACHINE: u64 = 4;
 }
 
 /// One device as `device_list` writes it (four words; `name` is up to 8 ASCII bytes).

@@ -137,6 +137,15 @@ impl<P: Payload> ShareSet<P> {
         }
     }
 
+    /// Puts `ptr` into the root share and returns its id: an object one context hands
+    /// another when it starts it (`program_run`'s `give`, the machine device `init` gets).
+    pub fn give(&mut self, ptr: ObjPtr<P>) -> Result<ObjectId, ObjError> {
+        let id = ptr.id();
+        let root = self.root_id;
+        self.place(root, ptr)?;
+        Ok(id)
+    }
+
     /// The table half of `segment_alloc`, `ar_alloc`, `pcore_alloc`, `device_alloc`: a new
     /// object of `kind` made by `creator` whose one reference goes into share `parent`
     /// (in the set). On an error the payload is dropped (its `Drop` frees what it holds).

@@ -43,12 +43,22 @@ impl HeldBitmap {
 
 /// All cores allocate and free at once; half of every batch is freed by the next core, so
 /// frames travel back to their owners by message (`FRAME_RETURN`). No frame is ever held
-/// twice, and each core's free count (hence the total) is the same before and after.
+/// twice, and each core's frames, heap bytes and objects are the same before and after.
 fn concurrent() -> Result<(), String> {
     let cores = smp::online_cores();
-    let n = cores.len();
-    let before = frames_per_core(&cores)?;
+    let before = super::balance::snapshot(&cores)?;
     let rejected_before = rejected_total();
+    allocate_and_hand_over(&cores)?;
+    if rejected_total() != rejected_before {
+        return Err(format!("{} messages rejected", rejected_total() - rejected_before));
+    }
+    // (After the test's own bitmap and hand-off lists are gone.)
+    super::balance::check(&cores, &before)
+}
+
+/// The body of [`concurrent`]: every core allocates, frees, and hands frames over.
+fn allocate_and_hand_over(cores: &[usize]) -> Result<(), String> {
+    let n = cores.len();
 
     let top = crate::boot::FACTS.get().map_or(0, |f| f.ram_top);
     let held = HeldBitmap::new(top);
@@ -81,7 +91,7 @@ fn concurrent() -> Result<(), String> {
         }
         Ok(())
     };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))?;
+    all_ok(cores, &smp::run_on(cores, JOB_TIMEOUT_US, &work))?;
     // Frames still in hand-off slots (the last round's) are freed by the boot core.
     for slot in &handoff {
         for pa in core::mem::take(&mut *slot.lock()) {
@@ -89,51 +99,7 @@ fn concurrent() -> Result<(), String> {
             frames::free(pa).map_err(|e| format!("late free of {pa:#x}: {e:?}"))?;
         }
     }
-    if rejected_total() != rejected_before {
-        return Err(format!("{} messages rejected", rejected_total() - rejected_before));
-    }
-    check_balance(&cores, &before)
-}
-
-/// Checks that every core holds `before` frames again (see [`frames_per_core`]). A frame
-/// may still be on its way home in a message when a core counts, and a lost one never
-/// arrives: so count again (a few times, with a pause) before calling one lost.
-pub(super) fn check_balance(cores: &[usize], before: &[u64]) -> Result<(), String> {
-    let mut after = frames_per_core(cores)?;
-    for _ in 0..3 {
-        if before == after.as_slice() {
-            return Ok(());
-        }
-        crate::arch::timer::spin_us(10_000);
-        after = frames_per_core(cores)?;
-    }
-    if before != after.as_slice() {
-        return Err(format!("free frames per core before {before:?}, after {after:?}"));
-    }
     Ok(())
-}
-
-/// Each core's frames not in use by tests: free ones (after taking back returns) plus those
-/// its heap holds (the heap grows during a test and never shrinks).
-pub(super) fn frames_per_core(cores: &[usize]) -> Result<Vec<u64>, String> {
-    // First every core sends its partial batches of foreign frames home...
-    let flush = |_| {
-        crate::monitor::flush_frame_returns();
-        Ok(())
-    };
-    all_ok(cores, &smp::run_on(cores, JOB_TIMEOUT_US, &flush))?;
-    // ...then every core takes in what came home and counts.
-    let counts: Vec<AtomicU64> = cores.iter().map(|_| AtomicU64::new(0)).collect();
-    let count = |index: usize| {
-        crate::monitor::poll();
-        let me = percpu::this_core();
-        let heap = me.heap.with(|h| h.frames_taken());
-        let slot = cores.iter().position(|&c| c == index).ok_or("not a test core")?;
-        counts[slot].store(me.free_frames() + heap, Ordering::Relaxed);
-        Ok(())
-    };
-    all_ok(cores, &smp::run_on(cores, JOB_TIMEOUT_US, &count))?;
-    Ok(counts.iter().map(|c| c.load(Ordering::Relaxed)).collect())
 }
 
 fn rejected_total() -> u64 {

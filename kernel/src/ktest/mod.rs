@@ -7,6 +7,7 @@
 //! Tests are numbered by layer in their names (boot, frames, heap, interrupts, traps), so
 //! the first failing one names the broken layer.
 
+mod balance;
 mod boot;
 mod frames;
 mod heap;

@@ -1,6 +1,7 @@
 //! Layer 7 tests: user programs from the initrd in ring 3, their system calls, and faults
 //! that stop only the program.
 
+use super::balance::balanced;
 use super::{all_ok, JOB_TIMEOUT_US};
 use crate::user::{self, ExitStatus};
 use crate::{kernel_test, smp};
@@ -27,29 +28,25 @@ fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
     }
 }
 
-/// `hello` runs on every core at once and exits 0 everywhere; each core gets back every
-/// frame the program used (free frames plus those its heap holds are the same after).
+/// `hello` runs on every core at once and exits 0 everywhere; every core is back to its
+/// frames, heap bytes and objects afterwards.
 fn program_on_every_core() -> Result<(), String> {
     let cores = smp::online_cores();
-    let frames_in_hand = || {
-        let me = crate::percpu::this_core();
-        me.free_frames() + me.heap.with(|h| h.frames_taken())
-    };
-    let work = |_| -> Result<(), String> {
-        let before = frames_in_hand();
-        expect("hello", "from the test", ExitStatus::Exited(0))?;
-        let after = frames_in_hand();
-        if after != before {
-            return Err(format!("frames in hand before {before}, after {after}"));
-        }
-        Ok(())
-    };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))
+    let work = |_| expect("hello", "from the test", ExitStatus::Exited(0));
+    balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
 }
 
-/// `badptr` passes wild pointers and lengths: each is an error code; it exits 0.
+/// `badptr` passes wild pointers and lengths: each is an error code; it exits 0. It runs
+/// twice: without the machine device (the machine calls are `NotPermitted`), and given it
+/// (a wild line pointer is then `BadAddress`).
 fn bad_pointers_are_errors() -> Result<(), String> {
-    expect("badptr", "", ExitStatus::Exited(0))
+    balanced(|| {
+        expect("badptr", "", ExitStatus::Exited(0))?;
+        match user::run_with_machine("badptr", "", JOB_TIMEOUT_US) {
+            Ok(ExitStatus::Exited(0)) => Ok(()),
+            other => Err(format!("badptr with the machine device: {other:?}")),
+        }
+    })
 }
 
 /// `fault` writes to an unmapped page: the program is stopped with a page fault, and the
@@ -60,7 +57,7 @@ fn fault_stops_only_the_program() -> Result<(), String> {
         expect("fault", "", ExitStatus::Faulted(crate::arch::trap::VECTOR_PAGE_FAULT))?;
         expect("hello", "after a fault", ExitStatus::Exited(0))
     };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))
+    balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
 }
 
 /// Random system calls on every core at once (20,000 each); the kernel answers them all,
@@ -71,28 +68,16 @@ fn sysfuzz_every_core() -> Result<(), String> {
         expect("sysfuzz", &format!("--seed {} --calls 20000", 1000 + core), ExitStatus::Exited(0))?;
         expect("hello", "after the fuzzer", ExitStatus::Exited(0))
     };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))
+    balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
 }
 
 /// `objtest` uses segments, shares, address ranges and soft faults from user space on every
-/// core; afterwards each core has every frame back (segments freed with their last
+/// core; afterwards every core is back to its resources (segments freed with their last
 /// reference, page tables with the program).
 fn corey_objects() -> Result<(), String> {
     let cores = smp::online_cores();
-    let work = |_| -> Result<(), String> {
-        let me = crate::percpu::this_core();
-        let in_hand = || me.free_frames() + me.heap.with(|h| h.frames_taken());
-        // The first run creates this core's object table (heap); count from the second.
-        expect("objtest", "", ExitStatus::Exited(0))?;
-        let before = in_hand();
-        expect("objtest", "", ExitStatus::Exited(0))?;
-        let after = in_hand();
-        if after != before {
-            return Err(format!("frames in hand before {before}, after {after}"));
-        }
-        Ok(())
-    };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))
+    let work = |_| expect("objtest", "", ExitStatus::Exited(0));
+    balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
 }
 
 /// `spin` loops forever without a system call; its time limit stops it on every core, and
@@ -105,30 +90,20 @@ fn time_limit() -> Result<(), String> {
             other => Err(format!("spin ended {other:?}, expected TimedOut")),
         }
     };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))
+    balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
 }
 
 /// `exhaust` creates shares until the kernel refuses with `NoResources` (object cap or
 /// memory reserve), on every core at once; the kernel stays up, frees them all at exit,
-/// and every core has its frames back.
+/// and every core is back to its resources.
 fn exhausting_objects() -> Result<(), String> {
     let cores = smp::online_cores();
-    let work = |_| -> Result<(), String> {
-        let me = crate::percpu::this_core();
-        let in_hand = || me.free_frames() + me.heap.with(|h| h.frames_taken());
-        let before = in_hand();
-        expect("exhaust", "", ExitStatus::Exited(0))?;
-        let after = in_hand();
-        if after != before {
-            return Err(format!("frames in hand before {before}, after {after}"));
-        }
-        Ok(())
-    };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work))
+    let work = |_| expect("exhaust", "", ExitStatus::Exited(0));
+    balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
 }
 
-/// (Named to run before `user.exhausting_objects_is_an_error`: kernel heaps do not shrink,
-/// and on a 64 MiB VM with 16 cores that test leaves each core only its reserve.)
+/// (Named to run before `user.exhausting_objects_is_an_error`: on a 64 MiB VM with 16
+/// cores that test leaves each core little more than its reserve.)
 /// `memclone --mb 1` started once and spread over up to four cores in each of Figure 7's
 /// configurations: contexts on one root range (`shared-as`), `cfork`ed address spaces
 /// (`separate-as`), and each core's array in a slot range of its own (`shared-ranges`,
@@ -137,36 +112,24 @@ fn exhausting_objects() -> Result<(), String> {
 fn memclone() -> Result<(), String> {
     let last = smp::online_cores().len().min(4) - 1;
     let args = format!("--mb 1 --config all --cores 0-{last}");
-    with_frames_balanced(|| expect("memclone", &args, ExitStatus::Exited(0)))
+    balanced(|| expect("memclone", &args, ExitStatus::Exited(0)))
 }
 
 /// `cowtest`: a child made with `cfork` on another core writes a global and a heap buffer;
 /// neither side sees the other's writes (copy-on-write), and every frame comes back.
 fn cfork_copy_on_write() -> Result<(), String> {
-    with_frames_balanced(|| expect("cowtest", "", ExitStatus::Exited(0)))
+    balanced(|| expect("cowtest", "", ExitStatus::Exited(0)))
 }
 
 /// `sharedrange`: pages one core faults in through a slot range are mapped on another core
 /// sharing the range with no fault there; a privately mapped segment faults on each.
 fn shared_range() -> Result<(), String> {
-    with_frames_balanced(|| expect("sharedrange", "", ExitStatus::Exited(0)))
+    balanced(|| expect("sharedrange", "", ExitStatus::Exited(0)))
 }
 
 /// `pcoretest`: pcore objects are one per core, `program_run` starts a program on another
 /// core and reports its exit status, `pcore_halt` stops a spinning one, `pcore_run` on the
 /// caller's own core is refused.
 fn pcores_run_and_halt() -> Result<(), String> {
-    with_frames_balanced(|| expect("pcoretest", "", ExitStatus::Exited(0)))
-}
-
-/// Runs `f` (which may use every core), then checks that every core holds as many frames
-/// as before (free, or in its kernel heap): objects freed with their last reference gave
-/// every frame back to the core it came from. A warm-up run first, so heaps that grow once
-/// (object tables, channels) do not count.
-fn with_frames_balanced(f: impl Fn() -> Result<(), String>) -> Result<(), String> {
-    f()?;
-    let cores = smp::online_cores();
-    let before = super::frames::frames_per_core(&cores)?;
-    f()?;
-    super::frames::check_balance(&cores, &before)
+    balanced(|| expect("pcoretest", "", ExitStatus::Exited(0)))
 }

@@ -16,6 +16,9 @@ use x86_64::structures::paging::PageTableFlags as F;
 /// Heap mapped when a core starts, and the smallest step by which it grows.
 const GROW_STEP: u64 = 256 * 1024;
 
+/// Frames a full-step growth must leave free; below that the heap grows by what it needs.
+const GROW_MARGIN_FRAMES: u64 = 16;
+
 /// Set once the boot core has its `PerCore` block; before that nothing may allocate.
 static READY: AtomicBool = AtomicBool::new(false);
 /// Physical address of the kernel PML4, for mapping heap pages.
@@ -56,10 +59,16 @@ impl CoreHeap {
         self.frames_taken
     }
 
-    /// Maps at least `bytes` more of the window with frames of this core's own.
+    /// Maps at least `bytes` more of the window with frames of this core's own: a
+    /// [`GROW_STEP`] while memory is plentiful, just what is asked when it is short (the
+    /// last frames serve small kernel allocations one page at a time).
     fn grow(&mut self, bytes: u64) -> Option<()> {
-        let bytes = bytes.max(GROW_STEP).next_multiple_of(4096);
-        if self.mapped + bytes > HEAP_WINDOW {
+        let needed = bytes.next_multiple_of(4096);
+        // Pages plus, at worst, a new page table, directory and pointer table.
+        let plenty = GROW_STEP / 4096 + 3 + GROW_MARGIN_FRAMES;
+        let bytes =
+            if this_core().free_frames() >= plenty { needed.max(GROW_STEP) } else { needed };
+        if self.mapped + bytes > HEAP_WINDOW || this_core().free_frames() < bytes / 4096 + 3 {
             return None;
         }
         let pml4 = KERNEL_PML4.load(Ordering::Relaxed);
@@ -108,6 +117,16 @@ pub fn set_ready(kernel_pml4: u64) {
 /// Physical address of the kernel PML4.
 pub fn kernel_pml4() -> u64 {
     KERNEL_PML4.load(Ordering::Relaxed)
+}
+
+/// The calling core's heap: bytes in use (after taking back the blocks other cores
+/// freed) and the frames it holds.
+pub fn usage_this_core() -> (u64, u64) {
+    let core = this_core();
+    core.heap.with(|h| {
+        take_returns(core, h);
+        (h.stats().1, h.frames_taken())
+    })
 }
 
 /// Maps the calling core's first heap pages.

@@ -24,6 +24,8 @@ use core::sync::atomic::{fence, Ordering};
 use protocol::{kind, Rejection, Request, CHANNEL_SLOTS, FRAMES_PER_RETURN, REPLY_TEXT_MAX};
 use urpc::{Message, Reassembler, Receiver, Sender, PAYLOAD_WORDS};
 
+/// Batches of freed frames each owner's queue holds without allocating.
+const RETURN_BATCHES_RESERVED: usize = 4;
 /// How long a send waits for room (polling its own channels meanwhile) before giving up.
 const SEND_TIMEOUT_US: u64 = 2_000_000;
 /// Poll budget before the SKB has measured the IPI cost: long (about 1 ms at 2 GHz), so
@@ -80,6 +82,9 @@ pub struct Stats {
     pub bench_acks: u64,
     /// Frames returned to this core by others.
     pub frames_returned: u64,
+    /// Frames freed here that could not go home because their owner has faulted (its
+    /// memory is lost with it); counted so the loss is visible.
+    pub frames_stranded: u64,
 }
 
 /// One core's monitor state.
@@ -90,8 +95,9 @@ pub struct Monitor {
     next_receiver: usize,
     next_call: u64,
     calls: Vec<PendingCall>,
-    /// Frames owned by core `i`, freed here, not yet sent home.
-    frame_batches: Vec<([u64; FRAMES_PER_RETURN], usize)>,
+    /// Frames owned by core `i`, freed here, not yet sent home (a send that found the
+    /// owner's channel full leaves them here for the next try: no frame is dropped).
+    frame_batches: Vec<Vec<u64>>,
     sequence_next: Vec<u64>,
     /// Highest pong sequence number seen from each core.
     pongs: Vec<u64>,
@@ -122,7 +128,9 @@ pub fn init_this_core(cores: usize) {
         next_receiver: 0,
         next_call: 1,
         calls: Vec::new(),
-        frame_batches: alloc::vec![([0; FRAMES_PER_RETURN], 0); cores],
+        frame_batches: (0..cores)
+            .map(|_| Vec::with_capacity(FRAMES_PER_RETURN * RETURN_BATCHES_RESERVED))
+            .collect(),
         sequence_next: alloc::vec![0; cores],
         pongs: alloc::vec![0; cores],
         aggregations: Vec::new(),
@@ -436,35 +444,84 @@ pub fn wait(id: CallId, timeout_us: u64) -> Outcome {
     }
 }
 
-/// Sends a freed frame home to `owner` (batched; see [`flush_frame_returns`]).
+/// Sends a freed frame home to `owner`, in batches of [`FRAMES_PER_RETURN`]. A frame is
+/// never dropped: it waits in the owner's queue until a send succeeds (here, at the next
+/// tick, or when this core goes idle: [`flush_frame_returns`]). Only if its owner has
+/// faulted does it stay away, counted as stranded.
 pub fn return_frame(owner: usize, pa: u64) -> Result<(), SendError> {
-    let full = with(|m| {
-        let (batch, n) = m.frame_batches.get_mut(owner)?;
-        batch[*n] = pa;
-        *n += 1;
-        (*n == FRAMES_PER_RETURN).then(|| {
-            *n = 0;
-            *batch
-        })
+    let queued = with(|m| {
+        let queue = m.frame_batches.get_mut(owner)?;
+        // The queue's reserve makes this rare; if the heap cannot grow it, the frame
+        // goes home alone, now, below.
+        queue.try_reserve(1).ok()?;
+        queue.push(pa);
+        Some(queue.len())
     });
-    match full {
-        Some(frames) => send(owner, &Request::FrameReturn { frames, count: FRAMES_PER_RETURN }),
-        None => Ok(()),
+    match queued {
+        Some(len) if len < FRAMES_PER_RETURN => Ok(()),
+        Some(_) => {
+            send_frame_batches(owner, false);
+            Ok(())
+        }
+        None if owner >= percpu::core_count() => Err(SendError::NoChannel),
+        None => {
+            let mut frames = [0; FRAMES_PER_RETURN];
+            frames[0] = pa;
+            send_until_done(owner, &Request::FrameReturn { frames, count: 1 });
+            Ok(())
+        }
     }
 }
 
-/// Sends every partial batch of freed frames home now.
+/// Sends `owner`'s queued frames home: the full batches, or (`all`) every frame. Stops at
+/// the first send that times out, keeping the rest queued for the next try.
+fn send_frame_batches(owner: usize, all: bool) {
+    loop {
+        let batch = with(|m| {
+            let queue = &m.frame_batches[owner];
+            let count = queue.len().min(FRAMES_PER_RETURN);
+            if count == 0 || (!all && count < FRAMES_PER_RETURN) {
+                return None;
+            }
+            let mut frames = [0; FRAMES_PER_RETURN];
+            frames[..count].copy_from_slice(&queue[queue.len() - count..]);
+            Some((frames, count))
+        });
+        let Some((frames, count)) = batch else { return };
+        if percpu::core(owner).is_some_and(|c| c.state() == CoreState::Faulted) {
+            with(|m| {
+                let queue = &mut m.frame_batches[owner];
+                m.stats.frames_stranded += queue.len() as u64;
+                queue.clear();
+            });
+            return;
+        }
+        if send(owner, &Request::FrameReturn { frames, count }).is_err() {
+            return; // still queued; the next tick or idle pass tries again
+        }
+        with(|m| {
+            let queue = &mut m.frame_batches[owner];
+            queue.truncate(queue.len() - count);
+        });
+    }
+}
+
+/// Sends `request` until it goes, serving this core's channels meanwhile (a frame that
+/// could not even be queued must not be lost); gives up only if the target faulted.
+fn send_until_done(to: usize, request: &Request) {
+    while send(to, request) == Err(SendError::Timeout) {
+        if percpu::core(to).is_some_and(|c| c.state() == CoreState::Faulted) {
+            with(|m| m.stats.frames_stranded += 1);
+            return;
+        }
+    }
+}
+
+/// Sends every queued freed frame home now (those whose send fails stay queued).
 pub fn flush_frame_returns() {
     let cores = with(|m| m.frame_batches.len());
     for owner in 0..cores {
-        let batch = with(|m| {
-            let (frames, n) = &mut m.frame_batches[owner];
-            let count = core::mem::take(n);
-            (count > 0).then_some((*frames, count))
-        });
-        if let Some((frames, count)) = batch {
-            let _ = send(owner, &Request::FrameReturn { frames, count });
-        }
+        send_frame_batches(owner, true);
     }
 }
 

@@ -50,12 +50,21 @@ const RESERVE_FRAMES: u64 = 512;
 /// Free frames the kernel keeps back when it loads a program (less than programs may use,
 /// so a program that took objects up to the reserve does not stop the next from loading).
 const LOAD_RESERVE_FRAMES: u64 = 64;
+/// Free frames below which a soft page fault is refused (the program is stopped with a
+/// page fault, reported as out of memory) rather than filled: what is left is for the
+/// kernel heap, whose allocations must not fail.
+pub const FAULT_RESERVE_FRAMES: u64 = 64;
 /// Largest segment (in pages) one call may create or grow to.
 const MAX_SEGMENT_PAGES: u64 = 1 << 20;
 
 /// Live objects per creating core.
 static CENSUS: [Census; crate::percpu::MAX_CORES] =
     [const { Census::new() }; crate::percpu::MAX_CORES];
+
+/// Live objects made by core `core`'s programs (tests check they come back to a baseline).
+pub fn live_objects(core: usize) -> usize {
+    CENSUS.get(core).map_or(0, |c| c.live())
+}
 
 /// A physical frame; freed (sent home to its owner) when the last holder drops it.
 pub struct Frame(u64);
@@ -481,6 +490,11 @@ pub fn obj_get_name(p: &ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> 
     p.set.obj_get_name(reference(rs, ro)).map(|i| i.kind as u64).map_err(to_abi)
 }
 
+/// The object ⟨rs, ro⟩ names, of any kind.
+pub fn resolve(p: &ProgramObjects, rs: u64, ro: u64) -> Result<Ptr, Error> {
+    p.set.resolve(reference(rs, ro)).map_err(to_abi)
+}
+
 /// The object ⟨rs, ro⟩ names, of `kind`.
 pub fn lookup(p: &ProgramObjects, rs: u64, ro: u64, kind: ObjectKind) -> Result<Ptr, Error> {
     p.set.lookup(reference(rs, ro), kind).map_err(to_abi)
@@ -889,6 +903,10 @@ pub fn soft_fault(
     present: bool,
 ) -> bool {
     let page_va = va & !(PAGE - 1);
+    // Out of memory is the program's fault report, never a failed kernel allocation.
+    if this_core().free_frames() < FAULT_RESERVE_FRAMES {
+        return false;
+    }
     let Some(root) = range(&p.root_ar) else { return false };
     let Some((m, held)) =
         root.state.with(|s| s.map.get(page_va).map(|m| (*m, s.held.get(&m.target.id()).cloned())))
@@ -1041,12 +1059,35 @@ pub fn pcore_alloc(p: &mut ProgramObjects, share: u64, core: u64) -> Result<u64,
     alloc(p, share, ObjectKind::Pcore, Payload::Pcore(pcore))
 }
 
-/// The device objects `device_alloc` makes.
+/// The device objects `device_alloc` makes. The machine device is a capability only the
+/// kernel makes ([`give_machine`]): allocating it is `NotPermitted`.
 pub fn device_alloc(p: &mut ProgramObjects, share: u64, hwid: u64) -> Result<u64, Error> {
     if !super::devices::exists(hwid) {
         return Err(Error::InvalidArgument);
     }
+    if hwid == super::devices::MACHINE {
+        return Err(Error::NotPermitted);
+    }
     alloc(p, share, ObjectKind::Device, Payload::Device(Device { hwid }))
+}
+
+/// A new machine device object (the capability for `kernel_command` and `poweroff`), for
+/// the kernel to give a program it starts (`init`).
+pub fn machine_device() -> Result<Ptr, Error> {
+    room()?;
+    let payload = Payload::Device(Device { hwid: super::devices::MACHINE });
+    with_creator(|c| c.make(ObjectKind::Device, name(), objects::Body::Kernel(payload)))
+        .map_err(to_abi)
+}
+
+/// Whether ⟨rs, ro⟩ names a machine device object in `p`'s share set (the capability).
+pub fn holds_machine(p: &ProgramObjects, rs: u64, ro: u64) -> bool {
+    device_hwid(p, rs, ro) == Ok(super::devices::MACHINE)
+}
+
+/// Puts `ptr` into the program's root share (an object handed to it at start); its id.
+pub fn give(p: &mut ProgramObjects, ptr: Ptr) -> Result<u64, Error> {
+    p.set.give(ptr).map(|id| id.0).map_err(to_abi)
 }
 
 /// The hardware id of the device object ⟨rs, ro⟩.

@@ -1,16 +1,29 @@
 //! The devices user programs can see (Corey §4.4 `device_list`, `device_stat`): the serial
-//! console, the initrd and each core's timer. Drivers for network devices come with
+//! console, the initrd, the machine (its kernel console and power: a capability) and each
+//! core's timer. Drivers for network devices come with
 //! kernel cores (M8); until then these are the machine's devices.
 
 use crate::arch::{serial, timer};
 use crate::percpu;
 use abi::{device_kind, DeviceInfo, DeviceStat};
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// Kernel commands run through the machine device (its `device_stat` count).
+static MACHINE_COMMANDS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts one kernel command run through the machine device.
+pub fn count_machine_command() {
+    MACHINE_COMMANDS.fetch_add(1, Ordering::Relaxed);
+}
 
 /// Hardware id of the serial console.
 const SERIAL: u64 = 1;
 /// Hardware id of the initrd.
 const INITRD: u64 = 2;
+/// Hardware id of the machine: a device object of it is the capability for
+/// `kernel_command` and `poweroff`.
+pub const MACHINE: u64 = 3;
 /// Hardware id of core 0's timer; core k's is `TIMER_BASE + k`.
 const TIMER_BASE: u64 = 16;
 
@@ -37,6 +50,12 @@ pub fn list() -> Vec<DeviceInfo> {
         core: u64::MAX,
         name: short_name("initrd"),
     });
+    out.push(DeviceInfo {
+        hwid: MACHINE,
+        kind: device_kind::MACHINE,
+        core: u64::MAX,
+        name: short_name("machine"),
+    });
     for core in percpu::all_cores() {
         out.push(DeviceInfo {
             hwid: TIMER_BASE + core.index as u64,
@@ -60,6 +79,9 @@ pub fn stat(hwid: u64) -> Option<DeviceStat> {
         device_kind::SERIAL => serial::counts(),
         device_kind::INITRD => {
             (super::initrd::bytes().len() as u64, super::initrd::files().count() as u64)
+        }
+        device_kind::MACHINE => {
+            (MACHINE_COMMANDS.load(Ordering::Relaxed), percpu::core_count() as u64)
         }
         _ => {
             let core = percpu::core(info.core as usize)?;

@@ -127,17 +127,31 @@ pub fn run_with_limit(name: &str, args: &str, limit_us: u64) -> Result<ExitStatu
     if this_core().user.with(|slot| slot.is_some()) {
         return Err(Error::NotPermitted);
     }
-    let context = load_program(name, args, limit_us, None)?;
+    let context = load_program(name, args, limit_us, None, None)?;
+    Ok(run_context(context))
+}
+
+/// Like [`run_with_limit`], giving the program the machine device (the capability for
+/// `kernel_command` and `poweroff`): its id in the program's root share is the program's
+/// start argument. The kernel starts `init` this way.
+pub fn run_with_machine(name: &str, args: &str, limit_us: u64) -> Result<ExitStatus, Error> {
+    if this_core().user.with(|slot| slot.is_some()) {
+        return Err(Error::NotPermitted);
+    }
+    let machine = corey::machine_device()?;
+    let context = load_program(name, args, limit_us, None, Some(machine))?;
     Ok(run_context(context))
 }
 
 /// Loads program `name`: each ELF segment becomes a segment in a fresh root share, mapped
-/// by a fresh root address range, and so does the stack (filled on first touch).
+/// by a fresh root address range, and so does the stack (filled on first touch). An
+/// object in `give` goes into the root share too, its id the program's start argument.
 fn load_program(
     name: &str,
     args: &str,
     limit_us: u64,
     pcore: Option<Ptr>,
+    give: Option<Ptr>,
 ) -> Result<Context, Error> {
     let image = initrd::find(name).ok_or(Error::NoSuchObject)?;
     // cpio aligns file data to 4 bytes; the ELF parser wants 8.
@@ -162,13 +176,17 @@ fn load_program(
     let stack_pages = USER_STACK_BYTES / 4096;
     let stack_va = USER_STACK_TOP - USER_STACK_BYTES;
     corey::load_segment(&mut objects, stack_va, stack_pages, &[], abi::map::WRITE)?;
+    let arg = match give {
+        Some(ptr) => corey::give(&mut objects, ptr)?,
+        None => 0,
+    };
     Ok(Context {
         name: name.into(),
         args: args.chars().take(ARGS_MAX).collect(),
         entry,
         // As if `_start` had been called (8 below a 16-byte boundary).
         stack: USER_STACK_TOP - 8,
-        arg: 0,
+        arg,
         objects,
         limit_us,
         pcore,
@@ -291,8 +309,8 @@ pub struct StartJob {
 enum StartWhat {
     /// `pcore_run`: a context on an existing root range.
     Context { entry: u64, stack: u64, arg: u64, root_ar: Ptr, shares: Vec<Ptr> },
-    /// `program_run`: a program from the initrd.
-    Program { line: String },
+    /// `program_run`: a program from the initrd, and the object it is given, if any.
+    Program { line: String, give: Option<Ptr> },
 }
 
 /// Sends `job` to `core`'s monitor. On failure the job is dropped (and the pcore's status
@@ -333,9 +351,9 @@ pub fn start_job(raw: u64) {
                 Err(e) => Err(e),
             }
         }
-        StartWhat::Program { line } => {
+        StartWhat::Program { line, give } => {
             let (name, args) = line.split_once(' ').unwrap_or((&line, ""));
-            load_program(name, args.trim_start(), DEFAULT_LIMIT_US, Some(pcore))
+            load_program(name, args.trim_start(), DEFAULT_LIMIT_US, Some(pcore), give)
         }
     };
     match context {
@@ -368,7 +386,9 @@ fn with_running_mut<R>(f: impl FnOnce(&mut Running, &mut AddressSpace) -> R) -> 
     })
 }
 
-/// Leaves the running program with `status` (from a system call or an exception).
+/// Leaves the running program with `status` (from a system call or an exception). Nothing
+/// on the stack between here and `run_user` is dropped: a caller drops what it owns
+/// (strings, object references) first.
 fn leave(status: ExitStatus) -> ! {
     let Some(context) = with_running(|r, _| r.context) else {
         println!("user: no program is running on core {}", this_core().index);
@@ -399,12 +419,15 @@ pub fn on_exception(frame: &TrapFrame) {
         }
     }
     let name = with_running(|r, _| r.name.clone()).unwrap_or_default();
+    let out_of_memory = vector == crate::arch::trap::VECTOR_PAGE_FAULT
+        && this_core().free_frames() < corey::FAULT_RESERVE_FRAMES;
     println!(
-        "USER FAULT core={} program={} vector={} ({}) error={:#x} rip={:#x} cr2={:#x} cs={:#x} rsp={:#x} rflags={:#x}",
+        "USER FAULT core={} program={} vector={} ({}{}) error={:#x} rip={:#x} cr2={:#x} cs={:#x} rsp={:#x} rflags={:#x}",
         this_core().index,
         name,
         vector,
         EXCEPTION_NAMES[vector as usize],
+        if out_of_memory { ", out of memory" } else { "" },
         frame.error,
         frame.rip,
         cr2,
@@ -412,6 +435,7 @@ pub fn on_exception(frame: &TrapFrame) {
         frame.rsp,
         frame.rflags
     );
+    drop(name);
     leave(ExitStatus::Faulted(vector))
 }
 
@@ -433,6 +457,7 @@ pub fn on_tick_in_user() {
     if late {
         let name = with_running(|r, _| r.name.clone()).unwrap_or_default();
         println!("USER TIMEOUT core={} program={}", this_core().index, name);
+        drop(name);
         leave(ExitStatus::TimedOut);
     }
 }
@@ -453,10 +478,10 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         nr::CYCLES => Ok(cpu::rdtsc()),
         nr::ARGS => args(a, b),
         nr::LOCALITY_GET => locality_get(a, b),
-        nr::PROGRAM_RUN => program_run(a, b, c, frame.r10),
+        nr::PROGRAM_RUN => program_run(a, b, c, frame.r10, frame.r8),
         nr::CORES_ONLINE => Ok(crate::smp::online_cores().len() as u64),
-        nr::KERNEL_COMMAND => kernel_command(a, b),
-        nr::POWEROFF => crate::arch::power::power_off(),
+        nr::KERNEL_COMMAND => kernel_command(a, b, c, frame.r10),
+        nr::POWEROFF => poweroff(a, b),
         nr::CONSOLE_READ => console_read(a, b),
         nr::FILE_LIST => file_list(a, b),
         nr::DEVICE_LIST => device_list(a, b),
@@ -653,12 +678,17 @@ fn claim(pc: &corey::Pcore) -> Result<(), Error> {
         .map_err(|_| Error::Busy)
 }
 
-/// `program_run(pcore, line, len)`: a program on the pcore's core; on the caller's own
-/// core the caller waits for it (its context is parked, then resumed).
-fn program_run(share: u64, obj: u64, line: u64, len: u64) -> SysResult {
-    let (pcore_ptr, text) = with_running_mut(|r, space| {
+/// `program_run(pcore, line, len, give)`: a program on the pcore's core; on the caller's
+/// own core the caller waits for it (its context is parked, then resumed). `give` (if
+/// not 0) names an object of the caller's root share that the program receives.
+fn program_run(share: u64, obj: u64, line: u64, len: u64, give: u64) -> SysResult {
+    let (pcore_ptr, text, give) = with_running_mut(|r, space| {
         let ptr = corey::lookup(&r.objects, share, obj, ObjectKind::Pcore)?;
-        Ok::<_, Error>((ptr, read_string(&mut r.objects, space, line, len)?))
+        let given = match give {
+            0 => None,
+            id => Some(corey::resolve(&r.objects, r.objects.set.root_id().0, id)?),
+        };
+        Ok::<_, Error>((ptr, read_string(&mut r.objects, space, line, len)?, given))
     })
     .ok_or(Error::NotPermitted)??;
     let text = String::from(text.trim());
@@ -669,12 +699,12 @@ fn program_run(share: u64, obj: u64, line: u64, len: u64) -> SysResult {
     }
     claim(pc)?;
     if pc.core != this_core().index {
-        let what = StartWhat::Program { line: text.clone() };
+        let what = StartWhat::Program { line: text.clone(), give };
         return send_job(pc.core, StartJob { pcore: pcore_ptr.clone(), what }).map(|_| 0);
     }
     // Our own core: lend it. Outside `with_running_mut`, since the program takes this
     // core's running slot while it runs.
-    match load_program(name, args.trim_start(), DEFAULT_LIMIT_US, Some(pcore_ptr.clone())) {
+    match load_program(name, args.trim_start(), DEFAULT_LIMIT_US, Some(pcore_ptr.clone()), give) {
         Ok(context) => Ok(run_context(context).status_word()),
         Err(e) => {
             pc.status.store(pcore_status::FAILED, Ordering::Release);
@@ -693,16 +723,34 @@ fn pcore_halt(share: u64, obj: u64) -> SysResult {
     })
     .ok_or(Error::NotPermitted)??;
     if mine {
+        drop(ptr);
         leave(ExitStatus::Halted);
     }
     corey::pcore(&ptr).ok_or(Error::InvalidArgument)?.halt.store(true, Ordering::Release);
     Ok(0)
 }
 
-/// `kernel_command(line, len)`: one line of the kernel console.
-fn kernel_command(ptr: u64, len: u64) -> SysResult {
+/// Checks that ⟨share, obj⟩ names a machine device in the running context's share set:
+/// the capability `kernel_command` and `poweroff` ask for.
+fn check_machine(share: u64, obj: u64) -> Result<(), Error> {
+    match with_running(|r, _| corey::holds_machine(&r.objects, share, obj)) {
+        Some(true) => Ok(()),
+        _ => Err(Error::NotPermitted),
+    }
+}
+
+/// `poweroff(machine_share, machine_obj)`.
+fn poweroff(share: u64, obj: u64) -> SysResult {
+    check_machine(share, obj)?;
+    crate::arch::power::power_off()
+}
+
+/// `kernel_command(machine_share, machine_obj, line, len)`: one line of the kernel console.
+fn kernel_command(share: u64, obj: u64, ptr: u64, len: u64) -> SysResult {
+    check_machine(share, obj)?;
     let line = with_running_mut(|r, space| read_string(&mut r.objects, space, ptr, len))
         .ok_or(Error::NotPermitted)??;
+    devices::count_machine_command();
     // The console's own `run` would start programs on this core through a remote call to
     // itself, which waits forever while this program holds the core.
     if line.split_whitespace().next() == Some("run") {

@@ -232,13 +232,20 @@ pub fn pcore_halt(pcore: ObjRef) -> SysResult {
 /// [`pcore_status`]); on the caller's own core the caller waits and gets the program's
 /// end status.
 pub fn program_run(pcore: ObjRef, line: &str) -> Result<Status, Error> {
+    program_run_giving(pcore, line, 0)
+}
+
+/// [`program_run`], handing the program the object `give` of the caller's root share (0:
+/// none): it lands in the program's root share, its id the program's start argument
+/// ([`crate::sys::given_object`]). How `init` hands on the machine device.
+pub fn program_run_giving(pcore: ObjRef, line: &str, give: u64) -> Result<Status, Error> {
     let word = syscall5(
         nr::PROGRAM_RUN,
         pcore.share,
         pcore.object,
         crate::sys::buf_addr(line.as_bytes()),
         line.len() as u64,
-        0,
+        give,
     )?;
     Ok(if word == 0 { Status::Running } else { Status::from_word(word) })
 }

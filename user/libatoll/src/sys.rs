@@ -1,16 +1,18 @@
 //! The system-call instruction and the calls that are not about Corey's objects: the
 //! console, the clock, the program's arguments, the machine (docs/syscalls.md).
 
+use crate::obj::ObjRef;
 use abi::{nr, Error, SysResult};
 use core::arch::asm;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Raw system call with up to three arguments.
 #[inline(always)]
 pub fn syscall3(number: u64, a: u64, b: u64, c: u64) -> SysResult {
     let ret: u64;
     // SAFETY: `syscall` enters the kernel, which checks every argument; it clobbers rcx
-    // and r11 and returns in rax (the Atoll ABI, see `abi`). r9 is declared clobbered
-    // too: the kernel's entry path does not save it (see `syscall5`).
+    // and r11 and returns in rax (the Atoll ABI, see `abi`); every other register is
+    // preserved (the entry path saves r9 too).
     unsafe {
         asm!("syscall", inlateout("rax") number => ret, in("rdi") a, in("rsi") b, in("rdx") c,
              out("rcx") _, out("r11") _, out("r9") _, options(nostack));
@@ -22,12 +24,10 @@ pub fn syscall3(number: u64, a: u64, b: u64, c: u64) -> SysResult {
 #[inline(always)]
 pub fn syscall5(number: u64, a: u64, b: u64, c: u64, d: u64, e: u64) -> SysResult {
     let ret: u64;
-    // SAFETY: as `syscall3`; r10 and r8 carry the fourth and fifth arguments. The ABI
-    // says only rcx and r11 are clobbered, but the kernel's `syscall_entry` saves rdi,
-    // rsi, rdx, r10, r8 and not r9, which its Rust dispatcher may use: r9 is clobbered.
+    // SAFETY: as `syscall3`; r10 and r8 carry the fourth and fifth arguments.
     unsafe {
         asm!("syscall", inlateout("rax") number => ret, in("rdi") a, in("rsi") b, in("rdx") c,
-             in("r10") d, in("r8") e, out("rcx") _, out("r11") _, out("r9") _, options(nostack));
+             in("r10") d, in("r8") e, out("rcx") _, out("r11") _, options(nostack));
     }
     abi::decode(ret)
 }
@@ -35,8 +35,9 @@ pub fn syscall5(number: u64, a: u64, b: u64, c: u64, d: u64, e: u64) -> SysResul
 /// A writable byte whose address stands in for an empty buffer's.
 static EMPTY: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
 
-/// The address to pass for `buf`. An empty slice's pointer is dangling (unmapped), which
-/// the kernel refuses even with length 0; a real writable address is passed instead.
+/// The address to pass for `buf`. The kernel accepts any pointer with length 0, but an
+/// empty slice's dangling pointer is passed as a real writable address all the same, so
+/// a call never depends on that.
 pub fn buf_addr(buf: &[u8]) -> u64 {
     if buf.is_empty() {
         EMPTY.as_ptr() as u64
@@ -108,15 +109,43 @@ pub fn file_list(buf: &mut [u8]) -> SysResult {
     syscall3(nr::FILE_LIST, buf_addr(buf), buf.len() as u64, 0)
 }
 
-/// Runs one line of the kernel console (`mem`, `monitor`, `bench urpc 2000`, ...); its
-/// output goes to the console.
-pub fn kernel_command(line: &str) -> SysResult {
-    syscall3(nr::KERNEL_COMMAND, buf_addr(line.as_bytes()), line.len() as u64, 0)
+/// The program's start argument (`rdi` of `_start`): the id, in its root share, of the
+/// object whoever started it gave it (`program_run`'s `give`; the kernel gives `init` the
+/// machine device), or 0.
+static START_ARG: AtomicU64 = AtomicU64::new(0);
+
+/// Records the start argument (called by [`crate::main!`]'s `_start`).
+pub fn set_start_arg(arg: u64) {
+    START_ARG.store(arg, Ordering::Relaxed);
 }
 
-/// Turns the machine off. Returns only if the kernel refused.
-pub fn poweroff() -> SysResult {
-    syscall3(nr::POWEROFF, 0, 0, 0)
+/// The object the program was given at start, as ⟨root share, id⟩, if any.
+pub fn given_object() -> Option<ObjRef> {
+    match START_ARG.load(Ordering::Relaxed) {
+        0 => None,
+        id => Some(ObjRef::new(crate::obj::root_share(), id)),
+    }
+}
+
+/// The machine device, if this program holds it: the capability for [`kernel_command`]
+/// and [`poweroff`] (the kernel gives it to `init`; see `abi::device_kind::MACHINE`).
+pub fn machine() -> Option<ObjRef> {
+    let given = given_object()?;
+    let stat = crate::obj::device_stat(given).ok()?;
+    (stat.kind == abi::device_kind::MACHINE).then_some(given)
+}
+
+/// Runs one line of the kernel console (`mem`, `monitor`, `bench urpc 2000`, ...) with the
+/// machine device `machine`; its output goes to the console. `NotPermitted` without the
+/// capability, `InvalidArgument` for a line the console refuses.
+pub fn kernel_command(machine: ObjRef, line: &str) -> SysResult {
+    let (ptr, len) = (buf_addr(line.as_bytes()), line.len() as u64);
+    syscall5(nr::KERNEL_COMMAND, machine.share, machine.object, ptr, len, 0)
+}
+
+/// Turns the machine off, with the machine device. Returns only if the kernel refused.
+pub fn poweroff(machine: ObjRef) -> SysResult {
+    syscall3(nr::POWEROFF, machine.share, machine.object, 0)
 }
 
 /// Bytes typed on the serial console since the last call, copied into `buf`; never waits

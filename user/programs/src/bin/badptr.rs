@@ -1,7 +1,9 @@
 //! `badptr`: passes wild pointers and lengths to system calls. Every one must come back as
 //! an error code (`BadAddress`/`NoSuchCall`), never a kernel fault. Prints `badptr: ok`.
 //! The first cases are the basic calls; the rest are the object calls that read or write
-//! user memory, given valid objects so that only the pointer is wrong.
+//! user memory, given valid objects so that only the pointer is wrong. The machine calls
+//! (`kernel_command`, `poweroff`) are refused without the machine device; if the program
+//! was given it, a wild pointer is next.
 #![no_std]
 #![no_main]
 
@@ -45,9 +47,21 @@ fn main() -> i32 {
         (nr::FILE_LIST, [KERNEL, 100, 0, 0, 0], Error::BadAddress),
         (nr::FILE_OPEN, [root, 0, 5, 0, 0], Error::BadAddress),
         (nr::SEGMENT_READ, [root, file, 0, KERNEL, 64], Error::BadAddress),
-        (nr::KERNEL_COMMAND, [0x40_0000 - 4096, 4, 0, 0, 0], Error::BadAddress),
         (nr::FILE_OPEN, [root, 0x40_0000, 1 << 20, 0, 0], Error::InvalidArgument), // too long
+        // The machine calls want the machine device: no reference, a wrong device, a
+        // wild one are all refused before any pointer is read; nobody allocates it.
+        (nr::KERNEL_COMMAND, [0, 0, 0x40_0000 - 4096, 4, 0], Error::NotPermitted),
+        (nr::KERNEL_COMMAND, [root, dev, UNMAPPED, 4, 0], Error::NotPermitted),
+        (nr::POWEROFF, [0, 0, 0, 0, 0], Error::NotPermitted),
+        (nr::POWEROFF, [root, dev, 0, 0, 0], Error::NotPermitted),
+        (nr::POWEROFF, [KERNEL, u64::MAX, 0, 0, 0], Error::NotPermitted),
+        (nr::DEVICE_ALLOC, [root, 3, 0, 0, 0], Error::NotPermitted),
     ];
+    // Given the machine device (the kernel test runs it both ways), the pointer is next.
+    if let Some(m) = libatoll::machine() {
+        cases.push((nr::KERNEL_COMMAND, [m.share, m.object, UNMAPPED, 4, 0], Error::BadAddress));
+        cases.push((nr::KERNEL_COMMAND, [m.share, m.object, KERNEL, 8, 0], Error::BadAddress));
+    }
     // (On one core under the shell there is no pcore to spare: the case is left out.)
     if let Some(pcore) = pcore {
         cases.push((nr::PROGRAM_RUN, [root, pcore, UNMAPPED, 5, 0], Error::BadAddress));

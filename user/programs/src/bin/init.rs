@@ -1,7 +1,9 @@
 //! `init [LINE]`: the shell, which the kernel starts on core 0 at boot. With a line it runs
 //! that one line and powers off (`make run CMD=...`); otherwise it prompts `atoll> ` and
 //! runs what is typed. Its own commands are below; any other line goes to the kernel
-//! console (`mem`, `monitor`, `bench urpc 2000`, `tests`, ...).
+//! console (`mem`, `monitor`, `bench urpc 2000`, `tests`, ...). The kernel gives `init`
+//! the machine device (`libatoll::machine()`): the capability those kernel commands and
+//! `poweroff` need, which other programs do not have.
 #![no_std]
 #![no_main]
 
@@ -9,7 +11,7 @@ extern crate alloc;
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use libatoll::abi::{device_kind, DeviceInfo};
+use libatoll::abi::{device_kind, DeviceInfo, Error};
 use libatoll::cfork::patiently;
 use libatoll::cores::parse_cores;
 use libatoll::fd::FdTable;
@@ -36,7 +38,7 @@ fn main() -> i32 {
     let line = args::arg_string();
     if !line.trim().is_empty() {
         execute(line.trim());
-        let _ = libatoll::poweroff();
+        poweroff();
         return 0;
     }
     let mut reader = LineReader::new();
@@ -71,16 +73,31 @@ fn execute(line: &str) {
         Some("devices") => devices(),
         Some("poweroff") => {
             println!("powering off");
-            if let Err(e) = libatoll::poweroff() {
-                println!("poweroff: {e:?}");
-            }
+            poweroff();
         }
         // `skb` and everything else: the kernel console's commands.
         Some(_) => {
-            if let Err(e) = kernel_command(line) {
-                println!("{line}: {e:?}");
+            let Some(machine) = libatoll::machine() else {
+                return println!("{line}: this shell does not hold the machine device");
+            };
+            match kernel_command(machine, line) {
+                // The console explained a line it refused itself.
+                Ok(_) | Err(Error::InvalidArgument) => {}
+                Err(e) => println!("{line}: {e:?}"),
             }
         }
+    }
+}
+
+/// Powers the machine off with the machine device; says why if it cannot.
+fn poweroff() {
+    match libatoll::machine() {
+        Some(machine) => {
+            if let Err(e) = libatoll::poweroff(machine) {
+                println!("poweroff: {e:?}");
+            }
+        }
+        None => println!("poweroff: this shell does not hold the machine device"),
     }
 }
 
@@ -269,15 +286,21 @@ fn devices() {
         let (kind, count, detail) = match d.kind {
             device_kind::SERIAL => ("serial", "bytes out", "bytes in"),
             device_kind::INITRD => ("initrd", "bytes", "files"),
+            device_kind::MACHINE => ("machine", "kernel commands", "cores"),
             _ => ("timer", "ticks", "hz"),
         };
         let core =
             if d.core == u64::MAX { String::from("-") } else { alloc::format!("{}", d.core) };
-        let stat = obj::device_alloc(root, d.hwid).and_then(|id| {
-            let s = obj::device_stat(ObjRef::new(root, id));
-            let _ = share_delobj(ObjRef::new(root, id));
-            s
-        });
+        // The machine device cannot be allocated, only held: read it through ours.
+        let held = libatoll::machine().filter(|_| d.kind == device_kind::MACHINE);
+        let stat = match held {
+            Some(machine) => obj::device_stat(machine),
+            None => obj::device_alloc(root, d.hwid).and_then(|id| {
+                let s = obj::device_stat(ObjRef::new(root, id));
+                let _ = share_delobj(ObjRef::new(root, id));
+                s
+            }),
+        };
         match stat {
             Ok(s) => println!(
                 "{:>4}  {kind:<6}  {core:>4}  {name:<8}  {} {count}, {} {detail}",

@@ -136,11 +136,20 @@ fn main() -> i32 {
     check!(ar_set_seg(&bad) == Err(Error::InvalidArgument), "an unaligned mapping is refused");
     check!(segment_alloc(root, u64::MAX) == Err(Error::NoResources), "a huge segment is refused");
 
-    // Devices (Corey §4.4): the serial console, the initrd and a timer per core; a device
+    // Devices (Corey §4.4): the serial console, the initrd, the machine and a timer per
+    // core (the machine device is a capability: nobody allocates it); a device
     // object reports its counters.
     let mut devices = [libatoll::abi::DeviceInfo::default(); 64];
     let n = libatoll::obj::device_list(&mut devices).unwrap_or(0);
-    check!(n == 2 + libatoll::cores_online(), "device_list: serial, initrd, one timer per core");
+    check!(
+        n == 3 + libatoll::cores_online(),
+        "device_list: serial, initrd, machine, one timer per core"
+    );
+    check!(
+        devices[..n].iter().any(|d| d.kind == libatoll::abi::device_kind::MACHINE)
+            && libatoll::obj::device_alloc(root, 3) == Err(Error::NotPermitted),
+        "the machine device is listed and cannot be allocated"
+    );
     check!(
         libatoll::obj::device_alloc(root, 12345) == Err(Error::InvalidArgument),
         "no such device"

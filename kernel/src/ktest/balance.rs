@@ -1,0 +1,110 @@
+//! What a test must leave as it found it, on every core: the frames (free, or held by
+//! the core's kernel heap), the kernel heap bytes in use, and the live kernel objects the
+//! core's programs created. xv6's `usertests` checks free pages around each test the same
+//! way; counting heap bytes and objects too makes leaked metadata visible, not only
+//! leaked pages.
+
+use super::{all_ok, JOB_TIMEOUT_US};
+use crate::{percpu, smp};
+use alloc::format;
+use alloc::string::String;
+use spin::Mutex;
+
+/// One core's resources at a moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CoreResources {
+    /// Free frames plus the frames its kernel heap holds.
+    pub frames: u64,
+    /// Kernel heap bytes in use (blocks freed on other cores taken back first).
+    pub heap_bytes: u64,
+    /// Live kernel objects made by this core's programs.
+    pub objects: u64,
+}
+
+/// Every listed core's resources, by position in the list. Held on the stack: a
+/// snapshot must not itself change the heap it counts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Snapshot {
+    cores: [CoreResources; percpu::MAX_CORES],
+    len: usize,
+}
+
+impl Snapshot {
+    fn as_slice(&self) -> &[CoreResources] {
+        &self.cores[..self.len]
+    }
+}
+
+/// Each listed core's resources. Every core first sends the foreign frames it freed
+/// home; then every core takes in what came home and counts.
+pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
+    let flush = |_| {
+        crate::monitor::flush_frame_returns();
+        Ok(())
+    };
+    all_ok(cores, &smp::run_on(cores, JOB_TIMEOUT_US, &flush))?;
+    if cores.len() > percpu::MAX_CORES {
+        return Err("too many cores".into());
+    }
+    let counts = [const { Mutex::new(CoreResources { frames: 0, heap_bytes: 0, objects: 0 }) };
+        percpu::MAX_CORES];
+    let count = |index: usize| {
+        crate::monitor::poll();
+        let me = percpu::this_core();
+        let (heap_bytes, heap_frames) = crate::mem::heap::usage_this_core();
+        let slot = cores.iter().position(|&c| c == index).ok_or("not a test core")?;
+        *counts[slot].lock() = CoreResources {
+            frames: me.free_frames() + heap_frames,
+            heap_bytes,
+            objects: crate::user::corey::live_objects(index) as u64,
+        };
+        Ok(())
+    };
+    all_ok(cores, &smp::run_on(cores, JOB_TIMEOUT_US, &count))?;
+    let mut snap =
+        Snapshot { cores: [CoreResources::default(); percpu::MAX_CORES], len: cores.len() };
+    for (slot, count) in snap.cores.iter_mut().zip(&counts) {
+        *slot = *count.lock();
+    }
+    Ok(snap)
+}
+
+/// Checks that every core is back to `before`. A frame may still be on its way home in a
+/// message when a core counts, and a lost one never arrives: so count again (a few times,
+/// with a pause) before calling anything lost.
+pub fn check(cores: &[usize], before: &Snapshot) -> Result<(), String> {
+    let mut after = snapshot(cores)?;
+    for _ in 0..3 {
+        if *before == after {
+            return Ok(());
+        }
+        crate::arch::timer::spin_us(10_000);
+        after = snapshot(cores)?;
+    }
+    let mut diffs = String::new();
+    for ((core, b), a) in cores.iter().zip(before.as_slice()).zip(after.as_slice()) {
+        if a != b {
+            diffs += &format!(
+                " core {core}: frames {} -> {}, heap bytes {} -> {}, objects {} -> {};",
+                b.frames, a.frames, b.heap_bytes, a.heap_bytes, b.objects, a.objects
+            );
+        }
+    }
+    Err(format!("resources not back to their baseline:{diffs}"))
+}
+
+/// Runs `f` (which may use every core) and checks that every online core is back to its
+/// resources from before. Growth that happens once (a core's first object table, a queue
+/// reaching its working size) shows after the first run only: if the first run does not
+/// balance, `f` runs again and must balance exactly against the state after the first.
+pub fn balanced(f: impl Fn() -> Result<(), String>) -> Result<(), String> {
+    let cores = smp::online_cores();
+    let before = snapshot(&cores)?;
+    f()?;
+    if check(&cores, &before).is_ok() {
+        return Ok(());
+    }
+    let settled = snapshot(&cores)?;
+    f()?;
+    check(&cores, &settled)
+}
