@@ -82,6 +82,11 @@ pub struct PerCore {
     state: AtomicU8,
     fault_vector: AtomicU8,
     ticks: AtomicU64,
+    /// The tick at which a long system call last served the monitor (`user::step`).
+    pub served_tick: AtomicU64,
+    /// Set when the running system call took a step (`user::step`): it checks the time
+    /// limit and halt flag before returning.
+    pub stepped: AtomicBool,
     unexpected_interrupts: AtomicU64,
     /// Test IPIs received, per sending core.
     test_ipis: [AtomicU32; MAX_CORES],
@@ -168,6 +173,8 @@ pub unsafe fn publish(frame_va: u64, setup: CoreSetup) -> &'static PerCore {
         state: AtomicU8::new(CoreState::Offline as u8),
         fault_vector: AtomicU8::new(0),
         ticks: AtomicU64::new(0),
+        served_tick: AtomicU64::new(0),
+        stepped: AtomicBool::new(false),
         unexpected_interrupts: AtomicU64::new(0),
         test_ipis: [const { AtomicU32::new(0) }; MAX_CORES],
         asleep: AtomicBool::new(false),

@@ -422,6 +422,7 @@ fn filled_slots(pages: u64, pieces: &[(usize, &[u8])]) -> Result<Vec<Option<Page
             let index = at / PAGE as usize;
             let in_page = at % PAGE as usize;
             let n = (PAGE as usize - in_page).min(end - at);
+            super::step();
             let slot = slots.get_mut(index).ok_or(Error::InvalidArgument)?;
             if slot.is_none() {
                 *slot =
@@ -544,6 +545,7 @@ pub fn segment_copy(
             let mut copy = page_slots(source_pages.len() as u64)?;
             for (slot, page) in copy.iter_mut().zip(&source_pages) {
                 if let Some(page) = page {
+                    super::step();
                     let frame = page.frame.copy().ok_or(Error::NoResources)?;
                     *slot = Some(Page { frame, cow: false });
                 }
@@ -623,6 +625,9 @@ pub fn segment_read(
     let mut at = offset;
     let mut chunk = [0u8; PAGE as usize];
     while at < end {
+        if at > offset {
+            super::step();
+        }
         let n = (PAGE - at % PAGE).min(end - at) as usize;
         let frame = seg.state.with(|s| {
             s.pages.get((at / PAGE) as usize).and_then(|p| p.as_ref().map(|p| p.frame.clone()))
@@ -1136,6 +1141,9 @@ pub fn fault_in(p: &mut ProgramObjects, space: &mut AddressSpace, va: u64, len: 
     let Some(end) = va.checked_add(len) else { return };
     let mut page = va & !(PAGE - 1);
     while page < end && page < paging::USER_END {
+        if page % (16 * PAGE) == 0 {
+            super::step();
+        }
         match paging::translate(space.pml4(), page) {
             Some((_, flags))
                 if !write

@@ -112,6 +112,9 @@ const DEFAULT_LIMIT_US: u64 = 600_000_000;
 const ARGS_MAX: usize = 256;
 /// Bytes copied from user memory per step of a console write.
 const WRITE_MAX: usize = 1024;
+/// Most bytes one `write` call prints (it returns the count; the library loops): a call's
+/// work is bounded.
+const WRITE_CALL_MAX: u64 = 4096;
 /// Longest console line a program prints before it is broken.
 const LINE_MAX: usize = 200;
 
@@ -462,6 +465,52 @@ pub fn on_tick_in_user() {
     }
 }
 
+/// A point in a long system call where the core answers the rest of the machine. System
+/// calls run with interrupts off; a call whose work grows with its arguments (copying
+/// pages, filling a buffer) calls this between steps, with no lock held. It opens an
+/// interrupt window, so a pending tick, TLB shootdown or wake-up is taken, and once per
+/// tick it serves the monitor as the tick in user mode does (frame returns, pings). The
+/// time limit and `pcore_halt` are checked when the call returns ([`syscall_dispatch`]).
+/// So a core answers within one tick plus one bounded step, however long the call.
+///
+/// Outside a context (the loader run from the idle loop) it only opens the window: there
+/// the monitor would run deferred calls and starts in the middle of the caller's work.
+pub fn step() {
+    let core = this_core();
+    let were_on = cpu::disable_interrupts();
+    cpu::enable_interrupts();
+    core::hint::spin_loop(); // `sti` takes effect after the next instruction
+    if !were_on {
+        cpu::disable_interrupts();
+    }
+    if !core.in_context.load(Ordering::Acquire) {
+        return;
+    }
+    core.stepped.store(true, Ordering::Relaxed);
+    let now = core.ticks();
+    if core.served_tick.swap(now, Ordering::Relaxed) != now {
+        crate::monitor::poll_at_tick();
+    }
+}
+
+/// Leaves the running context if it is past its time limit or its pcore was halted (at
+/// the end of a system call, where nothing is held; a long call may have passed either).
+fn stop_if_due() {
+    let (late, halted) = with_running(|r, _| {
+        let halted =
+            r.pcore.as_ref().and_then(corey::pcore).is_some_and(|p| p.halt.load(Ordering::Acquire));
+        (cpu::rdtsc() > r.deadline, halted)
+    })
+    .unwrap_or((false, false));
+    if halted {
+        leave(ExitStatus::Halted);
+    }
+    if late {
+        println!("USER TIMEOUT core={} (in a system call)", this_core().index);
+        leave(ExitStatus::TimedOut);
+    }
+}
+
 /// Entry from `syscall_entry`: runs one system call, returns the result word.
 #[no_mangle]
 extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
@@ -491,15 +540,27 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         }
         _ => Err(Error::NoSuchCall),
     };
+    // Only a call that took steps can have outlived a tick's checks (a plain load keeps
+    // the null call's path short).
+    let core = this_core();
+    if core.stepped.load(Ordering::Relaxed) {
+        core.stepped.store(false, Ordering::Relaxed);
+        stop_if_due();
+    }
     abi::encode(result)
 }
 
-/// `write(ptr, len)`: the whole buffer is checked first, then copied in pieces into the
-/// program's line buffer; control characters other than newline and tab become `.`.
+/// `write(ptr, len)`: prints at most [`WRITE_CALL_MAX`] bytes and returns the count. Those
+/// bytes are checked first, then copied in pieces into the program's line buffer; control
+/// characters other than newline and tab become `.`.
 fn write(ptr: u64, len: u64) -> SysResult {
+    let len = len.min(WRITE_CALL_MAX);
     let mut buf = [0u8; WRITE_MAX];
     let mut done = 0;
     while done < len {
+        if done > 0 {
+            step();
+        }
         let n = (len - done).min(WRITE_MAX as u64) as usize;
         with_running_mut(|r, space| {
             if done == 0 {
