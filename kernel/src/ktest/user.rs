@@ -18,6 +18,7 @@ kernel_test!(EXHAUST, "user.exhausting_objects_is_an_error", 1, false, exhaustin
 kernel_test!(OOM, "user.out_of_memory_stops_the_program", 1, false, out_of_memory);
 kernel_test!(MEMCLONE, "user.corey_memclone_every_page", 1, false, memclone);
 kernel_test!(COW, "user.corey_cfork_copy_on_write", 2, false, cfork_copy_on_write);
+kernel_test!(COW_SHARED, "user.corey_copy_never_changes", 2, false, copy_never_changes);
 kernel_test!(SHARED_RANGE, "user.corey_shared_range_no_fault", 2, false, shared_range);
 kernel_test!(PCORES, "user.corey_pcores_run_and_halt", 2, false, pcores_run_and_halt);
 
@@ -172,6 +173,12 @@ fn memclone() -> Result<(), String> {
 /// neither side sees the other's writes (copy-on-write), and every frame comes back.
 fn cfork_copy_on_write() -> Result<(), String> {
     balanced(|| expect("cowtest", "", ExitStatus::Exited(0)))
+}
+
+/// `cowshared`: a child on another core keeps writing a segment it maps in its own root
+/// range; a copy-on-write copy the parent makes of it never changes afterwards.
+fn copy_never_changes() -> Result<(), String> {
+    balanced(|| expect("cowshared", "", ExitStatus::Exited(0)))
 }
 
 /// `sharedrange`: pages one core faults in through a slot range are mapped on another core

@@ -21,7 +21,7 @@
 //! §3.1, §4.3). Removing mappings from a slot range shoots down the TLBs of the cores that
 //! include it.
 
-use super::space::AddressSpace;
+use super::space::{AddressSpace, RootTables};
 use crate::arch::paging::{self, phys_to_virt};
 use crate::mem::frames;
 use crate::percpu::{self, this_core};
@@ -35,6 +35,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use locks::McsLock;
 use objects::{Census, Creator, ObjError, ObjName, ObjPtr, ObjRef, ObjectId, ObjectKind, ShareSet};
+use x86_64::structures::paging::PageTableFlags as PageFlags;
 
 const PAGE: u64 = 4096;
 /// Span of a root address range: the user half.
@@ -129,8 +130,9 @@ struct SegmentState {
 /// An address range (Corey §3.1, §4.3).
 pub struct Range {
     state: McsLock<RangeState>,
-    /// Cores whose page tables include this range's subtree (slot ranges): a shootdown
-    /// goes to them.
+    /// Cores whose page tables may hold this range's mappings: for a root range, the
+    /// cores running a context on it; for a slot range, every core that ever ran a root it
+    /// is spliced into. A shootdown goes to them.
     cores: AtomicU64,
 }
 
@@ -138,16 +140,84 @@ struct RangeState {
     map: AddressRange,
     /// What the range maps, by id: it holds one reference to each (see `objects`).
     held: BTreeMap<u64, Ptr>,
-    /// A slot range's page-directory subtree; `None` for a root range.
-    directory: Option<Directory>,
+    /// The page tables the range owns and the pages mapped in them.
+    tables: Tables,
 }
 
-/// A slot range's page directory and the pages mapped in it.
+/// A range's page tables (Corey §3.1: an address range is a page-table subtree that
+/// several cores' tables include) and every page mapped in them, by offset in the range,
+/// with the frame it maps (held, so it cannot be freed while mapped). A segment
+/// remembers the ranges that mapped its pages ([`SegmentState::mapped_in`]), so a
+/// copy-on-write copy or a shrink takes every such mapping back, whichever core or
+/// context made it.
+struct Tables {
+    kind: TableKind,
+    mapped: BTreeMap<u64, Arc<Frame>>,
+}
+
+enum TableKind {
+    /// A root range's PML4: every context on the range runs on it (its CR3).
+    Root(RootTables),
+    /// A slot range's page directory, linked into every root that splices it.
+    Slot(Directory),
+}
+
+impl Tables {
+    fn translate(&self, offset: u64) -> Option<(u64, PageFlags)> {
+        match &self.kind {
+            TableKind::Root(t) => t.translate(offset),
+            TableKind::Slot(d) => paging::translate_in_directory(d.pd, offset),
+        }
+    }
+
+    fn map(&mut self, offset: u64, frame: Arc<Frame>, flags: PageFlags) -> Option<()> {
+        match &mut self.kind {
+            TableKind::Root(t) => t.map(offset, frame.0, flags)?,
+            // SAFETY: the range's own directory, under its lock; tables come from this core.
+            TableKind::Slot(d) => unsafe {
+                paging::map_in_directory(d.pd, offset, frame.0, flags, &mut frames::alloc)?
+            },
+        }
+        self.mapped.insert(offset, frame);
+        Some(())
+    }
+
+    fn unmap(&mut self, offset: u64) -> Option<Arc<Frame>> {
+        let frame = self.mapped.remove(&offset)?;
+        match &mut self.kind {
+            TableKind::Root(t) => t.unmap(offset),
+            TableKind::Slot(d) => paging::unmap_in_directory(d.pd, offset),
+        }
+        Some(frame)
+    }
+
+    /// Unmaps every page in `[start, end)`; returns the frames (drop them only after the
+    /// shootdown).
+    fn unmap_span(&mut self, start: u64, end: u64) -> Vec<Arc<Frame>> {
+        let offsets: Vec<u64> = self.mapped.range(start..end).map(|(&o, _)| o).collect();
+        offsets.into_iter().filter_map(|o| self.unmap(o)).collect()
+    }
+
+    /// Unmaps every page that maps one of `frames` (by physical address).
+    fn unmap_frames(&mut self, frames: &BTreeSet<u64>) -> Vec<Arc<Frame>> {
+        let offsets: Vec<u64> =
+            self.mapped.iter().filter(|(_, f)| frames.contains(&f.0)).map(|(&o, _)| o).collect();
+        offsets.into_iter().filter_map(|o| self.unmap(o)).collect()
+    }
+}
+
+impl Drop for Tables {
+    fn drop(&mut self) {
+        let all: Vec<u64> = self.mapped.keys().copied().collect();
+        for offset in all {
+            self.unmap(offset);
+        }
+    }
+}
+
+/// A slot range's page directory.
 struct Directory {
     pd: u64,
-    /// Every page mapped below `pd`, by offset, with the frame it maps (held, so it cannot
-    /// be freed while mapped).
-    mapped: Vec<(u64, Arc<Frame>)>,
 }
 
 impl Directory {
@@ -155,21 +225,12 @@ impl Directory {
         let pd = Frame::zeroed()?;
         let pa = pd.0;
         core::mem::forget(pd); // owned by the directory from now on; freed in its Drop
-        Some(Directory { pd: pa, mapped: Vec::new() })
-    }
-
-    /// Unmaps every page; returns the frames (drop them only after the shootdown).
-    fn clear(&mut self) -> Vec<(u64, Arc<Frame>)> {
-        for &(offset, _) in &self.mapped {
-            paging::unmap_in_directory(self.pd, offset);
-        }
-        core::mem::take(&mut self.mapped)
+        Some(Directory { pd: pa })
     }
 }
 
 impl Drop for Directory {
     fn drop(&mut self) {
-        self.clear();
         let mut tables = Vec::new();
         paging::directory_tables(self.pd, &mut |t| tables.push(t));
         for pa in tables.into_iter().chain([self.pd]) {
@@ -254,18 +315,12 @@ pub fn pcore(p: &Ptr) -> Option<&Pcore> {
     }
 }
 
-/// A running context's view of the objects: its share set, its root range, and the pages
-/// faulted into its private page tables.
+/// A running context's view of the objects: its share set and its root range.
 pub struct ProgramObjects {
     /// The shares it can name objects through (its private root share first).
     pub set: ShareSet<Payload>,
-    /// Its root address range (page faults resolve through it).
+    /// Its root address range (page faults resolve through it; its tables are the CR3).
     pub root_ar: Ptr,
-    /// Pages mapped in the private tables by soft faults, with the frames they map.
-    faulted: Vec<(u64, Arc<Frame>)>,
-    /// Slot ranges spliced into the private tables, by virtual address (held while
-    /// spliced, so their subtree outlives every table that points at it).
-    installed: Vec<(u64, Ptr)>,
     /// Soft page faults taken.
     pub fault_count: u64,
 }
@@ -349,14 +404,15 @@ fn alloc_unchecked(
 }
 
 fn new_range(root: bool) -> Result<Range, Error> {
-    let (span, directory) = if root {
-        (ROOT_SPAN, None)
+    let (span, kind) = if root {
+        (ROOT_SPAN, TableKind::Root(RootTables::new()?))
     } else {
-        (GRANULARITY, Some(Directory::new().ok_or(Error::NoResources)?))
+        (GRANULARITY, TableKind::Slot(Directory::new().ok_or(Error::NoResources)?))
     };
     let map = AddressRange::new(span, GRANULARITY).map_err(ar_error)?;
+    let tables = Tables { kind, mapped: BTreeMap::new() };
     Ok(Range {
-        state: McsLock::new(RangeState { map, held: BTreeMap::new(), directory }),
+        state: McsLock::new(RangeState { map, held: BTreeMap::new(), tables }),
         cores: AtomicU64::new(0),
     })
 }
@@ -368,7 +424,7 @@ pub fn new_context(root_ar: Ptr, shares: Vec<Ptr>) -> Result<ProgramObjects, Err
     for share in shares {
         set.add_share_ptr(share).map_err(to_abi)?;
     }
-    Ok(ProgramObjects { set, root_ar, faulted: Vec::new(), installed: Vec::new(), fault_count: 0 })
+    Ok(ProgramObjects { set, root_ar, fault_count: 0 })
 }
 
 /// A new program's objects: a root share holding a fresh root address range.
@@ -382,7 +438,7 @@ pub fn new_program() -> Result<ProgramObjects, Error> {
             .map_err(to_abi)
     })?;
     let root_ar = set.resolve(ObjRef { share: root, object: id }).map_err(to_abi)?;
-    Ok(ProgramObjects { set, root_ar, faulted: Vec::new(), installed: Vec::new(), fault_count: 0 })
+    Ok(ProgramObjects { set, root_ar, fault_count: 0 })
 }
 
 /// A segment of `pages` pages holding each `(offset, bytes)` piece at that byte offset
@@ -407,7 +463,7 @@ pub fn load_segment(
         pages,
         flags,
     };
-    set_seg(p, None, args)
+    set_seg(p, args)
 }
 
 /// `pages` page slots holding each `(offset, bytes)` piece at that byte offset: the pages
@@ -521,7 +577,6 @@ pub fn segment_from(p: &mut ProgramObjects, share: u64, data: &[u8]) -> Result<u
 /// copy-on-write copy shares the frames, both sides marked so their next write copies.
 pub fn segment_copy(
     p: &mut ProgramObjects,
-    space: &mut AddressSpace,
     share: u64,
     rs: u64,
     ro: u64,
@@ -555,11 +610,11 @@ pub fn segment_copy(
         _ => return Err(Error::InvalidArgument),
     };
     // The source's writable mappings must become read-only (its pages are now
-    // copy-on-write): take them back, here and in shared ranges; they fault back in
-    // read-only.
+    // copy-on-write): take them back in every range that mapped them, on every core, so
+    // no context can write the copy's frames any more; they fault back in read-only.
     if mode == abi::copy_mode::COW && seg.state.with(|s| s.mapped) {
         let frames: BTreeSet<u64> = pages.iter().flatten().map(|pg| pg.frame.0).collect();
-        forget_frames(p, space, seg, &frames);
+        forget_frames(seg, &frames);
     }
     alloc(p, share, ObjectKind::Segment, new_segment(pages, nbytes))
 }
@@ -574,7 +629,6 @@ pub fn segment_get_nbytes(p: &ProgramObjects, rs: u64, ro: u64) -> Result<u64, E
 /// no mapping holds them any more).
 pub fn segment_set_nbytes(
     p: &mut ProgramObjects,
-    space: &mut AddressSpace,
     rs: u64,
     ro: u64,
     nbytes: u64,
@@ -600,7 +654,7 @@ pub fn segment_set_nbytes(
     })?;
     if seg.state.with(|s| s.mapped) {
         let frames: BTreeSet<u64> = dropped.iter().flatten().map(|pg| pg.frame.0).collect();
-        forget_frames(p, space, seg, &frames);
+        forget_frames(seg, &frames);
     }
     drop(dropped);
     Ok(0)
@@ -660,45 +714,55 @@ pub fn ar_alloc(p: &mut ProgramObjects, share: u64, kind: u64) -> Result<u64, Er
 }
 
 /// Applies `edit` to range `ar`, which maps `target` afterwards: the range takes a
-/// reference to `target` and lets go of whatever the edit removed the last mapping of. A
-/// slot range's pages are unmapped and the cores that include it shot down (its pages
-/// fault in again as needed).
+/// reference to `target` and lets go of whatever the edit removed the last mapping of.
+/// Pages in the edited span `[start, end)`, and in every mapping the edit removed, are
+/// unmapped from the range's tables and the cores that may hold them shot down (they
+/// fault in again as needed); slots the edit removed from a root are unlinked. Then
+/// `after` runs on the tables, still under the range's lock (`ar_set_ar` links its slot).
 fn edit_range(
     ar: &Ptr,
     target: Ptr,
+    (start, end): (u64, u64),
     edit: impl FnOnce(&mut AddressRange) -> Result<Vec<addrrange::Mapping>, ArError>,
+    after: impl FnOnce(&mut Tables) -> Result<Vec<u64>, Error>,
 ) -> Result<(), Error> {
     let r = range(ar).ok_or(Error::InvalidArgument)?;
-    let (released, unmapped) = r.state.with(|s| {
+    let (released, unmapped, old_tables, unlinked) = r.state.with(|s| {
         let removed = edit(&mut s.map).map_err(ar_error)?;
         let gone: Vec<Ptr> =
             s.map.released(&removed).iter().filter_map(|id| s.held.remove(id)).collect();
         s.held.entry(target.id().0).or_insert(target);
-        let unmapped = s.directory.as_mut().map(|d| d.clear()).unwrap_or_default();
-        Ok::<_, Error>((gone, unmapped))
+        let mut unmapped = s.tables.unmap_span(start, end);
+        let mut unlinked = false;
+        for m in &removed {
+            unmapped.extend(s.tables.unmap_span(m.start, m.start + m.pages * PAGE));
+            if let (Target::Range { .. }, TableKind::Root(t)) = (m.target, &mut s.tables.kind) {
+                t.remove_slot(m.start);
+                unlinked = true;
+            }
+        }
+        let old_tables = after(&mut s.tables)?;
+        Ok::<_, Error>((gone, unmapped, old_tables, unlinked))
     })?;
-    if !unmapped.is_empty() {
+    // Every core that may hold a translation through these tables (a removed slot's
+    // pages included) forgets it before a frame or table is freed.
+    if !unmapped.is_empty() || !old_tables.is_empty() || unlinked {
         crate::tlb::shootdown(r.cores.load(Ordering::Acquire));
     }
     drop(unmapped);
+    for pa in old_tables {
+        let _ = frames::free(pa);
+    }
     objects::release(released);
     Ok(())
 }
 
-/// `ar_set_seg(&ArSetSeg)`. `space` is the caller's (its stale private mappings go).
-pub fn ar_set_seg(
-    p: &mut ProgramObjects,
-    space: &mut AddressSpace,
-    a: ArSetSeg,
-) -> Result<u64, Error> {
-    set_seg(p, Some(space), a).map(|_| 0)
+/// `ar_set_seg(&ArSetSeg)`.
+pub fn ar_set_seg(p: &mut ProgramObjects, a: ArSetSeg) -> Result<u64, Error> {
+    set_seg(p, a).map(|_| 0)
 }
 
-fn set_seg(
-    p: &mut ProgramObjects,
-    space: Option<&mut AddressSpace>,
-    a: ArSetSeg,
-) -> Result<(), Error> {
+fn set_seg(p: &mut ProgramObjects, a: ArSetSeg) -> Result<(), Error> {
     let ar = lookup(p, a.ar[0], a.ar[1], ObjectKind::AddressRange)?;
     let seg = lookup(p, a.seg[0], a.seg[1], ObjectKind::Segment)?;
     // Copy-on-write is a property of a segment's pages (`segment_copy` with `COW`), not
@@ -707,36 +771,53 @@ fn set_seg(
         return Err(Error::InvalidArgument);
     }
     let id = seg.id().0;
-    edit_range(&ar, seg, |r| r.set_seg(a.va, id, a.first_page, a.pages, perms(a.flags), false))?;
-    // Only the caller's own root maps into its private tables, and only the edited pages
-    // can be stale there.
-    if let Some(space) = space.filter(|_| Arc::ptr_eq(&ar, &p.root_ar)) {
-        let end = a.va.saturating_add(a.pages.saturating_mul(PAGE));
-        forget_faulted_in(p, space, a.va, end);
-    }
-    Ok(())
+    let end = a.va.saturating_add(a.pages.saturating_mul(PAGE));
+    edit_range(
+        &ar,
+        seg,
+        (a.va, end),
+        |r| r.set_seg(a.va, id, a.first_page, a.pages, perms(a.flags), false),
+        |_| Ok(Vec::new()),
+    )
 }
 
 /// `ar_set_ar(&ArSetAr)`: splices a slot range into a root range; refuses anything else.
-pub fn ar_set_ar(
-    p: &mut ProgramObjects,
-    space: &mut AddressSpace,
-    a: ArSetAr,
-) -> Result<u64, Error> {
+/// The slot's directory is linked into the root's tables at once, so every context
+/// running on the root sees the slot's pages (Corey §4.3).
+pub fn ar_set_ar(p: &mut ProgramObjects, a: ArSetAr) -> Result<u64, Error> {
     let ar = lookup(p, a.ar[0], a.ar[1], ObjectKind::AddressRange)?;
     let child = lookup(p, a.child[0], a.child[1], ObjectKind::AddressRange)?;
-    let is_slot = |x: &Ptr| range(x).is_some_and(|r| r.state.with(|s| s.directory.is_some()));
     // Ranges nest one level (a slot in a root), like Corey's 1 GiB splices, so the slot's
     // subtree sits directly under a page-directory-pointer entry of every root.
-    if is_slot(&ar) || !is_slot(&child) {
+    let (Some(root), Some(slot)) = (range(&ar), range(&child)) else {
+        return Err(Error::InvalidArgument);
+    };
+    let Some(pd) = slot.state.with(|s| match &s.tables.kind {
+        TableKind::Slot(d) => Some(d.pd),
+        TableKind::Root(_) => None,
+    }) else {
+        return Err(Error::InvalidArgument);
+    };
+    if !is_root_range(&ar) {
         return Err(Error::InvalidArgument);
     }
     let child_id = child.id().0;
-    edit_range(&ar, child, |r| r.set_ar(a.va, child_id, perms(a.flags)))?;
-    if Arc::ptr_eq(&ar, &p.root_ar) {
-        forget_faulted_in(p, space, a.va, a.va.saturating_add(GRANULARITY));
-        install_slots(p, space)?;
-    }
+    let va = a.va;
+    edit_range(
+        &ar,
+        child.clone(),
+        (va, va.saturating_add(GRANULARITY)),
+        |r| r.set_ar(va, child_id, perms(a.flags)),
+        |tables| match &mut tables.kind {
+            TableKind::Root(t) => {
+                let old = t.install_slot(va, pd)?;
+                // Cores running this root now reach the slot's pages.
+                slot.cores.fetch_or(root.cores.load(Ordering::Acquire), Ordering::AcqRel);
+                Ok(old)
+            }
+            TableKind::Slot(_) => Err(Error::InvalidArgument),
+        },
+    )?;
     Ok(0)
 }
 
@@ -779,85 +860,60 @@ pub fn ar_mappings(p: &ProgramObjects, rs: u64, ro: u64) -> Result<Vec<MappingIn
     }))
 }
 
-/// Splices every slot range the root range maps into `space` (and takes out those it no
-/// longer maps), so this core's tables include their subtrees from the start: a page
-/// another core faulted in is then visible here with no fault at all.
-pub fn install_slots(p: &mut ProgramObjects, space: &mut AddressSpace) -> Result<(), Error> {
+/// A context starts on this core: the core joins its root range's cores, and every slot
+/// range spliced into the root, so shootdowns reach it. Returns the root's PML4 (the
+/// context's CR3). The core is added to the root first and the slots are read under the
+/// root's lock: a slot spliced meanwhile either sees this core in the root's cores or is
+/// found here.
+pub fn enter_root(p: &ProgramObjects) -> Result<u64, Error> {
     let root = range(&p.root_ar).ok_or(Error::InvalidArgument)?;
-    let wanted: Vec<(u64, Ptr)> = root.state.with(|s| {
-        s.map.nested().filter_map(|(va, id)| s.held.get(&id).map(|ptr| (va, ptr.clone()))).collect()
-    });
     let me = this_core().index;
-    for (va, _) in core::mem::take(&mut p.installed) {
-        space.remove_slot(va);
-    }
-    for (va, slot) in wanted {
-        let Some(r) = range(&slot) else { continue };
-        let Some(pd) = r.state.with(|s| s.directory.as_ref().map(|d| d.pd)) else { continue };
-        if me < 64 {
-            r.cores.fetch_or(1 << me, Ordering::AcqRel);
+    let bit = if me < 64 { 1 << me } else { 0 };
+    root.cores.fetch_or(bit, Ordering::AcqRel);
+    let (pml4, slots) = root.state.with(|s| {
+        let TableKind::Root(t) = &s.tables.kind else { return (None, Vec::new()) };
+        let slots: Vec<Ptr> =
+            s.map.nested().filter_map(|(_, id)| s.held.get(&id).cloned()).collect();
+        (Some(t.pml4()), slots)
+    });
+    for slot in &slots {
+        if let Some(r) = range(slot) {
+            r.cores.fetch_or(bit, Ordering::AcqRel);
         }
-        space.install_slot(va, pd)?;
-        p.installed.push((va, slot));
     }
-    Ok(())
+    pml4.ok_or(Error::InvalidArgument)
 }
 
-/// Takes back every mapping of `frames` (pages of `seg`): in the caller's private tables,
-/// and in the shared subtree of every slot range that mapped pages of `seg`, whose cores
-/// are then shot down. (Other contexts' private tables keep theirs until their next
-/// range edit: safe, since a mapping holds its frame, but possibly stale.)
-fn forget_frames(
-    p: &mut ProgramObjects,
-    space: &mut AddressSpace,
-    seg: &Segment,
-    frames: &BTreeSet<u64>,
-) {
+/// A context on this core ended and the core no longer runs on its root's tables (CR3
+/// switched away, which flushed its translations): shootdowns of the root need not reach
+/// it. (Slot ranges keep the core in their set; a flush there is only wasted.)
+fn leave_root(p: &ProgramObjects) {
+    let me = this_core().index;
+    if let (Some(root), true) = (range(&p.root_ar), me < 64) {
+        root.cores.fetch_and(!(1 << me), Ordering::AcqRel);
+    }
+}
+
+/// Takes back every mapping of `frames` (pages of `seg`) in every range that mapped pages
+/// of `seg` (roots and slots, whichever core or context faulted them in), and shoots down
+/// the cores that may hold them. After this no context anywhere can reach those frames
+/// through an old entry.
+fn forget_frames(seg: &Segment, frames: &BTreeSet<u64>) {
     if frames.is_empty() {
         return;
     }
-    let private: Vec<u64> =
-        p.faulted.iter().filter(|(_, f)| frames.contains(&f.0)).map(|(va, _)| *va).collect();
-    space.unmap_frames(&private);
-    p.faulted.retain(|(_, f)| !frames.contains(&f.0));
     let ranges: Vec<Ptr> = seg.state.with(|s| {
         s.mapped_in.retain(|w| w.strong_count() > 0);
         s.mapped_in.iter().filter_map(Weak::upgrade).collect()
     });
     for ptr in ranges {
         let Some(r) = range(&ptr) else { continue };
-        let taken = r.state.with(|s| {
-            let Some(dir) = s.directory.as_mut() else { return Vec::new() };
-            let (gone, kept): (Vec<_>, Vec<_>) = core::mem::take(&mut dir.mapped)
-                .into_iter()
-                .partition(|(_, f)| frames.contains(&f.0));
-            dir.mapped = kept;
-            for &(offset, _) in &gone {
-                paging::unmap_in_directory(dir.pd, offset);
-            }
-            gone
-        });
+        let taken = r.state.with(|s| s.tables.unmap_frames(frames));
         if !taken.is_empty() {
             crate::tlb::shootdown(r.cores.load(Ordering::Acquire));
         }
         drop(taken); // the frames may go now: no entry maps them
     }
-}
-
-/// Unmaps the pages in `[start, end)` soft faults mapped into the private tables.
-fn forget_faulted_in(p: &mut ProgramObjects, space: &mut AddressSpace, start: u64, end: u64) {
-    let inside = |va: u64| start <= va && va < end;
-    let pages: Vec<u64> = p.faulted.iter().map(|(va, _)| *va).filter(|&va| inside(va)).collect();
-    space.unmap_frames(&pages);
-    p.faulted.retain(|(va, _)| !inside(*va));
-}
-
-/// Unmaps every page soft faults mapped into the private tables (they fault in again as
-/// needed): after any change to ranges or segments, no stale private mapping survives.
-pub fn forget_faulted(p: &mut ProgramObjects, space: &mut AddressSpace) {
-    let pages: Vec<u64> = p.faulted.iter().map(|(va, _)| *va).collect();
-    space.unmap_frames(&pages);
-    p.faulted.clear(); // the frames may go now: no private entry maps them
 }
 
 /// The frame for page `index` of `seg`, filled with zeroes on first touch; a write to a
@@ -895,18 +951,11 @@ fn fill(seg: &Segment, index: u64, write: bool) -> Option<(Arc<Frame>, bool)> {
     }
 }
 
-/// A page fault at `va` in user mode: if the root range maps it to a segment page the
-/// access is allowed on, fill that page, map it, and return `true` so the program retries.
-/// A page of a slot range is mapped in the range's shared subtree; any other in the
-/// context's private tables. `present` says the page was mapped read-only (a write to a
-/// copy-on-write page).
-pub fn soft_fault(
-    p: &mut ProgramObjects,
-    space: &mut AddressSpace,
-    va: u64,
-    write: bool,
-    present: bool,
-) -> bool {
+/// A page fault at `va` in user mode: if the root range maps it (directly, or through a
+/// spliced slot range) to a segment page the access is allowed on, fill that page, map
+/// it in the tables of the range that maps the segment, and return `true` so the program
+/// retries. `present` says the page was mapped read-only (a write to a copy-on-write page).
+pub fn soft_fault(p: &mut ProgramObjects, va: u64, write: bool, present: bool) -> bool {
     let page_va = va & !(PAGE - 1);
     // Out of memory is the program's fault report, never a failed kernel allocation.
     if this_core().free_frames() < FAULT_RESERVE_FRAMES {
@@ -919,107 +968,92 @@ pub fn soft_fault(
         return false;
     };
     let Some(target) = held else { return false };
-    match m.target {
-        Target::Segment { first_page, .. } => {
-            if write && !m.perms.write {
-                return false;
+    // The range whose tables map the page, the page's offset there, and the permissions
+    // of the mappings on the way.
+    let (owner, offset, outer) = match m.target {
+        Target::Segment { .. } => (p.root_ar.clone(), page_va, ALL_PERMS),
+        Target::Range { .. } => (target, page_va - m.start, m.perms),
+    };
+    let Some(r) = range(&owner) else { return false };
+    let _ = present; // the tables tell whether a read-only entry is there
+    match range_fault(&owner, r, offset, write, outer) {
+        RangeFault::Mapped { replaced } => {
+            if replaced.is_some() {
+                crate::tlb::shootdown(r.cores.load(Ordering::Acquire));
             }
-            let Some(seg) = segment(&target) else { return false };
-            let index = first_page + (page_va - m.start) / PAGE;
-            let Some((frame, writable)) = fill(seg, index, write) else { return false };
-            let writable = writable && m.perms.write;
-            if present {
-                p.faulted.retain(|(v, _)| *v != page_va);
-                space.unmap_frames(&[page_va]);
-            }
-            if space.map_frame(page_va, frame.0, writable, m.perms.exec).is_err() {
-                return false;
-            }
-            p.faulted.push((page_va, frame));
+            drop(replaced); // no core can reach it through the old entry now
             p.fault_count += 1;
             true
         }
-        Target::Range { .. } => {
-            if !p.installed.iter().any(|(v, _)| *v == m.start) && install_slots(p, space).is_err() {
-                return false;
-            }
-            let Some(slot) = range(&target) else { return false };
-            let offset = page_va - m.start;
-            match slot_fault(&target, slot, offset, write, m.perms) {
-                SlotFault::Mapped { shootdown } => {
-                    if shootdown {
-                        crate::tlb::shootdown(slot.cores.load(Ordering::Acquire));
-                    }
-                    p.fault_count += 1;
-                    true
-                }
-                // Another core mapped it meanwhile (or this core's TLB was stale).
-                SlotFault::AlreadyMapped => {
-                    x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(page_va));
-                    true
-                }
-                SlotFault::Refused => false,
-            }
+        // Another core mapped it meanwhile (or this core's TLB was stale).
+        RangeFault::AlreadyMapped => {
+            x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(page_va));
+            true
         }
+        RangeFault::Refused => false,
     }
 }
 
-enum SlotFault {
-    Mapped { shootdown: bool },
+/// Every permission: what a root range's own mappings are intersected with.
+const ALL_PERMS: Perms = Perms { write: true, exec: true };
+
+enum RangeFault {
+    /// Mapped; the frame a read-only entry mapped before, if one was replaced (it may be
+    /// freed only after a shootdown).
+    Mapped {
+        replaced: Option<Arc<Frame>>,
+    },
     AlreadyMapped,
     Refused,
 }
 
-/// Maps page `offset` of slot range `slot` in its shared subtree. The range's lock is held
-/// to look the mapping up and to write the entry, not while the page is filled.
-fn slot_fault(slot_ptr: &Ptr, slot: &Range, offset: u64, write: bool, outer: Perms) -> SlotFault {
-    use x86_64::structures::paging::PageTableFlags as F;
-    let looked = slot.state.with(|s| {
+/// Maps page `offset` of range `r` (`r_ptr`) in its tables, the mapping's permissions
+/// intersected with `outer`. The range's lock is held to look the mapping up and to write
+/// the entry, not while the page is filled.
+fn range_fault(r_ptr: &Ptr, r: &Range, offset: u64, write: bool, outer: Perms) -> RangeFault {
+    let looked = r.state.with(|s| {
         let m = s.map.get(offset).copied()?;
         let Target::Segment { first_page, .. } = m.target else { return None };
         let perms = m.perms.intersect(outer);
         let seg = s.held.get(&m.target.id()).cloned()?;
-        let pd = s.directory.as_ref()?.pd;
-        Some((first_page + (offset - m.start) / PAGE, perms, seg, pd))
+        Some((first_page + (offset - m.start) / PAGE, perms, seg))
     });
-    let Some((index, perms, seg, pd)) = looked else { return SlotFault::Refused };
+    let Some((index, perms, seg)) = looked else { return RangeFault::Refused };
     if write && !perms.write {
-        return SlotFault::Refused;
+        return RangeFault::Refused;
     }
-    let writable_now =
-        |flags: F| !write || flags.contains(x86_64::structures::paging::PageTableFlags::WRITABLE);
-    if paging::translate_in_directory(pd, offset).is_some_and(|(_, f)| writable_now(f)) {
-        return SlotFault::AlreadyMapped;
+    let writable_now = |flags: PageFlags| !write || flags.contains(PageFlags::WRITABLE);
+    if r.state.with(|s| s.tables.translate(offset)).is_some_and(|(_, f)| writable_now(f)) {
+        return RangeFault::AlreadyMapped;
     }
-    let Some(segment_body) = segment(&seg) else { return SlotFault::Refused };
+    let Some(segment_body) = segment(&seg) else { return RangeFault::Refused };
     // Registered before the page is filled, so a copy-on-write copy made from now on finds
     // this range and takes its mapping back.
     segment_body.state.with(|s| {
-        let me = Arc::downgrade(slot_ptr);
+        let me = Arc::downgrade(r_ptr);
         if !s.mapped_in.iter().any(|w| w.ptr_eq(&me)) {
             s.mapped_in.push(me);
         }
     });
     let Some((frame, writable)) = fill(segment_body, index, write) else {
-        return SlotFault::Refused;
+        return RangeFault::Refused;
     };
-    let mut flags = F::USER_ACCESSIBLE;
+    let mut flags = PageFlags::USER_ACCESSIBLE;
     if writable && perms.write {
-        flags |= F::WRITABLE;
+        flags |= PageFlags::WRITABLE;
     }
     if !perms.exec {
-        flags |= F::NO_EXECUTE;
+        flags |= PageFlags::NO_EXECUTE;
     }
-    slot.state.with(|s| {
-        let Some(dir) = s.directory.as_mut() else { return SlotFault::Refused };
+    r.state.with(|s| {
         // The range may have changed while we filled the page: map only what it still maps.
         let still = s.map.get(offset).is_some_and(|m| m.target.id() == seg.id().0);
         if !still {
-            return SlotFault::AlreadyMapped; // the access retries and resolves again
+            return RangeFault::AlreadyMapped; // the access retries and resolves again
         }
-        let existing = paging::translate_in_directory(dir.pd, offset);
+        let existing = s.tables.translate(offset);
         if existing.is_some_and(|(_, f)| writable_now(f)) {
-            return SlotFault::AlreadyMapped;
+            return RangeFault::AlreadyMapped;
         }
         // The page may have become copy-on-write (or been replaced) since it was filled.
         let (current, cow) = segment_body.state.with(|s| {
@@ -1027,23 +1061,17 @@ fn slot_fault(slot_ptr: &Ptr, slot: &Range, offset: u64, write: bool, outer: Per
             (page.is_some_and(|p| Arc::ptr_eq(&p.frame, &frame)), page.is_some_and(|p| p.cow))
         });
         if !current {
-            return SlotFault::AlreadyMapped; // the access retries and resolves again
+            return RangeFault::AlreadyMapped; // the access retries and resolves again
         }
         if cow {
-            flags.remove(F::WRITABLE);
+            flags.remove(PageFlags::WRITABLE);
         }
-        if existing.is_some() {
-            paging::unmap_in_directory(dir.pd, offset);
-            dir.mapped.retain(|(o, _)| *o != offset);
+        let replaced = if existing.is_some() { s.tables.unmap(offset) } else { None };
+        if s.tables.map(offset, frame, flags).is_none() {
+            // (The old entry is gone; the access faults again and is refused or retried.)
+            return RangeFault::Mapped { replaced };
         }
-        // SAFETY: the range's own directory, under its lock; tables come from this core.
-        if unsafe { paging::map_in_directory(dir.pd, offset, frame.0, flags, &mut frames::alloc) }
-            .is_none()
-        {
-            return SlotFault::Refused;
-        }
-        dir.mapped.push((offset, frame));
-        SlotFault::Mapped { shootdown: existing.is_some() }
+        RangeFault::Mapped { replaced }
     })
 }
 
@@ -1103,13 +1131,10 @@ pub fn device_hwid(p: &ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> {
     }
 }
 
-/// Takes a context's objects apart when it ends: its slot splices come out of `space`
-/// (their subtrees are not the space's to free), then the share set and range go.
-pub fn end_context(mut p: ProgramObjects, space: &mut AddressSpace) {
-    for (va, _) in core::mem::take(&mut p.installed) {
-        space.remove_slot(va);
-    }
-    forget_faulted(&mut p, space);
+/// Takes a context's objects apart when it ends (its core has switched to other tables
+/// already): the core leaves the root's cores, then the share set and range go.
+pub fn end_context(p: ProgramObjects) {
+    leave_root(&p);
     drop(p);
 }
 
@@ -1124,7 +1149,7 @@ pub fn shares_for_child(p: &ProgramObjects, ids: &[u64]) -> Result<Vec<Ptr>, Err
 
 /// Whether `ar` is a root range (one a pcore can run on).
 pub fn is_root_range(ar: &Ptr) -> bool {
-    range(ar).is_some_and(|r| r.state.with(|s| s.directory.is_none()))
+    range(ar).is_some_and(|r| r.state.with(|s| matches!(s.tables.kind, TableKind::Root(_))))
 }
 
 /// Most bytes `fault_in` fills ahead of a copy (a larger buffer must be touched first).
@@ -1149,10 +1174,10 @@ pub fn fault_in(p: &mut ProgramObjects, space: &mut AddressSpace, va: u64, len: 
                 if !write
                     || flags.contains(x86_64::structures::paging::PageTableFlags::WRITABLE) => {}
             Some(_) => {
-                soft_fault(p, space, page, true, true);
+                soft_fault(p, page, true, true);
             }
             None => {
-                soft_fault(p, space, page, write, false);
+                soft_fault(p, page, write, false);
             }
         }
         page += PAGE;

@@ -236,15 +236,16 @@ fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
         }
         ExitStatus::Failed
     };
-    let Ok(mut space) = AddressSpace::new(kernel_pml4) else {
-        drop(context.objects);
-        return fail(context.pcore);
+    let objects = context.objects;
+    // The context runs on its root range's own tables (shared with every other context on
+    // that range).
+    let mut space = match corey::enter_root(&objects) {
+        Ok(pml4) => AddressSpace::view(pml4),
+        Err(_) => {
+            corey::end_context(objects);
+            return fail(context.pcore);
+        }
     };
-    let mut objects = context.objects;
-    if corey::install_slots(&mut objects, &mut space).is_err() {
-        corey::end_context(objects, &mut space);
-        return fail(context.pcore);
-    }
     let hz = context.pcore.as_ref().and_then(corey::pcore).map(|p| {
         p.status.store(pcore_status::RUNNING, Ordering::Release);
         p.hz.load(Ordering::Relaxed)
@@ -290,7 +291,7 @@ fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
         if !line.is_empty() {
             crate::println!("{}", String::from_utf8_lossy(&line));
         }
-        corey::end_context(objects, &mut space);
+        corey::end_context(objects);
         // Let go of everything first, then tell: a parent that sees the status may free
         // the pcore and take the core again straight away.
         let cell = pcore.as_ref().and_then(corey::pcore).map(|p| p.status.clone());
@@ -414,9 +415,8 @@ pub fn on_exception(frame: &TrapFrame) {
         let write = frame.error & 2 != 0;
         // Not present, or a write to a page mapped read-only (copy-on-write).
         if (!present || write)
-            && with_running_mut(|r, space| {
-                corey::soft_fault(&mut r.objects, space, cr2, write, present)
-            }) == Some(true)
+            && with_running_mut(|r, _| corey::soft_fault(&mut r.objects, cr2, write, present))
+                == Some(true)
         {
             return;
         }
@@ -623,17 +623,17 @@ fn object_call(frame: &SyscallFrame) -> SysResult {
             nr::OBJ_GET_NAME => corey::obj_get_name(p, a, b),
             nr::SEGMENT_ALLOC => corey::segment_alloc(p, a, b),
             nr::SEGMENT_GET_NBYTES => corey::segment_get_nbytes(p, a, b),
-            nr::SEGMENT_SET_NBYTES => corey::segment_set_nbytes(p, space, a, b, c),
-            nr::SEGMENT_COPY => corey::segment_copy(p, space, a, b, c, d),
+            nr::SEGMENT_SET_NBYTES => corey::segment_set_nbytes(p, a, b, c),
+            nr::SEGMENT_COPY => corey::segment_copy(p, a, b, c, d),
             nr::SEGMENT_READ => corey::segment_read(p, space, a, b, c, d, e),
             nr::AR_ALLOC => corey::ar_alloc(p, a, b),
             nr::AR_SET_SEG => {
                 let w = read_words::<8>(p, space, a)?;
-                corey::ar_set_seg(p, space, abi::ArSetSeg::from_words(w))
+                corey::ar_set_seg(p, abi::ArSetSeg::from_words(w))
             }
             nr::AR_SET_AR => {
                 let w = read_words::<6>(p, space, a)?;
-                corey::ar_set_ar(p, space, abi::ArSetAr::from_words(w))
+                corey::ar_set_ar(p, abi::ArSetAr::from_words(w))
             }
             nr::AR_GET => corey::ar_get(p, a, b, c),
             nr::AR_MAPPINGS => {
