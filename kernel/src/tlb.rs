@@ -20,6 +20,21 @@ const REPORT_US: u64 = 100_000;
 /// faulted: it stopped with interrupts off and never runs user code again, so its TLB
 /// can no longer be used (`CoreState::Faulted` is published before it halts).
 pub fn shootdown(cores: u64) {
+    shootdown_with(cores, trap::VECTOR_TLB);
+}
+
+/// Flushes every online core's whole TLB, global entries included: kernel pages (a heap's
+/// top given back to its core's frames) were unmapped, and the kernel's mappings are
+/// global, which a CR3 reload keeps. Returns once every core has flushed.
+pub fn shootdown_kernel() {
+    let all = percpu::all_cores()
+        .filter(|c| c.index < 64 && c.state() == CoreState::Online)
+        .fold(0u64, |mask, c| mask | 1 << c.index);
+    shootdown_with(all, trap::VECTOR_TLB_GLOBAL);
+    crate::arch::paging::flush_everything();
+}
+
+fn shootdown_with(cores: u64, vector: u8) {
     let me = this_core().index;
     let mut pending = [(0usize, 0u64); 64];
     let mut n = 0;
@@ -30,7 +45,7 @@ pub fn shootdown(cores: u64) {
         // Acquire: pairs with the Release in the handler.
         pending[n] = (core.index, core.tlb_flushes.load(Ordering::Acquire));
         n += 1;
-        apic::send_ipi(core.apic_id, trap::VECTOR_TLB);
+        apic::send_ipi(core.apic_id, vector);
     }
     x86_64::instructions::tlb::flush_all();
     // `disable_interrupts` reports whether they were on; turn them on to wait.

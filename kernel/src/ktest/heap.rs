@@ -9,6 +9,7 @@ use alloc::vec::Vec;
 use spin::Mutex;
 
 kernel_test!(HEAP_CROSS_CORE_FREE, "heap.cross_core_free", 1, false, cross_core_free);
+kernel_test!(HEAP_GIVES_BACK, "heap.gives_back_its_free_top", 1, false, gives_back_its_free_top);
 
 /// Every core allocates blocks of many sizes and hands them to the next core, which frees
 /// them; the blocks' contents arrive intact and the memory is reused afterwards.
@@ -44,4 +45,45 @@ fn cross_core_free() -> Result<(), String> {
 
 fn vec_of(len: usize, value: u64) -> Box<[u64]> {
     alloc::vec![value; len].into_boxed_slice()
+}
+
+/// Most blocks in the burst of [`gives_back_its_free_top`] (4 KiB each: 8 MiB).
+const BURST_BLOCKS: usize = 2048;
+
+/// A burst of kernel allocations grows this core's heap (by up to 8 MiB, half the core's
+/// free memory on a small VM); once they are freed,
+/// trimming gives the heap's free top back: the core's free frames come back to within
+/// the heap's slack of what they were, and its frames in hand are unchanged.
+fn gives_back_its_free_top() -> Result<(), String> {
+    let me = crate::percpu::this_core();
+    let trim = || crate::mem::heap::trim_this_core(crate::tlb::shootdown_kernel);
+    trim();
+    let (free_before, (mapped_before, _)) = (me.free_frames(), me.heap.with(|h| h.stats()));
+    let blocks = BURST_BLOCKS.min(free_before as usize / 2);
+    let mut burst: Vec<Box<[u64; 512]>> = Vec::new();
+    burst.try_reserve_exact(blocks).map_err(|_| "no room for the burst's list")?;
+    for i in 0..blocks {
+        burst.push(Box::new([i as u64; 512]));
+    }
+    let mapped_during = me.heap.with(|h| h.stats().0);
+    // (Less the heap's free space before the burst: at most one grow step.)
+    if mapped_during + 512 * 1024 < mapped_before + (blocks as u64) * 4096 {
+        return Err(format!("the heap did not grow: {mapped_before} then {mapped_during} bytes"));
+    }
+    if burst.iter().enumerate().any(|(i, b)| b[511] != i as u64) {
+        return Err("a block of the burst lost its contents".into());
+    }
+    drop(burst);
+    let given = trim();
+    let (free_after, (mapped_after, _)) = (me.free_frames(), me.heap.with(|h| h.stats()));
+    // The trimmed heap keeps some slack (TRIM_MIN, GROW_STEP): allow 1 MiB of it.
+    let slack = 256;
+    if given == 0 || free_after + slack < free_before || mapped_after > mapped_before + slack * 4096
+    {
+        return Err(format!(
+            "after the burst: {given} frames given back, free frames {free_before} -> \
+             {free_after}, heap mapped {mapped_before} -> {mapped_after} bytes"
+        ));
+    }
+    Ok(())
 }

@@ -108,6 +108,79 @@ impl CoreHeap {
     }
 }
 
+/// Least free space at the heap's top worth giving back (and the least a trimmed heap
+/// keeps above its allocations, so a small burst does not map and unmap in turn).
+const TRIM_MIN: u64 = 256 * 1024;
+
+impl CoreHeap {
+    /// Cuts the heap's free top down to its highest allocation (keeping [`GROW_STEP`] and
+    /// [`TRIM_MIN`] of slack); returns the window `[start, end)` it no longer uses, still
+    /// mapped. Talc shrinks a heap from its ends only: free space below the highest live
+    /// block stays mapped.
+    fn trim(&mut self) -> Option<(u64, u64)> {
+        if self.mapped <= GROW_STEP + TRIM_MIN {
+            return None;
+        }
+        // SAFETY: `span` is this allocator's own heap (from `claim`/`extend`/`truncate`).
+        let used = unsafe { self.heap.get_allocated_span(self.span) };
+        let used_top = used.get_base_acme().map_or(self.base, |(_, acme)| acme as u64);
+        let keep =
+            (used_top.max(self.base) - self.base + TRIM_MIN).next_multiple_of(4096).max(GROW_STEP);
+        if keep + TRIM_MIN > self.mapped {
+            return None;
+        }
+        let request = Span::from_base_size(self.base as *mut u8, keep as usize);
+        // SAFETY: as above; `request` holds every allocation (it reaches past `used_top`).
+        self.span = unsafe { self.heap.truncate(self.span, request) };
+        let cut = (self.base + keep, self.base + self.mapped);
+        self.mapped = keep;
+        Some(cut)
+    }
+}
+
+/// Gives the free top of this core's heap back to its frame list (Corey §4.1: a core's
+/// memory is its own; a burst of kernel objects should not lower it for good). Returns
+/// the frames given back.
+///
+/// `flush_all_cores` must flush every core's TLB, global entries included, before it
+/// returns: the pages are kernel mappings any core may have cached, and a frame is reused
+/// only after none can reach it. Call this with no lock held that other cores might spin
+/// on (they flush from an interrupt). Nothing here allocates: the unmapped frames are
+/// chained through their own first word until they are freed.
+pub fn trim_this_core(flush_all_cores: impl FnOnce()) -> u64 {
+    let core = this_core();
+    let Some((start, end)) = core.heap.with(|h| {
+        take_returns(core, h);
+        h.trim()
+    }) else {
+        return 0;
+    };
+    let pml4 = KERNEL_PML4.load(Ordering::Relaxed);
+    let mut chain = 0u64;
+    let mut count = 0u64;
+    let mut va = start;
+    while va < end {
+        if let Some((pa, _)) = paging::translate(pml4, va) {
+            paging::unmap_page(pml4, va);
+            // SAFETY: the frame was this heap's page, no longer used by it; the direct map
+            // reaches it. Its first word links the chain.
+            unsafe { *(paging::phys_to_virt(pa) as *mut u64) = chain };
+            chain = pa;
+            count += 1;
+        }
+        va += 4096;
+    }
+    core.heap.with(|h| h.frames_taken -= count);
+    flush_all_cores();
+    while chain != 0 {
+        // SAFETY: a frame of the chain built above, still ours.
+        let next = unsafe { *(paging::phys_to_virt(chain) as *const u64) };
+        let _ = frames::free(chain);
+        chain = next;
+    }
+    count
+}
+
 /// Records the kernel page tables and opens the heaps (boot core, once).
 pub fn set_ready(kernel_pml4: u64) {
     KERNEL_PML4.store(kernel_pml4, Ordering::Relaxed);

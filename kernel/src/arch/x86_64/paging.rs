@@ -205,6 +205,17 @@ pub unsafe fn activate(pml4: u64) {
     }
 }
 
+/// Flushes this core's whole TLB, global (kernel) entries included: toggling CR4.PGE
+/// does that, which reloading CR3 does not.
+pub fn flush_everything() {
+    use x86_64::registers::control::{Cr4, Cr4Flags};
+    // SAFETY: clearing and setting PGE again changes no mapping; it only empties the TLB.
+    unsafe {
+        Cr4::update(|f| f.remove(Cr4Flags::PAGE_GLOBAL));
+        Cr4::update(|f| f.insert(Cr4Flags::PAGE_GLOBAL));
+    }
+}
+
 /// The physical address and flags of the 4 KiB page mapping `va` in the tables at `pml4`
 /// (`None` if unmapped or mapped by a large page).
 pub fn translate(pml4: u64, va: u64) -> Option<(u64, F)> {

@@ -16,6 +16,8 @@ pub const VECTOR_WAKE: u8 = 0x31;
 pub const VECTOR_TEST: u8 = 0x32;
 /// IPI: flush this core's TLB (a shared address range lost a mapping).
 pub const VECTOR_TLB: u8 = 0x33;
+/// IPI: flush this core's whole TLB, global entries too (kernel heap pages were unmapped).
+pub const VECTOR_TLB_GLOBAL: u8 = 0x34;
 /// Local APIC spurious-interrupt vector (no EOI).
 pub const VECTOR_SPURIOUS: u8 = 0xff;
 
@@ -207,8 +209,12 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
             crate::percpu::this_core().on_test_ipi();
             super::apic::eoi();
         }
-        VECTOR_TLB => {
-            x86_64::instructions::tlb::flush_all();
+        VECTOR_TLB | VECTOR_TLB_GLOBAL => {
+            if vector == VECTOR_TLB_GLOBAL {
+                super::paging::flush_everything();
+            } else {
+                x86_64::instructions::tlb::flush_all();
+            }
             let core = crate::percpu::this_core();
             // Release: the flush happened before the shooting core sees the count move.
             core.tlb_flushes.fetch_add(1, core::sync::atomic::Ordering::Release);
