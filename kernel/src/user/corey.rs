@@ -13,13 +13,14 @@
 //! `Arc<Frame>`, and every page-table entry that maps it holds a clone, so a frame is
 //! freed only after the last mapping of it is gone, whoever changed the segment.
 //!
-//! Address ranges come in two kinds (`abi::ar_kind`). A root range (the user half) is what
-//! a pcore runs on; its direct segment mappings are faulted into the pcore's private page
-//! tables. A slot range (1 GiB) owns a page-directory subtree: spliced into root ranges
-//! with `ar_set_ar`, every core running on such a root includes the same subtree, so a
-//! page one core faults in is mapped for all of them without a fault of their own (Corey
-//! §3.1, §4.3). Removing mappings from a slot range shoots down the TLBs of the cores that
-//! include it.
+//! Address ranges come in two kinds (`abi::ar_kind`), and each owns its page tables. A
+//! root range (the user half) owns a PML4: every context running on it uses that as its
+//! CR3, so they share one address space. A slot range (1 GiB) owns a page directory,
+//! linked into every root that splices it (`ar_set_ar`). A page is mapped in the tables of
+//! the range that maps its segment, so a page one core faults in is mapped for every core
+//! using that range without a fault of their own (Corey §3.1, §4.3). Removing mappings
+//! from a range, or making a segment's pages copy-on-write, unmaps them in every range
+//! that mapped them and shoots down the TLBs of the cores that may hold them.
 
 use super::space::{AddressSpace, RootTables};
 use crate::arch::paging::{self, phys_to_virt};
@@ -367,7 +368,8 @@ fn room() -> Result<(), Error> {
 }
 
 /// `NoResources` at the object cap or with fewer than `reserve` frames to spare: free
-/// frames, plus the kernel heap's own free space (the heap never gives frames back, but
+/// frames, plus the kernel heap's own free space (the heap gives frames back only when
+/// the core goes idle, but
 /// what it holds free serves new metadata just as well).
 fn room_above(reserve: u64) -> Result<(), Error> {
     let me = this_core();
