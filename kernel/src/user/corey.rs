@@ -1168,7 +1168,7 @@ pub fn fault_in(p: &mut ProgramObjects, space: &mut AddressSpace, va: u64, len: 
     let Some(end) = va.checked_add(len) else { return };
     let mut page = va & !(PAGE - 1);
     while page < end && page < paging::USER_END {
-        if page % (16 * PAGE) == 0 {
+        if page.is_multiple_of(16 * PAGE) {
             super::step();
         }
         match paging::translate(space.pml4(), page) {

@@ -300,7 +300,6 @@ fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
             cell.store(status.status_word(), Ordering::Release);
         }
     }
-    drop(space);
     status
 }
 
