@@ -144,6 +144,13 @@ pub fn boot_core(start_info: u32) -> ! {
         fail(format_args!("no memory for the kernel heap"));
     }
     monitor::init_this_core(n);
+    // The monitor runs START jobs through the user layer above it; `kernel_command` runs
+    // lines through the console above that.
+    monitor::set_start_handler(crate::user::start_job);
+    crate::user::set_kernel_console(|line| {
+        console::execute(line);
+        Ok(())
+    });
     let t_cores = cpu::rdtsc();
     timer::calibrate();
     let t_calibrated = cpu::rdtsc();

@@ -188,7 +188,7 @@ fn mem() {
         facts.map_or(0, |f| f.usable_bytes >> 20),
         facts.map_or(0, |f| f.nodes)
     );
-    let (mapped, used) = percpu::this_core().heap.with(|h| h.stats());
+    let (mapped, used) = crate::mem::heap::stats_this_core();
     println!("kernel heap of this core: {} KiB mapped, {} KiB in use", mapped >> 10, used >> 10);
 }
 

@@ -155,11 +155,3 @@ pub fn measure_at_boot() -> Result<(), String> {
     SKB.call_once(|| skb);
     Ok(())
 }
-
-/// The cores aggregator `aggregator` forwards a multicast from `source` to (its package's
-/// other cores), from the SKB's tree.
-pub fn package_members(aggregator: usize, source: usize) -> Vec<usize> {
-    let Some(skb) = get() else { return Vec::new() };
-    let tree = skb.multicast_tree(source);
-    tree.aggregators.into_iter().find(|a| a.core == aggregator).map_or(Vec::new(), |a| a.members)
-}

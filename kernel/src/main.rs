@@ -11,6 +11,7 @@ mod arch;
 mod bench;
 mod boot;
 mod console;
+mod interrupts;
 mod knowledge;
 mod ktest;
 mod mem;

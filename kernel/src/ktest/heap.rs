@@ -58,14 +58,14 @@ fn gives_back_its_free_top() -> Result<(), String> {
     let me = crate::percpu::this_core();
     let trim = || crate::mem::heap::trim_this_core(crate::tlb::shootdown_kernel);
     trim();
-    let (free_before, (mapped_before, _)) = (me.free_frames(), me.heap.with(|h| h.stats()));
+    let (free_before, (mapped_before, _)) = (me.free_frames(), crate::mem::heap::stats_this_core());
     let blocks = BURST_BLOCKS.min(free_before as usize / 2);
     let mut burst: Vec<Box<[u64; 512]>> = Vec::new();
     burst.try_reserve_exact(blocks).map_err(|_| "no room for the burst's list")?;
     for i in 0..blocks {
         burst.push(Box::new([i as u64; 512]));
     }
-    let mapped_during = me.heap.with(|h| h.stats().0);
+    let mapped_during = crate::mem::heap::stats_this_core().0;
     // (Less the heap's free space before the burst: at most one grow step.)
     if mapped_during + 512 * 1024 < mapped_before + (blocks as u64) * 4096 {
         return Err(format!("the heap did not grow: {mapped_before} then {mapped_during} bytes"));
@@ -75,7 +75,7 @@ fn gives_back_its_free_top() -> Result<(), String> {
     }
     drop(burst);
     let given = trim();
-    let (free_after, (mapped_after, _)) = (me.free_frames(), me.heap.with(|h| h.stats()));
+    let (free_after, (mapped_after, _)) = (me.free_frames(), crate::mem::heap::stats_this_core());
     // The trimmed heap keeps some slack (TRIM_MIN, GROW_STEP): allow 1 MiB of it.
     let slack = 256;
     if given == 0 || free_after + slack < free_before || mapped_after > mapped_before + slack * 4096

@@ -5,7 +5,7 @@
 
 use crate::arch::paging::{self, HEAP_BASE, HEAP_WINDOW};
 use crate::mem::frames;
-use crate::percpu::{self, this_core};
+use crate::percpu::{self, this_core, PerCoreState};
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,12 +37,12 @@ pub struct CoreHeap {
 }
 
 impl CoreHeap {
-    /// An empty heap for core `index` (mapped on first use by [`init_this_core`]).
-    pub const fn empty(index: usize) -> Self {
+    /// An empty heap, not yet placed (see [`init_this_core`]).
+    pub const fn empty() -> Self {
         CoreHeap {
             heap: Talc::new(ErrOnOom),
             span: Span::empty(),
-            base: HEAP_BASE + index as u64 * HEAP_WINDOW,
+            base: 0,
             mapped: 0,
             frames_taken: 0,
         }
@@ -149,7 +149,7 @@ impl CoreHeap {
 /// chained through their own first word until they are freed.
 pub fn trim_this_core(flush_all_cores: impl FnOnce()) -> u64 {
     let core = this_core();
-    let Some((start, end)) = core.heap.with(|h| {
+    let Some((start, end)) = HEAPS.with(|h| {
         take_returns(core, h);
         h.trim()
     }) else {
@@ -170,7 +170,7 @@ pub fn trim_this_core(flush_all_cores: impl FnOnce()) -> u64 {
         }
         va += 4096;
     }
-    core.heap.with(|h| h.frames_taken -= count);
+    HEAPS.with(|h| h.frames_taken -= count);
     flush_all_cores();
     while chain != 0 {
         // SAFETY: a frame of the chain built above, still ours.
@@ -196,15 +196,27 @@ pub fn kernel_pml4() -> u64 {
 /// freed) and the frames it holds.
 pub fn usage_this_core() -> (u64, u64) {
     let core = this_core();
-    core.heap.with(|h| {
+    HEAPS.with(|h| {
         take_returns(core, h);
         (h.stats().1, h.frames_taken())
     })
 }
 
-/// Maps the calling core's first heap pages.
+/// Every core's heap (touched only by its own core).
+static HEAPS: PerCoreState<CoreHeap> = crate::per_core_state!(CoreHeap::empty());
+
+/// Places the calling core's heap in its window and maps its first pages.
 pub fn init_this_core() -> Option<()> {
-    this_core().heap.with(|h| h.grow(GROW_STEP))
+    let index = this_core().index as u64;
+    HEAPS.with(|h| {
+        h.base = HEAP_BASE + index * HEAP_WINDOW;
+        h.grow(GROW_STEP)
+    })
+}
+
+/// The calling core's heap: bytes mapped and in use.
+pub fn stats_this_core() -> (u64, u64) {
+    HEAPS.with(|h| h.stats())
 }
 
 /// A freed block's first two words while it travels back to its owner.
@@ -258,7 +270,7 @@ unsafe impl GlobalAlloc for KernelHeap {
         }
         let core = this_core();
         let layout = padded(layout);
-        core.heap.with(|h| {
+        HEAPS.with(|h| {
             take_returns(core, h);
             // SAFETY: `GlobalAlloc` callers never ask for zero bytes.
             if let Ok(p) = unsafe { h.heap.malloc(layout) } {
@@ -279,7 +291,7 @@ unsafe impl GlobalAlloc for KernelHeap {
         };
         if owner == core.index {
             // SAFETY: allocated from this heap with this layout (GlobalAlloc contract).
-            core.heap.with(|h| unsafe { h.heap.free(NonNull::new_unchecked(ptr), padded(layout)) });
+            HEAPS.with(|h| unsafe { h.heap.free(NonNull::new_unchecked(ptr), padded(layout)) });
             return;
         }
         let packed = layout.size() as u64 | (layout.align().trailing_zeros() as u64) << 48;

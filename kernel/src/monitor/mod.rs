@@ -16,16 +16,14 @@ pub mod protocol;
 
 use crate::arch::{apic, cpu, timer, trap};
 use crate::mem::frames;
-use crate::percpu::{self, this_core, CoreState, PerCore};
-use crate::smp::{JobResult, Outcome, Work};
+use crate::percpu::{self, this_core, CoreState, PerCore, PerCoreState};
 use alloc::boxed::Box;
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{fence, Ordering};
 use protocol::{kind, Rejection, Request, CHANNEL_SLOTS, FRAMES_PER_RETURN, REPLY_TEXT_MAX};
 use urpc::{Message, Reassembler, Receiver, Sender, PAYLOAD_WORDS};
 
-/// Batches of freed frames each owner's queue holds without allocating.
-const RETURN_BATCHES_RESERVED: usize = 4;
 /// How long a send waits for room (polling its own channels meanwhile) before giving up.
 const SEND_TIMEOUT_US: u64 = 2_000_000;
 /// Poll budget before the SKB has measured the IPI cost: long (about 1 ms at 2 GHz), so
@@ -33,6 +31,32 @@ const SEND_TIMEOUT_US: u64 = 2_000_000;
 pub const DEFAULT_POLL_BUDGET: u64 = 2_000_000;
 /// Bytes a reassembled message may have.
 const REASSEMBLY_BYTES: usize = 16 + REPLY_TEXT_MAX;
+
+/// What a job returns: `Err` carries the reason it failed.
+pub type JobResult = Result<(), String>;
+
+/// Work that runs on a core: gets the core's index.
+pub type Work<'a> = dyn Fn(usize) -> JobResult + Sync + 'a;
+
+/// How a job ended on one core.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The work returned.
+    Done(JobResult),
+    /// The core took exception `vector` while running it (and is now stopped).
+    Faulted(u8),
+    /// No answer within the time limit.
+    TimedOut,
+    /// The core is not online.
+    NotOnline,
+}
+
+impl Outcome {
+    /// Whether the work ran and returned `Ok`.
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Outcome::Done(Ok(())))
+    }
+}
 
 /// Identifies a remote call in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,9 +119,9 @@ pub struct Monitor {
     next_receiver: usize,
     next_call: u64,
     calls: Vec<PendingCall>,
-    /// Frames owned by core `i`, freed here, not yet sent home (a send that found the
-    /// owner's channel full leaves them here for the next try: no frame is dropped).
-    frame_batches: Vec<Vec<u64>>,
+    /// Set while this monitor sends frames home (a send polls, and a poll sends frames:
+    /// one level only).
+    sending_frames: bool,
     sequence_next: Vec<u64>,
     /// Highest pong sequence number seen from each core.
     pongs: Vec<u64>,
@@ -128,9 +152,7 @@ pub fn init_this_core(cores: usize) {
         next_receiver: 0,
         next_call: 1,
         calls: Vec::new(),
-        frame_batches: (0..cores)
-            .map(|_| Vec::with_capacity(FRAMES_PER_RETURN * RETURN_BATCHES_RESERVED))
-            .collect(),
+        sending_frames: false,
         sequence_next: alloc::vec![0; cores],
         pongs: alloc::vec![0; cores],
         aggregations: Vec::new(),
@@ -145,12 +167,15 @@ pub fn init_this_core(cores: usize) {
             Box::leak(alloc::vec![0u8; REASSEMBLY_BYTES].into_boxed_slice());
         m.reassemblers.push(Reassembler::new(buffer));
     }
-    this_core().monitor.with(|slot| *slot = Some(m));
+    MONITORS.with(|slot| *slot = Some(m));
 }
+
+/// Every core's monitor (touched only by its own core; set up after its heap).
+static MONITORS: PerCoreState<Option<Monitor>> = crate::per_core_state!(None);
 
 /// Runs `f` on this core's monitor.
 fn with<R>(f: impl FnOnce(&mut Monitor) -> R) -> R {
-    this_core().monitor.with(|m| f(m.as_mut().expect("monitor not initialised on this core")))
+    MONITORS.with(|m| f(m.as_mut().expect("monitor not initialised on this core")))
 }
 
 /// This core's counters.
@@ -204,8 +229,10 @@ impl Monitor {
     }
 }
 
-/// Handles every message waiting now. Returns whether there was any.
+/// Handles every message waiting now, and sends full batches of freed frames home.
+/// Returns whether there was any message.
 pub fn poll() -> bool {
+    send_full_frame_batches();
     let mut any = false;
     while let Some(incoming) = with(|m| m.take_message()) {
         any = true;
@@ -317,10 +344,13 @@ fn dispatch(incoming: Incoming) {
                 let _ = send(source, &Request::BenchAck(round));
             }
         }
-        Request::Start { job } => crate::user::start_job(job),
+        Request::Start { job } => match START_HANDLER.get() {
+            Some(start) => start(job),
+            None => reject(from, Rejection::Malformed),
+        },
         Request::Multicast { round, source, limit } => {
-            let mut members = crate::knowledge::package_members(this_core().index, source);
-            members.retain(|&c| c < limit);
+            // An aggregator of the SKB's multicast tree forwards within its own package.
+            let members = package_members(source, limit);
             if members.is_empty() {
                 let _ = send(source, &Request::BenchAck(round));
                 return;
@@ -331,6 +361,27 @@ fn dispatch(incoming: Incoming) {
             }
         }
     }
+}
+
+/// The other online cores of this core's package below `limit`, but not `source`: where
+/// a multicast aggregator forwards (Multikernel §5.1; the source chose this core as its
+/// package's aggregator from the SKB's tree).
+fn package_members(source: usize, limit: usize) -> Vec<usize> {
+    let me = this_core();
+    percpu::all_cores()
+        .filter(|c| c.location.package == me.location.package && c.state() == CoreState::Online)
+        .map(|c| c.index)
+        .filter(|&c| c != me.index && c != source && c < limit)
+        .collect()
+}
+
+/// Runs a `START` message's job (the user layer's `start_job`, installed at boot: the
+/// monitor, below the user layer, does not name it).
+static START_HANDLER: spin::Once<fn(u64)> = spin::Once::new();
+
+/// Installs what runs a `START` job (once, at boot, before any program can send one).
+pub fn set_start_handler(start: fn(u64)) {
+    START_HANDLER.call_once(|| start);
 }
 
 /// Wakes core `to` if it is asleep (after a message was placed in its channel).
@@ -444,84 +495,50 @@ pub fn wait(id: CallId, timeout_us: u64) -> Outcome {
     }
 }
 
-/// Sends a freed frame home to `owner`, in batches of [`FRAMES_PER_RETURN`]. A frame is
-/// never dropped: it waits in the owner's queue until a send succeeds (here, at the next
-/// tick, or when this core goes idle: [`flush_frame_returns`]). Only if its owner has
-/// faulted does it stay away, counted as stranded.
-pub fn return_frame(owner: usize, pa: u64) -> Result<(), SendError> {
-    let queued = with(|m| {
-        let queue = m.frame_batches.get_mut(owner)?;
-        // The queue's reserve makes this rare; if the heap cannot grow it, the frame
-        // goes home alone, now, below.
-        queue.try_reserve(1).ok()?;
-        queue.push(pa);
-        Some(queue.len())
-    });
-    match queued {
-        Some(len) if len < FRAMES_PER_RETURN => Ok(()),
-        Some(_) => {
-            send_frame_batches(owner, false);
-            Ok(())
-        }
-        None if owner >= percpu::core_count() => Err(SendError::NoChannel),
-        None => {
-            let mut frames = [0; FRAMES_PER_RETURN];
-            frames[0] = pa;
-            send_until_done(owner, &Request::FrameReturn { frames, count: 1 });
-            Ok(())
-        }
+/// Sends the frames this core freed for `owner` home (Multikernel: memory is given back
+/// by message), in batches of [`FRAMES_PER_RETURN`]: the full batches, or (`all`) every
+/// frame. Frames whose send times out go back into the queue for the next try (the next
+/// poll, tick or idle pass): none is ever dropped. Only a faulted owner's frames stay
+/// away, counted as stranded.
+fn send_frames_home(owner: usize, all: bool) {
+    if with(|m| core::mem::replace(&mut m.sending_frames, true)) {
+        return; // a send below polled, and the poll came back here
     }
-}
-
-/// Sends `owner`'s queued frames home: the full batches, or (`all`) every frame. Stops at
-/// the first send that times out, keeping the rest queued for the next try.
-fn send_frame_batches(owner: usize, all: bool) {
+    let at_least = if all { 1 } else { FRAMES_PER_RETURN };
+    let mut frames = [0u64; FRAMES_PER_RETURN];
     loop {
-        let batch = with(|m| {
-            let queue = &m.frame_batches[owner];
-            let count = queue.len().min(FRAMES_PER_RETURN);
-            if count == 0 || (!all && count < FRAMES_PER_RETURN) {
-                return None;
-            }
-            let mut frames = [0; FRAMES_PER_RETURN];
-            frames[..count].copy_from_slice(&queue[queue.len() - count..]);
-            Some((frames, count))
-        });
-        let Some((frames, count)) = batch else { return };
+        let count = frames::take_for_home(owner, &mut frames, at_least);
+        if count == 0 {
+            break;
+        }
         if percpu::core(owner).is_some_and(|c| c.state() == CoreState::Faulted) {
-            with(|m| {
-                let queue = &mut m.frame_batches[owner];
-                m.stats.frames_stranded += queue.len() as u64;
-                queue.clear();
-            });
-            return;
+            with(|m| m.stats.frames_stranded += count as u64);
+            continue;
         }
         if send(owner, &Request::FrameReturn { frames, count }).is_err() {
-            return; // still queued; the next tick or idle pass tries again
-        }
-        with(|m| {
-            let queue = &mut m.frame_batches[owner];
-            queue.truncate(queue.len() - count);
-        });
-    }
-}
-
-/// Sends `request` until it goes, serving this core's channels meanwhile (a frame that
-/// could not even be queued must not be lost); gives up only if the target faulted.
-fn send_until_done(to: usize, request: &Request) {
-    while send(to, request) == Err(SendError::Timeout) {
-        if percpu::core(to).is_some_and(|c| c.state() == CoreState::Faulted) {
-            with(|m| m.stats.frames_stranded += 1);
-            return;
+            frames::queue_for_home(owner, &frames[..count]);
+            break;
         }
     }
+    with(|m| m.sending_frames = false);
 }
 
-/// Sends every queued freed frame home now (those whose send fails stay queued).
+/// Sends every frame this core freed for another core home now (those whose send fails
+/// stay queued).
 pub fn flush_frame_returns() {
-    let cores = with(|m| m.frame_batches.len());
-    for owner in 0..cores {
-        send_frame_batches(owner, true);
+    for owner in 0..percpu::core_count() {
+        send_frames_home(owner, true);
+    }
+}
+
+/// Sends the full batches of freed frames home (from every poll: an owner gets its frames
+/// back while the freeing core is busy, not only when it goes idle).
+fn send_full_frame_batches() {
+    if frames::queued_for_home() < FRAMES_PER_RETURN {
+        return;
+    }
+    for owner in 0..percpu::core_count() {
+        send_frames_home(owner, false);
     }
 }
 

@@ -25,7 +25,7 @@
 use super::space::{AddressSpace, RootTables};
 use crate::arch::paging::{self, phys_to_virt};
 use crate::mem::frames;
-use crate::percpu::{self, this_core};
+use crate::percpu::{self, this_core, PerCoreState};
 use abi::{map, ArSetAr, ArSetSeg, Error, MappingInfo};
 use addrrange::{AddressRange, ArError, Perms, Target};
 use alloc::collections::BTreeMap;
@@ -353,12 +353,13 @@ fn perms(flags: u64) -> Perms {
     Perms { write: flags & map::WRITE != 0, exec: flags & map::EXEC != 0 }
 }
 
+/// Where each core's new objects get their ids (made on first use).
+static CREATORS: PerCoreState<Option<Creator>> = crate::per_core_state!(None);
+
 /// Runs `f` with this core's object creator (made on first use).
 fn with_creator<R>(f: impl FnOnce(&mut Creator) -> R) -> R {
-    let core = this_core();
-    core.creator.with(|slot| {
-        f(slot.get_or_insert_with(|| Creator::new(core.index as u16, &CENSUS[core.index])))
-    })
+    let index = this_core().index;
+    CREATORS.with(|slot| f(slot.get_or_insert_with(|| Creator::new(index as u16, &CENSUS[index]))))
 }
 
 /// `NoResources` when this core's programs already keep [`MAX_OBJECTS_PER_CORE`] objects,
@@ -374,7 +375,7 @@ fn room() -> Result<(), Error> {
 fn room_above(reserve: u64) -> Result<(), Error> {
     let me = this_core();
     let live = CENSUS[me.index].live();
-    let (mapped, used) = me.heap.with(|h| h.stats());
+    let (mapped, used) = crate::mem::heap::stats_this_core();
     let spare = me.free_frames() + mapped.saturating_sub(used) / PAGE;
     if live >= MAX_OBJECTS_PER_CORE || spare < reserve {
         return Err(Error::NoResources);

@@ -19,7 +19,7 @@ use crate::arch::paging;
 use crate::arch::trap::{TrapFrame, EXCEPTION_NAMES};
 use crate::arch::user_entry::{self, KernelContext, SyscallFrame};
 use crate::monitor::protocol::Request;
-use crate::percpu::this_core;
+use crate::percpu::{this_core, PerCoreState};
 use crate::println;
 use abi::{nr, pcore_status, Error, ObjectKind, SysResult, USER_STACK_BYTES, USER_STACK_TOP};
 use alloc::boxed::Box;
@@ -93,6 +93,9 @@ pub struct Running {
     pcore: Option<Ptr>,
 }
 
+/// The context each core is running, if any (touched only by its own core).
+static RUNNING: PerCoreState<Option<Running>> = crate::per_core_state!(None);
+
 /// A context ready to run: what `pcore_run` or the program loader prepared.
 pub struct Context {
     name: String,
@@ -127,7 +130,7 @@ pub fn run(name: &str, args: &str) -> Result<ExitStatus, Error> {
 /// timer tick checks, so a program that never makes a system call cannot keep its core.
 pub fn run_with_limit(name: &str, args: &str, limit_us: u64) -> Result<ExitStatus, Error> {
     // One program per core at a time (a pcore runs one context).
-    if this_core().user.with(|slot| slot.is_some()) {
+    if RUNNING.with(|slot| slot.is_some()) {
         return Err(Error::NotPermitted);
     }
     let context = load_program(name, args, limit_us, None, None)?;
@@ -138,7 +141,7 @@ pub fn run_with_limit(name: &str, args: &str, limit_us: u64) -> Result<ExitStatu
 /// `kernel_command` and `poweroff`): its id in the program's root share is the program's
 /// start argument. The kernel starts `init` this way.
 pub fn run_with_machine(name: &str, args: &str, limit_us: u64) -> Result<ExitStatus, Error> {
-    if this_core().user.with(|slot| slot.is_some()) {
+    if RUNNING.with(|slot| slot.is_some()) {
         return Err(Error::NotPermitted);
     }
     let machine = corey::machine_device()?;
@@ -200,7 +203,7 @@ fn load_program(
 /// lent its pcore with `program_run`), that one is parked and resumes afterwards.
 pub fn run_context(context: Context) -> ExitStatus {
     let core = this_core();
-    let outer = core.user.with(|slot| slot.take());
+    let outer = RUNNING.with(|slot| slot.take());
     let saved_rsp0 = core.rsp0();
     let saved_syscall_stack = core.syscall_stack();
     let kernel_pml4 = crate::mem::heap::kernel_pml4();
@@ -215,7 +218,7 @@ pub fn run_context(context: Context) -> ExitStatus {
     unsafe { paging::activate(pml4) };
     let nested = outer.is_some();
     core.in_context.store(nested, Ordering::Release);
-    core.user.with(|slot| *slot = outer);
+    RUNNING.with(|slot| *slot = outer);
     core.set_rsp0(saved_rsp0);
     core.set_syscall_stack(saved_syscall_stack);
     if !nested {
@@ -255,7 +258,7 @@ fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
     }
     let mut kcontext = KernelContext::default();
     let limit_cycles = context.limit_us.saturating_mul(crate::arch::timer::tsc_hz() / 1_000_000);
-    core.user.with(|slot| {
+    RUNNING.with(|slot| {
         *slot = Some(Running {
             name: context.name,
             args: context.args,
@@ -286,7 +289,7 @@ fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
         crate::arch::timer::start_tick();
     }
     let status = ExitStatus::decode(word);
-    if let Some(running) = core.user.with(|slot| slot.take()) {
+    if let Some(running) = RUNNING.with(|slot| slot.take()) {
         let Running { line, objects, pcore, .. } = running;
         if !line.is_empty() {
             crate::println!("{}", String::from_utf8_lossy(&line));
@@ -379,7 +382,7 @@ fn with_running<R>(f: impl FnOnce(&Running, &AddressSpace) -> R) -> Option<R> {
 
 /// The running program, mutable (its objects, its page tables).
 fn with_running_mut<R>(f: impl FnOnce(&mut Running, &mut AddressSpace) -> R) -> Option<R> {
-    this_core().user.with(|slot| {
+    RUNNING.with(|slot| {
         slot.as_mut().map(|r| {
             // SAFETY: `space` points into `run`'s frame, live while the program runs, and
             // only this core, inside this `with`, reaches it.
@@ -816,15 +819,30 @@ fn kernel_command(share: u64, obj: u64, ptr: u64, len: u64) -> SysResult {
     if line.split_whitespace().next() == Some("run") {
         return Err(Error::NotPermitted);
     }
-    crate::console::execute(&line);
-    Ok(0)
+    let console = KERNEL_CONSOLE.get().ok_or(Error::NoSuchCall)?;
+    match console(&line) {
+        Ok(()) => Ok(0),
+        Err(why) => {
+            println!("{why}");
+            Err(Error::InvalidArgument)
+        }
+    }
+}
+
+/// What runs a `kernel_command` line: the kernel console's `execute`, installed at boot
+/// (the console sits above this layer; `Err` is its answer to a line it refused).
+static KERNEL_CONSOLE: spin::Once<fn(&str) -> Result<(), String>> = spin::Once::new();
+
+/// Installs the kernel console for `kernel_command` (once, at boot).
+pub fn set_kernel_console(execute: fn(&str) -> Result<(), String>) {
+    KERNEL_CONSOLE.call_once(|| execute);
 }
 
 /// `console_read(buf, len)`: bytes typed so far, without waiting. A program that reads
 /// wants what it printed so far (a prompt, an echo) on the screen: its unfinished line is
 /// printed first, as stdio flushes before input.
 fn console_read(ptr: u64, len: u64) -> SysResult {
-    let pending = this_core().user.with(|slot| slot.as_mut().map(|r| core::mem::take(&mut r.line)));
+    let pending = RUNNING.with(|slot| slot.as_mut().map(|r| core::mem::take(&mut r.line)));
     if let Some(bytes) = pending.filter(|b| !b.is_empty()) {
         crate::print!("{}", String::from_utf8_lossy(&bytes));
     }
@@ -893,7 +911,7 @@ fn le_words<const N: usize>(bytes: &[u8]) -> [u64; N] {
 
 /// Adds one byte to the program's line; prints the line at a newline or when it is long.
 fn emit(byte: u8) {
-    let full = this_core().user.with(|slot| {
+    let full = RUNNING.with(|slot| {
         let r = slot.as_mut()?;
         if byte != b'\n' {
             r.line.push(byte);
