@@ -829,12 +829,15 @@ fn kernel_command(share: u64, obj: u64, ptr: u64, len: u64) -> SysResult {
     }
 }
 
+/// Runs one kernel-console line; `Err` is the console's answer to a line it refused.
+pub type ConsoleExecute = fn(&str) -> Result<(), String>;
+
 /// What runs a `kernel_command` line: the kernel console's `execute`, installed at boot
-/// (the console sits above this layer; `Err` is its answer to a line it refused).
-static KERNEL_CONSOLE: spin::Once<fn(&str) -> Result<(), String>> = spin::Once::new();
+/// (the console sits above this layer).
+static KERNEL_CONSOLE: spin::Once<ConsoleExecute> = spin::Once::new();
 
 /// Installs the kernel console for `kernel_command` (once, at boot).
-pub fn set_kernel_console(execute: fn(&str) -> Result<(), String>) {
+pub fn set_kernel_console(execute: ConsoleExecute) {
     KERNEL_CONSOLE.call_once(|| execute);
 }
 
