@@ -269,46 +269,43 @@ fn reject(from: usize, why: Rejection) {
 }
 
 fn dispatch(incoming: Incoming) {
-    let (from, request) = match incoming {
-        Incoming::Partial => return,
-        Incoming::Rejected(from, why) => return reject(from, why),
-        Incoming::Reply(from, id, result) => {
-            let known =
-                with(|m| match m.calls.iter_mut().find(|c| c.id == id && c.target == from) {
-                    Some(call) => {
-                        call.result = Some(result);
-                        true
-                    }
-                    None => false,
-                });
-            if !known {
-                reject(from, Rejection::Malformed);
-            }
-            return;
-        }
+    match incoming {
+        Incoming::Partial => {}
+        Incoming::Rejected(from, why) => reject(from, why),
+        Incoming::Reply(from, id, result) => complete_call(from, id, result),
         // Work that needs this core (a remote call, a user context to start) cannot run
         // while one of its user contexts is on the stack: keep it for the idle loop.
         Incoming::Request(from, request @ (Request::Call { .. } | Request::Start { .. }))
             if this_core().in_context.load(Ordering::Acquire) =>
         {
-            return with(|m| m.deferred.push((from, request)));
+            with(|m| m.deferred.push((from, request)))
         }
-        Incoming::Request(from, request) => (from, request),
-    };
+        Incoming::Request(from, request) => serve(from, request),
+    }
+}
+
+/// A reply to one of this core's calls: recorded for [`wait`].
+fn complete_call(from: usize, id: u64, result: JobResult) {
+    let known = with(|m| match m.calls.iter_mut().find(|c| c.id == id && c.target == from) {
+        Some(call) => {
+            call.result = Some(result);
+            true
+        }
+        None => false,
+    });
+    if !known {
+        reject(from, Rejection::Malformed);
+    }
+}
+
+/// Serves one request from core `from`.
+fn serve(from: usize, request: Request) {
     match request {
         Request::Ping(seq) => {
             let _ = send(from, &Request::Pong(seq));
         }
         Request::Pong(seq) => with(|m| m.pongs[from] = m.pongs[from].max(seq)),
-        Request::Call { id, body } => {
-            // SAFETY: the caller lends this `CallBody` until it gets our reply (or sees this
-            // core faulted); `decode` checked the pointer lies in the kernel half.
-            let body = unsafe { &*(body as *const CallBody<'static>) };
-            let result = (body.work)(this_core().index);
-            let mut bytes = [0u8; 9 + REPLY_TEXT_MAX];
-            let len = protocol::encode_reply(id, &result, &mut bytes);
-            let _ = send_bytes(from, kind::REPLY, &bytes[..len]);
-        }
+        Request::Call { id, body } => run_call(from, id, body),
         Request::FrameReturn { frames: list, count } => {
             for &pa in &list[..count] {
                 if frames::take_back(pa).is_err() {
@@ -331,35 +328,53 @@ fn dispatch(incoming: Incoming) {
         Request::Bench(round) => {
             let _ = send(from, &Request::BenchAck(round));
         }
-        Request::BenchAck(round) => {
-            let finished = with(|m| {
-                let Some(i) = m.aggregations.iter().position(|a| a.round == round) else {
-                    m.stats.bench_acks += 1;
-                    return None;
-                };
-                m.aggregations[i].remaining -= 1;
-                (m.aggregations[i].remaining == 0).then(|| m.aggregations.swap_remove(i).source)
-            });
-            if let Some(source) = finished {
-                let _ = send(source, &Request::BenchAck(round));
-            }
-        }
+        Request::BenchAck(round) => bench_ack(round),
         Request::Start { job } => match START_HANDLER.get() {
             Some(start) => start(job),
             None => reject(from, Rejection::Malformed),
         },
-        Request::Multicast { round, source, limit } => {
-            // An aggregator of the SKB's multicast tree forwards within its own package.
-            let members = package_members(source, limit);
-            if members.is_empty() {
-                let _ = send(source, &Request::BenchAck(round));
-                return;
-            }
-            with(|m| m.aggregations.push(Aggregation { round, source, remaining: members.len() }));
-            for member in members {
-                let _ = send(member, &Request::Bench(round));
-            }
-        }
+        Request::Multicast { round, source, limit } => forward_multicast(round, source, limit),
+    }
+}
+
+/// A remote call: runs the caller's work here and replies with its result.
+fn run_call(from: usize, id: u64, body: u64) {
+    // SAFETY: the caller lends this `CallBody` until it gets our reply (or sees this core
+    // faulted); `decode` checked the pointer lies in the kernel half.
+    let body = unsafe { &*(body as *const CallBody<'static>) };
+    let result = (body.work)(this_core().index);
+    let mut bytes = [0u8; 9 + REPLY_TEXT_MAX];
+    let len = protocol::encode_reply(id, &result, &mut bytes);
+    let _ = send_bytes(from, kind::REPLY, &bytes[..len]);
+}
+
+/// A benchmark ack: counted, or one of a multicast this core aggregates (the last one
+/// acks the source).
+fn bench_ack(round: u64) {
+    let finished = with(|m| {
+        let Some(i) = m.aggregations.iter().position(|a| a.round == round) else {
+            m.stats.bench_acks += 1;
+            return None;
+        };
+        m.aggregations[i].remaining -= 1;
+        (m.aggregations[i].remaining == 0).then(|| m.aggregations.swap_remove(i).source)
+    });
+    if let Some(source) = finished {
+        let _ = send(source, &Request::BenchAck(round));
+    }
+}
+
+/// A multicast this core aggregates for `source` (Multikernel §5.1): forwards it within
+/// its own package and acks the source once all have acked (at once if alone).
+fn forward_multicast(round: u64, source: usize, limit: usize) {
+    let members = package_members(source, limit);
+    if members.is_empty() {
+        let _ = send(source, &Request::BenchAck(round));
+        return;
+    }
+    with(|m| m.aggregations.push(Aggregation { round, source, remaining: members.len() }));
+    for member in members {
+        let _ = send(member, &Request::Bench(round));
     }
 }
 

@@ -230,15 +230,6 @@ pub fn run_context(context: Context) -> ExitStatus {
 
 fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
     let core = this_core();
-    // Publishes FAILED after letting go of the pcore (see the end of this function).
-    let fail = |pcore: Option<Ptr>| {
-        let cell = pcore.as_ref().and_then(corey::pcore).map(|p| p.status.clone());
-        drop(pcore);
-        if let Some(cell) = cell {
-            cell.store(pcore_status::FAILED, Ordering::Release);
-        }
-        ExitStatus::Failed
-    };
     let objects = context.objects;
     // The context runs on its root range's own tables (shared with every other context on
     // that range).
@@ -246,14 +237,16 @@ fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
         Ok(pml4) => AddressSpace::view(pml4),
         Err(_) => {
             corey::end_context(objects);
-            return fail(context.pcore);
+            publish_status(context.pcore, ExitStatus::Failed);
+            return ExitStatus::Failed;
         }
     };
     let hz = context.pcore.as_ref().and_then(corey::pcore).map(|p| {
         p.status.store(pcore_status::RUNNING, Ordering::Release);
         p.hz.load(Ordering::Relaxed)
     });
-    if let Some(hz) = hz.filter(|&hz| hz != crate::arch::timer::TICK_HZ) {
+    let own_tick = hz.filter(|&hz| hz != crate::arch::timer::TICK_HZ);
+    if let Some(hz) = own_tick {
         crate::arch::timer::set_tick_hz(hz);
     }
     let mut kcontext = KernelContext::default();
@@ -285,25 +278,35 @@ fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
     };
     // SAFETY: the kernel tables map everything the kernel uses.
     unsafe { paging::activate(kernel_pml4) };
-    if hz.is_some_and(|hz| hz != crate::arch::timer::TICK_HZ) {
+    if own_tick.is_some() {
         crate::arch::timer::start_tick();
     }
     let status = ExitStatus::decode(word);
     if let Some(running) = RUNNING.with(|slot| slot.take()) {
-        let Running { line, objects, pcore, .. } = running;
-        if !line.is_empty() {
-            crate::println!("{}", String::from_utf8_lossy(&line));
-        }
-        corey::end_context(objects);
-        // Let go of everything first, then tell: a parent that sees the status may free
-        // the pcore and take the core again straight away.
-        let cell = pcore.as_ref().and_then(corey::pcore).map(|p| p.status.clone());
-        drop(pcore);
-        if let Some(cell) = cell {
-            cell.store(status.status_word(), Ordering::Release);
-        }
+        finish(running, status);
     }
     status
+}
+
+/// Takes an ended context apart: its last output line, its objects (the core leaves its
+/// root), then its pcore's status.
+fn finish(running: Running, status: ExitStatus) {
+    let Running { line, objects, pcore, .. } = running;
+    if !line.is_empty() {
+        crate::println!("{}", String::from_utf8_lossy(&line));
+    }
+    corey::end_context(objects);
+    publish_status(pcore, status);
+}
+
+/// Publishes `status` on the pcore's status word after letting go of the pcore: a parent
+/// that sees the status may free the pcore and take the core again straight away.
+fn publish_status(pcore: Option<Ptr>, status: ExitStatus) {
+    let cell = pcore.as_ref().and_then(corey::pcore).map(|p| p.status.clone());
+    drop(pcore);
+    if let Some(cell) = cell {
+        cell.store(status.status_word(), Ordering::Release);
+    }
 }
 
 /// What a `START` message carries: a context for this core, on behalf of `pcore`.
