@@ -64,6 +64,7 @@ const RUNS: &[Run] = &[
     all("mem16g", 2, "16G"),
     Run { test: "trap.fault_isolation", ..all("fault4", 4, "256M") },
     Run { test: "trap.stack_overflow", ..all("overflow4", 4, "256M") },
+    Run { test: "frames.returns_survive_a_full_channel", ..all("deaf2", 2, "256M") },
 ];
 
 /// Running count of passed and failed tests (host and QEMU alike).

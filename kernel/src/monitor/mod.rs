@@ -69,6 +69,8 @@ pub enum SendError {
     NoChannel,
     /// The channel stayed full for [`SEND_TIMEOUT_US`] (the receiver is not draining it).
     Timeout,
+    /// The channel is full now (a send that does not wait).
+    Full,
 }
 
 /// What the lent memory of a call holds: the work to run.
@@ -119,9 +121,6 @@ pub struct Monitor {
     next_receiver: usize,
     next_call: u64,
     calls: Vec<PendingCall>,
-    /// Set while this monitor sends frames home (a send polls, and a poll sends frames:
-    /// one level only).
-    sending_frames: bool,
     sequence_next: Vec<u64>,
     /// Highest pong sequence number seen from each core.
     pongs: Vec<u64>,
@@ -152,7 +151,6 @@ pub fn init_this_core(cores: usize) {
         next_receiver: 0,
         next_call: 1,
         calls: Vec::new(),
-        sending_frames: false,
         sequence_next: alloc::vec![0; cores],
         pongs: alloc::vec![0; cores],
         aggregations: Vec::new(),
@@ -428,6 +426,22 @@ pub fn send_bytes(to: usize, tag: u32, bytes: &[u8]) -> Result<(), SendError> {
     send_with(to, |tx| tx.try_send_bytes(tag, bytes).is_ok())
 }
 
+/// Sends one message to core `to` if its channel has room now; `Full` otherwise (the
+/// caller keeps what it wanted to send and tries again later).
+fn try_send_now(to: usize, request: &Request) -> Result<(), SendError> {
+    let (tag, payload) = protocol::encode(request);
+    let sent = with(|m| match m.senders.get_mut(to).and_then(Option::as_mut) {
+        Some(tx) => Ok(tx.try_send(tag, &payload).is_ok()),
+        None => Err(SendError::NoChannel),
+    })?;
+    wake_if_asleep(to);
+    if sent {
+        Ok(())
+    } else {
+        Err(SendError::Full)
+    }
+}
+
 fn send_with(
     to: usize,
     mut attempt: impl FnMut(&mut Sender<'static, CHANNEL_SLOTS>) -> bool,
@@ -512,13 +526,11 @@ pub fn wait(id: CallId, timeout_us: u64) -> Outcome {
 
 /// Sends the frames this core freed for `owner` home (Multikernel: memory is given back
 /// by message), in batches of [`FRAMES_PER_RETURN`]: the full batches, or (`all`) every
-/// frame. Frames whose send times out go back into the queue for the next try (the next
-/// poll, tick or idle pass): none is ever dropped. Only a faulted owner's frames stay
-/// away, counted as stranded.
+/// frame. A send never waits: if the owner's channel is full (the owner is behind), the
+/// frames go back into the queue for the next try (the next poll, tick or idle pass), so
+/// none is ever dropped and the freeing core never blocks on a busy owner. Only a faulted
+/// owner's frames stay away, counted as stranded.
 fn send_frames_home(owner: usize, all: bool) {
-    if with(|m| core::mem::replace(&mut m.sending_frames, true)) {
-        return; // a send below polled, and the poll came back here
-    }
     let at_least = if all { 1 } else { FRAMES_PER_RETURN };
     let mut frames = [0u64; FRAMES_PER_RETURN];
     loop {
@@ -530,12 +542,11 @@ fn send_frames_home(owner: usize, all: bool) {
             with(|m| m.stats.frames_stranded += count as u64);
             continue;
         }
-        if send(owner, &Request::FrameReturn { frames, count }).is_err() {
+        if try_send_now(owner, &Request::FrameReturn { frames, count }).is_err() {
             frames::queue_for_home(owner, &frames[..count]);
             break;
         }
     }
-    with(|m| m.sending_frames = false);
 }
 
 /// Sends every frame this core freed for another core home now (those whose send fails
