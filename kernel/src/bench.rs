@@ -4,7 +4,6 @@
 //! raw cache-line floor; protocols against each other).
 
 use crate::arch::cpu;
-use crate::knowledge::median;
 use crate::monitor::protocol::Request;
 use crate::monitor::{self, CallId};
 use crate::percpu::this_core;
@@ -15,6 +14,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
+use record::{median, Cores, Fixed2, Record};
 use urpc::{ChannelMemory, Receiver, Sender, PAYLOAD_WORDS};
 
 /// Time limit of one benchmark job.
@@ -22,7 +22,7 @@ const JOB_TIMEOUT_US: u64 = 120_000_000;
 /// Queue length of the throughput test (Multikernel Table 2 uses 16).
 const QUEUE: usize = 16;
 
-/// Prints one result line in the shape `make bench` reads.
+/// Prints one result line in the shape `make bench` reads (the `record` crate's).
 fn result(
     experiment: &str,
     cores: usize,
@@ -31,9 +31,8 @@ fn result(
     unit: &str,
     extra: &str,
 ) {
-    println!(
-        "RESULT {{\"experiment\":\"{experiment}\",\"system\":\"atoll\",\"cores\":{cores},\"metric\":\"{metric}\",\"value\":{value},\"unit\":\"{unit}\"{extra}}}"
-    );
+    let record = Record::new(experiment, "atoll", Cores::Machine(cores), metric, unit);
+    println!("{}", record.extra(extra).line(value));
 }
 
 /// Runs `bench <what> [iterations]`.
@@ -93,7 +92,7 @@ fn urpc(iterations: usize) -> Result<(), String> {
                 "urpc",
                 n,
                 "latency_vs_floor",
-                format!("{:.2}", latency as f64 / floor.max(1) as f64),
+                Fixed2(latency as f64 / floor.max(1) as f64),
                 "ratio",
                 &pair,
             );
@@ -101,7 +100,7 @@ fn urpc(iterations: usize) -> Result<(), String> {
                 "urpc",
                 n,
                 "throughput_msgs_per_kcycle",
-                format!("{throughput:.2}"),
+                Fixed2(throughput),
                 "msgs/kcycle",
                 &pair,
             );
@@ -167,7 +166,7 @@ fn pair_latency(a: usize, b: usize, iterations: usize, urpc: bool) -> Result<u64
     };
     on_pair(a, b, &initiator, &responder)?;
     let mut rtts: Vec<u64> = samples.iter().map(|s| s.load(Ordering::Relaxed)).collect();
-    Ok(median(&mut rtts) / 2)
+    Ok(median(&mut rtts).unwrap_or(0) / 2)
 }
 
 /// Pipelined throughput from `a` to `b` over a 16-slot channel, in messages per 1000
@@ -240,7 +239,7 @@ fn multicast(rounds: usize) -> Result<(), String> {
             "multicast",
             k,
             "latency_cycles",
-            median(&mut samples),
+            median(&mut samples).unwrap_or(0),
             "cycles",
             ",\"protocol\":\"unicast\"",
         );
@@ -271,7 +270,7 @@ fn multicast(rounds: usize) -> Result<(), String> {
             "multicast",
             k,
             "latency_cycles",
-            median(&mut samples),
+            median(&mut samples).unwrap_or(0),
             "cycles",
             ",\"protocol\":\"multicast\"",
         );
@@ -303,7 +302,7 @@ fn multicast(rounds: usize) -> Result<(), String> {
             "multicast",
             k,
             "latency_cycles",
-            median(&mut samples),
+            median(&mut samples).unwrap_or(0),
             "cycles",
             ",\"protocol\":\"broadcast\"",
         );
@@ -363,7 +362,14 @@ fn shm(updates: usize) -> Result<(), String> {
             }
             let mut v: Vec<u64> = per_update.iter().map(|c| c.load(Ordering::Relaxed)).collect();
             let extra = format!(",\"protocol\":\"{protocol}{n_lines}\",\"lines\":{n_lines}");
-            result("shm_vs_msg", k, "cycles_per_update", median(&mut v), "cycles", &extra);
+            result(
+                "shm_vs_msg",
+                k,
+                "cycles_per_update",
+                median(&mut v).unwrap_or(0),
+                "cycles",
+                &extra,
+            );
         }
     }
     Ok(())
