@@ -220,7 +220,7 @@ pub fn boot_core(start_info: u32) -> ! {
         }
         println!("init ended ({status:?}); the kernel console takes over");
     } else if let Some(command) = command {
-        console::execute(command);
+        let _ = console::execute_and_report(command);
         power::power_off()
     }
     console::run()
