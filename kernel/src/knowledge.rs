@@ -13,6 +13,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
+use record::median;
 
 static SKB: spin::Once<Skb> = spin::Once::new();
 
@@ -34,12 +35,6 @@ pub fn get() -> Option<&'static Skb> {
     SKB.get()
 }
 
-/// The median of `samples` (sorted in place).
-pub fn median(samples: &mut [u64]) -> u64 {
-    samples.sort_unstable();
-    samples.get(samples.len() / 2).copied().unwrap_or(0)
-}
-
 /// One-way latency from this core to `to`: median round trip / 2 over `round_trips` pings.
 pub fn one_way_latency(to: usize, round_trips: usize) -> Result<u64, String> {
     let mut samples = Vec::with_capacity(round_trips);
@@ -47,7 +42,7 @@ pub fn one_way_latency(to: usize, round_trips: usize) -> Result<u64, String> {
         let rtt = monitor::ping(to, 5_000_000).ok_or_else(|| format!("no pong from core {to}"))?;
         samples.push(rtt);
     }
-    Ok(median(&mut samples) / 2)
+    Ok(median(&mut samples).unwrap_or(0) / 2)
 }
 
 /// Units of a fixed integer workload this core completes in one millisecond.
@@ -83,7 +78,7 @@ fn ipi_cost(target: usize) -> Option<u64> {
         asleep.push(monitor::ping(target, 5_000_000)?);
         awake.push(monitor::ping(target, 5_000_000)?);
     }
-    let (asleep, awake) = (median(&mut asleep), median(&mut awake));
+    let (asleep, awake) = (median(&mut asleep)?, median(&mut awake)?);
     println!("skb: ping to a halted core {asleep} cycles, to a polling core {awake} cycles");
     Some(asleep.saturating_sub(awake))
 }

@@ -4,11 +4,12 @@
 //! The runner prints one line per test and a summary in the `verdict` protocol, then exits
 //! QEMU through `isa-debug-exit`; the host runner judges the serial log.
 //!
-//! Tests are numbered by layer in their names (boot, frames, heap, interrupts, traps), so
-//! the first failing one names the broken layer.
+//! Each test's name starts with its layer, and the runner runs the layers bottom up
+//! ([`LAYERS`]), so the first failing test names the broken layer.
 
 mod balance;
 mod boot;
+mod console;
 mod frames;
 mod heap;
 mod interrupts;
@@ -74,10 +75,8 @@ pub fn run(selector: &str) -> ! {
         }
         power::exit_qemu(ExitCode::Success);
     }
-    // Names start with their layer (boot, frames, heap, interrupts, trap), so sorting by
-    // name runs lower layers first and the first failure names the broken layer.
     let mut tests: alloc::vec::Vec<&KernelTest> = all().iter().collect();
-    tests.sort_by_key(|t| t.name);
+    tests.sort_by_key(|t| (layer_rank(t.name), t.name));
     let (mut passed, mut failed) = (0, 0);
     for test in tests {
         let chosen = if selector == "all" {
@@ -117,6 +116,16 @@ pub fn run(selector: &str) -> ! {
     }
     println!("{}passed={} failed={}", verdict::SUMMARY_MARKER, passed, failed);
     power::exit_qemu(if failed == 0 { ExitCode::Success } else { ExitCode::Failure })
+}
+
+/// The layers, bottom up: the first word of a test's name (`heap.cross_core_free`).
+const LAYERS: &[&str] =
+    &["boot", "frames", "heap", "interrupts", "trap", "monitor", "user", "console"];
+
+/// Where a test's layer comes in [`LAYERS`] (an unknown layer last).
+fn layer_rank(name: &str) -> usize {
+    let layer = name.split('.').next().unwrap_or("");
+    LAYERS.iter().position(|&l| l == layer).unwrap_or(LAYERS.len())
 }
 
 pub use crate::smp::all_ok;

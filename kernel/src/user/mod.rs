@@ -823,16 +823,12 @@ fn kernel_command(share: u64, obj: u64, ptr: u64, len: u64) -> SysResult {
         return Err(Error::NotPermitted);
     }
     let console = KERNEL_CONSOLE.get().ok_or(Error::NoSuchCall)?;
-    match console(&line) {
-        Ok(()) => Ok(0),
-        Err(why) => {
-            println!("{why}");
-            Err(Error::InvalidArgument)
-        }
-    }
+    // The console printed why it refused a line.
+    console(&line).map(|_| 0).map_err(|_| Error::InvalidArgument)
 }
 
-/// Runs one kernel-console line; `Err` is the console's answer to a line it refused.
+/// Runs one kernel-console line and reports a refusal on the console itself; `Err` is its
+/// answer to a line it refused.
 pub type ConsoleExecute = fn(&str) -> Result<(), String>;
 
 /// What runs a `kernel_command` line: the kernel console's `execute`, installed at boot
