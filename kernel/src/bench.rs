@@ -9,7 +9,6 @@
 //! (DESIGN principle 5).
 
 use crate::arch::{cpu, timer};
-use crate::console;
 use crate::monitor::protocol::Request;
 use crate::monitor::{self, CallId};
 use crate::percpu::this_core;
@@ -87,7 +86,7 @@ pub fn command(args: &str) -> Result<(), String> {
         .and_then(|name| EXPERIMENTS.iter().find(|e| e.name == name))
         .ok_or_else(usage)?;
     let iterations = match words.next() {
-        Some(word) => console::number(word, 1..=experiment.max)?,
+        Some(word) => cmdline::number(word, 1..=experiment.max)?,
         None => experiment.default,
     };
     if words.next().is_some() {

@@ -12,23 +12,6 @@ use crate::{console, knowledge, ktest, println, smp};
 use physmem::{CoreFrames, CoreShare, FrameOwners, PhysRange, RangeSet, FRAME_SIZE};
 use x86_64::structures::paging::PageTableFlags as F;
 
-/// Facts gathered at boot, shown by the console.
-pub struct BootFacts {
-    /// Usable RAM in bytes when the frame lists were made.
-    pub usable_bytes: u64,
-    /// End of the highest RAM range.
-    pub ram_top: u64,
-    /// NUMA nodes.
-    pub nodes: u32,
-    /// Cores listed by the firmware (and started).
-    pub cores_listed: usize,
-    /// Microseconds from the first kernel instruction to the console.
-    pub boot_us: u64,
-}
-
-/// Read by the console.
-pub static FACTS: spin::Once<BootFacts> = spin::Once::new();
-
 const MIB: u64 = 1 << 20;
 /// Kernel stack pages per core, below an unmapped guard page.
 const STACK_PAGES: u64 = 16;
@@ -93,7 +76,7 @@ pub fn boot_core(start_info: u32) -> ! {
     cpu::enable_interrupts();
     let online = start_application_processors(pml4);
     let phases = Phases { tables, acpi, cores, calibrated, end: cpu::rdtsc() };
-    FACTS.call_once(|| BootFacts {
+    knowledge::FACTS.call_once(|| knowledge::BootFacts {
         usable_bytes: usable.total_bytes(),
         ram_top,
         nodes: platform.node_count,

@@ -10,12 +10,11 @@
 use crate::arch::{power, serial, timer};
 use crate::percpu::{self, CoreState};
 use crate::smp::{self, Outcome};
-use crate::{bench, boot, ktest, mem, print, println};
+use crate::{bench, mem, print, println};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
-use core::ops::RangeInclusive;
+use cmdline::{Printable, ECHO_MAX};
 
 /// One console command.
 struct Command {
@@ -77,8 +76,6 @@ const COMMANDS: &[Command] = &[
 const LINE_MAX: usize = 256;
 /// How long `run` waits for a program (the programs' own default time limit).
 const RUN_TIMEOUT_US: u64 = 600_000_000;
-/// Most characters of an argument an error message repeats.
-const ECHO_MAX: usize = 24;
 
 /// Prompts and runs commands forever.
 pub fn run() -> ! {
@@ -155,33 +152,6 @@ pub fn command_names() -> impl Iterator<Item = &'static str> {
     COMMANDS.iter().map(|c| c.name)
 }
 
-/// `word` as a number in `range`, or an error that says what was expected: for every
-/// count a console command takes.
-pub fn number(word: &str, range: RangeInclusive<usize>) -> Result<usize, String> {
-    word.parse().ok().filter(|n| range.contains(n)).ok_or_else(|| {
-        let (low, high) = (range.start(), range.end());
-        format!("'{}' is not a number from {low} to {high}", Printable(word, ECHO_MAX))
-    })
-}
-
-/// Text as the console shows it back: control and non-ASCII characters as `?`, at most
-/// `.1` characters (then `...`), so an echoed argument cannot drive the terminal or fill
-/// the screen.
-struct Printable<'a>(&'a str, usize);
-
-impl fmt::Display for Printable<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, c) in self.0.chars().enumerate() {
-            if i == self.1 {
-                return f.write_str("...");
-            }
-            let c = if c == ' ' || c.is_ascii_graphic() { c } else { '?' };
-            fmt::Write::write_char(f, c)?;
-        }
-        Ok(())
-    }
-}
-
 /// The first word of `text` and the rest after it (leading spaces trimmed).
 fn split_word(text: &str) -> (&str, &str) {
     match text.split_once(char::is_whitespace) {
@@ -249,7 +219,7 @@ fn cores(args: &str) -> Result<(), String> {
 /// `mem`: free frames per core, and this core's heap.
 fn mem(args: &str) -> Result<(), String> {
     no_arguments(args)?;
-    let facts = boot::FACTS.get();
+    let facts = crate::knowledge::FACTS.get();
     println!("core  node  free frames  free MiB");
     for c in percpu::all_cores() {
         println!(
@@ -313,7 +283,7 @@ fn ls(args: &str) -> Result<(), String> {
 /// `tests`: the registered kernel tests.
 fn tests(args: &str) -> Result<(), String> {
     no_arguments(args)?;
-    for t in ktest::all() {
+    for t in crate::testing::all() {
         let isolated = if t.isolated { "isolated" } else { "" };
         println!("  {:<28} min_cores={} {isolated}", t.name, t.min_cores);
     }
@@ -324,7 +294,7 @@ fn tests(args: &str) -> Result<(), String> {
 fn uptime(args: &str) -> Result<(), String> {
     no_arguments(args)?;
     let ticks = percpu::core(0).map_or(0, |c| c.ticks());
-    let boot_us = boot::FACTS.get().map_or(0, |f| f.boot_us);
+    let boot_us = crate::knowledge::FACTS.get().map_or(0, |f| f.boot_us);
     println!(
         "up {}.{:02} s; booted in {} us",
         ticks / timer::TICK_HZ,

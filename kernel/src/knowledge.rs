@@ -15,6 +15,24 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use record::median;
 
+/// Facts the boot core gathered about the machine (memory, nodes, cores, boot time):
+/// part of what the kernel knows about the machine, read by the console and the tests.
+pub struct BootFacts {
+    /// Usable RAM in bytes when the frame lists were made.
+    pub usable_bytes: u64,
+    /// End of the highest RAM range.
+    pub ram_top: u64,
+    /// NUMA nodes.
+    pub nodes: u32,
+    /// Cores listed by the firmware (and started).
+    pub cores_listed: usize,
+    /// Microseconds from the first kernel instruction to the console.
+    pub boot_us: u64,
+}
+
+/// Set once by the boot core, before the console starts.
+pub static FACTS: spin::Once<BootFacts> = spin::Once::new();
+
 static SKB: spin::Once<Skb> = spin::Once::new();
 
 /// Round trips per ordered pair at boot (the median is kept): fewer on big machines, where

@@ -19,6 +19,7 @@ mod monitor;
 mod percpu;
 mod print;
 mod smp;
+mod testing;
 mod tlb;
 mod user;
 

@@ -3,7 +3,7 @@
 use super::{all_ok, JOB_TIMEOUT_US};
 use crate::arch::apic;
 use crate::percpu::{self, CoreState};
-use crate::{boot, kernel_test, smp};
+use crate::{kernel_test, smp};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -15,7 +15,7 @@ kernel_test!(NUMA_LOCAL_FRAMES, "boot.numa_local_frames", 1, false, numa_local_f
 
 /// Every core the firmware lists is online.
 fn cores_online() -> Result<(), String> {
-    let listed = boot::FACTS.get().map_or(0, |f| f.cores_listed);
+    let listed = crate::knowledge::FACTS.get().map_or(0, |f| f.cores_listed);
     let online = percpu::all_cores().filter(|c| c.state() == CoreState::Online).count();
     if listed == 0 || online != listed {
         return Err(format!("{online} of {listed} cores online"));
@@ -57,7 +57,7 @@ fn core_identity() -> Result<(), String> {
 /// frame must be on one).
 fn numa_local_frames() -> Result<(), String> {
     let cores = smp::online_cores();
-    let numa = boot::FACTS.get().is_some_and(|f| f.nodes > 1);
+    let numa = crate::knowledge::FACTS.get().is_some_and(|f| f.nodes > 1);
     let outcomes = smp::run_on(&cores, JOB_TIMEOUT_US, &|_| {
         let me = percpu::this_core();
         let pa = crate::mem::frames::alloc().ok_or("no frame")?;

@@ -67,7 +67,7 @@ fn concurrent() -> Result<(), String> {
 fn allocate_and_hand_over(cores: &[usize]) -> Result<(), String> {
     let n = cores.len();
 
-    let top = crate::boot::FACTS.get().map_or(0, |f| f.ram_top);
+    let top = crate::knowledge::FACTS.get().map_or(0, |f| f.ram_top);
     let held = HeldBitmap::new(top);
     // Frames handed from core i to core (i + 1) % n, which frees them.
     let handoff: Vec<Mutex<Vec<u64>>> = (0..n).map(|_| Mutex::new(Vec::new())).collect();
