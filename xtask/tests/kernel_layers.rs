@@ -14,8 +14,8 @@ const LAYERS: &[&str] = &[
     "arch",       // hardware glue: boot entry, traps, APIC, paging, ACPI
     "percpu",     // each core's block (GS) and per-core state slots
     "print",      // the serial console's output
-    "mem",        // frames and heaps
     "tlb",        // TLB shootdown
+    "mem",        // frames and heaps
     "monitor",    // URPC channels, remote calls, frame returns
     "smp",        // starting cores, work on chosen cores
     "knowledge",  // the SKB and boot facts

@@ -6,6 +6,7 @@
 use crate::arch::paging::{self, HEAP_BASE, HEAP_WINDOW};
 use crate::mem::frames;
 use crate::percpu::{self, this_core, PerCoreState};
+use crate::tlb;
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,8 +33,11 @@ pub struct CoreHeap {
     span: Span,
     base: u64,
     mapped: u64,
-    /// Frames taken from the core's list for heap pages and their page tables.
+    /// Frames taken from the core's list for heap pages and their page tables (trimmed
+    /// ones included until they are given back).
     frames_taken: u64,
+    /// The last trim's frames, until every core has flushed them.
+    trimmed: Option<Trimmed>,
 }
 
 impl CoreHeap {
@@ -45,6 +49,7 @@ impl CoreHeap {
             base: 0,
             mapped: 0,
             frames_taken: 0,
+            trimmed: None,
         }
     }
 
@@ -63,6 +68,9 @@ impl CoreHeap {
     /// [`GROW_STEP`] while memory is plentiful, just what is asked when it is short (the
     /// last frames serve small kernel allocations one page at a time).
     fn grow(&mut self, bytes: u64) -> Option<()> {
+        // The addresses a trim unmapped are mapped again only after every core flushed
+        // them (another core could otherwise reach the old frame through a stale entry).
+        self.release_trimmed(true);
         let needed = bytes.next_multiple_of(4096);
         // Pages plus, at worst, a new page table, directory and pointer table.
         let plenty = GROW_STEP / 4096 + 3 + GROW_MARGIN_FRAMES;
@@ -118,7 +126,7 @@ impl CoreHeap {
     /// mapped. Talc shrinks a heap from its ends only: free space below the highest live
     /// block stays mapped.
     fn trim(&mut self) -> Option<(u64, u64)> {
-        if self.mapped <= GROW_STEP + TRIM_MIN {
+        if self.mapped <= GROW_STEP + TRIM_MIN || self.trimmed.is_some() {
             return None;
         }
         // SAFETY: `span` is this allocator's own heap (from `claim`/`extend`/`truncate`).
@@ -136,19 +144,48 @@ impl CoreHeap {
         self.mapped = keep;
         Some(cut)
     }
+
+    /// Gives the frames of the last trim back to the core's list once every core has
+    /// flushed them from its TLB; with `wait`, waits for that (the heap is about to map
+    /// the same addresses again). Returns the frames given back.
+    fn release_trimmed(&mut self, wait: bool) -> u64 {
+        let Some(t) = self.trimmed.take() else { return 0 };
+        if !wait && !t.flush.done() {
+            self.trimmed = Some(t);
+            return 0;
+        }
+        t.flush.wait();
+        let mut chain = t.chain;
+        while chain != 0 {
+            // SAFETY: a frame of the chain `trim_this_core` built, still ours.
+            let next = unsafe { *(paging::phys_to_virt(chain) as *const u64) };
+            let _ = frames::free(chain);
+            chain = next;
+        }
+        self.frames_taken -= t.count;
+        t.count
+    }
+}
+
+/// Pages a trim unmapped: chained through their frames' first words until every core has
+/// flushed them from its TLB.
+pub struct Trimmed {
+    chain: u64,
+    count: u64,
+    flush: tlb::Shootdown,
 }
 
 /// Gives the free top of this core's heap back to its frame list (Corey §4.1: a core's
-/// memory is its own; a burst of kernel objects should not lower it for good). Returns
-/// the frames given back.
-///
-/// `flush_all_cores` must flush every core's TLB, global entries included, before it
-/// returns: the pages are kernel mappings any core may have cached, and a frame is reused
-/// only after none can reach it. Call this with no lock held that other cores might spin
-/// on (they flush from an interrupt). Nothing here allocates: the unmapped frames are
-/// chained through their own first word until they are freed.
-pub fn trim_this_core(flush_all_cores: impl FnOnce()) -> u64 {
+/// memory is its own; a burst of kernel objects should not lower it for good). Never
+/// waits: the first call unmaps the top and asks every core to flush its TLB (global
+/// entries too: the heap's mappings are global); the frames go back on a later call, once
+/// all have. Returns the frames given back by this call. Nothing here allocates.
+pub fn trim_this_core() -> u64 {
     let core = this_core();
+    let released = HEAPS.with(|h| h.release_trimmed(false));
+    if released > 0 {
+        return released;
+    }
     let Some((start, end)) = HEAPS.with(|h| {
         take_returns(core, h);
         h.trim()
@@ -170,15 +207,9 @@ pub fn trim_this_core(flush_all_cores: impl FnOnce()) -> u64 {
         }
         va += 4096;
     }
-    HEAPS.with(|h| h.frames_taken -= count);
-    flush_all_cores();
-    while chain != 0 {
-        // SAFETY: a frame of the chain built above, still ours.
-        let next = unsafe { *(paging::phys_to_virt(chain) as *const u64) };
-        let _ = frames::free(chain);
-        chain = next;
-    }
-    count
+    let flush = tlb::Shootdown::start(tlb::all_online(), true);
+    HEAPS.with(|h| h.trimmed = Some(Trimmed { chain, count, flush }));
+    0
 }
 
 /// Records the kernel page tables and opens the heaps (boot core, once).

@@ -624,7 +624,7 @@ pub fn idle_once(core: &PerCore) {
     }
     flush_frame_returns();
     // Before sleeping, the heap's free top goes back to the frame list.
-    crate::mem::heap::trim_this_core(crate::tlb::shootdown_kernel);
+    crate::mem::heap::trim_this_core();
     cpu::disable_interrupts();
     core.set_asleep(true);
     fence(Ordering::SeqCst);
