@@ -20,7 +20,7 @@ use crate::percpu::{self, this_core, CoreState, PerCore, PerCoreState};
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::sync::atomic::{fence, Ordering};
+use core::sync::atomic::{fence, AtomicU8, Ordering};
 use protocol::{kind, Rejection, Request, CHANNEL_SLOTS, FRAMES_PER_RETURN, REPLY_TEXT_MAX};
 use urpc::{Message, Reassembler, Receiver, Sender, PAYLOAD_WORDS};
 
@@ -76,7 +76,20 @@ pub enum SendError {
 /// What the lent memory of a call holds: the work to run.
 struct CallBody<'a> {
     work: &'a Work<'a>,
+    /// [`CALL_PENDING`] until the target starts the work ([`CALL_RUNNING`]) or the caller
+    /// gives up on it first ([`CALL_CANCELLED`]); whoever moves it first decides. The work
+    /// (and what it borrows from the caller's stack) is run only if the target won, and a
+    /// caller whose target won waits for the reply, however long: the caller never
+    /// returns while the target may still run its work.
+    state: AtomicU8,
 }
+
+/// A call not started yet.
+const CALL_PENDING: u8 = 0;
+/// A call the target is running.
+const CALL_RUNNING: u8 = 1;
+/// A call its caller gave up on before it started: the target frees the body, unrun.
+const CALL_CANCELLED: u8 = 2;
 
 /// A call this core made and waits for.
 struct PendingCall {
@@ -337,9 +350,23 @@ fn serve(from: usize, request: Request) {
 
 /// A remote call: runs the caller's work here and replies with its result.
 fn run_call(from: usize, id: u64, body: u64) {
-    // SAFETY: the caller lends this `CallBody` until it gets our reply (or sees this core
-    // faulted); `decode` checked the pointer lies in the kernel half.
-    let body = unsafe { &*(body as *const CallBody<'static>) };
+    let raw = body as *mut CallBody<'static>;
+    // SAFETY: the caller lends this `CallBody` until it gets our reply, sees this core
+    // faulted, or cancels it (then it is ours to free, below); `decode` checked the
+    // pointer lies in the kernel half.
+    let body = unsafe { &*raw };
+    let claim = body.state.compare_exchange(
+        CALL_PENDING,
+        CALL_RUNNING,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    );
+    if claim.is_err() {
+        // The caller gave up before we started: its work may borrow memory that is gone.
+        // SAFETY: made by `Box::into_raw` in `call_async`; a cancelled caller forgot it.
+        drop(unsafe { Box::from_raw(raw) });
+        return;
+    }
     let result = (body.work)(this_core().index);
     let mut bytes = [0u8; 9 + REPLY_TEXT_MAX];
     let len = protocol::encode_reply(id, &result, &mut bytes);
@@ -472,7 +499,8 @@ fn send_with(
 pub fn call_async(target: usize, work: &Work<'_>) -> Result<CallId, SendError> {
     // The pending table holds the body with its lifetime erased; `wait` frees it before
     // the caller's borrow of `work` ends (or leaks it if the target may still read it).
-    let body: *const CallBody<'static> = Box::into_raw(Box::new(CallBody { work })).cast();
+    let body: *const CallBody<'static> =
+        Box::into_raw(Box::new(CallBody { work, state: AtomicU8::new(CALL_PENDING) })).cast();
     let id = with(|m| {
         let id = m.next_call;
         m.next_call += 1;
@@ -498,8 +526,9 @@ fn forget_call(id: u64, free_body: bool) -> Option<PendingCall> {
 }
 
 /// Waits for a call to finish, serving our own channels meanwhile. A call whose target
-/// faulted ends `Faulted`; one not answered within `timeout_us` ends `TimedOut` (its body
-/// is leaked, since the target may still read it).
+/// faulted ends `Faulted`; one the target has not started within `timeout_us` is
+/// cancelled and ends `TimedOut` (the target will not run it). One the target has started
+/// is waited for however long it takes: its work may borrow the caller's memory.
 pub fn wait(id: CallId, timeout_us: u64) -> Outcome {
     let start = cpu::rdtsc();
     loop {
@@ -516,12 +545,26 @@ pub fn wait(id: CallId, timeout_us: u64) -> Outcome {
             forget_call(id.0, false);
             return Outcome::Faulted(vector);
         }
-        if timer::us_since(start) > timeout_us {
-            forget_call(id.0, false);
+        if timer::us_since(start) > timeout_us && cancel(id.0) {
+            forget_call(id.0, false); // the target frees the body when it sees it
             return Outcome::TimedOut;
         }
         cpu::pause();
     }
+}
+
+/// Tries to cancel call `id` before its target starts it; `false` if the target is running
+/// it already (then the caller must wait for its reply).
+fn cancel(id: u64) -> bool {
+    let Some(body) = with(|m| m.calls.iter().find(|c| c.id == id).map(|c| c.body)) else {
+        return true;
+    };
+    // SAFETY: the body lives until the call is forgotten (below, by our caller) and then
+    // until the target frees it.
+    let state = unsafe { &(*body).state };
+    state
+        .compare_exchange(CALL_PENDING, CALL_CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
 }
 
 /// Sends the frames this core freed for `owner` home (Multikernel: memory is given back
