@@ -49,6 +49,11 @@ pub use segment::SegmentState;
 /// One address range's page tables (Corey §3.1: a range is a page-table subtree that
 /// several cores' tables include). Offsets are from the range's start. The range's lock is
 /// held around every call; TLB shootdown is the caller's.
+///
+/// A nested range's entries carry the rights of its own mappings and serve every root
+/// that splices it, so a root's link to it (made by the host for `ar_set_ar`) must carry
+/// the splice's rights, as x86 combines the rights of every level: a slot spliced
+/// read-only into one root and read-write into another is read-only through the first.
 pub trait PageTables {
     /// Maps the page at `offset` to the frame at `addr` for user access with rights
     /// `perms`. `NoMemory` if a table could not be allocated.

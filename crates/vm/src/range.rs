@@ -63,7 +63,8 @@ pub(crate) enum Plan<O> {
     Fill(Fill<O>),
 }
 
-/// A page to fill and map: page `index` of segment `seg`, with rights `perms`.
+/// A page to fill and map: page `index` of segment `seg`, at `offset`, with the rights
+/// of this range's own mapping, `perms`.
 pub(crate) struct Fill<O> {
     pub(crate) seg: Arc<O>,
     pub(crate) index: u64,
@@ -167,10 +168,12 @@ impl<H: Host> RangeState<H> {
     }
 
     /// What a fault at `offset` of this range needs, for an access through mappings with
-    /// rights `outer` on the way.
+    /// rights `outer` on the way. The access needs the rights of both; the entry gets this
+    /// range's own, since a nested range's entries serve every root that splices it, each
+    /// within the rights of its own link (the host's, see [`crate::PageTables`]).
     pub(crate) fn plan(&self, offset: u64, outer: Perms, write: bool) -> Plan<H::Object> {
-        let Some((seg, index, perms)) = self.page_at(offset, outer) else { return Plan::Refused };
-        if write && !perms.write {
+        let Some((seg, index, perms)) = self.page_at(offset) else { return Plan::Refused };
+        if write && !perms.intersect(outer).write {
             return Plan::Refused;
         }
         if self.serves(offset, write) {
@@ -179,13 +182,12 @@ impl<H: Host> RangeState<H> {
         Plan::Fill(Fill { seg, index, perms, offset, write })
     }
 
-    /// The segment page mapped at `offset` and the rights of the access (the mapping's
-    /// intersected with `outer`).
-    fn page_at(&self, offset: u64, outer: Perms) -> Option<(Arc<H::Object>, u64, Perms)> {
+    /// The segment page mapped at `offset`, and the mapping's rights.
+    fn page_at(&self, offset: u64) -> Option<(Arc<H::Object>, u64, Perms)> {
         let m = self.map.get(offset)?;
         let Target::Segment { first_page, .. } = m.target else { return None };
         let seg = self.held.get(&m.target.id())?.clone();
-        Some((seg, first_page + (offset - m.start) / PAGE_SIZE, m.perms.intersect(outer)))
+        Some((seg, first_page + (offset - m.start) / PAGE_SIZE, m.perms))
     }
 
     /// Whether the tables map `offset` well enough for the access: present, and writable

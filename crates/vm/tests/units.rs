@@ -239,3 +239,24 @@ fn a_copy_made_while_a_write_fills_the_page_never_changes() {
     drop((root, seg, copy));
     all_freed(&sim);
 }
+
+#[test]
+fn a_slot_spliced_read_only_stays_read_only_after_a_read_write_splice_writes() {
+    // Before: the slot's entry got the rights of whichever root faulted first, and the
+    // root's link allowed everything, so once b had written, a could write too.
+    let sim = Sim::new();
+    let (r1, r2, slot, seg) = (sim.root(), sim.root(), sim.slot(), sim.segment(1));
+    sim.set_seg(&slot, 0, &seg, 0, 1, Perms::RW).unwrap();
+    sim.set_ar(&r1, 0, &slot, Perms::R).unwrap();
+    sim.set_ar(&r2, 0, &slot, Perms::RW).unwrap();
+    let (a, b) = (sim.run(&r1), sim.run(&r2));
+    assert_eq!(sim.read(a, 0), Ok(0));
+    sim.write(b, 0, 1).unwrap();
+    assert_eq!(sim.write(a, 0, 2), Err(Refused));
+    assert_eq!(sim.read(a, 0), Ok(1));
+    assert_eq!(sim.contents(&seg), vec![1]);
+    sim.end(a);
+    sim.end(b);
+    drop((r1, r2, slot, seg));
+    all_freed(&sim);
+}

@@ -184,13 +184,7 @@ enum Tables {
 
 impl vm::PageTables for Tables {
     fn map(&mut self, offset: u64, addr: u64, perms: Perms) -> Result<(), VmError> {
-        let mut flags = PageFlags::USER_ACCESSIBLE;
-        if perms.write {
-            flags |= PageFlags::WRITABLE;
-        }
-        if !perms.exec {
-            flags |= PageFlags::NO_EXECUTE;
-        }
+        let flags = PageFlags::USER_ACCESSIBLE | rights(perms);
         match self {
             Tables::Root(t) => t.map(offset, addr, flags),
             // SAFETY: the range's own directory, under its lock; tables come from this core.
@@ -222,6 +216,18 @@ impl vm::PageTables for Tables {
             t.remove_slot(offset);
         }
     }
+}
+
+/// The x86 entry bits for `perms` (`WRITABLE`, `NO_EXECUTE`).
+fn rights(perms: Perms) -> PageFlags {
+    let mut flags = PageFlags::empty();
+    if perms.write {
+        flags |= PageFlags::WRITABLE;
+    }
+    if !perms.exec {
+        flags |= PageFlags::NO_EXECUTE;
+    }
+    flags
 }
 
 /// A slot range's page directory.
@@ -752,7 +758,8 @@ fn set_seg(p: &mut ProgramObjects, a: ArSetSeg) -> Result<(), Error> {
 
 /// `ar_set_ar(&ArSetAr)`: splices a slot range into a root range; refuses anything else.
 /// The slot's directory is linked into the root's tables at once, so every context
-/// running on the root sees the slot's pages (Corey §4.3).
+/// running on the root sees the slot's pages (Corey §4.3), within the splice's rights
+/// (which the root's entry carries).
 pub fn ar_set_ar(p: &mut ProgramObjects, a: ArSetAr) -> Result<u64, Error> {
     let ar = lookup(p, a.ar[0], a.ar[1], ObjectKind::AddressRange)?;
     let child = lookup(p, a.child[0], a.child[1], ObjectKind::AddressRange)?;
@@ -779,7 +786,7 @@ pub fn ar_set_ar(p: &mut ProgramObjects, a: ArSetAr) -> Result<u64, Error> {
         |r| r.set_ar(va, child_id, perms(a.flags)),
         |tables| match tables {
             Tables::Root(t) => {
-                let old = t.install_slot(va, pd)?;
+                let old = t.install_slot(va, pd, rights(perms(a.flags)))?;
                 // Cores running this root now reach the slot's pages.
                 slot.cores.fetch_or(root.cores.load(Ordering::Acquire), Ordering::AcqRel);
                 Ok(old)

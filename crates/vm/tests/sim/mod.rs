@@ -430,8 +430,8 @@ impl Sim {
     /// `ar_set_ar`: splices the slot range `slot` into the root `root` at `va`.
     pub fn set_ar(&self, root: &Ptr, va: u64, slot: &Ptr, perms: Perms) -> Result<(), ArError> {
         assert!(self.is_root(root) && !self.is_root(slot), "a slot into a root");
-        // As the kernel's `set_gigabyte`: the root's entry for the slot allows everything.
-        let link = (Arc::downgrade(slot), Perms::RWX);
+        // As the kernel's `install_slot`: the root's entry carries the splice's rights.
+        let link = (Arc::downgrade(slot), perms);
         let id = slot.id;
         let edit = |r: &mut AddressRange| r.set_ar(va, id, perms);
         self.edit(root, slot.clone(), (va, va + GRAN), edit, |t| {
