@@ -18,7 +18,7 @@ use crate::{Host, ObjectPtr, Perms, VmError, PAGE_SIZE};
 pub enum Fault {
     /// The page is mapped now; the access retries.
     Mapped,
-    /// Nothing new was mapped: another core was first, the range changed meanwhile, or
+    /// Nothing new was mapped: another core was first, the mappings changed meanwhile, or
     /// this core's TLB held a stale entry (the kernel flushes it). The access retries.
     Retry,
     /// No mapping allows the access, or no frame was left: the program faulted.
@@ -50,7 +50,7 @@ fn fault_in_range<H: Host>(
 ) -> Fault {
     let fill = match host.with_range(owner, |s| s.plan(offset, outer, write)) {
         Some(Plan::Fill(fill)) => fill,
-        Some(Plan::Mapped) => return Fault::Retry,
+        Some(Plan::Retry) => return Fault::Retry,
         Some(Plan::Refused) | None => return Fault::Refused,
     };
     // Registered before the page is filled, so a copy-on-write copy made from now on finds

@@ -57,8 +57,9 @@ pub(crate) enum Plan<O> {
     /// Nothing maps it, or not for this access: the program faulted.
     Refused,
     /// The tables already map it for this access (another core was first, or this core's
-    /// TLB was stale).
-    Mapped,
+    /// TLB was stale), or a nested range was spliced here since the fault was routed: the
+    /// access retries.
+    Retry,
     /// Fill the page and map it.
     Fill(Fill<O>),
 }
@@ -172,12 +173,15 @@ impl<H: Host> RangeState<H> {
     /// range's own, since a nested range's entries serve every root that splices it, each
     /// within the rights of its own link (the host's, see [`crate::PageTables`]).
     pub(crate) fn plan(&self, offset: u64, outer: Perms, write: bool) -> Plan<H::Object> {
+        if self.map.get(offset).is_some_and(|m| matches!(m.target, Target::Range { .. })) {
+            return Plan::Retry;
+        }
         let Some((seg, index, perms)) = self.page_at(offset) else { return Plan::Refused };
         if write && !perms.intersect(outer).write {
             return Plan::Refused;
         }
         if self.serves(offset, write) {
-            return Plan::Mapped;
+            return Plan::Retry;
         }
         Plan::Fill(Fill { seg, index, perms, offset, write })
     }
@@ -196,9 +200,10 @@ impl<H: Host> RangeState<H> {
         self.tables.translate(offset).is_some_and(|(_, p)| !write || p.write)
     }
 
-    /// Maps `frame`, filled for `fill`, if the range still maps that segment there and the
-    /// segment `seg` (locked inside this range's lock) still holds `frame` in that page.
-    /// A copy-on-write page is mapped read-only; a read-only entry there is replaced.
+    /// Maps `frame`, filled for `fill`, if the range still maps that page of that segment
+    /// there with the same rights, and the segment `seg` (locked inside this range's lock)
+    /// still holds `frame` in that page. A copy-on-write page is mapped read-only; a
+    /// read-only entry there is replaced.
     pub(crate) fn install(
         &mut self,
         fill: &Fill<H::Object>,
@@ -206,8 +211,12 @@ impl<H: Host> RangeState<H> {
         seg: &SegmentState<H>,
     ) -> Installed<H::Frame> {
         let offset = fill.offset;
-        // The range may have changed while the page was filled: map only what it still maps.
-        let still = self.map.get(offset).is_some_and(|m| m.target.id() == H::id(&fill.seg));
+        // The range may have changed while the page was filled (another segment, another
+        // page of it, other rights): map only what it maps now.
+        let now = self.page_at(offset);
+        let still = now.is_some_and(|(s, index, perms)| {
+            H::id(&s) == H::id(&fill.seg) && index == fill.index && perms == fill.perms
+        });
         if !still || self.serves(offset, fill.write) {
             return Installed::Changed;
         }

@@ -260,3 +260,46 @@ fn a_slot_spliced_read_only_stays_read_only_after_a_read_write_splice_writes() {
     drop((r1, r2, slot, seg));
     all_freed(&sim);
 }
+
+#[test]
+fn a_fault_maps_what_the_range_maps_when_the_entry_is_written() {
+    // Before: the fault checked only that the range still mapped the same segment, so a
+    // remap to another page of it, read-only, raced by the fault left an entry for the
+    // old page, writable.
+    let sim = Sim::new();
+    let (root, seg) = (sim.root(), sim.segment(2));
+    sim.set_seg(&root, 0, &seg, 0, 1, Perms::RW).unwrap();
+    sim.set_seg(&root, P, &seg, 1, 1, Perms::RW).unwrap();
+    let a = sim.run(&root);
+    sim.write(a, P, 7).unwrap();
+    let (r, s) = (root.clone(), seg.clone());
+    // Just before the fault looks at the page it planned to fill (page 0, writable).
+    sim.interfere(4, move |sim| sim.set_seg(&r, 0, &s, 1, 1, Perms::R).unwrap());
+    assert_eq!(sim.write(a, 0, 5), Err(Refused), "va 0 maps page 1 read-only now");
+    assert!(!sim.flush_pending(), "the remap ran during the fault");
+    assert_eq!(sim.read(a, 0), Ok(7));
+    assert_eq!(sim.contents(&seg), vec![0, 7]);
+    sim.end(a);
+    drop((root, seg));
+    all_freed(&sim);
+}
+
+#[test]
+fn a_fault_racing_a_splice_at_its_address_retries() {
+    // Before: the fault, routed to the root's own mapping, found the splice there and
+    // stopped the program, though the address was mapped before and after.
+    let sim = Sim::new();
+    let (root, slot, seg, shared) = (sim.root(), sim.slot(), sim.segment(1), sim.segment(1));
+    sim.set_seg(&root, GRAN, &seg, 0, 1, Perms::RW).unwrap();
+    sim.set_seg(&slot, 0, &shared, 0, 1, Perms::RW).unwrap();
+    let a = sim.run(&root);
+    let (r, s) = (root.clone(), slot.clone());
+    // After the fault was routed to the root's own mapping, before it plans there.
+    sim.interfere(2, move |sim| sim.set_ar(&r, GRAN, &s, Perms::RW).unwrap());
+    assert_eq!(sim.write(a, GRAN, 3), Ok(()));
+    assert!(!sim.flush_pending(), "the splice ran during the fault");
+    assert_eq!((sim.contents(&shared), sim.contents(&seg)), (vec![3], vec![0]));
+    sim.end(a);
+    drop((root, slot, seg, shared));
+    all_freed(&sim);
+}
