@@ -24,11 +24,14 @@
 //! reaches a freed frame through a stale translation.
 //!
 //! # What an entry maps
-//! An entry at offset `o` of a range maps the page that the range's mapping at `o` names,
-//! as it was when faulted in. Every change that could make it stale takes it out: an edit
-//! unmaps the span it edits; a copy-on-write copy and a shrink unmap the segment's pages
-//! in every range that ever mapped the segment (a segment remembers them); a page of a
-//! copy-on-write segment is mapped read-only, so the write that copies it faults first.
+//! An entry at offset `o` of a range maps the page that the range's mapping at `o` names
+//! (that segment, that page, those rights), with the frame the page holds. Every change
+//! that could make it stale takes it out: an edit unmaps the span it edits; a
+//! copy-on-write copy and a shrink unmap the segment's pages in every range that ever
+//! mapped the segment (a segment remembers them); a page of a copy-on-write segment is
+//! mapped read-only, so the write that copies it faults first, and that fault unmaps the
+//! page's other entries, which still map the frame it was copied from. A fault maps a page
+//! only if, under the range's lock, the mapping and the page are still what it filled.
 #![no_std]
 #![forbid(unsafe_code)]
 

@@ -5,9 +5,8 @@
 //! zeroed or copied, and TLBs shot down, with no lock held. The only nesting is a
 //! segment's lock inside a range's (to map a page only if the segment still holds it).
 
-use alloc::collections::BTreeSet;
+use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
-use alloc::vec::Vec;
 
 use crate::range::{Fill, Installed, Plan};
 use crate::segment::{Look, SegmentState};
@@ -58,7 +57,13 @@ fn fault_in_range<H: Host>(
     if host.with_segment(&fill.seg, |s| s.note_range(Arc::downgrade(owner))).is_none() {
         return Fault::Refused;
     }
-    let Some(frame) = fill_page(host, &fill) else { return Fault::Refused };
+    let Some((frame, copied_from)) = fill_page(host, &fill) else { return Fault::Refused };
+    if let Some(old) = copied_from {
+        // Other entries for this page (in other ranges, or at another address of this one)
+        // still map the frame it was copied from, read-only: they must go before the copy
+        // is written, or they would read what the page held before.
+        forget_pages(host, &fill.seg, [(fill.index, H::addr(&old))].into_iter());
+    }
     let installed = host.with_range(owner, |r| {
         host.with_segment(&fill.seg, |s| r.install(&fill, frame, s)).unwrap_or(Installed::Changed)
     });
@@ -75,18 +80,23 @@ fn fault_in_range<H: Host>(
 }
 
 /// The frame for the page `fill` names, filled with zeroes on first touch; a write to a
-/// copy-on-write page copies it first. The page is zeroed or copied outside the segment's
-/// lock, and dropped again if another core filled the slot meanwhile.
-fn fill_page<H: Host>(host: &H, fill: &Fill<H::Object>) -> Option<H::Frame> {
+/// copy-on-write page copies it first (then the frame it was copied from comes too). The
+/// page is zeroed or copied outside the segment's lock, and dropped again if another core
+/// filled the slot meanwhile.
+fn fill_page<H: Host>(host: &H, fill: &Fill<H::Object>) -> Option<(H::Frame, Option<H::Frame>)> {
     loop {
         let looked = host.with_segment(&fill.seg, |s| s.look(fill.index, fill.write))??;
         let fresh = match &looked {
-            Look::Ready(frame) => return Some(frame.clone()),
+            Look::Ready(frame) => return Some((frame.clone(), None)),
             Look::Zero => host.zeroed()?,
             Look::Copy(frame) => host.copy(frame)?,
         };
         if host.with_segment(&fill.seg, |s| s.place(fill.index, &looked, fresh.clone()))? {
-            return Some(fresh);
+            let copied_from = match looked {
+                Look::Copy(old) => Some(old),
+                _ => None,
+            };
+            return Some((fresh, copied_from));
         }
         // Another core changed the page meanwhile: `fresh` goes back; look again.
     }
@@ -98,33 +108,33 @@ fn fill_page<H: Host>(host: &H, fill: &Fill<H::Object>) -> Option<H::Frame> {
 /// any more; they fault back in read-only.
 pub fn copy_on_write<H: Host>(host: &H, seg: &H::Object) -> Result<SegmentState<H>, VmError> {
     let copy = host.with_segment(seg, |s| s.mark_cow()).ok_or(VmError::WrongKind)??;
-    forget_frames(host, seg, (0..copy.pages()).filter_map(|i| copy.frame(i).map(H::addr)));
+    let pages = (0..copy.pages()).filter_map(|i| Some((i, H::addr(copy.frame(i)?))));
+    forget_pages(host, seg, pages);
     Ok(copy)
 }
 
 /// `segment_set_nbytes`: resizes `seg`; pages past the new end are let go once their
 /// mappings are taken back in every range that mapped them.
 pub fn set_nbytes<H: Host>(host: &H, seg: &H::Object, nbytes: u64) -> Result<(), VmError> {
-    let dropped: Vec<H::Frame> =
-        host.with_segment(seg, |s| s.resize(nbytes)).ok_or(VmError::WrongKind)??;
-    forget_frames(host, seg, dropped.iter().map(H::addr));
+    let dropped = host.with_segment(seg, |s| s.resize(nbytes)).ok_or(VmError::WrongKind)??;
+    forget_pages(host, seg, dropped.iter().map(|(i, f)| (*i, H::addr(f))));
     drop(dropped); // no entry maps them any more
     Ok(())
 }
 
-/// Takes back every mapping of `frames` (pages of `seg`) in every range that mapped pages
-/// of `seg`, whichever core or context faulted them in, and shoots down the cores that
-/// may hold them. After this no context can reach those frames through an old entry.
-/// A segment no range ever mapped (a file read with `segment_read`, a descriptor copied by
-/// `dup`) costs nothing here.
-fn forget_frames<H: Host>(host: &H, seg: &H::Object, frames: impl Iterator<Item = u64>) {
+/// Takes back every entry for the `pages` of `seg` (page index, frame address) in every
+/// range that mapped pages of `seg`, whichever core or context faulted them in, and
+/// shoots down the cores that may hold them. After this no context can reach those frames
+/// as those pages through an old entry. A segment no range ever mapped (a file read with
+/// `segment_read`, a descriptor copied by `dup`) costs nothing here.
+fn forget_pages<H: Host>(host: &H, seg: &H::Object, pages: impl Iterator<Item = (u64, u64)>) {
     let ranges = host.with_segment(seg, |s| s.ranges()).unwrap_or_default();
     if ranges.is_empty() {
         return;
     }
-    let frames: BTreeSet<u64> = frames.collect();
+    let (id, pages): (u64, BTreeMap<u64, u64>) = (H::id(seg), pages.collect());
     for range in ranges {
-        let taken = host.with_range(&range, |r| r.forget_frames(&frames)).unwrap_or_default();
+        let taken = host.with_range(&range, |r| r.forget(id, &pages)).unwrap_or_default();
         if !taken.is_empty() {
             host.shootdown(&range);
         }

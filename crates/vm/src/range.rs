@@ -4,7 +4,7 @@
 //! the CR3 of every context on it; a slot range's are linked into every root that splices
 //! it, so a page one core faults in is mapped for every core using the range.
 
-use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
@@ -233,15 +233,25 @@ impl<H: Host> RangeState<H> {
         Installed::Mapped(replaced)
     }
 
-    /// Unmaps every page that maps one of `frames` (by address); returns their frames
-    /// (drop them only after the shootdown).
-    pub(crate) fn forget_frames(&mut self, frames: &BTreeSet<u64>) -> Vec<H::Frame> {
-        let offsets: Vec<u64> = self
-            .mapped
-            .iter()
-            .filter(|(_, f)| frames.contains(&H::addr(f)))
-            .map(|(&o, _)| o)
-            .collect();
+    /// Unmaps every entry for a page of segment `seg` that maps the frame `pages` gives
+    /// for it (page index → frame address), wherever the range maps that page; returns
+    /// their frames (drop them only after the shootdown). An entry maps the page the
+    /// range's mapping names at its offset (see the crate docs), so the mappings of `seg`
+    /// say where to look: the cost is in mappings and pages taken, not pages mapped.
+    pub(crate) fn forget(&mut self, seg: u64, pages: &BTreeMap<u64, u64>) -> Vec<H::Frame> {
+        let mut offsets = Vec::new();
+        for m in self.map.mappings() {
+            let Target::Segment { seg: s, first_page, .. } = m.target else { continue };
+            if s != seg {
+                continue;
+            }
+            for (&index, &addr) in pages.range(first_page..first_page.saturating_add(m.pages)) {
+                let offset = m.start + (index - first_page) * PAGE_SIZE;
+                if self.mapped.get(&offset).is_some_and(|f| H::addr(f) == addr) {
+                    offsets.push(offset);
+                }
+            }
+        }
         offsets.into_iter().filter_map(|o| self.unmap(o)).collect()
     }
 

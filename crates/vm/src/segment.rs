@@ -154,13 +154,15 @@ impl<H: Host> SegmentState<H> {
     }
 
     /// Sets the size to `nbytes`: new pages are untouched, pages past the new end are
-    /// taken out and returned (their mappings must be taken back before they go).
-    pub(crate) fn resize(&mut self, nbytes: u64) -> Result<Vec<H::Frame>, VmError> {
+    /// taken out and returned with their indices (their mappings must be taken back
+    /// before they go).
+    pub(crate) fn resize(&mut self, nbytes: u64) -> Result<Vec<(u64, H::Frame)>, VmError> {
         let pages = usize::try_from(nbytes.div_ceil(PAGE_SIZE)).map_err(|_| VmError::NoMemory)?;
         let grow = pages.saturating_sub(self.pages.len());
         self.pages.try_reserve_exact(grow).map_err(|_| VmError::NoMemory)?;
         let dropped = if pages < self.pages.len() {
-            self.pages.drain(pages..).flatten().map(|p| p.frame).collect()
+            let taken = self.pages.drain(pages..);
+            (pages as u64..).zip(taken).filter_map(|(i, p)| Some((i, p?.frame))).collect()
         } else {
             Vec::new()
         };

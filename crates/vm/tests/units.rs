@@ -303,3 +303,27 @@ fn a_fault_racing_a_splice_at_its_address_retries() {
     drop((root, slot, seg, shared));
     all_freed(&sim);
 }
+
+#[test]
+fn after_a_write_copies_a_page_every_mapping_of_it_sees_the_copy() {
+    // Before: the write's fault replaced only its own entry; an entry for the same page
+    // at another address (or in another range) still mapped the frame it was copied
+    // from, and read what the page held before the write.
+    let sim = Sim::new();
+    let (r1, r2, seg) = (sim.root(), sim.root(), sim.segment(1));
+    sim.set_seg(&r1, 0, &seg, 0, 1, Perms::RW).unwrap();
+    sim.set_seg(&r1, P, &seg, 0, 1, Perms::RW).unwrap();
+    sim.set_seg(&r2, 0, &seg, 0, 1, Perms::R).unwrap();
+    let (a, b) = (sim.run(&r1), sim.run(&r2));
+    sim.write(a, 0, 1).unwrap();
+    let copy = sim.copy_cow(&seg);
+    assert_eq!((sim.read(a, P), sim.read(b, 0)), (Ok(1), Ok(1)));
+    sim.write(a, 0, 2).unwrap();
+    assert_eq!(sim.read(a, P), Ok(2), "the same page at another address");
+    assert_eq!(sim.read(b, 0), Ok(2), "the same page in another root");
+    assert_eq!(sim.contents(&copy), vec![1]);
+    sim.end(a);
+    sim.end(b);
+    drop((r1, r2, seg, copy));
+    all_freed(&sim);
+}
