@@ -131,20 +131,20 @@ impl<H: Host> RangeState<H> {
 
     /// Applies `edit` to the mappings; the range maps `target` afterwards. The range takes
     /// a reference to `target` and lets go of what the edit removed the last mapping of.
-    /// Pages in the edited span `[start, end)` and in every removed mapping are unmapped
-    /// from the tables (they fault in again as needed), and removed nested ranges are
-    /// unlinked. A failed edit changes nothing.
+    /// The pages of every removed mapping are unmapped from the tables (they fault in
+    /// again as needed), and removed nested ranges are unlinked: an entry exists only
+    /// where a mapping is (see the crate docs), so that is every entry in the edited span.
+    /// A failed edit changes nothing.
     pub fn edit(
         &mut self,
         target: Arc<H::Object>,
-        (start, end): (u64, u64),
         edit: impl FnOnce(&mut AddressRange) -> Result<Vec<Mapping>, ArError>,
     ) -> Result<Edited<H>, ArError> {
         let removed = edit(&mut self.map)?;
         let released =
             self.map.released(&removed).iter().filter_map(|id| self.held.remove(id)).collect();
         self.held.entry(H::id(&target)).or_insert(target);
-        let mut unmapped = self.unmap_span(start, end);
+        let mut unmapped = Vec::new();
         let mut unlinked = false;
         for m in &removed {
             unmapped.extend(self.unmap_span(m.start, m.end()));

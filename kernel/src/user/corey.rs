@@ -700,22 +700,20 @@ pub fn ar_alloc(p: &mut ProgramObjects, share: u64, kind: u64) -> Result<u64, Er
     alloc(p, share, ObjectKind::AddressRange, Payload::Range(r))
 }
 
-/// Applies `edit` to range `ar`, which maps `target` afterwards: the range takes a
 /// Applies `edit` to range `ar`, which maps `target` afterwards (`vm::RangeState::edit`:
-/// the range's references, and the pages of the edited span and of every removed mapping
-/// unmapped from its tables, removed slots unlinked). The cores that may hold what was
-/// taken out are shot down before any of it is freed. Then `after` runs on the tables,
-/// still under the range's lock (`ar_set_ar` links its slot).
+/// the range's references, and the pages of every removed mapping unmapped from its
+/// tables, removed slots unlinked). The cores that may hold what was taken out are shot
+/// down before any of it is freed. Then `after` runs on the tables, still under the
+/// range's lock (`ar_set_ar` links its slot).
 fn edit_range(
     ar: &Ptr,
     target: Ptr,
-    span: (u64, u64),
     edit: impl FnOnce(&mut AddressRange) -> Result<Vec<addrrange::Mapping>, ArError>,
     after: impl FnOnce(&mut Tables) -> Result<Vec<u64>, Error>,
 ) -> Result<(), Error> {
     let r = range(ar).ok_or(Error::InvalidArgument)?;
     let (edited, old_tables) = r.state.with(|s| {
-        let edited = s.edit(target, span, edit).map_err(ar_error)?;
+        let edited = s.edit(target, edit).map_err(ar_error)?;
         let old_tables = after(s.tables_mut())?;
         Ok::<_, Error>((edited, old_tables))
     })?;
@@ -746,11 +744,9 @@ fn set_seg(p: &mut ProgramObjects, a: ArSetSeg) -> Result<(), Error> {
         return Err(Error::InvalidArgument);
     }
     let id = seg.id().0;
-    let end = a.va.saturating_add(a.pages.saturating_mul(PAGE));
     edit_range(
         &ar,
         seg,
-        (a.va, end),
         |r| r.set_seg(a.va, id, a.first_page, a.pages, perms(a.flags), false),
         |_| Ok(Vec::new()),
     )
@@ -782,7 +778,6 @@ pub fn ar_set_ar(p: &mut ProgramObjects, a: ArSetAr) -> Result<u64, Error> {
     edit_range(
         &ar,
         child.clone(),
-        (va, va.saturating_add(GRANULARITY)),
         |r| r.set_ar(va, child_id, perms(a.flags)),
         |tables| match tables {
             Tables::Root(t) => {

@@ -23,7 +23,7 @@ pub const P: u64 = PAGE_SIZE;
 /// A slot range's span and the granularity ranges nest at.
 pub const GRAN: u64 = 4 * P;
 /// Slots in a root range.
-pub const ROOT_SLOTS: u64 = 4;
+pub const ROOT_SLOTS: u64 = 3;
 
 /// Frames: each a value and a generation (a freed address is reused, as the kernel's
 /// frame lists do, so a stale translation is told from a fresh one by its generation),
@@ -394,13 +394,12 @@ impl Sim {
         &self,
         ar: &Ptr,
         target: Ptr,
-        span: (u64, u64),
         edit: impl FnOnce(&mut AddressRange) -> Result<Vec<addrrange::Mapping>, ArError>,
         link: impl FnOnce(&mut Tables),
     ) -> Result<(), ArError> {
         let edited = self
             .with_range(ar, |s| {
-                let edited = s.edit(target, span, edit)?;
+                let edited = s.edit(target, edit)?;
                 link(s.tables_mut());
                 Ok(edited)
             })
@@ -422,9 +421,9 @@ impl Sim {
         pages: u64,
         perms: Perms,
     ) -> Result<(), ArError> {
-        let (id, end) = (seg.id, va + pages * P);
+        let id = seg.id;
         let edit = |r: &mut AddressRange| r.set_seg(va, id, first_page, pages, perms, false);
-        self.edit(ar, seg.clone(), (va, end), edit, |_| {})
+        self.edit(ar, seg.clone(), edit, |_| {})
     }
 
     /// `ar_set_ar`: splices the slot range `slot` into the root `root` at `va`.
@@ -434,7 +433,7 @@ impl Sim {
         let link = (Arc::downgrade(slot), perms);
         let id = slot.id;
         let edit = |r: &mut AddressRange| r.set_ar(va, id, perms);
-        self.edit(root, slot.clone(), (va, va + GRAN), edit, |t| {
+        self.edit(root, slot.clone(), edit, |t| {
             t.links.insert(va, link);
         })
     }
@@ -518,6 +517,23 @@ impl Sim {
         }
         self.violation(format!("an access at {va:#x} did not settle"));
         Err(Refused)
+    }
+
+    /// What `context` reaches at `va` with no fault (through its TLB, else its tables):
+    /// the value there and whether a store would go through. A stale translation is
+    /// recorded as a violation.
+    pub fn peek(&self, context: usize, va: u64) -> Option<(u64, bool)> {
+        let page = va & !(P - 1);
+        let (root, cached) = {
+            let contexts = self.contexts.lock().unwrap();
+            let c = contexts[context].as_ref().expect("running");
+            (c.root.clone(), c.tlb.get(&page).copied())
+        };
+        let (addr, gen, write) = match cached {
+            Some(hit) => hit,
+            None => self.walk(&root, page).map(|(a, g, p)| (a, g, p.write))?,
+        };
+        self.touch(addr, gen, None).ok().map(|value| (value, write))
     }
 
     /// The MMU's walk: the frame, its generation and the rights `page` maps with.
