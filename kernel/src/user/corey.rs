@@ -73,13 +73,18 @@ pub fn live_objects(core: usize) -> usize {
 /// A physical frame; freed (sent home to its owner) when the last holder drops it.
 pub struct Frame(u64);
 
+/// A fresh frame of this core, zeroed; its physical address.
+fn zeroed_frame() -> Option<u64> {
+    let pa = frames::alloc()?;
+    // SAFETY: a fresh frame of this core's own, reached through the direct map.
+    unsafe { core::ptr::write_bytes(phys_to_virt(pa) as *mut u8, 0, PAGE as usize) };
+    Some(pa)
+}
+
 impl Frame {
     /// A fresh frame of this core, zeroed.
     fn zeroed() -> Option<Arc<Frame>> {
-        let pa = frames::alloc()?;
-        // SAFETY: a fresh frame of this core's own, reached through the direct map.
-        unsafe { core::ptr::write_bytes(phys_to_virt(pa) as *mut u8, 0, PAGE as usize) };
-        Some(Arc::new(Frame(pa)))
+        Some(Arc::new(Frame(zeroed_frame()?)))
     }
 
     /// A fresh frame of this core holding a copy of `self`.
@@ -236,11 +241,9 @@ struct Directory {
 }
 
 impl Directory {
+    /// A fresh, empty directory, owned from now on (freed in `Drop`).
     fn new() -> Option<Directory> {
-        let pd = Frame::zeroed()?;
-        let pa = pd.0;
-        core::mem::forget(pd); // owned by the directory from now on; freed in its Drop
-        Some(Directory { pd: pa })
+        Some(Directory { pd: zeroed_frame()? })
     }
 }
 
@@ -700,34 +703,59 @@ pub fn ar_alloc(p: &mut ProgramObjects, share: u64, kind: u64) -> Result<u64, Er
     alloc(p, share, ObjectKind::AddressRange, Payload::Range(r))
 }
 
+/// A slot range to link into a root's tables where `ar_set_ar` splices it.
+struct SlotLink<'a> {
+    va: u64,
+    /// The slot's page directory.
+    pd: u64,
+    rights: PageFlags,
+    slot: &'a Range,
+}
+
 /// Applies `edit` to range `ar`, which maps `target` afterwards (`vm::RangeState::edit`:
 /// the range's references, and the pages of every removed mapping unmapped from its
-/// tables, removed slots unlinked). The cores that may hold what was taken out are shot
-/// down before any of it is freed. Then `after` runs on the tables, still under the
-/// range's lock (`ar_set_ar` links its slot).
+/// tables, removed slots unlinked), and links `link`'s slot into its tables, all under
+/// the range's lock. The table the link needs is made before the edit, so a refusal
+/// leaves everything as it was. The cores that may hold what was taken out are shot down
+/// before any of it is freed, whatever happened after the edit.
 fn edit_range(
     ar: &Ptr,
     target: Ptr,
     edit: impl FnOnce(&mut AddressRange) -> Result<Vec<addrrange::Mapping>, ArError>,
-    after: impl FnOnce(&mut Tables) -> Result<Vec<u64>, Error>,
+    link: Option<SlotLink>,
 ) -> Result<(), Error> {
     let r = range(ar).ok_or(Error::InvalidArgument)?;
-    let (edited, old_tables) = r.state.with(|s| {
+    let (edited, linked) = r.state.with(|s| {
+        if let Some(l) = &link {
+            match s.tables_mut() {
+                Tables::Root(t) => t.reserve_slot(l.va)?,
+                Tables::Slot(_) => return Err(Error::InvalidArgument),
+            }
+        }
         let edited = s.edit(target, edit).map_err(ar_error)?;
-        let old_tables = after(s.tables_mut())?;
-        Ok::<_, Error>((edited, old_tables))
+        let linked = match (&link, s.tables_mut()) {
+            (Some(l), Tables::Root(t)) => {
+                let old = t.install_slot(l.va, l.pd, l.rights);
+                // Cores running this root now reach the slot's pages.
+                l.slot.cores.fetch_or(r.cores.load(Ordering::Acquire), Ordering::AcqRel);
+                old
+            }
+            _ => Ok(Vec::new()),
+        };
+        Ok::<_, Error>((edited, linked))
     })?;
+    let old_tables = linked.as_deref().unwrap_or(&[]);
     // Every core that may hold a translation through these tables (a removed slot's
     // pages included) forgets it before a frame or table is freed.
     if edited.needs_shootdown() || !old_tables.is_empty() {
         crate::tlb::shootdown(r.cores.load(Ordering::Acquire));
     }
     drop(edited.unmapped);
-    for pa in old_tables {
+    for &pa in old_tables {
         let _ = frames::free(pa);
     }
     objects::release(edited.released);
-    Ok(())
+    linked.map(|_| ())
 }
 
 /// `ar_set_seg(&ArSetSeg)`.
@@ -744,12 +772,9 @@ fn set_seg(p: &mut ProgramObjects, a: ArSetSeg) -> Result<(), Error> {
         return Err(Error::InvalidArgument);
     }
     let id = seg.id().0;
-    edit_range(
-        &ar,
-        seg,
-        |r| r.set_seg(a.va, id, a.first_page, a.pages, perms(a.flags), false),
-        |_| Ok(Vec::new()),
-    )
+    let edit =
+        |r: &mut AddressRange| r.set_seg(a.va, id, a.first_page, a.pages, perms(a.flags), false);
+    edit_range(&ar, seg, edit, None)
 }
 
 /// `ar_set_ar(&ArSetAr)`: splices a slot range into a root range; refuses anything else.
@@ -761,7 +786,7 @@ pub fn ar_set_ar(p: &mut ProgramObjects, a: ArSetAr) -> Result<u64, Error> {
     let child = lookup(p, a.child[0], a.child[1], ObjectKind::AddressRange)?;
     // Ranges nest one level (a slot in a root), like Corey's 1 GiB splices, so the slot's
     // subtree sits directly under a page-directory-pointer entry of every root.
-    let (Some(root), Some(slot)) = (range(&ar), range(&child)) else {
+    let Some(slot) = range(&child) else {
         return Err(Error::InvalidArgument);
     };
     let Some(pd) = slot.state.with(|s| match s.tables() {
@@ -773,22 +798,9 @@ pub fn ar_set_ar(p: &mut ProgramObjects, a: ArSetAr) -> Result<u64, Error> {
     if !is_root_range(&ar) {
         return Err(Error::InvalidArgument);
     }
-    let child_id = child.id().0;
-    let va = a.va;
-    edit_range(
-        &ar,
-        child.clone(),
-        |r| r.set_ar(va, child_id, perms(a.flags)),
-        |tables| match tables {
-            Tables::Root(t) => {
-                let old = t.install_slot(va, pd, rights(perms(a.flags)))?;
-                // Cores running this root now reach the slot's pages.
-                slot.cores.fetch_or(root.cores.load(Ordering::Acquire), Ordering::AcqRel);
-                Ok(old)
-            }
-            Tables::Slot(_) => Err(Error::InvalidArgument),
-        },
-    )?;
+    let (id, va) = (child.id().0, a.va);
+    let link = SlotLink { va, pd, rights: rights(perms(a.flags)), slot };
+    edit_range(&ar, child.clone(), |r| r.set_ar(va, id, perms(a.flags)), Some(link))?;
     Ok(0)
 }
 

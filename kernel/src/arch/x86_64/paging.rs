@@ -376,6 +376,21 @@ pub unsafe fn set_gigabyte(
     Some(())
 }
 
+/// Makes sure the page-directory-pointer table that holds the 1 GiB slot at `va` of the
+/// user tables at `pml4` exists (from `alloc`), so [`set_gigabyte`] there needs no
+/// allocation.
+///
+/// # Safety
+/// As for [`set_gigabyte`].
+pub unsafe fn reserve_gigabyte(
+    pml4: u64,
+    va: u64,
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> Option<()> {
+    // SAFETY: forwarded; the PML4 entry, creating the PDPT.
+    unsafe { next_table(pml4, index(va, 4), true, alloc) }.map(|_| ())
+}
+
 /// The page directory the 1 GiB slot at `va` of the user tables at `pml4` points to.
 pub fn directory_at(pml4: u64, va: u64) -> Option<u64> {
     // SAFETY: reading one entry of a live table reached through the direct map.
