@@ -3,15 +3,18 @@
 //! running pcore's share set, and the soft page fault that fills a page of a segment
 //! mapped by the pcore's root address range.
 //!
-//! The object model (ids, shares, share sets, reference counts) and the range maps are the
-//! hardware-neutral `objects` and `addrrange` crates; this file is the glue: payloads that
-//! own frames and page tables, and the page-fault path. Objects live in kernel memory any
-//! core can reach (Corey §4.1), each guarded by its own lock, so a segment or range one
-//! core made can be used on every core its share reaches.
+//! The object model (ids, shares, share sets, reference counts), the range maps and the
+//! memory logic (segment pages, copy-on-write, what each range's tables map, the fault,
+//! copy and edit decisions) are the hardware-neutral `objects`, `addrrange` and `vm`
+//! crates; this file is the glue: the frames, the x86 page tables behind `vm::PageTables`,
+//! the locks, TLB shootdown and the system calls. Objects live in kernel memory any core
+//! can reach (Corey §4.1), each guarded by its own lock, so a segment or range one core
+//! made can be used on every core its share reaches.
 //!
 //! Memory safety across cores rests on counted frames: a segment page is an
-//! `Arc<Frame>`, and every page-table entry that maps it holds a clone, so a frame is
-//! freed only after the last mapping of it is gone, whoever changed the segment.
+//! `Arc<Frame>`, and every page-table entry that maps it holds a clone (`vm::RangeState`),
+//! so a frame is freed only after the last mapping of it is gone, whoever changed the
+//! segment.
 //!
 //! Address ranges come in two kinds (`abi::ar_kind`), and each owns its page tables. A
 //! root range (the user half) owns a PML4: every context running on it uses that as its
@@ -28,14 +31,13 @@ use crate::mem::frames;
 use crate::percpu::{self, this_core, PerCoreState};
 use abi::{map, ArSetAr, ArSetSeg, Error, MappingInfo};
 use addrrange::{AddressRange, ArError, Perms, Target};
-use alloc::collections::BTreeMap;
-use alloc::collections::BTreeSet;
-use alloc::sync::{Arc, Weak};
+use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use locks::McsLock;
 use objects::{Census, Creator, ObjError, ObjName, ObjPtr, ObjRef, ObjectId, ObjectKind, ShareSet};
+use vm::{RangeState, SegmentState, VmError};
 use x86_64::structures::paging::PageTableFlags as PageFlags;
 
 const PAGE: u64 = 4096;
@@ -71,13 +73,18 @@ pub fn live_objects(core: usize) -> usize {
 /// A physical frame; freed (sent home to its owner) when the last holder drops it.
 pub struct Frame(u64);
 
+/// A fresh frame of this core, zeroed; its physical address.
+fn zeroed_frame() -> Option<u64> {
+    let pa = frames::alloc()?;
+    // SAFETY: a fresh frame of this core's own, reached through the direct map.
+    unsafe { core::ptr::write_bytes(phys_to_virt(pa) as *mut u8, 0, PAGE as usize) };
+    Some(pa)
+}
+
 impl Frame {
     /// A fresh frame of this core, zeroed.
     fn zeroed() -> Option<Arc<Frame>> {
-        let pa = frames::alloc()?;
-        // SAFETY: a fresh frame of this core's own, reached through the direct map.
-        unsafe { core::ptr::write_bytes(phys_to_virt(pa) as *mut u8, 0, PAGE as usize) };
-        Some(Arc::new(Frame(pa)))
+        Some(Arc::new(Frame(zeroed_frame()?)))
     }
 
     /// A fresh frame of this core holding a copy of `self`.
@@ -102,118 +109,130 @@ impl Drop for Frame {
     }
 }
 
-/// One page of a segment: its frame, and whether it is shared copy-on-write with another
-/// segment (then it is mapped read-only and a write copies it first).
-#[derive(Clone)]
-struct Page {
-    frame: Arc<Frame>,
-    cow: bool,
+/// This kernel as the `vm` crate's host: its frames, page tables, objects, locks and TLB
+/// shootdown.
+struct Kernel;
+
+impl vm::Host for Kernel {
+    type Frame = Arc<Frame>;
+    type Tables = Tables;
+    type Object = objects::Object<Payload>;
+
+    fn addr(frame: &Arc<Frame>) -> u64 {
+        frame.0
+    }
+
+    fn id(object: &Self::Object) -> u64 {
+        object.id().0
+    }
+
+    fn with_segment<R>(
+        &self,
+        object: &Self::Object,
+        f: impl FnOnce(&mut SegmentState<Kernel>) -> R,
+    ) -> Option<R> {
+        match object.payload()? {
+            Payload::Segment(s) => Some(s.state.with(f)),
+            _ => None,
+        }
+    }
+
+    fn with_range<R>(
+        &self,
+        object: &Self::Object,
+        f: impl FnOnce(&mut RangeState<Kernel>) -> R,
+    ) -> Option<R> {
+        match object.payload()? {
+            Payload::Range(r) => Some(r.state.with(f)),
+            _ => None,
+        }
+    }
+
+    fn zeroed(&self) -> Option<Arc<Frame>> {
+        Frame::zeroed()
+    }
+
+    fn copy(&self, frame: &Arc<Frame>) -> Option<Arc<Frame>> {
+        frame.copy()
+    }
+
+    fn shootdown(&self, range: &Self::Object) {
+        if let Some(Payload::Range(r)) = range.payload() {
+            crate::tlb::shootdown(r.cores.load(Ordering::Acquire));
+        }
+    }
 }
 
-/// A segment (Corey §4.3): pages filled on first touch.
+/// A segment (Corey §4.3): pages filled on first touch (`vm::SegmentState`).
 pub struct Segment {
-    state: McsLock<SegmentState>,
+    state: McsLock<SegmentState<Kernel>>,
 }
 
-struct SegmentState {
-    /// One slot per page; `None` until first touched.
-    pages: Vec<Option<Page>>,
-    /// The size `segment_set_nbytes` set (the last page may be partly used).
-    nbytes: u64,
-    /// Slot ranges whose shared subtrees have mapped pages of this segment: a copy-on-write
-    /// copy or a shrink must take those mappings back on every core.
-    mapped_in: Vec<Weak<objects::Object<Payload>>>,
-    /// Whether a page fault ever mapped a page of it. One that never was (a file read with
-    /// `segment_read`, a descriptor copied by `dup`) has no mapping to take back.
-    mapped: bool,
-}
-
-/// An address range (Corey §3.1, §4.3).
+/// An address range (Corey §3.1, §4.3): its mappings, held objects, page tables and
+/// mapped pages (`vm::RangeState`).
 pub struct Range {
-    state: McsLock<RangeState>,
+    state: McsLock<RangeState<Kernel>>,
     /// Cores whose page tables may hold this range's mappings: for a root range, the
     /// cores running a context on it; for a slot range, every core that ever ran a root it
     /// is spliced into. A shootdown goes to them.
     cores: AtomicU64,
 }
 
-struct RangeState {
-    map: AddressRange,
-    /// What the range maps, by id: it holds one reference to each (see `objects`).
-    held: BTreeMap<u64, Ptr>,
-    /// The page tables the range owns and the pages mapped in them.
-    tables: Tables,
-}
-
 /// A range's page tables (Corey §3.1: an address range is a page-table subtree that
-/// several cores' tables include) and every page mapped in them, by offset in the range,
-/// with the frame it maps (held, so it cannot be freed while mapped). A segment
-/// remembers the ranges that mapped its pages ([`SegmentState::mapped_in`]), so a
-/// copy-on-write copy or a shrink takes every such mapping back, whichever core or
-/// context made it.
-struct Tables {
-    kind: TableKind,
-    mapped: BTreeMap<u64, Arc<Frame>>,
-}
-
-enum TableKind {
+/// several cores' tables include).
+enum Tables {
     /// A root range's PML4: every context on the range runs on it (its CR3).
     Root(RootTables),
     /// A slot range's page directory, linked into every root that splices it.
     Slot(Directory),
 }
 
-impl Tables {
-    fn translate(&self, offset: u64) -> Option<(u64, PageFlags)> {
-        match &self.kind {
-            TableKind::Root(t) => t.translate(offset),
-            TableKind::Slot(d) => paging::translate_in_directory(d.pd, offset),
-        }
-    }
-
-    fn map(&mut self, offset: u64, frame: Arc<Frame>, flags: PageFlags) -> Option<()> {
-        match &mut self.kind {
-            TableKind::Root(t) => t.map(offset, frame.0, flags)?,
+impl vm::PageTables for Tables {
+    fn map(&mut self, offset: u64, addr: u64, perms: Perms) -> Result<(), VmError> {
+        let flags = PageFlags::USER_ACCESSIBLE | rights(perms);
+        match self {
+            Tables::Root(t) => t.map(offset, addr, flags),
             // SAFETY: the range's own directory, under its lock; tables come from this core.
-            TableKind::Slot(d) => unsafe {
-                paging::map_in_directory(d.pd, offset, frame.0, flags, &mut frames::alloc)?
+            Tables::Slot(d) => unsafe {
+                paging::map_in_directory(d.pd, offset, addr, flags, &mut frames::alloc)
             },
         }
-        self.mapped.insert(offset, frame);
-        Some(())
+        .ok_or(VmError::NoMemory)
     }
 
-    fn unmap(&mut self, offset: u64) -> Option<Arc<Frame>> {
-        let frame = self.mapped.remove(&offset)?;
-        match &mut self.kind {
-            TableKind::Root(t) => t.unmap(offset),
-            TableKind::Slot(d) => paging::unmap_in_directory(d.pd, offset),
+    fn unmap(&mut self, offset: u64) {
+        match self {
+            Tables::Root(t) => t.unmap(offset),
+            Tables::Slot(d) => paging::unmap_in_directory(d.pd, offset),
         }
-        Some(frame)
     }
 
-    /// Unmaps every page in `[start, end)`; returns the frames (drop them only after the
-    /// shootdown).
-    fn unmap_span(&mut self, start: u64, end: u64) -> Vec<Arc<Frame>> {
-        let offsets: Vec<u64> = self.mapped.range(start..end).map(|(&o, _)| o).collect();
-        offsets.into_iter().filter_map(|o| self.unmap(o)).collect()
+    fn translate(&self, offset: u64) -> Option<(u64, Perms)> {
+        let (pa, flags) = match self {
+            Tables::Root(t) => t.translate(offset),
+            Tables::Slot(d) => paging::translate_in_directory(d.pd, offset),
+        }?;
+        let write = flags.contains(PageFlags::WRITABLE);
+        Some((pa, Perms { write, exec: !flags.contains(PageFlags::NO_EXECUTE) }))
     }
 
-    /// Unmaps every page that maps one of `frames` (by physical address).
-    fn unmap_frames(&mut self, frames: &BTreeSet<u64>) -> Vec<Arc<Frame>> {
-        let offsets: Vec<u64> =
-            self.mapped.iter().filter(|(_, f)| frames.contains(&f.0)).map(|(&o, _)| o).collect();
-        offsets.into_iter().filter_map(|o| self.unmap(o)).collect()
+    fn unlink(&mut self, offset: u64) {
+        if let Tables::Root(t) = self {
+            t.remove_slot(offset);
+        }
     }
 }
 
-impl Drop for Tables {
-    fn drop(&mut self) {
-        let all: Vec<u64> = self.mapped.keys().copied().collect();
-        for offset in all {
-            self.unmap(offset);
-        }
+/// The x86 entry bits for `perms` (`WRITABLE`, `NO_EXECUTE`).
+fn rights(perms: Perms) -> PageFlags {
+    let mut flags = PageFlags::empty();
+    if perms.write {
+        flags |= PageFlags::WRITABLE;
     }
+    if !perms.exec {
+        flags |= PageFlags::NO_EXECUTE;
+    }
+    flags
 }
 
 /// A slot range's page directory.
@@ -222,11 +241,9 @@ struct Directory {
 }
 
 impl Directory {
+    /// A fresh, empty directory, owned from now on (freed in `Drop`).
     fn new() -> Option<Directory> {
-        let pd = Frame::zeroed()?;
-        let pa = pd.0;
-        core::mem::forget(pd); // owned by the directory from now on; freed in its Drop
-        Some(Directory { pd: pa })
+        Some(Directory { pd: zeroed_frame()? })
     }
 }
 
@@ -283,9 +300,7 @@ pub enum Payload {
 impl objects::Payload for Payload {
     fn take_held(&mut self) -> Vec<Ptr> {
         match self {
-            Payload::Range(r) => {
-                r.state.with(|s| core::mem::take(&mut s.held)).into_values().collect()
-            }
+            Payload::Range(r) => r.state.with(|s| s.take_held()),
             _ => Vec::new(),
         }
     }
@@ -407,17 +422,13 @@ fn alloc_unchecked(
 }
 
 fn new_range(root: bool) -> Result<Range, Error> {
-    let (span, kind) = if root {
-        (ROOT_SPAN, TableKind::Root(RootTables::new()?))
+    let (span, tables) = if root {
+        (ROOT_SPAN, Tables::Root(RootTables::new()?))
     } else {
-        (GRANULARITY, TableKind::Slot(Directory::new().ok_or(Error::NoResources)?))
+        (GRANULARITY, Tables::Slot(Directory::new().ok_or(Error::NoResources)?))
     };
     let map = AddressRange::new(span, GRANULARITY).map_err(ar_error)?;
-    let tables = Tables { kind, mapped: BTreeMap::new() };
-    Ok(Range {
-        state: McsLock::new(RangeState { map, held: BTreeMap::new(), tables }),
-        cores: AtomicU64::new(0),
-    })
+    Ok(Range { state: McsLock::new(RangeState::new(map, tables)), cores: AtomicU64::new(0) })
 }
 
 /// A context's objects: a fresh root share plus `shares`, running on `root_ar`.
@@ -446,6 +457,8 @@ pub fn new_program() -> Result<ProgramObjects, Error> {
 
 /// A segment of `pages` pages holding each `(offset, bytes)` piece at that byte offset
 /// (the loader's program image; untouched pages are filled with zeroes on first touch),
+/// A segment of `pages` pages holding each `(offset, bytes)` piece at that byte offset
+/// (the loader's program image; untouched pages are filled with zeroes on first touch),
 /// placed in the root share and mapped at `va` in the root range.
 pub fn load_segment(
     p: &mut ProgramObjects,
@@ -454,10 +467,10 @@ pub fn load_segment(
     pieces: &[(usize, &[u8])],
     flags: u64,
 ) -> Result<(), Error> {
-    let slots = filled_slots(pages, pieces)?;
+    let state = filled_segment(pages * PAGE, pieces)?;
     let root = p.set.root_id().0;
     room_above(LOAD_RESERVE_FRAMES)?;
-    let seg = alloc_unchecked(p, root, ObjectKind::Segment, new_segment(slots, pages * PAGE))?;
+    let seg = alloc_unchecked(p, root, ObjectKind::Segment, new_segment(state))?;
     let args = ArSetSeg {
         ar: [root, p.root_ar.id().0],
         va,
@@ -469,25 +482,24 @@ pub fn load_segment(
     set_seg(p, args)
 }
 
-/// `pages` page slots holding each `(offset, bytes)` piece at that byte offset: the pages
-/// a piece touches get fresh zeroed frames with its bytes copied in; the others stay
-/// untouched (filled with zeroes on first touch).
-fn filled_slots(pages: u64, pieces: &[(usize, &[u8])]) -> Result<Vec<Option<Page>>, Error> {
-    let mut slots = page_slots(pages)?;
+/// A segment of `nbytes` bytes holding each `(offset, bytes)` piece at that byte offset:
+/// the pages a piece touches get fresh zeroed frames with its bytes copied in; the others
+/// stay untouched (filled with zeroes on first touch).
+fn filled_segment(nbytes: u64, pieces: &[(usize, &[u8])]) -> Result<SegmentState<Kernel>, Error> {
+    let mut state = segment_state(nbytes)?;
     for &(offset, data) in pieces {
         let mut at = offset;
         let end = offset + data.len();
         while at < end {
-            let index = at / PAGE as usize;
+            let index = (at / PAGE as usize) as u64;
             let in_page = at % PAGE as usize;
             let n = (PAGE as usize - in_page).min(end - at);
             super::step();
-            let slot = slots.get_mut(index).ok_or(Error::InvalidArgument)?;
-            if slot.is_none() {
-                *slot =
-                    Some(Page { frame: Frame::zeroed().ok_or(Error::NoResources)?, cow: false });
+            if state.frame(index).is_none() {
+                let frame = Frame::zeroed().ok_or(Error::NoResources)?;
+                state.set_frame(index, frame).map_err(|_| Error::InvalidArgument)?;
             }
-            let frame = &slot.as_ref().ok_or(Error::InvalidArgument)?.frame;
+            let frame = state.frame(index).ok_or(Error::InvalidArgument)?;
             // SAFETY: a fresh frame of this core; the copy stays inside its page.
             unsafe {
                 core::ptr::copy_nonoverlapping(
@@ -499,24 +511,28 @@ fn filled_slots(pages: u64, pieces: &[(usize, &[u8])]) -> Result<Vec<Option<Page
             at += n;
         }
     }
-    Ok(slots)
+    Ok(state)
 }
 
-fn new_segment(pages: Vec<Option<Page>>, nbytes: u64) -> Payload {
-    let state = SegmentState { pages, nbytes, mapped_in: Vec::new(), mapped: false };
+fn new_segment(state: SegmentState<Kernel>) -> Payload {
     Payload::Segment(Segment { state: McsLock::new(state) })
 }
 
-/// A segment's page slots, or `NoResources`: a segment may not be larger than the free
-/// memory of this core, and the kernel's own allocation must not fail.
-fn page_slots(pages: u64) -> Result<Vec<Option<Page>>, Error> {
+/// An untouched segment of `nbytes` bytes, or `NoResources`: a segment may not be larger
+/// than the free memory of this core, and the kernel's own allocation must not fail.
+fn segment_state(nbytes: u64) -> Result<SegmentState<Kernel>, Error> {
+    let pages = nbytes.div_ceil(PAGE);
     if pages > MAX_SEGMENT_PAGES || pages > this_core().free_frames() {
         return Err(Error::NoResources);
     }
-    let mut slots = Vec::new();
-    slots.try_reserve_exact(pages as usize).map_err(|_| Error::NoResources)?;
-    slots.resize(pages as usize, None);
-    Ok(slots)
+    SegmentState::new(nbytes).map_err(vm_error)
+}
+
+fn vm_error(e: VmError) -> Error {
+    match e {
+        VmError::NoMemory => Error::NoResources,
+        VmError::OutOfRange | VmError::WrongKind => Error::InvalidArgument,
+    }
 }
 
 /// `share_alloc(parent)`.
@@ -562,8 +578,8 @@ pub fn lookup(p: &ProgramObjects, rs: u64, ro: u64, kind: ObjectKind) -> Result<
 
 /// `segment_alloc(share, nbytes)`: frames are taken on first touch, on the touching core.
 pub fn segment_alloc(p: &mut ProgramObjects, share: u64, nbytes: u64) -> Result<u64, Error> {
-    let slots = page_slots(nbytes.div_ceil(PAGE))?;
-    alloc(p, share, ObjectKind::Segment, new_segment(slots, nbytes))
+    let state = segment_state(nbytes)?;
+    alloc(p, share, ObjectKind::Segment, new_segment(state))
 }
 
 /// A segment holding the bytes `data` (an initrd file: `file_open`).
@@ -572,12 +588,13 @@ pub fn segment_from(p: &mut ProgramObjects, share: u64, data: &[u8]) -> Result<u
     if pages + RESERVE_FRAMES > this_core().free_frames() {
         return Err(Error::NoResources);
     }
-    let slots = filled_slots(pages, &[(0, data)])?;
-    alloc(p, share, ObjectKind::Segment, new_segment(slots, data.len() as u64))
+    let state = filled_segment(data.len() as u64, &[(0, data)])?;
+    alloc(p, share, ObjectKind::Segment, new_segment(state))
 }
 
 /// `segment_copy(share, ⟨rs, ro⟩, mode)`: a plain copy copies every touched page now; a
-/// copy-on-write copy shares the frames, both sides marked so their next write copies.
+/// copy-on-write copy shares the frames, both sides marked so their next write copies
+/// (`vm::copy_on_write` takes back the source's writable mappings everywhere).
 pub fn segment_copy(
     p: &mut ProgramObjects,
     share: u64,
@@ -587,45 +604,35 @@ pub fn segment_copy(
 ) -> Result<u64, Error> {
     let source = lookup(p, rs, ro, ObjectKind::Segment)?;
     let seg = segment(&source).ok_or(Error::InvalidArgument)?;
-    let (pages, nbytes) = match mode {
-        abi::copy_mode::COW => seg.state.with(|s| {
-            for page in s.pages.iter_mut().flatten() {
-                page.cow = true;
-            }
-            (s.pages.clone(), s.nbytes)
-        }),
+    let copy = match mode {
+        abi::copy_mode::COW => vm::copy_on_write(&Kernel, &source).map_err(vm_error)?,
         abi::copy_mode::PLAIN => {
-            let (source_pages, nbytes) = seg.state.with(|s| (s.pages.clone(), s.nbytes));
-            let touched = source_pages.iter().flatten().count() as u64;
+            let (frames, nbytes, touched) = seg
+                .state
+                .with(|s| Ok::<_, VmError>((s.frames()?, s.nbytes(), s.touched())))
+                .map_err(vm_error)?;
             if touched + RESERVE_FRAMES > this_core().free_frames() {
                 return Err(Error::NoResources);
             }
-            let mut copy = page_slots(source_pages.len() as u64)?;
-            for (slot, page) in copy.iter_mut().zip(&source_pages) {
-                if let Some(page) = page {
+            let mut copy = segment_state(nbytes)?;
+            for (index, frame) in (0..).zip(&frames) {
+                if let Some(frame) = frame {
                     super::step();
-                    let frame = page.frame.copy().ok_or(Error::NoResources)?;
-                    *slot = Some(Page { frame, cow: false });
+                    let fresh = frame.copy().ok_or(Error::NoResources)?;
+                    copy.set_frame(index, fresh).map_err(vm_error)?;
                 }
             }
-            (copy, nbytes)
+            copy
         }
         _ => return Err(Error::InvalidArgument),
     };
-    // The source's writable mappings must become read-only (its pages are now
-    // copy-on-write): take them back in every range that mapped them, on every core, so
-    // no context can write the copy's frames any more; they fault back in read-only.
-    if mode == abi::copy_mode::COW && seg.state.with(|s| s.mapped) {
-        let frames: BTreeSet<u64> = pages.iter().flatten().map(|pg| pg.frame.0).collect();
-        forget_frames(seg, &frames);
-    }
-    alloc(p, share, ObjectKind::Segment, new_segment(pages, nbytes))
+    alloc(p, share, ObjectKind::Segment, new_segment(copy))
 }
 
 /// `segment_get_nbytes(⟨rs, ro⟩)`.
 pub fn segment_get_nbytes(p: &ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> {
     let s = lookup(p, rs, ro, ObjectKind::Segment)?;
-    Ok(segment(&s).ok_or(Error::InvalidArgument)?.state.with(|s| s.nbytes))
+    Ok(segment(&s).ok_or(Error::InvalidArgument)?.state.with(|s| s.nbytes()))
 }
 
 /// `segment_set_nbytes(⟨rs, ro⟩, nbytes)`: pages past the new end are let go (freed when
@@ -641,25 +648,7 @@ pub fn segment_set_nbytes(
         return Err(Error::NoResources);
     }
     let s = lookup(p, rs, ro, ObjectKind::Segment)?;
-    let seg = segment(&s).ok_or(Error::InvalidArgument)?;
-    let dropped = seg.state.with(|s| {
-        let dropped = if (pages as usize) < s.pages.len() {
-            s.pages.split_off(pages as usize)
-        } else {
-            Vec::new()
-        };
-        s.pages
-            .try_reserve_exact((pages as usize).saturating_sub(s.pages.len()))
-            .map_err(|_| Error::NoResources)?;
-        s.pages.resize(pages as usize, None);
-        s.nbytes = nbytes;
-        Ok(dropped)
-    })?;
-    if seg.state.with(|s| s.mapped) {
-        let frames: BTreeSet<u64> = dropped.iter().flatten().map(|pg| pg.frame.0).collect();
-        forget_frames(seg, &frames);
-    }
-    drop(dropped);
+    vm::set_nbytes(&Kernel, &s, nbytes).map_err(vm_error)?;
     Ok(0)
 }
 
@@ -675,7 +664,7 @@ pub fn segment_read(
 ) -> Result<u64, Error> {
     let s = lookup(p, rs, ro, ObjectKind::Segment)?;
     let seg = segment(&s).ok_or(Error::InvalidArgument)?;
-    let nbytes = seg.state.with(|s| s.nbytes);
+    let nbytes = seg.state.with(|s| s.nbytes());
     let end = offset.saturating_add(len).min(nbytes);
     fault_in(p, space, buf, end.saturating_sub(offset), true);
     space.check(buf, len.min(end.saturating_sub(offset)), true)?;
@@ -686,9 +675,7 @@ pub fn segment_read(
             super::step();
         }
         let n = (PAGE - at % PAGE).min(end - at) as usize;
-        let frame = seg.state.with(|s| {
-            s.pages.get((at / PAGE) as usize).and_then(|p| p.as_ref().map(|p| p.frame.clone()))
-        });
+        let frame = seg.state.with(|s| s.frame(at / PAGE).cloned());
         match frame {
             // SAFETY: a live frame we hold a reference to; `n` bytes stay inside its page.
             Some(f) => unsafe {
@@ -716,48 +703,59 @@ pub fn ar_alloc(p: &mut ProgramObjects, share: u64, kind: u64) -> Result<u64, Er
     alloc(p, share, ObjectKind::AddressRange, Payload::Range(r))
 }
 
-/// Applies `edit` to range `ar`, which maps `target` afterwards: the range takes a
-/// reference to `target` and lets go of whatever the edit removed the last mapping of.
-/// Pages in the edited span `[start, end)`, and in every mapping the edit removed, are
-/// unmapped from the range's tables and the cores that may hold them shot down (they
-/// fault in again as needed); slots the edit removed from a root are unlinked. Then
-/// `after` runs on the tables, still under the range's lock (`ar_set_ar` links its slot).
+/// A slot range to link into a root's tables where `ar_set_ar` splices it.
+struct SlotLink<'a> {
+    va: u64,
+    /// The slot's page directory.
+    pd: u64,
+    rights: PageFlags,
+    slot: &'a Range,
+}
+
+/// Applies `edit` to range `ar`, which maps `target` afterwards (`vm::RangeState::edit`:
+/// the range's references, and the pages of every removed mapping unmapped from its
+/// tables, removed slots unlinked), and links `link`'s slot into its tables, all under
+/// the range's lock. The table the link needs is made before the edit, so a refusal
+/// leaves everything as it was. The cores that may hold what was taken out are shot down
+/// before any of it is freed, whatever happened after the edit.
 fn edit_range(
     ar: &Ptr,
     target: Ptr,
-    (start, end): (u64, u64),
     edit: impl FnOnce(&mut AddressRange) -> Result<Vec<addrrange::Mapping>, ArError>,
-    after: impl FnOnce(&mut Tables) -> Result<Vec<u64>, Error>,
+    link: Option<SlotLink>,
 ) -> Result<(), Error> {
     let r = range(ar).ok_or(Error::InvalidArgument)?;
-    let (released, unmapped, old_tables, unlinked) = r.state.with(|s| {
-        let removed = edit(&mut s.map).map_err(ar_error)?;
-        let gone: Vec<Ptr> =
-            s.map.released(&removed).iter().filter_map(|id| s.held.remove(id)).collect();
-        s.held.entry(target.id().0).or_insert(target);
-        let mut unmapped = s.tables.unmap_span(start, end);
-        let mut unlinked = false;
-        for m in &removed {
-            unmapped.extend(s.tables.unmap_span(m.start, m.start + m.pages * PAGE));
-            if let (Target::Range { .. }, TableKind::Root(t)) = (m.target, &mut s.tables.kind) {
-                t.remove_slot(m.start);
-                unlinked = true;
+    let (edited, linked) = r.state.with(|s| {
+        if let Some(l) = &link {
+            match s.tables_mut() {
+                Tables::Root(t) => t.reserve_slot(l.va)?,
+                Tables::Slot(_) => return Err(Error::InvalidArgument),
             }
         }
-        let old_tables = after(&mut s.tables)?;
-        Ok::<_, Error>((gone, unmapped, old_tables, unlinked))
+        let edited = s.edit(target, edit).map_err(ar_error)?;
+        let linked = match (&link, s.tables_mut()) {
+            (Some(l), Tables::Root(t)) => {
+                let old = t.install_slot(l.va, l.pd, l.rights);
+                // Cores running this root now reach the slot's pages.
+                l.slot.cores.fetch_or(r.cores.load(Ordering::Acquire), Ordering::AcqRel);
+                old
+            }
+            _ => Ok(Vec::new()),
+        };
+        Ok::<_, Error>((edited, linked))
     })?;
+    let old_tables = linked.as_deref().unwrap_or(&[]);
     // Every core that may hold a translation through these tables (a removed slot's
     // pages included) forgets it before a frame or table is freed.
-    if !unmapped.is_empty() || !old_tables.is_empty() || unlinked {
+    if edited.needs_shootdown() || !old_tables.is_empty() {
         crate::tlb::shootdown(r.cores.load(Ordering::Acquire));
     }
-    drop(unmapped);
-    for pa in old_tables {
+    drop(edited.unmapped);
+    for &pa in old_tables {
         let _ = frames::free(pa);
     }
-    objects::release(released);
-    Ok(())
+    objects::release(edited.released);
+    linked.map(|_| ())
 }
 
 /// `ar_set_seg(&ArSetSeg)`.
@@ -774,53 +772,35 @@ fn set_seg(p: &mut ProgramObjects, a: ArSetSeg) -> Result<(), Error> {
         return Err(Error::InvalidArgument);
     }
     let id = seg.id().0;
-    let end = a.va.saturating_add(a.pages.saturating_mul(PAGE));
-    edit_range(
-        &ar,
-        seg,
-        (a.va, end),
-        |r| r.set_seg(a.va, id, a.first_page, a.pages, perms(a.flags), false),
-        |_| Ok(Vec::new()),
-    )
+    let edit =
+        |r: &mut AddressRange| r.set_seg(a.va, id, a.first_page, a.pages, perms(a.flags), false);
+    edit_range(&ar, seg, edit, None)
 }
 
 /// `ar_set_ar(&ArSetAr)`: splices a slot range into a root range; refuses anything else.
 /// The slot's directory is linked into the root's tables at once, so every context
-/// running on the root sees the slot's pages (Corey §4.3).
+/// running on the root sees the slot's pages (Corey §4.3), within the splice's rights
+/// (which the root's entry carries).
 pub fn ar_set_ar(p: &mut ProgramObjects, a: ArSetAr) -> Result<u64, Error> {
     let ar = lookup(p, a.ar[0], a.ar[1], ObjectKind::AddressRange)?;
     let child = lookup(p, a.child[0], a.child[1], ObjectKind::AddressRange)?;
     // Ranges nest one level (a slot in a root), like Corey's 1 GiB splices, so the slot's
     // subtree sits directly under a page-directory-pointer entry of every root.
-    let (Some(root), Some(slot)) = (range(&ar), range(&child)) else {
+    let Some(slot) = range(&child) else {
         return Err(Error::InvalidArgument);
     };
-    let Some(pd) = slot.state.with(|s| match &s.tables.kind {
-        TableKind::Slot(d) => Some(d.pd),
-        TableKind::Root(_) => None,
+    let Some(pd) = slot.state.with(|s| match s.tables() {
+        Tables::Slot(d) => Some(d.pd),
+        Tables::Root(_) => None,
     }) else {
         return Err(Error::InvalidArgument);
     };
     if !is_root_range(&ar) {
         return Err(Error::InvalidArgument);
     }
-    let child_id = child.id().0;
-    let va = a.va;
-    edit_range(
-        &ar,
-        child.clone(),
-        (va, va.saturating_add(GRANULARITY)),
-        |r| r.set_ar(va, child_id, perms(a.flags)),
-        |tables| match &mut tables.kind {
-            TableKind::Root(t) => {
-                let old = t.install_slot(va, pd)?;
-                // Cores running this root now reach the slot's pages.
-                slot.cores.fetch_or(root.cores.load(Ordering::Acquire), Ordering::AcqRel);
-                Ok(old)
-            }
-            TableKind::Slot(_) => Err(Error::InvalidArgument),
-        },
-    )?;
+    let (id, va) = (child.id().0, a.va);
+    let link = SlotLink { va, pd, rights: rights(perms(a.flags)), slot };
+    edit_range(&ar, child.clone(), |r| r.set_ar(va, id, perms(a.flags)), Some(link))?;
     Ok(0)
 }
 
@@ -828,7 +808,7 @@ pub fn ar_set_ar(p: &mut ProgramObjects, a: ArSetAr) -> Result<u64, Error> {
 pub fn ar_get(p: &ProgramObjects, rs: u64, ro: u64, va: u64) -> Result<u64, Error> {
     let ar = lookup(p, rs, ro, ObjectKind::AddressRange)?;
     let r = range(&ar).ok_or(Error::InvalidArgument)?;
-    Ok(r.state.with(|s| s.map.get(va).map_or(0, |m| m.target.id())))
+    Ok(r.state.with(|s| s.map().get(va).map_or(0, |m| m.target.id())))
 }
 
 /// `ar_mappings(⟨rs, ro⟩)`: the range's mappings (Figure 5's `ar_get(ar)`).
@@ -836,7 +816,7 @@ pub fn ar_mappings(p: &ProgramObjects, rs: u64, ro: u64) -> Result<Vec<MappingIn
     let ar = lookup(p, rs, ro, ObjectKind::AddressRange)?;
     let r = range(&ar).ok_or(Error::InvalidArgument)?;
     Ok(r.state.with(|s| {
-        s.map
+        s.map()
             .mappings()
             .map(|m| {
                 let mut flags = 0;
@@ -873,11 +853,9 @@ pub fn enter_root(p: &ProgramObjects) -> Result<u64, Error> {
     let me = this_core().index;
     let bit = if me < 64 { 1 << me } else { 0 };
     root.cores.fetch_or(bit, Ordering::AcqRel);
-    let (pml4, slots) = root.state.with(|s| {
-        let TableKind::Root(t) = &s.tables.kind else { return (None, Vec::new()) };
-        let slots: Vec<Ptr> =
-            s.map.nested().filter_map(|(_, id)| s.held.get(&id).cloned()).collect();
-        (Some(t.pml4()), slots)
+    let (pml4, slots) = root.state.with(|s| match s.tables() {
+        Tables::Root(t) => (Some(t.pml4()), s.nested()),
+        Tables::Slot(_) => (None, Vec::new()),
     });
     for slot in &slots {
         if let Some(r) = range(slot) {
@@ -897,185 +875,29 @@ fn leave_root(p: &ProgramObjects) {
     }
 }
 
-/// Takes back every mapping of `frames` (pages of `seg`) in every range that mapped pages
-/// of `seg` (roots and slots, whichever core or context faulted them in), and shoots down
-/// the cores that may hold them. After this no context anywhere can reach those frames
-/// through an old entry.
-fn forget_frames(seg: &Segment, frames: &BTreeSet<u64>) {
-    if frames.is_empty() {
-        return;
-    }
-    let ranges: Vec<Ptr> = seg.state.with(|s| {
-        s.mapped_in.retain(|w| w.strong_count() > 0);
-        s.mapped_in.iter().filter_map(Weak::upgrade).collect()
-    });
-    for ptr in ranges {
-        let Some(r) = range(&ptr) else { continue };
-        let taken = r.state.with(|s| s.tables.unmap_frames(frames));
-        if !taken.is_empty() {
-            crate::tlb::shootdown(r.cores.load(Ordering::Acquire));
-        }
-        drop(taken); // the frames may go now: no entry maps them
-    }
-}
-
-/// The frame for page `index` of `seg`, filled with zeroes on first touch; a write to a
-/// copy-on-write page copies it first. Returns the frame and whether it may be mapped
-/// writable. The page is zeroed or copied outside the segment's lock (and dropped again if
-/// another core filled the slot meanwhile), so the lock is held only to look and to link.
-fn fill(seg: &Segment, index: u64, write: bool) -> Option<(Arc<Frame>, bool)> {
-    loop {
-        let current = seg.state.with(|s| {
-            s.mapped = true; // the caller maps what this returns
-            s.pages.get(index as usize).cloned()
-        })?;
-        let fresh = match &current {
-            None => Frame::zeroed()?,
-            Some(page) if page.cow && write => page.frame.copy()?,
-            Some(page) => return Some((page.frame.clone(), !page.cow)),
-        };
-        let placed = seg.state.with(|s| {
-            let slot = s.pages.get_mut(index as usize)?;
-            // Link the new frame only if the slot still holds what we looked at.
-            let unchanged = match (slot.as_ref(), current.as_ref()) {
-                (None, None) => true,
-                (Some(now), Some(then)) => Arc::ptr_eq(&now.frame, &then.frame) && now.cow,
-                _ => false,
-            };
-            if unchanged {
-                *slot = Some(Page { frame: fresh.clone(), cow: false });
-            }
-            Some(unchanged)
-        })?;
-        if placed {
-            return Some((fresh, true));
-        }
-        // Another core changed the page meanwhile: `fresh` goes back; look again.
-    }
-}
-
 /// A page fault at `va` in user mode: if the root range maps it (directly, or through a
-/// spliced slot range) to a segment page the access is allowed on, fill that page, map
-/// it in the tables of the range that maps the segment, and return `true` so the program
-/// retries. `present` says the page was mapped read-only (a write to a copy-on-write page).
+/// spliced slot range) to a segment page the access is allowed on, `vm::fault` fills that
+/// page and maps it in the tables of the range that maps the segment, and this returns
+/// `true` so the program retries. `present` says the page was mapped read-only (a write to
+/// a copy-on-write page); the tables tell that too.
 pub fn soft_fault(p: &mut ProgramObjects, va: u64, write: bool, present: bool) -> bool {
-    let page_va = va & !(PAGE - 1);
+    let _ = present;
     // Out of memory is the program's fault report, never a failed kernel allocation.
     if this_core().free_frames() < FAULT_RESERVE_FRAMES {
         return false;
     }
-    let Some(root) = range(&p.root_ar) else { return false };
-    let Some((m, held)) =
-        root.state.with(|s| s.map.get(page_va).map(|m| (*m, s.held.get(&m.target.id()).cloned())))
-    else {
-        return false;
-    };
-    let Some(target) = held else { return false };
-    // The range whose tables map the page, the page's offset there, and the permissions
-    // of the mappings on the way.
-    let (owner, offset, outer) = match m.target {
-        Target::Segment { .. } => (p.root_ar.clone(), page_va, ALL_PERMS),
-        Target::Range { .. } => (target, page_va - m.start, m.perms),
-    };
-    let Some(r) = range(&owner) else { return false };
-    let _ = present; // the tables tell whether a read-only entry is there
-    match range_fault(&owner, r, offset, write, outer) {
-        RangeFault::Mapped { replaced } => {
-            if replaced.is_some() {
-                crate::tlb::shootdown(r.cores.load(Ordering::Acquire));
-            }
-            drop(replaced); // no core can reach it through the old entry now
+    match vm::fault(&Kernel, &p.root_ar, va, write) {
+        vm::Fault::Mapped => {
             p.fault_count += 1;
             true
         }
         // Another core mapped it meanwhile (or this core's TLB was stale).
-        RangeFault::AlreadyMapped => {
-            x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(page_va));
+        vm::Fault::Retry => {
+            x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(va & !(PAGE - 1)));
             true
         }
-        RangeFault::Refused => false,
+        vm::Fault::Refused => false,
     }
-}
-
-/// Every permission: what a root range's own mappings are intersected with.
-const ALL_PERMS: Perms = Perms { write: true, exec: true };
-
-enum RangeFault {
-    /// Mapped; the frame a read-only entry mapped before, if one was replaced (it may be
-    /// freed only after a shootdown).
-    Mapped {
-        replaced: Option<Arc<Frame>>,
-    },
-    AlreadyMapped,
-    Refused,
-}
-
-/// Maps page `offset` of range `r` (`r_ptr`) in its tables, the mapping's permissions
-/// intersected with `outer`. The range's lock is held to look the mapping up and to write
-/// the entry, not while the page is filled.
-fn range_fault(r_ptr: &Ptr, r: &Range, offset: u64, write: bool, outer: Perms) -> RangeFault {
-    let looked = r.state.with(|s| {
-        let m = s.map.get(offset).copied()?;
-        let Target::Segment { first_page, .. } = m.target else { return None };
-        let perms = m.perms.intersect(outer);
-        let seg = s.held.get(&m.target.id()).cloned()?;
-        Some((first_page + (offset - m.start) / PAGE, perms, seg))
-    });
-    let Some((index, perms, seg)) = looked else { return RangeFault::Refused };
-    if write && !perms.write {
-        return RangeFault::Refused;
-    }
-    let writable_now = |flags: PageFlags| !write || flags.contains(PageFlags::WRITABLE);
-    if r.state.with(|s| s.tables.translate(offset)).is_some_and(|(_, f)| writable_now(f)) {
-        return RangeFault::AlreadyMapped;
-    }
-    let Some(segment_body) = segment(&seg) else { return RangeFault::Refused };
-    // Registered before the page is filled, so a copy-on-write copy made from now on finds
-    // this range and takes its mapping back.
-    segment_body.state.with(|s| {
-        let me = Arc::downgrade(r_ptr);
-        if !s.mapped_in.iter().any(|w| w.ptr_eq(&me)) {
-            s.mapped_in.push(me);
-        }
-    });
-    let Some((frame, writable)) = fill(segment_body, index, write) else {
-        return RangeFault::Refused;
-    };
-    let mut flags = PageFlags::USER_ACCESSIBLE;
-    if writable && perms.write {
-        flags |= PageFlags::WRITABLE;
-    }
-    if !perms.exec {
-        flags |= PageFlags::NO_EXECUTE;
-    }
-    r.state.with(|s| {
-        // The range may have changed while we filled the page: map only what it still maps.
-        let still = s.map.get(offset).is_some_and(|m| m.target.id() == seg.id().0);
-        if !still {
-            return RangeFault::AlreadyMapped; // the access retries and resolves again
-        }
-        let existing = s.tables.translate(offset);
-        if existing.is_some_and(|(_, f)| writable_now(f)) {
-            return RangeFault::AlreadyMapped;
-        }
-        // The page may have become copy-on-write (or been replaced) since it was filled.
-        let (current, cow) = segment_body.state.with(|s| {
-            let page = s.pages.get(index as usize).and_then(|p| p.as_ref());
-            (page.is_some_and(|p| Arc::ptr_eq(&p.frame, &frame)), page.is_some_and(|p| p.cow))
-        });
-        if !current {
-            return RangeFault::AlreadyMapped; // the access retries and resolves again
-        }
-        if cow {
-            flags.remove(PageFlags::WRITABLE);
-        }
-        let replaced = if existing.is_some() { s.tables.unmap(offset) } else { None };
-        if s.tables.map(offset, frame, flags).is_none() {
-            // (The old entry is gone; the access faults again and is refused or retried.)
-            return RangeFault::Mapped { replaced };
-        }
-        RangeFault::Mapped { replaced }
-    })
 }
 
 /// `pcore_alloc(share, core)`: the pcore object of `core`; one live per core.
@@ -1152,7 +974,7 @@ pub fn shares_for_child(p: &ProgramObjects, ids: &[u64]) -> Result<Vec<Ptr>, Err
 
 /// Whether `ar` is a root range (one a pcore can run on).
 pub fn is_root_range(ar: &Ptr) -> bool {
-    range(ar).is_some_and(|r| r.state.with(|s| matches!(s.tables.kind, TableKind::Root(_))))
+    range(ar).is_some_and(|r| r.state.with(|s| matches!(s.tables(), Tables::Root(_))))
 }
 
 /// Most bytes `fault_in` fills ahead of a copy (a larger buffer must be touched first).

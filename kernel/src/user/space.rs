@@ -57,10 +57,25 @@ impl RootTables {
         paging::translate(self.pml4, va)
     }
 
-    /// Splices the page directory `pd` in at the 1 GiB slot `va` (Corey §4.3). Private
+    /// Makes the table that will hold the 1 GiB slot `va`, so that [`Self::install_slot`]
+    /// there cannot fail for want of memory (it comes after an edit that must not be
+    /// half done).
+    pub fn reserve_slot(&mut self, va: u64) -> Result<(), Error> {
+        if !va.is_multiple_of(1 << 30) || va >= USER_END {
+            return Err(Error::InvalidArgument);
+        }
+        // SAFETY: the range's own user tables, under its lock.
+        unsafe { paging::reserve_gigabyte(self.pml4, va, &mut frames::alloc) }
+            .ok_or(Error::NoResources)
+    }
+
+    /// Splices the page directory `pd` in at the 1 GiB slot `va` (Corey §4.3) with the
+    /// splice's `rights` (`WRITABLE`, `NO_EXECUTE`): the slot's own entries are shared by
+    /// every root that splices it, so this root's limits go in its own entry. Private
     /// tables there (whose pages the caller unmapped first) are unlinked; their frames are
-    /// returned, to be freed after the TLB shootdown.
-    pub fn install_slot(&mut self, va: u64, pd: u64) -> Result<Vec<u64>, Error> {
+    /// returned, to be freed after the TLB shootdown. [`Self::reserve_slot`] comes first:
+    /// this allocates nothing.
+    pub fn install_slot(&mut self, va: u64, pd: u64, rights: F) -> Result<Vec<u64>, Error> {
         if !va.is_multiple_of(1 << 30) || va >= USER_END {
             return Err(Error::InvalidArgument);
         }
@@ -73,7 +88,7 @@ impl RootTables {
         }
         // SAFETY: the range's own user tables, under its lock; `pd` is held by the range's
         // `held` map until it is removed again.
-        unsafe { paging::set_gigabyte(self.pml4, va, Some(pd), &mut frames::alloc) }
+        unsafe { paging::set_gigabyte(self.pml4, va, Some((pd, rights)), &mut || None) }
             .ok_or(Error::NoResources)?;
         if !self.slots.contains(&va) {
             self.slots.push(va);
