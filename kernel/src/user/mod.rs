@@ -453,21 +453,7 @@ pub fn on_tick_in_user() {
     // The monitor's turn while a context holds the core (Barrelfish's monitor is likewise
     // scheduled beside applications): frame returns and pings must not wait for it to end.
     crate::monitor::poll_at_tick();
-    let (late, halted) = with_running(|r, _| {
-        let halted =
-            r.pcore.as_ref().and_then(corey::pcore).is_some_and(|p| p.halt.load(Ordering::Acquire));
-        (cpu::rdtsc() > r.deadline, halted)
-    })
-    .unwrap_or((false, false));
-    if halted {
-        leave(ExitStatus::Halted);
-    }
-    if late {
-        let name = with_running(|r, _| r.name.clone()).unwrap_or_default();
-        println!("USER TIMEOUT core={} program={}", this_core().index, name);
-        drop(name);
-        leave(ExitStatus::TimedOut);
-    }
+    stop_if_due();
 }
 
 /// A point in a long system call where the core answers the rest of the machine. System
@@ -498,8 +484,9 @@ pub fn step() {
     }
 }
 
-/// Leaves the running context if it is past its time limit or its pcore was halted (at
-/// the end of a system call, where nothing is held; a long call may have passed either).
+/// Leaves the running context if it is past its time limit or its pcore was halted: at a
+/// tick in user mode, and at the end of a system call that took steps (a long call may
+/// have passed either). Nothing is held there.
 fn stop_if_due() {
     let (late, halted) = with_running(|r, _| {
         let halted =
@@ -511,7 +498,9 @@ fn stop_if_due() {
         leave(ExitStatus::Halted);
     }
     if late {
-        println!("USER TIMEOUT core={} (in a system call)", this_core().index);
+        let name = with_running(|r, _| r.name.clone()).unwrap_or_default();
+        println!("USER TIMEOUT core={} program={}", this_core().index, name);
+        drop(name); // `leave` unwinds nothing
         leave(ExitStatus::TimedOut);
     }
 }
