@@ -9,7 +9,7 @@ use crate::{guard, SIBLINGS};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
-use libatoll::abi::{ar_kind, map, nr, ArSetSeg, Error, SysResult};
+use libatoll::abi::{ar_kind, map, nr, ArSetSeg, Error, ObjectKind, SysResult};
 use libatoll::obj::{self, share_delobj, ObjRef};
 use libatoll::{println, syscall5};
 
@@ -242,6 +242,8 @@ pub struct Fuzzer {
     /// The fresh root range a scenario is about to start a context on (0: none).
     pub launch_range: u64,
     mappings: Vec<[u64; 6]>,
+    /// How many of `mappings` the last read filled.
+    mapped: usize,
     pub stats: Stats,
     pub steps: u64,
     /// The step of the last console line sent with the capability.
@@ -291,13 +293,25 @@ impl Fuzzer {
             started: Vec::with_capacity(crate::launch::STARTED_MAX),
             launch_range: 0,
             mappings: alloc::vec![[0; 6]; if small { 128 } else { MAPPINGS_MAX }],
+            mapped: 0,
             stats: Stats::default(),
             steps: 0,
             armed_at: 0,
             trace,
         };
-        f.zone_reset();
-        f.refresh_protected();
+        match mode {
+            Mode::Main => {
+                f.zone_reset();
+                f.refresh_protected();
+            }
+            // A child keeps the zone it was given: the slot ranges spliced there are its
+            // parent's, and it takes them into its pool, so both edit and fill the same
+            // objects from two cores at once.
+            Mode::Child => {
+                f.refresh_protected();
+                f.adopt_zone();
+            }
+        }
         Ok(f)
     }
 
@@ -553,8 +567,9 @@ impl Fuzzer {
         }
         self.protected.clear();
         self.readonly = [(0, 0); 8];
+        self.mapped = n.min(cap) as usize;
         let mut ro = 0;
-        for m in &self.mappings[..n.min(cap) as usize] {
+        for m in &self.mappings[..self.mapped] {
             let (va, pages, target, flags) = (m[0], m[1], m[2], m[4]);
             if (ZONE..ZONE_END).contains(&va) {
                 continue;
@@ -572,6 +587,18 @@ impl Fuzzer {
         for id in more.into_iter().chain(self.machine) {
             if !self.protected.contains(&id) {
                 self.protected.push(id);
+            }
+        }
+    }
+
+    /// Pools the slot ranges spliced into the zone (from the mappings
+    /// `refresh_protected` read). The one segment there is the parent's cover: not its to
+    /// resize.
+    fn adopt_zone(&mut self) {
+        for i in 0..self.mapped {
+            let [va, _, target, _, _, kind] = self.mappings[i];
+            if (ZONE..ZONE_END).contains(&va) && kind == ObjectKind::AddressRange as u64 {
+                self.keep(self.root, target, Kind::Slot);
             }
         }
     }

@@ -4,11 +4,11 @@
 //! calls, halted once they run long, let go of before the fuzzer ends, never waited for
 //! without bound (`main.rs` says why).
 
-use crate::fuzzer::{Block, Call, Fuzzer, Kind, Mode, GIB, PAGE};
+use crate::fuzzer::{Block, Call, Fuzzer, Kind, Mode, GIB, PAGE, ZONE};
 use crate::text;
 use core::arch::global_asm;
 use core::sync::atomic::{AtomicU64, Ordering};
-use libatoll::abi::{ar_kind, nr, Error, SysResult, USER_END};
+use libatoll::abi::{ar_kind, map, nr, Error, SysResult, USER_END};
 use libatoll::obj::{self, share_delobj, ObjRef};
 use libatoll::{cfork, CforkOptions, Child, Status};
 
@@ -262,8 +262,16 @@ impl Fuzzer {
         let Some(p) = self.pcore_of(core) else { return };
         self.forget(p);
         // `cfork` copies every mapping of the root range by its id in the root share: a
-        // zone mapping of a segment held elsewhere would make it fail.
+        // zone mapping of a segment held elsewhere would make it fail. Then up to two
+        // pooled slot ranges go into the zone: the child gets them as they are (shared).
         self.zone_reset();
+        for slot in 0..self.rng.below(3) {
+            let Some(range) = self.pooled_of(Some(Kind::Slot)) else { break };
+            let mut call = Call::new(nr::AR_SET_AR, [0; 5]);
+            let (root, va) = (self.root, ZONE + slot * GIB);
+            call.words[..6].copy_from_slice(&[root, self.root_ar, va, root, range, map::WRITE]);
+            let _ = self.make(call);
+        }
         let share = if self.rng.one_in(2) { obj::share_new().ok() } else { None };
         let shares = share.as_slice();
         let opts = CforkOptions { shares, ..CforkOptions::default() };
@@ -411,7 +419,7 @@ fn child_main(seed: u64) -> i32 {
     let Ok(mut f) = Fuzzer::new(seed, Mode::Child, 0, u64::MAX) else {
         return 125;
     };
-    for _ in 0..32 + seed % 96 {
+    for _ in 0..64 + seed % 448 {
         f.step();
     }
     match (seed >> 16) % 3 {
