@@ -26,8 +26,8 @@ pub const ZONE: u64 = 0x4000_0000_0000;
 /// Slots (1 GiB each) in the zone.
 pub const ZONE_SLOTS: u64 = 4;
 pub const ZONE_END: u64 = ZONE + ZONE_SLOTS * GIB;
-/// Most bytes one call may fill in the zone (a page filled there stays until the next
-/// reset: this bounds the memory a run takes).
+/// Most bytes one call may fill in the zone (a page filled there holds a frame as long as
+/// its segment lives: see [`ZONE_BUDGET`]).
 pub const ZONE_TOUCH_MAX: u64 = 64 * 1024;
 /// Objects made in its root share and kept to pass back (the oldest is deleted when full).
 const POOL: usize = 24;
@@ -39,10 +39,13 @@ const IN_SET: usize = 32;
 const SCENARIO_ODDS: u64 = 256;
 /// Steps between polls of what it started.
 const POLL_EVERY: u64 = 64;
-/// Steps between resets of the zone (mappings there hold pages until then).
+/// Steps between resets of the zone (its mappings keep segments and slot ranges the pool
+/// let go of, and their pages, until then).
 const ZONE_RESET_EVERY: u64 = 4096;
 /// Steps between purges of the pool and the shares it added to its set.
 const PURGE_EVERY: u64 = 32768;
+/// Pages calls may have filled in the zone before the pool is purged (1 MiB).
+const ZONE_BUDGET: u64 = 256;
 /// Fewest steps between two console lines sent with the machine capability.
 pub const ARMED_EVERY: u64 = 1000;
 /// Steps a pooled pcore is kept.
@@ -248,6 +251,8 @@ pub struct Fuzzer {
     pub steps: u64,
     /// The step of the last console line sent with the capability.
     pub armed_at: u64,
+    /// Pages calls may have filled in the zone since the last purge.
+    pub zone_pages: u64,
     trace: u64,
 }
 
@@ -297,6 +302,7 @@ impl Fuzzer {
             stats: Stats::default(),
             steps: 0,
             armed_at: 0,
+            zone_pages: 0,
             trace,
         };
         match mode {
@@ -318,6 +324,9 @@ impl Fuzzer {
     /// One step: a scenario now and then, otherwise one call.
     pub fn step(&mut self) {
         self.steps += 1;
+        if self.zone_pages > ZONE_BUDGET {
+            self.purge();
+        }
         if self.mode == Mode::Main {
             if self.steps.is_multiple_of(POLL_EVERY) {
                 self.poll_started();
@@ -535,6 +544,7 @@ impl Fuzzer {
         }
         self.in_sets = 0;
         self.zone_reset();
+        self.zone_pages = 0;
     }
 
     /// Maps the empty cover segment over the whole zone: the root range lets go of

@@ -21,6 +21,7 @@ pub fn check(f: &mut Fuzzer, call: &mut Call) {
     out_buffer(f, call);
     text(f, call);
     block(f, call);
+    f.zone_pages += zone_pages(f, call);
 }
 
 /// Where a pointer points, as far as the fuzzer's own memory goes.
@@ -109,8 +110,8 @@ fn out_buffer_of(number: u64) -> Option<(usize, Option<usize>, u64)> {
 
 /// The kernel writes only where the fuzzer keeps nothing: its scratch mapping (whose
 /// neighbours are unmapped, so an overlong length is refused as a whole), the zone (at
-/// most `ZONE_TOUCH_MAX` bytes a call: pages filled there hold memory until the zone is
-/// reset), read-only pages and addresses outside the user half (refused). A pointer into
+/// most `ZONE_TOUCH_MAX` bytes a call: see `zone_pages`), read-only pages and addresses
+/// outside the user half (refused). A pointer into
 /// its stack, heap or data goes to the scratch mapping instead.
 fn out_buffer(f: &mut Fuzzer, call: &mut Call) {
     let Some((ptr, len, unit)) = out_buffer_of(call.number) else { return };
@@ -127,6 +128,27 @@ fn out_buffer(f: &mut Fuzzer, call: &mut Call) {
         }
         Class::Own => a[ptr] = f.scratch + a[ptr] % PAGE,
     }
+}
+
+/// The most pages `call` can fill in the zone: the kernel fills a buffer's pages before it
+/// copies, and pages of the pooled segments mapped there hold frames until the segments
+/// go. The fuzzer purges its pool past a budget, so a small machine keeps the frames its
+/// own copy-on-write faults need (below a reserve the kernel stops a program that faults).
+fn zone_pages(f: &Fuzzer, call: &Call) -> u64 {
+    let mut pages = 0;
+    if let Some((ptr, len, unit)) = out_buffer_of(call.number) {
+        if class(f, call.a[ptr]) == Class::Zone {
+            let bytes = len.map_or(unit, |len| call.a[len].saturating_mul(unit));
+            pages += bytes.min(ZONE_TOUCH_MAX) / PAGE + 2;
+        }
+    }
+    // A text read there is at most 256 bytes (the kernel refuses a longer line unread).
+    if let Block::Raw(p) = call.block {
+        if crate::fuzzer::composed_arg(call.number).is_some() && class(f, p) == Class::Zone {
+            pages += 2;
+        }
+    }
+    pages
 }
 
 /// Texts the kernel acts on. A `program_run` line, and a console line sent with the

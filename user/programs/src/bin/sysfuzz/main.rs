@@ -6,8 +6,10 @@
 //! `user.sysfuzz_million`) then checks that every core is back to its frames, heap bytes and
 //! objects. Each core's fuzzer prints its seed first (S plus its index in `--cores`); the
 //! same seed makes the same choices again, so `sysfuzz --seed S --calls N` reproduces a
-//! failure (on one core exactly; beside other fuzzers, results that depend on timing can
-//! differ). `--trace FROM` prints every call from call FROM on, to find the one that failed.
+//! failure. Exactly so alone, starting nothing elsewhere (`--others` naming its own core);
+//! otherwise what it started on other cores ends sooner or later, other fuzzers take
+//! pcores, and later choices drift. `--trace FROM` prints every call from call FROM on, to
+//! find the one that failed.
 //!
 //! What it calls: every number of `abi::nr` (0..=40) and numbers past the last, with
 //! arguments drawn two ways: raw (the values that break kernels: 0, small numbers, its own
