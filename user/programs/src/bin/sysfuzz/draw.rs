@@ -183,15 +183,30 @@ impl Fuzzer {
         }
     }
 
-    /// A call with typed arguments (see the table in `main.rs`'s module comment).
+    /// A call with typed arguments: plain ones, a text, or an argument block.
     pub fn typed_call(&mut self, number: u64) -> Call {
         let mut call = Call::new(number, [0; 5]);
+        match number {
+            nr::AR_SET_SEG => call.words[..8].copy_from_slice(&self.set_seg_words()),
+            nr::AR_SET_AR => call.words[..6].copy_from_slice(&self.set_ar_words()),
+            nr::PCORE_RUN => call.words = self.pcore_run_words(),
+            nr::WRITE | nr::FILE_OPEN | nr::PROGRAM_RUN | nr::KERNEL_COMMAND | nr::POWEROFF => {
+                self.text_call(&mut call)
+            }
+            _ => call.a = self.typed_arguments(number),
+        }
+        // Now and then a wild pointer instead of the composed block or text.
+        if composed_arg(number).is_some() && self.rng.one_in(8) {
+            call.block = Block::Raw(self.argument());
+        }
+        call
+    }
+
+    /// The arguments of a call that takes no text or block: each of the kind the call
+    /// wants, mostly.
+    fn typed_arguments(&mut self, number: u64) -> [u64; 5] {
         let mut a = [0u64; 5];
         match number {
-            nr::WRITE => {
-                call.text = text::junk(&mut self.rng);
-                a[1] = call.text.len as u64;
-            }
             nr::EXIT => a[0] = self.rng.next(),
             nr::ARGS | nr::FILE_LIST | nr::CONSOLE_READ => {
                 a[0] = self.out_pointer();
@@ -204,10 +219,7 @@ impl Fuzzer {
             }
             nr::SHARE_DELOBJ | nr::OBJ_GET_NAME => (a[0], a[1]) = self.reference(None),
             nr::SET_ADD_SHARE => (a[0], a[1]) = self.reference(Some(Kind::Share)),
-            nr::SEGMENT_ALLOC => {
-                a[0] = self.share();
-                a[1] = self.size();
-            }
+            nr::SEGMENT_ALLOC => (a[0], a[1]) = (self.share(), self.size()),
             nr::SEGMENT_GET_NBYTES => (a[0], a[1]) = self.reference(Some(Kind::Segment)),
             nr::SEGMENT_SET_NBYTES => {
                 (a[0], a[1]) = self.reference(Some(Kind::Segment));
@@ -220,31 +232,11 @@ impl Fuzzer {
             }
             nr::SEGMENT_READ => {
                 (a[0], a[1]) = self.reference(Some(Kind::Segment));
-                a[2] = self.length();
-                a[3] = self.out_pointer();
-                a[4] = self.length();
+                (a[2], a[3], a[4]) = (self.length(), self.out_pointer(), self.length());
             }
             nr::AR_ALLOC => {
                 a[0] = self.share();
                 a[1] = self.rng.pick(&[ar_kind::SLOT, ar_kind::ROOT, 2, u64::MAX]);
-            }
-            nr::AR_SET_SEG => {
-                let (s, o) = self.range_reference(Kind::Slot);
-                let va = self.range_va(o == self.root_ar);
-                let (ss, so) = self.reference(Some(Kind::Segment));
-                let first = if self.rng.one_in(8) { self.argument() } else { self.rng.below(8) };
-                let w = [s, o, va, ss, so, first, self.pages(), self.flags()];
-                call.words[..8].copy_from_slice(&w);
-            }
-            nr::AR_SET_AR => {
-                let (s, o) = self.range_reference(Kind::Root);
-                let va = if o == self.root_ar {
-                    ZONE + self.rng.below(ZONE_SLOTS) * GIB
-                } else {
-                    self.range_va(false) & !(GIB - 1)
-                };
-                let (cs, co) = self.reference(Some(Kind::Slot));
-                call.words[..6].copy_from_slice(&[s, o, va, cs, co, self.flags()]);
             }
             nr::AR_GET => {
                 (a[0], a[1]) = self.range_reference(Kind::Slot);
@@ -252,27 +244,16 @@ impl Fuzzer {
             }
             nr::AR_MAPPINGS => {
                 (a[0], a[1]) = self.range_reference(Kind::Slot);
-                a[2] = self.out_pointer();
-                a[3] = self.rng.below(80);
+                (a[2], a[3]) = (self.out_pointer(), self.rng.below(80));
             }
-            nr::LOCALITY_GET => {
-                a[0] = self.core();
-                a[1] = self.out_pointer();
-            }
-            nr::PCORE_ALLOC => {
-                a[0] = self.share();
-                a[1] = self.core();
-            }
-            nr::PCORE_RUN => call.words = self.pcore_run_words(),
+            nr::LOCALITY_GET => (a[0], a[1]) = (self.core(), self.out_pointer()),
+            nr::PCORE_ALLOC => (a[0], a[1]) = (self.share(), self.core()),
             nr::PCORE_STATUS | nr::PCORE_HALT => (a[0], a[1]) = self.reference(Some(Kind::Pcore)),
             nr::PCORE_SET_INTERVAL => {
                 (a[0], a[1]) = self.reference(Some(Kind::Pcore));
                 a[2] = self.rng.pick(&[0, 9, 10, 11, 99, 100, 1000, 1001, u64::MAX]);
             }
-            nr::DEVICE_LIST => {
-                a[0] = self.out_pointer();
-                a[1] = self.rng.below(40);
-            }
+            nr::DEVICE_LIST => (a[0], a[1]) = (self.out_pointer(), self.rng.below(40)),
             nr::DEVICE_ALLOC => {
                 a[0] = self.share();
                 a[1] = if self.rng.one_in(8) { self.argument() } else { self.rng.below(8) };
@@ -280,6 +261,24 @@ impl Fuzzer {
             nr::DEVICE_STAT => {
                 (a[0], a[1]) = self.machine_reference();
                 a[2] = self.out_pointer();
+            }
+            _ => {
+                for x in a.iter_mut() {
+                    *x = self.argument();
+                }
+            }
+        }
+        a
+    }
+
+    /// The text and arguments of a call that reads a text: bytes to print, a file name, a
+    /// program line, a console line (`poweroff` gets one too, which it ignores).
+    fn text_call(&mut self, call: &mut Call) {
+        let a = &mut call.a;
+        match call.number {
+            nr::WRITE => {
+                call.text = text::junk(&mut self.rng);
+                a[1] = call.text.len as u64;
             }
             nr::FILE_OPEN => {
                 a[0] = self.share();
@@ -292,23 +291,35 @@ impl Fuzzer {
                 a[3] = text::length_for(&mut self.rng, &call.text);
                 a[4] = self.give();
             }
-            nr::KERNEL_COMMAND | nr::POWEROFF => {
+            _ => {
                 (a[0], a[1]) = self.machine_reference();
                 call.text = text::console_line(&mut self.rng);
                 a[3] = text::length_for(&mut self.rng, &call.text);
             }
-            _ => {
-                for x in a.iter_mut() {
-                    *x = self.argument();
-                }
-            }
         }
-        call.a = a;
-        // Now and then a wild pointer instead of the composed block or text.
-        if composed_arg(number).is_some() && self.rng.one_in(8) {
-            call.block = Block::Raw(self.argument());
-        }
-        call
+    }
+
+    /// `ar_set_seg`'s block: its own root range (in the zone) or a pooled range, a pooled
+    /// segment, and pages, flags and a first page of every sort.
+    fn set_seg_words(&mut self) -> [u64; 8] {
+        let (s, o) = self.range_reference(Kind::Slot);
+        let va = self.range_va(o == self.root_ar);
+        let (ss, so) = self.reference(Some(Kind::Segment));
+        let first = if self.rng.one_in(8) { self.argument() } else { self.rng.below(8) };
+        [s, o, va, ss, so, first, self.pages(), self.flags()]
+    }
+
+    /// `ar_set_ar`'s block: a slot range spliced into its own root range (a zone slot) or a
+    /// pooled range.
+    fn set_ar_words(&mut self) -> [u64; 6] {
+        let (s, o) = self.range_reference(Kind::Root);
+        let va = if o == self.root_ar {
+            ZONE + self.rng.below(ZONE_SLOTS) * GIB
+        } else {
+            self.range_va(false) & !(GIB - 1)
+        };
+        let (cs, co) = self.reference(Some(Kind::Slot));
+        [s, o, va, cs, co, self.flags()]
     }
 
     /// What `program_run` gives the program: nothing mostly, else an object of the root

@@ -3,14 +3,14 @@
 //! and after they are gone), and one step: a call with raw or typed arguments, made safe
 //! by `guard`, made, and its result kept.
 
+use crate::guard;
 use crate::launch::Started;
 use crate::text::Text;
-use crate::{guard, SIBLINGS};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
-use libatoll::abi::{ar_kind, map, nr, ArSetSeg, Error, ObjectKind, SysResult};
-use libatoll::obj::{self, share_delobj, ObjRef};
+use libatoll::abi::{ar_kind, nr, Error, SysResult};
+use libatoll::obj;
 use libatoll::{println, syscall5};
 
 pub const PAGE: u64 = 4096;
@@ -30,11 +30,11 @@ pub const ZONE_END: u64 = ZONE + ZONE_SLOTS * GIB;
 /// its segment lives: see [`ZONE_BUDGET`]).
 pub const ZONE_TOUCH_MAX: u64 = 64 * 1024;
 /// Objects made in its root share and kept to pass back (the oldest is deleted when full).
-const POOL: usize = 24;
+pub const POOL: usize = 24;
 /// Ids of objects it deleted, passed back as stale references.
-const GRAVE: usize = 16;
+pub const GRAVE: usize = 16;
 /// Shares it added to its share set (taken out again at a purge).
-const IN_SET: usize = 32;
+pub const IN_SET: usize = 32;
 /// One step in this many is a scenario (`launch.rs`) rather than one call.
 const SCENARIO_ODDS: u64 = 256;
 /// Steps between polls of what it started.
@@ -45,16 +45,16 @@ const ZONE_RESET_EVERY: u64 = 4096;
 /// Steps between purges of the pool and the shares it added to its set.
 const PURGE_EVERY: u64 = 32768;
 /// Pages calls may have filled in the zone before the pool is purged (1 MiB).
-const ZONE_BUDGET: u64 = 256;
+pub const ZONE_BUDGET: u64 = 256;
 /// Fewest steps between two console lines sent with the machine capability.
 pub const ARMED_EVERY: u64 = 1000;
 /// Steps a pooled pcore is kept.
-const PCORE_HOLD: u64 = 128;
+pub const PCORE_HOLD: u64 = 128;
 /// Pcore ids remembered (a few thousand per million calls; past this, every id counts as
 /// one that might be a pcore, and none it does not know may be started on).
-const PCORES_MAX: usize = 32768;
+pub const PCORES_MAX: usize = 32768;
 /// Mappings of its root range read at once.
-const MAPPINGS_MAX: usize = 512;
+pub const MAPPINGS_MAX: usize = 512;
 
 /// The scratch mapping's address, for `cfork` children (theirs is a copy at the same
 /// place).
@@ -219,23 +219,23 @@ pub struct Fuzzer {
     pub machine_hwid: Option<u64>,
     pub scratch: u64,
     /// An empty segment mapped over the whole zone to reset it.
-    cover: u64,
+    pub cover: u64,
     /// Read-only mappings of its own (code, constants): the kernel can write none of it.
     pub readonly: [(u64, u64); 8],
     /// Everything its root range maps outside the zone, the range itself, and the cover.
     pub protected: Vec<u64>,
     pub pool: [Made; POOL],
     pub pooled: usize,
-    grave: [u64; GRAVE],
-    graves: usize,
-    in_set: [u64; IN_SET],
-    in_sets: usize,
+    pub grave: [u64; GRAVE],
+    pub graves: usize,
+    pub in_set: [u64; IN_SET],
+    pub in_sets: usize,
     /// Every pcore it held, in any share: (id, core), in the order made. The ids come from
     /// this core's counter (the kernel makes an object on the core that asks), so they
     /// rise: the list is sorted.
     pub pcores: Vec<(u64, u64)>,
     /// Whether a pcore id went unremembered (the list was full).
-    pcores_lost: bool,
+    pub pcores_lost: bool,
     /// The cores it may start programs and contexts on (a bit per core).
     pub others: u64,
     /// The initrd's file names.
@@ -244,16 +244,16 @@ pub struct Fuzzer {
     pub started: Vec<Started>,
     /// The fresh root range a scenario is about to start a context on (0: none).
     pub launch_range: u64,
-    mappings: Vec<[u64; 6]>,
+    pub mappings: Vec<[u64; 6]>,
     /// How many of `mappings` the last read filled.
-    mapped: usize,
+    pub mapped: usize,
     pub stats: Stats,
     pub steps: u64,
     /// The step of the last console line sent with the capability.
     pub armed_at: u64,
     /// Pages calls may have filled in the zone since the last purge.
     pub zone_pages: u64,
-    trace: u64,
+    pub trace: u64,
 }
 
 impl Fuzzer {
@@ -480,220 +480,6 @@ impl Fuzzer {
             "sysfuzz: core {}: WRONG at call #{}: {why}: call {} {:#x?} -> {result:?}",
             self.me, self.steps, call.number, call.a
         );
-    }
-
-    /// Remembers an object the kernel made in `share`: in the pool if that is the root
-    /// share (deleting the oldest when the pool is full).
-    fn keep(&mut self, share: u64, id: u64, kind: Kind) {
-        if share != self.root || id == 0 {
-            return;
-        }
-        if self.pooled == POOL {
-            let oldest = self.pool[0];
-            self.forget(oldest.id);
-        }
-        self.pool[self.pooled] = Made { id, kind, born: self.steps };
-        self.pooled += 1;
-    }
-
-    /// Deletes `id` from the root share (a share also from the set) and from the pool.
-    pub fn forget(&mut self, id: u64) {
-        if let Some(i) = self.pool[..self.pooled].iter().position(|m| m.id == id) {
-            if self.pool[i].kind == Kind::Share {
-                let _ = obj::self_drop(id);
-            }
-            self.pool.copy_within(i + 1..self.pooled, i);
-            self.pooled -= 1;
-        }
-        let _ = share_delobj(ObjRef::new(self.root, id));
-        self.bury(id);
-    }
-
-    /// Deletes the pooled pcores held longer than [`PCORE_HOLD`] steps: each core has one
-    /// pcore object, and the fuzzers on other cores want theirs too.
-    fn release_pcores(&mut self) {
-        let now = self.steps;
-        let old = |m: &&Made| m.kind == Kind::Pcore && m.born + PCORE_HOLD < now;
-        while let Some(m) = self.pool[..self.pooled].iter().find(old).copied() {
-            self.forget(m.id);
-        }
-    }
-
-    /// Takes `id` out of the pool without deleting it (something else now keeps it).
-    pub fn unpool(&mut self, id: u64) {
-        if let Some(i) = self.pool[..self.pooled].iter().position(|m| m.id == id) {
-            self.pool.copy_within(i + 1..self.pooled, i);
-            self.pooled -= 1;
-        }
-    }
-
-    fn bury(&mut self, id: u64) {
-        self.grave[self.graves % GRAVE] = id;
-        self.graves += 1;
-    }
-
-    /// Deletes the pool and takes the shares it added out of its set, so what those held
-    /// goes too; resets the zone.
-    fn purge(&mut self) {
-        while self.pooled > 0 {
-            let id = self.pool[self.pooled - 1].id;
-            self.forget(id);
-        }
-        for &share in &self.in_set[..self.in_sets] {
-            let _ = obj::self_drop(share);
-        }
-        self.in_sets = 0;
-        self.zone_reset();
-        self.zone_pages = 0;
-    }
-
-    /// Maps the empty cover segment over the whole zone: the root range lets go of
-    /// everything mapped or spliced there (and the pages it held).
-    pub fn zone_reset(&mut self) {
-        let set = ArSetSeg {
-            ar: [self.root, self.root_ar],
-            va: ZONE,
-            seg: [self.root, self.cover],
-            first_page: 0,
-            pages: (ZONE_END - ZONE) / PAGE,
-            flags: 0,
-        };
-        let _ = obj::ar_set_seg(&set);
-    }
-
-    /// Reads its root range again: what it maps outside the zone is protected (a heap
-    /// segment added since is too), and its read-only parts are noted.
-    pub fn refresh_protected(&mut self) {
-        let cap = self.mappings.len() as u64;
-        let mut n = 0;
-        for _ in 0..2 {
-            let ptr = self.mappings.as_mut_ptr() as u64;
-            n = syscall5(nr::AR_MAPPINGS, self.root, self.root_ar, ptr, cap, 0).unwrap_or(0);
-            if n <= cap {
-                break;
-            }
-            // Too many mappings in the zone to read them all: clear it and read again.
-            self.zone_reset();
-        }
-        self.protected.clear();
-        self.readonly = [(0, 0); 8];
-        self.mapped = n.min(cap) as usize;
-        let mut ro = 0;
-        for m in &self.mappings[..self.mapped] {
-            let (va, pages, target, flags) = (m[0], m[1], m[2], m[4]);
-            if (ZONE..ZONE_END).contains(&va) {
-                continue;
-            }
-            if !self.protected.contains(&target) && self.protected.len() < self.protected.capacity()
-            {
-                self.protected.push(target);
-            }
-            if flags & map::WRITE == 0 && ro < self.readonly.len() {
-                self.readonly[ro] = (va, va.saturating_add(pages.saturating_mul(PAGE)));
-                ro += 1;
-            }
-        }
-        let more = [self.root_ar, self.cover];
-        for id in more.into_iter().chain(self.machine) {
-            if !self.protected.contains(&id) {
-                self.protected.push(id);
-            }
-        }
-    }
-
-    /// Pools the slot ranges spliced into the zone (from the mappings
-    /// `refresh_protected` read). The one segment there is the parent's cover: not its to
-    /// resize.
-    fn adopt_zone(&mut self) {
-        for i in 0..self.mapped {
-            let [va, _, target, _, _, kind] = self.mappings[i];
-            if (ZONE..ZONE_END).contains(&va) && kind == ObjectKind::AddressRange as u64 {
-                self.keep(self.root, target, Kind::Slot);
-            }
-        }
-    }
-
-    /// Whether `id` is one of its own objects (its memory, its range, the cover, the
-    /// machine device).
-    pub fn is_protected(&self, id: u64) -> bool {
-        id != 0 && self.protected.contains(&id)
-    }
-
-    /// Whether `id` must stay in the root share: protected, or the pcore of something it
-    /// started or of a sibling fuzzer.
-    pub fn must_keep(&self, id: u64) -> bool {
-        self.is_protected(id) || self.started.iter().any(|s| s.pcore == id) || self.is_sibling(id)
-    }
-
-    /// Remembers that `id` is the pcore of `core`.
-    pub fn note_pcore(&mut self, id: u64, core: u64) {
-        if self.pcores.len() < self.pcores.capacity() {
-            let at = self.pcores.partition_point(|&(p, _)| p < id);
-            if self.pcores.get(at).is_none_or(|&(p, _)| p != id) {
-                self.pcores.insert(at, (id, core));
-            }
-        } else {
-            self.pcores_lost = true;
-        }
-    }
-
-    /// The core of pcore `id`, if it is one it held.
-    fn pcore_core(&self, id: u64) -> Option<u64> {
-        let at = self.pcores.partition_point(|&(p, _)| p < id);
-        self.pcores.get(at).filter(|&&(p, _)| p == id).map(|&(_, core)| core)
-    }
-
-    /// Whether `id` might name a pcore it can reach.
-    pub fn maybe_pcore(&self, id: u64) -> bool {
-        self.pcores_lost || self.pcore_core(id).is_some() || self.is_sibling(id)
-    }
-
-    /// Whether starting something on pcore `id` is allowed: its own core (a program
-    /// there runs while it waits) or one of `--others`. A pcore it does not know is a
-    /// sibling's (busy) or nobody's (refused), unless it lost count.
-    pub fn may_start_on(&self, id: u64) -> bool {
-        match self.pcore_core(id) {
-            Some(core) => core == self.me || (core < 64 && self.others & (1 << core) != 0),
-            None => !self.pcores_lost,
-        }
-    }
-
-    /// Whether `id` is the pcore of a fuzzer this program spread to another core.
-    pub fn is_sibling(&self, id: u64) -> bool {
-        id != 0 && SIBLINGS.iter().any(|s| s.load(Ordering::Relaxed) == id)
-    }
-
-    /// Whether `p` lies in one of its read-only mappings (with `len` bytes after it).
-    pub fn in_readonly(&self, p: u64, len: u64) -> bool {
-        self.readonly.iter().any(|&(start, end)| start <= p && p.saturating_add(len) <= end)
-    }
-
-    /// A stale id (of something it deleted), or 0.
-    pub fn stale(&mut self) -> u64 {
-        match self.graves.min(GRAVE) {
-            0 => 0,
-            n => self.grave[self.rng.below(n as u64) as usize],
-        }
-    }
-
-    /// A pooled object of `kind` (any kind for `None`), if there is one.
-    pub fn pooled_of(&mut self, kind: Option<Kind>) -> Option<u64> {
-        let n =
-            self.pool[..self.pooled].iter().filter(|m| kind.is_none_or(|k| m.kind == k)).count();
-        if n == 0 {
-            return None;
-        }
-        let pick = self.rng.below(n as u64) as usize;
-        self.pool[..self.pooled]
-            .iter()
-            .filter(|m| kind.is_none_or(|k| m.kind == k))
-            .nth(pick)
-            .map(|m| m.id)
-    }
-
-    /// A share in its set other than the root share (for `pcore_run`'s list), if any.
-    pub fn set_share(&mut self) -> Option<u64> {
-        (self.in_sets > 0).then(|| self.in_set[self.rng.below(self.in_sets as u64) as usize])
     }
 
     /// Prints the run's counts (and a call never made, if one was).

@@ -70,6 +70,7 @@ mod draw;
 mod fuzzer;
 mod guard;
 mod launch;
+mod pool;
 mod text;
 
 use alloc::vec::Vec;
