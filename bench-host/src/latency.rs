@@ -3,7 +3,8 @@
 //! in TSC cycles. The same ping-pong runs over URPC channels, over a raw pair of cache lines
 //! (the physical floor: one line transfer each way, nothing else) and over rtrb.
 
-use crate::{median_u64, on_pair, tsc, warmup, QUEUE};
+use crate::{on_pair, tsc, warmup, QUEUE};
+use record::median;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Release};
 use urpc::{ChannelMemory, Receiver, Sender, PAYLOAD_WORDS};
@@ -31,7 +32,7 @@ fn time_round_trips(round_trips: usize, mut exchange: impl FnMut(u64)) -> f64 {
             samples.push(end.wrapping_sub(start));
         }
     }
-    median_u64(&mut samples) as f64 / 2.0
+    median(&mut samples).map_or(f64::NAN, |m| m as f64 / 2.0)
 }
 
 /// URPC one-way latency: a ping channel and a pong channel of [`QUEUE`] slots each.

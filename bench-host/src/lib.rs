@@ -9,6 +9,7 @@
 //! All polling loops spin without `pause`, the same for every implementation, so the
 //! comparison measures the queues and not the back-off.
 
+use record::{median, Cores, Fixed2, Record};
 use std::thread;
 
 pub mod latency;
@@ -63,28 +64,10 @@ pub fn warmup(timed: usize) -> usize {
     timed / 10 + 1
 }
 
-/// The median of `samples` (sorted in place); 0 for none.
-pub fn median_u64(samples: &mut [u64]) -> u64 {
-    if samples.is_empty() {
-        return 0;
-    }
-    samples.sort_unstable();
-    samples[samples.len() / 2]
-}
-
-/// The median of `values` (sorted in place); NaN for none.
-pub fn median_f64(values: &mut [f64]) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 /// Runs `trial` `trials` times and returns the median result.
 pub fn median_of(trials: usize, mut trial: impl FnMut() -> f64) -> f64 {
     let mut values: Vec<f64> = (0..trials.max(1)).map(|_| trial()).collect();
-    median_f64(&mut values)
+    median(&mut values).unwrap_or(f64::NAN)
 }
 
 /// Pins the calling thread to `cpu`; false if the system refused (e.g. fewer CPUs).
@@ -117,7 +100,9 @@ pub fn on_pair<R: Send>(a: impl FnOnce() -> R + Send, b: impl FnOnce() + Send) -
     })
 }
 
-/// One `RESULT {json}` line, in the record shape `make bench` collects.
+/// One `RESULT {json}` line, in the record shape `make bench` collects (written by the
+/// `record` crate, like every benchmark's): the pair of CPUs and the peer implementation
+/// (`impl`) go in the extra fields; a value that is not finite is `null`.
 pub fn result_line(
     experiment: &str,
     implementation: Option<&str>,
@@ -126,14 +111,11 @@ pub fn result_line(
     unit: &str,
 ) -> String {
     let implementation = implementation.map(|i| format!(",\"impl\":\"{i}\"")).unwrap_or_default();
-    // JSON has no NaN or infinity.
-    let value = if value.is_finite() { format!("{value:.2}") } else { "null".to_string() };
-    format!(
-        "RESULT {{\"experiment\":\"{experiment}\",\"system\":\"host\",\"cores\":2,\
-         \"pair\":[{},{}]{implementation},\"metric\":\"{metric}\",\"value\":{value},\
-         \"unit\":\"{unit}\"}}",
-        PAIR[0], PAIR[1]
-    )
+    let extra = format!(",\"pair\":[{},{}]{implementation}", PAIR[0], PAIR[1]);
+    Record::new(experiment, "host", Cores::Machine(2), metric, unit)
+        .extra(&extra)
+        .line(Fixed2(value))
+        .to_string()
 }
 
 /// The medians of one benchmark run.
@@ -162,7 +144,7 @@ pub fn run(config: Config) -> Results {
         trials[3].push(throughput::urpc(config.messages));
         trials[4].push(throughput::rtrb(config.messages));
     }
-    let [a, b, c, d, e] = trials.map(|mut t| median_f64(&mut t));
+    let [a, b, c, d, e] = trials.map(|mut t| median(&mut t).unwrap_or(f64::NAN));
     Results {
         urpc_latency: a,
         floor_latency: b,
@@ -215,11 +197,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn medians() {
-        assert_eq!(median_u64(&mut [5, 1, 3]), 3);
-        assert_eq!(median_u64(&mut []), 0);
-        assert_eq!(median_f64(&mut [2.0, 9.0, 1.0, 4.0]), 4.0);
+    fn medians_of_trials() {
         assert_eq!(median_of(3, || 7.0), 7.0);
+        let mut n = 0.0;
+        assert_eq!(
+            median_of(4, || {
+                n += 1.0;
+                n
+            }),
+            3.0
+        );
     }
 
     #[test]
@@ -227,8 +214,8 @@ mod tests {
         let line = result_line("urpc", Some("rtrb"), "m", 1.234, "ratio");
         assert_eq!(
             line,
-            "RESULT {\"experiment\":\"urpc\",\"system\":\"host\",\"cores\":2,\"pair\":[0,1],\
-             \"impl\":\"rtrb\",\"metric\":\"m\",\"value\":1.23,\"unit\":\"ratio\"}"
+            "RESULT {\"experiment\":\"urpc\",\"system\":\"host\",\"cores\":2,\"metric\":\"m\",\
+             \"value\":1.23,\"unit\":\"ratio\",\"pair\":[0,1],\"impl\":\"rtrb\"}"
         );
         assert!(result_line("urpc", None, "m", f64::NAN, "x").contains("\"value\":null"));
     }

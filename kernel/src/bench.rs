@@ -2,9 +2,13 @@
 //! measurement prints one `RESULT {json}` line; absolute numbers under QEMU/TCG mean
 //! little, so every experiment reports a ratio measured in the same run (URPC against the
 //! raw cache-line floor; protocols against each other).
+//!
+//! Whoever types the command chooses the iteration count, so it is bounded (see
+//! [`EXPERIMENTS`]), sample memory is reserved fallibly, and every wait has a deadline:
+//! a run always ends with its results or an error, and the console answers again
+//! (DESIGN principle 5).
 
-use crate::arch::cpu;
-use crate::knowledge::median;
+use crate::arch::{cpu, timer};
 use crate::monitor::protocol::Request;
 use crate::monitor::{self, CallId};
 use crate::percpu::this_core;
@@ -14,15 +18,93 @@ use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use record::{median, Cores, Fixed2, Record};
+use skb::MulticastTree;
 use urpc::{ChannelMemory, Receiver, Sender, PAYLOAD_WORDS};
 
-/// Time limit of one benchmark job.
-const JOB_TIMEOUT_US: u64 = 120_000_000;
+/// One experiment of `bench`.
+struct Experiment {
+    name: &'static str,
+    /// What one iteration is.
+    iteration: &'static str,
+    /// Iterations when the command gives none (`make bench` passes these to both systems).
+    default: usize,
+    /// The most iterations accepted: at the maximum a run takes well under a second on a
+    /// 2-core VM and a few seconds on a 4-core one (TCG on an idle 2-CPU host). Bigger VMs
+    /// sweep more pairs and core counts, and a busy host makes every cross-core round trip
+    /// a host scheduling delay; [`TIME_LIMIT_US`] bounds them all.
+    max: usize,
+    run: fn(usize, Deadline) -> Result<(), String>,
+}
+
+/// The experiments, in the order the usage text lists them.
+const EXPERIMENTS: &[Experiment] = &[
+    Experiment {
+        name: "urpc",
+        iteration: "round trips per pair",
+        default: 2000,
+        max: 20_000,
+        run: urpc,
+    },
+    Experiment {
+        name: "multicast",
+        iteration: "rounds per protocol and core count",
+        default: 50,
+        max: 200,
+        run: multicast,
+    },
+    Experiment {
+        name: "shm",
+        iteration: "updates per client and configuration",
+        default: 500,
+        max: 20_000,
+        run: shm,
+    },
+];
+
+/// The longest one `bench` run may take: every wait gives up at this deadline, so a run on
+/// a big or busy machine ends with an error instead of never answering.
+const TIME_LIMIT_US: u64 = 60_000_000;
+/// How long the console waits for one benchmark job. Longer than [`TIME_LIMIT_US`]: a job
+/// ends by its own deadline first, so no core still runs a job whose borrowed memory the
+/// console has freed.
+const JOB_TIMEOUT_US: u64 = 2 * TIME_LIMIT_US;
 /// Queue length of the throughput test (Multikernel Table 2 uses 16).
 const QUEUE: usize = 16;
+/// The error of an experiment that needs two cores on a machine with one.
+const NEEDS_TWO_CORES: &str = "needs 2 cores";
 
-/// Prints one result line in the shape `make bench` reads.
+/// The arguments `bench` takes.
+pub const USAGE: &str = "urpc|multicast|shm [ITERATIONS]";
+
+/// Runs `bench EXPERIMENT [ITERATIONS]` (`args` is the line after `bench`).
+pub fn command(args: &str) -> Result<(), String> {
+    let mut words = args.split_whitespace();
+    let experiment = words
+        .next()
+        .and_then(|name| EXPERIMENTS.iter().find(|e| e.name == name))
+        .ok_or_else(usage)?;
+    let iterations = match words.next() {
+        Some(word) => cmdline::number(word, 1..=experiment.max)?,
+        None => experiment.default,
+    };
+    if words.next().is_some() {
+        return Err(usage());
+    }
+    (experiment.run)(iterations, Deadline::after_us(TIME_LIMIT_US))
+}
+
+/// The usage error: the experiments with their iteration counts.
+fn usage() -> String {
+    let mut text = format!("usage: bench {USAGE}");
+    for e in EXPERIMENTS {
+        text += &format!("; {}: 1..={} {} (default {})", e.name, e.max, e.iteration, e.default);
+    }
+    text
+}
+
+/// Prints one result line in the shape `make bench` reads (the `record` crate's).
 fn result(
     experiment: &str,
     cores: usize,
@@ -31,23 +113,54 @@ fn result(
     unit: &str,
     extra: &str,
 ) {
-    println!(
-        "RESULT {{\"experiment\":\"{experiment}\",\"system\":\"atoll\",\"cores\":{cores},\"metric\":\"{metric}\",\"value\":{value},\"unit\":\"{unit}\"{extra}}}"
-    );
+    let record = Record::new(experiment, "atoll", Cores::Machine(cores), metric, unit);
+    println!("{}", record.extra(extra).line(value));
 }
 
-/// Runs `bench <what> [iterations]`.
-pub fn run(args: &[&str]) {
-    let iterations = args.get(1).and_then(|s| s.parse().ok());
-    let outcome = match args.first().copied() {
-        Some("urpc") => urpc(iterations.unwrap_or(2000)),
-        Some("multicast") => multicast(iterations.unwrap_or(50)),
-        Some("shm") => shm(iterations.unwrap_or(500)),
-        _ => Err(String::from("usage: bench urpc|multicast|shm [iterations]")),
-    };
-    if let Err(e) = outcome {
-        println!("bench: {e}");
+/// When a run must stop, in TSC cycles. Copied into every job of the run.
+#[derive(Clone, Copy)]
+struct Deadline(u64);
+
+impl Deadline {
+    fn after_us(us: u64) -> Deadline {
+        Deadline(cpu::rdtsc().saturating_add(us.saturating_mul(timer::tsc_hz() / 1_000_000)))
     }
+
+    /// `Err` once the deadline has passed.
+    fn check(self) -> Result<(), String> {
+        if cpu::rdtsc() > self.0 {
+            return Err(format!("stopped at the time limit ({} s)", TIME_LIMIT_US / 1_000_000));
+        }
+        Ok(())
+    }
+}
+
+/// Spins until `ready` gives a value or `deadline` passes. The TSC is read only every
+/// 64th try, so the loop stays as tight as the measured paths need.
+fn spin<T>(deadline: Deadline, mut ready: impl FnMut() -> Option<T>) -> Result<T, String> {
+    let mut tries = 0u32;
+    loop {
+        if let Some(value) = ready() {
+            return Ok(value);
+        }
+        tries = tries.wrapping_add(1);
+        if tries.is_multiple_of(64) {
+            deadline.check()?;
+        }
+    }
+}
+
+/// `len` values from `make`, in memory reserved fallibly (`len` comes from the console).
+fn try_vec<T>(len: usize, make: impl FnMut() -> T) -> Result<Vec<T>, String> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| format!("no memory for {len} samples"))?;
+    v.extend(core::iter::repeat_with(make).take(len));
+    Ok(v)
+}
+
+/// Sends `request` to core `to`, the error as text.
+fn send(to: usize, request: &Request) -> Result<(), String> {
+    monitor::send(to, request).map_err(|e| format!("send to core {to}: {e:?}"))
 }
 
 /// A two-way URPC channel pair and a pair of raw cache lines, lent to the two cores.
@@ -75,74 +188,79 @@ impl PairMemory {
 
 /// Multikernel Table 2: URPC one-way latency and pipelined throughput for each pair of
 /// cores, with a raw cache-line ping-pong between the same cores as the floor.
-fn urpc(iterations: usize) -> Result<(), String> {
+fn urpc(iterations: usize, deadline: Deadline) -> Result<(), String> {
     let cores = smp::online_cores();
     if cores.len() < 2 {
-        return Err("needs 2 cores".into());
+        return Err(NEEDS_TWO_CORES.into());
     }
     let n = cores.len();
     for (i, &a) in cores.iter().enumerate() {
         for &b in &cores[i + 1..] {
+            deadline.check()?;
             let pair = format!(",\"pair\":[{a},{b}]");
-            let latency = pair_latency(a, b, iterations, true)?;
-            let floor = pair_latency(a, b, iterations, false)?;
-            let throughput = pair_throughput(a, b, iterations * 10)?;
+            let latency = pair_latency(a, b, iterations, Transport::Urpc, deadline)?;
+            let floor = pair_latency(a, b, iterations, Transport::Floor, deadline)?;
+            let throughput = pair_throughput(a, b, iterations * 10, deadline)?;
+            let ratio = Fixed2(latency as f64 / floor.max(1) as f64);
             result("urpc", n, "latency_cycles", latency, "cycles", &pair);
             result("urpc", n, "floor_latency_cycles", floor, "cycles", &pair);
-            result(
-                "urpc",
-                n,
-                "latency_vs_floor",
-                format!("{:.2}", latency as f64 / floor.max(1) as f64),
-                "ratio",
-                &pair,
-            );
-            result(
-                "urpc",
-                n,
-                "throughput_msgs_per_kcycle",
-                format!("{throughput:.2}"),
-                "msgs/kcycle",
-                &pair,
-            );
+            result("urpc", n, "latency_vs_floor", ratio, "ratio", &pair);
+            let rate = Fixed2(throughput);
+            result("urpc", n, "throughput_msgs_per_kcycle", rate, "msgs/kcycle", &pair);
         }
     }
     Ok(())
 }
 
-/// Runs `responder` on core `b` (split phase) and `initiator` on core `a`, then waits.
+/// What a latency sample travels over.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Transport {
+    /// A fresh URPC channel pair.
+    Urpc,
+    /// Two raw cache lines: the floor a channel cannot beat.
+    Floor,
+}
+
+/// Runs `responder` on core `b` (split phase) and `initiator` on core `a`, then waits for
+/// both. The responder is a remote call, so it cannot be the calling core: if `b` is, the
+/// two swap (a round trip is the same either way).
 fn on_pair(
     a: usize,
     b: usize,
     initiator: &smp::Work<'_>,
     responder: &smp::Work<'_>,
 ) -> Result<(), String> {
-    let me = this_core().index;
-    if me == b {
-        return Err("the console core must not be the responder".into());
-    }
+    let (a, b) = if b == this_core().index { (b, a) } else { (a, b) };
     let id: CallId = monitor::call_async(b, responder).map_err(|e| format!("{e:?}"))?;
     let first = smp::run_on(&[a], JOB_TIMEOUT_US, initiator);
     let second = monitor::wait(id, JOB_TIMEOUT_US);
     all_ok(&[a, b], &[first.into_iter().next().unwrap_or(Outcome::NotOnline), second])
 }
 
-/// Median one-way latency between `a` and `b` in cycles: over a fresh URPC channel pair
-/// (`urpc`), or over two raw cache lines (the floor).
-fn pair_latency(a: usize, b: usize, iterations: usize, urpc: bool) -> Result<u64, String> {
+/// Median one-way latency between `a` and `b` in cycles over `transport`.
+fn pair_latency(
+    a: usize,
+    b: usize,
+    iterations: usize,
+    transport: Transport,
+    deadline: Deadline,
+) -> Result<u64, String> {
     let mem = PairMemory::new_boxed();
-    let samples: Vec<AtomicU64> = (0..iterations).map(|_| AtomicU64::new(0)).collect();
+    let samples = try_vec(iterations, || AtomicU64::new(0))?;
+    let mut rtts = try_vec(iterations, || 0u64)?;
     let initiator = |_| -> Result<(), String> {
         let (mut tx, mut rx) = (Sender::new(&mem.forward), Receiver::new(&mem.backward));
         for (i, sample) in samples.iter().enumerate() {
             let start = cpu::rdtsc();
-            if urpc {
+            if transport == Transport::Urpc {
                 let payload = [i as u64; PAYLOAD_WORDS];
-                while tx.try_send(1, &payload).is_err() {}
-                while rx.try_recv().is_none() {}
+                spin(deadline, || tx.try_send(1, &payload).ok())?;
+                spin(deadline, || rx.try_recv())?;
             } else {
                 mem.ping.store(i as u64 + 1, Ordering::Release);
-                while mem.pong.load(Ordering::Acquire) != i as u64 + 1 {}
+                spin(deadline, || {
+                    (mem.pong.load(Ordering::Acquire) == i as u64 + 1).then_some(())
+                })?;
             }
             sample.store(cpu::rdtsc() - start, Ordering::Relaxed);
         }
@@ -150,29 +268,27 @@ fn pair_latency(a: usize, b: usize, iterations: usize, urpc: bool) -> Result<u64
     };
     let responder = |_| -> Result<(), String> {
         let (mut tx, mut rx) = (Sender::new(&mem.backward), Receiver::new(&mem.forward));
-        for i in 0..iterations {
-            if urpc {
-                let msg = loop {
-                    if let Some(m) = rx.try_recv() {
-                        break m;
-                    }
-                };
-                while tx.try_send(2, &msg.payload).is_err() {}
+        for i in 0..iterations as u64 {
+            if transport == Transport::Urpc {
+                let msg = spin(deadline, || rx.try_recv())?;
+                spin(deadline, || tx.try_send(2, &msg.payload).ok())?;
             } else {
-                while mem.ping.load(Ordering::Acquire) != i as u64 + 1 {}
-                mem.pong.store(i as u64 + 1, Ordering::Release);
+                spin(deadline, || (mem.ping.load(Ordering::Acquire) == i + 1).then_some(()))?;
+                mem.pong.store(i + 1, Ordering::Release);
             }
         }
         Ok(())
     };
     on_pair(a, b, &initiator, &responder)?;
-    let mut rtts: Vec<u64> = samples.iter().map(|s| s.load(Ordering::Relaxed)).collect();
-    Ok(median(&mut rtts) / 2)
+    for (rtt, sample) in rtts.iter_mut().zip(&samples) {
+        *rtt = sample.load(Ordering::Relaxed);
+    }
+    Ok(median(&mut rtts).unwrap_or(0) / 2)
 }
 
 /// Pipelined throughput from `a` to `b` over a 16-slot channel, in messages per 1000
 /// cycles: `a` streams `count` messages; `b` acknowledges the last one.
-fn pair_throughput(a: usize, b: usize, count: usize) -> Result<f64, String> {
+fn pair_throughput(a: usize, b: usize, count: usize, deadline: Deadline) -> Result<f64, String> {
     let mem = PairMemory::new_boxed();
     let cycles = AtomicU64::new(0);
     let initiator = |_| -> Result<(), String> {
@@ -180,135 +296,175 @@ fn pair_throughput(a: usize, b: usize, count: usize) -> Result<f64, String> {
         let start = cpu::rdtsc();
         for i in 0..count {
             let payload = [i as u64; PAYLOAD_WORDS];
-            while tx.try_send(1, &payload).is_err() {}
+            spin(deadline, || tx.try_send(1, &payload).ok())?;
         }
-        while rx.try_recv().is_none() {}
+        spin(deadline, || rx.try_recv())?;
         cycles.store(cpu::rdtsc() - start, Ordering::Relaxed);
         Ok(())
     };
     let responder = |_| -> Result<(), String> {
         let (mut tx, mut rx) = (Sender::new(&mem.backward), Receiver::new(&mem.forward));
         for i in 0..count {
-            let msg = loop {
-                if let Some(m) = rx.try_recv() {
-                    break m;
-                }
-            };
+            let msg = spin(deadline, || rx.try_recv())?;
             if msg.payload[0] != i as u64 {
                 return Err(format!("message {i} arrived as {}", msg.payload[0]));
             }
         }
-        while tx.try_send(2, &[0; PAYLOAD_WORDS]).is_err() {}
+        spin(deadline, || tx.try_send(2, &[0; PAYLOAD_WORDS]).ok())?;
         Ok(())
     };
     on_pair(a, b, &initiator, &responder)?;
     Ok(count as f64 * 1000.0 / cycles.load(Ordering::Relaxed).max(1) as f64)
 }
 
+/// How long the source waits for the acks of one multicast round.
+const ACK_TIMEOUT_US: u64 = 10_000_000;
+
 /// Waits until `expected` more benchmark acks than `before` have arrived.
-fn wait_acks(before: u64, expected: u64) -> Result<(), String> {
+fn wait_acks(before: u64, expected: u64, deadline: Deadline) -> Result<(), String> {
     let start = cpu::rdtsc();
     while monitor::bench_acks() < before + expected {
         monitor::poll();
-        if crate::arch::timer::us_since(start) > 10_000_000 {
+        if timer::us_since(start) > ACK_TIMEOUT_US {
             return Err(format!("only {} of {expected} acks", monitor::bench_acks() - before));
         }
+        deadline.check()?;
     }
     Ok(())
 }
 
 /// Multikernel Figure 6: the latency of a request to every core and the collection of all
-/// their acks, by protocol (one shared line; one channel each; the SKB's multicast tree),
-/// against the number of cores. Runs on the boot core as the source.
-fn multicast(rounds: usize) -> Result<(), String> {
+/// their acks, by protocol (one channel each; the SKB's multicast tree; one shared line),
+/// against the number of cores. The calling core is the source.
+fn multicast(rounds: usize, deadline: Deadline) -> Result<(), String> {
     let cores = smp::online_cores();
+    if cores.len() < 2 {
+        return Err(NEEDS_TWO_CORES.into());
+    }
     let source = this_core().index;
-    let skb = knowledge::get().ok_or("the SKB is not measured")?;
+    let tree = knowledge::get().ok_or("the SKB is not measured")?.multicast_tree(source);
     for k in 2..=cores.len() {
         let targets: Vec<usize> = cores.iter().copied().filter(|&c| c != source && c < k).collect();
-        // Unicast: one message per core over its channel.
-        let mut samples = Vec::new();
-        for round in 0..rounds as u64 {
-            let (before, start) = (monitor::bench_acks(), cpu::rdtsc());
-            for &t in &targets {
-                monitor::send(t, &Request::Bench(round)).map_err(|e| format!("{e:?}"))?;
-            }
-            wait_acks(before, targets.len() as u64)?;
-            samples.push(cpu::rdtsc() - start);
-        }
-        result(
-            "multicast",
-            k,
-            "latency_cycles",
-            median(&mut samples),
-            "cycles",
-            ",\"protocol\":\"unicast\"",
-        );
-
-        // Multicast tree: one message per package aggregator, which forwards within its
-        // package and acks once; cores of the source's own package get direct messages.
-        let tree = skb.multicast_tree(source);
-        let mut samples = Vec::new();
-        for round in 0..rounds as u64 {
-            let (before, start) = (monitor::bench_acks(), cpu::rdtsc());
-            let mut expected = 0;
-            for agg in &tree.aggregators {
-                if agg.core == source || agg.core >= k {
-                    for &m in agg.members.iter().filter(|&&m| m < k) {
-                        monitor::send(m, &Request::Bench(round)).map_err(|e| format!("{e:?}"))?;
-                        expected += 1;
-                    }
-                } else {
-                    let request = Request::Multicast { round, source, limit: k };
-                    monitor::send(agg.core, &request).map_err(|e| format!("{e:?}"))?;
-                    expected += 1;
-                }
-            }
-            wait_acks(before, expected)?;
-            samples.push(cpu::rdtsc() - start);
-        }
-        result(
-            "multicast",
-            k,
-            "latency_cycles",
-            median(&mut samples),
-            "cycles",
-            ",\"protocol\":\"multicast\"",
-        );
-
-        // Broadcast: the source writes one shared line that every target polls.
-        let line = PairMemory::new_boxed();
-        let listener = |_| -> Result<(), String> {
-            for round in 1..=rounds as u64 {
-                while line.ping.load(Ordering::Acquire) < round {}
-                monitor::send(source, &Request::BenchAck(round)).map_err(|e| format!("{e:?}"))?;
-            }
-            Ok(())
-        };
-        let calls: Vec<CallId> = targets
-            .iter()
-            .map(|&t| monitor::call_async(t, &listener).map_err(|e| format!("{e:?}")))
-            .collect::<Result<_, _>>()?;
-        let mut samples = Vec::new();
-        for round in 1..=rounds as u64 {
-            let (before, start) = (monitor::bench_acks(), cpu::rdtsc());
-            line.ping.store(round, Ordering::Release);
-            wait_acks(before, targets.len() as u64)?;
-            samples.push(cpu::rdtsc() - start);
-        }
-        let outcomes: Vec<Outcome> =
-            calls.into_iter().map(|id| monitor::wait(id, JOB_TIMEOUT_US)).collect();
-        all_ok(&targets, &outcomes)?;
-        result(
-            "multicast",
-            k,
-            "latency_cycles",
-            median(&mut samples),
-            "cycles",
-            ",\"protocol\":\"broadcast\"",
-        );
+        let unicast = time_rounds(rounds, |round| unicast_round(&targets, round, deadline))?;
+        multicast_result(k, "unicast", unicast);
+        let multicast = time_rounds(rounds, |round| tree_round(&tree, k, round, deadline))?;
+        multicast_result(k, "multicast", multicast);
+        let broadcast = broadcast_rounds(source, &targets, rounds, deadline)?;
+        multicast_result(k, "broadcast", broadcast);
     }
     Ok(())
+}
+
+/// Prints the median latency of `protocol` to `k` cores.
+fn multicast_result(k: usize, protocol: &str, cycles: u64) {
+    let extra = format!(",\"protocol\":\"{protocol}\"");
+    result("multicast", k, "latency_cycles", cycles, "cycles", &extra);
+}
+
+/// Runs `round(0..rounds)` one after another; the median of their cycles.
+fn time_rounds(
+    rounds: usize,
+    mut round: impl FnMut(u64) -> Result<(), String>,
+) -> Result<u64, String> {
+    let mut samples = try_vec(rounds, || 0u64)?;
+    for (r, sample) in samples.iter_mut().enumerate() {
+        let start = cpu::rdtsc();
+        round(r as u64)?;
+        *sample = cpu::rdtsc() - start;
+    }
+    Ok(median(&mut samples).unwrap_or(0))
+}
+
+/// Unicast: one message to each target over its own channel, then all their acks.
+fn unicast_round(targets: &[usize], round: u64, deadline: Deadline) -> Result<(), String> {
+    let before = monitor::bench_acks();
+    for &t in targets {
+        send(t, &Request::Bench(round))?;
+    }
+    wait_acks(before, targets.len() as u64, deadline)
+}
+
+/// The SKB's multicast tree, cut to cores below `k`: one message per package aggregator,
+/// which forwards within its package and acks once; cores of the source's own package
+/// get direct messages.
+fn tree_round(
+    tree: &MulticastTree,
+    k: usize,
+    round: u64,
+    deadline: Deadline,
+) -> Result<(), String> {
+    let before = monitor::bench_acks();
+    let mut expected = 0;
+    for agg in &tree.aggregators {
+        if agg.core == tree.source || agg.core >= k {
+            for &m in agg.members.iter().filter(|&&m| m < k) {
+                send(m, &Request::Bench(round))?;
+                expected += 1;
+            }
+        } else {
+            send(agg.core, &Request::Multicast { round, source: tree.source, limit: k })?;
+            expected += 1;
+        }
+    }
+    wait_acks(before, expected, deadline)
+}
+
+/// The line of the broadcast protocol: the round the source has started, and whether the
+/// listeners should stop (the source gave up).
+#[repr(C, align(64))]
+struct BroadcastLine {
+    round: AtomicU64,
+    stop: AtomicBool,
+}
+
+/// Broadcast: the source writes one shared line that every target polls, and each target
+/// acks by message. Each target runs a listener job for all the rounds; the median
+/// latency of a round in cycles.
+fn broadcast_rounds(
+    source: usize,
+    targets: &[usize],
+    rounds: usize,
+    deadline: Deadline,
+) -> Result<u64, String> {
+    let line = Box::new(BroadcastLine { round: AtomicU64::new(0), stop: AtomicBool::new(false) });
+    let listener = |_| -> Result<(), String> {
+        for round in 1..=rounds as u64 {
+            spin(deadline, || {
+                let started = line.round.load(Ordering::Acquire) >= round;
+                (started || line.stop.load(Ordering::Acquire)).then_some(())
+            })?;
+            if line.stop.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            send(source, &Request::BenchAck(round))?;
+        }
+        Ok(())
+    };
+    let mut calls = Vec::with_capacity(targets.len());
+    let mut started = Ok(());
+    for &t in targets {
+        match monitor::call_async(t, &listener) {
+            Ok(id) => calls.push(id),
+            Err(e) => {
+                started = Err(format!("listener on core {t}: {e:?}"));
+                break;
+            }
+        }
+    }
+    let timed = started.and_then(|()| {
+        time_rounds(rounds, |round| {
+            let before = monitor::bench_acks();
+            line.round.store(round + 1, Ordering::Release);
+            wait_acks(before, targets.len() as u64, deadline)
+        })
+    });
+    // The listeners borrow `line`: every one is waited for, whatever happened above.
+    line.stop.store(true, Ordering::Release);
+    let outcomes: Vec<Outcome> =
+        calls.into_iter().map(|id| monitor::wait(id, JOB_TIMEOUT_US)).collect();
+    let cycles = timed?;
+    all_ok(targets, &outcomes)?;
+    Ok(cycles)
 }
 
 /// Most cache lines an update touches (Figure 3 goes to 8).
@@ -323,10 +479,10 @@ struct SharedLine(AtomicU64, [u64; 7]);
 /// server core that owns the array and answers when done (MSGn), against the number of
 /// client cores. The server is the last core and runs a dedicated loop over one channel
 /// pair per client (as the paper's server did), not the general monitor.
-fn shm(updates: usize) -> Result<(), String> {
+fn shm(updates: usize, deadline: Deadline) -> Result<(), String> {
     let cores = smp::online_cores();
     if cores.len() < 2 {
-        return Err("needs 2 cores".into());
+        return Err(NEEDS_TWO_CORES.into());
     }
     let server = *cores.last().ok_or("no cores")?;
     let clients_all: Vec<usize> = cores.iter().copied().filter(|&c| c != server).collect();
@@ -340,33 +496,46 @@ fn shm(updates: usize) -> Result<(), String> {
             [1usize, 2, 4, 8].into_iter().flat_map(|n| [(n, "shm", true), (n, "msg", true)]),
         );
         for (n_lines, protocol, report) in configs {
+            deadline.check()?;
             let per_update: Vec<AtomicU64> = clients.iter().map(|_| AtomicU64::new(0)).collect();
             if protocol == "shm" {
-                let work = |index: usize| -> Result<(), String> {
-                    let slot = clients.iter().position(|&c| c == index).ok_or("not a client")?;
-                    let start = cpu::rdtsc();
-                    for _ in 0..updates {
-                        for line in &lines[..n_lines] {
-                            line.0.fetch_add(1, Ordering::AcqRel);
-                        }
-                    }
-                    per_update[slot]
-                        .store((cpu::rdtsc() - start) / updates as u64, Ordering::Relaxed);
-                    Ok(())
-                };
-                all_ok(clients, &smp::run_on(clients, JOB_TIMEOUT_US, &work))?;
+                shared_updates(clients, &lines[..n_lines], updates, &per_update)?;
             } else {
-                message_updates(server, clients, n_lines, updates, &per_update)?;
+                message_updates(server, clients, n_lines, updates, &per_update, deadline)?;
             }
             if !report {
                 continue;
             }
             let mut v: Vec<u64> = per_update.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+            let cycles = median(&mut v).unwrap_or(0);
             let extra = format!(",\"protocol\":\"{protocol}{n_lines}\",\"lines\":{n_lines}");
-            result("shm_vs_msg", k, "cycles_per_update", median(&mut v), "cycles", &extra);
+            result("shm_vs_msg", k, "cycles_per_update", cycles, "cycles", &extra);
         }
     }
     Ok(())
+}
+
+/// SHMn: each client adds 1 to every line of `lines`, `updates` times. Cycles per update go
+/// to `per_update` (one slot per client). No waiting on other cores, so the work is
+/// bounded by `updates` alone.
+fn shared_updates(
+    clients: &[usize],
+    lines: &[SharedLine],
+    updates: usize,
+    per_update: &[AtomicU64],
+) -> Result<(), String> {
+    let work = |index: usize| -> Result<(), String> {
+        let slot = clients.iter().position(|&c| c == index).ok_or("not a client")?;
+        let start = cpu::rdtsc();
+        for _ in 0..updates {
+            for line in lines {
+                line.0.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        per_update[slot].store((cpu::rdtsc() - start) / updates as u64, Ordering::Relaxed);
+        Ok(())
+    };
+    all_ok(clients, &smp::run_on(clients, JOB_TIMEOUT_US, &work))
 }
 
 /// MSGn: each client sends `updates` requests over its own channel to `server` and waits
@@ -378,6 +547,7 @@ fn message_updates(
     n_lines: usize,
     updates: usize,
     per_update: &[AtomicU64],
+    deadline: Deadline,
 ) -> Result<(), String> {
     let pairs: Vec<Box<PairMemory>> = clients.iter().map(|_| PairMemory::new_boxed()).collect();
     let serve = |_| -> Result<(), String> {
@@ -385,14 +555,19 @@ fn message_updates(
             pairs.iter().map(|p| (Receiver::new(&p.forward), Sender::new(&p.backward))).collect();
         let mut array = [[0u64; 8]; UPDATE_LINES];
         let mut remaining = clients.len() * updates;
+        let mut passes = 0u32;
         while remaining > 0 {
             for (rx, tx) in ends.iter_mut() {
                 let Some(msg) = rx.try_recv() else { continue };
                 for line in &mut array[..(msg.payload[1] as usize).min(UPDATE_LINES)] {
                     line[0] = line[0].wrapping_add(1);
                 }
-                while tx.try_send(2, &msg.payload).is_err() {}
+                spin(deadline, || tx.try_send(2, &msg.payload).ok())?;
                 remaining -= 1;
+            }
+            passes = passes.wrapping_add(1);
+            if passes.is_multiple_of(64) {
+                deadline.check()?;
             }
         }
         core::hint::black_box(&array);
@@ -408,8 +583,8 @@ fn message_updates(
             let mut payload = [0u64; PAYLOAD_WORDS];
             payload[0] = round;
             payload[1] = n_lines as u64;
-            while tx.try_send(1, &payload).is_err() {}
-            while rx.try_recv().is_none() {}
+            spin(deadline, || tx.try_send(1, &payload).ok())?;
+            spin(deadline, || rx.try_recv())?;
         }
         per_update[slot].store((cpu::rdtsc() - start) / updates as u64, Ordering::Relaxed);
         Ok(())

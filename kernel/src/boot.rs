@@ -12,23 +12,6 @@ use crate::{console, knowledge, ktest, println, smp};
 use physmem::{CoreFrames, CoreShare, FrameOwners, PhysRange, RangeSet, FRAME_SIZE};
 use x86_64::structures::paging::PageTableFlags as F;
 
-/// Facts gathered at boot, shown by the console.
-pub struct BootFacts {
-    /// Usable RAM in bytes when the frame lists were made.
-    pub usable_bytes: u64,
-    /// End of the highest RAM range.
-    pub ram_top: u64,
-    /// NUMA nodes.
-    pub nodes: u32,
-    /// Cores listed by the firmware (and started).
-    pub cores_listed: usize,
-    /// Microseconds from the first kernel instruction to the console.
-    pub boot_us: u64,
-}
-
-/// Read by the console.
-pub static FACTS: spin::Once<BootFacts> = spin::Once::new();
-
 const MIB: u64 = 1 << 20;
 /// Kernel stack pages per core, below an unmapped guard page.
 const STACK_PAGES: u64 = 16;
@@ -51,6 +34,13 @@ struct EarlyFrames {
     end: u64,
 }
 
+impl Phases {
+    /// Microseconds from the first kernel instruction to the end of the last phase.
+    fn boot_us(&self) -> u64 {
+        timer::tsc_to_us(self.end - pvh::entry_tsc())
+    }
+}
+
 impl EarlyFrames {
     fn alloc(&mut self) -> Option<u64> {
         (self.next < self.end).then(|| {
@@ -60,8 +50,49 @@ impl EarlyFrames {
     }
 }
 
-/// The boot core's whole boot. Never returns.
+/// TSC readings at the end of each boot phase, for the boot log.
+struct Phases {
+    tables: u64,
+    acpi: u64,
+    cores: u64,
+    calibrated: u64,
+    end: u64,
+}
+
+/// The boot core's whole boot, phase by phase. Never returns.
 pub fn boot_core(start_info: u32) -> ! {
+    let info = read_start_info(start_info);
+    let (usable, ram_top, pml4) = switch_to_kernel_tables(&info);
+    let tables = cpu::rdtsc();
+    let (platform, layout) = read_firmware_tables(info.rsdp);
+    let acpi = cpu::rdtsc();
+    give_each_core_its_memory(&usable, &platform, &layout, pml4);
+    let bsp = enter_core_zero(pml4, platform.core_count);
+    let cores = cpu::rdtsc();
+    timer::calibrate();
+    let calibrated = cpu::rdtsc();
+    timer::start_tick();
+    bsp.set_state(CoreState::Online);
+    cpu::enable_interrupts();
+    let online = start_application_processors(pml4);
+    let phases = Phases { tables, acpi, cores, calibrated, end: cpu::rdtsc() };
+    knowledge::FACTS.call_once(|| knowledge::BootFacts {
+        usable_bytes: usable.total_bytes(),
+        ram_top,
+        nodes: platform.node_count,
+        cores_listed: platform.core_count,
+        boot_us: phases.boot_us(),
+    });
+    print_boot_log(&usable, &platform, &layout, online, &phases);
+    if let Err(e) = knowledge::measure_at_boot() {
+        println!("skb: measurement failed: {e}");
+    }
+    hand_over(info.cmdline())
+}
+
+/// Opens the serial port and reads the boot information from `hvm_start_info`; notes the
+/// initrd; silences the legacy PICs.
+fn read_start_info(start_info: u32) -> BootInfo {
     arch::serial::init();
     let info = match pvh::read_start_info(start_info as u64, |pa| phys_to_virt(pa) as *const u8) {
         Ok(info) => info,
@@ -73,9 +104,14 @@ pub fn boot_core(start_info: u32) -> ! {
         crate::user::initrd::set(addr, size);
     }
     arch::disable_legacy_pic();
+    info
+}
 
-    // Memory map → usable frames (RAM minus low memory, the kernel image and modules).
-    let (usable, ram_top) = usable_memory(&info);
+/// Memory map → usable frames (RAM minus low memory, the kernel image and modules); builds
+/// the kernel page tables from the first usable frames below 1 GiB and switches to them.
+/// Returns the usable frames left, the top of RAM and the kernel PML4.
+fn switch_to_kernel_tables(info: &BootInfo) -> (RangeSet<64>, u64, u64) {
+    let (mut usable, ram_top) = usable_memory(info);
     let first_low = usable.iter().find(|r| r.start < (1 << 30) && r.len() >= 64 * FRAME_SIZE);
     let Some(first_low) = first_low else { fail(format_args!("no usable memory below 1 GiB")) };
     let mut early = EarlyFrames {
@@ -92,28 +128,37 @@ pub fn boot_core(start_info: u32) -> ! {
     };
     // SAFETY: the new tables map the kernel image, the direct map and this stack (in .bss).
     unsafe { paging::activate(pml4) };
-    let t_tables = cpu::rdtsc();
-    let mut usable = usable;
     if usable.remove(PhysRange { start: early.start, end: early.next }).is_err() {
         fail(format_args!("memory map too fragmented"));
     }
+    (usable, ram_top, pml4)
+}
 
-    // Firmware tables: cores, NUMA nodes, power-off.
+/// Firmware tables: cores, NUMA nodes, the power-off port (ACPI), and how APIC ids split
+/// into package/core/SMT (CPUID). Turns this core's local APIC on.
+fn read_firmware_tables(rsdp: u64) -> (acpi::Platform, topology::ApicIdLayout) {
     apic::choose_mode();
     apic::enable_on_this_core();
-    let platform = match acpi::discover(info.rsdp, apic::id()) {
+    let platform = match acpi::discover(rsdp, apic::id()) {
         Ok(p) => p,
         Err(e) => fail(format_args!("ACPI: {e:?}")),
     };
     power::set_pm1a_control(platform.pm1a_control);
-    let n = platform.core_count;
-    let layout = cpu_layout();
-    let t_acpi = cpu::rdtsc();
+    (platform, cpu_layout())
+}
 
-    // Per-core frame lists (Corey §4.1), node-local where the SRAT gives nodes.
+/// Splits memory among the cores (Corey §4.1), node-local where the SRAT gives nodes, and
+/// builds each core's block, stacks and frame list from that core's own frames.
+fn give_each_core_its_memory(
+    usable: &RangeSet<64>,
+    platform: &acpi::Platform,
+    layout: &topology::ApicIdLayout,
+    pml4: u64,
+) {
+    let n = platform.core_count;
     let mut shares = [const { CoreShare::new() }; percpu::MAX_CORES];
     if let Err(e) = physmem::partition(
-        &usable,
+        usable,
         platform.node_memory(),
         &platform.core_node[..n],
         &mut shares[..n],
@@ -124,8 +169,6 @@ pub fn boot_core(start_info: u32) -> ! {
         Ok(owners) => frames::set_owners(owners),
         Err(e) => fail(format_args!("frame owner table: {e:?}")),
     }
-
-    // Each core's block, stacks and frame list, built from that core's own frames.
     for (i, share) in shares[..n].iter().enumerate() {
         let apic_id = platform.apic_ids[i];
         if let Err(e) =
@@ -134,8 +177,10 @@ pub fn boot_core(start_info: u32) -> ! {
             fail(format_args!("core {i}: {e}"));
         }
     }
+}
 
-    // The boot core becomes core 0.
+/// The boot core becomes core 0: enters its block, opens its heap and its monitor.
+fn enter_core_zero(pml4: u64, cores: usize) -> &'static percpu::PerCore {
     let bsp = percpu::core(0).expect("core 0 was just published");
     // SAFETY: core 0's block, entered once on the boot core, interrupts still off.
     unsafe { bsp.enter() };
@@ -143,35 +188,39 @@ pub fn boot_core(start_info: u32) -> ! {
     if heap::init_this_core().is_none() {
         fail(format_args!("no memory for the kernel heap"));
     }
-    monitor::init_this_core(n);
-    let t_cores = cpu::rdtsc();
-    timer::calibrate();
-    let t_calibrated = cpu::rdtsc();
-    timer::start_tick();
-    bsp.set_state(CoreState::Online);
-    cpu::enable_interrupts();
+    monitor::init_this_core(cores);
+    // The monitor runs START jobs through the user layer above it; `kernel_command` runs
+    // lines through the console above that.
+    monitor::set_start_handler(crate::user::start_job);
+    crate::user::set_kernel_console(console::execute_and_report);
+    bsp
+}
 
-    // Application processors.
+/// Starts the application processors and waits for them; returns how many cores are
+/// online.
+fn start_application_processors(pml4: u64) -> usize {
     start_ap::install_trampoline(pml4, pvh::boot_pml4_phys());
     smp::start_application_processors();
-    let online = smp::wait_for_online(ONLINE_TIMEOUT_US);
-    let t_end = cpu::rdtsc();
-    let boot_us = timer::tsc_to_us(t_end - pvh::entry_tsc());
-    FACTS.call_once(|| BootFacts {
-        usable_bytes: usable.total_bytes(),
-        ram_top,
-        nodes: platform.node_count,
-        cores_listed: n,
-        boot_us,
-    });
+    smp::wait_for_online(ONLINE_TIMEOUT_US)
+}
 
+/// The boot log: memory, cores, timer, the online marker and the time of each phase.
+fn print_boot_log(
+    usable: &RangeSet<64>,
+    platform: &acpi::Platform,
+    layout: &topology::ApicIdLayout,
+    online: usize,
+    phases: &Phases,
+) {
+    let n = platform.core_count;
+    let core0_free = percpu::core(0).map_or(0, |c| c.free_frames());
     println!(
         "memory: {} MiB usable in {} ranges, {} NUMA node(s), {} frames per core (core 0: {})",
         usable.total_bytes() / MIB,
         usable.len(),
         platform.node_count,
         frames::total_free() / n as u64,
-        bsp.free_frames()
+        core0_free
     );
     println!(
         "cores: {online} of {n} online ({:?}{}), topology smt_bits={} core_bits={}",
@@ -187,28 +236,26 @@ pub fn boot_core(start_info: u32) -> ! {
         timer::TICK_HZ
     );
     println!("{}{online}", verdict::ONLINE_MARKER);
-    println!("boot: {boot_us} us from kernel entry to console");
+    println!("boot: {} us from kernel entry to console", phases.boot_us());
     let us = |a: u64, b: u64| timer::tsc_to_us(b - a);
     println!(
         "boot phases (us): page tables {}, ACPI {}, per-core setup {}, timer calibration {}, APs {}",
-        us(pvh::entry_tsc(), t_tables),
-        us(t_tables, t_acpi),
-        us(t_acpi, t_cores),
-        us(t_cores, t_calibrated),
-        us(t_calibrated, t_end)
+        us(pvh::entry_tsc(), phases.tables),
+        us(phases.tables, phases.acpi),
+        us(phases.acpi, phases.cores),
+        us(phases.cores, phases.calibrated),
+        us(phases.calibrated, phases.end)
     );
+}
 
-    if let Err(e) = knowledge::measure_at_boot() {
-        println!("skb: measurement failed: {e}");
-    }
-
-    let cmdline = info.cmdline();
+/// What the boot core does once the machine is up: the `test=` tests, or the shell
+/// (`init`, with the `cmd=` line as its argument), or the kernel console (`console=kernel`,
+/// or when `init` is missing or ends); `cmd=` powers off after its one line.
+fn hand_over(cmdline: &str) -> ! {
     if let Some(selector) = cmdline::get(cmdline, verdict::cmdline_keys::TEST) {
         ktest::run(selector)
     }
     let command = cmdline::get(cmdline, verdict::cmdline_keys::CMD);
-    // The shell is the user program `init` (M3); `console=kernel` keeps the kernel's own
-    // console, which is also what remains if `init` is missing or ends.
     if cmdline::get(cmdline, "console") != Some("kernel")
         && crate::user::initrd::find("init").is_some()
     {
@@ -220,7 +267,7 @@ pub fn boot_core(start_info: u32) -> ! {
         }
         println!("init ended ({status:?}); the kernel console takes over");
     } else if let Some(command) = command {
-        console::execute(command);
+        let _ = console::execute_and_report(command);
         power::power_off()
     }
     console::run()
@@ -303,8 +350,18 @@ fn build_core(
     for from in (0..cores).filter(|&from| from != i) {
         channels::install(from, i, cf.alloc().ok_or("no frame for a channel")?);
     }
+    let (stack, critical_stack_top) = map_stacks(i, &mut cf, pml4)?;
+    let setup =
+        CoreSetup { index: i, apic_id, location, node, frames: cf, stack, critical_stack_top, idt };
+    // SAFETY: `block` is a zeroed frame of core `i`, kept for the kernel's lifetime.
+    unsafe { percpu::publish(phys_to_virt(block), setup) };
+    Ok(())
+}
 
-    // Stacks: [guard][kernel stack][guard][critical stack] in the core's slot.
+/// Maps core `i`'s stacks in its slot of the stack region, from its own frames:
+/// `[guard][kernel stack][guard][critical stack]`. Returns the kernel stack's range (the
+/// boot core keeps the stack it runs on) and the top of the critical (IST) stack.
+fn map_stacks(i: usize, cf: &mut CoreFrames, pml4: u64) -> Result<((u64, u64), u64), &'static str> {
     let slot = STACKS_BASE + i as u64 * STACK_SLOT;
     let stack_low = slot + FRAME_SIZE;
     let critical_low = stack_low + STACK_PAGES * FRAME_SIZE + FRAME_SIZE;
@@ -330,18 +387,5 @@ fn build_core(
     } else {
         (stack_low, stack_low + STACK_PAGES * FRAME_SIZE)
     };
-    let critical_top = critical_low + CRITICAL_STACK_PAGES * FRAME_SIZE;
-    let setup = CoreSetup {
-        index: i,
-        apic_id,
-        location,
-        node,
-        frames: cf,
-        stack,
-        critical_stack_top: critical_top,
-        idt,
-    };
-    // SAFETY: `block` is a zeroed frame of core `i`, kept for the kernel's lifetime.
-    unsafe { percpu::publish(phys_to_virt(block), setup) };
-    Ok(())
+    Ok((stack, critical_low + CRITICAL_STACK_PAGES * FRAME_SIZE))
 }

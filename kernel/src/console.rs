@@ -1,27 +1,81 @@
-//! The kernel console on COM1: a line editor and a handful of commands. `make run` lands
-//! here; `make run CMD="..."` runs one command through [`execute`] and powers off.
+//! The kernel console on COM1: a line editor and a handful of commands. `make run
+//! CONSOLE=kernel` lands here; `cmd=` on the command line runs one line through
+//! [`execute`], and so does the `kernel_command` system call.
+//!
+//! Whoever sends a line, it cannot take the core down (DESIGN principle 5): every command
+//! checks its arguments (numbers within stated bounds, no extra words), allocates what
+//! the input sizes fallibly, bounds its work, and answers. A refused line is an `Err` with
+//! the reason, which callers print as `<command>: <error>` ([`execute_and_report`]).
 
 use crate::arch::{power, serial, timer};
 use crate::percpu::{self, CoreState};
-use crate::{boot, ktest, mem, print, println};
+use crate::smp::{self, Outcome};
+use crate::{bench, mem, print, println};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use cmdline::{Printable, ECHO_MAX};
 
-/// (name, help) of every command, in the order `help` shows them.
-const COMMANDS: &[(&str, &str)] = &[
-    ("help", "this list"),
-    ("cores", "each core: APIC id, package/core/SMT, NUMA node, state, timer ticks"),
-    ("mem", "free frames per core"),
-    ("skb", "the system knowledge base: topology, compute speed, URPC latency matrix (cycles)"),
-    ("monitor", "each core's message counters: rejected messages, idle wake-ups"),
-    ("bench", "bench urpc|multicast|shm [iterations]: print RESULT lines"),
-    ("ls", "the programs in the initrd"),
-    ("run", "run [-c CORES] PROGRAM [ARGS]: run a program once on each listed core (e.g. -c 0-3)"),
-    ("tests", "the kernel's integration tests (boot with test=NAME or test=all to run)"),
-    ("uptime", "seconds since boot, by the boot core's tick"),
-    ("poweroff", "power the machine off"),
+/// One console command.
+struct Command {
+    name: &'static str,
+    /// Its arguments as `help` and usage errors show them ("" for none).
+    args: &'static str,
+    /// What it does, for `help`.
+    help: &'static str,
+    /// Runs it with the rest of the line after the name (trimmed).
+    run: fn(&str) -> Result<(), String>,
+}
+
+/// Every command, in the order `help` shows them.
+const COMMANDS: &[Command] = &[
+    Command { name: "help", args: "", help: "this list", run: help },
+    Command {
+        name: "cores",
+        args: "",
+        help: "each core: APIC id, package/core/SMT, NUMA node, state, timer ticks",
+        run: cores,
+    },
+    Command { name: "mem", args: "", help: "free frames per core", run: mem },
+    Command {
+        name: "skb",
+        args: "",
+        help: "the system knowledge base: topology, compute speed, URPC latency (cycles)",
+        run: skb,
+    },
+    Command {
+        name: "monitor",
+        args: "",
+        help: "each core's message counters: rejected messages, idle wake-ups",
+        run: monitor,
+    },
+    Command {
+        name: "bench",
+        args: bench::USAGE,
+        help: "an in-kernel experiment, printing RESULT lines ('bench' alone: the limits)",
+        run: bench::command,
+    },
+    Command { name: "ls", args: "", help: "the programs in the initrd", run: ls },
+    Command {
+        name: "run",
+        args: "[-c CORES] PROGRAM [ARGS]",
+        help: "run a program once on each listed core (e.g. -c 0-3), wait for all",
+        run: run_program,
+    },
+    Command {
+        name: "tests",
+        args: "",
+        help: "the kernel's integration tests (boot with test=NAME or test=all to run)",
+        run: tests,
+    },
+    Command { name: "uptime", args: "", help: "seconds since boot, by core 0's tick", run: uptime },
+    Command { name: "poweroff", args: "", help: "power the machine off", run: poweroff },
 ];
 
-/// Longest input line.
+/// Longest input line, in bytes.
 const LINE_MAX: usize = 256;
+/// How long `run` waits for a program (the programs' own default time limit).
+const RUN_TIMEOUT_US: u64 = 600_000_000;
 
 /// Prompts and runs commands forever.
 pub fn run() -> ! {
@@ -30,8 +84,9 @@ pub fn run() -> ! {
     loop {
         print!("atoll> ");
         let len = read_line(&mut line);
+        // `read_line` keeps printable ASCII only, so this cannot fail.
         let text = core::str::from_utf8(&line[..len]).unwrap_or("");
-        execute(text);
+        let _ = execute_and_report(text);
     }
 }
 
@@ -63,84 +118,77 @@ fn read_line(buf: &mut [u8; LINE_MAX]) -> usize {
     }
 }
 
-/// Runs one command line.
-pub fn execute(line: &str) {
-    let mut words = line.split_whitespace();
-    match words.next() {
-        None => {}
-        Some("help") => {
-            for (name, help) in COMMANDS {
-                println!("  {name:<9} {help}");
-            }
-        }
-        Some("cores") => cores(),
-        Some("mem") => mem(),
-        Some("tests") => {
-            for t in ktest::all() {
-                println!(
-                    "  {:<28} min_cores={} {}",
-                    t.name,
-                    t.min_cores,
-                    if t.isolated { "isolated" } else { "" }
-                );
-            }
-        }
-        Some("skb") => match crate::knowledge::get() {
-            Some(skb) => {
-                let mut text = alloc::string::String::new();
-                let _ = skb.render(&mut text);
-                for line in text.lines() {
-                    println!("{line}");
-                }
-            }
-            None => println!("the SKB has not been measured"),
-        },
-        Some("monitor") => {
-            println!("core  state      wakeups  rejected");
-            for c in percpu::all_cores() {
-                println!(
-                    "{:>4}  {:<9} {:>8}  {:>8}",
-                    c.index,
-                    alloc::format!("{:?}", c.state()),
-                    c.wakeups(),
-                    c.rejected()
-                );
-            }
-            println!(
-                "this core: {:?}, poll budget {} cycles",
-                crate::monitor::stats(),
-                crate::monitor::poll_budget()
-            );
-        }
-        Some("ls") => {
-            for (name, size) in crate::user::initrd::files() {
-                println!("  {name:<16} {size:>8} bytes");
-            }
-        }
-        Some("run") => run_program(line),
-        Some("bench") => {
-            let args: alloc::vec::Vec<&str> = words.collect();
-            crate::bench::run(&args);
-        }
-        Some("uptime") => {
-            let ticks = percpu::core(0).map_or(0, |c| c.ticks());
-            let boot_us = boot::FACTS.get().map_or(0, |f| f.boot_us);
-            println!(
-                "up {}.{:02} s; booted in {} us",
-                ticks / timer::TICK_HZ,
-                ticks % timer::TICK_HZ,
-                boot_us
-            );
-        }
-        Some("poweroff") => {
-            println!("powering off");
-            power::power_off()
-        }
-        Some(other) => println!("unknown command '{other}' (try 'help')"),
+/// Runs one command line. `Ok` when the command was accepted and did its work; `Err` with
+/// the reason when the line was refused (unknown command, bad or extra arguments, a line
+/// longer than 256 bytes) or the work failed. An empty line is accepted and does nothing.
+pub fn execute(line: &str) -> Result<(), String> {
+    if line.len() > LINE_MAX {
+        return Err(format!("the line is {} bytes long; the most is {LINE_MAX}", line.len()));
+    }
+    let line = line.trim();
+    let (name, rest) = split_word(line);
+    if name.is_empty() {
+        return Ok(());
+    }
+    let command = COMMANDS
+        .iter()
+        .find(|c| c.name == name)
+        .ok_or_else(|| String::from("unknown command (try 'help')"))?;
+    (command.run)(rest)
+}
+
+/// [`execute`], printing a refusal as `<command>: <error>`.
+pub fn execute_and_report(line: &str) -> Result<(), String> {
+    let outcome = execute(line);
+    if let Err(e) = &outcome {
+        let name = line.split_whitespace().next().unwrap_or("");
+        println!("{}: {}", Printable(name, ECHO_MAX), Printable(e, usize::MAX));
+    }
+    outcome
+}
+
+/// The commands' names, in `help`'s order (for tests that feed every command).
+pub fn command_names() -> impl Iterator<Item = &'static str> {
+    COMMANDS.iter().map(|c| c.name)
+}
+
+/// The first word of `text` and the rest after it (leading spaces trimmed).
+fn split_word(text: &str) -> (&str, &str) {
+    match text.split_once(char::is_whitespace) {
+        Some((word, rest)) => (word, rest.trim_start()),
+        None => (text, ""),
     }
 }
 
-fn cores() {
+/// The usage error of a command that takes no arguments, if it got some.
+fn no_arguments(args: &str) -> Result<(), String> {
+    if args.is_empty() {
+        Ok(())
+    } else {
+        Err("takes no arguments".into())
+    }
+}
+
+/// `help`: every command with its arguments and what it does.
+fn help(args: &str) -> Result<(), String> {
+    no_arguments(args)?;
+    let usage = |c: &Command| {
+        if c.args.is_empty() {
+            String::from(c.name)
+        } else {
+            format!("{} {}", c.name, c.args)
+        }
+    };
+    let width = COMMANDS.iter().map(|c| usage(c).len()).max().unwrap_or(0);
+    for c in COMMANDS {
+        println!("  {:<width$}  {}", usage(c), c.help);
+    }
+    Ok(())
+}
+
+/// `cores`: each core's place, state and ticks.
+fn cores(args: &str) -> Result<(), String> {
+    no_arguments(args)?;
     println!("core  apic  pkg  core  smt  node  state      ticks");
     for c in percpu::all_cores() {
         let state = match c.state() {
@@ -159,17 +207,19 @@ fn cores() {
             c.node,
             state,
             c.ticks(),
-            c.fault_vector()
-                .map_or(alloc::string::String::new(), |v| alloc::format!("  (exception {v})"))
+            c.fault_vector().map_or(String::new(), |v| format!("  (exception {v})"))
         );
         if c.unexpected_interrupts() > 0 {
             println!("      {} interrupts on unhandled vectors", c.unexpected_interrupts());
         }
     }
+    Ok(())
 }
 
-fn mem() {
-    let facts = boot::FACTS.get();
+/// `mem`: free frames per core, and this core's heap.
+fn mem(args: &str) -> Result<(), String> {
+    no_arguments(args)?;
+    let facts = crate::knowledge::FACTS.get();
     println!("core  node  free frames  free MiB");
     for c in percpu::all_cores() {
         println!(
@@ -188,42 +238,133 @@ fn mem() {
         facts.map_or(0, |f| f.usable_bytes >> 20),
         facts.map_or(0, |f| f.nodes)
     );
-    let (mapped, used) = percpu::this_core().heap.with(|h| h.stats());
+    let (mapped, used) = crate::mem::heap::stats_this_core();
     println!("kernel heap of this core: {} KiB mapped, {} KiB in use", mapped >> 10, used >> 10);
+    Ok(())
+}
+
+/// `skb`: the system knowledge base as measured at boot.
+fn skb(args: &str) -> Result<(), String> {
+    no_arguments(args)?;
+    let skb = crate::knowledge::get().ok_or("the SKB has not been measured")?;
+    let mut text = String::new();
+    skb.render(&mut text).map_err(|_| "cannot render the SKB")?;
+    for line in text.lines() {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// `monitor`: each core's message counters.
+fn monitor(args: &str) -> Result<(), String> {
+    no_arguments(args)?;
+    println!("core  state      wakeups  rejected");
+    for c in percpu::all_cores() {
+        let state = format!("{:?}", c.state());
+        println!("{:>4}  {:<9} {:>8}  {:>8}", c.index, state, c.wakeups(), c.rejected());
+    }
+    println!(
+        "this core: {:?}, poll budget {} cycles",
+        crate::monitor::stats(),
+        crate::monitor::poll_budget()
+    );
+    Ok(())
+}
+
+/// `ls`: the initrd's files.
+fn ls(args: &str) -> Result<(), String> {
+    no_arguments(args)?;
+    for (name, size) in crate::user::initrd::files() {
+        println!("  {name:<16} {size:>8} bytes");
+    }
+    Ok(())
+}
+
+/// `tests`: the registered kernel tests.
+fn tests(args: &str) -> Result<(), String> {
+    no_arguments(args)?;
+    for t in crate::testing::all() {
+        let isolated = if t.isolated { "isolated" } else { "" };
+        println!("  {:<28} min_cores={} {isolated}", t.name, t.min_cores);
+    }
+    Ok(())
+}
+
+/// `uptime`: core 0's ticks, and how long boot took.
+fn uptime(args: &str) -> Result<(), String> {
+    no_arguments(args)?;
+    let ticks = percpu::core(0).map_or(0, |c| c.ticks());
+    let boot_us = crate::knowledge::FACTS.get().map_or(0, |f| f.boot_us);
+    println!(
+        "up {}.{:02} s; booted in {} us",
+        ticks / timer::TICK_HZ,
+        ticks % timer::TICK_HZ,
+        boot_us
+    );
+    Ok(())
+}
+
+/// `poweroff`.
+fn poweroff(args: &str) -> Result<(), String> {
+    no_arguments(args)?;
+    println!("powering off");
+    power::power_off()
 }
 
 /// `run [-c LIST] PROGRAM [ARGS]`: runs the program once on each listed core (default: this
-/// core) at once and waits for all of them.
-fn run_program(line: &str) {
-    let rest = line.trim_start().strip_prefix("run").unwrap_or("").trim_start();
-    let (cores, rest) = match rest.strip_prefix("-c") {
+/// core) at once and waits for all of them. ARGS go to the program as they are.
+fn run_program(args: &str) -> Result<(), String> {
+    let usage = || String::from("usage: run [-c CORES] PROGRAM [ARGS]");
+    let (cores, rest) = match args.strip_prefix("-c") {
         Some(after) => {
-            let after = after.trim_start();
-            let (list, rest) = after.split_once(' ').unwrap_or((after, ""));
-            match cmdline::core_list(list, percpu::core_count()) {
-                Some(c) => (c, rest.trim_start()),
-                None => return println!("run: bad core list '{list}'"),
-            }
+            let (list, rest) = split_word(after.trim_start());
+            let n = percpu::core_count();
+            let cores = cmdline::core_list(list, n).ok_or_else(|| {
+                let list = Printable(list, ECHO_MAX);
+                format!("bad core list '{list}' (cores 0 to {}, e.g. 0-3,5)", n - 1)
+            })?;
+            (cores, rest)
         }
-        None => (alloc::vec![percpu::this_core().index], rest),
+        None => (alloc::vec![percpu::this_core().index], args),
     };
-    let (program, args) = rest.split_once(' ').unwrap_or((rest, ""));
+    let (program, program_args) = split_word(rest);
     if program.is_empty() {
-        return println!("usage: run [-c CORES] PROGRAM [ARGS]");
+        return Err(usage());
     }
-    let work = |core: usize| -> Result<(), alloc::string::String> {
-        match crate::user::run(program, args) {
-            Ok(status) => {
-                println!("run: {program} on core {core}: {status:?}");
-                Ok(())
-            }
-            Err(e) => Err(alloc::format!("{program}: {e:?}")),
-        }
+    if crate::user::initrd::find(program).is_none() {
+        return Err(format!(
+            "no program '{}' in the initrd (try 'ls')",
+            Printable(program, ECHO_MAX)
+        ));
+    }
+    let work = |core: usize| -> Result<(), String> {
+        let status = crate::user::run(program, program_args).map_err(|e| format!("{e:?}"))?;
+        println!("run: {program} on core {core}: {status:?}");
+        Ok(())
     };
-    let outcomes = crate::smp::run_on(&cores, 600_000_000, &work);
-    for (core, outcome) in cores.iter().zip(outcomes) {
-        if !outcome.is_ok() {
-            println!("run: core {core}: {outcome:?}");
-        }
+    let outcomes = smp::run_on(&cores, RUN_TIMEOUT_US, &work);
+    let failures: Vec<String> = cores
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, outcome)| !outcome.is_ok())
+        .map(|(core, outcome)| {
+            format!("{} on core {core}: {}", Printable(program, ECHO_MAX), why(outcome))
+        })
+        .collect();
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("; "))
+    }
+}
+
+/// Why a job did not succeed, in words.
+fn why(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Done(Ok(())) => "done".into(),
+        Outcome::Done(Err(e)) => e.clone(),
+        Outcome::Faulted(vector) => format!("the core took exception {vector}"),
+        Outcome::TimedOut => format!("no answer in {} s", RUN_TIMEOUT_US / 1_000_000),
+        Outcome::NotOnline => "the core is not online".into(),
     }
 }

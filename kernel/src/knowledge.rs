@@ -13,6 +13,25 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
+use record::median;
+
+/// Facts the boot core gathered about the machine (memory, nodes, cores, boot time):
+/// part of what the kernel knows about the machine, read by the console and the tests.
+pub struct BootFacts {
+    /// Usable RAM in bytes when the frame lists were made.
+    pub usable_bytes: u64,
+    /// End of the highest RAM range.
+    pub ram_top: u64,
+    /// NUMA nodes.
+    pub nodes: u32,
+    /// Cores listed by the firmware (and started).
+    pub cores_listed: usize,
+    /// Microseconds from the first kernel instruction to the console.
+    pub boot_us: u64,
+}
+
+/// Set once by the boot core, before the console starts.
+pub static FACTS: spin::Once<BootFacts> = spin::Once::new();
 
 static SKB: spin::Once<Skb> = spin::Once::new();
 
@@ -34,12 +53,6 @@ pub fn get() -> Option<&'static Skb> {
     SKB.get()
 }
 
-/// The median of `samples` (sorted in place).
-pub fn median(samples: &mut [u64]) -> u64 {
-    samples.sort_unstable();
-    samples.get(samples.len() / 2).copied().unwrap_or(0)
-}
-
 /// One-way latency from this core to `to`: median round trip / 2 over `round_trips` pings.
 pub fn one_way_latency(to: usize, round_trips: usize) -> Result<u64, String> {
     let mut samples = Vec::with_capacity(round_trips);
@@ -47,7 +60,7 @@ pub fn one_way_latency(to: usize, round_trips: usize) -> Result<u64, String> {
         let rtt = monitor::ping(to, 5_000_000).ok_or_else(|| format!("no pong from core {to}"))?;
         samples.push(rtt);
     }
-    Ok(median(&mut samples) / 2)
+    Ok(median(&mut samples).unwrap_or(0) / 2)
 }
 
 /// Units of a fixed integer workload this core completes in one millisecond.
@@ -83,7 +96,7 @@ fn ipi_cost(target: usize) -> Option<u64> {
         asleep.push(monitor::ping(target, 5_000_000)?);
         awake.push(monitor::ping(target, 5_000_000)?);
     }
-    let (asleep, awake) = (median(&mut asleep), median(&mut awake));
+    let (asleep, awake) = (median(&mut asleep)?, median(&mut awake)?);
     println!("skb: ping to a halted core {asleep} cycles, to a polling core {awake} cycles");
     Some(asleep.saturating_sub(awake))
 }
@@ -154,12 +167,4 @@ pub fn measure_at_boot() -> Result<(), String> {
     );
     SKB.call_once(|| skb);
     Ok(())
-}
-
-/// The cores aggregator `aggregator` forwards a multicast from `source` to (its package's
-/// other cores), from the SKB's tree.
-pub fn package_members(aggregator: usize, source: usize) -> Vec<usize> {
-    let Some(skb) = get() else { return Vec::new() };
-    let tree = skb.multicast_tree(source);
-    tree.aggregators.into_iter().find(|a| a.core == aggregator).map_or(Vec::new(), |a| a.members)
 }

@@ -11,6 +11,7 @@ mod arch;
 mod bench;
 mod boot;
 mod console;
+mod interrupts;
 mod knowledge;
 mod ktest;
 mod mem;
@@ -18,6 +19,7 @@ mod monitor;
 mod percpu;
 mod print;
 mod smp;
+mod testing;
 mod tlb;
 mod user;
 

@@ -6,8 +6,6 @@
 //! everything else sits in a [`CoreLocal`] that only the owning core can open.
 
 use crate::arch::{self, cpu, gdt::CoreTables};
-use crate::mem::heap::CoreHeap;
-use crate::monitor::Monitor;
 use core::cell::{Cell, UnsafeCell};
 use core::sync::atomic::{
     AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
@@ -32,34 +30,88 @@ pub enum CoreState {
     Faulted = 3,
 }
 
-/// State only the owning core may open, with interrupts off and no re-entry.
-pub struct CoreLocal<T> {
-    owner: usize,
+/// One core's value, opened only with interrupts off and never re-entered: the one
+/// `&mut T` at a time. Who may open it is decided by the holder ([`CoreLocal`] checks an
+/// owner; [`PerCoreState`] opens the calling core's slot). On cache lines of its own.
+#[repr(align(64))]
+pub struct Slot<T> {
     busy: Cell<bool>,
     value: UnsafeCell<T>,
 }
 
-// SAFETY: `with` lets only the owning core (checked through GS) reach the value, with
-// interrupts disabled and re-entry refused, so there is never more than one `&mut T`.
-unsafe impl<T> Sync for CoreLocal<T> {}
-
-impl<T> CoreLocal<T> {
-    /// Wraps `value`, owned by core `owner`.
-    pub const fn new(owner: usize, value: T) -> Self {
-        CoreLocal { owner, busy: Cell::new(false), value: UnsafeCell::new(value) }
+impl<T> Slot<T> {
+    /// A slot holding `value`.
+    pub const fn new(value: T) -> Self {
+        Slot { busy: Cell::new(false), value: UnsafeCell::new(value) }
     }
 
-    /// Runs `f` on the value. Panics if called from another core or re-entered.
-    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        assert_eq!(this_core().index, self.owner, "core-local state opened by another core");
+    /// Runs `f` on the value with interrupts off. Panics if re-entered. The caller makes
+    /// sure only the owning core gets here.
+    fn open<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         cpu::without_interrupts(|| {
             assert!(!self.busy.replace(true), "core-local state re-entered");
-            // SAFETY: see the `Sync` impl: owner only, interrupts off, not re-entered.
+            // SAFETY: only the owning core opens the slot (the holder's check), with
+            // interrupts off, and never twice at once: one `&mut T`.
             let r = f(unsafe { &mut *self.value.get() });
             self.busy.set(false);
             r
         })
     }
+}
+
+/// State only the owning core may open, with interrupts off and no re-entry.
+pub struct CoreLocal<T> {
+    owner: usize,
+    slot: Slot<T>,
+}
+
+// SAFETY: `with` lets only the owning core (checked through GS) open the slot.
+unsafe impl<T> Sync for CoreLocal<T> {}
+
+impl<T> CoreLocal<T> {
+    /// Wraps `value`, owned by core `owner`.
+    pub const fn new(owner: usize, value: T) -> Self {
+        CoreLocal { owner, slot: Slot::new(value) }
+    }
+
+    /// Runs `f` on the value. Panics if called from another core or re-entered.
+    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        assert_eq!(this_core().index, self.owner, "core-local state opened by another core");
+        self.slot.open(f)
+    }
+}
+
+/// A layer's state on every core: one [`Slot`] per core, each opened only by its own core.
+/// The layers above this one (the heap, the monitor, the running context) keep their
+/// per-core state in one of these, so this module, below them, never names their types.
+/// Make one with [`per_core_state!`].
+pub struct PerCoreState<T> {
+    slots: [Slot<T>; MAX_CORES],
+}
+
+// SAFETY: `with` opens only the calling core's slot.
+unsafe impl<T> Sync for PerCoreState<T> {}
+
+impl<T> PerCoreState<T> {
+    /// Every core's slot (see [`per_core_state!`]).
+    pub const fn new(slots: [Slot<T>; MAX_CORES]) -> Self {
+        PerCoreState { slots }
+    }
+
+    /// Runs `f` on the calling core's value. Panics if re-entered.
+    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        self.slots[this_core().index].open(f)
+    }
+}
+
+/// A [`PerCoreState`] whose every slot starts as the constant `$init`.
+#[macro_export]
+macro_rules! per_core_state {
+    ($init:expr) => {
+        $crate::percpu::PerCoreState::new(
+            [const { $crate::percpu::Slot::new($init) }; $crate::percpu::MAX_CORES],
+        )
+    };
 }
 
 /// One core's kernel state.
@@ -82,6 +134,11 @@ pub struct PerCore {
     state: AtomicU8,
     fault_vector: AtomicU8,
     ticks: AtomicU64,
+    /// The tick at which a long system call last served the monitor (`user::step`).
+    pub served_tick: AtomicU64,
+    /// Set when the running system call took a step (`user::step`): it checks the time
+    /// limit and halt flag before returning.
+    pub stepped: AtomicBool,
     unexpected_interrupts: AtomicU64,
     /// Test IPIs received, per sending core.
     test_ipis: [AtomicU32; MAX_CORES],
@@ -96,12 +153,6 @@ pub struct PerCore {
     /// Heap blocks this core owns, freed by other cores, waiting to be taken back. (The
     /// one cross-core path that is not a URPC channel: a `dealloc` cannot send messages.)
     pub heap_returns: ReturnStack,
-    /// The monitor: this core's ends of its channels (set up after the heap).
-    pub monitor: CoreLocal<Option<Monitor>>,
-    /// The user program running on this core, if any.
-    pub user: CoreLocal<Option<crate::user::Running>>,
-    /// Where this core's new Corey objects get their ids (made on first use).
-    pub creator: CoreLocal<Option<objects::Creator>>,
     /// TLB flushes this core did on request (a shootdown waits for these to advance).
     pub tlb_flushes: AtomicU64,
     /// Set while a pcore object names this core (Corey §4.4: one per physical core).
@@ -110,8 +161,6 @@ pub struct PerCore {
     pub in_context: AtomicBool,
     /// This core's free-frame bitmap.
     pub frames: CoreLocal<CoreFrames<'static>>,
-    /// This core's kernel heap.
-    pub heap: CoreLocal<CoreHeap>,
     tables: UnsafeCell<CoreTables>,
     idt: &'static arch::trap::Idt,
     stack: (u64, u64),
@@ -168,6 +217,8 @@ pub unsafe fn publish(frame_va: u64, setup: CoreSetup) -> &'static PerCore {
         state: AtomicU8::new(CoreState::Offline as u8),
         fault_vector: AtomicU8::new(0),
         ticks: AtomicU64::new(0),
+        served_tick: AtomicU64::new(0),
+        stepped: AtomicBool::new(false),
         unexpected_interrupts: AtomicU64::new(0),
         test_ipis: [const { AtomicU32::new(0) }; MAX_CORES],
         asleep: AtomicBool::new(false),
@@ -175,14 +226,10 @@ pub unsafe fn publish(frame_va: u64, setup: CoreSetup) -> &'static PerCore {
         rejected: AtomicU64::new(0),
         free_frames: AtomicU64::new(free),
         heap_returns: ReturnStack::new(),
-        monitor: CoreLocal::new(setup.index, None),
-        user: CoreLocal::new(setup.index, None),
-        creator: CoreLocal::new(setup.index, None),
         tlb_flushes: AtomicU64::new(0),
         pcore_claimed: AtomicBool::new(false),
         in_context: AtomicBool::new(false),
         frames: CoreLocal::new(setup.index, setup.frames),
-        heap: CoreLocal::new(setup.index, CoreHeap::empty(setup.index)),
         tables: UnsafeCell::new(CoreTables::new()),
         idt: setup.idt,
         stack: setup.stack,

@@ -7,31 +7,7 @@ use crate::percpu::{self, CoreState};
 use alloc::string::String;
 use alloc::vec::Vec;
 
-/// What a job returns: `Err` carries the reason it failed.
-pub type JobResult = Result<(), String>;
-
-/// Work that runs on a core: gets the core's index.
-pub type Work<'a> = dyn Fn(usize) -> JobResult + Sync + 'a;
-
-/// How a job ended on one core.
-#[derive(Debug)]
-pub enum Outcome {
-    /// The work returned.
-    Done(JobResult),
-    /// The core took exception `vector` while running it (and is now stopped).
-    Faulted(u8),
-    /// No answer within the time limit.
-    TimedOut,
-    /// The core is not online.
-    NotOnline,
-}
-
-impl Outcome {
-    /// Whether the work ran and returned `Ok`.
-    pub fn is_ok(&self) -> bool {
-        matches!(self, Outcome::Done(Ok(())))
-    }
-}
+pub use crate::monitor::{Outcome, Work};
 
 /// Runs `work` on each core in `cores` at once (inline on the calling core if listed) and
 /// waits up to `timeout_us` for each; see [`monitor::run_on`].

@@ -19,7 +19,7 @@
 //! user programs `nullsys`, `memclone` and `mempass` run these workloads (see
 //! `docs/bench.md`).
 //!
-//! Every result is printed as one `RESULT {json}` line ([`result::line`]) in the shape the
+//! Every result is printed as one `RESULT {json}` line ([`result::line`], from the `record` crate) in the shape the
 //! kernel's `bench` commands print, which `make bench` collects.
 #![cfg_attr(not(feature = "std"), no_std)]
 
@@ -123,26 +123,5 @@ impl Spaces {
             Spaces::Shared => p.run_on(cores, work),
             Spaces::Separate => p.run_separate(cores, work),
         }
-    }
-}
-
-/// The median of `samples` (sorted in place); 0 for none.
-pub fn median(samples: &mut [u64]) -> u64 {
-    if samples.is_empty() {
-        return 0;
-    }
-    samples.sort_unstable();
-    samples[samples.len() / 2]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::median;
-
-    #[test]
-    fn median_of_odd_even_and_empty() {
-        assert_eq!(median(&mut [5, 1, 3]), 3);
-        assert_eq!(median(&mut [4, 1, 3, 2]), 3);
-        assert_eq!(median(&mut []), 0);
     }
 }

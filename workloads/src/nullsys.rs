@@ -7,7 +7,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use crate::{median, result, Platform};
+use crate::result::{self, median};
+use crate::Platform;
 
 /// Calls per timed batch.
 pub const CALLS_PER_BATCH: u64 = 1000;
@@ -43,7 +44,7 @@ pub fn cycles_per_call_on<P: Platform + ?Sized>(
         .chunks(batches)
         .map(|chunk| {
             let mut values: Vec<u64> = chunk.iter().map(|s| s.load(Ordering::Relaxed)).collect();
-            median(&mut values)
+            median(&mut values).unwrap_or(0)
         })
         .collect())
 }

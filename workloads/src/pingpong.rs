@@ -13,8 +13,8 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use urpc::{ChannelMemory, Receiver, Sender, PAYLOAD_WORDS};
 
 use crate::memory::{alloc_slice, CacheLine, Placement, Zeroable};
-use crate::result::{self, fixed2};
-use crate::{median, Platform};
+use crate::result::{self, median, Fixed2};
+use crate::Platform;
 
 /// Ring size of every channel, and so the queue length of the throughput test (Multikernel
 /// Table 2 uses 16).
@@ -95,7 +95,7 @@ pub fn latency<P: Platform + ?Sized>(
     };
     p.run_on(&[a, b], &|core| if core == a { initiator() } else { responder() })?;
     let mut rtts: Vec<u64> = samples.iter().map(|s| s.load(Ordering::Relaxed)).collect();
-    Ok(median(&mut rtts) / 2)
+    Ok(median(&mut rtts).unwrap_or(0) / 2)
 }
 
 /// Pipelined throughput from `a` to `b` in messages per 1000 cycles: `a` streams `count`
@@ -154,7 +154,7 @@ pub fn run<P: Platform + ?Sized>(p: &P, iterations: usize) -> Result<Vec<String>
             let urpc = latency(p, a, b, iterations, Transport::Urpc)?;
             let floor = latency(p, a, b, iterations, Transport::Floor)?;
             let rate = throughput(p, a, b, iterations * 10)?;
-            let ratio = fixed2(urpc as f64 / floor.max(1) as f64);
+            let ratio = Fixed2(urpc as f64 / floor.max(1) as f64);
             let sys = p.system();
             lines.push(result::line(sys, "urpc", n, "latency_cycles", urpc, "cycles", &pair));
             lines.push(result::line(
@@ -172,7 +172,7 @@ pub fn run<P: Platform + ?Sized>(p: &P, iterations: usize) -> Result<Vec<String>
                 "urpc",
                 n,
                 "throughput_msgs_per_kcycle",
-                fixed2(rate),
+                Fixed2(rate),
                 "msgs/kcycle",
                 &pair,
             ));

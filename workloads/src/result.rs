@@ -1,13 +1,15 @@
-//! `RESULT {json}` lines: the one output format of every benchmark, Atoll's and Linux's.
-//! `make bench` reads them from the serial port.
+//! `RESULT {json}` lines: the one output format of every benchmark, Atoll's and Linux's,
+//! written by the `record` crate (the same code the kernel's `bench` commands and Atoll's
+//! programs print with). `make bench` reads them from the serial port.
 
-use alloc::format;
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use core::fmt::Display;
+use record::{Cores, Record};
 
-/// One result line:
-/// `RESULT {"experiment":…,"system":…,"cores":…,"metric":…,"value":…,"unit":…<extra>}`,
-/// with the same keys in the same order as the kernel's `bench` commands print them.
+pub use record::{median, Fixed2};
+
+/// One result line of a workload on `system`:
+/// `RESULT {"experiment":…,"system":…,"cores":…,"metric":…,"value":…,"unit":…<extra>}`.
 /// `extra` is appended inside the object as it is (e.g. `,"pair":[0,1]`), so it must be
 /// empty or start with a comma.
 pub fn line(
@@ -19,19 +21,10 @@ pub fn line(
     unit: &str,
     extra: &str,
 ) -> String {
-    format!(
-        "RESULT {{\"experiment\":\"{experiment}\",\"system\":\"{system}\",\"cores\":{cores},\
-         \"metric\":\"{metric}\",\"value\":{value},\"unit\":\"{unit}\"{extra}}}"
-    )
-}
-
-/// A float with two decimals, or `null` (JSON has no NaN or infinity).
-pub fn fixed2(value: f64) -> String {
-    if value.is_finite() {
-        format!("{value:.2}")
-    } else {
-        String::from("null")
-    }
+    Record::new(experiment, system, Cores::Machine(cores), metric, unit)
+        .extra(extra)
+        .line(value)
+        .to_string()
 }
 
 #[cfg(test)]
@@ -46,12 +39,6 @@ mod tests {
             "RESULT {\"experiment\":\"urpc\",\"system\":\"linux\",\"cores\":2,\
              \"metric\":\"latency_cycles\",\"value\":412,\"unit\":\"cycles\",\"pair\":[0,1]}"
         );
-    }
-
-    #[test]
-    fn non_finite_values_are_null() {
-        assert_eq!(fixed2(1.234), "1.23");
-        assert_eq!(fixed2(f64::NAN), "null");
-        assert_eq!(fixed2(f64::INFINITY), "null");
+        assert!(line("linux", "x", 1, "m", Fixed2(f64::NAN), "u", "").contains("\"value\":null"));
     }
 }

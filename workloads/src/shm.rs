@@ -16,7 +16,8 @@ use urpc::{ChannelMemory, Receiver, Sender, PAYLOAD_WORDS};
 
 use crate::memory::{alloc_slice, CacheLine, Placement, SpinBarrier, Zeroable};
 use crate::pingpong::QUEUE;
-use crate::{median, result, Platform};
+use crate::result::{self, median};
+use crate::Platform;
 
 /// Most cache lines one update touches.
 pub const MAX_LINES: usize = 8;
@@ -136,7 +137,7 @@ pub fn measure<P: Platform + ?Sized>(
     };
     p.run_on(&cores, &|core| if core == server { serve() } else { client(core) })?;
     let mut values: Vec<u64> = per_update.iter().map(|v| v.load(Ordering::Relaxed)).collect();
-    Ok(Point { clients, protocol, lines, cycles_per_update: median(&mut values) })
+    Ok(Point { clients, protocol, lines, cycles_per_update: median(&mut values).unwrap_or(0) })
 }
 
 /// Every point for 1 .. cores-1 clients, as `experiment":"shm_vs_msg"` result lines (the

@@ -1,10 +1,17 @@
 //! Host tests of the Linux platform: pinning, memory placement and sharing (also across
 //! `fork`, as Corey's shared address ranges map to MAP_SHARED between processes), demand-zero
-//! memory, a process per core, the barrier, and every workload at tiny sizes. Tests that spin on two CPUs take a lock, so
-//! they do not fight each other for the same CPUs.
+//! memory, a process per core, the barrier, and every workload at tiny sizes. Tests that
+//! spin on two CPUs take a lock, so they do not fight each other for the same CPUs.
+//!
+//! The file has its own `main` (`harness = false`, with `libtest-mimic`, which behaves
+//! like the built-in harness: filters, `--list`, the `test result:` line): the tests that
+//! need two CPUs are known only at run time, and on a one-CPU host they are reported as
+//! ignored rather than passed.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
+
+use libtest_mimic::{Arguments, Trial};
 
 use workloads::linux::fd::{self, Table};
 use workloads::linux::{self, ipc, Linux};
@@ -17,12 +24,74 @@ use workloads::{
 /// Held by tests that keep two CPUs spinning.
 static SPINNING: Mutex<()> = Mutex::new(());
 
-fn two_cores() -> Option<Linux> {
-    let p = Linux::new();
-    (p.cores() >= 2).then_some(p)
+/// The panic `a_panic_in_the_work_is_an_error` causes on purpose prints nothing: unlike the
+/// built-in harness, libtest-mimic does not capture a test's output, and a panic message
+/// in a passing run reads like a failure. Every other panic prints as usual.
+fn quiet_deliberate_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info.payload_as_str() != Some(DELIBERATE) {
+            default(info);
+        }
+    }));
 }
 
-#[test]
+/// The message of the deliberate panic (`panic!` takes only a literal).
+const DELIBERATE: &str = "deliberate";
+
+/// Trials of tests that run with any number of CPUs.
+macro_rules! trials {
+    ($($test:ident),* $(,)?) => {
+        vec![$(Trial::test(stringify!($test), || {
+            $test();
+            Ok(())
+        })),*]
+    };
+}
+
+/// Trials of tests that need two CPUs (each gets the platform): ignored unless `two_cpus`.
+macro_rules! two_cpu_trials {
+    ($two_cpus:expr; $($test:ident),* $(,)?) => {
+        vec![$(Trial::test(stringify!($test), || {
+            $test(&Linux::new());
+            Ok(())
+        })
+        .with_ignored_flag(!$two_cpus)),*]
+    };
+}
+
+fn main() {
+    let args = Arguments::from_args();
+    quiet_deliberate_panics();
+    let two_cpus = Linux::new().cores() >= 2;
+    if !two_cpus && !args.list {
+        eprintln!("linux tests: this host has one CPU; the tests that need two are ignored");
+    }
+    let mut tests = trials![
+        every_core_runs_its_work_on_its_own_cpu,
+        a_missing_or_repeated_core_is_an_error_and_runs_nothing,
+        a_panic_in_the_work_is_an_error,
+        memory_is_zeroed_aligned_and_shared_by_the_cores,
+        shared_memory_is_shared_with_a_forked_process_and_private_memory_is_not,
+        the_barrier_holds_everyone_until_the_last_arrives,
+        the_cycle_counter_advances_and_the_null_call_is_cheap_enough_to_count,
+        the_benchmark_comes_from_the_kernel_command_line,
+        reserved_memory_is_demand_zero_and_present_memory_is_not,
+        separate_cores_run_in_their_own_processes_on_their_own_cpus,
+        separate_work_that_fails_or_a_missing_core_is_an_error,
+        spaces_have_the_config_names_atoll_prints,
+        memclone_faults_every_page_in_both_configurations,
+        mempass_passes_the_buffer_through_every_core,
+        fd_dup_and_close_are_counted_on_both_tables,
+    ];
+    tests.extend(two_cpu_trials![two_cpus;
+        urpc_latency_floor_and_throughput_are_measured,
+        pipe_and_futex_ping_pongs_complete,
+        shm_and_msg_updates_are_measured_and_counted,
+    ]);
+    libtest_mimic::run(&args, tests).exit();
+}
+
 fn every_core_runs_its_work_on_its_own_cpu() {
     let p = Linux::new();
     let cores: Vec<usize> = (0..p.cores()).collect();
@@ -34,7 +103,6 @@ fn every_core_runs_its_work_on_its_own_cpu() {
     }
 }
 
-#[test]
 fn a_missing_or_repeated_core_is_an_error_and_runs_nothing() {
     let p = Linux::new();
     let ran = AtomicUsize::new(0);
@@ -47,14 +115,12 @@ fn a_missing_or_repeated_core_is_an_error_and_runs_nothing() {
     assert!(linux::pin(usize::MAX).is_err());
 }
 
-#[test]
 fn a_panic_in_the_work_is_an_error() {
     let p = Linux::new();
     let outcome = p.run_on(&[0], &|_| panic!("deliberate"));
     assert!(outcome.unwrap_err().contains("panicked"));
 }
 
-#[test]
 fn memory_is_zeroed_aligned_and_shared_by_the_cores() {
     let p = Linux::new();
     for placement in [Placement::Shared, Placement::Local(p.cores() - 1)] {
@@ -75,7 +141,6 @@ fn memory_is_zeroed_aligned_and_shared_by_the_cores() {
     assert!(p.alloc(64, Placement::Shared).unwrap().typed::<CacheLine>(65).is_err());
 }
 
-#[test]
 fn shared_memory_is_shared_with_a_forked_process_and_private_memory_is_not() {
     let p = Linux::new();
     let shared = alloc_slice::<AtomicU64, Linux>(&p, 1, Placement::Shared).unwrap();
@@ -96,7 +161,6 @@ fn shared_memory_is_shared_with_a_forked_process_and_private_memory_is_not() {
     assert_eq!(private[0].load(Ordering::SeqCst), 0);
 }
 
-#[test]
 fn the_barrier_holds_everyone_until_the_last_arrives() {
     let p = Linux::new();
     let barrier = alloc_slice::<SpinBarrier, Linux>(&p, 1, Placement::Shared).unwrap();
@@ -115,7 +179,6 @@ fn the_barrier_holds_everyone_until_the_last_arrives() {
     assert_eq!(arrived.load(Ordering::SeqCst), 50 * cores.len());
 }
 
-#[test]
 fn the_cycle_counter_advances_and_the_null_call_is_cheap_enough_to_count() {
     let p = Linux::new();
     let a = p.cycles();
@@ -126,43 +189,36 @@ fn the_cycle_counter_advances_and_the_null_call_is_cheap_enough_to_count() {
     assert!(lines[0].contains("\"system\":\"linux\"") && lines[0].contains("getpid"));
 }
 
-#[test]
-fn urpc_latency_floor_and_throughput_are_measured() {
-    let Some(p) = two_cores() else { return };
+fn urpc_latency_floor_and_throughput_are_measured(p: &Linux) {
     let _guard = SPINNING.lock().unwrap();
-    assert!(pingpong::latency(&p, 0, 1, 200, Transport::Urpc).unwrap() > 0);
-    assert!(pingpong::latency(&p, 0, 1, 200, Transport::Floor).unwrap() > 0);
-    assert!(pingpong::throughput(&p, 0, 1, 2000).unwrap() > 0.0);
-    assert!(pingpong::latency(&p, 0, 0, 10, Transport::Urpc).is_err());
-    let lines = pingpong::run(&p, 50).unwrap();
+    assert!(pingpong::latency(p, 0, 1, 200, Transport::Urpc).unwrap() > 0);
+    assert!(pingpong::latency(p, 0, 1, 200, Transport::Floor).unwrap() > 0);
+    assert!(pingpong::throughput(p, 0, 1, 2000).unwrap() > 0.0);
+    assert!(pingpong::latency(p, 0, 0, 10, Transport::Urpc).is_err());
+    let lines = pingpong::run(p, 50).unwrap();
     let pairs = p.cores() * (p.cores() - 1) / 2;
     assert_eq!(lines.len(), 4 * pairs);
 }
 
-#[test]
-fn pipe_and_futex_ping_pongs_complete() {
-    let Some(p) = two_cores() else { return };
+fn pipe_and_futex_ping_pongs_complete(p: &Linux) {
     let _guard = SPINNING.lock().unwrap();
-    assert!(ipc::pipe_latency(&p, 0, 1, 100).unwrap() > 0);
-    assert!(ipc::futex_latency(&p, 0, 1, 100).unwrap() > 0);
+    assert!(ipc::pipe_latency(p, 0, 1, 100).unwrap() > 0);
+    assert!(ipc::futex_latency(p, 0, 1, 100).unwrap() > 0);
 }
 
-#[test]
-fn shm_and_msg_updates_are_measured_and_counted() {
-    let Some(p) = two_cores() else { return };
+fn shm_and_msg_updates_are_measured_and_counted(p: &Linux) {
     let _guard = SPINNING.lock().unwrap();
     for protocol in [Protocol::Shm, Protocol::Msg] {
-        let point = shm::measure(&p, 1, protocol, 8, 100).unwrap();
+        let point = shm::measure(p, 1, protocol, 8, 100).unwrap();
         assert_eq!((point.clients, point.lines), (1, 8));
         assert!(point.cycles_per_update > 0);
     }
-    assert!(shm::measure(&p, p.cores(), Protocol::Shm, 1, 10).is_err());
-    assert!(shm::measure(&p, 1, Protocol::Shm, 9, 10).is_err());
-    let lines = shm::run(&p, 20).unwrap();
+    assert!(shm::measure(p, p.cores(), Protocol::Shm, 1, 10).is_err());
+    assert!(shm::measure(p, 1, Protocol::Shm, 9, 10).is_err());
+    let lines = shm::run(p, 20).unwrap();
     assert_eq!(lines.len(), 8 * (p.cores() - 1));
 }
 
-#[test]
 fn the_benchmark_comes_from_the_kernel_command_line() {
     let words = linux::bench_from_cmdline("console=ttyS0 quiet bench=urpc,2000 panic=-1");
     assert_eq!(words.unwrap(), ["urpc", "2000"]);
@@ -182,7 +238,6 @@ fn resident_pages(region: &workloads::Region) -> usize {
     present.iter().filter(|&&b| b & 1 != 0).count()
 }
 
-#[test]
 fn reserved_memory_is_demand_zero_and_present_memory_is_not() {
     let p = Linux::new();
     for placement in [Placement::Local(0), Placement::Shared] {
@@ -196,7 +251,6 @@ fn reserved_memory_is_demand_zero_and_present_memory_is_not() {
     }
 }
 
-#[test]
 fn separate_cores_run_in_their_own_processes_on_their_own_cpus() {
     let p = Linux::new();
     let cores: Vec<usize> = (0..p.cores()).collect();
@@ -223,7 +277,6 @@ fn separate_cores_run_in_their_own_processes_on_their_own_cpus() {
     assert_eq!(private[0].load(Ordering::SeqCst), 0, "a child wrote the parent's private memory");
 }
 
-#[test]
 fn separate_work_that_fails_or_a_missing_core_is_an_error() {
     let p = Linux::new();
     let ran = alloc_slice::<AtomicU64, Linux>(&p, 1, Placement::Shared).unwrap();
@@ -242,13 +295,11 @@ fn separate_work_that_fails_or_a_missing_core_is_an_error() {
     assert_eq!(ran[0].load(Ordering::SeqCst), 1);
 }
 
-#[test]
 fn spaces_have_the_config_names_atoll_prints() {
     assert_eq!(Spaces::ALL.map(Spaces::name), ["shared-as", "separate-as"]);
     assert_eq!(Table::ALL.map(Table::name), ["shared", "private"]);
 }
 
-#[test]
 fn memclone_faults_every_page_in_both_configurations() {
     let p = Linux::new();
     let _guard = SPINNING.lock().unwrap();
@@ -261,7 +312,6 @@ fn memclone_faults_every_page_in_both_configurations() {
     assert!(lines[1].contains("\"config\":\"separate-as\""));
 }
 
-#[test]
 fn mempass_passes_the_buffer_through_every_core() {
     let p = Linux::new();
     let _guard = SPINNING.lock().unwrap();
@@ -276,7 +326,6 @@ fn mempass_passes_the_buffer_through_every_core() {
     assert!(lines[3].contains("\"config\":\"separate-as\""));
 }
 
-#[test]
 fn fd_dup_and_close_are_counted_on_both_tables() {
     let p = Linux::new();
     let _guard = SPINNING.lock().unwrap();

@@ -57,6 +57,7 @@ const PROGRAMS: &[&str] = &[
     "sharebench",
     "fdbench",
     "cowtest",
+    "cowshared",
     "sharedrange",
     "pcoretest",
 ];

@@ -1,5 +1,7 @@
 //! The host half of `cargo xtask test`: every crate's unit tests with `cargo test`, and
-//! the loom model checks, counted from cargo's `test result:` lines.
+//! the loom model checks, counted from cargo's `test result:` lines. A test its harness
+//! ignored (e.g. one that needs two CPUs on a one-CPU host, `workloads/tests/linux.rs`)
+//! counts as skipped, never as passed.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -43,19 +45,22 @@ fn run_cargo_test(label: &str, mut command: Command, tally: &mut Tally) {
             return;
         }
     };
-    let (mut passed, mut failed) = (0, 0);
+    let mut counts = Counts::default();
     let stdout = child.stdout.take().expect("stdout is piped");
     for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
         println!("{line}");
-        if let Some((p, f)) = parse_result_line(&line) {
-            passed += p;
-            failed += f;
+        if let Some(c) = parse_result_line(&line) {
+            counts.passed += c.passed;
+            counts.failed += c.failed;
+            counts.ignored += c.ignored;
         }
     }
     let status = child.wait();
-    println!("{label}: {passed} passed, {failed} failed");
+    let Counts { passed, failed, ignored } = counts;
+    println!("{label}: {passed} passed, {failed} failed, {ignored} skipped");
     tally.passed += passed;
     tally.failed += failed;
+    tally.skipped += ignored;
     let why = match status {
         Ok(status) if status.success() => return,
         Ok(status) => status.to_string(),
@@ -67,10 +72,19 @@ fn run_cargo_test(label: &str, mut command: Command, tally: &mut Tally) {
     }
 }
 
-/// Reads `test result: ok. 12 passed; 0 failed; 1 ignored; ...` into (passed, failed).
-fn parse_result_line(line: &str) -> Option<(u32, u32)> {
+/// The counts of one `test result:` line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Counts {
+    passed: u32,
+    failed: u32,
+    ignored: u32,
+}
+
+/// Reads `test result: ok. 12 passed; 0 failed; 1 ignored; ...` into its counts (a line
+/// without `passed` and `failed` is not one; `ignored` is 0 when absent).
+fn parse_result_line(line: &str) -> Option<Counts> {
     let rest = line.trim().strip_prefix("test result: ")?;
-    let (mut passed, mut failed) = (None, None);
+    let (mut passed, mut failed, mut ignored) = (None, None, 0);
     for part in rest.split(';') {
         // "ok. 12 passed" / "FAILED. 3 passed" / " 0 failed" / " 1 ignored"
         let words: Vec<&str> = part.split_whitespace().collect();
@@ -78,24 +92,33 @@ fn parse_result_line(line: &str) -> Option<(u32, u32)> {
             match what {
                 "passed" => passed = count.parse().ok(),
                 "failed" => failed = count.parse().ok(),
+                "ignored" => ignored = count.parse().unwrap_or(0),
                 _ => {}
             }
         }
     }
-    Some((passed?, failed?))
+    Some(Counts { passed: passed?, failed: failed?, ignored })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::parse_result_line;
+    use super::{parse_result_line, Counts};
 
     #[test]
     fn result_lines_are_counted() {
         let ok = "test result: ok. 12 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; \
                   finished in 0.01s";
-        assert_eq!(parse_result_line(ok), Some((12, 0)));
+        assert_eq!(parse_result_line(ok), Some(Counts { passed: 12, failed: 0, ignored: 1 }));
         let bad = "test result: FAILED. 3 passed; 2 failed; 0 ignored; 0 measured";
-        assert_eq!(parse_result_line(bad), Some((3, 2)));
+        assert_eq!(parse_result_line(bad), Some(Counts { passed: 3, failed: 2, ignored: 0 }));
+    }
+
+    #[test]
+    fn ignored_tests_are_not_passed() {
+        // libtest-mimic's line for workloads/tests/linux.rs on a one-CPU host.
+        let one_cpu = "test result: ok. 15 passed; 0 failed; 3 ignored; 0 measured; \
+                       0 filtered out; finished in 0.02s";
+        assert_eq!(parse_result_line(one_cpu), Some(Counts { passed: 15, failed: 0, ignored: 3 }));
     }
 
     #[test]

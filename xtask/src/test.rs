@@ -3,7 +3,8 @@
 //!
 //! Each entry of [`RUNS`] boots one virtual machine with `-append test=<selector>`,
 //! captures COM1 in `target/test-logs/<label>.log` and lets `verdict::judge` decide. The
-//! last line printed is always `N passed, M failed`.
+//! last line printed is always `N passed, M failed`, followed by `, K skipped` when a
+//! host test was ignored (skipped tests never count as passed).
 
 use std::fs::{self, File};
 use std::path::Path;
@@ -64,6 +65,7 @@ const RUNS: &[Run] = &[
     all("mem16g", 2, "16G"),
     Run { test: "trap.fault_isolation", ..all("fault4", 4, "256M") },
     Run { test: "trap.stack_overflow", ..all("overflow4", 4, "256M") },
+    Run { test: "frames.returns_survive_a_full_channel", ..all("deaf2", 2, "256M") },
     // A million fuzzed system calls (issue 9), in a run of its own: two fuzzers, two cores
     // for what they start.
     Run { test: "user.sysfuzz_million", timeout_secs: 600, ..all("fuzz4", 4, "256M") },
@@ -76,6 +78,19 @@ pub struct Tally {
     pub passed: u32,
     /// Tests that failed, plus runs that failed as a whole or could not run.
     pub failed: u32,
+    /// Tests their harness ignored (e.g. ones that need two CPUs, on a one-CPU host).
+    pub skipped: u32,
+}
+
+impl Tally {
+    /// The closing line: `N passed, M failed`, and `, K skipped` if any were.
+    pub fn summary(&self) -> String {
+        let mut line = format!("{} passed, {} failed", self.passed, self.failed);
+        if self.skipped > 0 {
+            line += &format!(", {} skipped", self.skipped);
+        }
+        line
+    }
 }
 
 /// Runs everything selected; the exit code is failure if anything failed or could not run.
@@ -94,7 +109,7 @@ pub fn test(opts: &Options) -> Result<ExitCode> {
     if smoke {
         crate::bench::smoke_test(opts, &mut tally);
     }
-    println!("{} passed, {} failed", tally.passed, tally.failed);
+    println!("{}", tally.summary());
     Ok(if tally.failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
@@ -201,6 +216,14 @@ fn print_tail(log: &Path, count: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_summary_names_skipped_tests_only_when_there_are_some() {
+        let mut tally = Tally { passed: 5, failed: 1, skipped: 0 };
+        assert_eq!(tally.summary(), "5 passed, 1 failed");
+        tally.skipped = 3;
+        assert_eq!(tally.summary(), "5 passed, 1 failed, 3 skipped");
+    }
 
     #[test]
     fn labels_are_unique() {

@@ -1,12 +1,47 @@
 //! The kernel command line (`-append "..."`): whitespace-separated `key`, `key=value` and
-//! `key="value with spaces"` tokens; and the core lists (`0-3,5`) that the consoles and
-//! the programs' `--cores` take. Hardware-neutral, tested on the host.
+//! `key="value with spaces"` tokens; the core lists (`0-3,5`) that the consoles and the
+//! programs' `--cores` take; and the bounded numbers and safely echoed words of console
+//! arguments. Hardware-neutral, tested on the host.
 #![no_std]
 #![forbid(unsafe_code)]
 
 extern crate alloc;
 
+use alloc::format;
+use alloc::string::String;
 use alloc::vec::Vec;
+use core::fmt;
+use core::ops::RangeInclusive;
+
+/// Most characters of an argument a console echoes back in an error.
+pub const ECHO_MAX: usize = 24;
+
+/// `word` as a number in `range`, or an error that says what was expected: for every
+/// count a console command takes.
+pub fn number(word: &str, range: RangeInclusive<usize>) -> Result<usize, String> {
+    word.parse().ok().filter(|n| range.contains(n)).ok_or_else(|| {
+        let (low, high) = (range.start(), range.end());
+        format!("'{}' is not a number from {low} to {high}", Printable(word, ECHO_MAX))
+    })
+}
+
+/// Text as a console shows it back: control and non-ASCII characters as `?`, at most
+/// `.1` characters (then `...`), so an echoed argument cannot drive the terminal or fill
+/// the screen.
+pub struct Printable<'a>(pub &'a str, pub usize);
+
+impl fmt::Display for Printable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, c) in self.0.chars().enumerate() {
+            if i == self.1 {
+                return f.write_str("...");
+            }
+            let c = if c == ' ' || c.is_ascii_graphic() { c } else { '?' };
+            fmt::Write::write_char(f, c)?;
+        }
+        Ok(())
+    }
+}
 
 /// Parses a core list such as `0-3,5`: indices below `limit`, none twice, in the order
 /// given. `None` for anything else (an empty part, a reversed range, a bad number).
@@ -91,6 +126,21 @@ impl<'a> Iterator for Args<'a> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_bounded() {
+        assert_eq!(number("5", 1..=10), Ok(5));
+        assert_eq!(number("10", 1..=10), Ok(10));
+        assert!(number("0", 1..=10).is_err());
+        assert!(number("11", 1..=10).is_err());
+        assert!(number("99999999999999999999999", 1..=10).is_err(), "overflows usize");
+        assert!(number("-1", 1..=10).is_err());
+        assert!(number("", 1..=10).is_err());
+        let e = number("\x1b[2Jabcdefghijklmnopqrstuvwxyz", 1..=10).unwrap_err();
+        assert!(!e.contains('\x1b'), "control characters are not echoed: {e}");
+        assert!(e.contains("..."), "long words are cut: {e}");
+    }
 
     #[test]
     fn core_lists() {
@@ -105,7 +155,6 @@ mod tests {
         assert_eq!(core_list("", 4), None);
         assert_eq!(core_list("a", 4), None);
     }
-    use super::*;
 
     #[test]
     fn plain_quoted_and_flags() {

@@ -3,9 +3,11 @@
 use super::{all_ok, JOB_TIMEOUT_US};
 use crate::arch::apic;
 use crate::percpu::{self, CoreState};
-use crate::{boot, kernel_test, smp};
+use crate::{kernel_test, smp};
 use alloc::format;
 use alloc::string::String;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 kernel_test!(CORES_ONLINE, "boot.cores_online", 1, false, cores_online);
 kernel_test!(CORE_IDENTITY, "boot.core_identity", 1, false, core_identity);
@@ -13,7 +15,7 @@ kernel_test!(NUMA_LOCAL_FRAMES, "boot.numa_local_frames", 1, false, numa_local_f
 
 /// Every core the firmware lists is online.
 fn cores_online() -> Result<(), String> {
-    let listed = boot::FACTS.get().map_or(0, |f| f.cores_listed);
+    let listed = crate::knowledge::FACTS.get().map_or(0, |f| f.cores_listed);
     let online = percpu::all_cores().filter(|c| c.state() == CoreState::Online).count();
     if listed == 0 || online != listed {
         return Err(format!("{online} of {listed} cores online"));
@@ -21,27 +23,41 @@ fn cores_online() -> Result<(), String> {
     Ok(())
 }
 
-/// On every core, GS reaches that core's own block and the APIC id matches the MADT's.
+/// On every core, GS reaches that core's own block: each core's job counts itself under
+/// the index its block gives and records the APIC id its hardware reports. Every online
+/// core must be counted once, under its own index, with the APIC id the MADT gave it (a
+/// block reached from the wrong core counts one core twice and another not at all).
 fn core_identity() -> Result<(), String> {
     let cores = smp::online_cores();
-    let outcomes = smp::run_on(&cores, JOB_TIMEOUT_US, &|index| {
+    let n = percpu::core_count();
+    let counted: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+    let apic_ids: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(u32::MAX)).collect();
+    let outcomes = smp::run_on(&cores, JOB_TIMEOUT_US, &|_| {
         let me = percpu::this_core();
-        if me.index != index || apic::id() != me.apic_id {
-            return Err(format!(
-                "block says core {} APIC {}, hardware says APIC {}",
-                me.index,
-                me.apic_id,
-                apic::id()
-            ));
-        }
+        let count = counted.get(me.index).ok_or("block index out of range")?;
+        count.fetch_add(1, Ordering::Relaxed);
+        apic_ids[me.index].store(apic::id(), Ordering::Relaxed);
         Ok(())
     });
-    all_ok(&cores, &outcomes)
+    all_ok(&cores, &outcomes)?;
+    for &c in &cores {
+        let count = counted[c].load(Ordering::Relaxed);
+        let apic = apic_ids[c].load(Ordering::Relaxed);
+        let madt = percpu::core(c).map(|core| core.apic_id);
+        if count != 1 || Some(apic) != madt {
+            return Err(format!(
+                "core {c}: its block was reached {count} times, last by APIC {apic}, MADT says {madt:?}"
+            ));
+        }
+    }
+    Ok(())
 }
 
-/// Frames a core allocates come from its own NUMA node (when there are nodes).
+/// Frames a core allocates come from its own NUMA node (when there are nodes; then every
+/// frame must be on one).
 fn numa_local_frames() -> Result<(), String> {
     let cores = smp::online_cores();
+    let numa = crate::knowledge::FACTS.get().is_some_and(|f| f.nodes > 1);
     let outcomes = smp::run_on(&cores, JOB_TIMEOUT_US, &|_| {
         let me = percpu::this_core();
         let pa = crate::mem::frames::alloc().ok_or("no frame")?;
@@ -51,6 +67,7 @@ fn numa_local_frames() -> Result<(), String> {
             Some(n) if n != me.node => {
                 Err(format!("frame {pa:#x} is on node {n}, core is on node {}", me.node))
             }
+            None if numa => Err(format!("frame {pa:#x} is on no NUMA node")),
             _ => Ok(()),
         }
     });

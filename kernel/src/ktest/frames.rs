@@ -12,6 +12,13 @@ use spin::Mutex;
 
 kernel_test!(FRAMES_CONCURRENT, "frames.concurrent", 1, false, concurrent);
 kernel_test!(FRAMES_BAD_FREE, "frames.bad_free", 1, false, bad_free);
+kernel_test!(
+    FRAMES_FULL_CHANNEL,
+    "frames.returns_survive_a_full_channel",
+    2,
+    true,
+    returns_survive_a_full_channel
+);
 
 /// Rounds of allocate / hand over / free per core.
 const ROUNDS: usize = 40;
@@ -60,7 +67,7 @@ fn concurrent() -> Result<(), String> {
 fn allocate_and_hand_over(cores: &[usize]) -> Result<(), String> {
     let n = cores.len();
 
-    let top = crate::boot::FACTS.get().map_or(0, |f| f.ram_top);
+    let top = crate::knowledge::FACTS.get().map_or(0, |f| f.ram_top);
     let held = HeldBitmap::new(top);
     // Frames handed from core i to core (i + 1) % n, which frees them.
     let handoff: Vec<Mutex<Vec<u64>>> = (0..n).map(|_| Mutex::new(Vec::new())).collect();
@@ -121,4 +128,41 @@ fn bad_free() -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Frames core 1 lends core 0 to free in [`returns_survive_a_full_channel`] (many more
+/// than a channel's 32 slots hold in `FRAME_RETURN` batches of 6).
+const LENT_FRAMES: usize = 600;
+
+/// Core 1 stops serving its channels for longer than a send waits (it runs a remote call
+/// that spins), while core 0 frees frames core 1 owns: core 0's channel to core 1 fills
+/// and its `FRAME_RETURN` sends time out. No frame may be lost: once core 1 serves its
+/// channels again, every frame goes home and every core is back to its resources.
+/// (Isolated: it takes a few seconds, so it runs in a VM of its own.)
+fn returns_survive_a_full_channel() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let before = super::balance::snapshot(&cores)?;
+    let lent: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+    let take = |_| -> Result<(), String> {
+        let mut list = lent.lock();
+        list.try_reserve(LENT_FRAMES).map_err(|_| "no room for the list")?;
+        for _ in 0..LENT_FRAMES {
+            list.push(frames::alloc().ok_or("core 1 is out of frames")?);
+        }
+        Ok(())
+    };
+    all_ok(&[1], &smp::run_on(&[1], JOB_TIMEOUT_US, &take))?;
+    // Longer than a send waits for room (2 s): core 0's sends to core 1 time out.
+    let deaf = |_| -> Result<(), String> {
+        crate::arch::timer::spin_us(3_000_000);
+        Ok(())
+    };
+    let call = crate::monitor::call_async(1, &deaf).map_err(|e| format!("{e:?}"))?;
+    crate::arch::timer::spin_us(100_000); // core 1 is spinning now
+    for pa in core::mem::take(&mut *lent.lock()) {
+        frames::free(pa).map_err(|e| format!("free of {pa:#x}: {e:?}"))?;
+        crate::monitor::poll(); // sends full batches home: some time out
+    }
+    all_ok(&[1], &[crate::monitor::wait(call, JOB_TIMEOUT_US)])?;
+    super::balance::check(&cores, &before)
 }

@@ -6,42 +6,146 @@ use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
 use spin::Mutex;
 
 kernel_test!(HEAP_CROSS_CORE_FREE, "heap.cross_core_free", 1, false, cross_core_free);
+kernel_test!(HEAP_GIVES_BACK, "heap.gives_back_its_free_top", 1, false, gives_back_its_free_top);
 
-/// Every core allocates blocks of many sizes and hands them to the next core, which frees
-/// them; the blocks' contents arrive intact and the memory is reused afterwards.
+/// Blocks each core makes.
+const BLOCKS: u64 = 199;
+
+/// Every core allocates blocks of many sizes, each filled with its own tag, and hands them
+/// to the next core, which checks every word (two blocks sharing memory would show the
+/// other's tag) and frees them. Then each core allocates again, which takes back the
+/// blocks freed into its heap from elsewhere: its bytes in use must fall by at least half
+/// of what it handed out (the rest is slack for what the monitor allocates meanwhile).
 fn cross_core_free() -> Result<(), String> {
     let cores = smp::online_cores();
     let n = cores.len();
     let slots: Vec<Mutex<Vec<Box<[u64]>>>> = (0..n).map(|_| Mutex::new(Vec::new())).collect();
+    // Per core: bytes in use with its blocks alive, and the blocks' bytes.
+    let in_use: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+    let handed: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+    let position = |index: usize| cores.iter().position(|&c| c == index).ok_or("not a test core");
+
     let make = |index: usize| -> Result<(), String> {
-        let me = cores.iter().position(|&c| c == index).ok_or("not a test core")?;
+        let me = position(index)?;
         let blocks: Vec<Box<[u64]>> =
-            (1..200).map(|len| vec_of(len * 3 % 517 + 1, index as u64)).collect();
+            (0..BLOCKS).map(|k| vec_of(size_of_block(k), tag(index, k))).collect();
+        let bytes = blocks.iter().map(|b| b.len() as u64 * 8).sum();
         slots[(me + 1) % n].lock().extend(blocks);
+        handed[me].store(bytes, Ordering::Relaxed);
+        in_use[me].store(heap_in_use(), Ordering::Relaxed);
         Ok(())
     };
     all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &make))?;
+
     let check_and_free = |index: usize| -> Result<(), String> {
-        let me = cores.iter().position(|&c| c == index).ok_or("not a test core")?;
-        let from = cores[(me + n - 1) % n] as u64;
-        for b in core::mem::take(&mut *slots[me].lock()) {
-            if b.iter().any(|&w| w != from) {
-                return Err(format!("block from core {from} corrupted"));
-            }
+        let me = position(index)?;
+        let from = cores[(me + n - 1) % n];
+        let blocks = core::mem::take(&mut *slots[me].lock());
+        if blocks.len() as u64 != BLOCKS {
+            return Err(format!("{} of {BLOCKS} blocks from core {from} arrived", blocks.len()));
         }
-        // Allocate again: this takes back what others freed into our heap.
-        let again = vec_of(4096, 7);
-        if again.len() != 4096 {
-            return Err("allocation after foreign frees failed".into());
+        for (k, b) in (0..BLOCKS).zip(&blocks) {
+            if b.len() != size_of_block(k) || b.iter().any(|&w| w != tag(from, k)) {
+                return Err(format!("block {k} from core {from} corrupted"));
+            }
         }
         Ok(())
     };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &check_and_free))
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &check_and_free))?;
+
+    let take_back = |index: usize| -> Result<(), String> {
+        let me = position(index)?;
+        // This allocation takes back what the other core freed into our heap.
+        let again = vec_of(4096, tag(index, BLOCKS));
+        if again.iter().any(|&w| w != tag(index, BLOCKS)) {
+            return Err("a fresh block does not hold what was written".into());
+        }
+        let (before, handed) =
+            (in_use[me].load(Ordering::Relaxed), handed[me].load(Ordering::Relaxed));
+        let now = heap_in_use();
+        if now + handed / 2 > before + 4096 * 8 {
+            return Err(format!(
+                "{now} bytes in use, {before} before core {} freed the {handed} bytes it was handed",
+                cores[(me + 1) % n]
+            ));
+        }
+        Ok(())
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &take_back))
+}
+
+/// Words in block `k`: sizes from 1 to 517 words, in no order.
+fn size_of_block(k: u64) -> usize {
+    ((k + 1) * 3 % 517 + 1) as usize
+}
+
+/// What block `k` of core `core` holds in every word.
+fn tag(core: usize, k: u64) -> u64 {
+    (core as u64) << 32 | k
+}
+
+/// Bytes in use in this core's heap (blocks freed by other cores taken back first).
+fn heap_in_use() -> u64 {
+    crate::mem::heap::usage_this_core().0
 }
 
 fn vec_of(len: usize, value: u64) -> Box<[u64]> {
     alloc::vec![value; len].into_boxed_slice()
+}
+
+/// Most blocks in the burst of [`gives_back_its_free_top`] (4 KiB each: 8 MiB).
+const BURST_BLOCKS: usize = 2048;
+
+/// A burst of kernel allocations grows this core's heap (by up to 8 MiB, half the core's
+/// free memory on a small VM); once they are freed,
+/// trimming gives the heap's free top back: the core's free frames come back to within
+/// the heap's slack of what they were, and its frames in hand are unchanged.
+fn gives_back_its_free_top() -> Result<(), String> {
+    let me = crate::percpu::this_core();
+    // A trim asks every core to flush, and gives the frames back on a later call once
+    // all have: call until it has (or a few seconds have passed).
+    let trim = || {
+        crate::mem::heap::trim_this_core();
+        let start = crate::arch::cpu::rdtsc();
+        loop {
+            let given = crate::mem::heap::trim_this_core();
+            if given > 0 || crate::arch::timer::us_since(start) > 5_000_000 {
+                return given;
+            }
+            crate::arch::cpu::pause();
+        }
+    };
+    trim();
+    let (free_before, (mapped_before, _)) = (me.free_frames(), crate::mem::heap::stats_this_core());
+    let blocks = BURST_BLOCKS.min(free_before as usize / 2);
+    let mut burst: Vec<Box<[u64; 512]>> = Vec::new();
+    burst.try_reserve_exact(blocks).map_err(|_| "no room for the burst's list")?;
+    for i in 0..blocks {
+        burst.push(Box::new([i as u64; 512]));
+    }
+    let mapped_during = crate::mem::heap::stats_this_core().0;
+    // (Less the heap's free space before the burst: at most one grow step.)
+    if mapped_during + 512 * 1024 < mapped_before + (blocks as u64) * 4096 {
+        return Err(format!("the heap did not grow: {mapped_before} then {mapped_during} bytes"));
+    }
+    if burst.iter().enumerate().any(|(i, b)| b[511] != i as u64) {
+        return Err("a block of the burst lost its contents".into());
+    }
+    drop(burst);
+    let given = trim();
+    let (free_after, (mapped_after, _)) = (me.free_frames(), crate::mem::heap::stats_this_core());
+    // The trimmed heap keeps some slack (TRIM_MIN, GROW_STEP): allow 1 MiB of it.
+    let slack = 256;
+    if given == 0 || free_after + slack < free_before || mapped_after > mapped_before + slack * 4096
+    {
+        return Err(format!(
+            "after the burst: {given} frames given back, free frames {free_before} -> \
+             {free_after}, heap mapped {mapped_before} -> {mapped_after} bytes"
+        ));
+    }
+    Ok(())
 }

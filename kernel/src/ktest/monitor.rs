@@ -18,6 +18,7 @@ kernel_test!(CALLS, "monitor.calls_all_to_all", 2, false, calls_all_to_all);
 kernel_test!(WAKE, "monitor.wakes_idle_core", 2, false, wakes_idle_core);
 kernel_test!(BROADCAST, "monitor.broadcast_reaches_all", 2, false, broadcast_reaches_all);
 kernel_test!(REJECT, "monitor.rejects_bad_messages", 2, false, rejects_bad_messages);
+kernel_test!(CANCEL, "monitor.abandoned_call_never_runs", 2, false, abandoned_call_never_runs);
 
 /// Messages each core sends to each other core.
 const MESSAGES: u64 = 300;
@@ -204,6 +205,38 @@ fn broadcast_reaches_all() -> Result<(), String> {
         if monitor::bench_acks() != before + others as u64 {
             return Err("more acks than cores".into());
         }
+    }
+    Ok(())
+}
+
+/// Times the work of [`abandoned_call_never_runs`]'s second call ran.
+static ABANDONED_RUNS: AtomicU64 = AtomicU64::new(0);
+
+/// A call whose caller stopped waiting before the target started it is never run: its
+/// work may borrow the caller's memory, gone by then. Core 1 is kept busy by a first call
+/// while a second one times out; once core 1 gets to the second, it must drop it unrun.
+fn abandoned_call_never_runs() -> Result<(), String> {
+    let before = ABANDONED_RUNS.load(Ordering::Acquire);
+    let busy = |_| -> Result<(), String> {
+        timer::spin_us(300_000);
+        Ok(())
+    };
+    let abandoned = |_| -> Result<(), String> {
+        ABANDONED_RUNS.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    };
+    let first = monitor::call_async(1, &busy).map_err(|e| format!("{e:?}"))?;
+    let second = monitor::call_async(1, &abandoned).map_err(|e| format!("{e:?}"))?;
+    match monitor::wait(second, 20_000) {
+        smp::Outcome::TimedOut => {}
+        other => return Err(format!("the second call ended {other:?} while core 1 was busy")),
+    }
+    all_ok(&[1], &[monitor::wait(first, JOB_TIMEOUT_US)])?;
+    // Core 1 serves core 0's channel in order: a pong means it has seen the second call.
+    monitor::ping(1, JOB_TIMEOUT_US).ok_or("core 1 did not answer a ping")?;
+    let runs = ABANDONED_RUNS.load(Ordering::Acquire) - before;
+    if runs != 0 {
+        return Err(format!("the abandoned call ran {runs} time(s) after its caller gave up"));
     }
     Ok(())
 }

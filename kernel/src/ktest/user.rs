@@ -16,8 +16,10 @@ kernel_test!(SYSFUZZ_MILLION, "user.sysfuzz_million", 4, true, sysfuzz_million);
 kernel_test!(OBJECTS, "user.corey_objects", 1, false, corey_objects);
 kernel_test!(SPIN, "user.time_limit_stops_a_spinning_program", 1, false, time_limit);
 kernel_test!(EXHAUST, "user.exhausting_objects_is_an_error", 1, false, exhausting_objects);
+kernel_test!(OOM, "user.out_of_memory_stops_the_program", 1, false, out_of_memory);
 kernel_test!(MEMCLONE, "user.corey_memclone_every_page", 1, false, memclone);
 kernel_test!(COW, "user.corey_cfork_copy_on_write", 2, false, cfork_copy_on_write);
+kernel_test!(COW_SHARED, "user.corey_copy_never_changes", 2, false, copy_never_changes);
 kernel_test!(SHARED_RANGE, "user.corey_shared_range_no_fault", 2, false, shared_range);
 kernel_test!(PCORES, "user.corey_pcores_run_and_halt", 2, false, pcores_run_and_halt);
 
@@ -150,6 +152,58 @@ fn exhausting_objects() -> Result<(), String> {
     balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
 }
 
+/// Free frames left to the core while `exhaust memory` runs (16 MiB): the rest is
+/// borrowed by the test, so running out takes the same short time on any VM.
+const OOM_FREE_FRAMES: u64 = 4096;
+
+/// `exhaust memory` writes pages until none is left: the kernel stops it with a page
+/// fault (never a kernel panic on a failed heap allocation), the core then runs another
+/// program, and every frame, heap byte and object comes back.
+fn out_of_memory() -> Result<(), String> {
+    balanced(|| {
+        let borrowed = BorrowedFrames::leaving(OOM_FREE_FRAMES);
+        let status = user::run("exhaust", "memory");
+        drop(borrowed);
+        match status {
+            Ok(ExitStatus::Faulted(crate::arch::trap::VECTOR_PAGE_FAULT)) => {
+                expect("hello", "after running out of memory", ExitStatus::Exited(0))
+            }
+            other => Err(format!("exhaust memory ended {other:?}, expected a page fault")),
+        }
+    })
+}
+
+/// Frames taken from this core's list and chained through their first word (no heap),
+/// given back when dropped.
+struct BorrowedFrames {
+    head: Option<u64>,
+}
+
+impl BorrowedFrames {
+    /// Takes frames until only `left` are free.
+    fn leaving(left: u64) -> BorrowedFrames {
+        let mut head = None;
+        while crate::percpu::this_core().free_frames() > left {
+            let Some(pa) = crate::mem::frames::alloc() else { break };
+            // SAFETY: a frame just taken from this core's list, reached by the direct map.
+            unsafe { *(crate::arch::paging::phys_to_virt(pa) as *mut u64) = head.unwrap_or(0) };
+            head = Some(pa);
+        }
+        BorrowedFrames { head }
+    }
+}
+
+impl Drop for BorrowedFrames {
+    fn drop(&mut self) {
+        while let Some(pa) = self.head.take() {
+            // SAFETY: a frame of the chain, still ours; its first word links the next.
+            let next = unsafe { *(crate::arch::paging::phys_to_virt(pa) as *const u64) };
+            self.head = (next != 0).then_some(next);
+            let _ = crate::mem::frames::free(pa);
+        }
+    }
+}
+
 /// (Named to run before `user.exhausting_objects_is_an_error`: on a 64 MiB VM with 16
 /// cores that test leaves each core little more than its reserve.)
 /// `memclone --mb 1` started once and spread over up to four cores in each of Figure 7's
@@ -167,6 +221,12 @@ fn memclone() -> Result<(), String> {
 /// neither side sees the other's writes (copy-on-write), and every frame comes back.
 fn cfork_copy_on_write() -> Result<(), String> {
     balanced(|| expect("cowtest", "", ExitStatus::Exited(0)))
+}
+
+/// `cowshared`: a child on another core keeps writing a segment it maps in its own root
+/// range; a copy-on-write copy the parent makes of it never changes afterwards.
+fn copy_never_changes() -> Result<(), String> {
+    balanced(|| expect("cowshared", "", ExitStatus::Exited(0)))
 }
 
 /// `sharedrange`: pages one core faults in through a slot range are mapped on another core

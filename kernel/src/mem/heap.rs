@@ -5,7 +5,8 @@
 
 use crate::arch::paging::{self, HEAP_BASE, HEAP_WINDOW};
 use crate::mem::frames;
-use crate::percpu::{self, this_core};
+use crate::percpu::{self, this_core, PerCoreState};
+use crate::tlb;
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,19 +33,23 @@ pub struct CoreHeap {
     span: Span,
     base: u64,
     mapped: u64,
-    /// Frames taken from the core's list for heap pages and their page tables.
+    /// Frames taken from the core's list for heap pages and their page tables (trimmed
+    /// ones included until they are given back).
     frames_taken: u64,
+    /// The last trim's frames, until every core has flushed them.
+    trimmed: Option<Trimmed>,
 }
 
 impl CoreHeap {
-    /// An empty heap for core `index` (mapped on first use by [`init_this_core`]).
-    pub const fn empty(index: usize) -> Self {
+    /// An empty heap, not yet placed (see [`init_this_core`]).
+    pub const fn empty() -> Self {
         CoreHeap {
             heap: Talc::new(ErrOnOom),
             span: Span::empty(),
-            base: HEAP_BASE + index as u64 * HEAP_WINDOW,
+            base: 0,
             mapped: 0,
             frames_taken: 0,
+            trimmed: None,
         }
     }
 
@@ -63,6 +68,9 @@ impl CoreHeap {
     /// [`GROW_STEP`] while memory is plentiful, just what is asked when it is short (the
     /// last frames serve small kernel allocations one page at a time).
     fn grow(&mut self, bytes: u64) -> Option<()> {
+        // The addresses a trim unmapped are mapped again only after every core flushed
+        // them (another core could otherwise reach the old frame through a stale entry).
+        self.release_trimmed(true);
         let needed = bytes.next_multiple_of(4096);
         // Pages plus, at worst, a new page table, directory and pointer table.
         let plenty = GROW_STEP / 4096 + 3 + GROW_MARGIN_FRAMES;
@@ -108,6 +116,102 @@ impl CoreHeap {
     }
 }
 
+/// Least free space at the heap's top worth giving back (and the least a trimmed heap
+/// keeps above its allocations, so a small burst does not map and unmap in turn).
+const TRIM_MIN: u64 = 256 * 1024;
+
+impl CoreHeap {
+    /// Cuts the heap's free top down to its highest allocation (keeping [`GROW_STEP`] and
+    /// [`TRIM_MIN`] of slack); returns the window `[start, end)` it no longer uses, still
+    /// mapped. Talc shrinks a heap from its ends only: free space below the highest live
+    /// block stays mapped.
+    fn trim(&mut self) -> Option<(u64, u64)> {
+        if self.mapped <= GROW_STEP + TRIM_MIN || self.trimmed.is_some() {
+            return None;
+        }
+        // SAFETY: `span` is this allocator's own heap (from `claim`/`extend`/`truncate`).
+        let used = unsafe { self.heap.get_allocated_span(self.span) };
+        let used_top = used.get_base_acme().map_or(self.base, |(_, acme)| acme as u64);
+        let keep =
+            (used_top.max(self.base) - self.base + TRIM_MIN).next_multiple_of(4096).max(GROW_STEP);
+        if keep + TRIM_MIN > self.mapped {
+            return None;
+        }
+        let request = Span::from_base_size(self.base as *mut u8, keep as usize);
+        // SAFETY: as above; `request` holds every allocation (it reaches past `used_top`).
+        self.span = unsafe { self.heap.truncate(self.span, request) };
+        let cut = (self.base + keep, self.base + self.mapped);
+        self.mapped = keep;
+        Some(cut)
+    }
+
+    /// Gives the frames of the last trim back to the core's list once every core has
+    /// flushed them from its TLB; with `wait`, waits for that (the heap is about to map
+    /// the same addresses again). Returns the frames given back.
+    fn release_trimmed(&mut self, wait: bool) -> u64 {
+        let Some(t) = self.trimmed.take() else { return 0 };
+        if !wait && !t.flush.done() {
+            self.trimmed = Some(t);
+            return 0;
+        }
+        t.flush.wait();
+        let mut chain = t.chain;
+        while chain != 0 {
+            // SAFETY: a frame of the chain `trim_this_core` built, still ours.
+            let next = unsafe { *(paging::phys_to_virt(chain) as *const u64) };
+            let _ = frames::free(chain);
+            chain = next;
+        }
+        self.frames_taken -= t.count;
+        t.count
+    }
+}
+
+/// Pages a trim unmapped: chained through their frames' first words until every core has
+/// flushed them from its TLB.
+pub struct Trimmed {
+    chain: u64,
+    count: u64,
+    flush: tlb::Shootdown,
+}
+
+/// Gives the free top of this core's heap back to its frame list (Corey §4.1: a core's
+/// memory is its own; a burst of kernel objects should not lower it for good). Never
+/// waits: the first call unmaps the top and asks every core to flush its TLB (global
+/// entries too: the heap's mappings are global); the frames go back on a later call, once
+/// all have. Returns the frames given back by this call. Nothing here allocates.
+pub fn trim_this_core() -> u64 {
+    let core = this_core();
+    let released = HEAPS.with(|h| h.release_trimmed(false));
+    if released > 0 {
+        return released;
+    }
+    let Some((start, end)) = HEAPS.with(|h| {
+        take_returns(core, h);
+        h.trim()
+    }) else {
+        return 0;
+    };
+    let pml4 = KERNEL_PML4.load(Ordering::Relaxed);
+    let mut chain = 0u64;
+    let mut count = 0u64;
+    let mut va = start;
+    while va < end {
+        if let Some((pa, _)) = paging::translate(pml4, va) {
+            paging::unmap_page(pml4, va);
+            // SAFETY: the frame was this heap's page, no longer used by it; the direct map
+            // reaches it. Its first word links the chain.
+            unsafe { *(paging::phys_to_virt(pa) as *mut u64) = chain };
+            chain = pa;
+            count += 1;
+        }
+        va += 4096;
+    }
+    let flush = tlb::Shootdown::start(tlb::all_online(), true);
+    HEAPS.with(|h| h.trimmed = Some(Trimmed { chain, count, flush }));
+    0
+}
+
 /// Records the kernel page tables and opens the heaps (boot core, once).
 pub fn set_ready(kernel_pml4: u64) {
     KERNEL_PML4.store(kernel_pml4, Ordering::Relaxed);
@@ -123,15 +227,27 @@ pub fn kernel_pml4() -> u64 {
 /// freed) and the frames it holds.
 pub fn usage_this_core() -> (u64, u64) {
     let core = this_core();
-    core.heap.with(|h| {
+    HEAPS.with(|h| {
         take_returns(core, h);
         (h.stats().1, h.frames_taken())
     })
 }
 
-/// Maps the calling core's first heap pages.
+/// Every core's heap (touched only by its own core).
+static HEAPS: PerCoreState<CoreHeap> = crate::per_core_state!(CoreHeap::empty());
+
+/// Places the calling core's heap in its window and maps its first pages.
 pub fn init_this_core() -> Option<()> {
-    this_core().heap.with(|h| h.grow(GROW_STEP))
+    let index = this_core().index as u64;
+    HEAPS.with(|h| {
+        h.base = HEAP_BASE + index * HEAP_WINDOW;
+        h.grow(GROW_STEP)
+    })
+}
+
+/// The calling core's heap: bytes mapped and in use.
+pub fn stats_this_core() -> (u64, u64) {
+    HEAPS.with(|h| h.stats())
 }
 
 /// A freed block's first two words while it travels back to its owner.
@@ -185,7 +301,7 @@ unsafe impl GlobalAlloc for KernelHeap {
         }
         let core = this_core();
         let layout = padded(layout);
-        core.heap.with(|h| {
+        HEAPS.with(|h| {
             take_returns(core, h);
             // SAFETY: `GlobalAlloc` callers never ask for zero bytes.
             if let Ok(p) = unsafe { h.heap.malloc(layout) } {
@@ -206,7 +322,7 @@ unsafe impl GlobalAlloc for KernelHeap {
         };
         if owner == core.index {
             // SAFETY: allocated from this heap with this layout (GlobalAlloc contract).
-            core.heap.with(|h| unsafe { h.heap.free(NonNull::new_unchecked(ptr), padded(layout)) });
+            HEAPS.with(|h| unsafe { h.heap.free(NonNull::new_unchecked(ptr), padded(layout)) });
             return;
         }
         let packed = layout.size() as u64 | (layout.align().trailing_zeros() as u64) << 48;

@@ -16,16 +16,14 @@ pub mod protocol;
 
 use crate::arch::{apic, cpu, timer, trap};
 use crate::mem::frames;
-use crate::percpu::{self, this_core, CoreState, PerCore};
-use crate::smp::{JobResult, Outcome, Work};
+use crate::percpu::{self, this_core, CoreState, PerCore, PerCoreState};
 use alloc::boxed::Box;
+use alloc::string::String;
 use alloc::vec::Vec;
-use core::sync::atomic::{fence, Ordering};
+use core::sync::atomic::{fence, AtomicU8, Ordering};
 use protocol::{kind, Rejection, Request, CHANNEL_SLOTS, FRAMES_PER_RETURN, REPLY_TEXT_MAX};
 use urpc::{Message, Reassembler, Receiver, Sender, PAYLOAD_WORDS};
 
-/// Batches of freed frames each owner's queue holds without allocating.
-const RETURN_BATCHES_RESERVED: usize = 4;
 /// How long a send waits for room (polling its own channels meanwhile) before giving up.
 const SEND_TIMEOUT_US: u64 = 2_000_000;
 /// Poll budget before the SKB has measured the IPI cost: long (about 1 ms at 2 GHz), so
@@ -33,6 +31,32 @@ const SEND_TIMEOUT_US: u64 = 2_000_000;
 pub const DEFAULT_POLL_BUDGET: u64 = 2_000_000;
 /// Bytes a reassembled message may have.
 const REASSEMBLY_BYTES: usize = 16 + REPLY_TEXT_MAX;
+
+/// What a job returns: `Err` carries the reason it failed.
+pub type JobResult = Result<(), String>;
+
+/// Work that runs on a core: gets the core's index.
+pub type Work<'a> = dyn Fn(usize) -> JobResult + Sync + 'a;
+
+/// How a job ended on one core.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The work returned.
+    Done(JobResult),
+    /// The core took exception `vector` while running it (and is now stopped).
+    Faulted(u8),
+    /// No answer within the time limit.
+    TimedOut,
+    /// The core is not online.
+    NotOnline,
+}
+
+impl Outcome {
+    /// Whether the work ran and returned `Ok`.
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Outcome::Done(Ok(())))
+    }
+}
 
 /// Identifies a remote call in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,12 +69,27 @@ pub enum SendError {
     NoChannel,
     /// The channel stayed full for [`SEND_TIMEOUT_US`] (the receiver is not draining it).
     Timeout,
+    /// The channel is full now (a send that does not wait).
+    Full,
 }
 
 /// What the lent memory of a call holds: the work to run.
 struct CallBody<'a> {
     work: &'a Work<'a>,
+    /// [`CALL_PENDING`] until the target starts the work ([`CALL_RUNNING`]) or the caller
+    /// gives up on it first ([`CALL_CANCELLED`]); whoever moves it first decides. The work
+    /// (and what it borrows from the caller's stack) is run only if the target won, and a
+    /// caller whose target won waits for the reply, however long: the caller never
+    /// returns while the target may still run its work.
+    state: AtomicU8,
 }
+
+/// A call not started yet.
+const CALL_PENDING: u8 = 0;
+/// A call the target is running.
+const CALL_RUNNING: u8 = 1;
+/// A call its caller gave up on before it started: the target frees the body, unrun.
+const CALL_CANCELLED: u8 = 2;
 
 /// A call this core made and waits for.
 struct PendingCall {
@@ -95,9 +134,6 @@ pub struct Monitor {
     next_receiver: usize,
     next_call: u64,
     calls: Vec<PendingCall>,
-    /// Frames owned by core `i`, freed here, not yet sent home (a send that found the
-    /// owner's channel full leaves them here for the next try: no frame is dropped).
-    frame_batches: Vec<Vec<u64>>,
     sequence_next: Vec<u64>,
     /// Highest pong sequence number seen from each core.
     pongs: Vec<u64>,
@@ -128,9 +164,6 @@ pub fn init_this_core(cores: usize) {
         next_receiver: 0,
         next_call: 1,
         calls: Vec::new(),
-        frame_batches: (0..cores)
-            .map(|_| Vec::with_capacity(FRAMES_PER_RETURN * RETURN_BATCHES_RESERVED))
-            .collect(),
         sequence_next: alloc::vec![0; cores],
         pongs: alloc::vec![0; cores],
         aggregations: Vec::new(),
@@ -145,12 +178,15 @@ pub fn init_this_core(cores: usize) {
             Box::leak(alloc::vec![0u8; REASSEMBLY_BYTES].into_boxed_slice());
         m.reassemblers.push(Reassembler::new(buffer));
     }
-    this_core().monitor.with(|slot| *slot = Some(m));
+    MONITORS.with(|slot| *slot = Some(m));
 }
+
+/// Every core's monitor (touched only by its own core; set up after its heap).
+static MONITORS: PerCoreState<Option<Monitor>> = crate::per_core_state!(None);
 
 /// Runs `f` on this core's monitor.
 fn with<R>(f: impl FnOnce(&mut Monitor) -> R) -> R {
-    this_core().monitor.with(|m| f(m.as_mut().expect("monitor not initialised on this core")))
+    MONITORS.with(|m| f(m.as_mut().expect("monitor not initialised on this core")))
 }
 
 /// This core's counters.
@@ -204,8 +240,10 @@ impl Monitor {
     }
 }
 
-/// Handles every message waiting now. Returns whether there was any.
+/// Handles every message waiting now, and sends full batches of freed frames home.
+/// Returns whether there was any message.
 pub fn poll() -> bool {
+    send_full_frame_batches();
     let mut any = false;
     while let Some(incoming) = with(|m| m.take_message()) {
         any = true;
@@ -242,46 +280,43 @@ fn reject(from: usize, why: Rejection) {
 }
 
 fn dispatch(incoming: Incoming) {
-    let (from, request) = match incoming {
-        Incoming::Partial => return,
-        Incoming::Rejected(from, why) => return reject(from, why),
-        Incoming::Reply(from, id, result) => {
-            let known =
-                with(|m| match m.calls.iter_mut().find(|c| c.id == id && c.target == from) {
-                    Some(call) => {
-                        call.result = Some(result);
-                        true
-                    }
-                    None => false,
-                });
-            if !known {
-                reject(from, Rejection::Malformed);
-            }
-            return;
-        }
+    match incoming {
+        Incoming::Partial => {}
+        Incoming::Rejected(from, why) => reject(from, why),
+        Incoming::Reply(from, id, result) => complete_call(from, id, result),
         // Work that needs this core (a remote call, a user context to start) cannot run
         // while one of its user contexts is on the stack: keep it for the idle loop.
         Incoming::Request(from, request @ (Request::Call { .. } | Request::Start { .. }))
             if this_core().in_context.load(Ordering::Acquire) =>
         {
-            return with(|m| m.deferred.push((from, request)));
+            with(|m| m.deferred.push((from, request)))
         }
-        Incoming::Request(from, request) => (from, request),
-    };
+        Incoming::Request(from, request) => serve(from, request),
+    }
+}
+
+/// A reply to one of this core's calls: recorded for [`wait`].
+fn complete_call(from: usize, id: u64, result: JobResult) {
+    let known = with(|m| match m.calls.iter_mut().find(|c| c.id == id && c.target == from) {
+        Some(call) => {
+            call.result = Some(result);
+            true
+        }
+        None => false,
+    });
+    if !known {
+        reject(from, Rejection::Malformed);
+    }
+}
+
+/// Serves one request from core `from`.
+fn serve(from: usize, request: Request) {
     match request {
         Request::Ping(seq) => {
             let _ = send(from, &Request::Pong(seq));
         }
         Request::Pong(seq) => with(|m| m.pongs[from] = m.pongs[from].max(seq)),
-        Request::Call { id, body } => {
-            // SAFETY: the caller lends this `CallBody` until it gets our reply (or sees this
-            // core faulted); `decode` checked the pointer lies in the kernel half.
-            let body = unsafe { &*(body as *const CallBody<'static>) };
-            let result = (body.work)(this_core().index);
-            let mut bytes = [0u8; 9 + REPLY_TEXT_MAX];
-            let len = protocol::encode_reply(id, &result, &mut bytes);
-            let _ = send_bytes(from, kind::REPLY, &bytes[..len]);
-        }
+        Request::Call { id, body } => run_call(from, id, body),
         Request::FrameReturn { frames: list, count } => {
             for &pa in &list[..count] {
                 if frames::take_back(pa).is_err() {
@@ -304,33 +339,89 @@ fn dispatch(incoming: Incoming) {
         Request::Bench(round) => {
             let _ = send(from, &Request::BenchAck(round));
         }
-        Request::BenchAck(round) => {
-            let finished = with(|m| {
-                let Some(i) = m.aggregations.iter().position(|a| a.round == round) else {
-                    m.stats.bench_acks += 1;
-                    return None;
-                };
-                m.aggregations[i].remaining -= 1;
-                (m.aggregations[i].remaining == 0).then(|| m.aggregations.swap_remove(i).source)
-            });
-            if let Some(source) = finished {
-                let _ = send(source, &Request::BenchAck(round));
-            }
-        }
-        Request::Start { job } => crate::user::start_job(job),
-        Request::Multicast { round, source, limit } => {
-            let mut members = crate::knowledge::package_members(this_core().index, source);
-            members.retain(|&c| c < limit);
-            if members.is_empty() {
-                let _ = send(source, &Request::BenchAck(round));
-                return;
-            }
-            with(|m| m.aggregations.push(Aggregation { round, source, remaining: members.len() }));
-            for member in members {
-                let _ = send(member, &Request::Bench(round));
-            }
-        }
+        Request::BenchAck(round) => bench_ack(round),
+        Request::Start { job } => match START_HANDLER.get() {
+            Some(start) => start(job),
+            None => reject(from, Rejection::Malformed),
+        },
+        Request::Multicast { round, source, limit } => forward_multicast(round, source, limit),
     }
+}
+
+/// A remote call: runs the caller's work here and replies with its result.
+fn run_call(from: usize, id: u64, body: u64) {
+    let raw = body as *mut CallBody<'static>;
+    // SAFETY: the caller lends this `CallBody` until it gets our reply, sees this core
+    // faulted, or cancels it (then it is ours to free, below); `decode` checked the
+    // pointer lies in the kernel half.
+    let body = unsafe { &*raw };
+    let claim = body.state.compare_exchange(
+        CALL_PENDING,
+        CALL_RUNNING,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    );
+    if claim.is_err() {
+        // The caller gave up before we started: its work may borrow memory that is gone.
+        // SAFETY: made by `Box::into_raw` in `call_async`; a cancelled caller forgot it.
+        drop(unsafe { Box::from_raw(raw) });
+        return;
+    }
+    let result = (body.work)(this_core().index);
+    let mut bytes = [0u8; 9 + REPLY_TEXT_MAX];
+    let len = protocol::encode_reply(id, &result, &mut bytes);
+    let _ = send_bytes(from, kind::REPLY, &bytes[..len]);
+}
+
+/// A benchmark ack: counted, or one of a multicast this core aggregates (the last one
+/// acks the source).
+fn bench_ack(round: u64) {
+    let finished = with(|m| {
+        let Some(i) = m.aggregations.iter().position(|a| a.round == round) else {
+            m.stats.bench_acks += 1;
+            return None;
+        };
+        m.aggregations[i].remaining -= 1;
+        (m.aggregations[i].remaining == 0).then(|| m.aggregations.swap_remove(i).source)
+    });
+    if let Some(source) = finished {
+        let _ = send(source, &Request::BenchAck(round));
+    }
+}
+
+/// A multicast this core aggregates for `source` (Multikernel §5.1): forwards it within
+/// its own package and acks the source once all have acked (at once if alone).
+fn forward_multicast(round: u64, source: usize, limit: usize) {
+    let members = package_members(source, limit);
+    if members.is_empty() {
+        let _ = send(source, &Request::BenchAck(round));
+        return;
+    }
+    with(|m| m.aggregations.push(Aggregation { round, source, remaining: members.len() }));
+    for member in members {
+        let _ = send(member, &Request::Bench(round));
+    }
+}
+
+/// The other online cores of this core's package below `limit`, but not `source`: where
+/// a multicast aggregator forwards (Multikernel §5.1; the source chose this core as its
+/// package's aggregator from the SKB's tree).
+fn package_members(source: usize, limit: usize) -> Vec<usize> {
+    let me = this_core();
+    percpu::all_cores()
+        .filter(|c| c.location.package == me.location.package && c.state() == CoreState::Online)
+        .map(|c| c.index)
+        .filter(|&c| c != me.index && c != source && c < limit)
+        .collect()
+}
+
+/// Runs a `START` message's job (the user layer's `start_job`, installed at boot: the
+/// monitor, below the user layer, does not name it).
+static START_HANDLER: spin::Once<fn(u64)> = spin::Once::new();
+
+/// Installs what runs a `START` job (once, at boot, before any program can send one).
+pub fn set_start_handler(start: fn(u64)) {
+    START_HANDLER.call_once(|| start);
 }
 
 /// Wakes core `to` if it is asleep (after a message was placed in its channel).
@@ -360,6 +451,22 @@ pub fn send_raw(to: usize, tag: u32, payload: &[u64; PAYLOAD_WORDS]) -> Result<(
 /// Sends bytes (fragmented as needed) to core `to`.
 pub fn send_bytes(to: usize, tag: u32, bytes: &[u8]) -> Result<(), SendError> {
     send_with(to, |tx| tx.try_send_bytes(tag, bytes).is_ok())
+}
+
+/// Sends one message to core `to` if its channel has room now; `Full` otherwise (the
+/// caller keeps what it wanted to send and tries again later).
+fn try_send_now(to: usize, request: &Request) -> Result<(), SendError> {
+    let (tag, payload) = protocol::encode(request);
+    let sent = with(|m| match m.senders.get_mut(to).and_then(Option::as_mut) {
+        Some(tx) => Ok(tx.try_send(tag, &payload).is_ok()),
+        None => Err(SendError::NoChannel),
+    })?;
+    wake_if_asleep(to);
+    if sent {
+        Ok(())
+    } else {
+        Err(SendError::Full)
+    }
 }
 
 fn send_with(
@@ -392,7 +499,8 @@ fn send_with(
 pub fn call_async(target: usize, work: &Work<'_>) -> Result<CallId, SendError> {
     // The pending table holds the body with its lifetime erased; `wait` frees it before
     // the caller's borrow of `work` ends (or leaks it if the target may still read it).
-    let body: *const CallBody<'static> = Box::into_raw(Box::new(CallBody { work })).cast();
+    let body: *const CallBody<'static> =
+        Box::into_raw(Box::new(CallBody { work, state: AtomicU8::new(CALL_PENDING) })).cast();
     let id = with(|m| {
         let id = m.next_call;
         m.next_call += 1;
@@ -418,8 +526,9 @@ fn forget_call(id: u64, free_body: bool) -> Option<PendingCall> {
 }
 
 /// Waits for a call to finish, serving our own channels meanwhile. A call whose target
-/// faulted ends `Faulted`; one not answered within `timeout_us` ends `TimedOut` (its body
-/// is leaked, since the target may still read it).
+/// faulted ends `Faulted`; one the target has not started within `timeout_us` is
+/// cancelled and ends `TimedOut` (the target will not run it). One the target has started
+/// is waited for however long it takes: its work may borrow the caller's memory.
 pub fn wait(id: CallId, timeout_us: u64) -> Outcome {
     let start = cpu::rdtsc();
     loop {
@@ -436,92 +545,69 @@ pub fn wait(id: CallId, timeout_us: u64) -> Outcome {
             forget_call(id.0, false);
             return Outcome::Faulted(vector);
         }
-        if timer::us_since(start) > timeout_us {
-            forget_call(id.0, false);
+        if timer::us_since(start) > timeout_us && cancel(id.0) {
+            forget_call(id.0, false); // the target frees the body when it sees it
             return Outcome::TimedOut;
         }
         cpu::pause();
     }
 }
 
-/// Sends a freed frame home to `owner`, in batches of [`FRAMES_PER_RETURN`]. A frame is
-/// never dropped: it waits in the owner's queue until a send succeeds (here, at the next
-/// tick, or when this core goes idle: [`flush_frame_returns`]). Only if its owner has
-/// faulted does it stay away, counted as stranded.
-pub fn return_frame(owner: usize, pa: u64) -> Result<(), SendError> {
-    let queued = with(|m| {
-        let queue = m.frame_batches.get_mut(owner)?;
-        // The queue's reserve makes this rare; if the heap cannot grow it, the frame
-        // goes home alone, now, below.
-        queue.try_reserve(1).ok()?;
-        queue.push(pa);
-        Some(queue.len())
-    });
-    match queued {
-        Some(len) if len < FRAMES_PER_RETURN => Ok(()),
-        Some(_) => {
-            send_frame_batches(owner, false);
-            Ok(())
-        }
-        None if owner >= percpu::core_count() => Err(SendError::NoChannel),
-        None => {
-            let mut frames = [0; FRAMES_PER_RETURN];
-            frames[0] = pa;
-            send_until_done(owner, &Request::FrameReturn { frames, count: 1 });
-            Ok(())
-        }
-    }
+/// Tries to cancel call `id` before its target starts it; `false` if the target is running
+/// it already (then the caller must wait for its reply).
+fn cancel(id: u64) -> bool {
+    let Some(body) = with(|m| m.calls.iter().find(|c| c.id == id).map(|c| c.body)) else {
+        return true;
+    };
+    // SAFETY: the body lives until the call is forgotten (below, by our caller) and then
+    // until the target frees it.
+    let state = unsafe { &(*body).state };
+    state
+        .compare_exchange(CALL_PENDING, CALL_CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
 }
 
-/// Sends `owner`'s queued frames home: the full batches, or (`all`) every frame. Stops at
-/// the first send that times out, keeping the rest queued for the next try.
-fn send_frame_batches(owner: usize, all: bool) {
+/// Sends the frames this core freed for `owner` home (Multikernel: memory is given back
+/// by message), in batches of [`FRAMES_PER_RETURN`]: the full batches, or (`all`) every
+/// frame. A send never waits: if the owner's channel is full (the owner is behind), the
+/// frames go back into the queue for the next try (the next poll, tick or idle pass), so
+/// none is ever dropped and the freeing core never blocks on a busy owner. Only a faulted
+/// owner's frames stay away, counted as stranded.
+fn send_frames_home(owner: usize, all: bool) {
+    let at_least = if all { 1 } else { FRAMES_PER_RETURN };
+    let mut frames = [0u64; FRAMES_PER_RETURN];
     loop {
-        let batch = with(|m| {
-            let queue = &m.frame_batches[owner];
-            let count = queue.len().min(FRAMES_PER_RETURN);
-            if count == 0 || (!all && count < FRAMES_PER_RETURN) {
-                return None;
-            }
-            let mut frames = [0; FRAMES_PER_RETURN];
-            frames[..count].copy_from_slice(&queue[queue.len() - count..]);
-            Some((frames, count))
-        });
-        let Some((frames, count)) = batch else { return };
+        let count = frames::take_for_home(owner, &mut frames, at_least);
+        if count == 0 {
+            break;
+        }
         if percpu::core(owner).is_some_and(|c| c.state() == CoreState::Faulted) {
-            with(|m| {
-                let queue = &mut m.frame_batches[owner];
-                m.stats.frames_stranded += queue.len() as u64;
-                queue.clear();
-            });
-            return;
+            with(|m| m.stats.frames_stranded += count as u64);
+            continue;
         }
-        if send(owner, &Request::FrameReturn { frames, count }).is_err() {
-            return; // still queued; the next tick or idle pass tries again
-        }
-        with(|m| {
-            let queue = &mut m.frame_batches[owner];
-            queue.truncate(queue.len() - count);
-        });
-    }
-}
-
-/// Sends `request` until it goes, serving this core's channels meanwhile (a frame that
-/// could not even be queued must not be lost); gives up only if the target faulted.
-fn send_until_done(to: usize, request: &Request) {
-    while send(to, request) == Err(SendError::Timeout) {
-        if percpu::core(to).is_some_and(|c| c.state() == CoreState::Faulted) {
-            with(|m| m.stats.frames_stranded += 1);
-            return;
+        if try_send_now(owner, &Request::FrameReturn { frames, count }).is_err() {
+            frames::queue_for_home(owner, &frames[..count]);
+            break;
         }
     }
 }
 
-/// Sends every queued freed frame home now (those whose send fails stay queued).
+/// Sends every frame this core freed for another core home now (those whose send fails
+/// stay queued).
 pub fn flush_frame_returns() {
-    let cores = with(|m| m.frame_batches.len());
-    for owner in 0..cores {
-        send_frame_batches(owner, true);
+    for owner in 0..percpu::core_count() {
+        send_frames_home(owner, true);
+    }
+}
+
+/// Sends the full batches of freed frames home (from every poll: an owner gets its frames
+/// back while the freeing core is busy, not only when it goes idle).
+fn send_full_frame_batches() {
+    if frames::queued_for_home() < FRAMES_PER_RETURN {
+        return;
+    }
+    for owner in 0..percpu::core_count() {
+        send_frames_home(owner, false);
     }
 }
 
@@ -580,6 +666,8 @@ pub fn idle_once(core: &PerCore) {
         cpu::pause();
     }
     flush_frame_returns();
+    // Before sleeping, the heap's free top goes back to the frame list.
+    crate::mem::heap::trim_this_core();
     cpu::disable_interrupts();
     core.set_asleep(true);
     fence(Ordering::SeqCst);

@@ -3,38 +3,42 @@
 //! running pcore's share set, and the soft page fault that fills a page of a segment
 //! mapped by the pcore's root address range.
 //!
-//! The object model (ids, shares, share sets, reference counts) and the range maps are the
-//! hardware-neutral `objects` and `addrrange` crates; this file is the glue: payloads that
-//! own frames and page tables, and the page-fault path. Objects live in kernel memory any
-//! core can reach (Corey §4.1), each guarded by its own lock, so a segment or range one
-//! core made can be used on every core its share reaches.
+//! The object model (ids, shares, share sets, reference counts), the range maps and the
+//! memory logic (segment pages, copy-on-write, what each range's tables map, the fault,
+//! copy and edit decisions) are the hardware-neutral `objects`, `addrrange` and `vm`
+//! crates; this file is the glue: the frames, the x86 page tables behind `vm::PageTables`,
+//! the locks, TLB shootdown and the system calls. Objects live in kernel memory any core
+//! can reach (Corey §4.1), each guarded by its own lock, so a segment or range one core
+//! made can be used on every core its share reaches.
 //!
 //! Memory safety across cores rests on counted frames: a segment page is an
-//! `Arc<Frame>`, and every page-table entry that maps it holds a clone, so a frame is
-//! freed only after the last mapping of it is gone, whoever changed the segment.
+//! `Arc<Frame>`, and every page-table entry that maps it holds a clone (`vm::RangeState`),
+//! so a frame is freed only after the last mapping of it is gone, whoever changed the
+//! segment.
 //!
-//! Address ranges come in two kinds (`abi::ar_kind`). A root range (the user half) is what
-//! a pcore runs on; its direct segment mappings are faulted into the pcore's private page
-//! tables. A slot range (1 GiB) owns a page-directory subtree: spliced into root ranges
-//! with `ar_set_ar`, every core running on such a root includes the same subtree, so a
-//! page one core faults in is mapped for all of them without a fault of their own (Corey
-//! §3.1, §4.3). Removing mappings from a slot range shoots down the TLBs of the cores that
-//! include it.
+//! Address ranges come in two kinds (`abi::ar_kind`), and each owns its page tables. A
+//! root range (the user half) owns a PML4: every context running on it uses that as its
+//! CR3, so they share one address space. A slot range (1 GiB) owns a page directory,
+//! linked into every root that splices it (`ar_set_ar`). A page is mapped in the tables of
+//! the range that maps its segment, so a page one core faults in is mapped for every core
+//! using that range without a fault of their own (Corey §3.1, §4.3). Removing mappings
+//! from a range, or making a segment's pages copy-on-write, unmaps them in every range
+//! that mapped them and shoots down the TLBs of the cores that may hold them.
 
-use super::space::AddressSpace;
+use super::space::{AddressSpace, RootTables};
 use crate::arch::paging::{self, phys_to_virt};
 use crate::mem::frames;
-use crate::percpu::{self, this_core};
+use crate::percpu::{self, this_core, PerCoreState};
 use abi::{map, ArSetAr, ArSetSeg, Error, MappingInfo};
 use addrrange::{AddressRange, ArError, Perms, Target};
-use alloc::collections::BTreeMap;
-use alloc::collections::BTreeSet;
-use alloc::sync::{Arc, Weak};
+use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use locks::McsLock;
 use objects::{Census, Creator, ObjError, ObjName, ObjPtr, ObjRef, ObjectId, ObjectKind, ShareSet};
+use vm::{RangeState, SegmentState, VmError};
+use x86_64::structures::paging::PageTableFlags as PageFlags;
 
 const PAGE: u64 = 4096;
 /// Span of a root address range: the user half.
@@ -69,13 +73,18 @@ pub fn live_objects(core: usize) -> usize {
 /// A physical frame; freed (sent home to its owner) when the last holder drops it.
 pub struct Frame(u64);
 
+/// A fresh frame of this core, zeroed; its physical address.
+fn zeroed_frame() -> Option<u64> {
+    let pa = frames::alloc()?;
+    // SAFETY: a fresh frame of this core's own, reached through the direct map.
+    unsafe { core::ptr::write_bytes(phys_to_virt(pa) as *mut u8, 0, PAGE as usize) };
+    Some(pa)
+}
+
 impl Frame {
     /// A fresh frame of this core, zeroed.
     fn zeroed() -> Option<Arc<Frame>> {
-        let pa = frames::alloc()?;
-        // SAFETY: a fresh frame of this core's own, reached through the direct map.
-        unsafe { core::ptr::write_bytes(phys_to_virt(pa) as *mut u8, 0, PAGE as usize) };
-        Some(Arc::new(Frame(pa)))
+        Some(Arc::new(Frame(zeroed_frame()?)))
     }
 
     /// A fresh frame of this core holding a copy of `self`.
@@ -100,76 +109,146 @@ impl Drop for Frame {
     }
 }
 
-/// One page of a segment: its frame, and whether it is shared copy-on-write with another
-/// segment (then it is mapped read-only and a write copies it first).
-#[derive(Clone)]
-struct Page {
-    frame: Arc<Frame>,
-    cow: bool,
+/// This kernel as the `vm` crate's host: its frames, page tables, objects, locks and TLB
+/// shootdown.
+struct Kernel;
+
+impl vm::Host for Kernel {
+    type Frame = Arc<Frame>;
+    type Tables = Tables;
+    type Object = objects::Object<Payload>;
+
+    fn addr(frame: &Arc<Frame>) -> u64 {
+        frame.0
+    }
+
+    fn id(object: &Self::Object) -> u64 {
+        object.id().0
+    }
+
+    fn with_segment<R>(
+        &self,
+        object: &Self::Object,
+        f: impl FnOnce(&mut SegmentState<Kernel>) -> R,
+    ) -> Option<R> {
+        match object.payload()? {
+            Payload::Segment(s) => Some(s.state.with(f)),
+            _ => None,
+        }
+    }
+
+    fn with_range<R>(
+        &self,
+        object: &Self::Object,
+        f: impl FnOnce(&mut RangeState<Kernel>) -> R,
+    ) -> Option<R> {
+        match object.payload()? {
+            Payload::Range(r) => Some(r.state.with(f)),
+            _ => None,
+        }
+    }
+
+    fn zeroed(&self) -> Option<Arc<Frame>> {
+        Frame::zeroed()
+    }
+
+    fn copy(&self, frame: &Arc<Frame>) -> Option<Arc<Frame>> {
+        frame.copy()
+    }
+
+    fn shootdown(&self, range: &Self::Object) {
+        if let Some(Payload::Range(r)) = range.payload() {
+            crate::tlb::shootdown(r.cores.load(Ordering::Acquire));
+        }
+    }
 }
 
-/// A segment (Corey §4.3): pages filled on first touch.
+/// A segment (Corey §4.3): pages filled on first touch (`vm::SegmentState`).
 pub struct Segment {
-    state: McsLock<SegmentState>,
+    state: McsLock<SegmentState<Kernel>>,
 }
 
-struct SegmentState {
-    /// One slot per page; `None` until first touched.
-    pages: Vec<Option<Page>>,
-    /// The size `segment_set_nbytes` set (the last page may be partly used).
-    nbytes: u64,
-    /// Slot ranges whose shared subtrees have mapped pages of this segment: a copy-on-write
-    /// copy or a shrink must take those mappings back on every core.
-    mapped_in: Vec<Weak<objects::Object<Payload>>>,
-    /// Whether a page fault ever mapped a page of it. One that never was (a file read with
-    /// `segment_read`, a descriptor copied by `dup`) has no mapping to take back.
-    mapped: bool,
-}
-
-/// An address range (Corey §3.1, §4.3).
+/// An address range (Corey §3.1, §4.3): its mappings, held objects, page tables and
+/// mapped pages (`vm::RangeState`).
 pub struct Range {
-    state: McsLock<RangeState>,
-    /// Cores whose page tables include this range's subtree (slot ranges): a shootdown
-    /// goes to them.
+    state: McsLock<RangeState<Kernel>>,
+    /// Cores whose page tables may hold this range's mappings: for a root range, the
+    /// cores running a context on it; for a slot range, every core that ever ran a root it
+    /// is spliced into. A shootdown goes to them.
     cores: AtomicU64,
 }
 
-struct RangeState {
-    map: AddressRange,
-    /// What the range maps, by id: it holds one reference to each (see `objects`).
-    held: BTreeMap<u64, Ptr>,
-    /// A slot range's page-directory subtree; `None` for a root range.
-    directory: Option<Directory>,
+/// A range's page tables (Corey §3.1: an address range is a page-table subtree that
+/// several cores' tables include).
+enum Tables {
+    /// A root range's PML4: every context on the range runs on it (its CR3).
+    Root(RootTables),
+    /// A slot range's page directory, linked into every root that splices it.
+    Slot(Directory),
 }
 
-/// A slot range's page directory and the pages mapped in it.
+impl vm::PageTables for Tables {
+    fn map(&mut self, offset: u64, addr: u64, perms: Perms) -> Result<(), VmError> {
+        let flags = PageFlags::USER_ACCESSIBLE | rights(perms);
+        match self {
+            Tables::Root(t) => t.map(offset, addr, flags),
+            // SAFETY: the range's own directory, under its lock; tables come from this core.
+            Tables::Slot(d) => unsafe {
+                paging::map_in_directory(d.pd, offset, addr, flags, &mut frames::alloc)
+            },
+        }
+        .ok_or(VmError::NoMemory)
+    }
+
+    fn unmap(&mut self, offset: u64) {
+        match self {
+            Tables::Root(t) => t.unmap(offset),
+            Tables::Slot(d) => paging::unmap_in_directory(d.pd, offset),
+        }
+    }
+
+    fn translate(&self, offset: u64) -> Option<(u64, Perms)> {
+        let (pa, flags) = match self {
+            Tables::Root(t) => t.translate(offset),
+            Tables::Slot(d) => paging::translate_in_directory(d.pd, offset),
+        }?;
+        let write = flags.contains(PageFlags::WRITABLE);
+        Some((pa, Perms { write, exec: !flags.contains(PageFlags::NO_EXECUTE) }))
+    }
+
+    fn unlink(&mut self, offset: u64) {
+        if let Tables::Root(t) = self {
+            t.remove_slot(offset);
+        }
+    }
+}
+
+/// The x86 entry bits for `perms` (`WRITABLE`, `NO_EXECUTE`).
+fn rights(perms: Perms) -> PageFlags {
+    let mut flags = PageFlags::empty();
+    if perms.write {
+        flags |= PageFlags::WRITABLE;
+    }
+    if !perms.exec {
+        flags |= PageFlags::NO_EXECUTE;
+    }
+    flags
+}
+
+/// A slot range's page directory.
 struct Directory {
     pd: u64,
-    /// Every page mapped below `pd`, by offset, with the frame it maps (held, so it cannot
-    /// be freed while mapped).
-    mapped: Vec<(u64, Arc<Frame>)>,
 }
 
 impl Directory {
+    /// A fresh, empty directory, owned from now on (freed in `Drop`).
     fn new() -> Option<Directory> {
-        let pd = Frame::zeroed()?;
-        let pa = pd.0;
-        core::mem::forget(pd); // owned by the directory from now on; freed in its Drop
-        Some(Directory { pd: pa, mapped: Vec::new() })
-    }
-
-    /// Unmaps every page; returns the frames (drop them only after the shootdown).
-    fn clear(&mut self) -> Vec<(u64, Arc<Frame>)> {
-        for &(offset, _) in &self.mapped {
-            paging::unmap_in_directory(self.pd, offset);
-        }
-        core::mem::take(&mut self.mapped)
+        Some(Directory { pd: zeroed_frame()? })
     }
 }
 
 impl Drop for Directory {
     fn drop(&mut self) {
-        self.clear();
         let mut tables = Vec::new();
         paging::directory_tables(self.pd, &mut |t| tables.push(t));
         for pa in tables.into_iter().chain([self.pd]) {
@@ -221,9 +300,7 @@ pub enum Payload {
 impl objects::Payload for Payload {
     fn take_held(&mut self) -> Vec<Ptr> {
         match self {
-            Payload::Range(r) => {
-                r.state.with(|s| core::mem::take(&mut s.held)).into_values().collect()
-            }
+            Payload::Range(r) => r.state.with(|s| s.take_held()),
             _ => Vec::new(),
         }
     }
@@ -254,18 +331,12 @@ pub fn pcore(p: &Ptr) -> Option<&Pcore> {
     }
 }
 
-/// A running context's view of the objects: its share set, its root range, and the pages
-/// faulted into its private page tables.
+/// A running context's view of the objects: its share set and its root range.
 pub struct ProgramObjects {
     /// The shares it can name objects through (its private root share first).
     pub set: ShareSet<Payload>,
-    /// Its root address range (page faults resolve through it).
+    /// Its root address range (page faults resolve through it; its tables are the CR3).
     pub root_ar: Ptr,
-    /// Pages mapped in the private tables by soft faults, with the frames they map.
-    faulted: Vec<(u64, Arc<Frame>)>,
-    /// Slot ranges spliced into the private tables, by virtual address (held while
-    /// spliced, so their subtree outlives every table that points at it).
-    installed: Vec<(u64, Ptr)>,
     /// Soft page faults taken.
     pub fault_count: u64,
 }
@@ -297,12 +368,13 @@ fn perms(flags: u64) -> Perms {
     Perms { write: flags & map::WRITE != 0, exec: flags & map::EXEC != 0 }
 }
 
+/// Where each core's new objects get their ids (made on first use).
+static CREATORS: PerCoreState<Option<Creator>> = crate::per_core_state!(None);
+
 /// Runs `f` with this core's object creator (made on first use).
 fn with_creator<R>(f: impl FnOnce(&mut Creator) -> R) -> R {
-    let core = this_core();
-    core.creator.with(|slot| {
-        f(slot.get_or_insert_with(|| Creator::new(core.index as u16, &CENSUS[core.index])))
-    })
+    let index = this_core().index;
+    CREATORS.with(|slot| f(slot.get_or_insert_with(|| Creator::new(index as u16, &CENSUS[index]))))
 }
 
 /// `NoResources` when this core's programs already keep [`MAX_OBJECTS_PER_CORE`] objects,
@@ -312,12 +384,13 @@ fn room() -> Result<(), Error> {
 }
 
 /// `NoResources` at the object cap or with fewer than `reserve` frames to spare: free
-/// frames, plus the kernel heap's own free space (the heap never gives frames back, but
+/// frames, plus the kernel heap's own free space (the heap gives frames back only when
+/// the core goes idle, but
 /// what it holds free serves new metadata just as well).
 fn room_above(reserve: u64) -> Result<(), Error> {
     let me = this_core();
     let live = CENSUS[me.index].live();
-    let (mapped, used) = me.heap.with(|h| h.stats());
+    let (mapped, used) = crate::mem::heap::stats_this_core();
     let spare = me.free_frames() + mapped.saturating_sub(used) / PAGE;
     if live >= MAX_OBJECTS_PER_CORE || spare < reserve {
         return Err(Error::NoResources);
@@ -349,16 +422,13 @@ fn alloc_unchecked(
 }
 
 fn new_range(root: bool) -> Result<Range, Error> {
-    let (span, directory) = if root {
-        (ROOT_SPAN, None)
+    let (span, tables) = if root {
+        (ROOT_SPAN, Tables::Root(RootTables::new()?))
     } else {
-        (GRANULARITY, Some(Directory::new().ok_or(Error::NoResources)?))
+        (GRANULARITY, Tables::Slot(Directory::new().ok_or(Error::NoResources)?))
     };
     let map = AddressRange::new(span, GRANULARITY).map_err(ar_error)?;
-    Ok(Range {
-        state: McsLock::new(RangeState { map, held: BTreeMap::new(), directory }),
-        cores: AtomicU64::new(0),
-    })
+    Ok(Range { state: McsLock::new(RangeState::new(map, tables)), cores: AtomicU64::new(0) })
 }
 
 /// A context's objects: a fresh root share plus `shares`, running on `root_ar`.
@@ -368,7 +438,7 @@ pub fn new_context(root_ar: Ptr, shares: Vec<Ptr>) -> Result<ProgramObjects, Err
     for share in shares {
         set.add_share_ptr(share).map_err(to_abi)?;
     }
-    Ok(ProgramObjects { set, root_ar, faulted: Vec::new(), installed: Vec::new(), fault_count: 0 })
+    Ok(ProgramObjects { set, root_ar, fault_count: 0 })
 }
 
 /// A new program's objects: a root share holding a fresh root address range.
@@ -382,9 +452,11 @@ pub fn new_program() -> Result<ProgramObjects, Error> {
             .map_err(to_abi)
     })?;
     let root_ar = set.resolve(ObjRef { share: root, object: id }).map_err(to_abi)?;
-    Ok(ProgramObjects { set, root_ar, faulted: Vec::new(), installed: Vec::new(), fault_count: 0 })
+    Ok(ProgramObjects { set, root_ar, fault_count: 0 })
 }
 
+/// A segment of `pages` pages holding each `(offset, bytes)` piece at that byte offset
+/// (the loader's program image; untouched pages are filled with zeroes on first touch),
 /// A segment of `pages` pages holding each `(offset, bytes)` piece at that byte offset
 /// (the loader's program image; untouched pages are filled with zeroes on first touch),
 /// placed in the root share and mapped at `va` in the root range.
@@ -395,10 +467,10 @@ pub fn load_segment(
     pieces: &[(usize, &[u8])],
     flags: u64,
 ) -> Result<(), Error> {
-    let slots = filled_slots(pages, pieces)?;
+    let state = filled_segment(pages * PAGE, pieces)?;
     let root = p.set.root_id().0;
     room_above(LOAD_RESERVE_FRAMES)?;
-    let seg = alloc_unchecked(p, root, ObjectKind::Segment, new_segment(slots, pages * PAGE))?;
+    let seg = alloc_unchecked(p, root, ObjectKind::Segment, new_segment(state))?;
     let args = ArSetSeg {
         ar: [root, p.root_ar.id().0],
         va,
@@ -407,27 +479,27 @@ pub fn load_segment(
         pages,
         flags,
     };
-    set_seg(p, None, args)
+    set_seg(p, args)
 }
 
-/// `pages` page slots holding each `(offset, bytes)` piece at that byte offset: the pages
-/// a piece touches get fresh zeroed frames with its bytes copied in; the others stay
-/// untouched (filled with zeroes on first touch).
-fn filled_slots(pages: u64, pieces: &[(usize, &[u8])]) -> Result<Vec<Option<Page>>, Error> {
-    let mut slots = page_slots(pages)?;
+/// A segment of `nbytes` bytes holding each `(offset, bytes)` piece at that byte offset:
+/// the pages a piece touches get fresh zeroed frames with its bytes copied in; the others
+/// stay untouched (filled with zeroes on first touch).
+fn filled_segment(nbytes: u64, pieces: &[(usize, &[u8])]) -> Result<SegmentState<Kernel>, Error> {
+    let mut state = segment_state(nbytes)?;
     for &(offset, data) in pieces {
         let mut at = offset;
         let end = offset + data.len();
         while at < end {
-            let index = at / PAGE as usize;
+            let index = (at / PAGE as usize) as u64;
             let in_page = at % PAGE as usize;
             let n = (PAGE as usize - in_page).min(end - at);
-            let slot = slots.get_mut(index).ok_or(Error::InvalidArgument)?;
-            if slot.is_none() {
-                *slot =
-                    Some(Page { frame: Frame::zeroed().ok_or(Error::NoResources)?, cow: false });
+            super::step();
+            if state.frame(index).is_none() {
+                let frame = Frame::zeroed().ok_or(Error::NoResources)?;
+                state.set_frame(index, frame).map_err(|_| Error::InvalidArgument)?;
             }
-            let frame = &slot.as_ref().ok_or(Error::InvalidArgument)?.frame;
+            let frame = state.frame(index).ok_or(Error::InvalidArgument)?;
             // SAFETY: a fresh frame of this core; the copy stays inside its page.
             unsafe {
                 core::ptr::copy_nonoverlapping(
@@ -439,24 +511,28 @@ fn filled_slots(pages: u64, pieces: &[(usize, &[u8])]) -> Result<Vec<Option<Page
             at += n;
         }
     }
-    Ok(slots)
+    Ok(state)
 }
 
-fn new_segment(pages: Vec<Option<Page>>, nbytes: u64) -> Payload {
-    let state = SegmentState { pages, nbytes, mapped_in: Vec::new(), mapped: false };
+fn new_segment(state: SegmentState<Kernel>) -> Payload {
     Payload::Segment(Segment { state: McsLock::new(state) })
 }
 
-/// A segment's page slots, or `NoResources`: a segment may not be larger than the free
-/// memory of this core, and the kernel's own allocation must not fail.
-fn page_slots(pages: u64) -> Result<Vec<Option<Page>>, Error> {
+/// An untouched segment of `nbytes` bytes, or `NoResources`: a segment may not be larger
+/// than the free memory of this core, and the kernel's own allocation must not fail.
+fn segment_state(nbytes: u64) -> Result<SegmentState<Kernel>, Error> {
+    let pages = nbytes.div_ceil(PAGE);
     if pages > MAX_SEGMENT_PAGES || pages > this_core().free_frames() {
         return Err(Error::NoResources);
     }
-    let mut slots = Vec::new();
-    slots.try_reserve_exact(pages as usize).map_err(|_| Error::NoResources)?;
-    slots.resize(pages as usize, None);
-    Ok(slots)
+    SegmentState::new(nbytes).map_err(vm_error)
+}
+
+fn vm_error(e: VmError) -> Error {
+    match e {
+        VmError::NoMemory => Error::NoResources,
+        VmError::OutOfRange | VmError::WrongKind => Error::InvalidArgument,
+    }
 }
 
 /// `share_alloc(parent)`.
@@ -502,8 +578,8 @@ pub fn lookup(p: &ProgramObjects, rs: u64, ro: u64, kind: ObjectKind) -> Result<
 
 /// `segment_alloc(share, nbytes)`: frames are taken on first touch, on the touching core.
 pub fn segment_alloc(p: &mut ProgramObjects, share: u64, nbytes: u64) -> Result<u64, Error> {
-    let slots = page_slots(nbytes.div_ceil(PAGE))?;
-    alloc(p, share, ObjectKind::Segment, new_segment(slots, nbytes))
+    let state = segment_state(nbytes)?;
+    alloc(p, share, ObjectKind::Segment, new_segment(state))
 }
 
 /// A segment holding the bytes `data` (an initrd file: `file_open`).
@@ -512,15 +588,15 @@ pub fn segment_from(p: &mut ProgramObjects, share: u64, data: &[u8]) -> Result<u
     if pages + RESERVE_FRAMES > this_core().free_frames() {
         return Err(Error::NoResources);
     }
-    let slots = filled_slots(pages, &[(0, data)])?;
-    alloc(p, share, ObjectKind::Segment, new_segment(slots, data.len() as u64))
+    let state = filled_segment(data.len() as u64, &[(0, data)])?;
+    alloc(p, share, ObjectKind::Segment, new_segment(state))
 }
 
 /// `segment_copy(share, ⟨rs, ro⟩, mode)`: a plain copy copies every touched page now; a
-/// copy-on-write copy shares the frames, both sides marked so their next write copies.
+/// copy-on-write copy shares the frames, both sides marked so their next write copies
+/// (`vm::copy_on_write` takes back the source's writable mappings everywhere).
 pub fn segment_copy(
     p: &mut ProgramObjects,
-    space: &mut AddressSpace,
     share: u64,
     rs: u64,
     ro: u64,
@@ -528,51 +604,41 @@ pub fn segment_copy(
 ) -> Result<u64, Error> {
     let source = lookup(p, rs, ro, ObjectKind::Segment)?;
     let seg = segment(&source).ok_or(Error::InvalidArgument)?;
-    let (pages, nbytes) = match mode {
-        abi::copy_mode::COW => seg.state.with(|s| {
-            for page in s.pages.iter_mut().flatten() {
-                page.cow = true;
-            }
-            (s.pages.clone(), s.nbytes)
-        }),
+    let copy = match mode {
+        abi::copy_mode::COW => vm::copy_on_write(&Kernel, &source).map_err(vm_error)?,
         abi::copy_mode::PLAIN => {
-            let (source_pages, nbytes) = seg.state.with(|s| (s.pages.clone(), s.nbytes));
-            let touched = source_pages.iter().flatten().count() as u64;
+            let (frames, nbytes, touched) = seg
+                .state
+                .with(|s| Ok::<_, VmError>((s.frames()?, s.nbytes(), s.touched())))
+                .map_err(vm_error)?;
             if touched + RESERVE_FRAMES > this_core().free_frames() {
                 return Err(Error::NoResources);
             }
-            let mut copy = page_slots(source_pages.len() as u64)?;
-            for (slot, page) in copy.iter_mut().zip(&source_pages) {
-                if let Some(page) = page {
-                    let frame = page.frame.copy().ok_or(Error::NoResources)?;
-                    *slot = Some(Page { frame, cow: false });
+            let mut copy = segment_state(nbytes)?;
+            for (index, frame) in (0..).zip(&frames) {
+                if let Some(frame) = frame {
+                    super::step();
+                    let fresh = frame.copy().ok_or(Error::NoResources)?;
+                    copy.set_frame(index, fresh).map_err(vm_error)?;
                 }
             }
-            (copy, nbytes)
+            copy
         }
         _ => return Err(Error::InvalidArgument),
     };
-    // The source's writable mappings must become read-only (its pages are now
-    // copy-on-write): take them back, here and in shared ranges; they fault back in
-    // read-only.
-    if mode == abi::copy_mode::COW && seg.state.with(|s| s.mapped) {
-        let frames: BTreeSet<u64> = pages.iter().flatten().map(|pg| pg.frame.0).collect();
-        forget_frames(p, space, seg, &frames);
-    }
-    alloc(p, share, ObjectKind::Segment, new_segment(pages, nbytes))
+    alloc(p, share, ObjectKind::Segment, new_segment(copy))
 }
 
 /// `segment_get_nbytes(⟨rs, ro⟩)`.
 pub fn segment_get_nbytes(p: &ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> {
     let s = lookup(p, rs, ro, ObjectKind::Segment)?;
-    Ok(segment(&s).ok_or(Error::InvalidArgument)?.state.with(|s| s.nbytes))
+    Ok(segment(&s).ok_or(Error::InvalidArgument)?.state.with(|s| s.nbytes()))
 }
 
 /// `segment_set_nbytes(⟨rs, ro⟩, nbytes)`: pages past the new end are let go (freed when
 /// no mapping holds them any more).
 pub fn segment_set_nbytes(
     p: &mut ProgramObjects,
-    space: &mut AddressSpace,
     rs: u64,
     ro: u64,
     nbytes: u64,
@@ -582,25 +648,7 @@ pub fn segment_set_nbytes(
         return Err(Error::NoResources);
     }
     let s = lookup(p, rs, ro, ObjectKind::Segment)?;
-    let seg = segment(&s).ok_or(Error::InvalidArgument)?;
-    let dropped = seg.state.with(|s| {
-        let dropped = if (pages as usize) < s.pages.len() {
-            s.pages.split_off(pages as usize)
-        } else {
-            Vec::new()
-        };
-        s.pages
-            .try_reserve_exact((pages as usize).saturating_sub(s.pages.len()))
-            .map_err(|_| Error::NoResources)?;
-        s.pages.resize(pages as usize, None);
-        s.nbytes = nbytes;
-        Ok(dropped)
-    })?;
-    if seg.state.with(|s| s.mapped) {
-        let frames: BTreeSet<u64> = dropped.iter().flatten().map(|pg| pg.frame.0).collect();
-        forget_frames(p, space, seg, &frames);
-    }
-    drop(dropped);
+    vm::set_nbytes(&Kernel, &s, nbytes).map_err(vm_error)?;
     Ok(0)
 }
 
@@ -616,17 +664,18 @@ pub fn segment_read(
 ) -> Result<u64, Error> {
     let s = lookup(p, rs, ro, ObjectKind::Segment)?;
     let seg = segment(&s).ok_or(Error::InvalidArgument)?;
-    let nbytes = seg.state.with(|s| s.nbytes);
+    let nbytes = seg.state.with(|s| s.nbytes());
     let end = offset.saturating_add(len).min(nbytes);
     fault_in(p, space, buf, end.saturating_sub(offset), true);
     space.check(buf, len.min(end.saturating_sub(offset)), true)?;
     let mut at = offset;
     let mut chunk = [0u8; PAGE as usize];
     while at < end {
+        if at > offset {
+            super::step();
+        }
         let n = (PAGE - at % PAGE).min(end - at) as usize;
-        let frame = seg.state.with(|s| {
-            s.pages.get((at / PAGE) as usize).and_then(|p| p.as_ref().map(|p| p.frame.clone()))
-        });
+        let frame = seg.state.with(|s| s.frame(at / PAGE).cloned());
         match frame {
             // SAFETY: a live frame we hold a reference to; `n` bytes stay inside its page.
             Some(f) => unsafe {
@@ -654,46 +703,67 @@ pub fn ar_alloc(p: &mut ProgramObjects, share: u64, kind: u64) -> Result<u64, Er
     alloc(p, share, ObjectKind::AddressRange, Payload::Range(r))
 }
 
-/// Applies `edit` to range `ar`, which maps `target` afterwards: the range takes a
-/// reference to `target` and lets go of whatever the edit removed the last mapping of. A
-/// slot range's pages are unmapped and the cores that include it shot down (its pages
-/// fault in again as needed).
+/// A slot range to link into a root's tables where `ar_set_ar` splices it.
+struct SlotLink<'a> {
+    va: u64,
+    /// The slot's page directory.
+    pd: u64,
+    rights: PageFlags,
+    slot: &'a Range,
+}
+
+/// Applies `edit` to range `ar`, which maps `target` afterwards (`vm::RangeState::edit`:
+/// the range's references, and the pages of every removed mapping unmapped from its
+/// tables, removed slots unlinked), and links `link`'s slot into its tables, all under
+/// the range's lock. The table the link needs is made before the edit, so a refusal
+/// leaves everything as it was. The cores that may hold what was taken out are shot down
+/// before any of it is freed, whatever happened after the edit.
 fn edit_range(
     ar: &Ptr,
     target: Ptr,
     edit: impl FnOnce(&mut AddressRange) -> Result<Vec<addrrange::Mapping>, ArError>,
+    link: Option<SlotLink>,
 ) -> Result<(), Error> {
     let r = range(ar).ok_or(Error::InvalidArgument)?;
-    let (released, unmapped) = r.state.with(|s| {
-        let removed = edit(&mut s.map).map_err(ar_error)?;
-        let gone: Vec<Ptr> =
-            s.map.released(&removed).iter().filter_map(|id| s.held.remove(id)).collect();
-        s.held.entry(target.id().0).or_insert(target);
-        let unmapped = s.directory.as_mut().map(|d| d.clear()).unwrap_or_default();
-        Ok::<_, Error>((gone, unmapped))
+    let (edited, linked) = r.state.with(|s| {
+        if let Some(l) = &link {
+            match s.tables_mut() {
+                Tables::Root(t) => t.reserve_slot(l.va)?,
+                Tables::Slot(_) => return Err(Error::InvalidArgument),
+            }
+        }
+        let edited = s.edit(target, edit).map_err(ar_error)?;
+        let linked = match (&link, s.tables_mut()) {
+            (Some(l), Tables::Root(t)) => {
+                let old = t.install_slot(l.va, l.pd, l.rights);
+                // Cores running this root now reach the slot's pages.
+                l.slot.cores.fetch_or(r.cores.load(Ordering::Acquire), Ordering::AcqRel);
+                old
+            }
+            _ => Ok(Vec::new()),
+        };
+        Ok::<_, Error>((edited, linked))
     })?;
-    if !unmapped.is_empty() {
+    let old_tables = linked.as_deref().unwrap_or(&[]);
+    // Every core that may hold a translation through these tables (a removed slot's
+    // pages included) forgets it before a frame or table is freed.
+    if edited.needs_shootdown() || !old_tables.is_empty() {
         crate::tlb::shootdown(r.cores.load(Ordering::Acquire));
     }
-    drop(unmapped);
-    objects::release(released);
-    Ok(())
+    drop(edited.unmapped);
+    for &pa in old_tables {
+        let _ = frames::free(pa);
+    }
+    objects::release(edited.released);
+    linked.map(|_| ())
 }
 
-/// `ar_set_seg(&ArSetSeg)`. `space` is the caller's (its stale private mappings go).
-pub fn ar_set_seg(
-    p: &mut ProgramObjects,
-    space: &mut AddressSpace,
-    a: ArSetSeg,
-) -> Result<u64, Error> {
-    set_seg(p, Some(space), a).map(|_| 0)
+/// `ar_set_seg(&ArSetSeg)`.
+pub fn ar_set_seg(p: &mut ProgramObjects, a: ArSetSeg) -> Result<u64, Error> {
+    set_seg(p, a).map(|_| 0)
 }
 
-fn set_seg(
-    p: &mut ProgramObjects,
-    space: Option<&mut AddressSpace>,
-    a: ArSetSeg,
-) -> Result<(), Error> {
+fn set_seg(p: &mut ProgramObjects, a: ArSetSeg) -> Result<(), Error> {
     let ar = lookup(p, a.ar[0], a.ar[1], ObjectKind::AddressRange)?;
     let seg = lookup(p, a.seg[0], a.seg[1], ObjectKind::Segment)?;
     // Copy-on-write is a property of a segment's pages (`segment_copy` with `COW`), not
@@ -702,36 +772,35 @@ fn set_seg(
         return Err(Error::InvalidArgument);
     }
     let id = seg.id().0;
-    edit_range(&ar, seg, |r| r.set_seg(a.va, id, a.first_page, a.pages, perms(a.flags), false))?;
-    // Only the caller's own root maps into its private tables, and only the edited pages
-    // can be stale there.
-    if let Some(space) = space.filter(|_| Arc::ptr_eq(&ar, &p.root_ar)) {
-        let end = a.va.saturating_add(a.pages.saturating_mul(PAGE));
-        forget_faulted_in(p, space, a.va, end);
-    }
-    Ok(())
+    let edit =
+        |r: &mut AddressRange| r.set_seg(a.va, id, a.first_page, a.pages, perms(a.flags), false);
+    edit_range(&ar, seg, edit, None)
 }
 
 /// `ar_set_ar(&ArSetAr)`: splices a slot range into a root range; refuses anything else.
-pub fn ar_set_ar(
-    p: &mut ProgramObjects,
-    space: &mut AddressSpace,
-    a: ArSetAr,
-) -> Result<u64, Error> {
+/// The slot's directory is linked into the root's tables at once, so every context
+/// running on the root sees the slot's pages (Corey §4.3), within the splice's rights
+/// (which the root's entry carries).
+pub fn ar_set_ar(p: &mut ProgramObjects, a: ArSetAr) -> Result<u64, Error> {
     let ar = lookup(p, a.ar[0], a.ar[1], ObjectKind::AddressRange)?;
     let child = lookup(p, a.child[0], a.child[1], ObjectKind::AddressRange)?;
-    let is_slot = |x: &Ptr| range(x).is_some_and(|r| r.state.with(|s| s.directory.is_some()));
     // Ranges nest one level (a slot in a root), like Corey's 1 GiB splices, so the slot's
     // subtree sits directly under a page-directory-pointer entry of every root.
-    if is_slot(&ar) || !is_slot(&child) {
+    let Some(slot) = range(&child) else {
+        return Err(Error::InvalidArgument);
+    };
+    let Some(pd) = slot.state.with(|s| match s.tables() {
+        Tables::Slot(d) => Some(d.pd),
+        Tables::Root(_) => None,
+    }) else {
+        return Err(Error::InvalidArgument);
+    };
+    if !is_root_range(&ar) {
         return Err(Error::InvalidArgument);
     }
-    let child_id = child.id().0;
-    edit_range(&ar, child, |r| r.set_ar(a.va, child_id, perms(a.flags)))?;
-    if Arc::ptr_eq(&ar, &p.root_ar) {
-        forget_faulted_in(p, space, a.va, a.va.saturating_add(GRANULARITY));
-        install_slots(p, space)?;
-    }
+    let (id, va) = (child.id().0, a.va);
+    let link = SlotLink { va, pd, rights: rights(perms(a.flags)), slot };
+    edit_range(&ar, child.clone(), |r| r.set_ar(va, id, perms(a.flags)), Some(link))?;
     Ok(0)
 }
 
@@ -739,7 +808,7 @@ pub fn ar_set_ar(
 pub fn ar_get(p: &ProgramObjects, rs: u64, ro: u64, va: u64) -> Result<u64, Error> {
     let ar = lookup(p, rs, ro, ObjectKind::AddressRange)?;
     let r = range(&ar).ok_or(Error::InvalidArgument)?;
-    Ok(r.state.with(|s| s.map.get(va).map_or(0, |m| m.target.id())))
+    Ok(r.state.with(|s| s.map().get(va).map_or(0, |m| m.target.id())))
 }
 
 /// `ar_mappings(⟨rs, ro⟩)`: the range's mappings (Figure 5's `ar_get(ar)`).
@@ -747,7 +816,7 @@ pub fn ar_mappings(p: &ProgramObjects, rs: u64, ro: u64) -> Result<Vec<MappingIn
     let ar = lookup(p, rs, ro, ObjectKind::AddressRange)?;
     let r = range(&ar).ok_or(Error::InvalidArgument)?;
     Ok(r.state.with(|s| {
-        s.map
+        s.map()
             .mappings()
             .map(|m| {
                 let mut flags = 0;
@@ -774,272 +843,61 @@ pub fn ar_mappings(p: &ProgramObjects, rs: u64, ro: u64) -> Result<Vec<MappingIn
     }))
 }
 
-/// Splices every slot range the root range maps into `space` (and takes out those it no
-/// longer maps), so this core's tables include their subtrees from the start: a page
-/// another core faulted in is then visible here with no fault at all.
-pub fn install_slots(p: &mut ProgramObjects, space: &mut AddressSpace) -> Result<(), Error> {
+/// A context starts on this core: the core joins its root range's cores, and every slot
+/// range spliced into the root, so shootdowns reach it. Returns the root's PML4 (the
+/// context's CR3). The core is added to the root first and the slots are read under the
+/// root's lock: a slot spliced meanwhile either sees this core in the root's cores or is
+/// found here.
+pub fn enter_root(p: &ProgramObjects) -> Result<u64, Error> {
     let root = range(&p.root_ar).ok_or(Error::InvalidArgument)?;
-    let wanted: Vec<(u64, Ptr)> = root.state.with(|s| {
-        s.map.nested().filter_map(|(va, id)| s.held.get(&id).map(|ptr| (va, ptr.clone()))).collect()
-    });
     let me = this_core().index;
-    for (va, _) in core::mem::take(&mut p.installed) {
-        space.remove_slot(va);
-    }
-    for (va, slot) in wanted {
-        let Some(r) = range(&slot) else { continue };
-        let Some(pd) = r.state.with(|s| s.directory.as_ref().map(|d| d.pd)) else { continue };
-        if me < 64 {
-            r.cores.fetch_or(1 << me, Ordering::AcqRel);
-        }
-        space.install_slot(va, pd)?;
-        p.installed.push((va, slot));
-    }
-    Ok(())
-}
-
-/// Takes back every mapping of `frames` (pages of `seg`): in the caller's private tables,
-/// and in the shared subtree of every slot range that mapped pages of `seg`, whose cores
-/// are then shot down. (Other contexts' private tables keep theirs until their next
-/// range edit: safe, since a mapping holds its frame, but possibly stale.)
-fn forget_frames(
-    p: &mut ProgramObjects,
-    space: &mut AddressSpace,
-    seg: &Segment,
-    frames: &BTreeSet<u64>,
-) {
-    if frames.is_empty() {
-        return;
-    }
-    let private: Vec<u64> =
-        p.faulted.iter().filter(|(_, f)| frames.contains(&f.0)).map(|(va, _)| *va).collect();
-    space.unmap_frames(&private);
-    p.faulted.retain(|(_, f)| !frames.contains(&f.0));
-    let ranges: Vec<Ptr> = seg.state.with(|s| {
-        s.mapped_in.retain(|w| w.strong_count() > 0);
-        s.mapped_in.iter().filter_map(Weak::upgrade).collect()
+    let bit = if me < 64 { 1 << me } else { 0 };
+    root.cores.fetch_or(bit, Ordering::AcqRel);
+    let (pml4, slots) = root.state.with(|s| match s.tables() {
+        Tables::Root(t) => (Some(t.pml4()), s.nested()),
+        Tables::Slot(_) => (None, Vec::new()),
     });
-    for ptr in ranges {
-        let Some(r) = range(&ptr) else { continue };
-        let taken = r.state.with(|s| {
-            let Some(dir) = s.directory.as_mut() else { return Vec::new() };
-            let (gone, kept): (Vec<_>, Vec<_>) = core::mem::take(&mut dir.mapped)
-                .into_iter()
-                .partition(|(_, f)| frames.contains(&f.0));
-            dir.mapped = kept;
-            for &(offset, _) in &gone {
-                paging::unmap_in_directory(dir.pd, offset);
-            }
-            gone
-        });
-        if !taken.is_empty() {
-            crate::tlb::shootdown(r.cores.load(Ordering::Acquire));
+    for slot in &slots {
+        if let Some(r) = range(slot) {
+            r.cores.fetch_or(bit, Ordering::AcqRel);
         }
-        drop(taken); // the frames may go now: no entry maps them
+    }
+    pml4.ok_or(Error::InvalidArgument)
+}
+
+/// A context on this core ended and the core no longer runs on its root's tables (CR3
+/// switched away, which flushed its translations): shootdowns of the root need not reach
+/// it. (Slot ranges keep the core in their set; a flush there is only wasted.)
+fn leave_root(p: &ProgramObjects) {
+    let me = this_core().index;
+    if let (Some(root), true) = (range(&p.root_ar), me < 64) {
+        root.cores.fetch_and(!(1 << me), Ordering::AcqRel);
     }
 }
 
-/// Unmaps the pages in `[start, end)` soft faults mapped into the private tables.
-fn forget_faulted_in(p: &mut ProgramObjects, space: &mut AddressSpace, start: u64, end: u64) {
-    let inside = |va: u64| start <= va && va < end;
-    let pages: Vec<u64> = p.faulted.iter().map(|(va, _)| *va).filter(|&va| inside(va)).collect();
-    space.unmap_frames(&pages);
-    p.faulted.retain(|(va, _)| !inside(*va));
-}
-
-/// Unmaps every page soft faults mapped into the private tables (they fault in again as
-/// needed): after any change to ranges or segments, no stale private mapping survives.
-pub fn forget_faulted(p: &mut ProgramObjects, space: &mut AddressSpace) {
-    let pages: Vec<u64> = p.faulted.iter().map(|(va, _)| *va).collect();
-    space.unmap_frames(&pages);
-    p.faulted.clear(); // the frames may go now: no private entry maps them
-}
-
-/// The frame for page `index` of `seg`, filled with zeroes on first touch; a write to a
-/// copy-on-write page copies it first. Returns the frame and whether it may be mapped
-/// writable. The page is zeroed or copied outside the segment's lock (and dropped again if
-/// another core filled the slot meanwhile), so the lock is held only to look and to link.
-fn fill(seg: &Segment, index: u64, write: bool) -> Option<(Arc<Frame>, bool)> {
-    loop {
-        let current = seg.state.with(|s| {
-            s.mapped = true; // the caller maps what this returns
-            s.pages.get(index as usize).cloned()
-        })?;
-        let fresh = match &current {
-            None => Frame::zeroed()?,
-            Some(page) if page.cow && write => page.frame.copy()?,
-            Some(page) => return Some((page.frame.clone(), !page.cow)),
-        };
-        let placed = seg.state.with(|s| {
-            let slot = s.pages.get_mut(index as usize)?;
-            // Link the new frame only if the slot still holds what we looked at.
-            let unchanged = match (slot.as_ref(), current.as_ref()) {
-                (None, None) => true,
-                (Some(now), Some(then)) => Arc::ptr_eq(&now.frame, &then.frame) && now.cow,
-                _ => false,
-            };
-            if unchanged {
-                *slot = Some(Page { frame: fresh.clone(), cow: false });
-            }
-            Some(unchanged)
-        })?;
-        if placed {
-            return Some((fresh, true));
-        }
-        // Another core changed the page meanwhile: `fresh` goes back; look again.
-    }
-}
-
-/// A page fault at `va` in user mode: if the root range maps it to a segment page the
-/// access is allowed on, fill that page, map it, and return `true` so the program retries.
-/// A page of a slot range is mapped in the range's shared subtree; any other in the
-/// context's private tables. `present` says the page was mapped read-only (a write to a
-/// copy-on-write page).
-pub fn soft_fault(
-    p: &mut ProgramObjects,
-    space: &mut AddressSpace,
-    va: u64,
-    write: bool,
-    present: bool,
-) -> bool {
-    let page_va = va & !(PAGE - 1);
+/// A page fault at `va` in user mode: if the root range maps it (directly, or through a
+/// spliced slot range) to a segment page the access is allowed on, `vm::fault` fills that
+/// page and maps it in the tables of the range that maps the segment, and this returns
+/// `true` so the program retries. `present` says the page was mapped read-only (a write to
+/// a copy-on-write page); the tables tell that too.
+pub fn soft_fault(p: &mut ProgramObjects, va: u64, write: bool, present: bool) -> bool {
+    let _ = present;
     // Out of memory is the program's fault report, never a failed kernel allocation.
     if this_core().free_frames() < FAULT_RESERVE_FRAMES {
         return false;
     }
-    let Some(root) = range(&p.root_ar) else { return false };
-    let Some((m, held)) =
-        root.state.with(|s| s.map.get(page_va).map(|m| (*m, s.held.get(&m.target.id()).cloned())))
-    else {
-        return false;
-    };
-    let Some(target) = held else { return false };
-    match m.target {
-        Target::Segment { first_page, .. } => {
-            if write && !m.perms.write {
-                return false;
-            }
-            let Some(seg) = segment(&target) else { return false };
-            let index = first_page + (page_va - m.start) / PAGE;
-            let Some((frame, writable)) = fill(seg, index, write) else { return false };
-            let writable = writable && m.perms.write;
-            if present {
-                p.faulted.retain(|(v, _)| *v != page_va);
-                space.unmap_frames(&[page_va]);
-            }
-            if space.map_frame(page_va, frame.0, writable, m.perms.exec).is_err() {
-                return false;
-            }
-            p.faulted.push((page_va, frame));
+    match vm::fault(&Kernel, &p.root_ar, va, write) {
+        vm::Fault::Mapped => {
             p.fault_count += 1;
             true
         }
-        Target::Range { .. } => {
-            if !p.installed.iter().any(|(v, _)| *v == m.start) && install_slots(p, space).is_err() {
-                return false;
-            }
-            let Some(slot) = range(&target) else { return false };
-            let offset = page_va - m.start;
-            match slot_fault(&target, slot, offset, write, m.perms) {
-                SlotFault::Mapped { shootdown } => {
-                    if shootdown {
-                        crate::tlb::shootdown(slot.cores.load(Ordering::Acquire));
-                    }
-                    p.fault_count += 1;
-                    true
-                }
-                // Another core mapped it meanwhile (or this core's TLB was stale).
-                SlotFault::AlreadyMapped => {
-                    x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(page_va));
-                    true
-                }
-                SlotFault::Refused => false,
-            }
+        // Another core mapped it meanwhile (or this core's TLB was stale).
+        vm::Fault::Retry => {
+            x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(va & !(PAGE - 1)));
+            true
         }
+        vm::Fault::Refused => false,
     }
-}
-
-enum SlotFault {
-    Mapped { shootdown: bool },
-    AlreadyMapped,
-    Refused,
-}
-
-/// Maps page `offset` of slot range `slot` in its shared subtree. The range's lock is held
-/// to look the mapping up and to write the entry, not while the page is filled.
-fn slot_fault(slot_ptr: &Ptr, slot: &Range, offset: u64, write: bool, outer: Perms) -> SlotFault {
-    use x86_64::structures::paging::PageTableFlags as F;
-    let looked = slot.state.with(|s| {
-        let m = s.map.get(offset).copied()?;
-        let Target::Segment { first_page, .. } = m.target else { return None };
-        let perms = m.perms.intersect(outer);
-        let seg = s.held.get(&m.target.id()).cloned()?;
-        let pd = s.directory.as_ref()?.pd;
-        Some((first_page + (offset - m.start) / PAGE, perms, seg, pd))
-    });
-    let Some((index, perms, seg, pd)) = looked else { return SlotFault::Refused };
-    if write && !perms.write {
-        return SlotFault::Refused;
-    }
-    let writable_now =
-        |flags: F| !write || flags.contains(x86_64::structures::paging::PageTableFlags::WRITABLE);
-    if paging::translate_in_directory(pd, offset).is_some_and(|(_, f)| writable_now(f)) {
-        return SlotFault::AlreadyMapped;
-    }
-    let Some(segment_body) = segment(&seg) else { return SlotFault::Refused };
-    // Registered before the page is filled, so a copy-on-write copy made from now on finds
-    // this range and takes its mapping back.
-    segment_body.state.with(|s| {
-        let me = Arc::downgrade(slot_ptr);
-        if !s.mapped_in.iter().any(|w| w.ptr_eq(&me)) {
-            s.mapped_in.push(me);
-        }
-    });
-    let Some((frame, writable)) = fill(segment_body, index, write) else {
-        return SlotFault::Refused;
-    };
-    let mut flags = F::USER_ACCESSIBLE;
-    if writable && perms.write {
-        flags |= F::WRITABLE;
-    }
-    if !perms.exec {
-        flags |= F::NO_EXECUTE;
-    }
-    slot.state.with(|s| {
-        let Some(dir) = s.directory.as_mut() else { return SlotFault::Refused };
-        // The range may have changed while we filled the page: map only what it still maps.
-        let still = s.map.get(offset).is_some_and(|m| m.target.id() == seg.id().0);
-        if !still {
-            return SlotFault::AlreadyMapped; // the access retries and resolves again
-        }
-        let existing = paging::translate_in_directory(dir.pd, offset);
-        if existing.is_some_and(|(_, f)| writable_now(f)) {
-            return SlotFault::AlreadyMapped;
-        }
-        // The page may have become copy-on-write (or been replaced) since it was filled.
-        let (current, cow) = segment_body.state.with(|s| {
-            let page = s.pages.get(index as usize).and_then(|p| p.as_ref());
-            (page.is_some_and(|p| Arc::ptr_eq(&p.frame, &frame)), page.is_some_and(|p| p.cow))
-        });
-        if !current {
-            return SlotFault::AlreadyMapped; // the access retries and resolves again
-        }
-        if cow {
-            flags.remove(F::WRITABLE);
-        }
-        if existing.is_some() {
-            paging::unmap_in_directory(dir.pd, offset);
-            dir.mapped.retain(|(o, _)| *o != offset);
-        }
-        // SAFETY: the range's own directory, under its lock; tables come from this core.
-        if unsafe { paging::map_in_directory(dir.pd, offset, frame.0, flags, &mut frames::alloc) }
-            .is_none()
-        {
-            return SlotFault::Refused;
-        }
-        dir.mapped.push((offset, frame));
-        SlotFault::Mapped { shootdown: existing.is_some() }
-    })
 }
 
 /// `pcore_alloc(share, core)`: the pcore object of `core`; one live per core.
@@ -1098,13 +956,10 @@ pub fn device_hwid(p: &ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> {
     }
 }
 
-/// Takes a context's objects apart when it ends: its slot splices come out of `space`
-/// (their subtrees are not the space's to free), then the share set and range go.
-pub fn end_context(mut p: ProgramObjects, space: &mut AddressSpace) {
-    for (va, _) in core::mem::take(&mut p.installed) {
-        space.remove_slot(va);
-    }
-    forget_faulted(&mut p, space);
+/// Takes a context's objects apart when it ends (its core has switched to other tables
+/// already): the core leaves the root's cores, then the share set and range go.
+pub fn end_context(p: ProgramObjects) {
+    leave_root(&p);
     drop(p);
 }
 
@@ -1119,7 +974,7 @@ pub fn shares_for_child(p: &ProgramObjects, ids: &[u64]) -> Result<Vec<Ptr>, Err
 
 /// Whether `ar` is a root range (one a pcore can run on).
 pub fn is_root_range(ar: &Ptr) -> bool {
-    range(ar).is_some_and(|r| r.state.with(|s| s.directory.is_none()))
+    range(ar).is_some_and(|r| r.state.with(|s| matches!(s.tables(), Tables::Root(_))))
 }
 
 /// Most bytes `fault_in` fills ahead of a copy (a larger buffer must be touched first).
@@ -1136,15 +991,18 @@ pub fn fault_in(p: &mut ProgramObjects, space: &mut AddressSpace, va: u64, len: 
     let Some(end) = va.checked_add(len) else { return };
     let mut page = va & !(PAGE - 1);
     while page < end && page < paging::USER_END {
+        if page.is_multiple_of(16 * PAGE) {
+            super::step();
+        }
         match paging::translate(space.pml4(), page) {
             Some((_, flags))
                 if !write
                     || flags.contains(x86_64::structures::paging::PageTableFlags::WRITABLE) => {}
             Some(_) => {
-                soft_fault(p, space, page, true, true);
+                soft_fault(p, page, true, true);
             }
             None => {
-                soft_fault(p, space, page, write, false);
+                soft_fault(p, page, write, false);
             }
         }
         page += PAGE;

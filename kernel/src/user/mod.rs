@@ -19,7 +19,7 @@ use crate::arch::paging;
 use crate::arch::trap::{TrapFrame, EXCEPTION_NAMES};
 use crate::arch::user_entry::{self, KernelContext, SyscallFrame};
 use crate::monitor::protocol::Request;
-use crate::percpu::this_core;
+use crate::percpu::{this_core, PerCoreState};
 use crate::println;
 use abi::{nr, pcore_status, Error, ObjectKind, SysResult, USER_STACK_BYTES, USER_STACK_TOP};
 use alloc::boxed::Box;
@@ -93,6 +93,9 @@ pub struct Running {
     pcore: Option<Ptr>,
 }
 
+/// The context each core is running, if any (touched only by its own core).
+static RUNNING: PerCoreState<Option<Running>> = crate::per_core_state!(None);
+
 /// A context ready to run: what `pcore_run` or the program loader prepared.
 pub struct Context {
     name: String,
@@ -112,6 +115,9 @@ const DEFAULT_LIMIT_US: u64 = 600_000_000;
 const ARGS_MAX: usize = 256;
 /// Bytes copied from user memory per step of a console write.
 const WRITE_MAX: usize = 1024;
+/// Most bytes one `write` call prints (it returns the count; the library loops): a call's
+/// work is bounded.
+const WRITE_CALL_MAX: u64 = 4096;
 /// Longest console line a program prints before it is broken.
 const LINE_MAX: usize = 200;
 
@@ -124,7 +130,7 @@ pub fn run(name: &str, args: &str) -> Result<ExitStatus, Error> {
 /// timer tick checks, so a program that never makes a system call cannot keep its core.
 pub fn run_with_limit(name: &str, args: &str, limit_us: u64) -> Result<ExitStatus, Error> {
     // One program per core at a time (a pcore runs one context).
-    if this_core().user.with(|slot| slot.is_some()) {
+    if RUNNING.with(|slot| slot.is_some()) {
         return Err(Error::NotPermitted);
     }
     let context = load_program(name, args, limit_us, None, None)?;
@@ -135,7 +141,7 @@ pub fn run_with_limit(name: &str, args: &str, limit_us: u64) -> Result<ExitStatu
 /// `kernel_command` and `poweroff`): its id in the program's root share is the program's
 /// start argument. The kernel starts `init` this way.
 pub fn run_with_machine(name: &str, args: &str, limit_us: u64) -> Result<ExitStatus, Error> {
-    if this_core().user.with(|slot| slot.is_some()) {
+    if RUNNING.with(|slot| slot.is_some()) {
         return Err(Error::NotPermitted);
     }
     let machine = corey::machine_device()?;
@@ -197,7 +203,7 @@ fn load_program(
 /// lent its pcore with `program_run`), that one is parked and resumes afterwards.
 pub fn run_context(context: Context) -> ExitStatus {
     let core = this_core();
-    let outer = core.user.with(|slot| slot.take());
+    let outer = RUNNING.with(|slot| slot.take());
     let saved_rsp0 = core.rsp0();
     let saved_syscall_stack = core.syscall_stack();
     let kernel_pml4 = crate::mem::heap::kernel_pml4();
@@ -212,7 +218,7 @@ pub fn run_context(context: Context) -> ExitStatus {
     unsafe { paging::activate(pml4) };
     let nested = outer.is_some();
     core.in_context.store(nested, Ordering::Release);
-    core.user.with(|slot| *slot = outer);
+    RUNNING.with(|slot| *slot = outer);
     core.set_rsp0(saved_rsp0);
     core.set_syscall_stack(saved_syscall_stack);
     if !nested {
@@ -224,34 +230,28 @@ pub fn run_context(context: Context) -> ExitStatus {
 
 fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
     let core = this_core();
-    // Publishes FAILED after letting go of the pcore (see the end of this function).
-    let fail = |pcore: Option<Ptr>| {
-        let cell = pcore.as_ref().and_then(corey::pcore).map(|p| p.status.clone());
-        drop(pcore);
-        if let Some(cell) = cell {
-            cell.store(pcore_status::FAILED, Ordering::Release);
+    let objects = context.objects;
+    // The context runs on its root range's own tables (shared with every other context on
+    // that range).
+    let mut space = match corey::enter_root(&objects) {
+        Ok(pml4) => AddressSpace::view(pml4),
+        Err(_) => {
+            corey::end_context(objects);
+            publish_status(context.pcore, ExitStatus::Failed);
+            return ExitStatus::Failed;
         }
-        ExitStatus::Failed
     };
-    let Ok(mut space) = AddressSpace::new(kernel_pml4) else {
-        drop(context.objects);
-        return fail(context.pcore);
-    };
-    let mut objects = context.objects;
-    if corey::install_slots(&mut objects, &mut space).is_err() {
-        corey::end_context(objects, &mut space);
-        return fail(context.pcore);
-    }
     let hz = context.pcore.as_ref().and_then(corey::pcore).map(|p| {
         p.status.store(pcore_status::RUNNING, Ordering::Release);
         p.hz.load(Ordering::Relaxed)
     });
-    if let Some(hz) = hz.filter(|&hz| hz != crate::arch::timer::TICK_HZ) {
+    let own_tick = hz.filter(|&hz| hz != crate::arch::timer::TICK_HZ);
+    if let Some(hz) = own_tick {
         crate::arch::timer::set_tick_hz(hz);
     }
     let mut kcontext = KernelContext::default();
     let limit_cycles = context.limit_us.saturating_mul(crate::arch::timer::tsc_hz() / 1_000_000);
-    core.user.with(|slot| {
+    RUNNING.with(|slot| {
         *slot = Some(Running {
             name: context.name,
             args: context.args,
@@ -278,26 +278,35 @@ fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
     };
     // SAFETY: the kernel tables map everything the kernel uses.
     unsafe { paging::activate(kernel_pml4) };
-    if hz.is_some_and(|hz| hz != crate::arch::timer::TICK_HZ) {
+    if own_tick.is_some() {
         crate::arch::timer::start_tick();
     }
     let status = ExitStatus::decode(word);
-    if let Some(running) = core.user.with(|slot| slot.take()) {
-        let Running { line, objects, pcore, .. } = running;
-        if !line.is_empty() {
-            crate::println!("{}", String::from_utf8_lossy(&line));
-        }
-        corey::end_context(objects, &mut space);
-        // Let go of everything first, then tell: a parent that sees the status may free
-        // the pcore and take the core again straight away.
-        let cell = pcore.as_ref().and_then(corey::pcore).map(|p| p.status.clone());
-        drop(pcore);
-        if let Some(cell) = cell {
-            cell.store(status.status_word(), Ordering::Release);
-        }
+    if let Some(running) = RUNNING.with(|slot| slot.take()) {
+        finish(running, status);
     }
-    drop(space);
     status
+}
+
+/// Takes an ended context apart: its last output line, its objects (the core leaves its
+/// root), then its pcore's status.
+fn finish(running: Running, status: ExitStatus) {
+    let Running { line, objects, pcore, .. } = running;
+    if !line.is_empty() {
+        crate::println!("{}", String::from_utf8_lossy(&line));
+    }
+    corey::end_context(objects);
+    publish_status(pcore, status);
+}
+
+/// Publishes `status` on the pcore's status word after letting go of the pcore: a parent
+/// that sees the status may free the pcore and take the core again straight away.
+fn publish_status(pcore: Option<Ptr>, status: ExitStatus) {
+    let cell = pcore.as_ref().and_then(corey::pcore).map(|p| p.status.clone());
+    drop(pcore);
+    if let Some(cell) = cell {
+        cell.store(status.status_word(), Ordering::Release);
+    }
 }
 
 /// What a `START` message carries: a context for this core, on behalf of `pcore`.
@@ -376,7 +385,7 @@ fn with_running<R>(f: impl FnOnce(&Running, &AddressSpace) -> R) -> Option<R> {
 
 /// The running program, mutable (its objects, its page tables).
 fn with_running_mut<R>(f: impl FnOnce(&mut Running, &mut AddressSpace) -> R) -> Option<R> {
-    this_core().user.with(|slot| {
+    RUNNING.with(|slot| {
         slot.as_mut().map(|r| {
             // SAFETY: `space` points into `run`'s frame, live while the program runs, and
             // only this core, inside this `with`, reaches it.
@@ -411,9 +420,8 @@ pub fn on_exception(frame: &TrapFrame) {
         let write = frame.error & 2 != 0;
         // Not present, or a write to a page mapped read-only (copy-on-write).
         if (!present || write)
-            && with_running_mut(|r, space| {
-                corey::soft_fault(&mut r.objects, space, cr2, write, present)
-            }) == Some(true)
+            && with_running_mut(|r, _| corey::soft_fault(&mut r.objects, cr2, write, present))
+                == Some(true)
         {
             return;
         }
@@ -462,6 +470,52 @@ pub fn on_tick_in_user() {
     }
 }
 
+/// A point in a long system call where the core answers the rest of the machine. System
+/// calls run with interrupts off; a call whose work grows with its arguments (copying
+/// pages, filling a buffer) calls this between steps, with no lock held. It opens an
+/// interrupt window, so a pending tick, TLB shootdown or wake-up is taken, and once per
+/// tick it serves the monitor as the tick in user mode does (frame returns, pings). The
+/// time limit and `pcore_halt` are checked when the call returns ([`syscall_dispatch`]).
+/// So a core answers within one tick plus one bounded step, however long the call.
+///
+/// Outside a context (the loader run from the idle loop) it only opens the window: there
+/// the monitor would run deferred calls and starts in the middle of the caller's work.
+pub fn step() {
+    let core = this_core();
+    let were_on = cpu::disable_interrupts();
+    cpu::enable_interrupts();
+    core::hint::spin_loop(); // `sti` takes effect after the next instruction
+    if !were_on {
+        cpu::disable_interrupts();
+    }
+    if !core.in_context.load(Ordering::Acquire) {
+        return;
+    }
+    core.stepped.store(true, Ordering::Relaxed);
+    let now = core.ticks();
+    if core.served_tick.swap(now, Ordering::Relaxed) != now {
+        crate::monitor::poll_at_tick();
+    }
+}
+
+/// Leaves the running context if it is past its time limit or its pcore was halted (at
+/// the end of a system call, where nothing is held; a long call may have passed either).
+fn stop_if_due() {
+    let (late, halted) = with_running(|r, _| {
+        let halted =
+            r.pcore.as_ref().and_then(corey::pcore).is_some_and(|p| p.halt.load(Ordering::Acquire));
+        (cpu::rdtsc() > r.deadline, halted)
+    })
+    .unwrap_or((false, false));
+    if halted {
+        leave(ExitStatus::Halted);
+    }
+    if late {
+        println!("USER TIMEOUT core={} (in a system call)", this_core().index);
+        leave(ExitStatus::TimedOut);
+    }
+}
+
 /// Entry from `syscall_entry`: runs one system call, returns the result word.
 #[no_mangle]
 extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
@@ -491,15 +545,27 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         }
         _ => Err(Error::NoSuchCall),
     };
+    // Only a call that took steps can have outlived a tick's checks (a plain load keeps
+    // the null call's path short).
+    let core = this_core();
+    if core.stepped.load(Ordering::Relaxed) {
+        core.stepped.store(false, Ordering::Relaxed);
+        stop_if_due();
+    }
     abi::encode(result)
 }
 
-/// `write(ptr, len)`: the whole buffer is checked first, then copied in pieces into the
-/// program's line buffer; control characters other than newline and tab become `.`.
+/// `write(ptr, len)`: prints at most [`WRITE_CALL_MAX`] bytes and returns the count. Those
+/// bytes are checked first, then copied in pieces into the program's line buffer; control
+/// characters other than newline and tab become `.`.
 fn write(ptr: u64, len: u64) -> SysResult {
+    let len = len.min(WRITE_CALL_MAX);
     let mut buf = [0u8; WRITE_MAX];
     let mut done = 0;
     while done < len {
+        if done > 0 {
+            step();
+        }
         let n = (len - done).min(WRITE_MAX as u64) as usize;
         with_running_mut(|r, space| {
             if done == 0 {
@@ -562,17 +628,17 @@ fn object_call(frame: &SyscallFrame) -> SysResult {
             nr::OBJ_GET_NAME => corey::obj_get_name(p, a, b),
             nr::SEGMENT_ALLOC => corey::segment_alloc(p, a, b),
             nr::SEGMENT_GET_NBYTES => corey::segment_get_nbytes(p, a, b),
-            nr::SEGMENT_SET_NBYTES => corey::segment_set_nbytes(p, space, a, b, c),
-            nr::SEGMENT_COPY => corey::segment_copy(p, space, a, b, c, d),
+            nr::SEGMENT_SET_NBYTES => corey::segment_set_nbytes(p, a, b, c),
+            nr::SEGMENT_COPY => corey::segment_copy(p, a, b, c, d),
             nr::SEGMENT_READ => corey::segment_read(p, space, a, b, c, d, e),
             nr::AR_ALLOC => corey::ar_alloc(p, a, b),
             nr::AR_SET_SEG => {
                 let w = read_words::<8>(p, space, a)?;
-                corey::ar_set_seg(p, space, abi::ArSetSeg::from_words(w))
+                corey::ar_set_seg(p, abi::ArSetSeg::from_words(w))
             }
             nr::AR_SET_AR => {
                 let w = read_words::<6>(p, space, a)?;
-                corey::ar_set_ar(p, space, abi::ArSetAr::from_words(w))
+                corey::ar_set_ar(p, abi::ArSetAr::from_words(w))
             }
             nr::AR_GET => corey::ar_get(p, a, b, c),
             nr::AR_MAPPINGS => {
@@ -756,15 +822,29 @@ fn kernel_command(share: u64, obj: u64, ptr: u64, len: u64) -> SysResult {
     if line.split_whitespace().next() == Some("run") {
         return Err(Error::NotPermitted);
     }
-    crate::console::execute(&line);
-    Ok(0)
+    let console = KERNEL_CONSOLE.get().ok_or(Error::NoSuchCall)?;
+    // The console printed why it refused a line.
+    console(&line).map(|_| 0).map_err(|_| Error::InvalidArgument)
+}
+
+/// Runs one kernel-console line and reports a refusal on the console itself; `Err` is its
+/// answer to a line it refused.
+pub type ConsoleExecute = fn(&str) -> Result<(), String>;
+
+/// What runs a `kernel_command` line: the kernel console's `execute`, installed at boot
+/// (the console sits above this layer).
+static KERNEL_CONSOLE: spin::Once<ConsoleExecute> = spin::Once::new();
+
+/// Installs the kernel console for `kernel_command` (once, at boot).
+pub fn set_kernel_console(execute: ConsoleExecute) {
+    KERNEL_CONSOLE.call_once(|| execute);
 }
 
 /// `console_read(buf, len)`: bytes typed so far, without waiting. A program that reads
 /// wants what it printed so far (a prompt, an echo) on the screen: its unfinished line is
 /// printed first, as stdio flushes before input.
 fn console_read(ptr: u64, len: u64) -> SysResult {
-    let pending = this_core().user.with(|slot| slot.as_mut().map(|r| core::mem::take(&mut r.line)));
+    let pending = RUNNING.with(|slot| slot.as_mut().map(|r| core::mem::take(&mut r.line)));
     if let Some(bytes) = pending.filter(|b| !b.is_empty()) {
         crate::print!("{}", String::from_utf8_lossy(&bytes));
     }
@@ -833,7 +913,7 @@ fn le_words<const N: usize>(bytes: &[u8]) -> [u64; N] {
 
 /// Adds one byte to the program's line; prints the line at a newline or when it is long.
 fn emit(byte: u8) {
-    let full = this_core().user.with(|slot| {
+    let full = RUNNING.with(|slot| {
         let r = slot.as_mut()?;
         if byte != b'\n' {
             r.line.push(byte);

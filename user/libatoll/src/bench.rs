@@ -52,8 +52,9 @@ impl fmt::Display for Ratio {
     }
 }
 
-/// One measurement, printed as
-/// `RESULT {"experiment":…,"system":"atoll","config":…,"active_cores":…,"metric":…,"value":…,"unit":…<extra>}`.
+/// One measurement of an Atoll program, printed through the `record` crate (the one
+/// `RESULT` formatter every benchmark shares) as
+/// `RESULT {"experiment":…,"system":"atoll","active_cores":…,"config":…,"metric":…,"value":…,"unit":…<extra>}`.
 /// `extra` is empty or more fields starting with a comma. The kernel breaks program lines
 /// at 200 bytes, so keep `extra` short.
 pub struct Record<'a> {
@@ -74,15 +75,10 @@ pub struct Record<'a> {
 impl Record<'_> {
     /// Prints the line with `value`.
     pub fn print(&self, value: impl fmt::Display) {
-        crate::println!(
-            "RESULT {{\"experiment\":\"{}\",\"system\":\"atoll\",\"config\":\"{}\",\"active_cores\":{},\"metric\":\"{}\",\"value\":{},\"unit\":\"{}\"{}}}",
-            self.experiment,
-            self.config,
-            self.active_cores,
-            self.metric,
-            value,
-            self.unit,
-            self.extra
-        );
+        let cores = record::Cores::Active(self.active_cores);
+        let record = record::Record::new(self.experiment, "atoll", cores, self.metric, self.unit)
+            .config(self.config)
+            .extra(self.extra);
+        crate::println!("{}", record.line(value));
     }
 }

@@ -51,9 +51,18 @@ pub fn null() -> SysResult {
     syscall3(nr::NULL, 0, 0, 0)
 }
 
-/// Writes bytes to the console (the kernel prints whole lines).
+/// Writes bytes to the console (the kernel prints whole lines). One call prints at most
+/// 4 KiB and returns the count; this loops until all are printed.
 pub fn write(bytes: &[u8]) -> SysResult {
-    syscall3(nr::WRITE, buf_addr(bytes), bytes.len() as u64, 0)
+    let mut done = 0;
+    while done < bytes.len() {
+        let rest = &bytes[done..];
+        match syscall3(nr::WRITE, buf_addr(rest), rest.len() as u64, 0)? {
+            0 => break,
+            n => done += n as usize,
+        }
+    }
+    Ok(done as u64)
 }
 
 /// Ends the program (or, in a context started by `cfork`, that context).

@@ -99,14 +99,14 @@ pub fn run(p: &Linux, ops: usize) -> Result<Vec<String>, String> {
         let extra = format!(
             ",\"config\":\"{}\",\"per_core\":{},\"ops\":{ops}",
             table.name(),
-            result::fixed2(rate / cores.max(1) as f64)
+            result::Fixed2(rate / cores.max(1) as f64)
         );
         lines.push(result::line(
             "linux",
             "fdbench",
             cores,
             "ops_per_kcycle",
-            result::fixed2(rate),
+            result::Fixed2(rate),
             "ops/kcycle",
             &extra,
         ));

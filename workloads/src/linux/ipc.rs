@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::vec::Vec;
 
 use crate::memory::{alloc_slice, Placement, Zeroable};
-use crate::{median, result, Platform};
+use crate::result::{self, median};
+use crate::Platform;
 
 use super::Linux;
 
@@ -72,7 +73,7 @@ pub fn pipe_latency(p: &Linux, a: usize, b: usize, iterations: usize) -> Result<
         return Err("the pipe ping-pong failed".into());
     }
     let mut rtts: Vec<u64> = samples.iter().map(|s| s.load(Ordering::Relaxed)).collect();
-    Ok(median(&mut rtts) / 2)
+    Ok(median(&mut rtts).unwrap_or(0) / 2)
 }
 
 /// The two futex words of a ping-pong, each on its own cache line.
@@ -152,7 +153,7 @@ pub fn futex_latency(p: &Linux, a: usize, b: usize, iterations: usize) -> Result
         }
     })?;
     let mut rtts: Vec<u64> = samples.iter().map(|s| s.load(Ordering::Relaxed)).collect();
-    Ok(median(&mut rtts) / 2)
+    Ok(median(&mut rtts).unwrap_or(0) / 2)
 }
 
 /// Both peers on every pair `a < b`, as `experiment":"urpc"` lines with `"impl"` set.

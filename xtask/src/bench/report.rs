@@ -111,23 +111,20 @@ fn rows(records: &[&Record], extra: &[&str]) -> Vec<Row> {
 
 /// `median [min–max]` of `values` (just the value if there is one), or `—`.
 fn spread(values: &[f64]) -> String {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return "—".into();
+    let Some(mid) = median(values) else { return "—".into() };
+    let finite = values.iter().copied().filter(|x| x.is_finite());
+    let (low, high) = finite.fold((mid, mid), |(lo, hi), x| (lo.min(x), hi.max(x)));
+    if low == high {
+        return num(mid);
     }
-    v.sort_by(f64::total_cmp);
-    let median = v[v.len() / 2];
-    if v.len() == 1 || v[0] == v[v.len() - 1] {
-        return num(median);
-    }
-    format!("{} [{}–{}]", num(median), num(v[0]), num(v[v.len() - 1]))
+    format!("{} [{}–{}]", num(mid), num(low), num(high))
 }
 
-/// The median of `values`, if any.
+/// The median of the finite `values` (`record::median`, the one every benchmark reports
+/// with), if there are any.
 pub fn median(values: &[f64]) -> Option<f64> {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied()
+    record::median(&mut v)
 }
 
 /// A number in few characters: integers as integers, others with 2 decimals, or two

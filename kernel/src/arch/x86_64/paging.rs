@@ -205,6 +205,17 @@ pub unsafe fn activate(pml4: u64) {
     }
 }
 
+/// Flushes this core's whole TLB, global (kernel) entries included: toggling CR4.PGE
+/// does that, which reloading CR3 does not.
+pub fn flush_everything() {
+    use x86_64::registers::control::{Cr4, Cr4Flags};
+    // SAFETY: clearing and setting PGE again changes no mapping; it only empties the TLB.
+    unsafe {
+        Cr4::update(|f| f.remove(Cr4Flags::PAGE_GLOBAL));
+        Cr4::update(|f| f.insert(Cr4Flags::PAGE_GLOBAL));
+    }
+}
+
 /// The physical address and flags of the 4 KiB page mapping `va` in the tables at `pml4`
 /// (`None` if unmapped or mapped by a large page).
 pub fn translate(pml4: u64, va: u64) -> Option<(u64, F)> {
@@ -338,28 +349,46 @@ pub fn directory_tables(pd: u64, f: &mut dyn FnMut(u64)) {
 }
 
 /// Points the 1 GiB slot at `va` of the user tables at `pml4` to the page directory `pd`
-/// (or clears it with `None`): splices a shared address range's subtree into this core's
-/// tables. The PDPT comes from `alloc` if missing.
+/// with `rights` (`WRITABLE`, `NO_EXECUTE`), or clears it with `None`: splices a shared
+/// address range's subtree into these tables. The CPU combines the rights of every level,
+/// so `rights` bound every page of the subtree reached through this entry, whatever the
+/// subtree's own entries allow. The PDPT comes from `alloc` if missing.
 ///
 /// # Safety
 /// `pml4` is a user address space the calling core owns; `pd` stays live while spliced.
 pub unsafe fn set_gigabyte(
     pml4: u64,
     va: u64,
-    pd: Option<u64>,
+    link: Option<(u64, F)>,
     alloc: &mut dyn FnMut() -> Option<u64>,
 ) -> Option<()> {
     // SAFETY: forwarded; the PML4 entry (creating the PDPT), then the PDPT entry.
     let pdpt = unsafe { next_table(pml4, index(va, 4), true, alloc)? };
     // SAFETY: as above.
     let e = unsafe { &mut *entry(pdpt, index(va, 3)) };
-    match pd {
-        Some(pa) => {
-            e.set_addr(x86_64::PhysAddr::new(pa), F::PRESENT | F::WRITABLE | F::USER_ACCESSIBLE)
+    match link {
+        Some((pa, rights)) => {
+            let rights = rights & (F::WRITABLE | F::NO_EXECUTE);
+            e.set_addr(x86_64::PhysAddr::new(pa), F::PRESENT | F::USER_ACCESSIBLE | rights)
         }
         None => e.set_unused(),
     }
     Some(())
+}
+
+/// Makes sure the page-directory-pointer table that holds the 1 GiB slot at `va` of the
+/// user tables at `pml4` exists (from `alloc`), so [`set_gigabyte`] there needs no
+/// allocation.
+///
+/// # Safety
+/// As for [`set_gigabyte`].
+pub unsafe fn reserve_gigabyte(
+    pml4: u64,
+    va: u64,
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> Option<()> {
+    // SAFETY: forwarded; the PML4 entry, creating the PDPT.
+    unsafe { next_table(pml4, index(va, 4), true, alloc) }.map(|_| ())
 }
 
 /// The page directory the 1 GiB slot at `va` of the user tables at `pml4` points to.

@@ -2,10 +2,10 @@
 //!
 //! Every vector has a 16-byte stub that pushes a uniform frame (a zero error code where the
 //! CPU pushes none, then the vector number) and jumps to `isr_common`, which saves the
-//! general registers and calls [`trap_dispatch`]. An exception is fatal for the core it
-//! happens on only: it prints a report and stops that core; the others go on.
+//! general registers and calls `trap_dispatch`. That function is the kernel's, above this
+//! layer (`kernel/src/interrupts.rs`): the stubs reach it by its link name, so the
+//! hardware glue never imports the layers that handle what it delivers.
 
-use super::cpu;
 use core::arch::global_asm;
 
 /// Local APIC timer tick.
@@ -16,6 +16,8 @@ pub const VECTOR_WAKE: u8 = 0x31;
 pub const VECTOR_TEST: u8 = 0x32;
 /// IPI: flush this core's TLB (a shared address range lost a mapping).
 pub const VECTOR_TLB: u8 = 0x33;
+/// IPI: flush this core's whole TLB, global entries too (kernel heap pages were unmapped).
+pub const VECTOR_TLB_GLOBAL: u8 = 0x34;
 /// Local APIC spurious-interrupt vector (no EOI).
 pub const VECTOR_SPURIOUS: u8 = 0xff;
 
@@ -188,40 +190,6 @@ impl Idt {
     }
 }
 
-/// Called by `isr_common` for every interrupt and exception.
-#[no_mangle]
-extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
-    let vector = frame.vector as u8;
-    match vector {
-        0..=31 if frame.cs & 3 == 3 => crate::user::on_exception(frame), // returns if handled
-        0..=31 => fatal_exception(frame),
-        VECTOR_TIMER => {
-            crate::percpu::this_core().on_tick();
-            super::apic::eoi();
-            if frame.cs & 3 == 3 {
-                crate::user::on_tick_in_user();
-            }
-        }
-        VECTOR_WAKE => super::apic::eoi(),
-        VECTOR_TEST => {
-            crate::percpu::this_core().on_test_ipi();
-            super::apic::eoi();
-        }
-        VECTOR_TLB => {
-            x86_64::instructions::tlb::flush_all();
-            let core = crate::percpu::this_core();
-            // Release: the flush happened before the shooting core sees the count move.
-            core.tlb_flushes.fetch_add(1, core::sync::atomic::Ordering::Release);
-            super::apic::eoi();
-        }
-        VECTOR_SPURIOUS => {}
-        _ => {
-            crate::percpu::this_core().on_unexpected_interrupt(vector);
-            super::apic::eoi();
-        }
-    }
-}
-
 /// Names of the 32 exception vectors, for reports.
 pub const EXCEPTION_NAMES: [&str; 32] = [
     "divide error",
@@ -257,69 +225,3 @@ pub const EXCEPTION_NAMES: [&str; 32] = [
     "security",
     "reserved",
 ];
-
-/// Reports an exception and stops this core; the other cores go on.
-fn fatal_exception(frame: &TrapFrame) -> ! {
-    let core = crate::percpu::this_core();
-    let vector = frame.vector as u8;
-    let cr2 = if vector == VECTOR_PAGE_FAULT { cpu::cr2() } else { 0 };
-    crate::println!(
-        "{}core={} vector={} ({}) error={:#x} rip={:#x} cr2={:#x} rsp={:#x}",
-        verdict::TRAP_MARKER,
-        core.index,
-        vector,
-        EXCEPTION_NAMES[vector as usize],
-        frame.error,
-        frame.rip,
-        cr2,
-        frame.rsp
-    );
-    let mut line = BacktraceLine::default();
-    let (lo, hi) = core.stack_range();
-    let mut rbp = frame.rbp;
-    for _ in 0..16 {
-        // Follow the frame-pointer chain only while it stays inside this core's stack.
-        if rbp < lo || rbp + 16 > hi || !rbp.is_multiple_of(8) {
-            break;
-        }
-        // SAFETY: `rbp` was checked to lie within this core's mapped kernel stack.
-        let (next, ret) = unsafe { (*(rbp as *const u64), *((rbp + 8) as *const u64)) };
-        line.push(ret);
-        if next <= rbp {
-            break;
-        }
-        rbp = next;
-    }
-    crate::println!("TRAP core={} backtrace: {:#x}{}", core.index, frame.rip, line);
-    core.stop_after_fault(vector);
-    if core.index == 0 {
-        // The boot core runs the console and the test runner: without it nothing can go on.
-        super::power::exit_qemu(verdict::ExitCode::Failure);
-    }
-    cpu::halt_forever()
-}
-
-/// Up to 16 return addresses, printed as ` <- 0x...`.
-#[derive(Default)]
-struct BacktraceLine {
-    addrs: [u64; 16],
-    len: usize,
-}
-
-impl BacktraceLine {
-    fn push(&mut self, addr: u64) {
-        if self.len < self.addrs.len() {
-            self.addrs[self.len] = addr;
-            self.len += 1;
-        }
-    }
-}
-
-impl core::fmt::Display for BacktraceLine {
-    fn fmt(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
-        for a in &self.addrs[..self.len] {
-            write!(f, " <- {a:#x}")?;
-        }
-        Ok(())
-    }
-}

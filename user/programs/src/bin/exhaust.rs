@@ -1,14 +1,32 @@
-//! `exhaust`: asks for more than the kernel can give — shares until creation is refused,
-//! a segment larger than memory — and checks each refusal is an error code. Exits 0; the
-//! kernel then frees everything it made.
+//! `exhaust [memory]`: asks for more than the kernel can give, and checks each refusal is
+//! an error code.
+//!
+//! Without an argument: shares until creation is refused, then a segment larger than
+//! memory. Exits 0; the kernel then frees everything it made.
+//!
+//! `exhaust memory`: maps segments as large as the kernel allows and writes every page
+//! until memory runs out. The kernel must stop the program with a page fault (reported as
+//! out of memory) and stay up; it never returns normally (exit 1 if it does).
 #![no_std]
 #![no_main]
 
 use libatoll::abi::Error;
-use libatoll::obj;
 use libatoll::println;
+use libatoll::{args, obj, private};
 
 fn main() -> i32 {
+    match args::arg_string().trim() {
+        "" => objects(),
+        "memory" => memory(),
+        _ => {
+            println!("usage: exhaust [memory]");
+            2
+        }
+    }
+}
+
+/// Shares until `NoResources`, then a 1 TiB segment.
+fn objects() -> i32 {
     let root = obj::root_share();
     let mut shares = 0u64;
     let refusal = loop {
@@ -31,6 +49,48 @@ fn main() -> i32 {
     }
     println!("exhaust: ok ({shares} shares before NoResources)");
     0
+}
+
+/// Segments as large as the kernel grants (it refuses one larger than the free memory,
+/// but not two that together are), each page written, until a page cannot be had.
+fn memory() -> i32 {
+    let mut touched = 0u64;
+    for _ in 0..64 {
+        // The largest size the kernel grants, found with throw-away segments (each map
+        // takes fresh address space, so only the size that fits is mapped).
+        let root = obj::root_share();
+        let mut bytes = 1u64 << 40;
+        loop {
+            match obj::segment_alloc(root, bytes) {
+                Ok(id) => {
+                    let _ = obj::share_delobj(libatoll::ObjRef::new(root, id));
+                    break;
+                }
+                Err(_) if bytes > 4096 => bytes /= 2,
+                Err(e) => {
+                    println!("exhaust: no segment of even one page: {e:?}");
+                    return 1;
+                }
+            }
+        }
+        let mapping = match private::map_new(bytes) {
+            Ok(m) => m,
+            Err(e) => {
+                println!("exhaust: mapping {bytes} bytes: {e:?}");
+                return 1;
+            }
+        };
+        println!("exhaust: writing {} KiB ({touched} pages so far)", mapping.bytes >> 10);
+        let mut va = mapping.va;
+        while va < mapping.va + mapping.bytes {
+            // SAFETY: a fresh read-write mapping of our own root range.
+            unsafe { core::ptr::write_volatile(va as *mut u64, va) };
+            touched += 1;
+            va += 4096;
+        }
+    }
+    println!("exhaust: wrote {touched} pages and memory never ran out");
+    1
 }
 
 libatoll::main!(main);

@@ -278,7 +278,7 @@ fn devices() {
         Ok(n) => n.min(list.len()),
         Err(e) => return println!("devices: {e:?}"),
     };
-    println!("hwid  kind    core  name      counters");
+    println!("hwid  kind     core  name      counters");
     let root = root_share();
     for d in &list[..n] {
         let name = d.name.to_le_bytes();
@@ -303,10 +303,10 @@ fn devices() {
         };
         match stat {
             Ok(s) => println!(
-                "{:>4}  {kind:<6}  {core:>4}  {name:<8}  {} {count}, {} {detail}",
+                "{:>4}  {kind:<7}  {core:>4}  {name:<8}  {} {count}, {} {detail}",
                 d.hwid, s.count, s.detail
             ),
-            Err(e) => println!("{:>4}  {kind:<6}  {core:>4}  {name:<8}  {e:?}", d.hwid),
+            Err(e) => println!("{:>4}  {kind:<7}  {core:>4}  {name:<8}  {e:?}", d.hwid),
         }
     }
 }

@@ -8,7 +8,9 @@
 
 extern crate alloc;
 
+use alloc::format;
 use alloc::vec::Vec;
+use libatoll::bench::Record;
 use libatoll::platform::Atoll;
 use libatoll::{args, println};
 
@@ -34,10 +36,16 @@ fn main() -> i32 {
     match workloads::nullsys::cycles_per_call_on(&p, &all, batches) {
         Ok(medians) => {
             for (core, median) in cores.iter().zip(medians) {
-                println!(
-                    "RESULT {{\"experiment\":\"nullsys\",\"system\":\"atoll\",\"cores\":{},\"config\":\"null\",\"metric\":\"cycles_per_call\",\"value\":{median},\"unit\":\"cycles\",\"core\":{core}}}",
-                    cores.len()
-                );
+                let extra = format!(",\"core\":{core}");
+                let record = Record {
+                    experiment: "nullsys",
+                    config: "null",
+                    active_cores: cores.len(),
+                    metric: "cycles_per_call",
+                    unit: "cycles",
+                    extra: &extra,
+                };
+                record.print(median);
             }
             0
         }

@@ -1,0 +1,281 @@
+//! An address range's state (Corey §3.1, §4.3): its mappings ([`AddressRange`]), the
+//! objects it holds because it maps them, its page tables, and every page mapped in them
+//! with the frame it maps. It sits behind the range's own lock. A root range's tables are
+//! the CR3 of every context on it; a slot range's are linked into every root that splices
+//! it, so a page one core faults in is mapped for every core using the range.
+
+use alloc::collections::BTreeMap;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use addrrange::{AddressRange, ArError, Mapping, Target};
+
+use crate::segment::SegmentState;
+use crate::{Host, PageTables, Perms, PAGE_SIZE};
+
+/// A range's mappings, held objects, tables and mapped pages.
+pub struct RangeState<H: Host> {
+    map: AddressRange,
+    /// What the range maps, by id: it holds one reference to each (see `objects`).
+    held: BTreeMap<u64, Arc<H::Object>>,
+    tables: H::Tables,
+    /// Every page mapped in `tables`, by offset, with the frame it maps (held, so the
+    /// frame cannot be freed while mapped).
+    mapped: BTreeMap<u64, H::Frame>,
+}
+
+/// What an edit took out ([`RangeState::edit`]): drop it only after the shootdown.
+pub struct Edited<H: Host> {
+    /// The objects the range maps no more (their references, to release).
+    pub released: Vec<Arc<H::Object>>,
+    /// The frames of the pages unmapped from the tables.
+    pub unmapped: Vec<H::Frame>,
+    /// Whether a nested range's link was taken out of the tables.
+    pub unlinked: bool,
+}
+
+impl<H: Host> Edited<H> {
+    /// Whether some core may still hold a translation the edit took out.
+    pub fn needs_shootdown(&self) -> bool {
+        !self.unmapped.is_empty() || self.unlinked
+    }
+}
+
+/// Where a fault at an address of a root range is mapped ([`RangeState::route`]).
+pub(crate) struct Route<O> {
+    /// The range whose tables map the page: `None` for the root itself, or the nested
+    /// range the root splices there.
+    pub(crate) nested: Option<Arc<O>>,
+    /// The page's offset in that range.
+    pub(crate) offset: u64,
+    /// The rights of the root's mapping on the way (all, for the root's own mappings).
+    pub(crate) outer: Perms,
+}
+
+/// What a fault must do in the range that maps the page ([`RangeState::plan`]).
+pub(crate) enum Plan<O> {
+    /// Nothing maps it, or not for this access: the program faulted.
+    Refused,
+    /// The tables already map it for this access (another core was first, or this core's
+    /// TLB was stale), or a nested range was spliced here since the fault was routed: the
+    /// access retries.
+    Retry,
+    /// Fill the page and map it.
+    Fill(Fill<O>),
+}
+
+/// A page to fill and map: page `index` of segment `seg`, at `offset`, with the rights
+/// of this range's own mapping, `perms`.
+pub(crate) struct Fill<O> {
+    pub(crate) seg: Arc<O>,
+    pub(crate) index: u64,
+    pub(crate) perms: Perms,
+    pub(crate) offset: u64,
+    pub(crate) write: bool,
+}
+
+/// What mapping a filled page did ([`RangeState::install`]).
+pub(crate) enum Installed<F> {
+    /// Mapped; the frame a read-only entry mapped before, if one was replaced (it may be
+    /// freed only after a shootdown).
+    Mapped(Option<F>),
+    /// The range or the page changed while the page was filled, or another core mapped
+    /// it: nothing was done, the access retries.
+    Changed,
+}
+
+/// Every right: what a root range's own mappings are intersected with.
+const ALL_PERMS: Perms = Perms::RWX;
+
+impl<H: Host> RangeState<H> {
+    /// A range with the mappings `map` (empty) over the tables `tables`.
+    pub fn new(map: AddressRange, tables: H::Tables) -> Self {
+        RangeState { map, held: BTreeMap::new(), tables, mapped: BTreeMap::new() }
+    }
+
+    /// Its mappings.
+    pub fn map(&self) -> &AddressRange {
+        &self.map
+    }
+
+    /// Its page tables.
+    pub fn tables(&self) -> &H::Tables {
+        &self.tables
+    }
+
+    /// Its page tables, to link a nested range in (`ar_set_ar`).
+    pub fn tables_mut(&mut self) -> &mut H::Tables {
+        &mut self.tables
+    }
+
+    /// How many pages are mapped in its tables.
+    pub fn mapped_pages(&self) -> usize {
+        self.mapped.len()
+    }
+
+    /// The object it holds with id `id`.
+    pub fn held(&self, id: u64) -> Option<&Arc<H::Object>> {
+        self.held.get(&id)
+    }
+
+    /// The nested ranges it splices, in offset order.
+    pub fn nested(&self) -> Vec<Arc<H::Object>> {
+        self.map.nested().filter_map(|(_, id)| self.held.get(&id).cloned()).collect()
+    }
+
+    /// Takes out every reference it holds (as the range is freed, so a chain of holders is
+    /// released by a worklist, `objects::release`).
+    pub fn take_held(&mut self) -> Vec<Arc<H::Object>> {
+        core::mem::take(&mut self.held).into_values().collect()
+    }
+
+    /// Applies `edit` to the mappings; the range maps `target` afterwards. The range takes
+    /// a reference to `target` and lets go of what the edit removed the last mapping of.
+    /// The pages of every removed mapping are unmapped from the tables (they fault in
+    /// again as needed), and removed nested ranges are unlinked: an entry exists only
+    /// where a mapping is (see the crate docs), so that is every entry in the edited span.
+    /// A failed edit changes nothing.
+    pub fn edit(
+        &mut self,
+        target: Arc<H::Object>,
+        edit: impl FnOnce(&mut AddressRange) -> Result<Vec<Mapping>, ArError>,
+    ) -> Result<Edited<H>, ArError> {
+        let removed = edit(&mut self.map)?;
+        let released =
+            self.map.released(&removed).iter().filter_map(|id| self.held.remove(id)).collect();
+        self.held.entry(H::id(&target)).or_insert(target);
+        let mut unmapped = Vec::new();
+        let mut unlinked = false;
+        for m in &removed {
+            unmapped.extend(self.unmap_span(m.start, m.end()));
+            if let Target::Range { .. } = m.target {
+                self.tables.unlink(m.start);
+                unlinked = true;
+            }
+        }
+        Ok(Edited { released, unmapped, unlinked })
+    }
+
+    /// Where a fault at `va` of this root range goes (`None` if nothing maps it).
+    pub(crate) fn route(&self, va: u64) -> Option<Route<H::Object>> {
+        let m = self.map.get(va)?;
+        let target = self.held.get(&m.target.id())?;
+        Some(match m.target {
+            Target::Segment { .. } => Route { nested: None, offset: va, outer: ALL_PERMS },
+            Target::Range { .. } => {
+                Route { nested: Some(target.clone()), offset: va - m.start, outer: m.perms }
+            }
+        })
+    }
+
+    /// What a fault at `offset` of this range needs, for an access through mappings with
+    /// rights `outer` on the way. The access needs the rights of both; the entry gets this
+    /// range's own, since a nested range's entries serve every root that splices it, each
+    /// within the rights of its own link (the host's, see [`crate::PageTables`]).
+    pub(crate) fn plan(&self, offset: u64, outer: Perms, write: bool) -> Plan<H::Object> {
+        if self.map.get(offset).is_some_and(|m| matches!(m.target, Target::Range { .. })) {
+            return Plan::Retry;
+        }
+        let Some((seg, index, perms)) = self.page_at(offset) else { return Plan::Refused };
+        if write && !perms.intersect(outer).write {
+            return Plan::Refused;
+        }
+        if self.serves(offset, write) {
+            return Plan::Retry;
+        }
+        Plan::Fill(Fill { seg, index, perms, offset, write })
+    }
+
+    /// The segment page mapped at `offset`, and the mapping's rights.
+    fn page_at(&self, offset: u64) -> Option<(Arc<H::Object>, u64, Perms)> {
+        let m = self.map.get(offset)?;
+        let Target::Segment { first_page, .. } = m.target else { return None };
+        let seg = self.held.get(&m.target.id())?.clone();
+        Some((seg, first_page + (offset - m.start) / PAGE_SIZE, m.perms))
+    }
+
+    /// Whether the tables map `offset` well enough for the access: present, and writable
+    /// for a write.
+    fn serves(&self, offset: u64, write: bool) -> bool {
+        self.tables.translate(offset).is_some_and(|(_, p)| !write || p.write)
+    }
+
+    /// Maps `frame`, filled for `fill`, if the range still maps that page of that segment
+    /// there with the same rights, and the segment `seg` (locked inside this range's lock)
+    /// still holds `frame` in that page. A copy-on-write page is mapped read-only; a
+    /// read-only entry there is replaced.
+    pub(crate) fn install(
+        &mut self,
+        fill: &Fill<H::Object>,
+        frame: H::Frame,
+        seg: &SegmentState<H>,
+    ) -> Installed<H::Frame> {
+        let offset = fill.offset;
+        // The range may have changed while the page was filled (another segment, another
+        // page of it, other rights): map only what it maps now.
+        let now = self.page_at(offset);
+        let still = now.is_some_and(|(s, index, perms)| {
+            H::id(&s) == H::id(&fill.seg) && index == fill.index && perms == fill.perms
+        });
+        if !still || self.serves(offset, fill.write) {
+            return Installed::Changed;
+        }
+        // The page may have become copy-on-write (or been replaced) since it was filled.
+        let Some(cow) = seg.holds(fill.index, &frame) else { return Installed::Changed };
+        let perms = Perms { write: fill.perms.write && !cow, exec: fill.perms.exec };
+        let replaced = self.unmap(offset);
+        let addr = H::addr(&frame);
+        if self.tables.map(offset, addr, perms).is_ok() {
+            self.mapped.insert(offset, frame);
+        }
+        // (If no table could be allocated, the old entry is gone anyway; the access faults
+        // again and is refused or retried.)
+        Installed::Mapped(replaced)
+    }
+
+    /// Unmaps every entry for a page of segment `seg` that maps the frame `pages` gives
+    /// for it (page index → frame address), wherever the range maps that page; returns
+    /// their frames (drop them only after the shootdown). An entry maps the page the
+    /// range's mapping names at its offset (see the crate docs), so the mappings of `seg`
+    /// say where to look: the cost is in mappings and pages taken, not pages mapped.
+    pub(crate) fn forget(&mut self, seg: u64, pages: &BTreeMap<u64, u64>) -> Vec<H::Frame> {
+        let mut offsets = Vec::new();
+        for m in self.map.mappings() {
+            let Target::Segment { seg: s, first_page, .. } = m.target else { continue };
+            if s != seg {
+                continue;
+            }
+            for (&index, &addr) in pages.range(first_page..first_page.saturating_add(m.pages)) {
+                let offset = m.start + (index - first_page) * PAGE_SIZE;
+                if self.mapped.get(&offset).is_some_and(|f| H::addr(f) == addr) {
+                    offsets.push(offset);
+                }
+            }
+        }
+        offsets.into_iter().filter_map(|o| self.unmap(o)).collect()
+    }
+
+    /// Unmaps the page at `offset`, if it is mapped; returns its frame.
+    fn unmap(&mut self, offset: u64) -> Option<H::Frame> {
+        let frame = self.mapped.remove(&offset)?;
+        self.tables.unmap(offset);
+        Some(frame)
+    }
+
+    /// Unmaps every page in `[start, end)`; returns their frames.
+    fn unmap_span(&mut self, start: u64, end: u64) -> Vec<H::Frame> {
+        let offsets: Vec<u64> = self.mapped.range(start..end).map(|(&o, _)| o).collect();
+        offsets.into_iter().filter_map(|o| self.unmap(o)).collect()
+    }
+}
+
+impl<H: Host> Drop for RangeState<H> {
+    /// Unmaps every page before the frames go (no context runs on a range being freed, and
+    /// a root that spliced it had unlinked it or is gone).
+    fn drop(&mut self) {
+        let all: Vec<u64> = self.mapped.keys().copied().collect();
+        for offset in all {
+            self.unmap(offset);
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! The registry of in-kernel tests: what [`kernel_test!`] registers in the `.atoll_tests`
+//! link section, and [`all`] lists. It sits below the console (whose `tests` command lists
+//! the tests) and the tests themselves (`ktest`, at the top, which runs them and may test
+//! the console).
+
+use alloc::string::String;
+
+/// A registered kernel test.
+pub struct KernelTest {
+    /// `layer.what`, e.g. `frames.concurrent`.
+    pub name: &'static str,
+    /// Fewest online cores the test needs.
+    pub min_cores: usize,
+    /// Run only when named (it leaves the machine changed, e.g. a core stopped).
+    pub isolated: bool,
+    /// The test; `Err` says what went wrong.
+    pub run: fn() -> Result<(), String>,
+}
+
+/// Registers a kernel test: `kernel_test!(STATIC_NAME, "layer.what", min_cores, isolated, function);`
+#[macro_export]
+macro_rules! kernel_test {
+    ($static:ident, $name:expr, $min_cores:expr, $isolated:expr, $run:path) => {
+        #[used]
+        #[link_section = ".atoll_tests"]
+        static $static: $crate::testing::KernelTest = $crate::testing::KernelTest {
+            name: $name,
+            min_cores: $min_cores,
+            isolated: $isolated,
+            run: $run,
+        };
+    };
+}
+
+// Only the addresses of these linker-script symbols are used, never their Rust layout.
+#[allow(improper_ctypes)]
+extern "C" {
+    static __tests_start: KernelTest;
+    static __tests_end: KernelTest;
+}
+
+/// Every registered test, in link order.
+pub fn all() -> &'static [KernelTest] {
+    let start = &raw const __tests_start;
+    let end = &raw const __tests_end;
+    let len = (end as usize - start as usize) / core::mem::size_of::<KernelTest>();
+    // SAFETY: the linker script places exactly the `KernelTest` statics between the bounds.
+    unsafe { core::slice::from_raw_parts(start, len) }
+}
