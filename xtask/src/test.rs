@@ -66,6 +66,9 @@ const RUNS: &[Run] = &[
     Run { test: "trap.fault_isolation", ..all("fault4", 4, "256M") },
     Run { test: "trap.stack_overflow", ..all("overflow4", 4, "256M") },
     Run { test: "frames.returns_survive_a_full_channel", ..all("deaf2", 2, "256M") },
+    // A million fuzzed system calls (issue 9), in a run of its own: two fuzzers, two cores
+    // for what they start.
+    Run { test: "user.sysfuzz_million", timeout_secs: 600, ..all("fuzz4", 4, "256M") },
 ];
 
 /// Running count of passed and failed tests (host and QEMU alike).

@@ -12,6 +12,7 @@ kernel_test!(ON_EVERY_CORE, "user.program_on_every_core", 1, false, program_on_e
 kernel_test!(BAD_POINTERS, "user.bad_pointers_are_errors", 1, false, bad_pointers_are_errors);
 kernel_test!(FAULT, "user.fault_stops_only_the_program", 1, false, fault_stops_only_the_program);
 kernel_test!(SYSFUZZ, "user.sysfuzz_every_core", 1, false, sysfuzz_every_core);
+kernel_test!(SYSFUZZ_MILLION, "user.sysfuzz_million", 4, true, sysfuzz_million);
 kernel_test!(OBJECTS, "user.corey_objects", 1, false, corey_objects);
 kernel_test!(SPIN, "user.time_limit_stops_a_spinning_program", 1, false, time_limit);
 kernel_test!(EXHAUST, "user.exhausting_objects_is_an_error", 1, false, exhausting_objects);
@@ -62,15 +63,62 @@ fn fault_stops_only_the_program() -> Result<(), String> {
     balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
 }
 
-/// Random system calls on every core at once (20,000 each); the kernel answers them all,
-/// and afterwards every core still runs a program normally.
+/// Random system calls on every core at once (20,000 each; the fuzzers on even cores hold
+/// the machine device, the others not); the kernel answers them all, every core is back to
+/// its resources, and afterwards every core still runs a program normally.
 fn sysfuzz_every_core() -> Result<(), String> {
     let cores = smp::online_cores();
     let work = |core: usize| -> Result<(), String> {
-        expect("sysfuzz", &format!("--seed {} --calls 20000", 1000 + core), ExitStatus::Exited(0))?;
+        let args = format!("--seed {} --calls 20000", 1000 + core);
+        fuzz(core, &args, core.is_multiple_of(2), FUZZ_LIMIT_US)?;
         expect("hello", "after the fuzzer", ExitStatus::Exited(0))
     };
     balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
+}
+
+/// A fuzzer's time limit in `user.sysfuzz_every_core`: within the job's, so a fuzzer that
+/// runs away is stopped and reported with its seed.
+const FUZZ_LIMIT_US: u64 = JOB_TIMEOUT_US * 3 / 4;
+/// Calls each of the two fuzzers of `user.sysfuzz_million` makes.
+const MILLION_CALLS_PER_CORE: u64 = 500_000;
+/// Their time limit (about 20 s under TCG on a 2-CPU host), and the job's, within the QEMU
+/// run's 600 s.
+const MILLION_LIMIT_US: u64 = 300_000_000;
+const MILLION_JOB_US: u64 = 400_000_000;
+
+/// CI's long fuzzing run (its own QEMU run, `fuzz4`): 1,000,000 random system calls, two
+/// fuzzers at once on cores 0 and 1, the one on core 0 holding the machine device; cores 2
+/// and 3 stay free for the programs, contexts and `cfork` children they start (on a core
+/// running a fuzzer those would wait until it ends). Then every core is back to its
+/// resources. A short run first settles what grows once (see `balanced`), so the long one
+/// balances on its first try. A failure names the seed: `sysfuzz --seed S --calls N`
+/// repeats the run (`make run CMD=...`).
+fn sysfuzz_million() -> Result<(), String> {
+    let cores = [0, 1];
+    let run = |calls: u64| {
+        move |core: usize| {
+            let args = format!("--seed {} --calls {calls} --others 2-3", 7000 + core);
+            fuzz(core, &args, core == 0, MILLION_LIMIT_US)
+        }
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &run(20_000)))?;
+    let long = run(MILLION_CALLS_PER_CORE);
+    balanced(|| all_ok(&cores, &smp::run_on(&cores, MILLION_JOB_US, &long)))
+}
+
+/// Runs `sysfuzz ARGS` here (holding the machine device if `machine`); it must exit 0.
+fn fuzz(core: usize, args: &str, machine: bool, limit_us: u64) -> Result<(), String> {
+    let status = if machine {
+        user::run_with_machine("sysfuzz", args, limit_us)
+    } else {
+        user::run_with_limit("sysfuzz", args, limit_us)
+    };
+    match status {
+        Ok(ExitStatus::Exited(0)) => Ok(()),
+        other => Err(format!(
+            "sysfuzz {args} on core {core} (machine device: {machine}) ended {other:?}"
+        )),
+    }
 }
 
 /// `objtest` uses segments, shares, address ranges and soft faults from user space on every

@@ -1,0 +1,534 @@
+//! One core's fuzzer: its generator, its memory (a scratch mapping the kernel may write,
+//! the zone of its root range it may edit), the objects it made (passed back while valid,
+//! and after they are gone), and one step: a call with raw or typed arguments, made safe
+//! by `guard`, made, and its result kept.
+
+use crate::guard;
+use crate::launch::Started;
+use crate::text::Text;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+use libatoll::abi::{ar_kind, nr, Error, SysResult};
+use libatoll::obj;
+use libatoll::{println, syscall5};
+
+pub const PAGE: u64 = 4096;
+pub const GIB: u64 = 1 << 30;
+/// The scratch mapping: where the kernel writes what the fuzzer asks for. A fresh
+/// private mapping, unmapped pages on either side, so a length that runs past it is
+/// refused as a whole (the kernel checks every page before it copies a byte).
+pub const SCRATCH_BYTES: u64 = 64 * 1024;
+/// The zone: the part of its own root range the fuzzer maps and splices into (64 TiB, far
+/// from the image, stack, heap, private mappings and libatoll's slots). Calls may write
+/// here; the fuzzer itself never touches it.
+pub const ZONE: u64 = 0x4000_0000_0000;
+/// Slots (1 GiB each) in the zone.
+pub const ZONE_SLOTS: u64 = 4;
+pub const ZONE_END: u64 = ZONE + ZONE_SLOTS * GIB;
+/// Most bytes one call may fill in the zone (a page filled there holds a frame as long as
+/// its segment lives: see [`ZONE_BUDGET`]).
+pub const ZONE_TOUCH_MAX: u64 = 64 * 1024;
+/// Objects made in its root share and kept to pass back (the oldest is deleted when full).
+pub const POOL: usize = 24;
+/// Ids of objects it deleted, passed back as stale references.
+pub const GRAVE: usize = 16;
+/// Shares it added to its share set (taken out again at a purge).
+pub const IN_SET: usize = 32;
+/// One step in this many is a scenario (`launch.rs`) rather than one call.
+const SCENARIO_ODDS: u64 = 256;
+/// Steps between polls of what it started.
+const POLL_EVERY: u64 = 64;
+/// Steps between resets of the zone (its mappings keep segments and slot ranges the pool
+/// let go of, and their pages, until then).
+const ZONE_RESET_EVERY: u64 = 4096;
+/// Steps between purges of the pool and the shares it added to its set.
+const PURGE_EVERY: u64 = 32768;
+/// Pages calls may have filled in the zone before the pool is purged (1 MiB).
+pub const ZONE_BUDGET: u64 = 256;
+/// Fewest steps between two console lines sent with the machine capability.
+pub const ARMED_EVERY: u64 = 1000;
+/// Steps a pooled pcore is kept.
+pub const PCORE_HOLD: u64 = 128;
+/// Pcore ids remembered (a few thousand per million calls; past this, every id counts as
+/// one that might be a pcore, and none it does not know may be started on).
+pub const PCORES_MAX: usize = 32768;
+/// Mappings of its root range read at once.
+pub const MAPPINGS_MAX: usize = 512;
+
+/// The scratch mapping's address, for `cfork` children (theirs is a copy at the same
+/// place).
+static SCRATCH: AtomicU64 = AtomicU64::new(0);
+
+/// xorshift64*: small, fast, reproducible from the seed.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        // Odd: never the all-zero state.
+        Rng(seed.wrapping_mul(2).wrapping_add(1))
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number below `n` (0 for `n` = 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+
+    /// True one time in `n`.
+    pub fn one_in(&mut self, n: u64) -> bool {
+        self.below(n) == 0
+    }
+
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
+
+/// What an object the fuzzer made is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Share,
+    Segment,
+    /// A root address range.
+    Root,
+    /// A slot address range.
+    Slot,
+    Pcore,
+    Device,
+}
+
+/// An object the fuzzer made in its root share.
+#[derive(Clone, Copy, Debug)]
+pub struct Made {
+    pub id: u64,
+    pub kind: Kind,
+    /// The step it was made at.
+    pub born: u64,
+}
+
+/// A fuzzer of its own (`Main`), or a `cfork` child's short burst (`Child`): no scenarios
+/// and no pcores, so it starts nothing it would have to wait for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Main,
+    Child,
+}
+
+/// Where a call's pointer to a block (`ar_set_seg`, `ar_set_ar`, `pcore_run`) or a text
+/// (`write`, `file_open`, `program_run`, `kernel_command`) points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Block {
+    /// At the call's own `words` or `text`, filled in by the fuzzer.
+    Composed,
+    /// At this address.
+    Raw(u64),
+}
+
+/// One call about to be made.
+#[derive(Clone, Copy)]
+pub struct Call {
+    pub number: u64,
+    pub a: [u64; 5],
+    /// The argument block the kernel reads (when `block` is `Composed`).
+    pub words: [u64; 16],
+    /// The text the kernel reads (when `block` is `Composed`).
+    pub text: Text,
+    pub block: Block,
+}
+
+impl Call {
+    pub fn new(number: u64, a: [u64; 5]) -> Call {
+        Call { number, a, words: [0; 16], text: Text::new(), block: Block::Composed }
+    }
+}
+
+/// Which argument of `number` points at a block or text the fuzzer may compose.
+pub fn composed_arg(number: u64) -> Option<usize> {
+    match number {
+        nr::AR_SET_SEG | nr::AR_SET_AR | nr::PCORE_RUN | nr::WRITE => Some(0),
+        nr::FILE_OPEN => Some(1),
+        nr::PROGRAM_RUN | nr::KERNEL_COMMAND => Some(2),
+        _ => None,
+    }
+}
+
+/// Words in the argument block of `number`.
+pub fn block_words(number: u64) -> usize {
+    match number {
+        nr::AR_SET_SEG => 8,
+        nr::AR_SET_AR => 6,
+        nr::PCORE_RUN => 16,
+        _ => 0,
+    }
+}
+
+/// What a run counted.
+pub struct Stats {
+    /// Calls by number; the last slot counts the numbers past the last call.
+    pub by_number: [u64; 42],
+    pub errors: u64,
+    /// Answers the kernel must never give; each was printed when it came.
+    pub wrong: u64,
+    /// Programs run on its own core (`program_run` waited for them).
+    pub programs_here: u64,
+    /// Started elsewhere, by [`crate::launch::What`].
+    pub started: [u64; 4],
+    /// How what it started ended: exited, faulted, halted, timed out, failed, let go of
+    /// while still queued or running.
+    pub ended: [u64; 6],
+    /// Console lines sent with the machine capability.
+    pub console_lines: u64,
+}
+
+impl Default for Stats {
+    fn default() -> Stats {
+        Stats {
+            by_number: [0; 42],
+            errors: 0,
+            wrong: 0,
+            programs_here: 0,
+            started: [0; 4],
+            ended: [0; 6],
+            console_lines: 0,
+        }
+    }
+}
+
+/// One core's fuzzer.
+pub struct Fuzzer {
+    pub rng: Rng,
+    pub mode: Mode,
+    pub me: u64,
+    pub cores: u64,
+    pub root: u64,
+    pub root_ar: u64,
+    /// The machine device's id in the root share, if the program was given it.
+    pub machine: Option<u64>,
+    /// The hardware id of the machine device (`device_alloc` of it must be refused).
+    pub machine_hwid: Option<u64>,
+    pub scratch: u64,
+    /// An empty segment mapped over the whole zone to reset it.
+    pub cover: u64,
+    /// Read-only mappings of its own (code, constants): the kernel can write none of it.
+    pub readonly: [(u64, u64); 8],
+    /// Everything its root range maps outside the zone, the range itself, and the cover.
+    pub protected: Vec<u64>,
+    pub pool: [Made; POOL],
+    pub pooled: usize,
+    pub grave: [u64; GRAVE],
+    pub graves: usize,
+    pub in_set: [u64; IN_SET],
+    pub in_sets: usize,
+    /// Every pcore it held, in any share: (id, core), in the order made. The ids come from
+    /// this core's counter (the kernel makes an object on the core that asks), so they
+    /// rise: the list is sorted.
+    pub pcores: Vec<(u64, u64)>,
+    /// Whether a pcore id went unremembered (the list was full).
+    pub pcores_lost: bool,
+    /// The cores it may start programs and contexts on (a bit per core).
+    pub others: u64,
+    /// The initrd's file names.
+    pub files: Vec<String>,
+    /// Programs and contexts it started and has not let go of.
+    pub started: Vec<Started>,
+    /// The fresh root range a scenario is about to start a context on (0: none).
+    pub launch_range: u64,
+    pub mappings: Vec<[u64; 6]>,
+    /// How many of `mappings` the last read filled.
+    pub mapped: usize,
+    pub stats: Stats,
+    pub steps: u64,
+    /// The step of the last console line sent with the capability.
+    pub armed_at: u64,
+    /// Pages calls may have filled in the zone since the last purge.
+    pub zone_pages: u64,
+    pub trace: u64,
+}
+
+impl Fuzzer {
+    /// A fuzzer for this context: its scratch mapping (a child uses its copy of the
+    /// parent's), its objects, the zone reset.
+    pub fn new(seed: u64, mode: Mode, others: u64, trace: u64) -> Result<Fuzzer, Error> {
+        let scratch = match mode {
+            Mode::Main => {
+                let m = libatoll::private::map_new(SCRATCH_BYTES)?;
+                SCRATCH.store(m.va, Ordering::Relaxed);
+                m.va
+            }
+            Mode::Child => SCRATCH.load(Ordering::Relaxed),
+        };
+        let root = obj::root_share();
+        let cover = obj::segment_alloc(root, 0)?;
+        let small = mode == Mode::Child;
+        let me = libatoll::pcore_current() as u64;
+        let mut f = Fuzzer {
+            rng: Rng::new(seed),
+            mode,
+            me,
+            cores: libatoll::cores_online() as u64,
+            root,
+            root_ar: obj::root_ar(),
+            machine: libatoll::machine().map(|m| m.object),
+            machine_hwid: machine_hwid(),
+            scratch,
+            cover,
+            readonly: [(0, 0); 8],
+            protected: Vec::with_capacity(MAPPINGS_MAX),
+            pool: [Made { id: 0, kind: Kind::Share, born: 0 }; POOL],
+            pooled: 0,
+            grave: [0; GRAVE],
+            graves: 0,
+            in_set: [0; IN_SET],
+            in_sets: 0,
+            pcores: Vec::with_capacity(if small { 16 } else { PCORES_MAX }),
+            pcores_lost: false,
+            others: others & !(1 << me) & online_mask(),
+            files: file_names(),
+            started: Vec::with_capacity(crate::launch::STARTED_MAX),
+            launch_range: 0,
+            mappings: alloc::vec![[0; 6]; if small { 128 } else { MAPPINGS_MAX }],
+            mapped: 0,
+            stats: Stats::default(),
+            steps: 0,
+            armed_at: 0,
+            zone_pages: 0,
+            trace,
+        };
+        match mode {
+            Mode::Main => {
+                f.zone_reset();
+                f.refresh_protected();
+            }
+            // A child keeps the zone it was given: the slot ranges spliced there are its
+            // parent's, and it takes them into its pool, so both edit and fill the same
+            // objects from two cores at once.
+            Mode::Child => {
+                f.refresh_protected();
+                f.adopt_zone();
+            }
+        }
+        Ok(f)
+    }
+
+    /// One step: a scenario now and then, otherwise one call.
+    pub fn step(&mut self) {
+        self.steps += 1;
+        if self.zone_pages > ZONE_BUDGET {
+            self.purge();
+        }
+        if self.mode == Mode::Main {
+            if self.steps.is_multiple_of(POLL_EVERY) {
+                self.poll_started();
+                self.release_pcores();
+            }
+            if self.steps.is_multiple_of(ZONE_RESET_EVERY) {
+                self.zone_reset();
+            }
+            if self.steps.is_multiple_of(PURGE_EVERY) {
+                self.purge();
+            }
+            if self.rng.one_in(SCENARIO_ODDS) {
+                self.scenario();
+                return;
+            }
+        }
+        let number = self.pick_number();
+        let call = if self.rng.one_in(4) { self.raw_call(number) } else { self.typed_call(number) };
+        let _ = self.make(call);
+    }
+
+    /// A call number: mostly one of the calls, sometimes one past the last or any word.
+    fn pick_number(&mut self) -> u64 {
+        loop {
+            let number = match self.rng.below(16) {
+                0 => self.rng.next(),
+                1 => nr::CONSOLE_READ + 1 + self.rng.below(24),
+                _ => self.rng.below(nr::CONSOLE_READ + 1),
+            };
+            // `exit` ends the caller: only a child's burst makes it (see `launch.rs`).
+            if number != nr::EXIT || self.mode == Mode::Child {
+                return number;
+            }
+        }
+    }
+
+    /// Makes `call` after `guard` made it safe; keeps what it made; returns the result.
+    pub fn make(&mut self, mut call: Call) -> SysResult {
+        guard::check(self, &mut call);
+        if let Some(pos) = composed_arg(call.number) {
+            call.a[pos] = match call.block {
+                Block::Raw(p) => p,
+                Block::Composed if block_words(call.number) > 0 => call.words.as_ptr() as u64,
+                Block::Composed => call.text.bytes.as_ptr() as u64,
+            };
+        }
+        let traced = self.steps >= self.trace;
+        if traced {
+            self.print_call(&call);
+        }
+        let a = call.a;
+        let result = syscall5(call.number, a[0], a[1], a[2], a[3], a[4]);
+        // The kernel read the block or text during the call: keep them alive until here.
+        core::hint::black_box((&call.words, &call.text));
+        if traced {
+            println!("sysfuzz:   -> {result:?}");
+        }
+        self.after(&call, result);
+        result
+    }
+
+    fn print_call(&self, call: &Call) {
+        let a = call.a;
+        println!(
+            "sysfuzz: #{} call {} ({:#x}, {:#x}, {:#x}, {:#x}, {:#x})",
+            self.steps, call.number, a[0], a[1], a[2], a[3], a[4]
+        );
+        if call.block == Block::Composed {
+            let n = block_words(call.number);
+            if n > 0 {
+                println!("sysfuzz:   block {:x?}", &call.words[..n]);
+            } else if composed_arg(call.number).is_some() {
+                println!("sysfuzz:   text {:?}", call.text.shown());
+            }
+        }
+    }
+
+    /// Counts the result, checks it against what the kernel must answer, and keeps what
+    /// the call made.
+    fn after(&mut self, call: &Call, result: SysResult) {
+        let (number, a) = (call.number, call.a);
+        self.stats.by_number[number.min(41) as usize] += 1;
+        if result.is_err() {
+            self.stats.errors += 1;
+        }
+        self.oracle(call, result);
+        let Ok(value) = result else {
+            return;
+        };
+        match number {
+            nr::SHARE_ALLOC => self.keep(a[0], value, Kind::Share),
+            nr::SEGMENT_ALLOC | nr::SEGMENT_COPY | nr::FILE_OPEN => {
+                self.keep(a[0], value, Kind::Segment)
+            }
+            nr::AR_ALLOC if a[1] == ar_kind::ROOT => self.keep(a[0], value, Kind::Root),
+            nr::AR_ALLOC => self.keep(a[0], value, Kind::Slot),
+            nr::DEVICE_ALLOC => self.keep(a[0], value, Kind::Device),
+            nr::PCORE_ALLOC => {
+                self.note_pcore(value, a[1]);
+                self.keep(a[0], value, Kind::Pcore);
+            }
+            nr::SET_ADD_SHARE => {
+                if self.in_sets == IN_SET {
+                    let _ = obj::self_drop(self.in_set[0]);
+                    self.in_set.copy_within(1.., 0);
+                    self.in_sets -= 1;
+                }
+                self.in_set[self.in_sets] = value;
+                self.in_sets += 1;
+            }
+            nr::SHARE_DELOBJ => self.bury(a[1]),
+            // 0: started on another core; a status word: ran here and ended.
+            nr::PROGRAM_RUN if value == 0 => self.pin(a[0], a[1], crate::launch::What::Program),
+            nr::PROGRAM_RUN => self.stats.programs_here += 1,
+            nr::PCORE_RUN => {
+                let what = if call.words[5] == self.root_ar {
+                    crate::launch::What::Thread
+                } else {
+                    crate::launch::What::Context
+                };
+                self.pin(call.words[0], call.words[1], what);
+            }
+            _ => {}
+        }
+    }
+
+    /// The answers the kernel must give whatever the rest of the call: the machine calls
+    /// without the machine device are `NotPermitted`, and nobody gets a machine device
+    /// from `device_alloc`.
+    fn oracle(&mut self, call: &Call, result: SysResult) {
+        let a = call.a;
+        let holds_machine = self.machine.is_some_and(|m| m == a[1]);
+        let why = match call.number {
+            nr::KERNEL_COMMAND | nr::POWEROFF
+                if !holds_machine && result != Err(Error::NotPermitted) =>
+            {
+                "a machine call without the machine device was not refused"
+            }
+            nr::DEVICE_ALLOC if Some(a[1]) == self.machine_hwid && result.is_ok() => {
+                "device_alloc made a machine device"
+            }
+            _ => return,
+        };
+        self.wrong(why, call, result);
+    }
+
+    /// Reports an answer the kernel must never give.
+    pub fn wrong(&mut self, why: &str, call: &Call, result: SysResult) {
+        self.stats.wrong += 1;
+        println!(
+            "sysfuzz: core {}: WRONG at call #{}: {why}: call {} {:#x?} -> {result:?}",
+            self.me, self.steps, call.number, call.a
+        );
+    }
+
+    /// Prints the run's counts (and a call never made, if one was).
+    pub fn report(&mut self, calls: u64, cycles: u64) {
+        let s = &self.stats;
+        let made: u64 = s.by_number.iter().sum();
+        let missing: Vec<u64> = (0..=nr::CONSOLE_READ)
+            .filter(|&n| n != nr::EXIT && s.by_number[n as usize] == 0)
+            .collect();
+        println!(
+            "sysfuzz: core {}: {calls} calls, {made} system calls ({} errors, {} past the last), {} cycles a call",
+            self.me, s.errors, s.by_number[41], cycles / calls.max(1)
+        );
+        println!("sysfuzz: core {}: calls never made: {missing:?}", self.me);
+        println!(
+            "sysfuzz: core {}: ran here {}; started {} programs, {} contexts, {} on its range, {} children",
+            self.me, s.programs_here, s.started[0], s.started[1], s.started[2], s.started[3]
+        );
+        println!(
+            "sysfuzz: core {}: they ended: exit {}, fault {}, halt {}, timeout {}, failed {}, let go {}",
+            self.me, s.ended[0], s.ended[1], s.ended[2], s.ended[3], s.ended[4], s.ended[5]
+        );
+        println!("sysfuzz: core {}: console lines with the machine: {}", self.me, s.console_lines);
+        // A long run that never made some call did not cover it: a failure of the fuzzer.
+        if calls >= 20_000 && !missing.is_empty() {
+            self.stats.wrong += 1;
+        }
+    }
+}
+
+/// A bit for every online core.
+fn online_mask() -> u64 {
+    match libatoll::cores_online() {
+        n if n >= 64 => u64::MAX,
+        n => (1 << n) - 1,
+    }
+}
+
+/// The initrd's file names.
+fn file_names() -> Vec<String> {
+    let mut buf = alloc::vec![0u8; 2048];
+    let n = libatoll::file_list(&mut buf).unwrap_or(0) as usize;
+    let text = core::str::from_utf8(&buf[..n.min(buf.len())]).unwrap_or("");
+    text.lines().map(String::from).collect()
+}
+
+/// The hardware id of the machine device, from `device_list`.
+fn machine_hwid() -> Option<u64> {
+    let mut list = [libatoll::abi::DeviceInfo::default(); 64];
+    let n = obj::device_list(&mut list).ok()?;
+    list[..n.min(64)].iter().find(|d| d.kind == libatoll::abi::device_kind::MACHINE).map(|d| d.hwid)
+}

@@ -1,0 +1,437 @@
+//! What the fuzzer starts besides its own calls: programs (`program_run`), contexts
+//! (`pcore_run`) and `cfork` children, which make the calls that end their caller (`exit`,
+//! `pcore_halt` of their own pcore); and how it keeps track of them: polled every few
+//! calls, halted once they run long, let go of before the fuzzer ends, never waited for
+//! without bound (`main.rs` says why).
+
+use crate::fuzzer::{Block, Call, Fuzzer, Kind, Mode, GIB, PAGE, ZONE};
+use crate::text;
+use core::arch::global_asm;
+use core::sync::atomic::{AtomicU64, Ordering};
+use libatoll::abi::{ar_kind, map, nr, Error, SysResult, USER_END};
+use libatoll::obj::{self, share_delobj, ObjRef};
+use libatoll::{cfork, CforkOptions, Child, Status};
+
+/// Calls after which a context the fuzzer started and that still runs is halted.
+pub const HALT_AFTER: u64 = 512;
+/// Most started contexts followed at once (past this one is halted and let go at once).
+pub const STARTED_MAX: usize = 16;
+/// A scenario starts something only while fewer than this many run.
+const BUSY: usize = 4;
+/// How long `finish` waits for what it started (cycles; about a fifth of a second): one queued
+/// behind another core's program may not start before that program ends.
+const DRAIN_CYCLES: u64 = 400_000_000;
+
+// The two entries a context on the fuzzer's own root range may start at. They touch no
+// stack: `exit(rdi)`; and `pcore_halt(rdi[0], rdi[1])`, which ends the context if that is
+// its own pcore (else `exit` with the error word).
+global_asm!(
+    ".globl sysfuzz_exit_entry",
+    "sysfuzz_exit_entry:",
+    "mov eax, {exit}",
+    "syscall",
+    "ud2",
+    ".globl sysfuzz_halt_entry",
+    "sysfuzz_halt_entry:",
+    "mov rsi, [rdi + 8]",
+    "mov rdi, [rdi]",
+    "mov eax, {halt}",
+    "syscall",
+    "mov rdi, rax",
+    "mov eax, {exit}",
+    "syscall",
+    "ud2",
+    exit = const nr::EXIT,
+    halt = const nr::PCORE_HALT,
+);
+
+extern "C" {
+    fn sysfuzz_exit_entry();
+    fn sysfuzz_halt_entry();
+}
+
+/// The `exit` entry's address.
+pub fn exit_entry() -> u64 {
+    sysfuzz_exit_entry as *const () as u64
+}
+
+/// The self-halt entry's address.
+pub fn halt_entry() -> u64 {
+    sysfuzz_halt_entry as *const () as u64
+}
+
+/// Whether `entry` is one of the two.
+pub fn is_entry(entry: u64) -> bool {
+    entry == exit_entry() || entry == halt_entry()
+}
+
+/// ⟨share, pcore⟩ cells the self-halt entry reads (one per context in flight; reused in
+/// turn: a context that reads a newer cell than its own halts nothing and exits).
+static CELLS: [[AtomicU64; 2]; 8] = [const { [AtomicU64::new(0), AtomicU64::new(0)] }; 8];
+
+/// What was started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum What {
+    /// A program (`program_run`) on another core.
+    Program = 0,
+    /// A context (`pcore_run`) on a fresh range.
+    Context = 1,
+    /// A context on the fuzzer's own range, at one of the two entries.
+    Thread = 2,
+    /// A `cfork` child.
+    Child = 3,
+}
+
+/// Something started on a pcore of the root share and not let go of yet.
+pub struct Started {
+    /// The pcore, in the root share.
+    pub pcore: u64,
+    /// The `cfork` handle, for a child.
+    pub child: Option<Child>,
+    /// The step after which it is halted.
+    pub halt_at: u64,
+    pub halted: bool,
+}
+
+impl Fuzzer {
+    /// One scenario: a few calls that set up what a single random call never would.
+    pub fn scenario(&mut self) {
+        self.poll_started();
+        match self.rng.below(16) {
+            0..=2 => self.program_here(),
+            3..=4 => self.program_there(),
+            5..=6 => self.context_there(false),
+            7 => self.context_there(true),
+            8 => self.thread_there(false),
+            9 => self.thread_there(true),
+            10..=11 => self.child_there(),
+            12..=13 => self.console_line(),
+            14 => self.not_the_machine(),
+            _ => self.zone_reset(),
+        }
+        // A `cfork` may have grown the heap by a segment: protect it too.
+        self.refresh_protected();
+    }
+
+    /// A core it may start something on (`--others`), if there is one.
+    fn other_core(&mut self) -> Option<u64> {
+        let n = self.others.count_ones() as u64;
+        if n == 0 {
+            return None;
+        }
+        let pick = self.rng.below(n);
+        (0..64).filter(|&c| self.others & (1 << c) != 0).nth(pick as usize)
+    }
+
+    /// A pcore of `core` in the root share, made through the usual path (`pcore_alloc`
+    /// is `NotPermitted` while another holds it: in the kernel test, often).
+    fn pcore_of(&mut self, core: u64) -> Option<u64> {
+        self.make(Call::new(nr::PCORE_ALLOC, [self.root, core, 0, 0, 0])).ok()
+    }
+
+    /// `program_run` on its own core: the fuzzer waits while `hello` or `fault` runs.
+    fn program_here(&mut self) {
+        let Some(p) = self.pcore_of(self.me) else { return };
+        let _ = self.program_run(p);
+        self.forget(p);
+    }
+
+    /// `program_run` on another core: followed until it ends.
+    fn program_there(&mut self) {
+        let Some(core) = self.other_core().filter(|_| self.started.len() < BUSY) else {
+            return;
+        };
+        let Some(p) = self.pcore_of(core) else { return };
+        if self.program_run(p) != Ok(0) {
+            self.forget(p);
+        }
+    }
+
+    fn program_run(&mut self, p: u64) -> SysResult {
+        let mut call = Call::new(nr::PROGRAM_RUN, [self.root, p, 0, 0, self.give()]);
+        call.text = text::program_line(&mut self.rng);
+        call.a[3] = call.text.len as u64;
+        self.make(call)
+    }
+
+    /// `pcore_run` on another core on a fresh root range: empty, or mapping pooled
+    /// segments and slot ranges without execute permission. Whatever the entry, the
+    /// context faults at its first instruction; the range goes with the context.
+    fn context_there(&mut self, mapped: bool) {
+        let Some(core) = self.other_core().filter(|_| self.started.len() < BUSY) else {
+            return;
+        };
+        let Some(p) = self.pcore_of(core) else { return };
+        let root = self.root;
+        let Ok(ar) = self.make(Call::new(nr::AR_ALLOC, [root, ar_kind::ROOT, 0, 0, 0])) else {
+            self.forget(p);
+            return;
+        };
+        self.launch_range = ar;
+        for _ in 0..if mapped { 1 + self.rng.below(4) } else { 0 } {
+            self.map_into(ar);
+        }
+        let share = if self.rng.one_in(2) { obj::share_new().ok() } else { None };
+        let mut call = Call::new(nr::PCORE_RUN, [0; 5]);
+        let entry = match self.rng.below(3) {
+            0 => libatoll::abi::USER_BASE + self.rng.below(0x10000),
+            1 => self.rng.below(USER_END),
+            _ => self.argument(),
+        };
+        let shares = [share.unwrap_or(0), self.set_share().unwrap_or(root), self.argument()];
+        let nshares = if share.is_some() { 1 } else { self.rng.below(4) };
+        call.words[..8].copy_from_slice(&[root, p, entry, self.argument(), root, ar, 0, nshares]);
+        call.words[6] = self.rng.next();
+        call.words[8..11].copy_from_slice(&shares);
+        if self.make(call).is_err() {
+            self.forget(p);
+        }
+        self.launch_range = 0;
+        // The context holds the range (and the share) while it runs; nobody else may.
+        self.forget(ar);
+        if let Some(s) = share {
+            obj::share_free(s);
+        }
+    }
+
+    /// Maps a pooled segment, or splices a pooled slot range, into the fresh range `ar`
+    /// (`guard` strips execute permission from both).
+    fn map_into(&mut self, ar: u64) {
+        let root = self.root;
+        let mut call = if self.rng.one_in(3) {
+            let Some(slot) = self.pooled_of(Some(Kind::Slot)) else { return };
+            let mut call = Call::new(nr::AR_SET_AR, [0; 5]);
+            let va = GIB * self.rng.below(8);
+            call.words[..6].copy_from_slice(&[root, ar, va, root, slot, self.rng.below(4)]);
+            call
+        } else {
+            let Some(seg) = self.pooled_of(Some(Kind::Segment)) else { return };
+            let mut call = Call::new(nr::AR_SET_SEG, [0; 5]);
+            let va = libatoll::abi::USER_BASE + PAGE * self.rng.below(1 << 16);
+            let pages = 1 + self.rng.below(16);
+            let w = [root, ar, va, root, seg, self.rng.below(4), pages, self.rng.below(4)];
+            call.words[..8].copy_from_slice(&w);
+            call
+        };
+        call.block = Block::Composed;
+        let _ = self.make(call);
+    }
+
+    /// `pcore_run` on another core on its own root range, at the `exit` entry (a random
+    /// exit code) or the self-halt entry (given the share that holds its pcore).
+    fn thread_there(&mut self, halt: bool) {
+        let Some(core) = self.other_core().filter(|_| self.started.len() < BUSY) else {
+            return;
+        };
+        let Some(p) = self.pcore_of(core) else { return };
+        let root = self.root;
+        let mut call = Call::new(nr::PCORE_RUN, [0; 5]);
+        let mut share = None;
+        let (entry, arg) = if halt {
+            let Ok(s) = obj::share_new() else {
+                self.forget(p);
+                return;
+            };
+            share = Some(s);
+            let _ = obj::share_addobj(s, ObjRef::new(root, p));
+            let cell = &CELLS[(self.steps % CELLS.len() as u64) as usize];
+            cell[0].store(s, Ordering::Release);
+            cell[1].store(p, Ordering::Release);
+            (halt_entry(), cell.as_ptr() as u64)
+        } else {
+            (exit_entry(), self.rng.next())
+        };
+        let w = [root, p, entry, self.rng.next(), root, self.root_ar, arg, share.is_some() as u64];
+        call.words[..8].copy_from_slice(&w);
+        call.words[8] = share.unwrap_or(0);
+        if self.make(call).is_err() {
+            self.forget(p);
+        }
+        if let Some(s) = share {
+            obj::share_free(s);
+        }
+    }
+
+    /// A `cfork` child on another core: a short burst of random calls of its own, then
+    /// an end chosen by its seed (see [`child_main`]).
+    fn child_there(&mut self) {
+        let Some(core) = self.other_core().filter(|_| self.started.len() < BUSY) else {
+            return;
+        };
+        // `cfork` asks for the pcore patiently (a tenth of a second): ask once first.
+        let Some(p) = self.pcore_of(core) else { return };
+        self.forget(p);
+        // `cfork` copies every mapping of the root range by its id in the root share: a
+        // zone mapping of a segment held elsewhere would make it fail. Then up to two
+        // pooled slot ranges go into the zone: the child gets them as they are (shared).
+        self.zone_reset();
+        for slot in 0..self.rng.below(3) {
+            let Some(range) = self.pooled_of(Some(Kind::Slot)) else { break };
+            let mut call = Call::new(nr::AR_SET_AR, [0; 5]);
+            let (root, va) = (self.root, ZONE + slot * GIB);
+            call.words[..6].copy_from_slice(&[root, self.root_ar, va, root, range, map::WRITE]);
+            let _ = self.make(call);
+        }
+        let share = if self.rng.one_in(2) { obj::share_new().ok() } else { None };
+        let shares = share.as_slice();
+        let opts = CforkOptions { shares, ..CforkOptions::default() };
+        let seed = self.rng.next();
+        match cfork::cfork(core as usize, &opts, child_main, seed) {
+            Ok(child) => {
+                let pcore = child.pcore.object;
+                self.note_pcore(pcore, core);
+                self.track(pcore, Some(child), What::Child);
+            }
+            // Another fuzzer took the core meanwhile, or memory is short.
+            Err(Error::NotPermitted | Error::Busy | Error::NoResources) => {}
+            Err(e) => libatoll::println!("sysfuzz: core {}: cfork to core {core}: {e:?}", self.me),
+        }
+        if let Some(s) = share {
+            obj::share_free(s);
+        }
+    }
+
+    /// A console line: with the machine capability if it holds it (`guard` rations
+    /// them), else a refused one.
+    fn console_line(&mut self) {
+        let (share, object) = match self.machine {
+            Some(m) => (self.root, m),
+            None => (self.root, self.pooled_of(None).unwrap_or(0)),
+        };
+        let mut call = Call::new(nr::KERNEL_COMMAND, [share, object, 0, 0, 0]);
+        call.text = text::console_line(&mut self.rng);
+        call.a[3] = call.text.len as u64;
+        let _ = self.make(call);
+    }
+
+    /// The machine calls with a device that is not the machine: `NotPermitted`, checked
+    /// by the oracle in `after`.
+    fn not_the_machine(&mut self) {
+        let root = self.root;
+        let hwid = self.rng.below(4);
+        let Ok(dev) = self.make(Call::new(nr::DEVICE_ALLOC, [root, hwid, 0, 0, 0])) else {
+            return;
+        };
+        let _ = self.make(Call::new(nr::POWEROFF, [root, dev, 0, 0, 0]));
+        let mut call = Call::new(nr::KERNEL_COMMAND, [root, dev, 0, 0, 0]);
+        call.text = text::console_line(&mut self.rng);
+        call.a[3] = call.text.len as u64;
+        let _ = self.make(call);
+        self.forget(dev);
+    }
+
+    /// Follows what was started on ⟨share, pcore⟩ (after a `program_run` or `pcore_run`
+    /// succeeded): keeps the pcore in the root share, out of the pool.
+    pub fn pin(&mut self, share: u64, pcore: u64, what: What) {
+        let root = self.root;
+        if share != root && obj::share_addobj(root, ObjRef::new(share, pcore)).is_err() {
+            // Not in the root share and cannot be put there: stop it now.
+            if obj::obj_get_name(ObjRef::new(root, pcore)).is_err() {
+                let _ = obj::pcore_halt(ObjRef::new(share, pcore));
+                self.stats.ended[5] += 1;
+                return;
+            }
+        }
+        self.unpool(pcore);
+        self.track(pcore, None, what);
+    }
+
+    fn track(&mut self, pcore: u64, child: Option<Child>, what: What) {
+        self.stats.started[what as usize] += 1;
+        let started = Started { pcore, child, halt_at: self.steps + HALT_AFTER, halted: false };
+        if self.started.len() == STARTED_MAX {
+            self.let_go(started);
+        } else {
+            self.started.push(started);
+        }
+    }
+
+    /// Looks at what it started: collects what ended, halts what ran too long.
+    pub fn poll_started(&mut self) {
+        let root = self.root;
+        let mut i = 0;
+        while i < self.started.len() {
+            let s = &mut self.started[i];
+            match obj::pcore_status(ObjRef::new(root, s.pcore)) {
+                Ok(Status::Running) => {
+                    if !s.halted && self.steps >= s.halt_at {
+                        let _ = obj::pcore_halt(ObjRef::new(root, s.pcore));
+                        s.halted = true;
+                    }
+                    i += 1;
+                }
+                status => {
+                    let s = self.started.swap_remove(i);
+                    let slot = match status {
+                        Ok(Status::Exited(_)) => 0,
+                        Ok(Status::Faulted(_)) => 1,
+                        Ok(Status::Halted) => 2,
+                        Ok(Status::TimedOut) => 3,
+                        _ => 4,
+                    };
+                    self.stats.ended[slot] += 1;
+                    match s.child {
+                        // Ended: `join` returns at once, and frees the pcore.
+                        Some(child) => {
+                            child.join();
+                        }
+                        None => self.forget(s.pcore),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Halts and lets go of something it started that still runs (or waits on a busy
+    /// core): it ends at its next tick there.
+    fn let_go(&mut self, s: Started) {
+        let pcore = ObjRef::new(self.root, s.pcore);
+        let _ = obj::pcore_halt(pcore);
+        self.stats.ended[5] += 1;
+        let _ = share_delobj(pcore);
+    }
+
+    /// Before the fuzzer ends: halts everything it started, waits a bounded time for it
+    /// all to end, and lets go of the rest.
+    pub fn finish(&mut self) {
+        for s in &mut self.started {
+            let _ = obj::pcore_halt(ObjRef::new(self.root, s.pcore));
+            s.halted = true;
+        }
+        let start = libatoll::rdtsc();
+        while !self.started.is_empty() && libatoll::rdtsc() - start < DRAIN_CYCLES {
+            self.poll_started();
+            for _ in 0..10_000 {
+                core::hint::spin_loop();
+            }
+            let _ = libatoll::null();
+        }
+        while let Some(s) = self.started.pop() {
+            self.let_go(s);
+        }
+    }
+}
+
+/// A `cfork` child's life: a burst of random calls (`Mode::Child`: no pcores, so nothing
+/// it starts), then an end its seed picks: returning a code (`cfork`'s entry `exit`s
+/// with it), a raw `exit` with a random code, or a page fault.
+fn child_main(seed: u64) -> i32 {
+    let Ok(mut f) = Fuzzer::new(seed, Mode::Child, 0, u64::MAX) else {
+        return 125;
+    };
+    for _ in 0..64 + seed % 448 {
+        f.step();
+    }
+    match (seed >> 16) % 3 {
+        0 => (seed >> 24) as u8 as i32,
+        1 => {
+            let _ = libatoll::syscall3(nr::EXIT, f.rng.next(), 0, 0);
+            124
+        }
+        _ => {
+            // SAFETY: deliberately not: the point is the page fault that ends the child.
+            unsafe { core::ptr::write_volatile(0x10 as *mut u64, 1) };
+            123
+        }
+    }
+}

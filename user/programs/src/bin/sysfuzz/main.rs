@@ -1,0 +1,199 @@
+//! `sysfuzz [--seed S] [--calls N] [--cores LIST] [--others LIST] [--trace FROM]`: random
+//! system calls
+//! until the kernel has answered N of them on each core (default 10000), then
+//! `sysfuzz: N calls, kernel alive`. Every call must come back with a result; none may take
+//! a core down, and the kernel test that runs it (`user.sysfuzz_every_core`,
+//! `user.sysfuzz_million`) then checks that every core is back to its frames, heap bytes and
+//! objects. Each core's fuzzer prints its seed first (S plus its index in `--cores`); the
+//! same seed makes the same choices again, so `sysfuzz --seed S --calls N` reproduces a
+//! failure. Exactly so alone, starting nothing elsewhere (`--others` naming its own core);
+//! otherwise what it started on other cores ends sooner or later, other fuzzers take
+//! pcores, and later choices drift. `--trace FROM` prints every call from call FROM on, to
+//! find the one that failed.
+//!
+//! What it calls: every number of `abi::nr` (0..=40) and numbers past the last, with
+//! arguments drawn two ways: raw (the values that break kernels: 0, small numbers, its own
+//! ids, stale ids, pointers into its scratch memory, its code, the kernel half,
+//! non-canonical and huge values) and typed (a reference to an object it made, of the right
+//! kind or not, through its root share or another share, a stale or a random reference; a
+//! size near a page boundary or far too big; a console or program line). Now and then it
+//! runs a scenario that needs several calls in a row: a program or context started on a
+//! core, a `cfork` child, a console line with the machine capability.
+//!
+//! What it never does, and how the dangerous calls are still made (`guard.rs` holds the
+//! rules; each says why):
+//! - `exit` and `pcore_halt` of one's own pcore end the caller: the fuzzer makes them in
+//!   contexts it starts. `cfork` children run a short burst of random calls and end with
+//!   `exit` (a random code), by returning, or by a fault; contexts it starts with
+//!   `pcore_run` on its own root range run two instructions: `exit`, or `pcore_halt` of the
+//!   pcore they run on. `program_run` starts `hello` (which exits) and `fault`.
+//! - `poweroff` is called only with references that are not the machine device (wrong kind,
+//!   stale, random, none): never with the real one, which it holds when it was given it
+//!   (`init` and `user::run_with_machine` give it). It never puts the machine device into
+//!   another share, so the one reference that works is the one it never passes.
+//! - `kernel_command` with the capability gets lines built from the kernel console's words
+//!   (`help`, `cores`, `mem`, `skb`, `monitor`, `ls`, `run`, `tests`, `uptime`) with hostile
+//!   arguments, and garbage; no line contains `poweroff` (it would end the machine) or
+//!   `bench` (its experiments message every core, each busy running a fuzzer in the kernel
+//!   test, and run for seconds). `run` the kernel refuses. At most one such line per 1000
+//!   calls, so the console stays readable. Without the capability any line goes.
+//! - `program_run` lines name `hello`, `fault`, or no program at all: never `init` (it
+//!   would wait for a keyboard), `spin`, `sysfuzz` or a benchmark (they run long). Its line
+//!   and the console line always come from a buffer the fuzzer fills and checks, or from
+//!   an address no program can read, never from memory the kernel wrote.
+//! - `pcore_run` starts a context elsewhere only on a fresh root range with nothing
+//!   executable mapped (the context faults at its first instruction), or on its own root
+//!   range at one of the two entries above: never a random entry in its own memory.
+//! - Its own root range is read (`ar_get`, `ar_mappings`) and edited only between
+//!   [`fuzzer::ZONE`] and [`fuzzer::ZONE_END`], where nothing of it lives; its own segments
+//!   are never resized, deleted from its root share, or mapped writable anywhere.
+//! - The kernel writes only into its scratch mapping (guard pages around it), the zone,
+//!   read-only pages, or addresses it cannot write at all.
+//!
+//! Starting programs and contexts on other cores: each core has one pcore object, and in
+//! the kernel test every core runs a fuzzer, so `pcore_alloc` is often `NotPermitted` and a
+//! context sent to a busy core waits there until that core's program ends (holding that
+//! core's pcore meanwhile). The fuzzer never waits for one: it polls what it started every
+//! few calls, halts whatever still runs after [`launch::HALT_AFTER`] calls, and before it
+//! ends halts everything, waits a bounded time, and lets go of every pcore (a context
+//! still queued on a busy core starts later, halted, and ends at its first tick).
+//! `--others LIST` names the cores it may start things on (default: every other core);
+//! the long kernel test keeps two cores free for them, so what starts there runs.
+//!
+//! Without `--cores` it runs on this core only (the kernel's tests start one per core).
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod draw;
+mod fuzzer;
+mod guard;
+mod launch;
+mod pool;
+mod text;
+
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+use fuzzer::{Fuzzer, Mode};
+use libatoll::{args, cfork, println, CforkOptions, Status};
+
+const HELP: &str = "usage: sysfuzz [--seed S] [--calls N] [--cores LIST] [--others LIST] \
+                    [--trace FROM]   (N calls per core, default 10000; fuzz on --cores, default \
+                    this core; start programs and contexts on --others, default every core)";
+
+/// The plan, set before any cfork so every core reads it from its copy.
+static SEED: AtomicU64 = AtomicU64::new(0);
+static CALLS: AtomicU64 = AtomicU64::new(10_000);
+static TRACE_FROM: AtomicU64 = AtomicU64::new(u64::MAX);
+/// The cores it may start programs and contexts on (a bit per core; `--others`).
+static OTHERS: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Pcores of the fuzzers this program spread to other cores (`--cores`): the fuzzer on
+/// this core never halts or deletes them. 0 marks a free slot.
+pub static SIBLINGS: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+
+fn main() -> i32 {
+    let line = args::arg_string();
+    let mut words = line.split_whitespace();
+    let mut cores = alloc::vec![libatoll::pcore_current()];
+    SEED.store(0x5eed + libatoll::pcore_current() as u64, Ordering::Relaxed);
+    while let Some(word) = words.next() {
+        let value = |w: Option<&str>, cell: &AtomicU64| {
+            args::number(w, 0..=u64::MAX).map(|v| cell.store(v, Ordering::Relaxed)).is_some()
+        };
+        let ok = match word {
+            "--seed" => value(words.next(), &SEED),
+            "--calls" => value(words.next(), &CALLS),
+            "--trace" => value(words.next(), &TRACE_FROM),
+            "--cores" => args::cores_value(words.next()).map(|c| cores = c).is_some(),
+            "--others" => args::cores_value(words.next())
+                .map(|list| {
+                    let mask = list.iter().filter(|&&c| c < 64).fold(0, |m, &c| m | 1 << c);
+                    OTHERS.store(mask, Ordering::Relaxed)
+                })
+                .is_some(),
+            _ => false,
+        };
+        if !ok {
+            println!("{HELP}");
+            return if word == "--help" { 0 } else { 2 };
+        }
+    }
+    let me = libatoll::pcore_current();
+    // Spread by hand rather than with `cores::spread`: the fuzzer on this core must know
+    // its siblings' pcores before it starts, so that it never halts one.
+    let mut children = Vec::new();
+    for (i, &core) in cores.iter().enumerate() {
+        if core == me {
+            continue;
+        }
+        match cfork::cfork(core, &CforkOptions::default(), fuzz, i as u64) {
+            Ok(child) => {
+                if let Some(slot) = SIBLINGS.iter().find(|s| s.load(Ordering::Relaxed) == 0) {
+                    slot.store(child.pcore.object, Ordering::Relaxed);
+                }
+                children.push((core, child));
+            }
+            Err(e) => {
+                println!("sysfuzz: cfork to core {core} failed: {e:?}");
+                for (_, child) in children {
+                    let _ = libatoll::obj::pcore_halt(child.pcore);
+                    child.join();
+                }
+                return 1;
+            }
+        }
+    }
+    let mut failed = false;
+    if let Some(i) = cores.iter().position(|&c| c == me) {
+        failed |= fuzz(i as u64) != 0;
+    }
+    for (core, child) in children {
+        let status = child.join();
+        if status != Status::Exited(0) {
+            println!("sysfuzz: the fuzzer on core {core} ended {status:?}");
+            failed = true;
+        }
+    }
+    if failed {
+        return 1;
+    }
+    let total = CALLS.load(Ordering::Relaxed) * cores.len() as u64;
+    println!("sysfuzz: {total} calls, kernel alive");
+    0
+}
+
+/// Fuzzes on this core (`i`: its index in the list, added to the seed); 0 if every
+/// answer was one the kernel may give.
+fn fuzz(i: u64) -> i32 {
+    let seed = SEED.load(Ordering::Relaxed).wrapping_add(i);
+    let calls = CALLS.load(Ordering::Relaxed);
+    let trace = TRACE_FROM.load(Ordering::Relaxed);
+    let me = libatoll::pcore_current();
+    println!("sysfuzz: core {me} seed {seed} calls {calls}");
+    let others = OTHERS.load(Ordering::Relaxed);
+    let mut f = match Fuzzer::new(seed, Mode::Main, others, trace) {
+        Ok(f) => f,
+        Err(e) => {
+            println!("sysfuzz: core {me}: cannot set up: {e:?}");
+            return 1;
+        }
+    };
+    let start = libatoll::rdtsc();
+    for done in 0..calls {
+        f.step();
+        if done > 0 && done % 100_000 == 0 {
+            println!("sysfuzz: core {me}: {done} calls");
+        }
+    }
+    f.finish();
+    f.report(calls, libatoll::rdtsc() - start);
+    if f.stats.wrong > 0 {
+        1
+    } else {
+        0
+    }
+}
+
+libatoll::main!(main);

@@ -1,0 +1,203 @@
+//! Texts the fuzzer hands the kernel to read: console lines for `kernel_command` (the
+//! console's own words with hostile arguments, near misses, garbage), program lines for
+//! `program_run` (short programs only), file names for `file_open`, bytes for `write`;
+//! and the tests that a line about to reach the console or the program loader is
+//! harmless (see `guard.rs`).
+
+use crate::fuzzer::Rng;
+use alloc::string::String;
+
+/// Bytes in a text buffer: more than the kernel reads of a line (256), so whatever
+/// length a call names, every byte the kernel could read is one the fuzzer wrote.
+pub const TEXT_BYTES: usize = 320;
+
+/// A text and its length; the rest of the buffer is spaces.
+#[derive(Clone, Copy)]
+pub struct Text {
+    pub bytes: [u8; TEXT_BYTES],
+    pub len: usize,
+}
+
+impl Text {
+    pub fn new() -> Text {
+        Text { bytes: [b' '; TEXT_BYTES], len: 0 }
+    }
+
+    fn push(&mut self, piece: &[u8]) {
+        let n = piece.len().min(TEXT_BYTES - self.len);
+        self.bytes[self.len..self.len + n].copy_from_slice(&piece[..n]);
+        self.len += n;
+    }
+
+    fn push_str(&mut self, piece: &str) {
+        self.push(piece.as_bytes());
+    }
+
+    /// The text for a trace line.
+    pub fn shown(&self) -> &str {
+        core::str::from_utf8(&self.bytes[..self.len]).unwrap_or("<not UTF-8>")
+    }
+}
+
+/// The kernel console's commands (kernel/src/console.rs) that may be sent: not
+/// `poweroff`, which ends the machine, nor `bench`, whose experiments message every core
+/// (each running a fuzzer of its own in the kernel test, so they wait) and run for
+/// seconds. `run` the kernel refuses from a program.
+const CONSOLE_WORDS: &[&str] =
+    &["help", "cores", "mem", "skb", "monitor", "ls", "run", "tests", "uptime"];
+/// Words that are almost commands.
+const NEAR_WORDS: &[&str] =
+    &["HELP", "Mem", "memo", "he", "xyzzy", "uptime2", "ls-l", "mon", "?", "-", "--help", "core"];
+/// Hostile arguments: huge and negative numbers, bad core lists, other commands' words,
+/// control characters, non-ASCII.
+const ARGS: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "-c",
+    "0-1",
+    "0-99999",
+    "3-1",
+    ",",
+    "0,,1",
+    "hello",
+    "fault",
+    "urpc",
+    "multicast",
+    "shm",
+    "99999999999999999999999",
+    "18446744073709551615",
+    "0x10",
+    "+1",
+    "1e9",
+    "\u{e9}t\u{e9}",
+    "\u{2028}",
+    "\0",
+    "\t",
+    "\u{7}",
+    "\u{7f}",
+    "%s%n",
+    "../..",
+    "x=y",
+];
+/// The programs `program_run` may start: short ones (`hello` exits, `fault` faults).
+pub const PROGRAMS: &[&str] = &["hello", "fault"];
+/// Lines that name no program.
+const NOT_PROGRAMS: &[&str] =
+    &["", "hellO", "hello2", "/hello", "./fault", "faul", "nosuch", "HELLO", "hello\0", "\u{e9}"];
+
+/// A console line for `kernel_command`.
+pub fn console_line(rng: &mut Rng) -> Text {
+    let mut t = Text::new();
+    match rng.below(8) {
+        0 => return garbage(rng),
+        1 => t.push_str(rng.pick(NEAR_WORDS)),
+        _ => {
+            if rng.one_in(6) {
+                t.push_str(rng.pick(&[" ", "\t", "  "]));
+            }
+            t.push_str(rng.pick(CONSOLE_WORDS));
+        }
+    }
+    for _ in 0..rng.below(4) {
+        t.push_str(rng.pick(&[" ", " ", "\t", "   "]));
+        t.push_str(rng.pick(ARGS));
+    }
+    if rng.one_in(16) {
+        // A long argument: past the console's line length.
+        for _ in 0..rng.below(300) {
+            t.push(b"a");
+        }
+    }
+    t
+}
+
+/// A line for `program_run`: `hello` (with arguments) or `fault` mostly.
+pub fn program_line(rng: &mut Rng) -> Text {
+    let mut t = Text::new();
+    match rng.below(10) {
+        0..=4 => {
+            t.push_str(rng.pick(&["hello", "hello", " hello", "\thello", "hello  "]));
+            for _ in 0..rng.below(4) {
+                t.push_str(" ");
+                t.push_str(rng.pick(ARGS));
+            }
+        }
+        5..=6 => t.push_str("fault"),
+        7..=8 => t.push_str(rng.pick(NOT_PROGRAMS)),
+        _ => return garbage(rng),
+    }
+    t
+}
+
+/// A file name for `file_open`: a real one a third of the time (opening one copies the
+/// whole file).
+pub fn file_name(rng: &mut Rng, files: &[String]) -> Text {
+    let mut t = Text::new();
+    match rng.below(6) {
+        0..=1 if !files.is_empty() => t.push_str(&files[rng.below(files.len() as u64) as usize]),
+        4 => t.push_str(rng.pick(NOT_PROGRAMS)),
+        _ => return garbage(rng),
+    }
+    t
+}
+
+/// Bytes for `write`: printable mostly, with control characters, bytes past ASCII and
+/// newlines. No capital letters: the test runner reads markers (`TEST FAIL`, `PANIC`)
+/// only in capitals at the start of a line, and a fuzzer's noise must never look like one.
+pub fn junk(rng: &mut Rng) -> Text {
+    let mut t = Text::new();
+    // Short mostly: a long run's console stays readable.
+    let n = if rng.one_in(16) { rng.below(65) } else { rng.below(8) };
+    for _ in 0..n {
+        let b = match rng.below(32) {
+            0 => rng.below(32) as u8,
+            1 => 0x80 + rng.below(128) as u8,
+            2 => b'\n',
+            _ => b"abcdefghijklmnopqrstuvwxyz0123456789 .,;:-_"[rng.below(43) as usize],
+        };
+        t.push(&[b]);
+    }
+    t
+}
+
+/// Random bytes (often not UTF-8), of any length the buffer holds.
+fn garbage(rng: &mut Rng) -> Text {
+    let mut t = Text::new();
+    let n = rng.below(TEXT_BYTES as u64 + 1) as usize;
+    for b in t.bytes[..n].iter_mut() {
+        *b = if rng.one_in(2) { b'a' + rng.below(26) as u8 } else { rng.next() as u8 };
+    }
+    t.len = n;
+    t
+}
+
+/// A length for a text: its own mostly, sometimes shorter, longer (the spaces after it)
+/// or past what the kernel reads.
+pub fn length_for(rng: &mut Rng, t: &Text) -> u64 {
+    match rng.below(10) {
+        0 => rng.below(t.len as u64 + 1),
+        1 => rng.below(TEXT_BYTES as u64 + 1),
+        2 => 257 + rng.below(64),
+        _ => t.len as u64,
+    }
+}
+
+/// Whether a `program_run` line can only start `hello` or `fault`, or nothing: every
+/// word of it that is a file of the initrd is one of those two. (The kernel takes the
+/// trimmed line up to its first space as the name; every such name is one of its
+/// words.) A line that is not UTF-8 the kernel refuses.
+pub fn harmless_program(bytes: &[u8], files: &[String]) -> bool {
+    let Ok(line) = core::str::from_utf8(bytes) else { return true };
+    line.split_whitespace().all(|w| PROGRAMS.contains(&w) || !files.iter().any(|f| f == w))
+}
+
+/// Whether a console line is harmless: nowhere `poweroff` or `bench` (in any case), and
+/// no program but `hello` and `fault` named (for `run`, which the kernel refuses today).
+pub fn harmless_console(bytes: &[u8], files: &[String]) -> bool {
+    let Ok(line) = core::str::from_utf8(bytes) else { return true };
+    let has = |word: &str| {
+        line.as_bytes().windows(word.len()).any(|w| w.eq_ignore_ascii_case(word.as_bytes()))
+    };
+    !has("poweroff") && !has("bench") && harmless_program(bytes, files)
+}
