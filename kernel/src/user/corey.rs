@@ -964,9 +964,14 @@ pub fn end_context(p: ProgramObjects) {
 }
 
 /// The shares of `ids`, which must be shared shares of `p`'s set (for `pcore_run`).
+/// A share named twice is refused here, at the call: the new context's share set could
+/// not hold it twice.
 pub fn shares_for_child(p: &ProgramObjects, ids: &[u64]) -> Result<Vec<Ptr>, Error> {
     let mut out = vec![];
-    for &id in ids {
+    for (i, &id) in ids.iter().enumerate() {
+        if ids[..i].contains(&id) {
+            return Err(Error::InvalidArgument);
+        }
         out.push(p.set.shared_share(ObjectId(id)).map_err(to_abi)?);
     }
     Ok(out)

@@ -70,7 +70,10 @@ fn test() -> Result<(), &'static str> {
     // Freed: the core can be named again.
     let again = patiently(|| pcore_alloc(root, other))
         .map_err(|_| "the freed pcore could not be allocated again")?;
-    let _ = share_delobj(ObjRef::new(root, again));
+    let again = ObjRef::new(root, again);
+    let twice = same_share_twice(again);
+    let _ = share_delobj(again);
+    twice?;
 
     // The caller's own core: `pcore_run` is refused, `program_run` lends the core. Run
     // from the shell, the shell holds this core's pcore object (it lent us the core).
@@ -99,6 +102,34 @@ fn test() -> Result<(), &'static str> {
     let _ = share_delobj(own);
     if status != Status::Exited(0) {
         return Err("hello on the caller's own core did not exit 0");
+    }
+    Ok(())
+}
+
+/// `pcore_run` with a share list naming one share twice is refused at once (the context
+/// could not be built on the target core; the sysfuzz run found the call accepted it).
+fn same_share_twice(pcore: ObjRef) -> Result<(), &'static str> {
+    let root = obj::root_share();
+    let share = obj::share_alloc(root).map_err(|_| "share_alloc failed")?;
+    let share = ObjRef::new(root, share);
+    let in_set = obj::set_add_share(share).map_err(|_| "set_add_share failed")?;
+    let ar = ar_alloc(root, ar_kind::ROOT).map_err(|_| "ar_alloc(ROOT) failed")?;
+    let mut run = PcoreRun {
+        pcore: [pcore.share, pcore.object],
+        entry: abi_entry(),
+        stack: libatoll::abi::USER_STACK_TOP - 24,
+        ar: [root, ar],
+        nshares: 2,
+        ..PcoreRun::default()
+    };
+    run.shares[0] = in_set;
+    run.shares[1] = in_set;
+    let result = obj::pcore_run(&run);
+    let _ = share_delobj(ObjRef::new(root, ar));
+    let _ = obj::self_drop(in_set);
+    let _ = share_delobj(share);
+    if result != Err(Error::InvalidArgument) {
+        return Err("pcore_run with one share named twice was not refused");
     }
     Ok(())
 }
