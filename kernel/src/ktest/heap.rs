@@ -113,7 +113,8 @@ fn gives_back_its_free_top() -> Result<(), String> {
         let start = crate::arch::cpu::rdtsc();
         loop {
             let given = crate::mem::heap::trim_this_core();
-            if given > 0 || crate::arch::timer::us_since(start) > 5_000_000 {
+            let waiting = crate::mem::heap::trim_pending_this_core();
+            if given > 0 || !waiting || crate::arch::timer::us_since(start) > 5_000_000 {
                 return given;
             }
             crate::arch::cpu::pause();

@@ -245,6 +245,11 @@ pub fn init_this_core() -> Option<()> {
     })
 }
 
+/// Whether the calling core's last trim still waits for other cores' TLB flushes.
+pub fn trim_pending_this_core() -> bool {
+    HEAPS.with(|h| h.trimmed.is_some())
+}
+
 /// The calling core's heap: bytes mapped and in use.
 pub fn stats_this_core() -> (u64, u64) {
     HEAPS.with(|h| h.stats())

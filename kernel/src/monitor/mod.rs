@@ -24,8 +24,10 @@ use core::sync::atomic::{fence, AtomicU8, Ordering};
 use protocol::{kind, Rejection, Request, CHANNEL_SLOTS, FRAMES_PER_RETURN, REPLY_TEXT_MAX};
 use urpc::{Message, Reassembler, Receiver, Sender, PAYLOAD_WORDS};
 
-/// How long a send waits for room (polling its own channels meanwhile) before giving up.
-const SEND_TIMEOUT_US: u64 = 2_000_000;
+/// How long a send waits for room (polling its own channels meanwhile) before giving up:
+/// long enough for a slow receiver (16 virtual CPUs under TCG on two host CPUs: a core
+/// can take seconds to drain a channel), short enough that a faulted one is reported.
+const SEND_TIMEOUT_US: u64 = 10_000_000;
 /// Poll budget before the SKB has measured the IPI cost: long (about 1 ms at 2 GHz), so
 /// that cores answer the SKB's pings while polling rather than from a halt.
 pub const DEFAULT_POLL_BUDGET: u64 = 2_000_000;
