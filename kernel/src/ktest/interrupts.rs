@@ -6,10 +6,17 @@ use crate::percpu::{self, this_core};
 use crate::{kernel_test, smp};
 use alloc::format;
 use alloc::string::String;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 kernel_test!(TIMER_TICKS, "interrupts.timer_ticks", 1, false, timer_ticks);
 kernel_test!(IPI_ALL_PAIRS, "interrupts.ipi_all_pairs", 2, false, ipi_all_pairs);
+kernel_test!(
+    TLB_WAITS,
+    "interrupts.tlb_shootdown_waits_for_a_busy_core",
+    2,
+    false,
+    tlb_shootdown_waits_for_a_busy_core
+);
 
 /// Each core's tick count advances while it waits with interrupts on.
 fn timer_ticks() -> Result<(), String> {
@@ -55,6 +62,38 @@ fn ipi_all_pairs() -> Result<(), String> {
             Ok(())
         };
         all_ok(&[from], &smp::run_on(&[from], JOB_TIMEOUT_US, &send_all))?;
+    }
+    Ok(())
+}
+
+/// A TLB shootdown returns only after every core it targets has flushed, however long a
+/// core keeps interrupts off (the caller frees frames next). Core 1 spins 300 ms with
+/// interrupts off, marks that it is done, then turns them on (and only then takes the
+/// flush IPI): a shootdown of core 1 that returns before the mark gave up too early (it
+/// used to, after 100 ms).
+fn tlb_shootdown_waits_for_a_busy_core() -> Result<(), String> {
+    let started = AtomicBool::new(false);
+    let done = AtomicBool::new(false);
+    let busy = |_| -> Result<(), String> {
+        let were_on = cpu::disable_interrupts();
+        started.store(true, Ordering::Release);
+        timer::spin_us(300_000);
+        done.store(true, Ordering::Release);
+        if were_on {
+            cpu::enable_interrupts();
+        }
+        Ok(())
+    };
+    let call = crate::monitor::call_async(1, &busy).map_err(|e| format!("{e:?}"))?;
+    while !started.load(Ordering::Acquire) {
+        crate::monitor::poll();
+        cpu::pause();
+    }
+    crate::tlb::shootdown(1 << 1);
+    let flushed_after_the_spin = done.load(Ordering::Acquire);
+    all_ok(&[1], &[crate::monitor::wait(call, JOB_TIMEOUT_US)])?;
+    if !flushed_after_the_spin {
+        return Err("the shootdown returned while core 1 still had interrupts off".into());
     }
     Ok(())
 }
