@@ -149,6 +149,20 @@ fn main() -> ExitCode {
     if command == "bench" || command == "bench-smoke" {
         return bench::main(command == "bench-smoke", &args[1..]);
     }
+    // Commands that take no settings do not read them: `make bench CORES=1,2` runs `deps`
+    // first with CORES as `bench` takes it (a list), which `run` and `test` would refuse.
+    let settled = match command.as_str() {
+        "build" => Some(build::images().map(|_| ExitCode::SUCCESS)),
+        "deps" => Some(deps::ensure_all().map(|_| ExitCode::SUCCESS)),
+        "help" | "-h" | "--help" => {
+            println!("{USAGE}");
+            Some(Ok(ExitCode::SUCCESS))
+        }
+        _ => None,
+    };
+    if let Some(result) = settled {
+        return finish(result);
+    }
     let opts = match Options::parse(&args[1..]) {
         Ok(opts) => opts,
         Err(message) => {
@@ -157,16 +171,15 @@ fn main() -> ExitCode {
         }
     };
     let result = match command.as_str() {
-        "build" => build::images().map(|_| ExitCode::SUCCESS),
-        "deps" => deps::ensure_all().map(|_| ExitCode::SUCCESS),
         "run" => run::run(&opts),
         "test" => test::test(&opts),
-        "help" | "-h" | "--help" => {
-            println!("{USAGE}");
-            Ok(ExitCode::SUCCESS)
-        }
         _ => Err(format!("unknown command `{command}`\n\n{USAGE}")),
     };
+    finish(result)
+}
+
+/// The exit code of a command's result, with its error printed.
+fn finish(result: Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(message) => {
