@@ -58,6 +58,7 @@ const PROGRAMS: &[&str] = &[
     "fdbench",
     "cowtest",
     "cowshared",
+    "longcall",
     "sharedrange",
     "pcoretest",
 ];

@@ -17,6 +17,7 @@ kernel_test!(OBJECTS, "user.corey_objects", 1, false, corey_objects);
 kernel_test!(SPIN, "user.time_limit_stops_a_spinning_program", 1, false, time_limit);
 kernel_test!(EXHAUST, "user.exhausting_objects_is_an_error", 1, false, exhausting_objects);
 kernel_test!(OOM, "user.out_of_memory_stops_the_program", 1, false, out_of_memory);
+kernel_test!(LONG_CALL, "user.long_call_answers_shootdowns", 2, false, long_call_answers);
 kernel_test!(MEMCLONE, "user.corey_memclone_every_page", 1, false, memclone);
 kernel_test!(COW, "user.corey_cfork_copy_on_write", 2, false, cfork_copy_on_write);
 kernel_test!(COW_SHARED, "user.corey_copy_never_changes", 2, false, copy_never_changes);
@@ -150,6 +151,39 @@ fn exhausting_objects() -> Result<(), String> {
     let cores = smp::online_cores();
     let work = |_| expect("exhaust", "", ExitStatus::Exited(0));
     balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
+}
+
+/// A core inside one long system call still answers the rest of the machine: `longcall`
+/// on core 1 copies its segment with one `segment_copy(PLAIN)`; once that call has taken a
+/// step (`PerCore::stepped`, cleared when the call returns), core 0 shoots down core 1's
+/// TLB, and the shootdown must complete while core 1 is still inside the call (before
+/// system calls took steps, core 1 answered only after the call returned).
+fn long_call_answers() -> Result<(), String> {
+    let core1 = crate::percpu::core(1).ok_or("no core 1")?;
+    // Half the core's memory at most (the segment and its copy), up to 8 MiB.
+    let mib = (core1.free_frames() / 4 / 256).clamp(1, 8);
+    balanced(|| {
+        let args = format!("{mib}");
+        let run = |_| expect("longcall", &args, ExitStatus::Exited(0));
+        let call = crate::monitor::call_async(1, &run).map_err(|e| format!("{e:?}"))?;
+        let start = crate::arch::cpu::rdtsc();
+        let mut answered_inside = None;
+        while crate::arch::timer::us_since(start) < 60_000_000 {
+            if core1.stepped.load(core::sync::atomic::Ordering::Acquire) {
+                crate::tlb::shootdown(1 << 1);
+                answered_inside = Some(core1.stepped.load(core::sync::atomic::Ordering::Acquire));
+                break;
+            }
+            crate::monitor::poll();
+            crate::arch::cpu::pause();
+        }
+        all_ok(&[1], &[crate::monitor::wait(call, JOB_TIMEOUT_US)])?;
+        match answered_inside {
+            Some(true) => Ok(()),
+            Some(false) => Err("the shootdown completed only after the long call".into()),
+            None => Err("the long call never took a step".into()),
+        }
+    })
 }
 
 /// Free frames left to the core while `exhaust memory` runs (16 MiB): the rest is
