@@ -213,34 +213,24 @@ fn out_of_memory() -> Result<(), String> {
     })
 }
 
-/// Frames taken from this core's list and chained through their first word (no heap),
-/// given back when dropped.
-struct BorrowedFrames {
-    head: Option<u64>,
-}
+/// Frames taken from this core's list (no heap: a frame chain), given back when dropped.
+struct BorrowedFrames(crate::mem::frames::FrameChain);
 
 impl BorrowedFrames {
     /// Takes frames until only `left` are free.
     fn leaving(left: u64) -> BorrowedFrames {
-        let mut head = None;
+        let mut chain = crate::mem::frames::FrameChain::new();
         while crate::percpu::this_core().free_frames() > left {
             let Some(pa) = crate::mem::frames::alloc() else { break };
-            // SAFETY: a frame just taken from this core's list, reached by the direct map.
-            unsafe { *(crate::arch::paging::phys_to_virt(pa) as *mut u64) = head.unwrap_or(0) };
-            head = Some(pa);
+            chain.push(pa);
         }
-        BorrowedFrames { head }
+        BorrowedFrames(chain)
     }
 }
 
 impl Drop for BorrowedFrames {
     fn drop(&mut self) {
-        while let Some(pa) = self.head.take() {
-            // SAFETY: a frame of the chain, still ours; its first word links the next.
-            let next = unsafe { *(crate::arch::paging::phys_to_virt(pa) as *const u64) };
-            self.head = (next != 0).then_some(next);
-            let _ = crate::mem::frames::free(pa);
-        }
+        self.0.free_all();
     }
 }
 

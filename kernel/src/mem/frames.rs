@@ -49,46 +49,75 @@ pub fn free(pa: u64) -> Result<(), FrameError> {
     if owner == this_core().index {
         return take_back(pa);
     }
-    OUTGOING.with(|q| q.push(owner, pa));
+    OUTGOING.with(|q| {
+        q.chains[owner].push(pa);
+        q.total += 1;
+    });
     Ok(())
+}
+
+/// Frames nobody else uses, chained through their own first words (each holds the next
+/// one's address): a list of frames that needs no memory of its own, so building it never
+/// allocates and never fails. Used for freed frames waiting to go home, a heap trim's
+/// frames waiting for TLB flushes, and frames a test holds back.
+pub struct FrameChain {
+    head: u64,
+    len: usize,
+}
+
+impl FrameChain {
+    /// An empty chain.
+    pub const fn new() -> Self {
+        FrameChain { head: 0, len: 0 }
+    }
+
+    /// How many frames it holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Adds frame `pa`, which must be the caller's alone: no mapping, no other holder.
+    pub fn push(&mut self, pa: u64) {
+        // SAFETY: the caller gives us a frame nobody else uses; the direct map reaches it.
+        unsafe { *(phys_to_virt(pa) as *mut u64) = self.head };
+        self.head = pa;
+        self.len += 1;
+    }
+
+    /// Takes a frame out.
+    pub fn pop(&mut self) -> Option<u64> {
+        if self.head == 0 {
+            return None;
+        }
+        let pa = self.head;
+        // SAFETY: a frame of the chain (see `push`): its first word links the next.
+        self.head = unsafe { *(phys_to_virt(pa) as *const u64) };
+        self.len -= 1;
+        Some(pa)
+    }
+
+    /// Frees every frame of the chain (to this core's list, or queued for its owner).
+    pub fn free_all(&mut self) {
+        while let Some(pa) = self.pop() {
+            let _ = free(pa);
+        }
+    }
 }
 
 /// Frames freed on this core that belong to others, one chain per owner.
 struct Outgoing {
-    /// The first frame of each owner's chain (0: empty).
-    heads: [u64; percpu::MAX_CORES],
-    /// How many frames each chain holds.
-    counts: [usize; percpu::MAX_CORES],
+    chains: [FrameChain; percpu::MAX_CORES],
     /// All chains together.
     total: usize,
 }
 
-impl Outgoing {
-    fn push(&mut self, owner: usize, pa: u64) {
-        // SAFETY: a frame no one maps any more (its last holder freed it), this core's to
-        // write until it is sent home; the direct map reaches it.
-        unsafe { *(phys_to_virt(pa) as *mut u64) = self.heads[owner] };
-        self.heads[owner] = pa;
-        self.counts[owner] += 1;
-        self.total += 1;
-    }
-
-    fn pop(&mut self, owner: usize) -> Option<u64> {
-        let pa = self.heads[owner];
-        if pa == 0 {
-            return None;
-        }
-        // SAFETY: a frame of the chain (see `push`).
-        self.heads[owner] = unsafe { *(phys_to_virt(pa) as *const u64) };
-        self.counts[owner] -= 1;
-        self.total -= 1;
-        Some(pa)
-    }
-}
-
 static OUTGOING: PerCoreState<Outgoing> = crate::per_core_state!(Outgoing {
-    heads: [0; percpu::MAX_CORES],
-    counts: [0; percpu::MAX_CORES],
+    chains: [const { FrameChain::new() }; percpu::MAX_CORES],
     total: 0,
 });
 
@@ -97,15 +126,17 @@ static OUTGOING: PerCoreState<Outgoing> = crate::per_core_state!(Outgoing {
 /// queues them again with [`queue_for_home`] if the send fails.
 pub fn take_for_home(owner: usize, out: &mut [u64], at_least: usize) -> usize {
     OUTGOING.with(|q| {
-        if owner >= percpu::MAX_CORES || q.counts[owner] < at_least.max(1) {
+        let Some(chain) = q.chains.get_mut(owner).filter(|c| !c.is_empty() && c.len() >= at_least)
+        else {
             return 0;
-        }
+        };
         let mut n = 0;
         while n < out.len() {
-            let Some(pa) = q.pop(owner) else { break };
+            let Some(pa) = chain.pop() else { break };
             out[n] = pa;
             n += 1;
         }
+        q.total -= n;
         n
     })
 }
@@ -114,8 +145,9 @@ pub fn take_for_home(owner: usize, out: &mut [u64], at_least: usize) -> usize {
 pub fn queue_for_home(owner: usize, frames: &[u64]) {
     OUTGOING.with(|q| {
         for &pa in frames {
-            q.push(owner, pa);
+            q.chains[owner].push(pa);
         }
+        q.total += frames.len();
     })
 }
 

@@ -4,7 +4,7 @@
 //! layout) and put back into the owner's heap on the owner's next allocation.
 
 use crate::arch::paging::{self, HEAP_BASE, HEAP_WINDOW};
-use crate::mem::frames;
+use crate::mem::frames::{self, FrameChain};
 use crate::percpu::{self, this_core, PerCoreState};
 use crate::tlb;
 use core::alloc::{GlobalAlloc, Layout};
@@ -155,23 +155,18 @@ impl CoreHeap {
             return 0;
         }
         t.flush.wait();
-        let mut chain = t.chain;
-        while chain != 0 {
-            // SAFETY: a frame of the chain `trim_this_core` built, still ours.
-            let next = unsafe { *(paging::phys_to_virt(chain) as *const u64) };
-            let _ = frames::free(chain);
-            chain = next;
-        }
-        self.frames_taken -= t.count;
-        t.count
+        let mut frames = t.frames;
+        let count = frames.len() as u64;
+        frames.free_all();
+        self.frames_taken -= count;
+        count
     }
 }
 
 /// Pages a trim unmapped: chained through their frames' first words until every core has
 /// flushed them from its TLB.
 pub struct Trimmed {
-    chain: u64,
-    count: u64,
+    frames: FrameChain,
     flush: tlb::Shootdown,
 }
 
@@ -193,22 +188,17 @@ pub fn trim_this_core() -> u64 {
         return 0;
     };
     let pml4 = KERNEL_PML4.load(Ordering::Relaxed);
-    let mut chain = 0u64;
-    let mut count = 0u64;
+    let mut frames = FrameChain::new();
     let mut va = start;
     while va < end {
         if let Some((pa, _)) = paging::translate(pml4, va) {
             paging::unmap_page(pml4, va);
-            // SAFETY: the frame was this heap's page, no longer used by it; the direct map
-            // reaches it. Its first word links the chain.
-            unsafe { *(paging::phys_to_virt(pa) as *mut u64) = chain };
-            chain = pa;
-            count += 1;
+            frames.push(pa); // no longer used by the heap
         }
         va += 4096;
     }
     let flush = tlb::Shootdown::start(tlb::all_online(), true);
-    HEAPS.with(|h| h.trimmed = Some(Trimmed { chain, count, flush }));
+    HEAPS.with(|h| h.trimmed = Some(Trimmed { frames, flush }));
     0
 }
 

@@ -129,23 +129,28 @@ pub fn run(name: &str, args: &str) -> Result<ExitStatus, Error> {
 /// Like [`run`], stopping the program (`TimedOut`) once it has run for `limit_us`: the
 /// timer tick checks, so a program that never makes a system call cannot keep its core.
 pub fn run_with_limit(name: &str, args: &str, limit_us: u64) -> Result<ExitStatus, Error> {
-    // One program per core at a time (a pcore runs one context).
-    if RUNNING.with(|slot| slot.is_some()) {
-        return Err(Error::NotPermitted);
-    }
-    let context = load_program(name, args, limit_us, None, None)?;
-    Ok(run_context(context))
+    run_giving(name, args, limit_us, None)
 }
 
 /// Like [`run_with_limit`], giving the program the machine device (the capability for
 /// `kernel_command` and `poweroff`): its id in the program's root share is the program's
 /// start argument. The kernel starts `init` this way.
 pub fn run_with_machine(name: &str, args: &str, limit_us: u64) -> Result<ExitStatus, Error> {
+    run_giving(name, args, limit_us, Some(corey::machine_device()?))
+}
+
+/// Loads program `name`, handing it `give`, and runs it on this core until it ends.
+fn run_giving(
+    name: &str,
+    args: &str,
+    limit_us: u64,
+    give: Option<Ptr>,
+) -> Result<ExitStatus, Error> {
+    // One program per core at a time (a pcore runs one context).
     if RUNNING.with(|slot| slot.is_some()) {
         return Err(Error::NotPermitted);
     }
-    let machine = corey::machine_device()?;
-    let context = load_program(name, args, limit_us, None, Some(machine))?;
+    let context = load_program(name, args, limit_us, None, give)?;
     Ok(run_context(context))
 }
 
