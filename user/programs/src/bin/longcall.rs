@@ -1,5 +1,6 @@
-//! `longcall MIB`: maps a segment of `MIB` MiB, writes every page, then copies it with one
-//! `segment_copy(PLAIN)`: a single system call whose work grows with its argument. The
+//! `longcall MIB`: maps a segment of `MIB` MiB (1 to 64; anything else prints the usage
+//! and exits 2), writes every page, then copies it with one `segment_copy(PLAIN)`: a
+//! single system call whose work grows with its argument. The
 //! kernel test `user.long_call_answers_shootdowns` checks that the core answers a TLB
 //! shootdown while it is inside that call. Exits 0 (1 if it could not set up).
 #![no_std]
@@ -9,7 +10,11 @@ use libatoll::abi::copy_mode;
 use libatoll::{args, obj, println, private, ObjRef};
 
 fn main() -> i32 {
-    let mib = args::arg_string().trim().parse::<u64>().unwrap_or(4).clamp(1, 64);
+    let line = args::arg_string();
+    let Some(mib) = args::number(line.split_whitespace().next(), 1..=64) else {
+        println!("usage: longcall MIB   (1 to 64: the segment copied in one call)");
+        return 2;
+    };
     let Ok(m) = private::map_new(mib << 20) else {
         println!("longcall: no room for {mib} MiB");
         return 1;
