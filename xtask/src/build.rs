@@ -61,6 +61,8 @@ const PROGRAMS: &[&str] = &[
     "longcall",
     "sharedrange",
     "pcoretest",
+    "urpcbench",
+    "shmbench",
 ];
 
 /// Code generation for user programs: linked at 4 MiB, so not the kernel's code model.

@@ -112,6 +112,38 @@ impl<V: Display> Display for Line<'_, '_, V> {
     }
 }
 
+/// The value of field `key` of a `RESULT` line that [`Record::write`] wrote: the text of a
+/// number, `null` or an array (`[0,1]`), or a string's text without its quotes. `None` if
+/// the line is not a record or has no such field. A reader for checks of a program's
+/// output (the kernel's tests), not a JSON parser: it relies on what `write` produces
+/// (one flat object, no escapes in strings).
+pub fn field<'l>(line: &'l str, key: &str) -> Option<&'l str> {
+    let object = line.strip_prefix(MARKER)?.strip_prefix('{')?.strip_suffix('}')?;
+    let mut rest = object;
+    while !rest.is_empty() {
+        let (name, after) = rest.strip_prefix('"')?.split_once("\":")?;
+        let (value, next) = if let Some(text) = after.strip_prefix('"') {
+            let (value, tail) = text.split_once('"')?;
+            (value, tail)
+        } else if after.starts_with('[') {
+            let end = after.find(']')? + 1;
+            (&after[..end], &after[end..])
+        } else {
+            let end = after.find(',').unwrap_or(after.len());
+            (&after[..end], &after[end..])
+        };
+        if name == key {
+            return Some(value);
+        }
+        rest = match next.strip_prefix(',') {
+            Some(tail) => tail,
+            None if next.is_empty() => "",
+            None => return None,
+        };
+    }
+    None
+}
+
 /// A value with two decimals, or `null` when it is not finite (JSON has no NaN or
 /// infinity): for ratios and rates.
 #[derive(Clone, Copy, Debug)]
@@ -202,6 +234,26 @@ mod tests {
         r.write(&mut written, 7).unwrap();
         assert_eq!(written, text(&r, 7));
         assert!(written.starts_with(MARKER));
+    }
+
+    #[test]
+    fn fields_are_read_back_from_a_line() {
+        let r = Record::new("urpc", "atoll", Cores::Machine(2), "latency_cycles", "cycles")
+            .config("c")
+            .extra(",\"pair\":[0,1],\"lines\":8");
+        let line = text(&r, Fixed2(1.5));
+        assert_eq!(field(&line, "experiment"), Some("urpc"));
+        assert_eq!(field(&line, "cores"), Some("2"));
+        assert_eq!(field(&line, "config"), Some("c"));
+        assert_eq!(field(&line, "value"), Some("1.50"));
+        assert_eq!(field(&line, "pair"), Some("[0,1]"));
+        assert_eq!(field(&line, "lines"), Some("8"));
+        assert_eq!(field(&line, "unit"), Some("cycles"));
+        assert_eq!(field(&line, "nope"), None);
+        assert_eq!(field(&text(&r, Fixed2(f64::NAN)), "value"), Some("null"));
+        for bad in ["", "RESULT ", "RESULT {", "bench: no", "RESULT {\"a\"}", "RESULT {\"a\":1"] {
+            assert_eq!(field(bad, "a"), None, "{bad}");
+        }
     }
 
     #[test]

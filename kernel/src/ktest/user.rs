@@ -7,6 +7,7 @@ use crate::user::{self, ExitStatus};
 use crate::{kernel_test, println, smp};
 use alloc::format;
 use alloc::string::String;
+use alloc::vec::Vec;
 
 kernel_test!(ON_EVERY_CORE, "user.program_on_every_core", 1, false, program_on_every_core);
 kernel_test!(BAD_POINTERS, "user.bad_pointers_are_errors", 1, false, bad_pointers_are_errors);
@@ -23,6 +24,7 @@ kernel_test!(COW, "user.corey_cfork_copy_on_write", 2, false, cfork_copy_on_writ
 kernel_test!(COW_SHARED, "user.corey_copy_never_changes", 2, false, copy_never_changes);
 kernel_test!(SHARED_RANGE, "user.corey_shared_range_no_fault", 2, false, shared_range);
 kernel_test!(PCORES, "user.corey_pcores_run_and_halt", 2, false, pcores_run_and_halt);
+kernel_test!(IPC_BENCH, "user.ipc_benchmarks_report", 2, false, ipc_benchmarks_report);
 
 fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
     match user::run(name, args) {
@@ -270,4 +272,68 @@ fn shared_range() -> Result<(), String> {
 /// caller's own core is refused.
 fn pcores_run_and_halt() -> Result<(), String> {
     balanced(|| expect("pcoretest", "", ExitStatus::Exited(0)))
+}
+
+/// The URPC and SHM-vs-MSG benchmarks written once (`urpcbench`, `shmbench`: the
+/// `workloads` code the Linux guest runs) on cores 0 and 1 with small counts: each exits 0
+/// and prints the lines the Linux guest prints, with a positive value each: the four URPC
+/// metrics of pair [0,1]; SHMn and MSGn of one client for 1, 2, 4 and 8 lines. Every core's
+/// frames, heap bytes and objects balance afterwards (threads on core 1, `Shared` memory).
+fn ipc_benchmarks_report() -> Result<(), String> {
+    balanced(|| {
+        let urpc = results("urpcbench", "50 --cores 0-1", 4)?;
+        let metrics = [
+            "latency_cycles",
+            "floor_latency_cycles",
+            "latency_vs_floor",
+            "throughput_msgs_per_kcycle",
+        ];
+        for (line, metric) in urpc.iter().zip(metrics) {
+            let want =
+                [("experiment", "urpc"), ("cores", "2"), ("pair", "[0,1]"), ("metric", metric)];
+            check_fields(line, &want)?;
+        }
+        let shm = results("shmbench", "20 --cores 0-1", 8)?;
+        let protocols = ["shm1", "msg1", "shm2", "msg2", "shm4", "msg4", "shm8", "msg8"];
+        for (line, protocol) in shm.iter().zip(protocols) {
+            let want = [
+                ("experiment", "shm_vs_msg"),
+                ("cores", "1"),
+                ("protocol", protocol),
+                ("metric", "cycles_per_update"),
+            ];
+            check_fields(line, &want)?;
+        }
+        Ok(())
+    })
+}
+
+/// Runs `name args` here; it must exit 0 and print exactly `count` `RESULT` lines of
+/// system `atoll` with a positive number as value, which are returned.
+fn results(name: &str, args: &str, count: usize) -> Result<Vec<String>, String> {
+    let (status, text) = user::run_capturing(name, args, JOB_TIMEOUT_US)
+        .map_err(|e| format!("{name}: could not run: {e:?}"))?;
+    if status != ExitStatus::Exited(0) {
+        return Err(format!("{name} {args}: ended {status:?}"));
+    }
+    let lines: Vec<String> =
+        text.lines().filter(|l| l.starts_with(record::MARKER)).map(String::from).collect();
+    if lines.len() != count {
+        return Err(format!("{name} {args}: {} result lines, expected {count}", lines.len()));
+    }
+    for line in &lines {
+        let value = record::field(line, "value").and_then(|v| v.parse::<f64>().ok());
+        if record::field(line, "system") != Some("atoll") || !value.is_some_and(|v| v > 0.0) {
+            return Err(format!("{name}: bad result line `{line}`"));
+        }
+    }
+    Ok(lines)
+}
+
+/// Checks that `line` has each (field, value) of `want`.
+fn check_fields(line: &str, want: &[(&str, &str)]) -> Result<(), String> {
+    match want.iter().find(|(k, v)| record::field(line, k) != Some(*v)) {
+        Some((k, v)) => Err(format!("`{line}`: {k} is not {v}")),
+        None => Ok(()),
+    }
 }

@@ -139,6 +139,23 @@ pub fn run_with_machine(name: &str, args: &str, limit_us: u64) -> Result<ExitSta
     run_giving(name, args, limit_us, Some(corey::machine_device()?))
 }
 
+/// Most bytes of a program's output [`run_capturing`] keeps (later lines are dropped).
+const CAPTURE_MAX: usize = 16 * 1024;
+
+/// The lines programs on this core print while [`run_capturing`] runs (`None`: not
+/// capturing).
+static CAPTURE: PerCoreState<Option<String>> = crate::per_core_state!(None);
+
+/// Like [`run_with_limit`], also returning the lines the program printed on this core
+/// (each ending in a newline; at most [`CAPTURE_MAX`] bytes): for tests that check what a
+/// program reports.
+pub fn run_capturing(name: &str, args: &str, limit_us: u64) -> Result<(ExitStatus, String), Error> {
+    CAPTURE.with(|c| *c = Some(String::new()));
+    let status = run_with_limit(name, args, limit_us);
+    let text = CAPTURE.with(|c| c.take()).unwrap_or_default();
+    status.map(|s| (s, text))
+}
+
 /// Loads program `name`, handing it `give`, and runs it on this core until it ends.
 fn run_giving(
     name: &str,
@@ -915,7 +932,14 @@ fn emit(byte: u8) {
         (byte == b'\n' || r.line.len() >= LINE_MAX).then(|| core::mem::take(&mut r.line))
     });
     if let Some(line) = full {
-        crate::println!("{}", String::from_utf8_lossy(&line));
+        let line = String::from_utf8_lossy(&line);
+        CAPTURE.with(|c| {
+            if let Some(kept) = c.as_mut().filter(|k| k.len() + line.len() < CAPTURE_MAX) {
+                kept.push_str(&line);
+                kept.push('\n');
+            }
+        });
+        crate::println!("{line}");
     }
 }
 

@@ -69,7 +69,10 @@ fn with_cores(template: &str, cores: u32) -> String {
     template.replace("{cores}", &list)
 }
 
-/// Every experiment, in the order they run and appear in the report. The iteration counts
+/// Every experiment, in the order they run and appear in the report. `urpc_kernel` and
+/// `shm_vs_msg_kernel` are Atoll-only: the kernel's own measurement of the same channels in
+/// ring 0 (`bench urpc`, `bench shm`), beside the like-for-like `urpc` and `shm_vs_msg`,
+/// where both systems run the `workloads` code. The iteration counts
 /// are the kernel's defaults, passed to both systems so they do the same work; the Corey
 /// experiments' sizes (16 MiB, 5000 operations per core) are far below the paper's (100 MB)
 /// so that a boot takes seconds under TCG.
@@ -87,8 +90,18 @@ pub const EXPERIMENTS: &[Experiment] = &[
     Experiment {
         name: "urpc",
         min_cores: 2,
-        atoll: Some("bench urpc 2000"),
+        atoll: Some("run urpcbench 2000 --cores {cores}"),
         linux: Some("urpc,2000"),
+        host: false,
+        timeout_secs: 300,
+        plot: Plot::Bars,
+        rows_by: &[],
+    },
+    Experiment {
+        name: "urpc_kernel",
+        min_cores: 2,
+        atoll: Some("bench urpc 2000"),
+        linux: None,
         host: false,
         timeout_secs: 300,
         plot: Plot::Bars,
@@ -97,8 +110,18 @@ pub const EXPERIMENTS: &[Experiment] = &[
     Experiment {
         name: "shm_vs_msg",
         min_cores: 2,
-        atoll: Some("bench shm 500"),
+        atoll: Some("run shmbench 500 --cores {cores}"),
         linux: Some("shm,500"),
+        host: false,
+        timeout_secs: 300,
+        plot: Plot::Lines { series: "protocol" },
+        rows_by: &[],
+    },
+    Experiment {
+        name: "shm_vs_msg_kernel",
+        min_cores: 2,
+        atoll: Some("bench shm 500"),
+        linux: None,
         host: false,
         timeout_secs: 300,
         plot: Plot::Lines { series: "protocol" },
@@ -230,6 +253,19 @@ mod tests {
                 let linux = e.linux_args(cores).unwrap_or_default();
                 assert!(!atoll.contains('{') && !linux.contains('{'), "{}", e.name);
             }
+        }
+    }
+
+    #[test]
+    fn like_for_like_runs_programs_and_the_kernel_measurement_stands_alone() {
+        // Both systems run the `workloads` code; the kernel's ring-0 version has its own
+        // experiment name, so its rows are never put beside Linux's.
+        for (name, kernel) in [("urpc", "urpc_kernel"), ("shm_vs_msg", "shm_vs_msg_kernel")] {
+            let e = find(name).unwrap();
+            assert!(e.atoll_command(2).unwrap().starts_with("run "), "{name}");
+            assert!(e.linux.is_some(), "{name}");
+            let k = find(kernel).unwrap();
+            assert!(k.atoll.unwrap().starts_with("bench ") && k.linux.is_none(), "{kernel}");
         }
     }
 
