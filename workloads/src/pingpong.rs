@@ -3,7 +3,9 @@
 //! kernel's `bench urpc` (`kernel/src/bench.rs`): every round trip is timed on the
 //! initiator, the median round trip / 2 is the one-way latency; throughput streams
 //! `10 × iterations` messages through a 16-slot channel and times them up to the
-//! receiver's single acknowledgement.
+//! receiver's single acknowledgement, after a tenth as many untimed (as `bench-host`
+//! does), so that what happens once per run (a thread's first touch of its code and data,
+//! an emulator translating the loop) is not counted as per-message cost.
 
 use alloc::format;
 use alloc::string::String;
@@ -99,7 +101,8 @@ pub fn latency<P: Platform + ?Sized>(
 }
 
 /// Pipelined throughput from `a` to `b` in messages per 1000 cycles: `a` streams `count`
-/// messages through a [`QUEUE`]-slot channel; `b` checks each and acknowledges the last.
+/// timed messages through a [`QUEUE`]-slot channel, after [`warmup`]`(count)` untimed
+/// ones; `b` checks each and acknowledges the last.
 pub fn throughput<P: Platform + ?Sized>(
     p: &P,
     a: usize,
@@ -110,10 +113,15 @@ pub fn throughput<P: Platform + ?Sized>(
     let mem = alloc_slice::<PairMemory, P>(p, 1, Placement::Shared)?;
     let mem = &mem[0];
     let (cycles, wrong) = (AtomicU64::new(0), AtomicU64::new(u64::MAX));
+    let warm = warmup(count) as u64;
+    let total = warm + count as u64;
     let sender = || {
         let (mut tx, mut rx) = (Sender::new(&mem.forward), Receiver::new(&mem.backward));
-        let start = p.cycles();
-        for i in 0..count as u64 {
+        let mut start = p.cycles();
+        for i in 0..total {
+            if i == warm {
+                start = p.cycles();
+            }
             while tx.try_send(1, &[i; PAYLOAD_WORDS]).is_err() {}
         }
         while rx.try_recv().is_none() {}
@@ -121,7 +129,7 @@ pub fn throughput<P: Platform + ?Sized>(
     };
     let receiver = || {
         let (mut tx, mut rx) = (Sender::new(&mem.backward), Receiver::new(&mem.forward));
-        for i in 0..count as u64 {
+        for i in 0..total {
             let msg = loop {
                 if let Some(m) = rx.try_recv() {
                     break m;
@@ -138,6 +146,11 @@ pub fn throughput<P: Platform + ?Sized>(
         u64::MAX => Ok(count as f64 * 1000.0 / cycles.load(Ordering::Relaxed).max(1) as f64),
         i => Err(format!("message {i} arrived out of order")),
     }
+}
+
+/// Untimed warm-up iterations before `timed` timed ones: a tenth, at least one.
+pub fn warmup(timed: usize) -> usize {
+    timed / 10 + 1
 }
 
 /// The experiment on every pair of cores `a < b`: latency, floor, their ratio and
@@ -187,4 +200,14 @@ fn check_pair<P: Platform + ?Sized>(p: &P, a: usize, b: usize) -> Result<(), Str
         return Err(format!("cores {a} and {b} are not two of the {} cores", p.cores()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_warm_up_is_a_tenth_and_at_least_one() {
+        assert_eq!(super::warmup(0), 1);
+        assert_eq!(super::warmup(9), 1);
+        assert_eq!(super::warmup(20_000), 2001);
+    }
 }

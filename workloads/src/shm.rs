@@ -2,10 +2,12 @@
 //! updating one shared array directly (SHMn: an atomic add on each line) or by sending each
 //! update to a server core that owns the array and waiting for its acknowledgement (MSGn: a
 //! URPC channel each way per client; the server spins on its channels). The server is the
-//! last core; for k = 1 .. cores-1 the first k cores are clients. Each client times its own
-//! updates; the result is the median over clients. The first configuration runs once
-//! unreported, to warm caches (and an emulator's translations), as the kernel's
-//! `bench shm` does.
+//! last core; for k = 1 .. cores-1 the first k cores are clients. All meet at a barrier,
+//! then each client makes a tenth as many untimed updates as it times
+//! ([`pingpong::warmup`](crate::pingpong::warmup)), so that what happens once per run (a
+//! thread's first touch of its code and data) is not counted as per-update cost, and
+//! times its own; the result is the median over clients. The first configuration runs
+//! once unreported, to warm caches (and an emulator's translations).
 
 use alloc::format;
 use alloc::string::String;
@@ -15,7 +17,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use urpc::{ChannelMemory, Receiver, Sender, PAYLOAD_WORDS};
 
 use crate::memory::{alloc_slice, CacheLine, Placement, SpinBarrier, Zeroable};
-use crate::pingpong::QUEUE;
+use crate::pingpong::{warmup, QUEUE};
 use crate::result::{self, median};
 use crate::Platform;
 
@@ -86,6 +88,7 @@ pub fn measure<P: Platform + ?Sized>(
     let channels = alloc_slice::<ClientChannels, P>(p, clients, Placement::Shared)?;
     let barrier = alloc_slice::<SpinBarrier, P>(p, 1, Placement::Shared)?;
     let per_update: Vec<AtomicU64> = (0..clients).map(|_| AtomicU64::new(0)).collect();
+    let warm = warmup(updates) as u64;
     let mut cores: Vec<usize> = (0..clients).collect();
     let parties = match protocol {
         Protocol::Shm => clients,
@@ -99,7 +102,7 @@ pub fn measure<P: Platform + ?Sized>(
         let mut ends: Vec<_> =
             channels.iter().map(|c| (Receiver::new(&c.request), Sender::new(&c.reply))).collect();
         barrier[0].wait(parties);
-        let mut left = clients * updates;
+        let mut left = clients as u64 * (warm + updates as u64);
         while left > 0 {
             for (rx, tx) in ends.iter_mut() {
                 if let Some(msg) = rx.try_recv() {
@@ -117,8 +120,11 @@ pub fn measure<P: Platform + ?Sized>(
     let client = |slot: usize| {
         let mut ends = (Sender::new(&channels[slot].request), Receiver::new(&channels[slot].reply));
         barrier[0].wait(parties);
-        let start = p.cycles();
-        for round in 0..updates as u64 {
+        let mut start = p.cycles();
+        for round in 0..warm + updates as u64 {
+            if round == warm {
+                start = p.cycles();
+            }
             match protocol {
                 Protocol::Shm => {
                     for line in &shared[..lines] {

@@ -279,8 +279,16 @@ fn pcores_run_and_halt() -> Result<(), String> {
 /// and prints the lines the Linux guest prints, with a positive value each: the four URPC
 /// metrics of pair [0,1]; SHMn and MSGn of one client for 1, 2, 4 and 8 lines. Every core's
 /// frames, heap bytes and objects balance afterwards (threads on core 1, `Shared` memory).
+/// Bad arguments get the usage (exit 2), one core is refused (exit 1).
 fn ipc_benchmarks_report() -> Result<(), String> {
     balanced(|| {
+        for name in ["urpcbench", "shmbench"] {
+            for bad in ["0", "100001", "x", "--cores", "--cores 0-99", "5 --nope"] {
+                expect(name, bad, ExitStatus::Exited(2))?;
+            }
+            expect(name, "--help", ExitStatus::Exited(0))?;
+            expect(name, "1 --cores 1", ExitStatus::Exited(1))?;
+        }
         let urpc = results("urpcbench", "50 --cores 0-1", 4)?;
         let metrics = [
             "latency_cycles",
