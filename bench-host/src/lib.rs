@@ -169,6 +169,7 @@ impl Results {
                 self.urpc_throughput,
                 "msgs/kcycle",
             ),
+            result_line("urpc", None, "throughput_vs_bound", self.throughput_vs_bound(), "ratio"),
             result_line("urpc", peer, "throughput_vs_peer", self.throughput_vs_peer(), "ratio"),
             result_line("spsc_peer", peer, "latency_cycles", self.rtrb_latency, "cycles"),
             result_line(
@@ -184,6 +185,14 @@ impl Results {
     /// URPC latency over the floor's (the target: at most 1.5).
     pub fn latency_vs_floor(&self) -> f64 {
         self.urpc_latency / self.floor_latency
+    }
+
+    /// URPC throughput over the most a [`QUEUE`]-slot ring can carry at this floor,
+    /// `QUEUE / (2 × floor)` (each unacknowledged message needs a slot transfer and a
+    /// credit transfer back; `workloads::pingpong::bound` on the VMs): unlike msgs/kcycle,
+    /// it does not depend on how far apart the host places the two CPUs.
+    pub fn throughput_vs_bound(&self) -> f64 {
+        self.urpc_throughput * 2.0 * self.floor_latency / (QUEUE as f64 * 1000.0)
     }
 
     /// URPC throughput over rtrb's (target: at least 1).
@@ -207,6 +216,20 @@ mod tests {
             }),
             3.0
         );
+    }
+
+    #[test]
+    fn the_bound_is_the_queue_over_two_floors() {
+        let r = Results {
+            urpc_latency: 0.0,
+            floor_latency: 500.0,
+            rtrb_latency: 0.0,
+            urpc_throughput: 8.0,
+            rtrb_throughput: 1.0,
+        };
+        // 16 slots over 2 × 500 cycles: 16 msgs/kcycle at most; 8 is half of it.
+        assert_eq!(r.throughput_vs_bound(), 0.5);
+        assert_eq!(r.lines().iter().filter(|l| l.contains("throughput_vs_bound")).count(), 1);
     }
 
     #[test]

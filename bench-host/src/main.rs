@@ -47,8 +47,9 @@ fn main() -> ExitCode {
         r.rtrb_latency
     );
     eprintln!(
-        "  throughput, queue {QUEUE} (msgs/kcycle): urpc {:.2}, rtrb {:.2} ({:.2}x rtrb)",
+        "  throughput, queue {QUEUE} (msgs/kcycle): urpc {:.2} ({:.2} of the bound at this floor), rtrb {:.2} ({:.2}x rtrb)",
         r.urpc_throughput,
+        r.throughput_vs_bound(),
         r.rtrb_throughput,
         r.throughput_vs_peer()
     );

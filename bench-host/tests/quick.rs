@@ -12,7 +12,7 @@ fn quick_run_measures_everything() {
         assert!(value.is_finite() && value > 0.0, "{r:?}");
     }
     let lines = r.lines();
-    assert_eq!(lines.len(), 7);
+    assert_eq!(lines.len(), 8);
     for line in &lines {
         assert!(line.starts_with("RESULT {\"experiment\":\""), "{line}");
         assert!(line.contains("\"system\":\"host\",\"cores\":2,"), "{line}");

@@ -216,6 +216,9 @@ fn urpc(iterations: usize, deadline: Deadline) -> Result<(), String> {
             result(URPC, n, "latency_vs_floor", ratio, "ratio", &pair);
             let rate = Fixed2(throughput);
             result(URPC, n, "throughput_msgs_per_kcycle", rate, "msgs/kcycle", &pair);
+            // Over the most a QUEUE-slot ring carries at this floor (as `workloads::pingpong`).
+            let bound = QUEUE as f64 * 1000.0 / (2.0 * floor.max(1) as f64);
+            result(URPC, n, "throughput_vs_bound", Fixed2(throughput / bound), "ratio", &pair);
         }
     }
     Ok(())

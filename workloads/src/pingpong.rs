@@ -148,13 +148,22 @@ pub fn throughput<P: Platform + ?Sized>(
     }
 }
 
+/// The most messages per 1000 cycles a [`QUEUE`]-slot channel can carry between two cores
+/// whose one-way cache-line latency (the floor) is `floor` cycles: the sender may have
+/// `QUEUE` messages unacknowledged, and each needs its slot to travel to the receiver and
+/// its credit to travel back. Throughput over this bound (`throughput_vs_bound`) does not
+/// depend on how far apart the two cores are, which a VM's host may change between boots.
+pub fn bound(floor: f64) -> f64 {
+    QUEUE as f64 * 1000.0 / (2.0 * floor.max(1.0))
+}
+
 /// Untimed warm-up iterations before `timed` timed ones: a tenth, at least one.
 pub fn warmup(timed: usize) -> usize {
     timed / 10 + 1
 }
 
-/// The experiment on every pair of cores `a < b`: latency, floor, their ratio and
-/// throughput, as `experiment":"urpc"` result lines.
+/// The experiment on every pair of cores `a < b`: latency, floor, their ratio, throughput
+/// and throughput over its [`bound`], as `experiment":"urpc"` result lines.
 pub fn run<P: Platform + ?Sized>(p: &P, iterations: usize) -> Result<Vec<String>, String> {
     let n = p.cores();
     if n < 2 {
@@ -168,6 +177,7 @@ pub fn run<P: Platform + ?Sized>(p: &P, iterations: usize) -> Result<Vec<String>
             let floor = latency(p, a, b, iterations, Transport::Floor)?;
             let rate = throughput(p, a, b, iterations * 10)?;
             let ratio = Fixed2(urpc as f64 / floor.max(1) as f64);
+            let of_bound = Fixed2(rate / bound(floor as f64));
             let sys = p.system();
             lines.push(result::line(sys, "urpc", n, "latency_cycles", urpc, "cycles", &pair));
             lines.push(result::line(
@@ -187,6 +197,15 @@ pub fn run<P: Platform + ?Sized>(p: &P, iterations: usize) -> Result<Vec<String>
                 "throughput_msgs_per_kcycle",
                 Fixed2(rate),
                 "msgs/kcycle",
+                &pair,
+            ));
+            lines.push(result::line(
+                sys,
+                "urpc",
+                n,
+                "throughput_vs_bound",
+                of_bound,
+                "ratio",
                 &pair,
             ));
         }
@@ -209,5 +228,11 @@ mod tests {
         assert_eq!(super::warmup(0), 1);
         assert_eq!(super::warmup(9), 1);
         assert_eq!(super::warmup(20_000), 2001);
+    }
+
+    #[test]
+    fn the_bound_is_the_queue_over_two_floors() {
+        assert_eq!(super::bound(500.0), 16.0);
+        assert_eq!(super::bound(0.0), 8000.0);
     }
 }

@@ -197,7 +197,7 @@ fn urpc_latency_floor_and_throughput_are_measured(p: &Linux) {
     assert!(pingpong::latency(p, 0, 0, 10, Transport::Urpc).is_err());
     let lines = pingpong::run(p, 50).unwrap();
     let pairs = p.cores() * (p.cores() - 1) / 2;
-    assert_eq!(lines.len(), 4 * pairs);
+    assert_eq!(lines.len(), 5 * pairs);
 }
 
 fn pipe_and_futex_ping_pongs_complete(p: &Linux) {
