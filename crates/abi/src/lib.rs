@@ -522,9 +522,37 @@ pub const USER_STACK_TOP: u64 = 0x0000_7fff_ffff_0000;
 /// Size of the initial user stack.
 pub const USER_STACK_BYTES: u64 = 64 * 1024;
 
+/// TLB sets a layout should spread hot pages over: QEMU's soft TLB is direct-mapped on
+/// virtual-address bits 12 and up and has at least 64 entries; hardware L1 TLBs index
+/// their sets with the same low bits.
+pub const TLB_SETS: u64 = 64;
+
+/// The page offset at which the `n`th shared region of a program starts in its first
+/// 1 GiB-aligned SLOT range (libatoll's `Placement::Shared`): 32 + (5n mod 31), so 31
+/// regions in a row start in different TLB sets, none of them a set that the first page of
+/// a slot, or any of the first 32 pages of a region aligned to 1 GiB or more (the heap),
+/// falls in. At offset 0 every region's first page shared one set with the heap's first
+/// page, and a loop touching a channel and its own heap state missed the TLB on every
+/// access under TCG.
+pub const fn shared_colour(n: u64) -> u64 {
+    32 + n % 31 * 5 % 31
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_regions_start_in_tlb_sets_of_their_own() {
+        let sets: [u64; 31] = core::array::from_fn(|n| shared_colour(n as u64) % TLB_SETS);
+        for (i, set) in sets.iter().enumerate() {
+            // Never the set of a 1 GiB-aligned page or of the heap's first 32 pages.
+            assert!((32..TLB_SETS).contains(set), "{n}: {set}", n = i);
+            assert!(!sets[..i].contains(set), "region {i} repeats set {set}");
+        }
+        assert_eq!(shared_colour(31), shared_colour(0));
+        assert!(shared_colour(u64::MAX) < TLB_SETS);
+    }
 
     #[test]
     fn results_round_trip() {

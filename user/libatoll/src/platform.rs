@@ -9,7 +9,8 @@
 //!   same pages, but its own page tables): as a forked Linux process maps `MAP_SHARED`
 //!   memory, it faults those pages in itself.
 //! - `Placement::Shared`: a segment mapped through slot ranges spliced into the root range
-//!   (Corey §3.1), so threads share its page tables and `cfork` children its pages.
+//!   (Corey §3.1), so threads share its page tables and `cfork` children its pages; each
+//!   starts at a different page offset in its first slot ([`next_colour`]).
 //! - `Placement::Local`: a segment mapped in the root range ([`private`]); its frames come
 //!   from the core that touches them first, and `cfork` children get copy-on-write copies.
 //! - `alloc` touches every page; `reserve` maps them only, so each first touch is a soft
@@ -28,7 +29,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use locks::TtsLock;
 use workloads::{Placement, Platform, Region};
 
@@ -60,34 +61,51 @@ impl Atoll {
     }
 }
 
-/// A `Shared` region: a segment mapped from offset 0 of consecutive slot ranges, spliced
-/// into the root range from `va` (all in the home share).
+/// A `Shared` region: a segment mapped from page `colour` of consecutive slot ranges,
+/// spliced into the root range from `base` (all in the home share); its data starts at
+/// `va` = `base` + `colour` pages.
 #[derive(Clone, Debug)]
 struct SharedRegion {
+    base: u64,
     va: u64,
+    colour: u64,
     pages: u64,
     segment: u64,
     ranges: Vec<u64>,
 }
 
+/// How many `Shared` regions have been made (picks each one's colour).
+static REGIONS_MADE: AtomicU64 = AtomicU64::new(0);
+
+/// The page offset in its first slot at which the next `Shared` region starts
+/// ([`abi::shared_colour`]): regions in different TLB sets, clear of the heap's first
+/// pages (MSGn's server, touching a channel and its own state on the heap, took twice as
+/// long as Linux's with the same code while every region started at offset 0).
+fn next_colour() -> u64 {
+    abi::shared_colour(REGIONS_MADE.fetch_add(1, Ordering::Relaxed))
+}
+
 /// Every live `Shared` region, so `run_separate` can give them to its children.
 static SHARED: TtsLock<Vec<SharedRegion>> = TtsLock::new(Vec::new());
 
-/// `bytes` of zero pages in slot ranges spliced into the root range.
+/// `bytes` of zero pages in slot ranges spliced into the root range, from a page offset
+/// ([`next_colour`]) in the first.
 fn shared_new(bytes: u64) -> Result<(u64, u64), Error> {
     let pages = bytes.max(1).div_ceil(PAGE);
-    let slots = (pages * PAGE).div_ceil(SLOT_BYTES);
-    let va = shared::slot_vas(slots)?;
+    let colour = next_colour();
+    let slots = ((colour + pages) * PAGE).div_ceil(SLOT_BYTES);
+    let base = shared::slot_vas(slots)?;
     let home = home_share();
     let segment = segment_alloc(home, pages * PAGE)?;
-    let mut region = SharedRegion { va, pages, segment, ranges: Vec::new() };
+    let va = base + colour * PAGE;
+    let mut region = SharedRegion { base, va, colour, pages, segment, ranges: Vec::new() };
     let made = (|| {
         for j in 0..slots {
             let range = shared::slot_alloc()?;
             region.ranges.push(range);
-            shared::splice(va + j * SLOT_BYTES, range)?;
+            shared::splice(base + j * SLOT_BYTES, range)?;
         }
-        shared::map_in_slots(&region.ranges, 0, segment, pages)
+        shared::map_in_slots(&region.ranges, colour * PAGE, segment, pages)
     })();
     if let Err(e) = made {
         drop_shared(&region);
@@ -100,7 +118,7 @@ fn shared_new(bytes: u64) -> Result<(u64, u64), Error> {
 /// Takes a `Shared` region out of the root range and lets go of its objects.
 fn drop_shared(region: &SharedRegion) {
     for j in 0..region.ranges.len() as u64 {
-        let _ = shared::unsplice(region.va + j * SLOT_BYTES);
+        let _ = shared::unsplice(region.base + j * SLOT_BYTES);
     }
     for &id in region.ranges.iter().chain([&region.segment]) {
         if let Some(r) = private::named(id) {
@@ -309,26 +327,30 @@ fn separate_child(arg: u64) -> i32 {
 }
 
 /// Splices new slot ranges of this context's own over `region`, mapping the same segment
-/// (reached through `segments`): the same pages, in page tables of this address space.
+/// (reached through `segments`) at the same offsets: the same pages, in page tables of
+/// this address space.
 fn own_tables(region: &SharedRegion, segments: u64) -> Result<(), Error> {
     let root = root_share();
     let per_slot = SLOT_BYTES / PAGE;
+    // Page `p` of the segment is page `colour + p` of the window.
+    let end = region.colour + region.pages;
     for (j, _) in region.ranges.iter().enumerate() {
-        let first = j as u64 * per_slot;
+        let (from, to) =
+            ((j as u64 * per_slot).max(region.colour), ((j as u64 + 1) * per_slot).min(end));
         let range = ar_alloc(root, ar_kind::SLOT)?;
         let set = ArSetSeg {
             ar: [root, range],
-            va: 0,
+            va: (from % per_slot) * PAGE,
             seg: [segments, region.segment],
-            first_page: first,
-            pages: (region.pages - first).min(per_slot),
+            first_page: from - region.colour,
+            pages: to - from,
             flags: map::WRITE,
         };
         ar_set_seg(&set)?;
         let ar = root_ar_ref();
         let splice = ArSetAr {
             ar: [ar.share, ar.object],
-            va: region.va + j as u64 * SLOT_BYTES,
+            va: region.base + j as u64 * SLOT_BYTES,
             child: [root, range],
             flags: map::WRITE,
         };
