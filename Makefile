@@ -15,7 +15,7 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 # Settings read by `cargo xtask` (see `cargo xtask help`); empty means "default".
-export CORES MEM ACCEL QEMU_ARGS CMD CONSOLE TEST_FILTER SKIP_HOST TEST_TIMEOUT QEMU REPEAT ONLY
+export CORES MEM ACCEL QEMU_ARGS CMD CONSOLE TEST_FILTER SKIP_HOST TEST_TIMEOUT QEMU REPEAT ONLY DRY_RUN
 
 RUSTUP_INSTALL := curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh
 # The host side (xtask, build scripts) links with the system C compiler.
@@ -48,6 +48,7 @@ help:
 	@echo "  TEST_FILTER=x  test: only QEMU runs whose label contains x; SKIP_HOST=1 skips host tests"
 	@echo "  CORES=1,2,4    bench: VM core counts (default 1,2)"
 	@echo "  REPEAT=N       bench: repetitions of every run (default 5)"
+	@echo "  DRY_RUN=1      run, test, bench: check the settings and say what would run, booting nothing"
 	@echo "  ONLY=a,b       bench: only these experiments (nullsys,urpc,shm_vs_msg,multicast,memclone,mempass,sharebench,fdbench,host)"
 
 run: deps

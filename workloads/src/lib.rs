@@ -54,6 +54,14 @@ pub trait Platform: Sync {
     /// Reads the cycle counter (the TSC: constant rate, synchronised across cores).
     fn cycles(&self) -> u64;
 
+    /// Soft page faults the calling thread has taken so far (Linux: the minor faults of
+    /// `getrusage(RUSAGE_THREAD)`; Atoll: the calling context's count, `page_faults`), or
+    /// `None` where the platform cannot tell. `memclone` and `mempass` check with it that
+    /// each first touch of a 4 KiB page costs one fault on both systems.
+    fn soft_faults(&self) -> Option<u64> {
+        None
+    }
+
     /// Makes the cheapest system call there is (Atoll: `null`; Linux: `getpid` through a
     /// raw `syscall`, so no C library cache can answer it).
     fn null_call(&self);

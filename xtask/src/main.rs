@@ -47,6 +47,8 @@ flags, or the environment variable after each (a flag wins; empty means unset):
   --only TEXT       TEST_FILTER  test: only QEMU runs whose label contains TEXT
   --skip-host       SKIP_HOST=1  test: skip the host unit tests
   --timeout SECS    TEST_TIMEOUT test: time limit of each QEMU run (default: per run)
+  --dry-run         DRY_RUN=1    run, test: check the settings and say what would run,
+                                 building and booting nothing
                     QEMU         the QEMU binary (default: qemu-system-x86_64)";
 
 /// Everything a command can be told, from flags and the environment.
@@ -70,6 +72,8 @@ pub struct Options {
     pub skip_host: bool,
     /// `TEST_TIMEOUT`: seconds before a QEMU test run is killed, instead of the table's.
     pub timeout: Option<u64>,
+    /// `DRY_RUN`: check the settings and print what would run, without building or booting.
+    pub dry_run: bool,
 }
 
 impl Options {
@@ -85,6 +89,7 @@ impl Options {
             only: env_var("TEST_FILTER"),
             skip_host: env_var("SKIP_HOST").is_some_and(|v| v != "0"),
             timeout: env_var("TEST_TIMEOUT").map(|v| parse_secs(&v)).transpose()?,
+            dry_run: env_var("DRY_RUN").is_some_and(|v| v != "0"),
         };
         let mut rest = args.iter();
         while let Some(arg) = rest.next() {
@@ -95,6 +100,10 @@ impl Options {
             };
             if flag == "--skip-host" {
                 opts.skip_host = true;
+                continue;
+            }
+            if flag == "--dry-run" {
+                opts.dry_run = true;
                 continue;
             }
             let mut value = || match inline.clone().or_else(|| rest.next().cloned()) {

@@ -20,7 +20,7 @@ const DEFAULT_MEM: &str = "512M";
 pub fn run(opts: &Options) -> Result<ExitCode> {
     let start = Instant::now();
     let (accel, why) = Accel::choose(opts.accel.as_deref())?;
-    let images = build::images()?;
+    let images = if opts.dry_run { build::image_paths() } else { build::images()? };
     let cores = opts.cores.unwrap_or_else(host_cpus);
     let mem = opts.mem.clone().unwrap_or_else(|| DEFAULT_MEM.into());
     let mut cmdline = match &opts.cmd {
@@ -43,6 +43,11 @@ pub fn run(opts: &Options) -> Result<ExitCode> {
         extra: opts.qemu_args.clone(),
     };
 
+    if opts.dry_run {
+        let command = vm.command(Serial::Stdout);
+        println!("run: dry run ({} ({why})): would boot {command:?}", accel.name());
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut command = if opts.cmd.is_some() {
         let mut command = vm.command(Serial::Stdout);
         command.stdin(Stdio::null());

@@ -30,6 +30,10 @@ struct Run {
     test: &'static str,
     /// The number the kernel must print in `CORES ONLINE <n>`, if checked.
     expect_online: Option<u32>,
+    /// More kernel command-line arguments, after `test=`.
+    append: &'static str,
+    /// Text the serial log must contain for the run to pass, if any.
+    expect_text: Option<&'static str>,
     /// QEMU is killed (and the run failed) after this many seconds.
     timeout_secs: u64,
 }
@@ -48,6 +52,8 @@ const fn all(label: &'static str, cores: u32, mem: &'static str) -> Run {
         qemu_args: "",
         test: "all",
         expect_online: Some(cores),
+        append: "",
+        expect_text: None,
         timeout_secs: 120,
     }
 }
@@ -69,6 +75,13 @@ const RUNS: &[Run] = &[
     // A million fuzzed system calls (issue 9), in a run of its own: two fuzzers, two cores
     // for what they start.
     Run { test: "user.sysfuzz_million", timeout_secs: 600, ..all("fuzz4", 4, "256M") },
+    // The tick rate from the command line (`make bench` boots Atoll at the Linux guest's).
+    Run {
+        test: "interrupts.tick_rate",
+        append: "hz=250",
+        expect_text: Some("tick 250 Hz"),
+        ..all("hz250", 2, "256M")
+    },
 ];
 
 /// Running count of passed and failed tests (host and QEMU alike).
@@ -96,6 +109,9 @@ impl Tally {
 /// Runs everything selected; the exit code is failure if anything failed or could not run.
 pub fn test(opts: &Options) -> Result<ExitCode> {
     let (accel, why) = Accel::choose(opts.accel.as_deref())?;
+    if opts.dry_run {
+        return dry_run(opts, accel, why);
+    }
     let mut tally = Tally::default();
     if !opts.skip_host {
         host::run_all(&mut tally);
@@ -111,6 +127,27 @@ pub fn test(opts: &Options) -> Result<ExitCode> {
     }
     println!("{}", tally.summary());
     Ok(if tally.failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `DRY_RUN=1`: what `test` would do with these settings, building and booting nothing; an
+/// error if the filter selects nothing.
+fn dry_run(opts: &Options, accel: Accel, why: &str) -> Result<ExitCode> {
+    let filter = opts.only.as_deref().unwrap_or("");
+    let runs: Vec<&str> =
+        RUNS.iter().filter(|r| r.label.contains(filter)).map(|r| r.label).collect();
+    let smoke = "bench-smoke".contains(filter);
+    if runs.is_empty() && !smoke {
+        return Err(format!("no QEMU run's label contains `{filter}`"));
+    }
+    println!(
+        "test: dry run ({} ({why})): host tests {}, {} QEMU runs: {}{}",
+        accel.name(),
+        if opts.skip_host { "skipped" } else { "run" },
+        runs.len(),
+        runs.join(" "),
+        if smoke { ", then bench-smoke" } else { "" }
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Builds the kernel and does the selected runs of [`RUNS`].
@@ -163,7 +200,9 @@ fn machine(run: &Run, images: &build::Images, accel: Accel, opts: &Options) -> V
         accel,
         kernel: images.kernel.clone(),
         initrd: Some(images.initrd.clone()),
-        cmdline: format!("{}={}", verdict::cmdline_keys::TEST, run.test),
+        cmdline: format!("{}={} {}", verdict::cmdline_keys::TEST, run.test, run.append)
+            .trim_end()
+            .to_string(),
         extra,
     }
 }
@@ -178,6 +217,9 @@ fn boot_and_judge(run: &Run, vm: &Vm, log: &Path, timeout: Duration) -> Result<(
     let ending = qemu::wait(&mut child, timeout)?;
     let serial = qemu::read_log(log);
     let verdict = judge(&serial, ending.status, ending.timed_out, run.expect_online);
+    if let Some(text) = run.expect_text.filter(|t| !serial.contains(t)) {
+        return Err(format!("the log lacks `{text}` (see {})", log.display()));
+    }
     Ok((verdict, ending.elapsed.as_secs_f64()))
 }
 

@@ -911,7 +911,7 @@ pub fn pcore_alloc(p: &mut ProgramObjects, share: u64, core: u64) -> Result<u64,
         core: index,
         status: Arc::new(AtomicU64::new(abi::pcore_status::IDLE)),
         halt: AtomicBool::new(false),
-        hz: AtomicU64::new(crate::arch::timer::TICK_HZ),
+        hz: AtomicU64::new(crate::arch::timer::tick_hz()),
     };
     // On failure the payload is dropped, and its Drop releases the claim.
     alloc(p, share, ObjectKind::Pcore, Payload::Pcore(pcore))

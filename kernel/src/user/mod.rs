@@ -250,7 +250,7 @@ fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
         p.status.store(pcore_status::RUNNING, Ordering::Release);
         p.hz.load(Ordering::Relaxed)
     });
-    let own_tick = hz.filter(|&hz| hz != crate::arch::timer::TICK_HZ);
+    let own_tick = hz.filter(|&hz| hz != crate::arch::timer::tick_hz());
     if let Some(hz) = own_tick {
         crate::arch::timer::set_tick_hz(hz);
     }

@@ -168,6 +168,10 @@ impl Platform for Atoll {
         let _ = crate::null();
     }
 
+    fn soft_faults(&self) -> Option<u64> {
+        Some(crate::obj::page_faults())
+    }
+
     fn run_on(&self, cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), String> {
         let real = self.real(cores)?;
         threads::run(&real, &|i| work(cores[i])).map_err(|e| format!("threads: {e:?}"))

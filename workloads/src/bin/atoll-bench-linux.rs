@@ -21,7 +21,7 @@ experiments (N: iterations or size, default in brackets):
                   process (shared-as) and a process per core (separate-as)
   mempass [16]    Corey Figure 7(b): an N MiB shared buffer touched by each core in turn,
                   shared-as and separate-as
-  fdbench [5000]  Corey Figure 1: N dup+close pairs per core, one descriptor table shared by
+  fdbench [20000] Corey Figure 1: N dup+close pairs per core, one descriptor table shared by
                   threads (shared) or one per process (private)
   all             all of the above with their defaults
 

@@ -82,6 +82,14 @@ impl Platform for Linux {
         unsafe { libc::syscall(libc::SYS_getpid) };
     }
 
+    fn soft_faults(&self) -> Option<u64> {
+        // SAFETY: an all-zero rusage is valid, and getrusage only writes it.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `usage` is a valid, writable rusage.
+        let ok = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) } == 0;
+        ok.then_some(usage.ru_minflt as u64)
+    }
+
     fn run_on(&self, cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), String> {
         let cpus = self.cpus_of(cores)?;
         // Every thread pins itself, then all meet; work starts only if every pin held, so a
