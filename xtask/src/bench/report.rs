@@ -177,9 +177,18 @@ fn conditions_paragraph(records: &[Record]) -> String {
          whose cost is kernel entry also run it as booted (the distribution's defaults), in \
          the *as booted* columns.",
     );
-    for ((mitigations, name), values) in &said {
-        let values: Vec<&str> = values.iter().map(String::as_str).collect();
-        let _ = write!(out, " Linux {mitigations}: {name} `{}`.", values.join("`, `"));
+    for (mitigations, label) in [("off", "with `mitigations=off`"), ("as-booted", "as booted")] {
+        let parts: Vec<String> = said
+            .iter()
+            .filter(|((m, _), _)| *m == mitigations)
+            .map(|((_, name), values)| {
+                let values: Vec<&str> = values.iter().map(String::as_str).collect();
+                format!("{name} `{}`", values.join("`, `"))
+            })
+            .collect();
+        if !parts.is_empty() {
+            let _ = write!(out, " The guest {label} reported: {}.", parts.join("; "));
+        }
     }
     out.push_str("  \n");
     out
