@@ -133,12 +133,14 @@ fn kernel(dir: &Path) -> Result<(PathBuf, String)> {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
             .ok_or_else(|| format!("{package} has no /boot/vmlinuz-*"))?;
+        // The build configuration gives the tick rate; without one (an empty file, so it is
+        // not fetched again) Atoll keeps its own tick and the records show both rates.
         let build_config = fs::read_dir(&boot)
             .map_err(|e| format!("{}: {e}", boot.display()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("config-")))
-            .ok_or_else(|| format!("{package} has no /boot/config-*"))?;
-        fs::copy(&build_config, &config).map_err(|e| format!("{}: {e}", config.display()))?;
+            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("config-")));
+        let text = build_config.and_then(|p| fs::read(p).ok()).unwrap_or_default();
+        fs::write(&config, text).map_err(|e| format!("{}: {e}", config.display()))?;
         let bytes = fs::read(&image).map_err(|e| format!("{}: {e}", image.display()))?;
         fs::write(&bzimage, &bytes).map_err(|e| format!("{}: {e}", bzimage.display()))?;
         let _ = fs::remove_file(&vmlinux);
