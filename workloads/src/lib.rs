@@ -7,6 +7,7 @@
 //! | [`nullsys`] | cycles of the cheapest system call | Multikernel §4.3 ("comparable to Linux") |
 //! | [`pingpong`] | URPC one-way latency, the cache-line floor, pipelined throughput | Multikernel Table 2 |
 //! | [`shm`] | updating 1–8 shared cache lines directly (SHMn) or by message to a server (MSGn) | Multikernel Figure 3 |
+//! | [`multicast`] | reaching every core and collecting the acks: broadcast line, unicast, per-package tree | Multikernel Figure 6 |
 //! | [`memclone`] | soft page faults on private memory, one address space or one per core | Corey §8.2, Figure 7(a) |
 //! | [`mempass`] | one buffer touched by each core in turn, one address space or one per core | Corey §8.2, Figure 7(b) |
 //!
@@ -30,6 +31,7 @@ use alloc::string::String;
 pub mod memclone;
 pub mod memory;
 pub mod mempass;
+pub mod multicast;
 pub mod nullsys;
 pub mod pingpong;
 pub mod result;
@@ -53,6 +55,14 @@ pub trait Platform: Sync {
 
     /// Reads the cycle counter (the TSC: constant rate, synchronised across cores).
     fn cycles(&self) -> u64;
+
+    /// The package (socket) core `core` sits in, as the system reports it: cores of one
+    /// package share a last-level cache, which the multicast tree exploits (Multikernel
+    /// §5.1). `None` when the system does not say (the workloads then count one package).
+    fn package(&self, core: usize) -> Option<u32> {
+        let _ = core;
+        None
+    }
 
     /// Makes the cheapest system call there is (Atoll: `null`; Linux: `getpid` through a
     /// raw `syscall`, so no C library cache can answer it).

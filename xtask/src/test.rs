@@ -97,7 +97,7 @@ const RUNS: &[Run] = &[
     },
 ];
 
-/// The boot line `cores: 4 of 4 online in 2 packages (...)`: the package count.
+/// The boot line `cores: 4 of 4 online in 2 package(s) (...)`: the package count.
 fn packages_in_log(log: &str) -> Option<u32> {
     let line = log.lines().find(|l| l.starts_with("cores: ") && l.contains(" online in "))?;
     let (_, rest) = line.split_once(" online in ")?;
@@ -109,7 +109,7 @@ fn packages_are(log: &str, want: u32) -> Result {
     match packages_in_log(log) {
         Some(got) if got == want => Ok(()),
         Some(got) => Err(format!("the boot saw {got} packages, QEMU was given {want}")),
-        None => Err("no `cores: ... online in N packages` line".into()),
+        None => Err("no `cores: ... online in N package(s)` line".into()),
     }
 }
 
@@ -356,7 +356,7 @@ mod tests {
 
     #[test]
     fn the_package_count_comes_from_the_boot_line() {
-        let log = "memory: x\ncores: 4 of 4 online in 2 packages (XApic), topology smt_bits=0 core_bits=1\n";
+        let log = "memory: x\ncores: 4 of 4 online in 2 package(s) (XApic), topology smt_bits=0 core_bits=1\n";
         assert_eq!(packages_in_log(log), Some(2));
         assert!(packages_are(log, 2).is_ok());
         assert!(packages_are(log, 4).unwrap_err().contains("2 packages"));
