@@ -443,7 +443,8 @@ mod tests {
         assert_eq!(count("nullsys", "linux", 2), 2);
         assert_eq!(count("urpc", "atoll", 1), 0);
         assert_eq!(count("urpc", "linux", 2), 2);
-        assert_eq!(count("multicast", "linux", 2), 0);
+        assert_eq!(count("multicast", "linux", 1), 0);
+        assert_eq!(count("multicast", "linux", 2), 2);
         assert_eq!(count("memclone", "atoll", 1), 2);
         assert_eq!(count("memclone", "linux", 2), 2);
         assert_eq!(count("sharebench", "atoll", 2), 2);
