@@ -17,7 +17,7 @@
 //! ping-pong) and Figure 1's `dup`/`close` benchmark ([`linux::fd`]), and is what the static
 //! guest binary `atoll-bench-linux` runs. Without the feature the crate is `no_std` + `alloc`:
 //! Atoll's library OS implements [`Platform`] (`user/libatoll/src/platform.rs`) and its
-//! user programs `nullsys`, `memclone` and `mempass` run these workloads (see
+//! user programs `nullsys`, `memclone`, `mempass` and `mcbench` run these workloads (see
 //! `docs/bench.md`).
 //!
 //! Every result is printed as one `RESULT {json}` line ([`result::line`], from the `record` crate) in the shape the
