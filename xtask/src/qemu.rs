@@ -160,7 +160,7 @@ pub fn parse_sockets(text: &str) -> Result<u32> {
 /// package gets the same number of cores, as QEMU requires).
 pub fn check_sockets(cores: u32, sockets: Option<u32>) -> Result {
     match sockets {
-        Some(s) if s == 0 || cores % s != 0 => {
+        Some(s) if s == 0 || !cores.is_multiple_of(s) => {
             Err(format!("SOCKETS={s} does not divide CORES={cores}: each package needs the same number of cores"))
         }
         _ => Ok(()),

@@ -141,7 +141,7 @@ fn multicast_lines_complete(log: &str, cores: u64, packages: u64) -> Result {
                 .iter()
                 .find(|v| v["cores"] == k && v["protocol"] == protocol)
                 .ok_or_else(|| format!("no multicast line for {protocol} at {k} cores"))?;
-            if !line["value"].as_u64().is_some_and(|v| v > 0) || line["system"] != "atoll" {
+            if line["value"].as_u64().is_none_or(|v| v == 0) || line["system"] != "atoll" {
                 return Err(format!("bad multicast line {line}"));
             }
             if k == cores && line["packages"] != packages {
