@@ -241,8 +241,15 @@ fn print_boot_log(
         frames::total_free() / n as u64,
         core0_free
     );
+    // Packages as CPUID splits the APIC ids (QEMU: `-smp N,sockets=S`); the SKB's
+    // multicast tree has one aggregator per package (Multikernel §5.1).
+    let mut packages: alloc::vec::Vec<u32> =
+        platform.apic_ids[..n].iter().map(|&id| layout.locate(id).package).collect();
+    packages.sort_unstable();
+    packages.dedup();
     println!(
-        "cores: {online} of {n} online ({:?}{}), topology smt_bits={} core_bits={}",
+        "cores: {online} of {n} online in {} package(s) ({:?}{}), topology smt_bits={} core_bits={}",
+        packages.len(),
         apic::mode(),
         if platform.cores_ignored > 0 { ", some beyond MAX_CORES ignored" } else { "" },
         layout.smt_bits,

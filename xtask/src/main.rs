@@ -38,6 +38,8 @@ commands:
 
 flags, or the environment variable after each (a flag wins; empty means unset):
   --cores N         CORES        run: virtual CPUs (default: host CPUs)
+  --sockets S       SOCKETS      run, test: packages the CPUs are spread over (QEMU
+                                 `-smp N,sockets=S`; S must divide the cores; default 1)
   --mem SIZE        MEM          run: memory in QEMU syntax (default: 512M)
   --cmd COMMAND     CMD          run: one shell line, then power off
                     CONSOLE      run: `kernel` for the kernel console instead of init
@@ -56,6 +58,8 @@ flags, or the environment variable after each (a flag wins; empty means unset):
 pub struct Options {
     /// `CORES`: number of virtual CPUs for `run`.
     pub cores: Option<u32>,
+    /// `SOCKETS`: packages the VM's cores are spread over (`-smp N,sockets=S`).
+    pub sockets: Option<u32>,
     /// `MEM`: guest memory for `run`, in QEMU's syntax (`512M`, `16G`).
     pub mem: Option<String>,
     /// `ACCEL`: `tcg` or `kvm`; `None` picks one (see `qemu::Accel::choose`).
@@ -81,6 +85,7 @@ impl Options {
     fn parse(args: &[String]) -> Result<Options> {
         let mut opts = Options {
             cores: env_var("CORES").map(|v| parse_cores(&v)).transpose()?,
+            sockets: env_var("SOCKETS").map(|v| qemu::parse_sockets(&v)).transpose()?,
             mem: env_var("MEM"),
             accel: env_var("ACCEL"),
             qemu_args: split_args(&env_var("QEMU_ARGS").unwrap_or_default()),
@@ -112,6 +117,7 @@ impl Options {
             };
             match flag {
                 "--cores" => opts.cores = Some(parse_cores(&value()?)?),
+                "--sockets" => opts.sockets = Some(qemu::parse_sockets(&value()?)?),
                 "--mem" => opts.mem = Some(value()?),
                 "--accel" => opts.accel = Some(value()?),
                 "--qemu-args" => opts.qemu_args = split_args(&value()?),
@@ -208,9 +214,18 @@ mod tests {
 
     #[test]
     fn flags_are_parsed_in_both_forms() {
-        let args = strings(&["--cores", "4", "--mem=1G", "--qemu-args", "-a  b", "--skip-host"]);
+        let args = strings(&[
+            "--cores",
+            "4",
+            "--sockets=2",
+            "--mem=1G",
+            "--qemu-args",
+            "-a  b",
+            "--skip-host",
+        ]);
         let opts = Options::parse(&args).unwrap();
         assert_eq!(opts.cores, Some(4));
+        assert_eq!(opts.sockets, Some(2));
         assert_eq!(opts.mem.as_deref(), Some("1G"));
         assert_eq!(opts.qemu_args, strings(&["-a", "b"]));
         assert!(opts.skip_host);
@@ -221,6 +236,7 @@ mod tests {
         assert!(Options::parse(&strings(&["--cores", "0"])).is_err());
         assert!(Options::parse(&strings(&["--cores", "four"])).is_err());
         assert!(Options::parse(&strings(&["--mem"])).is_err());
+        assert!(Options::parse(&strings(&["--sockets", "0"])).is_err());
         assert!(Options::parse(&strings(&["--bogus"])).is_err());
     }
 }

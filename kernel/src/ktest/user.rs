@@ -23,6 +23,7 @@ kernel_test!(COW, "user.corey_cfork_copy_on_write", 2, false, cfork_copy_on_writ
 kernel_test!(COW_SHARED, "user.corey_copy_never_changes", 2, false, copy_never_changes);
 kernel_test!(SHARED_RANGE, "user.corey_shared_range_no_fault", 2, false, shared_range);
 kernel_test!(PCORES, "user.corey_pcores_run_and_halt", 2, false, pcores_run_and_halt);
+kernel_test!(MULTICAST, "user.multicast_program", 2, true, multicast_program);
 
 fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
     match user::run(name, args) {
@@ -270,4 +271,11 @@ fn shared_range() -> Result<(), String> {
 /// caller's own core is refused.
 fn pcores_run_and_halt() -> Result<(), String> {
     balanced(|| expect("pcoretest", "", ExitStatus::Exited(0)))
+}
+
+/// `mcbench 3` (isolated; run `sockets4`, 4 cores in 2 packages): Figure 6's protocols as
+/// a user program over threads on every core, in few rounds. It exits 0 and everything
+/// balances; the host checks its `RESULT` lines (`xtask/src/test.rs`).
+fn multicast_program() -> Result<(), String> {
+    balanced(|| expect("mcbench", "3", ExitStatus::Exited(0)))
 }

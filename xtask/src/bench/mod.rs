@@ -43,6 +43,8 @@ usage: cargo xtask bench|bench-smoke [flags]
 
 flags, or the environment variable after each (a flag wins; empty means unset):
   --cores LIST      CORES      VM core counts, e.g. 1,2,4 (default 1,2)
+  --sockets S       SOCKETS    packages the cores are spread over (`-smp N,sockets=S`),
+                               on both systems; S must divide every core count (default 1)
   --repeat N        REPEAT     repetitions of every run (default 5)
   --only NAMES      ONLY       experiments, comma-separated (default: all)
   --mem SIZE        MEM        guest memory (default 512M)
@@ -56,6 +58,8 @@ flags, or the environment variable after each (a flag wins; empty means unset):
 pub struct Settings {
     /// VM core counts.
     pub cores: Vec<u32>,
+    /// Packages every VM's cores are spread over (`None`: QEMU's one).
+    pub sockets: Option<u32>,
     /// Repetitions of each run.
     pub repeat: u32,
     /// Selected experiment names (`None`: all).
@@ -79,6 +83,7 @@ impl Settings {
     pub fn parse(args: &[String]) -> Result<Settings> {
         let mut s = Settings {
             cores: env_var("CORES").map(|v| parse_cores(&v)).transpose()?.unwrap_or_default(),
+            sockets: env_var("SOCKETS").map(|v| qemu::parse_sockets(&v)).transpose()?,
             repeat: env_var("REPEAT").map(|v| parse_repeat(&v)).transpose()?.unwrap_or(0),
             only: env_var("ONLY").map(|v| parse_list(&v)),
             mem: env_var("MEM").unwrap_or_else(|| DEFAULT_MEM.into()),
@@ -112,6 +117,7 @@ impl Settings {
             };
             match flag {
                 "--cores" => s.cores = parse_cores(&value)?,
+                "--sockets" => s.sockets = Some(qemu::parse_sockets(&value)?),
                 "--repeat" => s.repeat = parse_repeat(&value)?,
                 "--only" => s.only = Some(parse_list(&value)),
                 "--mem" => s.mem = value,
@@ -127,6 +133,12 @@ impl Settings {
             s.repeat = DEFAULT_REPEAT;
         }
         Ok(s)
+    }
+
+    /// Refuses a `SOCKETS` that does not divide every core count (checked when a run
+    /// starts, so `make test`'s smoke run, always at 1 core, ignores it).
+    pub fn check_topology(&self) -> Result {
+        self.cores.iter().try_for_each(|&cores| qemu::check_sockets(cores, self.sockets))
     }
 }
 
@@ -277,6 +289,7 @@ pub struct Summary {
 /// Prepares everything, runs the plan with progress lines, writes the outputs.
 pub fn run(settings: &Settings) -> Result<Summary> {
     let start = Instant::now();
+    settings.check_topology()?;
     let experiments = registry::select(settings.only.as_deref())?;
     let (accel, why) = Accel::choose(settings.accel.as_deref())?;
     let jobs = plan(&experiments, &settings.cores, settings.repeat);
@@ -285,10 +298,11 @@ pub fn run(settings: &Settings) -> Result<Summary> {
     }
     let host_cpus = records::host_cpus();
     println!(
-        "bench: {} runs: {} at CORES={} REPEAT={} MEM={}, {} ({why}), host has {host_cpus} CPUs",
+        "bench: {} runs: {} at CORES={} SOCKETS={} REPEAT={} MEM={}, {} ({why}), host has {host_cpus} CPUs",
         jobs.len(),
         experiments.iter().map(|e| e.name).collect::<Vec<_>>().join(","),
         settings.cores.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+        settings.sockets.unwrap_or(1),
         settings.repeat,
         settings.mem,
         accel.name()
@@ -373,7 +387,13 @@ pub fn run(settings: &Settings) -> Result<Summary> {
             let why = o.failure();
             let mut got = Vec::new();
             for text in &o.results {
-                got.push(records::record(text, job, &ctx, &o.conditions)?);
+                let mut r = records::record(text, job, &ctx, &o.conditions)?;
+                if job.system != "host" {
+                    // The VM's topology, so the report can state it (one package unless
+                    // SOCKETS says otherwise).
+                    r.insert("sockets".into(), settings.sockets.unwrap_or(1).into());
+                }
+                got.push(r);
             }
             Ok((o.elapsed, got, why))
         });
@@ -439,6 +459,7 @@ fn vm(
 ) -> Vm {
     Vm {
         cores,
+        sockets: settings.sockets,
         mem: settings.mem.clone(),
         accel,
         kernel: kernel.to_path_buf(),
@@ -468,6 +489,18 @@ mod tests {
     }
 
     #[test]
+    fn sockets_must_divide_every_core_count() {
+        let parse = |args: &[&str]| {
+            Settings::parse(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+        };
+        let s = parse(&["--cores", "2,4", "--sockets", "2"]).unwrap();
+        assert_eq!((s.cores, s.sockets), (vec![2, 4], Some(2)));
+        let err = parse(&["--cores", "1,2", "--sockets=2"]).unwrap().check_topology().unwrap_err();
+        assert!(err.contains("SOCKETS=2") && err.contains("CORES=1"), "{err}");
+        assert!(parse(&["--cores", "4", "--sockets", "0"]).is_err());
+    }
+
+    #[test]
     fn the_plan_skips_core_counts_below_the_minimum_and_runs_host_once() {
         let all = registry::select(None).unwrap();
         let jobs = plan(&all, &[1, 2], 2);
@@ -482,7 +515,8 @@ mod tests {
         assert_eq!(count("shm_vs_msg", "linux", 2), 2);
         assert_eq!(count("urpc", "atoll", 1), 0);
         assert_eq!(count("urpc", "linux", 2), 4);
-        assert_eq!(count("multicast", "linux", 2), 0);
+        assert_eq!(count("multicast", "linux", 1), 0);
+        assert_eq!(count("multicast", "linux", 2), 2);
         assert_eq!(count("memclone", "atoll", 1), 2);
         assert_eq!(count("memclone", "linux", 2), 4);
         assert_eq!(count("sharebench", "atoll", 2), 2);

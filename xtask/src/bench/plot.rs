@@ -330,9 +330,14 @@ fn lines(root: &Area, name: &str, series: &str, records: &[&Record], points: Poi
         .y_label_formatter(&|y| axis.label(*y))
         .draw()
         .map_err(|e| e.to_string())?;
+    // A record with an `impl` (the kernel's own multicast) draws a line of its own.
+    let line_of = |r: &Record| match text(r, "impl") {
+        "" => text(r, series).to_string(),
+        how => format!("{} ({how})", text(r, series)),
+    };
     let mut names: Vec<String> = Vec::new();
     for r in &mine {
-        let n = text(r, series).to_string();
+        let n = line_of(r);
         if !names.contains(&n) {
             names.push(n);
         }
@@ -341,7 +346,7 @@ fn lines(root: &Area, name: &str, series: &str, records: &[&Record], points: Poi
         let color = PALETTE[i % PALETTE.len()];
         for system in ["atoll", "linux"] {
             let mut xs: Vec<f64> = Vec::new();
-            for r in mine.iter().filter(|r| text(r, "system") == system && text(r, series) == n) {
+            for r in mine.iter().filter(|r| text(r, "system") == system && line_of(r) == *n) {
                 if !xs.contains(&x_of(r)) {
                     xs.push(x_of(r));
                 }
@@ -352,9 +357,7 @@ fn lines(root: &Area, name: &str, series: &str, records: &[&Record], points: Poi
                 .filter_map(|&x| {
                     let values: Vec<f64> = mine
                         .iter()
-                        .filter(|r| {
-                            text(r, "system") == system && text(r, series) == n && x_of(r) == x
-                        })
+                        .filter(|r| text(r, "system") == system && line_of(r) == *n && x_of(r) == x)
                         .filter_map(|r| number(r, "value"))
                         .collect();
                     median(&values).map(|m| (x, axis.to(m)))

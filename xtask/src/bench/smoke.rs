@@ -16,6 +16,7 @@ const EXPERIMENT: &str = "nullsys";
 pub fn settings(base: &Settings) -> Settings {
     Settings {
         cores: vec![1],
+        sockets: None,
         repeat: 1,
         only: Some(vec![EXPERIMENT.into()]),
         out: build::target_dir().join("bench-smoke"),
