@@ -56,6 +56,7 @@ const PROGRAMS: &[&str] = &[
     "mempass",
     "sharebench",
     "fdbench",
+    "fdtest",
     "cowtest",
     "cowshared",
     "longcall",

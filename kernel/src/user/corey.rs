@@ -546,6 +546,15 @@ pub fn share_addobj(p: &mut ProgramObjects, share: u64, rs: u64, ro: u64) -> Res
     p.set.share_addobj(ObjectId(share), reference(rs, ro)).map(|_| 0).map_err(to_abi)
 }
 
+/// `share_dupobj(share, ⟨ref_share, ref_obj⟩)`: another id for the object in `share` (a
+/// descriptor), counted against this core's object cap.
+pub fn share_dupobj(p: &mut ProgramObjects, share: u64, rs: u64, ro: u64) -> Result<u64, Error> {
+    room()?;
+    with_creator(|c| p.set.share_dupobj(c, ObjectId(share), reference(rs, ro)))
+        .map(|id| id.0)
+        .map_err(to_abi)
+}
+
 /// `share_delobj(⟨ref_share, ref_obj⟩)`.
 pub fn share_delobj(p: &mut ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> {
     p.set.share_delobj(reference(rs, ro)).map(|_| 0).map_err(to_abi)
