@@ -7,10 +7,11 @@
 //! Read top to bottom:
 //! 1. [`id`]: [`ObjectId`]s from per-core counters, the creating core in the high bits
 //!    (Corey §4.2; no shared counter), [`ObjectKind`]s and short [`ObjName`]s.
-//! 2. [`object`]: [`Object`] and its counted pointer [`ObjPtr`], the [`Payload`] trait,
+//! 2. [`idmap`]: [`IdMap`], the hash table from ids to entries every share keeps.
+//! 3. [`object`]: [`Object`] and its counted pointer [`ObjPtr`], the [`Payload`] trait,
 //!    a shared share's [`ShareTable`] behind a scalable reader-writer lock (Corey §4.1),
 //!    and [`release`], which frees with a worklist.
-//! 3. [`share`]: [`ShareSet`], the private root share plus shared shares, its access
+//! 4. [`share`]: [`ShareSet`], the private root share plus shared shares, its access
 //!    check [`ShareSet::resolve`] of an [`ObjRef`] = ⟨share id, object id⟩, and the calls
 //!    `share_alloc`, `share_addobj`, `share_dupobj`, `share_delobj`, `self_drop`,
 //!    `obj_get_name`.
@@ -38,10 +39,12 @@ extern crate alloc;
 use core::fmt;
 
 pub mod id;
+pub mod idmap;
 pub mod object;
 pub mod share;
 
 pub use id::{IdAllocator, ObjName, ObjectId, ObjectKind, CORE_SHIFT, NAME_MAX};
+pub use idmap::IdMap;
 pub use object::{
     release, release_one, Body, Census, CensusToken, Creator, Entry, ObjPtr, Object, Payload,
     ShareMap, ShareTable,

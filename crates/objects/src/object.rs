@@ -6,7 +6,6 @@
 //! entry ids to [`Entry`]s: an object's own id, or a descriptor id that `share_dupobj`
 //! made for it (the talk's file descriptors: several ids, one object).
 
-use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -14,6 +13,7 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use locks::RwLock;
 
 use crate::id::{IdAllocator, ObjName, ObjectId, ObjectKind};
+use crate::idmap::IdMap;
 use crate::ObjError;
 
 /// A counted pointer to an object: one per holder (see the crate docs).
@@ -149,7 +149,7 @@ impl<P: Payload> Entry<P> {
 /// A share's contents: entry id → [`Entry`] (Corey §3.3 "a share maps application-visible
 /// identifiers to kernel data pointers"). Each id is in a share at most once; an object is
 /// under its own id, and under any descriptor ids `share_dupobj` gave it.
-pub type ShareMap<P> = BTreeMap<ObjectId, Entry<P>>;
+pub type ShareMap<P> = IdMap<Entry<P>>;
 
 /// A shared share's table behind its lock (Corey §4.1: "a scalable read-write lock
 /// implementation inspired by the MCS lock"): lookups take a read lock in the reading
@@ -161,7 +161,7 @@ pub struct ShareTable<P: Payload> {
 impl<P: Payload> ShareTable<P> {
     /// An empty table.
     pub fn new() -> Self {
-        ShareTable { map: RwLock::new(BTreeMap::new()) }
+        ShareTable { map: RwLock::new(IdMap::new()) }
     }
 
     /// The pointer for entry `id`, read in reader slot `core`.
@@ -176,15 +176,7 @@ impl<P: Payload> ShareTable<P> {
 
     /// Adds `entry` under `id`, or gives it back with [`ObjError::AlreadyPresent`].
     pub fn insert(&self, id: ObjectId, entry: Entry<P>) -> Result<(), (ObjError, Entry<P>)> {
-        self.map.write(|m| match m.entry(id) {
-            alloc::collections::btree_map::Entry::Occupied(_) => {
-                Err((ObjError::AlreadyPresent, entry))
-            }
-            alloc::collections::btree_map::Entry::Vacant(v) => {
-                v.insert(entry);
-                Ok(())
-            }
-        })
+        self.map.write(|m| m.insert_new(id, entry).map_err(|e| (ObjError::AlreadyPresent, e)))
     }
 
     /// Removes entry `id` and returns its pointer (the caller drops it, which may free it).

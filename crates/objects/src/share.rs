@@ -70,7 +70,7 @@ impl<P: Payload> ShareSet<P> {
     /// pcore on `core`.
     pub fn new(core: usize, creator: &mut Creator) -> Result<Self, ObjError> {
         let root_id = creator.next_id()?;
-        Ok(ShareSet { core, root_id, root: BTreeMap::new(), shared: BTreeMap::new() })
+        Ok(ShareSet { core, root_id, root: ShareMap::new(), shared: BTreeMap::new() })
     }
 
     /// The id of the private root share.
@@ -133,16 +133,10 @@ impl<P: Payload> ShareSet<P> {
         entry: Entry<P>,
     ) -> Result<(), ObjError> {
         if share == self.root_id {
-            return match self.root.entry(id) {
-                alloc::collections::btree_map::Entry::Occupied(_) => {
-                    release_one(entry.into_ptr());
-                    Err(ObjError::AlreadyPresent)
-                }
-                alloc::collections::btree_map::Entry::Vacant(v) => {
-                    v.insert(entry);
-                    Ok(())
-                }
-            };
+            return self.root.insert_new(id, entry).map_err(|entry| {
+                release_one(entry.into_ptr());
+                ObjError::AlreadyPresent
+            });
         }
         let Some(holder) = self.shared.get(&share) else {
             release_one(entry.into_ptr());
