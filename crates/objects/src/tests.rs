@@ -257,6 +257,17 @@ fn descriptors_in_shared_shares_and_their_refusals() {
     assert_eq!((w.census.live(), w.drops.load(Ordering::Relaxed)), (0, 1));
 }
 
+/// Each core's census is written on every create and free on that core (every `dup` and
+/// `close`): in an array of them, one per core, no two may share a cache line. They did
+/// (8 bytes each, eight cores to a line), so `fdbench`'s private tables wrote a line
+/// shared by cores on every operation.
+#[test]
+fn each_census_has_a_cache_line_of_its_own() {
+    let cores: [Census; 2] = [Census::new(), Census::new()];
+    let (a, b) = (&cores[0] as *const Census as usize, &cores[1] as *const Census as usize);
+    assert!(b - a >= 64 && a % 64 == 0, "censuses {} bytes apart", b - a);
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Segment(usize),
