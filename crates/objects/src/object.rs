@@ -61,12 +61,26 @@ impl Census {
 pub struct Creator {
     ids: IdAllocator,
     census: &'static Census,
+    /// Reader slots of the shares it makes (the machine's cores).
+    readers: usize,
 }
 
 impl Creator {
     /// The creator of `core`'s objects, counted in `census`.
     pub fn new(core: u16, census: &'static Census) -> Self {
-        Creator { ids: IdAllocator::new(core), census }
+        Creator { ids: IdAllocator::new(core), census, readers: locks::rwlock::READER_SLOTS }
+    }
+
+    /// The same, making shares whose locks have `readers` reader slots (the number of
+    /// cores that may read them): a write to a share then closes that many cache lines.
+    pub fn with_readers(mut self, readers: usize) -> Self {
+        self.readers = readers;
+        self
+    }
+
+    /// A new, empty share table sized for this creator's readers.
+    pub fn share_table<P: Payload>(&self) -> ShareTable<P> {
+        ShareTable::with_readers(self.readers)
     }
 
     /// How many objects this core created are live.
@@ -162,6 +176,11 @@ impl<P: Payload> ShareTable<P> {
     /// An empty table.
     pub fn new() -> Self {
         ShareTable { map: RwLock::new(IdMap::new()) }
+    }
+
+    /// An empty table whose lock has `readers` reader slots ([`RwLock::with_readers`]).
+    pub fn with_readers(readers: usize) -> Self {
+        ShareTable { map: RwLock::with_readers(IdMap::new(), readers) }
     }
 
     /// The pointer for entry `id`, read in reader slot `core`.

@@ -199,8 +199,8 @@ impl<P: Payload> ShareSet<P> {
         name: ObjName,
     ) -> Result<ObjectId, ObjError> {
         self.check_share(parent)?;
-        let ptr =
-            creator.make(ObjectKind::Share, name, Body::Share(alloc::boxed::Box::default()))?;
+        let table = alloc::boxed::Box::new(creator.share_table());
+        let ptr = creator.make(ObjectKind::Share, name, Body::Share(table))?;
         let id = ptr.id();
         self.place(parent, ptr)?;
         Ok(id)

@@ -374,7 +374,14 @@ static CREATORS: PerCoreState<Option<Creator>> = crate::per_core_state!(None);
 /// Runs `f` with this core's object creator (made on first use).
 fn with_creator<R>(f: impl FnOnce(&mut Creator) -> R) -> R {
     let index = this_core().index;
-    CREATORS.with(|slot| f(slot.get_or_insert_with(|| Creator::new(index as u16, &CENSUS[index]))))
+    CREATORS.with(|slot| {
+        f(slot.get_or_insert_with(|| {
+            // Shares' locks get a reader slot per core there is (Corey §4.1), not the
+            // lock's default 16: a write (`dup`, `close` in a shared table) closes that many.
+            let cores = crate::smp::online_cores().last().map_or(1, |&c| c + 1);
+            Creator::new(index as u16, &CENSUS[index]).with_readers(cores)
+        }))
+    })
 }
 
 /// `NoResources` when this core's programs already keep [`MAX_OBJECTS_PER_CORE`] objects,
