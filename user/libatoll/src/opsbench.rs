@@ -103,16 +103,24 @@ impl Lap {
     }
 }
 
-/// The program: `NAME [--cores LIST] [--ops N] [--config A|B|all]`, defaults all cores,
-/// 10,000 operations per core, both configurations. Returns the exit code.
+/// The program: `NAME [--cores LIST] [--ops N] [--config A|B|all] [--sweep]`, defaults
+/// all cores, 10,000 operations per core, both configurations. `--sweep` runs on the
+/// first 1, 2, ... of the listed cores in turn, so one boot gives the whole scaling curve
+/// (runs in different boots of a TCG guest can differ twofold in speed). Returns the exit
+/// code.
 pub fn main<B: OpsBench>() -> i32 {
     let line = args::arg_string();
     let mut words = line.split_whitespace();
     let (mut cores, mut ops, mut configs) = (all_cores(), 10_000u64, alloc::vec![0, 1]);
+    let mut sweep = false;
     while let Some(word) = words.next() {
         let ok = match word {
             "--cores" => args::cores_value(words.next()).map(|c| cores = c).is_some(),
             "--ops" => args::number(words.next(), 1..=100_000_000).map(|v| ops = v).is_some(),
+            "--sweep" => {
+                sweep = true;
+                true
+            }
             "--config" => match words.next() {
                 Some("all") => Some(alloc::vec![0, 1]),
                 Some(name) => B::CONFIGS.iter().position(|&c| c == name).map(|i| alloc::vec![i]),
@@ -135,10 +143,13 @@ pub fn main<B: OpsBench>() -> i32 {
         }
     };
     let mut code = 0;
-    for config in configs {
-        if let Err(why) = run::<B>(ctl, config, &cores, ops) {
-            println!("{}: {}: {why}", B::NAME, B::CONFIGS[config]);
-            code = 1;
+    let first = if sweep { 1 } else { cores.len() };
+    for n in first..=cores.len() {
+        for &config in &configs {
+            if let Err(why) = run::<B>(ctl, config, &cores[..n], ops) {
+                println!("{}: {}: {why}", B::NAME, B::CONFIGS[config]);
+                code = 1;
+            }
         }
     }
     code
