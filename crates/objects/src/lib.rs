@@ -75,6 +75,8 @@ pub enum ObjError {
     NameTooLong,
     /// The private root share cannot be dropped, put into a share or given away.
     RootShare,
+    /// The share holds [`object::SHARE_MAX`] entries.
+    ShareFull,
 }
 
 impl fmt::Display for ObjError {
@@ -89,6 +91,7 @@ impl fmt::Display for ObjError {
             ObjError::IdsExhausted => "this core has no object ids left",
             ObjError::NameTooLong => "object name is too long",
             ObjError::RootShare => "the root share is private to its pcore",
+            ObjError::ShareFull => "the share is full",
         })
     }
 }

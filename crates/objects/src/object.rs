@@ -160,6 +160,24 @@ impl<P: Payload> Entry<P> {
     }
 }
 
+/// Most entries one share holds. Each core's object cap bounds what it makes, but a
+/// shared share collects the entries of every core; this bound keeps its hash table, which
+/// grows in one allocation, at most 768 KiB (32,768 slots of 24 bytes), below the memory
+/// the kernel keeps back for itself when a call may allocate.
+pub const SHARE_MAX: usize = 16_384;
+
+/// Adds `entry` under `id` to `map` unless the id is there or the map is full.
+pub(crate) fn insert_bounded<P: Payload>(
+    map: &mut ShareMap<P>,
+    id: ObjectId,
+    entry: Entry<P>,
+) -> Result<(), (ObjError, Entry<P>)> {
+    if map.len() >= SHARE_MAX {
+        return Err((ObjError::ShareFull, entry));
+    }
+    map.insert_new(id, entry).map_err(|e| (ObjError::AlreadyPresent, e))
+}
+
 /// A share's contents: entry id → [`Entry`] (Corey §3.3 "a share maps application-visible
 /// identifiers to kernel data pointers"). Each id is in a share at most once; an object is
 /// under its own id, and under any descriptor ids `share_dupobj` gave it.
@@ -194,8 +212,9 @@ impl<P: Payload> ShareTable<P> {
     }
 
     /// Adds `entry` under `id`, or gives it back with [`ObjError::AlreadyPresent`].
+    /// A table that holds [`SHARE_MAX`] entries refuses with [`ObjError::ShareFull`].
     pub fn insert(&self, id: ObjectId, entry: Entry<P>) -> Result<(), (ObjError, Entry<P>)> {
-        self.map.write(|m| m.insert_new(id, entry).map_err(|e| (ObjError::AlreadyPresent, e)))
+        self.map.write(|m| insert_bounded(m, id, entry))
     }
 
     /// Removes entry `id` and returns its pointer (the caller drops it, which may free it).

@@ -24,7 +24,9 @@ use alloc::vec::Vec;
 use locks::McsLock;
 
 use crate::id::{ObjName, ObjectId, ObjectKind};
-use crate::object::{release, release_one, Body, Creator, Entry, ObjPtr, Payload, ShareMap};
+use crate::object::{
+    insert_bounded, release, release_one, Body, Creator, Entry, ObjPtr, Payload, ShareMap,
+};
 use crate::ObjError;
 
 /// A reference to an object as system calls take it (Figure 5: "share, seg, ar, pcore,
@@ -133,9 +135,9 @@ impl<P: Payload> ShareSet<P> {
         entry: Entry<P>,
     ) -> Result<(), ObjError> {
         if share == self.root_id {
-            return self.root.insert_new(id, entry).map_err(|entry| {
+            return insert_bounded(&mut self.root, id, entry).map_err(|(e, entry)| {
                 release_one(entry.into_ptr());
-                ObjError::AlreadyPresent
+                e
             });
         }
         let Some(holder) = self.shared.get(&share) else {

@@ -268,6 +268,37 @@ fn each_census_has_a_cache_line_of_its_own() {
     assert!(b - a >= 64 && a % 64 == 0, "censuses {} bytes apart", b - a);
 }
 
+/// A share takes at most `SHARE_MAX` entries (its table grows in one allocation); the
+/// refused descriptor gives back its reference and census count.
+#[test]
+fn a_full_share_refuses_more() {
+    let mut w = world(5);
+    let mut a = w.set(0);
+    let root = a.root_id();
+    let p = w.probe();
+    let seg = a.alloc(&mut w.creator, root, ObjectKind::Segment, name(), p).unwrap();
+    let table = a.share_alloc(&mut w.creator, root, name()).unwrap();
+    a.add_share(r(root, table)).unwrap();
+    for share in [root, table] {
+        let mut last = Ok(ObjectId(0));
+        let mut live = w.census.live();
+        for _ in 0..object::SHARE_MAX + 10 {
+            live = w.census.live();
+            last = a.share_dupobj(&mut w.creator, share, r(root, seg));
+            if last.is_err() {
+                break;
+            }
+        }
+        assert_eq!(last, Err(ObjError::ShareFull));
+        assert_eq!(w.census.live(), live);
+    }
+    let info = a.obj_get_name(r(root, seg)).unwrap();
+    // Both shares full: the root's own entries (the segment, the table) count too.
+    assert_eq!(info.refcount as usize, 2 * object::SHARE_MAX - 1);
+    drop(a);
+    assert_eq!((w.census.live(), w.drops.load(Ordering::Relaxed)), (0, 1));
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Segment(usize),

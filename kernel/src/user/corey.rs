@@ -346,7 +346,7 @@ fn to_abi(e: ObjError) -> Error {
         ObjError::NoSuchObject | ObjError::NotInShareSet | ObjError::NotInShare => {
             Error::NoSuchObject
         }
-        ObjError::IdsExhausted => Error::NoResources,
+        ObjError::IdsExhausted | ObjError::ShareFull => Error::NoResources,
         ObjError::RootShare => Error::NotPermitted,
         _ => Error::InvalidArgument,
     }
