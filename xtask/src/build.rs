@@ -57,6 +57,7 @@ const PROGRAMS: &[&str] = &[
     "sharebench",
     "fdbench",
     "mcbench",
+    "fdtest",
     "cowtest",
     "cowshared",
     "longcall",

@@ -24,6 +24,7 @@ kernel_test!(COW_SHARED, "user.corey_copy_never_changes", 2, false, copy_never_c
 kernel_test!(SHARED_RANGE, "user.corey_shared_range_no_fault", 2, false, shared_range);
 kernel_test!(PCORES, "user.corey_pcores_run_and_halt", 2, false, pcores_run_and_halt);
 kernel_test!(MULTICAST, "user.multicast_program", 2, true, multicast_program);
+kernel_test!(FDS, "user.corey_descriptors", 1, false, descriptors);
 
 fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
     match user::run(name, args) {
@@ -252,6 +253,15 @@ fn memclone() -> Result<(), String> {
 /// neither side sees the other's writes (copy-on-write), and every frame comes back.
 fn cfork_copy_on_write() -> Result<(), String> {
     balanced(|| expect("cowtest", "", ExitStatus::Exited(0)))
+}
+
+/// `fdtest` on every core at once: a `dup`ped descriptor names the same open file and
+/// shares its offset, closing the original keeps the `dup` readable, descriptors in a
+/// shared table, refusals, `dup` until `NoResources`; every core balances after.
+fn descriptors() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let work = |_| expect("fdtest", "", ExitStatus::Exited(0));
+    balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
 }
 
 /// `cowshared`: a child on another core keeps writing a segment it maps in its own root

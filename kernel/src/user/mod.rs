@@ -534,9 +534,9 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         nr::FILE_LIST => file_list(a, b),
         nr::DEVICE_LIST => device_list(a, b),
         nr::PCORE_HALT => pcore_halt(a, b),
-        nr::ROOT_SHARE..=nr::PAGE_FAULTS | nr::SEGMENT_COPY..=nr::SEGMENT_READ => {
-            object_call(frame)
-        }
+        nr::ROOT_SHARE..=nr::PAGE_FAULTS
+        | nr::SEGMENT_COPY..=nr::SEGMENT_READ
+        | nr::SHARE_DUPOBJ => object_call(frame),
         _ => Err(Error::NoSuchCall),
     };
     // Only a call that took steps can have outlived a tick's checks (a plain load keeps
@@ -618,6 +618,7 @@ fn object_call(frame: &SyscallFrame) -> SysResult {
             nr::SHARE_ALLOC => corey::share_alloc(p, a),
             nr::SHARE_ADDOBJ => corey::share_addobj(p, a, b, c),
             nr::SHARE_DELOBJ => corey::share_delobj(p, a, b),
+            nr::SHARE_DUPOBJ => corey::share_dupobj(p, a, b, c),
             nr::SELF_DROP => corey::self_drop(p, a),
             nr::OBJ_GET_NAME => corey::obj_get_name(p, a, b),
             nr::SEGMENT_ALLOC => corey::segment_alloc(p, a, b),
