@@ -4,6 +4,7 @@
 #
 #   make run                    boot Atoll in QEMU on all host cores, serial console here
 #   make run CORES=4 MEM=1G     choose the virtual machine
+#   make run CORES=4 SOCKETS=2  ... with its cores in two packages
 #   make run CMD="cores"        run one shell line, then power off
 #   make test                   host unit tests, then QEMU integration tests
 #   make bench                  every experiment on Atoll and on a Linux guest, with a report
@@ -15,7 +16,7 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 # Settings read by `cargo xtask` (see `cargo xtask help`); empty means "default".
-export CORES MEM ACCEL QEMU_ARGS CMD CONSOLE TEST_FILTER SKIP_HOST TEST_TIMEOUT QEMU REPEAT ONLY
+export CORES SOCKETS MEM ACCEL QEMU_ARGS CMD CONSOLE TEST_FILTER SKIP_HOST TEST_TIMEOUT QEMU REPEAT ONLY DRY_RUN
 
 RUSTUP_INSTALL := curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh
 # The host side (xtask, build scripts) links with the system C compiler.
@@ -40,6 +41,7 @@ help:
 	@echo
 	@echo "Settings (make VAR=value ..., or the environment):"
 	@echo "  CORES=N        run: virtual CPUs (default: host CPUs)"
+	@echo "  SOCKETS=S      run, test, bench: spread the cores over S packages (-smp N,sockets=S)"
 	@echo "  MEM=SIZE       run: memory, e.g. 512M, 16G (default: 512M)"
 	@echo "  CMD=\"...\"      run: one shell line, then power off"
 	@echo "  CONSOLE=kernel  run: the kernel's own console instead of the init shell"
@@ -48,6 +50,7 @@ help:
 	@echo "  TEST_FILTER=x  test: only QEMU runs whose label contains x; SKIP_HOST=1 skips host tests"
 	@echo "  CORES=1,2,4    bench: VM core counts (default 1,2)"
 	@echo "  REPEAT=N       bench: repetitions of every run (default 5)"
+	@echo "  DRY_RUN=1      run, test, bench: check the settings and say what would run, booting nothing"
 	@echo "  ONLY=a,b       bench: only these experiments (nullsys,urpc,shm_vs_msg,multicast,memclone,mempass,sharebench,fdbench,host)"
 
 run: deps

@@ -71,6 +71,7 @@ pub fn boot_core(start_info: u32) -> ! {
     let cores = cpu::rdtsc();
     timer::calibrate();
     let calibrated = cpu::rdtsc();
+    choose_tick(info.cmdline());
     timer::start_tick();
     bsp.set_state(CoreState::Online);
     cpu::enable_interrupts();
@@ -88,6 +89,24 @@ pub fn boot_core(start_info: u32) -> ! {
         println!("skb: measurement failed: {e}");
     }
     hand_over(info.cmdline())
+}
+
+/// `hz=N` on the command line sets every core's tick rate (e.g. `hz=250`, the Linux guest's,
+/// for `make bench`); a bad value is reported and the default kept.
+fn choose_tick(cmdline: &str) {
+    let Some(text) = cmdline::get(cmdline, "hz") else { return };
+    let range = timer::TICK_HZ_RANGE;
+    let chosen = cmdline::number(text, *range.start() as usize..=*range.end() as usize);
+    let refused = match chosen {
+        Ok(hz) => timer::choose_tick_hz(hz as u64).is_err(),
+        Err(why) => {
+            println!("timer: ignoring hz=: {why}");
+            false
+        }
+    };
+    if refused {
+        println!("timer: ignoring hz={text}: out of range");
+    }
 }
 
 /// Opens the serial port and reads the boot information from `hvm_start_info`; notes the
@@ -222,8 +241,15 @@ fn print_boot_log(
         frames::total_free() / n as u64,
         core0_free
     );
+    // Packages as CPUID splits the APIC ids (QEMU: `-smp N,sockets=S`); the SKB's
+    // multicast tree has one aggregator per package (Multikernel §5.1).
+    let mut packages: alloc::vec::Vec<u32> =
+        platform.apic_ids[..n].iter().map(|&id| layout.locate(id).package).collect();
+    packages.sort_unstable();
+    packages.dedup();
     println!(
-        "cores: {online} of {n} online ({:?}{}), topology smt_bits={} core_bits={}",
+        "cores: {online} of {n} online in {} package(s) ({:?}{}), topology smt_bits={} core_bits={}",
+        packages.len(),
         apic::mode(),
         if platform.cores_ignored > 0 { ", some beyond MAX_CORES ignored" } else { "" },
         layout.smt_bits,
@@ -233,7 +259,7 @@ fn print_boot_log(
         "timer: TSC {} MHz, APIC timer {} kHz, tick {} Hz",
         timer::tsc_hz() / 1_000_000,
         timer::apic_timer_hz() / 1000,
-        timer::TICK_HZ
+        timer::tick_hz()
     );
     println!("{}{online}", verdict::ONLINE_MARKER);
     println!("boot: {} us from kernel entry to console", phases.boot_us());

@@ -297,8 +297,8 @@ fn uptime(args: &str) -> Result<(), String> {
     let boot_us = crate::knowledge::FACTS.get().map_or(0, |f| f.boot_us);
     println!(
         "up {}.{:02} s; booted in {} us",
-        ticks / timer::TICK_HZ,
-        ticks % timer::TICK_HZ,
+        ticks / timer::tick_hz(),
+        ticks % timer::tick_hz(),
         boot_us
     );
     Ok(())

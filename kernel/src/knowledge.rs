@@ -159,10 +159,12 @@ pub fn measure_at_boot() -> Result<(), String> {
     }
     monitor::broadcast_poll_budget(skb.poll_budget_cycles());
     println!(
-        "skb: {} pairs measured, IPI wake-up cost {} cycles, idle poll budget {} cycles ({} us)",
+        "skb: {} pairs measured, IPI wake-up cost {} cycles, idle poll budget {} cycles ({} us); \
+         measured in {} us",
         cores.len() * cores.len().saturating_sub(1),
         skb.ipi_cost().map_or(String::from("unmeasured"), |c| format!("{c}")),
         skb.poll_budget_cycles(),
+        timer::tsc_to_us(skb.poll_budget_cycles()),
         timer::us_since(start)
     );
     SKB.call_once(|| skb);

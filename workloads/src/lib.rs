@@ -7,6 +7,7 @@
 //! | [`nullsys`] | cycles of the cheapest system call | Multikernel §4.3 ("comparable to Linux") |
 //! | [`pingpong`] | URPC one-way latency, the cache-line floor, pipelined throughput | Multikernel Table 2 |
 //! | [`shm`] | updating 1–8 shared cache lines directly (SHMn) or by message to a server (MSGn) | Multikernel Figure 3 |
+//! | [`multicast`] | reaching every core and collecting the acks: broadcast line, unicast, per-package tree | Multikernel Figure 6 |
 //! | [`memclone`] | soft page faults on private memory, one address space or one per core | Corey §8.2, Figure 7(a) |
 //! | [`mempass`] | one buffer touched by each core in turn, one address space or one per core | Corey §8.2, Figure 7(b) |
 //!
@@ -16,8 +17,8 @@
 //! ping-pong) and Figure 1's `dup`/`close` benchmark ([`linux::fd`]), and is what the static
 //! guest binary `atoll-bench-linux` runs. Without the feature the crate is `no_std` + `alloc`:
 //! Atoll's library OS implements [`Platform`] (`user/libatoll/src/platform.rs`) and its
-//! user programs `nullsys`, `urpcbench`, `shmbench`, `memclone` and `mempass` run these
-//! workloads (see `docs/bench.md`).
+//! user programs `nullsys`, `urpcbench`, `shmbench`, `memclone`, `mempass` and `mcbench`
+//! run these workloads (see `docs/bench.md`).
 //!
 //! Every result is printed as one `RESULT {json}` line ([`result::line`], from the `record` crate) in the shape the
 //! kernel's `bench` commands print, which `make bench` collects.
@@ -30,6 +31,7 @@ use alloc::string::String;
 pub mod memclone;
 pub mod memory;
 pub mod mempass;
+pub mod multicast;
 pub mod nullsys;
 pub mod pingpong;
 pub mod result;
@@ -53,6 +55,22 @@ pub trait Platform: Sync {
 
     /// Reads the cycle counter (the TSC: constant rate, synchronised across cores).
     fn cycles(&self) -> u64;
+
+    /// Soft page faults the calling thread has taken so far (Linux: the minor faults of
+    /// `getrusage(RUSAGE_THREAD)`; Atoll: the calling context's count, `page_faults`), or
+    /// `None` where the platform cannot tell. `memclone` and `mempass` check with it that
+    /// each first touch of a 4 KiB page costs one fault on both systems.
+    fn soft_faults(&self) -> Option<u64> {
+        None
+    }
+
+    /// The package (socket) core `core` sits in, as the system reports it: cores of one
+    /// package share a last-level cache, which the multicast tree exploits (Multikernel
+    /// §5.1). `None` when the system does not say (the workloads then count one package).
+    fn package(&self, core: usize) -> Option<u32> {
+        let _ = core;
+        None
+    }
 
     /// Makes the cheapest system call there is (Atoll: `null`; Linux: `getpid` through a
     /// raw `syscall`, so no C library cache can answer it).

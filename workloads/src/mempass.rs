@@ -24,12 +24,16 @@ use crate::{result, Platform, Spaces};
 pub const DEFAULT_MB: usize = 16;
 
 /// One pass of the buffer through cores `0..cores`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Pass {
     /// Cycles from core 0's first touch to the last core's last.
     pub total_cycles: u64,
     /// `total_cycles / (pages × cores)`: one core's touch of one page.
     pub cycles_per_page: u64,
+    /// Soft faults of all cores per page of the buffer, if the platform counts them: 1 when
+    /// only the first core faults (one address space), the number of cores when each
+    /// faults every page in (an address space each).
+    pub faults_per_page: Option<f64>,
 }
 
 /// Passes `bytes` of fresh shared memory through cores `0..cores` in the address spaces
@@ -44,8 +48,9 @@ pub fn measure<P: Platform + ?Sized>(
     let buffer = p
         .reserve(pages * REGION_ALIGN, Placement::Shared)?
         .typed::<AtomicU64>(pages * WORDS_PER_PAGE)?;
-    // [0]: whose turn it is; [1]: core 0's start; [2]: the last core's end.
-    let state = alloc_slice::<CacheLine, P>(p, 3, Placement::Shared)?;
+    // [0]: whose turn it is; [1]: core 0's start; [2]: the last core's end; [3]: the
+    // faults all cores took (u64::MAX once a core could not count them).
+    let state = alloc_slice::<CacheLine, P>(p, 4, Placement::Shared)?;
     let barrier = alloc_slice::<SpinBarrier, P>(p, 1, Placement::Shared)?;
     let list: Vec<usize> = (0..cores).collect();
     spaces.run(p, &list, &|core| {
@@ -56,8 +61,17 @@ pub fn measure<P: Platform + ?Sized>(
         while state[0].0.load(Ordering::Acquire) != core as u64 {
             spin_loop();
         }
+        let faults_before = p.soft_faults();
         for page in 0..pages {
             buffer[page * WORDS_PER_PAGE].store(core as u64 + 1, Ordering::Relaxed);
+        }
+        match faults_before.zip(p.soft_faults()) {
+            // One core at a time: its turn orders the updates.
+            Some((a, b)) => {
+                let sum = state[3].0.load(Ordering::Relaxed).saturating_add(b.saturating_sub(a));
+                state[3].0.store(sum, Ordering::Relaxed);
+            }
+            None => state[3].0.store(u64::MAX, Ordering::Relaxed),
         }
         if core + 1 == cores {
             state[2].0.store(p.cycles(), Ordering::Relaxed);
@@ -67,7 +81,12 @@ pub fn measure<P: Platform + ?Sized>(
     })?;
     let total =
         state[2].0.load(Ordering::Relaxed).saturating_sub(state[1].0.load(Ordering::Relaxed));
-    Ok(Pass { total_cycles: total, cycles_per_page: total / (pages * cores.max(1)) as u64 })
+    let faults = state[3].0.load(Ordering::Relaxed);
+    Ok(Pass {
+        total_cycles: total,
+        cycles_per_page: total / (pages * cores.max(1)) as u64,
+        faults_per_page: (faults != u64::MAX).then(|| faults as f64 / pages as f64),
+    })
 }
 
 /// The unreported first pass [`run`] makes (and Atoll's `mempass` program): a 1 MiB
@@ -90,6 +109,18 @@ pub fn run<P: Platform + ?Sized>(p: &P, mb: usize) -> Result<Vec<String>, String
             [("total_cycles", pass.total_cycles), ("cycles_per_page", pass.cycles_per_page)]
         {
             lines.push(result::line(p.system(), "mempass", cores, metric, value, "cycles", &extra));
+        }
+        if let Some(faults) = pass.faults_per_page {
+            let value = result::Fixed2(faults);
+            lines.push(result::line(
+                p.system(),
+                "mempass",
+                cores,
+                "faults_per_page",
+                value,
+                "faults",
+                &extra,
+            ));
         }
     }
     Ok(lines)

@@ -304,12 +304,18 @@ fn memclone_faults_every_page_in_both_configurations() {
     let p = Linux::new();
     let _guard = SPINNING.lock().unwrap();
     for spaces in Spaces::ALL {
-        assert!(memclone::measure(&p, spaces, p.cores(), 64 * 4096).unwrap() > 0, "{spaces:?}");
+        let touches = memclone::measure(&p, spaces, p.cores(), 64 * 4096).unwrap();
+        assert!(touches.cycles_per_page > 0, "{spaces:?}");
+        // Each first touch of a 4 KiB page is one soft fault, counted per thread (a forked
+        // child takes a couple more, copy-on-write pages of its own, hence the margin).
+        let faults = touches.faults_per_page.unwrap();
+        assert!((1.0..1.1).contains(&faults), "{spaces:?}: {faults}");
     }
     let lines = memclone::run(&p, 1).unwrap();
-    assert_eq!(lines.len(), 2);
+    assert_eq!(lines.len(), 4);
     assert!(lines[0].contains("\"config\":\"shared-as\"") && lines[0].contains("cycles_per_page"));
-    assert!(lines[1].contains("\"config\":\"separate-as\""));
+    assert!(lines[1].contains("faults_per_page") && lines[1].contains("\"value\":1.0"));
+    assert!(lines[2].contains("\"config\":\"separate-as\""));
 }
 
 fn mempass_passes_the_buffer_through_every_core() {
@@ -319,11 +325,16 @@ fn mempass_passes_the_buffer_through_every_core() {
         let pass = mempass::measure(&p, spaces, p.cores(), 64 * 4096).unwrap();
         assert!(pass.total_cycles >= pass.cycles_per_page * 64 * p.cores() as u64, "{spaces:?}");
         assert!(pass.cycles_per_page > 0, "{spaces:?}");
+        // One address space: only the first core faults; one each: every core faults.
+        let faulting = if spaces == Spaces::Shared { 1 } else { p.cores() } as f64;
+        let faults = pass.faults_per_page.unwrap();
+        assert!((faulting..faulting + 0.1).contains(&faults), "{spaces:?}: {faults}");
     }
     let lines = mempass::run(&p, 1).unwrap();
-    assert_eq!(lines.len(), 4);
+    assert_eq!(lines.len(), 6);
     assert!(lines[0].contains("total_cycles") && lines[1].contains("cycles_per_page"));
-    assert!(lines[3].contains("\"config\":\"separate-as\""));
+    assert!(lines[2].contains("faults_per_page"));
+    assert!(lines[5].contains("\"config\":\"separate-as\""));
 }
 
 fn fd_dup_and_close_are_counted_on_both_tables() {

@@ -56,6 +56,8 @@ const PROGRAMS: &[&str] = &[
     "mempass",
     "sharebench",
     "fdbench",
+    "mcbench",
+    "fdtest",
     "cowtest",
     "cowshared",
     "longcall",
@@ -69,6 +71,14 @@ const PROGRAMS: &[&str] = &[
 /// (`RUSTFLAGS` replaces the kernel flags `.cargo/config.toml` sets for this target.)
 const USER_RUSTFLAGS: &str =
     "-C code-model=small -C relocation-model=static -C force-frame-pointers=yes";
+
+/// Where [`images`] leaves the kernel and the initrd (for a dry run, which builds nothing).
+pub fn image_paths() -> Images {
+    Images {
+        kernel: target_dir().join(KERNEL_TARGET).join("release").join(KERNEL_PACKAGE),
+        initrd: target_dir().join("initrd.cpio"),
+    }
+}
 
 /// Builds the kernel and the initrd.
 pub fn images() -> Result<Images> {

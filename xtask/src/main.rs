@@ -38,6 +38,8 @@ commands:
 
 flags, or the environment variable after each (a flag wins; empty means unset):
   --cores N         CORES        run: virtual CPUs (default: host CPUs)
+  --sockets S       SOCKETS      run, test: packages the CPUs are spread over (QEMU
+                                 `-smp N,sockets=S`; S must divide the cores; default 1)
   --mem SIZE        MEM          run: memory in QEMU syntax (default: 512M)
   --cmd COMMAND     CMD          run: one shell line, then power off
                     CONSOLE      run: `kernel` for the kernel console instead of init
@@ -47,6 +49,8 @@ flags, or the environment variable after each (a flag wins; empty means unset):
   --only TEXT       TEST_FILTER  test: only QEMU runs whose label contains TEXT
   --skip-host       SKIP_HOST=1  test: skip the host unit tests
   --timeout SECS    TEST_TIMEOUT test: time limit of each QEMU run (default: per run)
+  --dry-run         DRY_RUN=1    run, test: check the settings and say what would run,
+                                 building and booting nothing
                     QEMU         the QEMU binary (default: qemu-system-x86_64)";
 
 /// Everything a command can be told, from flags and the environment.
@@ -54,6 +58,8 @@ flags, or the environment variable after each (a flag wins; empty means unset):
 pub struct Options {
     /// `CORES`: number of virtual CPUs for `run`.
     pub cores: Option<u32>,
+    /// `SOCKETS`: packages the VM's cores are spread over (`-smp N,sockets=S`).
+    pub sockets: Option<u32>,
     /// `MEM`: guest memory for `run`, in QEMU's syntax (`512M`, `16G`).
     pub mem: Option<String>,
     /// `ACCEL`: `tcg` or `kvm`; `None` picks one (see `qemu::Accel::choose`).
@@ -70,6 +76,8 @@ pub struct Options {
     pub skip_host: bool,
     /// `TEST_TIMEOUT`: seconds before a QEMU test run is killed, instead of the table's.
     pub timeout: Option<u64>,
+    /// `DRY_RUN`: check the settings and print what would run, without building or booting.
+    pub dry_run: bool,
 }
 
 impl Options {
@@ -77,6 +85,7 @@ impl Options {
     fn parse(args: &[String]) -> Result<Options> {
         let mut opts = Options {
             cores: env_var("CORES").map(|v| parse_cores(&v)).transpose()?,
+            sockets: env_var("SOCKETS").map(|v| qemu::parse_sockets(&v)).transpose()?,
             mem: env_var("MEM"),
             accel: env_var("ACCEL"),
             qemu_args: split_args(&env_var("QEMU_ARGS").unwrap_or_default()),
@@ -85,6 +94,7 @@ impl Options {
             only: env_var("TEST_FILTER"),
             skip_host: env_var("SKIP_HOST").is_some_and(|v| v != "0"),
             timeout: env_var("TEST_TIMEOUT").map(|v| parse_secs(&v)).transpose()?,
+            dry_run: env_var("DRY_RUN").is_some_and(|v| v != "0"),
         };
         let mut rest = args.iter();
         while let Some(arg) = rest.next() {
@@ -97,12 +107,17 @@ impl Options {
                 opts.skip_host = true;
                 continue;
             }
+            if flag == "--dry-run" {
+                opts.dry_run = true;
+                continue;
+            }
             let mut value = || match inline.clone().or_else(|| rest.next().cloned()) {
                 Some(value) => Ok(value),
                 None => Err(format!("{flag} needs a value\n\n{USAGE}")),
             };
             match flag {
                 "--cores" => opts.cores = Some(parse_cores(&value()?)?),
+                "--sockets" => opts.sockets = Some(qemu::parse_sockets(&value()?)?),
                 "--mem" => opts.mem = Some(value()?),
                 "--accel" => opts.accel = Some(value()?),
                 "--qemu-args" => opts.qemu_args = split_args(&value()?),
@@ -199,9 +214,18 @@ mod tests {
 
     #[test]
     fn flags_are_parsed_in_both_forms() {
-        let args = strings(&["--cores", "4", "--mem=1G", "--qemu-args", "-a  b", "--skip-host"]);
+        let args = strings(&[
+            "--cores",
+            "4",
+            "--sockets=2",
+            "--mem=1G",
+            "--qemu-args",
+            "-a  b",
+            "--skip-host",
+        ]);
         let opts = Options::parse(&args).unwrap();
         assert_eq!(opts.cores, Some(4));
+        assert_eq!(opts.sockets, Some(2));
         assert_eq!(opts.mem.as_deref(), Some("1G"));
         assert_eq!(opts.qemu_args, strings(&["-a", "b"]));
         assert!(opts.skip_host);
@@ -212,6 +236,7 @@ mod tests {
         assert!(Options::parse(&strings(&["--cores", "0"])).is_err());
         assert!(Options::parse(&strings(&["--cores", "four"])).is_err());
         assert!(Options::parse(&strings(&["--mem"])).is_err());
+        assert!(Options::parse(&strings(&["--sockets", "0"])).is_err());
         assert!(Options::parse(&strings(&["--bogus"])).is_err());
     }
 }

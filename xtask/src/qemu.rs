@@ -98,6 +98,9 @@ pub enum Serial {
 pub struct Vm {
     /// Number of virtual CPUs (`-smp`).
     pub cores: u32,
+    /// Packages (sockets) the CPUs are spread over (`-smp N,sockets=S`); `None` leaves
+    /// QEMU's default, one package. Checked by [`check_sockets`].
+    pub sockets: Option<u32>,
     /// Memory in QEMU's syntax (`-m`).
     pub mem: String,
     /// The accelerator and CPU model.
@@ -119,7 +122,7 @@ impl Vm {
         command.args(["-machine", "q35"]);
         command.args(self.accel.args());
         command.arg("-m").arg(&self.mem);
-        command.arg("-smp").arg(self.cores.to_string());
+        command.arg("-smp").arg(smp_arg(self.cores, self.sockets));
         command.arg("-kernel").arg(&self.kernel);
         if let Some(initrd) = &self.initrd {
             command.arg("-initrd").arg(initrd);
@@ -133,6 +136,34 @@ impl Vm {
         };
         command.args(&self.extra);
         command
+    }
+}
+
+/// The value of `-smp`: `4`, or `4,sockets=2` (QEMU then gives each package
+/// `cores / sockets` cores, one thread each).
+pub fn smp_arg(cores: u32, sockets: Option<u32>) -> String {
+    match sockets {
+        Some(s) => format!("{cores},sockets={s}"),
+        None => cores.to_string(),
+    }
+}
+
+/// Parses `SOCKETS`: a number of at least 1.
+pub fn parse_sockets(text: &str) -> Result<u32> {
+    match text.trim().parse() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("SOCKETS must be a number of at least 1, not `{text}`")),
+    }
+}
+
+/// Refuses `SOCKETS=sockets` for a VM of `cores` cores unless it divides them (every
+/// package gets the same number of cores, as QEMU requires).
+pub fn check_sockets(cores: u32, sockets: Option<u32>) -> Result {
+    match sockets {
+        Some(s) if s == 0 || !cores.is_multiple_of(s) => {
+            Err(format!("SOCKETS={s} does not divide CORES={cores}: each package needs the same number of cores"))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -202,6 +233,7 @@ mod tests {
     fn vm(extra: &[&str]) -> Vm {
         Vm {
             cores: 4,
+            sockets: None,
             mem: "256M".into(),
             accel: Accel::Tcg,
             kernel: PathBuf::from("/k"),
@@ -225,6 +257,30 @@ mod tests {
         assert!(line.contains("-device isa-debug-exit,iobase=0xf4,iosize=0x04"));
         assert!(line.contains("-serial stdio -monitor none"));
         assert!(line.ends_with("-numa node"));
+    }
+
+    #[test]
+    fn sockets_go_into_smp() {
+        let two = Vm { sockets: Some(2), ..vm(&[]) };
+        let line = args(&two.command(Serial::Stdout)).join(" ");
+        assert!(line.contains("-m 256M -smp 4,sockets=2 -kernel /k"), "{line}");
+        assert_eq!(smp_arg(8, None), "8");
+    }
+
+    #[test]
+    fn sockets_must_divide_the_cores() {
+        assert!(check_sockets(4, Some(2)).is_ok());
+        assert!(check_sockets(8, Some(4)).is_ok());
+        assert!(check_sockets(4, None).is_ok());
+        assert!(check_sockets(1, Some(1)).is_ok());
+        let err = check_sockets(6, Some(4)).unwrap_err();
+        assert!(err.contains("SOCKETS=4") && err.contains("CORES=6"), "{err}");
+        assert!(check_sockets(1, Some(2)).is_err());
+        assert!(check_sockets(4, Some(0)).is_err());
+        assert_eq!(parse_sockets(" 2 ").unwrap(), 2);
+        for bad in ["0", "two", "-1", "1.5"] {
+            assert!(parse_sockets(bad).unwrap_err().contains("SOCKETS"), "{bad}");
+        }
     }
 
     #[test]

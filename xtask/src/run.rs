@@ -20,8 +20,9 @@ const DEFAULT_MEM: &str = "512M";
 pub fn run(opts: &Options) -> Result<ExitCode> {
     let start = Instant::now();
     let (accel, why) = Accel::choose(opts.accel.as_deref())?;
-    let images = build::images()?;
     let cores = opts.cores.unwrap_or_else(host_cpus);
+    qemu::check_sockets(cores, opts.sockets)?;
+    let images = if opts.dry_run { build::image_paths() } else { build::images()? };
     let mem = opts.mem.clone().unwrap_or_else(|| DEFAULT_MEM.into());
     let mut cmdline = match &opts.cmd {
         Some(cmd) => qemu::cmd_arg(cmd)?,
@@ -35,6 +36,7 @@ pub fn run(opts: &Options) -> Result<ExitCode> {
     }
     let vm = Vm {
         cores,
+        sockets: opts.sockets,
         mem,
         accel,
         kernel: images.kernel,
@@ -43,13 +45,18 @@ pub fn run(opts: &Options) -> Result<ExitCode> {
         extra: opts.qemu_args.clone(),
     };
 
+    if opts.dry_run {
+        let command = vm.command(Serial::Stdout);
+        println!("run: dry run ({} ({why})): would boot {command:?}", accel.name());
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut command = if opts.cmd.is_some() {
         let mut command = vm.command(Serial::Stdout);
         command.stdin(Stdio::null());
         command
     } else {
-        let (cores, mem, accel) = (vm.cores, &vm.mem, accel.name());
-        eprintln!("run: {cores} cores, {mem}, {accel} ({why}); press Ctrl-A X to quit QEMU");
+        let (smp, mem, accel) = (qemu::smp_arg(vm.cores, vm.sockets), &vm.mem, accel.name());
+        eprintln!("run: -smp {smp}, {mem}, {accel} ({why}); press Ctrl-A X to quit QEMU");
         vm.command(Serial::Interactive)
     };
     let status = qemu::spawn(&mut command)?.wait().map_err(|e| format!("waiting for QEMU: {e}"))?;

@@ -22,16 +22,24 @@ struct Run {
     label: &'static str,
     /// `-smp`.
     cores: u32,
+    /// Packages the cores are spread over (`-smp N,sockets=S`); `None` takes `SOCKETS`,
+    /// or QEMU's one package.
+    sockets: Option<u32>,
     /// `-m`.
     mem: &'static str,
     /// Extra QEMU arguments for this run, split on whitespace.
     qemu_args: &'static str,
-    /// `test=` on the kernel command line: `all` or one test's name.
+    /// `test=` on the kernel command line: `all`, or test names separated by commas.
     test: &'static str,
     /// The number the kernel must print in `CORES ONLINE <n>`, if checked.
     expect_online: Option<u32>,
+    /// More kernel command-line arguments, after `test=`.
+    append: &'static str,
     /// QEMU is killed (and the run failed) after this many seconds.
     timeout_secs: u64,
+    /// A check of the serial log beyond the tests' verdicts (the topology the boot saw,
+    /// a program's result lines); a failure counts as one failed test, `<label>/log`.
+    check: Option<fn(&str) -> Result>,
 }
 
 /// Two NUMA nodes of two cores and 256 MiB each.
@@ -44,13 +52,20 @@ const fn all(label: &'static str, cores: u32, mem: &'static str) -> Run {
     Run {
         label,
         cores,
+        sockets: None,
         mem,
         qemu_args: "",
         test: "all",
         expect_online: Some(cores),
+        append: "",
         timeout_secs: 120,
+        check: None,
     }
 }
+
+/// The tests of a VM with several packages: the SKB's multicast tree has one aggregator
+/// per package, and the multicast program runs over it.
+const PACKAGE_TESTS: &str = "boot.multicast_tree_per_package,user.multicast_program";
 
 /// The integration runs, in order.
 const RUNS: &[Run] = &[
@@ -69,7 +84,95 @@ const RUNS: &[Run] = &[
     // A million fuzzed system calls (issue 9), in a run of its own: two fuzzers, two cores
     // for what they start.
     Run { test: "user.sysfuzz_million", timeout_secs: 600, ..all("fuzz4", 4, "256M") },
+    // The tick rate from the command line (`make bench` boots Atoll at the Linux guest's).
+    Run {
+        test: "interrupts.tick_rate",
+        append: "hz=250",
+        check: Some(ticks_at_250_hz),
+        ..all("hz250", 2, "256M")
+    },
+    // Several packages (issue 10): the boot sees them, the SKB's multicast tree has an
+    // aggregator per package, and `mcbench` prints Figure 6's lines from that tree.
+    Run {
+        sockets: Some(2),
+        test: PACKAGE_TESTS,
+        check: Some(two_packages_and_multicast_lines),
+        ..all("sockets4", 4, "256M")
+    },
+    Run {
+        sockets: Some(4),
+        test: "boot.multicast_tree_per_package",
+        check: Some(four_packages),
+        ..all("sockets8", 8, "256M")
+    },
 ];
+
+/// The boot line says the tick is 250 Hz, as `hz=250` asked.
+fn ticks_at_250_hz(log: &str) -> Result {
+    if log.lines().any(|l| l.starts_with("timer: ") && l.trim_end().ends_with("tick 250 Hz")) {
+        Ok(())
+    } else {
+        Err("the boot line does not say `tick 250 Hz`".into())
+    }
+}
+
+/// The boot line `cores: 4 of 4 online in 2 package(s) (...)`: the package count.
+fn packages_in_log(log: &str) -> Option<u32> {
+    let line = log.lines().find(|l| l.starts_with("cores: ") && l.contains(" online in "))?;
+    let (_, rest) = line.split_once(" online in ")?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// The boot saw `want` packages.
+fn packages_are(log: &str, want: u32) -> Result {
+    match packages_in_log(log) {
+        Some(got) if got == want => Ok(()),
+        Some(got) => Err(format!("the boot saw {got} packages, QEMU was given {want}")),
+        None => Err("no `cores: ... online in N package(s)` line".into()),
+    }
+}
+
+/// `sockets4`: 2 packages, and `mcbench` printed every protocol at 2..=4 cores, the tree
+/// of all 4 spanning both packages.
+fn two_packages_and_multicast_lines(log: &str) -> Result {
+    packages_are(log, 2)?;
+    multicast_lines_complete(log, 4, 2)
+}
+
+/// `sockets8`: 4 packages.
+fn four_packages(log: &str) -> Result {
+    packages_are(log, 4)
+}
+
+/// Atoll's user-space multicast lines (`experiment` `multicast`, no `impl`): a positive
+/// latency for each protocol at each core count 2..=`cores`, and the line at `cores`
+/// counting `packages` packages.
+fn multicast_lines_complete(log: &str, cores: u64, packages: u64) -> Result {
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| l.trim_end_matches('\r').strip_prefix("RESULT "))
+        .filter_map(|json| serde_json::from_str(json).ok())
+        .filter(|v: &serde_json::Value| v["experiment"] == "multicast" && v.get("impl").is_none())
+        .collect();
+    for k in 2..=cores {
+        for protocol in ["broadcast", "unicast", "multicast"] {
+            let line = lines
+                .iter()
+                .find(|v| v["cores"] == k && v["protocol"] == protocol)
+                .ok_or_else(|| format!("no multicast line for {protocol} at {k} cores"))?;
+            if line["value"].as_u64().is_none_or(|v| v == 0) || line["system"] != "atoll" {
+                return Err(format!("bad multicast line {line}"));
+            }
+            if k == cores && line["packages"] != packages {
+                return Err(format!(
+                    "{protocol} at {k} cores spans {}, not {packages} packages",
+                    line["packages"]
+                ));
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Running count of passed and failed tests (host and QEMU alike).
 #[derive(Debug, Default)]
@@ -96,6 +199,9 @@ impl Tally {
 /// Runs everything selected; the exit code is failure if anything failed or could not run.
 pub fn test(opts: &Options) -> Result<ExitCode> {
     let (accel, why) = Accel::choose(opts.accel.as_deref())?;
+    if opts.dry_run {
+        return dry_run(opts, accel, why);
+    }
     let mut tally = Tally::default();
     if !opts.skip_host {
         host::run_all(&mut tally);
@@ -111,6 +217,27 @@ pub fn test(opts: &Options) -> Result<ExitCode> {
     }
     println!("{}", tally.summary());
     Ok(if tally.failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `DRY_RUN=1`: what `test` would do with these settings, building and booting nothing; an
+/// error if the filter selects nothing.
+fn dry_run(opts: &Options, accel: Accel, why: &str) -> Result<ExitCode> {
+    let filter = opts.only.as_deref().unwrap_or("");
+    let runs: Vec<&str> =
+        RUNS.iter().filter(|r| r.label.contains(filter)).map(|r| r.label).collect();
+    let smoke = "bench-smoke".contains(filter);
+    if runs.is_empty() && !smoke {
+        return Err(format!("no QEMU run's label contains `{filter}`"));
+    }
+    println!(
+        "test: dry run ({} ({why})): host tests {}, {} QEMU runs: {}{}",
+        accel.name(),
+        if opts.skip_host { "skipped" } else { "run" },
+        runs.len(),
+        runs.join(" "),
+        if smoke { ", then bench-smoke" } else { "" }
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Builds the kernel and does the selected runs of [`RUNS`].
@@ -140,8 +267,14 @@ fn run_qemu_tests(opts: &Options, accel: Accel, why: &str, tally: &mut Tally) {
     println!("== qemu: accelerator {} ({why})", accel.name());
     for run in runs {
         let vm = machine(run, &images, accel, opts);
+        if let Err(why) = qemu::check_sockets(vm.cores, vm.sockets) {
+            println!("SKIP {}: {why}", run.label);
+            tally.skipped += 1;
+            continue;
+        }
         let log = log_dir.join(format!("{}.log", run.label));
-        println!("== {}: -smp {} -m {} test={}", run.label, run.cores, run.mem, run.test);
+        let smp = qemu::smp_arg(vm.cores, vm.sockets);
+        println!("== {}: -smp {smp} -m {} test={}", run.label, run.mem, run.test);
         let timeout = Duration::from_secs(opts.timeout.unwrap_or(run.timeout_secs));
         match boot_and_judge(run, &vm, &log, timeout) {
             Ok((verdict, seconds)) => report(run, &verdict, seconds, &log, tally),
@@ -159,11 +292,14 @@ fn machine(run: &Run, images: &build::Images, accel: Accel, opts: &Options) -> V
     extra.extend(opts.qemu_args.iter().cloned());
     Vm {
         cores: run.cores,
+        sockets: run.sockets.or(opts.sockets),
         mem: run.mem.into(),
         accel,
         kernel: images.kernel.clone(),
         initrd: Some(images.initrd.clone()),
-        cmdline: format!("{}={}", verdict::cmdline_keys::TEST, run.test),
+        cmdline: format!("{}={} {}", verdict::cmdline_keys::TEST, run.test, run.append)
+            .trim_end()
+            .to_string(),
         extra,
     }
 }
@@ -196,7 +332,19 @@ fn report(run: &Run, verdict: &Verdict, seconds: f64, log: &Path, tally: &mut Ta
         println!("FAIL {}: {} ({seconds:.1} s)", run.label, verdict.why_run());
         tally.failed += 1;
     }
-    if !verdict.passed() {
+    let checked = run.check.map(|check| check(&qemu::read_log(log)));
+    match &checked {
+        Some(Ok(())) => {
+            println!("PASS {}/log", run.label);
+            tally.passed += 1;
+        }
+        Some(Err(why)) => {
+            println!("FAIL {}/log: {why}", run.label);
+            tally.failed += 1;
+        }
+        None => {}
+    }
+    if !verdict.passed() || checked.is_some_and(|c| c.is_err()) {
         print_tail(log, 40);
     }
 }
@@ -238,6 +386,54 @@ mod tests {
             let run = RUNS.iter().find(|r| r.cores == cores && r.test == "all").unwrap();
             assert_eq!(run.expect_online, Some(cores), "{}", run.label);
         }
+    }
+
+    #[test]
+    fn package_runs_spread_their_cores_evenly() {
+        let runs: Vec<&Run> = RUNS.iter().filter(|r| r.sockets.is_some()).collect();
+        assert!(runs.iter().any(|r| r.sockets == Some(2) && r.test.contains("user.multicast")));
+        assert!(runs.iter().any(|r| r.sockets == Some(4)));
+        for run in runs {
+            assert!(qemu::check_sockets(run.cores, run.sockets).is_ok(), "{}", run.label);
+            assert!(run.check.is_some(), "{}", run.label);
+        }
+    }
+
+    #[test]
+    fn the_package_count_comes_from_the_boot_line() {
+        let log = "memory: x\ncores: 4 of 4 online in 2 package(s) (XApic), topology smt_bits=0 core_bits=1\n";
+        assert_eq!(packages_in_log(log), Some(2));
+        assert!(packages_are(log, 2).is_ok());
+        assert!(packages_are(log, 4).unwrap_err().contains("2 packages"));
+        assert!(packages_are("cores: 4 of 4 online (XApic)\n", 1).is_err());
+    }
+
+    /// A multicast line as the workload prints it.
+    fn mc(k: u32, protocol: &str, value: u32, packages: u32) -> String {
+        format!(
+            r#"RESULT {{"experiment":"multicast","system":"atoll","cores":{k},"metric":"latency_cycles","value":{value},"unit":"cycles","protocol":"{protocol}","packages":{packages}}}"#
+        )
+    }
+
+    #[test]
+    fn multicast_lines_must_cover_every_protocol_and_core_count() {
+        let mut lines = Vec::new();
+        for k in 2..=4 {
+            for p in ["unicast", "multicast", "broadcast"] {
+                lines.push(mc(k, p, 100, if k == 2 { 1 } else { 2 }));
+            }
+        }
+        let log = lines.join("\r\n");
+        assert!(multicast_lines_complete(&log, 4, 2).is_ok());
+        // The kernel's lines (impl "kernel") do not count.
+        let kernel =
+            log.replace(r#""protocol":"broadcast","#, r#""protocol":"broadcast","impl":"kernel","#);
+        assert!(multicast_lines_complete(&kernel, 4, 2).unwrap_err().contains("broadcast"));
+        let flat = log.replace(r#""packages":2"#, r#""packages":1"#);
+        assert!(multicast_lines_complete(&flat, 4, 2).unwrap_err().contains("packages"));
+        let zero = log.replace(&mc(3, "unicast", 100, 2), &mc(3, "unicast", 0, 2));
+        assert!(multicast_lines_complete(&zero, 4, 2).is_err());
+        assert!(multicast_lines_complete(&log, 5, 2).unwrap_err().contains("at 5 cores"));
     }
 
     #[test]

@@ -122,6 +122,13 @@ pub mod nr {
     /// `console_read(buf, len)`: bytes typed on the serial console since the last call
     /// (never waits; returns 0 when there are none).
     pub const CONSOLE_READ: u64 = 40;
+    /// `share_dupobj(share, ref_share, ref_obj)`: enters the object ⟨ref_share, ref_obj⟩
+    /// into `share` again under a fresh id (a descriptor: one more reference, no new
+    /// object; Corey §3.3, the talk's `dup`); returns the id. `share_delobj` of the id is
+    /// `close`. Shares cannot be duplicated (`InvalidArgument`).
+    pub const SHARE_DUPOBJ: u64 = 41;
+    /// The highest call number.
+    pub const LAST: u64 = SHARE_DUPOBJ;
 }
 
 /// What `pcore_status` reports (one word): the state in the high 32 bits, a detail in the

@@ -84,6 +84,10 @@ impl Slot {
 /// ```
 pub struct RwLock<T, const SLOTS: usize = READER_SLOTS> {
     slots: [Slot; SLOTS],
+    /// How many of the slots are used (1..=SLOTS, fixed at creation): readers take slot
+    /// `reader_slot % used`, writers close only these. A lock sized to the machine's
+    /// readers (its cores) costs a writer that many lines, not `SLOTS`.
+    used: usize,
     /// Orders writers; readers never touch it.
     writers: RawMcs,
     data: LockCell<T>,
@@ -118,6 +122,7 @@ impl<T, const SLOTS: usize> RwLock<T, SLOTS> {
         const { assert!(SLOTS > 0, "an RwLock needs at least one reader slot") };
         RwLock {
             slots: [const { Slot::new() }; SLOTS],
+            used: SLOTS,
             writers: RawMcs::new(),
             data: LockCell::new(value),
         }
@@ -129,16 +134,26 @@ impl<T, const SLOTS: usize> RwLock<T, SLOTS> {
         const { assert!(SLOTS > 0, "an RwLock needs at least one reader slot") };
         RwLock {
             slots: core::array::from_fn(|_| Slot::new()),
+            used: SLOTS,
             writers: RawMcs::new(),
             data: LockCell::new(value),
         }
     }
 
+    /// The lock with only the first `readers` slots in use (at least 1, at most `SLOTS`):
+    /// for a machine with `readers` cores, a writer then closes `readers` lines, not
+    /// `SLOTS`. Readers on cores `c` and `c + readers` share a slot (still correct).
+    pub fn with_readers(value: T, readers: usize) -> Self {
+        let mut lock = Self::with_slots(value);
+        lock.used = readers.clamp(1, SLOTS);
+        lock
+    }
+
     /// Runs `f` on the value shared with other readers, registered in slot `reader_slot %
-    /// SLOTS`; waits while a writer holds or is draining the lock. Pass the core number so
+    /// used` (see [`RwLock::with_readers`]; all `SLOTS` by default); waits while a writer holds or is draining the lock. Pass the core number so
     /// readers on different cores write different cache lines.
     pub fn read<R>(&self, reader_slot: usize, f: impl FnOnce(&T) -> R) -> R {
-        let slot = &self.slots[reader_slot % SLOTS].state;
+        let slot = &self.slots[reader_slot % self.used].state;
         let mut spin = Spin::new();
         loop {
             // Announce ourselves. Acquire: when the writer bit is clear we read the value, so
@@ -169,15 +184,16 @@ impl<T, const SLOTS: usize> RwLock<T, SLOTS> {
         self.writers.with_locked(|| {
             // Close every slot. Relaxed: the bit publishes nothing; readers who see it do not
             // touch the value. Only the writer holding `writers` sets or clears the bit.
-            for slot in &self.slots {
+            let slots = &self.slots[..self.used];
+            for slot in slots {
                 slot.state.fetch_or(WRITER, Relaxed);
             }
-            let _reopen = Reopen(&self.slots);
+            let _reopen = Reopen(slots);
             // Wait until each slot holds only our bit. Acquire: pairs with the Release
             // subtracts of the readers who were inside (through the slot's release sequence),
             // so their reads of the value happen-before our writes.
             let mut spin = Spin::new();
-            for slot in &self.slots {
+            for slot in slots {
                 while slot.state.load(Acquire) != WRITER {
                     spin.wait();
                 }
@@ -207,9 +223,9 @@ impl Drop for Leave<'_> {
 }
 
 /// Clears the writer bit in every slot when dropped (also during unwinding).
-struct Reopen<'a, const SLOTS: usize>(&'a [Slot; SLOTS]);
+struct Reopen<'a>(&'a [Slot]);
 
-impl<const SLOTS: usize> Drop for Reopen<'_, SLOTS> {
+impl Drop for Reopen<'_> {
     fn drop(&mut self) {
         for slot in self.0 {
             // Release: our writes to the value happen-before the Acquire add of every reader
@@ -250,6 +266,21 @@ mod tests {
             assert_eq!(lock.slots[1000 % 4].state.load(Relaxed), 1);
         });
         assert!(drained(&lock));
+    }
+
+    #[test]
+    fn a_lock_sized_to_its_readers_uses_only_their_slots() {
+        let lock = RwLock::<u8, 16>::with_readers(1, 2);
+        lock.read(5, |_| assert_eq!(lock.slots[1].state.load(Relaxed), 1));
+        lock.write(|v| {
+            *v = 2;
+            assert!(lock.slots[..2].iter().all(|s| s.state.load(Relaxed) == WRITER));
+            assert!(lock.slots[2..].iter().all(|s| s.state.load(Relaxed) == 0));
+        });
+        assert_eq!(lock.read(7, |v| *v), 2);
+        assert!(drained(&lock));
+        assert_eq!(RwLock::<u8, 4>::with_readers(0, 0).used, 1);
+        assert_eq!(RwLock::<u8, 4>::with_readers(0, 99).used, 4);
     }
 
     #[test]

@@ -7,18 +7,21 @@
 //! Read top to bottom:
 //! 1. [`id`]: [`ObjectId`]s from per-core counters, the creating core in the high bits
 //!    (Corey §4.2; no shared counter), [`ObjectKind`]s and short [`ObjName`]s.
-//! 2. [`object`]: [`Object`] and its counted pointer [`ObjPtr`], the [`Payload`] trait,
+//! 2. [`idmap`]: [`IdMap`], the hash table from ids to entries every share keeps.
+//! 3. [`object`]: [`Object`] and its counted pointer [`ObjPtr`], the [`Payload`] trait,
 //!    a shared share's [`ShareTable`] behind a scalable reader-writer lock (Corey §4.1),
 //!    and [`release`], which frees with a worklist.
-//! 3. [`share`]: [`ShareSet`], the private root share plus shared shares, its access
+//! 4. [`share`]: [`ShareSet`], the private root share plus shared shares, its access
 //!    check [`ShareSet::resolve`] of an [`ObjRef`] = ⟨share id, object id⟩, and the calls
-//!    `share_alloc`, `share_addobj`, `share_delobj`, `self_drop`, `obj_get_name`.
+//!    `share_alloc`, `share_addobj`, `share_dupobj`, `share_delobj`, `self_drop`,
+//!    `obj_get_name`.
 //!
 //! # Who holds a reference
 //! Objects live in kernel memory every core can reach (Corey §4.1 "kernels on all cores
 //! can address all object metadata"). An object's reference count is the number of its
 //! [`ObjPtr`]s, and these are all the holders there are:
-//! 1. every share that contains the object's id (an id is in a share at most once);
+//! 1. every entry of a share that names the object: its own id, or a descriptor id
+//!    `share_dupobj` made for it (an id is in a share at most once);
 //! 2. every share set that contains a shared share;
 //! 3. every pointer the kernel keeps outside shares: an address range holds each segment
 //!    and nested range it maps, a running pcore its root address range and share set.
@@ -36,11 +39,16 @@ extern crate alloc;
 use core::fmt;
 
 pub mod id;
+pub mod idmap;
 pub mod object;
 pub mod share;
 
 pub use id::{IdAllocator, ObjName, ObjectId, ObjectKind, CORE_SHIFT, NAME_MAX};
-pub use object::{release, Body, Census, Creator, ObjPtr, Object, Payload, ShareMap, ShareTable};
+pub use idmap::IdMap;
+pub use object::{
+    release, release_one, Body, Census, CensusToken, Creator, Entry, ObjPtr, Object, Payload,
+    ShareMap, ShareTable,
+};
 pub use share::{ObjInfo, ObjRef, ShareSet};
 
 /// Why an object operation failed. Every operation checks everything before it changes
@@ -67,6 +75,8 @@ pub enum ObjError {
     NameTooLong,
     /// The private root share cannot be dropped, put into a share or given away.
     RootShare,
+    /// The share holds [`object::SHARE_MAX`] entries.
+    ShareFull,
 }
 
 impl fmt::Display for ObjError {
@@ -81,6 +91,7 @@ impl fmt::Display for ObjError {
             ObjError::IdsExhausted => "this core has no object ids left",
             ObjError::NameTooLong => "object name is too long",
             ObjError::RootShare => "the root share is private to its pcore",
+            ObjError::ShareFull => "the share is full",
         })
     }
 }

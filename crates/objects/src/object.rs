@@ -2,9 +2,10 @@
 //! memory that every core can reach; a holder keeps an [`ObjPtr`] (a counted pointer) to
 //! it, so "the kernel counts references to each object, freeing the object's memory when
 //! the count is zero" is the pointer's count. The kernel's per-kind data is a [`Payload`];
-//! a share's body is a [`ShareTable`] behind a scalable reader-writer lock.
+//! a share's body is a [`ShareTable`] behind a scalable reader-writer lock. A share maps
+//! entry ids to [`Entry`]s: an object's own id, or a descriptor id that `share_dupobj`
+//! made for it (the talk's file descriptors: several ids, one object).
 
-use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -12,6 +13,7 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use locks::RwLock;
 
 use crate::id::{IdAllocator, ObjName, ObjectId, ObjectKind};
+use crate::idmap::IdMap;
 use crate::ObjError;
 
 /// A counted pointer to an object: one per holder (see the crate docs).
@@ -29,9 +31,13 @@ pub trait Payload: Send + Sync + Sized {
     }
 }
 
-/// Counts the live objects one core created, so the kernel can cap them (object metadata
-/// is kernel memory a program must not exhaust). Decremented by whichever core frees.
+/// Counts the live objects and descriptor entries one core created, so the kernel can cap
+/// them (their metadata is kernel memory a program must not exhaust). Decremented by
+/// whichever core frees. Alone on its cache line: a core's census is written by every
+/// create and free on that core, and must not share a line with its neighbour's (Corey §1:
+/// per-core operations must not write shared lines).
 #[derive(Debug, Default)]
+#[repr(align(64))]
 pub struct Census {
     live: AtomicUsize,
 }
@@ -55,12 +61,26 @@ impl Census {
 pub struct Creator {
     ids: IdAllocator,
     census: &'static Census,
+    /// Reader slots of the shares it makes (the machine's cores).
+    readers: usize,
 }
 
 impl Creator {
     /// The creator of `core`'s objects, counted in `census`.
     pub fn new(core: u16, census: &'static Census) -> Self {
-        Creator { ids: IdAllocator::new(core), census }
+        Creator { ids: IdAllocator::new(core), census, readers: locks::rwlock::READER_SLOTS }
+    }
+
+    /// The same, making shares whose locks have `readers` reader slots (the number of
+    /// cores that may read them): a write to a share then closes that many cache lines.
+    pub fn with_readers(mut self, readers: usize) -> Self {
+        self.readers = readers;
+        self
+    }
+
+    /// A new, empty share table sized for this creator's readers.
+    pub fn share_table<P: Payload>(&self) -> ShareTable<P> {
+        ShareTable::with_readers(self.readers)
     }
 
     /// How many objects this core created are live.
@@ -71,6 +91,15 @@ impl Creator {
     /// A fresh id (for a private root share, which is not an object).
     pub fn next_id(&mut self) -> Result<ObjectId, ObjError> {
         self.ids.next_id()
+    }
+
+    /// A fresh entry id for a descriptor (`share_dupobj`), counted in this core's census
+    /// until the returned token is dropped.
+    pub fn entry_id(&mut self) -> Result<(ObjectId, CensusToken), ObjError> {
+        let id = self.ids.next_id()?;
+        // Relaxed: see `Census::live`.
+        self.census.live.fetch_add(1, Ordering::Relaxed);
+        Ok((id, CensusToken(self.census)))
     }
 
     /// A new object with a fresh id and one reference (the returned pointer).
@@ -87,9 +116,72 @@ impl Creator {
     }
 }
 
-/// A share's contents: object id → pointer (Corey §3.3 "a share maps application-visible
-/// identifiers to kernel data pointers"). Each id is in a share at most once.
-pub type ShareMap<P> = BTreeMap<ObjectId, ObjPtr<P>>;
+/// One count in a [`Census`], given back when dropped (a descriptor entry's share of the
+/// cap on kernel metadata).
+#[derive(Debug)]
+pub struct CensusToken(&'static Census);
+
+impl Drop for CensusToken {
+    fn drop(&mut self) {
+        // Relaxed: see `Census::live`.
+        self.0.live.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One entry of a share: a counted pointer to the object, and, for a descriptor entry
+/// (an id other than the object's own, made by `share_dupobj`), the census count that
+/// entry holds. The entry holds one reference to the object, whatever its id.
+pub struct Entry<P: Payload> {
+    ptr: ObjPtr<P>,
+    token: Option<CensusToken>,
+}
+
+impl<P: Payload> Entry<P> {
+    /// The entry of an object under its own id.
+    pub fn object(ptr: ObjPtr<P>) -> Self {
+        Entry { ptr, token: None }
+    }
+
+    /// A descriptor entry: another id for `ptr`, counted by `token`.
+    pub fn descriptor(ptr: ObjPtr<P>, token: CensusToken) -> Self {
+        Entry { ptr, token: Some(token) }
+    }
+
+    /// The object.
+    pub fn ptr(&self) -> &ObjPtr<P> {
+        &self.ptr
+    }
+
+    /// Gives the census count back and returns the reference.
+    pub fn into_ptr(self) -> ObjPtr<P> {
+        let Entry { ptr, token } = self;
+        drop(token);
+        ptr
+    }
+}
+
+/// Most entries one share holds. Each core's object cap bounds what it makes, but a
+/// shared share collects the entries of every core; this bound keeps its hash table, which
+/// grows in one allocation, at most 768 KiB (32,768 slots of 24 bytes), below the memory
+/// the kernel keeps back for itself when a call may allocate.
+pub const SHARE_MAX: usize = 16_384;
+
+/// Adds `entry` under `id` to `map` unless the id is there or the map is full.
+pub(crate) fn insert_bounded<P: Payload>(
+    map: &mut ShareMap<P>,
+    id: ObjectId,
+    entry: Entry<P>,
+) -> Result<(), (ObjError, Entry<P>)> {
+    if map.len() >= SHARE_MAX {
+        return Err((ObjError::ShareFull, entry));
+    }
+    map.insert_new(id, entry).map_err(|e| (ObjError::AlreadyPresent, e))
+}
+
+/// A share's contents: entry id → [`Entry`] (Corey §3.3 "a share maps application-visible
+/// identifiers to kernel data pointers"). Each id is in a share at most once; an object is
+/// under its own id, and under any descriptor ids `share_dupobj` gave it.
+pub type ShareMap<P> = IdMap<Entry<P>>;
 
 /// A shared share's table behind its lock (Corey §4.1: "a scalable read-write lock
 /// implementation inspired by the MCS lock"): lookups take a read lock in the reading
@@ -101,12 +193,17 @@ pub struct ShareTable<P: Payload> {
 impl<P: Payload> ShareTable<P> {
     /// An empty table.
     pub fn new() -> Self {
-        ShareTable { map: RwLock::new(BTreeMap::new()) }
+        ShareTable { map: RwLock::new(IdMap::new()) }
     }
 
-    /// The pointer for `id`, read in reader slot `core`.
+    /// An empty table whose lock has `readers` reader slots ([`RwLock::with_readers`]).
+    pub fn with_readers(readers: usize) -> Self {
+        ShareTable { map: RwLock::with_readers(IdMap::new(), readers) }
+    }
+
+    /// The pointer for entry `id`, read in reader slot `core`.
     pub fn get(&self, core: usize, id: ObjectId) -> Option<ObjPtr<P>> {
-        self.map.read(core, |m| m.get(&id).cloned())
+        self.map.read(core, |m| m.get(&id).map(|e| e.ptr.clone()))
     }
 
     /// Whether `id` is in the table.
@@ -114,23 +211,18 @@ impl<P: Payload> ShareTable<P> {
         self.map.read(core, |m| m.contains_key(&id))
     }
 
-    /// Adds `ptr` under its id, or gives it back with [`ObjError::AlreadyPresent`].
-    pub fn insert(&self, ptr: ObjPtr<P>) -> Result<(), (ObjError, ObjPtr<P>)> {
-        self.map.write(|m| {
-            if m.contains_key(&ptr.id) {
-                return Err((ObjError::AlreadyPresent, ptr));
-            }
-            m.insert(ptr.id, ptr);
-            Ok(())
-        })
+    /// Adds `entry` under `id`, or gives it back with [`ObjError::AlreadyPresent`].
+    /// A table that holds [`SHARE_MAX`] entries refuses with [`ObjError::ShareFull`].
+    pub fn insert(&self, id: ObjectId, entry: Entry<P>) -> Result<(), (ObjError, Entry<P>)> {
+        self.map.write(|m| insert_bounded(m, id, entry))
     }
 
-    /// Removes `id` and returns its pointer (the caller drops it, which may free it).
+    /// Removes entry `id` and returns its pointer (the caller drops it, which may free it).
     pub fn remove(&self, id: ObjectId) -> Result<ObjPtr<P>, ObjError> {
-        self.map.write(|m| m.remove(&id)).ok_or(ObjError::NotInShare)
+        self.map.write(|m| m.remove(&id)).map(Entry::into_ptr).ok_or(ObjError::NotInShare)
     }
 
-    /// The ids in the table, read in reader slot `core`.
+    /// The entry ids in the table, read in reader slot `core`.
     pub fn ids(&self, core: usize) -> Vec<ObjectId> {
         self.map.read(core, |m| m.keys().copied().collect())
     }
@@ -146,7 +238,7 @@ impl<P: Payload> ShareTable<P> {
     }
 
     fn take_all(&self) -> Vec<ObjPtr<P>> {
-        self.map.write(core::mem::take).into_values().collect()
+        self.map.write(core::mem::take).into_values().map(Entry::into_ptr).collect()
     }
 }
 
@@ -218,6 +310,14 @@ impl<P: Payload> Drop for Object<P> {
         // Relaxed: see `Census::live`.
         self.census.live.fetch_sub(1, Ordering::Relaxed);
         release(self.take_held());
+    }
+}
+
+/// Drops one reference: [`release`] without a worklist to allocate when it was not the
+/// last (the common case of `share_delobj`, e.g. closing a `dup`ped descriptor).
+pub fn release_one<P: Payload>(ptr: ObjPtr<P>) {
+    if let Some(mut object) = Arc::into_inner(ptr) {
+        release(object.take_held());
     }
 }
 

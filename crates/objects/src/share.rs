@@ -8,6 +8,14 @@
 //! starts with one share (its root share)"), so it is a plain map that takes no lock and
 //! is not an object: it cannot be put into another share. Shared shares are objects whose
 //! table sits behind a scalable reader-writer lock, reachable from any core.
+//!
+//! An entry of a share is an id and the object it names. `share_addobj` and the `*_alloc`
+//! calls enter an object under its own id; `share_dupobj` enters it again under a fresh id,
+//! a *descriptor* (Corey §3.3: "shares could be used to implement file-descriptor-like
+//! references to kernel objects"; the talk's `dup`). A descriptor is one more reference
+//! to the object, costs one insert, and names it like its own id does until
+//! `share_delobj` removes it: `dup` and `close` touch the table and the object's count,
+//! nothing else.
 
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec;
@@ -16,7 +24,9 @@ use alloc::vec::Vec;
 use locks::McsLock;
 
 use crate::id::{ObjName, ObjectId, ObjectKind};
-use crate::object::{release, Body, Creator, ObjPtr, Payload, ShareMap};
+use crate::object::{
+    insert_bounded, release, release_one, Body, Creator, Entry, ObjPtr, Payload, ShareMap,
+};
 use crate::ObjError;
 
 /// A reference to an object as system calls take it (Figure 5: "share, seg, ar, pcore,
@@ -62,7 +72,7 @@ impl<P: Payload> ShareSet<P> {
     /// pcore on `core`.
     pub fn new(core: usize, creator: &mut Creator) -> Result<Self, ObjError> {
         let root_id = creator.next_id()?;
-        Ok(ShareSet { core, root_id, root: BTreeMap::new(), shared: BTreeMap::new() })
+        Ok(ShareSet { core, root_id, root: ShareMap::new(), shared: BTreeMap::new() })
     }
 
     /// The id of the private root share.
@@ -95,7 +105,7 @@ impl<P: Payload> ShareSet<P> {
     /// ([`ObjError::NotInShare`]).
     pub fn resolve(&self, r: ObjRef) -> Result<ObjPtr<P>, ObjError> {
         if r.share == self.root_id {
-            return self.root.get(&r.object).cloned().ok_or(ObjError::NotInShare);
+            return self.root.get(&r.object).map(|e| e.ptr().clone()).ok_or(ObjError::NotInShare);
         }
         let share = self.shared.get(&r.share).ok_or(ObjError::NotInShareSet)?;
         let table = share.share().ok_or(ObjError::WrongKind)?;
@@ -111,19 +121,35 @@ impl<P: Payload> ShareSet<P> {
         Ok(ptr)
     }
 
-    /// Puts `ptr` into `share` (in the set), handing it that reference.
+    /// Puts `ptr` into `share` (in the set) under its own id, handing it that reference.
     fn place(&mut self, share: ObjectId, ptr: ObjPtr<P>) -> Result<(), ObjError> {
+        let id = ptr.id();
+        self.place_entry(share, id, Entry::object(ptr))
+    }
+
+    /// Puts `entry` into `share` (in the set) under `id`; on an error the entry is dropped.
+    fn place_entry(
+        &mut self,
+        share: ObjectId,
+        id: ObjectId,
+        entry: Entry<P>,
+    ) -> Result<(), ObjError> {
         if share == self.root_id {
-            if self.root.contains_key(&ptr.id()) {
-                return Err(ObjError::AlreadyPresent);
-            }
-            self.root.insert(ptr.id(), ptr);
-            return Ok(());
+            return insert_bounded(&mut self.root, id, entry).map_err(|(e, entry)| {
+                release_one(entry.into_ptr());
+                e
+            });
         }
-        let holder = self.shared.get(&share).ok_or(ObjError::NotInShareSet)?;
-        let table = holder.share().ok_or(ObjError::WrongKind)?;
-        table.insert(ptr).map_err(|(e, ptr)| {
-            release(vec![ptr]);
+        let Some(holder) = self.shared.get(&share) else {
+            release_one(entry.into_ptr());
+            return Err(ObjError::NotInShareSet);
+        };
+        let Some(table) = holder.share() else {
+            release_one(entry.into_ptr());
+            return Err(ObjError::WrongKind);
+        };
+        table.insert(id, entry).map_err(|(e, entry)| {
+            release_one(entry.into_ptr());
             e
         })
     }
@@ -175,8 +201,8 @@ impl<P: Payload> ShareSet<P> {
         name: ObjName,
     ) -> Result<ObjectId, ObjError> {
         self.check_share(parent)?;
-        let ptr =
-            creator.make(ObjectKind::Share, name, Body::Share(alloc::boxed::Box::default()))?;
+        let table = alloc::boxed::Box::new(creator.share_table());
+        let ptr = creator.make(ObjectKind::Share, name, Body::Share(table))?;
         let id = ptr.id();
         self.place(parent, ptr)?;
         Ok(id)
@@ -202,16 +228,44 @@ impl<P: Payload> ShareSet<P> {
         })
     }
 
-    /// `share_delobj(obj)`: takes the object `r` names out of `r.share`, one reference
-    /// fewer; frees it if that was the last.
+    /// `share_dupobj(share, obj)`: enters the object `obj` names into `share` (in the set)
+    /// again, under a fresh id from `creator` (a descriptor, counted in its census while it
+    /// lives), one more reference; returns the id. One insert: no object is made or copied.
+    /// Shares are refused ([`ObjError::WrongKind`]): a share is named by its own id in a
+    /// share set, and a second id for it would let a share set hold it twice.
+    pub fn share_dupobj(
+        &mut self,
+        creator: &mut Creator,
+        share: ObjectId,
+        obj: ObjRef,
+    ) -> Result<ObjectId, ObjError> {
+        self.check_share(share)?;
+        let ptr = self.resolve(obj)?;
+        if ptr.kind() == ObjectKind::Share {
+            release_one(ptr);
+            return Err(ObjError::WrongKind);
+        }
+        let (id, token) = match creator.entry_id() {
+            Ok(t) => t,
+            Err(e) => {
+                release_one(ptr);
+                return Err(e);
+            }
+        };
+        self.place_entry(share, id, Entry::descriptor(ptr, token))?;
+        Ok(id)
+    }
+
+    /// `share_delobj(obj)`: takes the entry `r` names (an object's own id or a descriptor)
+    /// out of `r.share`, one reference fewer; frees the object if that was the last.
     pub fn share_delobj(&mut self, r: ObjRef) -> Result<(), ObjError> {
         let removed = if r.share == self.root_id {
-            self.root.remove(&r.object).ok_or(ObjError::NotInShare)?
+            self.root.remove(&r.object).map(Entry::into_ptr).ok_or(ObjError::NotInShare)?
         } else {
             let holder = self.shared.get(&r.share).ok_or(ObjError::NotInShareSet)?;
             holder.share().ok_or(ObjError::WrongKind)?.remove(r.object)?
         };
-        release(vec![removed]);
+        release_one(removed);
         Ok(())
     }
 
@@ -265,7 +319,8 @@ impl<P: Payload> ShareSet<P> {
 
 impl<P: Payload> Drop for ShareSet<P> {
     fn drop(&mut self) {
-        let mut held: Vec<ObjPtr<P>> = core::mem::take(&mut self.root).into_values().collect();
+        let mut held: Vec<ObjPtr<P>> =
+            core::mem::take(&mut self.root).into_values().map(Entry::into_ptr).collect();
         held.extend(core::mem::take(&mut self.shared).into_values());
         release(held);
     }
@@ -283,7 +338,7 @@ fn reaches<P: Payload>(core: usize, from: &ObjPtr<P>, target: ObjectId) -> bool 
         let Some(table) = share.share() else { continue };
         for id in table.ids(core) {
             if let Some(child) = table.get(core, id) {
-                if child.kind() == ObjectKind::Share && seen.insert(id) {
+                if child.kind() == ObjectKind::Share && seen.insert(child.id()) {
                     work.push(child);
                 }
             }

@@ -192,12 +192,120 @@ fn two_cores_add_and_remove_in_one_shared_share() {
     assert_eq!(w.drops.load(Ordering::Relaxed), 4000);
 }
 
+#[test]
+fn a_descriptor_is_another_id_for_the_same_object() {
+    let mut w = world(2);
+    let mut a = w.set(0);
+    let root = a.root_id();
+    let p = w.probe();
+    let seg = a.alloc(&mut w.creator, root, ObjectKind::Segment, name(), p).unwrap();
+    let fd = a.share_dupobj(&mut w.creator, root, r(root, seg)).unwrap();
+    assert_ne!(fd, seg);
+    assert_eq!(fd.core(), 2);
+    // One object, two entries: two references, and the descriptor counts in the census.
+    assert!(Arc::ptr_eq(&a.resolve(r(root, fd)).unwrap(), &a.resolve(r(root, seg)).unwrap()));
+    let info = a.obj_get_name(r(root, fd)).unwrap();
+    assert_eq!((info.id, info.kind, info.refcount), (seg, ObjectKind::Segment, 2));
+    assert_eq!(w.census.live(), 2);
+    // A descriptor of a descriptor names the same object; closing the original keeps it.
+    let fd2 = a.share_dupobj(&mut w.creator, root, r(root, fd)).unwrap();
+    a.share_delobj(r(root, seg)).unwrap();
+    assert_eq!(a.resolve(r(root, seg)).err(), Some(ObjError::NotInShare));
+    assert_eq!(a.lookup(r(root, fd2), ObjectKind::Segment).unwrap().id(), seg);
+    assert_eq!(w.drops.load(Ordering::Relaxed), 0);
+    a.share_delobj(r(root, fd)).unwrap();
+    assert_eq!(a.share_delobj(r(root, fd)).err(), Some(ObjError::NotInShare));
+    assert_eq!((w.census.live(), w.drops.load(Ordering::Relaxed)), (2, 0));
+    // The last entry goes: the object is freed and the census is back to zero.
+    a.share_delobj(r(root, fd2)).unwrap();
+    assert_eq!((w.census.live(), w.drops.load(Ordering::Relaxed)), (0, 1));
+}
+
+#[test]
+fn descriptors_in_shared_shares_and_their_refusals() {
+    let mut w = world(4);
+    let mut a = w.set(0);
+    let root = a.root_id();
+    let p = w.probe();
+    let seg = a.alloc(&mut w.creator, root, ObjectKind::Segment, name(), p).unwrap();
+    let table = a.share_alloc(&mut w.creator, root, name()).unwrap();
+    // Not yet in the set; then a descriptor of a root-share object in the shared table.
+    let dup = |a: &mut ShareSet<Probe>, c: &mut Creator, s, o| a.share_dupobj(c, s, o);
+    assert_eq!(dup(&mut a, &mut w.creator, table, r(root, seg)), Err(ObjError::NotInShareSet));
+    a.add_share(r(root, table)).unwrap();
+    let fd = dup(&mut a, &mut w.creator, table, r(root, seg)).unwrap();
+    assert_eq!(a.lookup(r(table, fd), ObjectKind::Segment).unwrap().id(), seg);
+    // Shares cannot be duplicated; unknown objects and shares are refused; nothing leaks.
+    let live = w.census.live();
+    assert_eq!(dup(&mut a, &mut w.creator, root, r(root, table)), Err(ObjError::WrongKind));
+    assert_eq!(dup(&mut a, &mut w.creator, root, r(root, ObjectId(99))), Err(ObjError::NotInShare));
+    assert_eq!(
+        dup(&mut a, &mut w.creator, ObjectId(7), r(root, seg)),
+        Err(ObjError::NotInShareSet)
+    );
+    assert_eq!(w.census.live(), live);
+    // Another core's set that holds the table can use and close the descriptor.
+    let mut b = w.set(1);
+    b.add_share_ptr(a.shared_share(table).unwrap()).unwrap();
+    assert_eq!(b.lookup(r(table, fd), ObjectKind::Segment).unwrap().id(), seg);
+    b.share_delobj(r(table, fd)).unwrap();
+    assert_eq!(a.resolve(r(table, fd)).err(), Some(ObjError::NotInShare));
+    // A descriptor left in a share is released with it.
+    dup(&mut a, &mut w.creator, table, r(root, seg)).unwrap();
+    drop(b);
+    drop(a);
+    assert_eq!((w.census.live(), w.drops.load(Ordering::Relaxed)), (0, 1));
+}
+
+/// Each core's census is written on every create and free on that core (every `dup` and
+/// `close`): in an array of them, one per core, no two may share a cache line. They did
+/// (8 bytes each, eight cores to a line), so `fdbench`'s private tables wrote a line
+/// shared by cores on every operation.
+#[test]
+fn each_census_has_a_cache_line_of_its_own() {
+    let cores: [Census; 2] = [Census::new(), Census::new()];
+    let (a, b) = (&cores[0] as *const Census as usize, &cores[1] as *const Census as usize);
+    assert!(b - a >= 64 && a % 64 == 0, "censuses {} bytes apart", b - a);
+}
+
+/// A share takes at most `SHARE_MAX` entries (its table grows in one allocation); the
+/// refused descriptor gives back its reference and census count.
+#[test]
+fn a_full_share_refuses_more() {
+    let mut w = world(5);
+    let mut a = w.set(0);
+    let root = a.root_id();
+    let p = w.probe();
+    let seg = a.alloc(&mut w.creator, root, ObjectKind::Segment, name(), p).unwrap();
+    let table = a.share_alloc(&mut w.creator, root, name()).unwrap();
+    a.add_share(r(root, table)).unwrap();
+    for share in [root, table] {
+        let mut last = Ok(ObjectId(0));
+        let mut live = w.census.live();
+        for _ in 0..object::SHARE_MAX + 10 {
+            live = w.census.live();
+            last = a.share_dupobj(&mut w.creator, share, r(root, seg));
+            if last.is_err() {
+                break;
+            }
+        }
+        assert_eq!(last, Err(ObjError::ShareFull));
+        assert_eq!(w.census.live(), live);
+    }
+    let info = a.obj_get_name(r(root, seg)).unwrap();
+    // Both shares full: the root's own entries (the segment, the table) count too.
+    assert_eq!(info.refcount as usize, 2 * object::SHARE_MAX - 1);
+    drop(a);
+    assert_eq!((w.census.live(), w.drops.load(Ordering::Relaxed)), (0, 1));
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Segment(usize),
     Share(usize),
     Add { share: usize, obj: usize },
     Del(usize),
+    Dup { share: usize, obj: usize },
     SetAdd(usize),
     Drop(usize),
 }
@@ -208,6 +316,7 @@ fn op() -> impl Strategy<Value = Op> {
         (0..4usize).prop_map(Op::Share),
         (0..8usize, 0..16usize).prop_map(|(share, obj)| Op::Add { share, obj }),
         (0..16usize).prop_map(Op::Del),
+        (0..8usize, 0..16usize).prop_map(|(share, obj)| Op::Dup { share, obj }),
         (0..8usize).prop_map(Op::SetAdd),
         (0..8usize).prop_map(Op::Drop),
     ]
@@ -225,6 +334,7 @@ proptest! {
         let mut objs: Vec<ObjectId> = Vec::new(); // every id ever made
         let mut shares: Vec<ObjectId> = alloc::vec![root];
         let mut segments = 0;
+        let mut descriptors: Vec<(ObjectId, ObjectId, ObjectId)> = Vec::new();
         for op in ops {
             match op {
                 Op::Segment(s) => {
@@ -254,6 +364,18 @@ proptest! {
                     let from = shares[obj % shares.len()];
                     let _ = set.share_delobj(r(from, id));
                 }
+                Op::Dup { share, obj } if !objs.is_empty() => {
+                    let into = shares[share % shares.len()];
+                    let id = objs[obj % objs.len()];
+                    for from in shares.clone() {
+                        let object = set.resolve(r(from, id)).map(|p| p.id());
+                        if let Ok(fd) = set.share_dupobj(&mut w.creator, into, r(from, id)) {
+                            // `Del` reaches the descriptors too.
+                            objs.push(fd);
+                            descriptors.push((into, fd, object.unwrap()));
+                        }
+                    }
+                }
                 Op::SetAdd(s) => {
                     let id = shares[s % shares.len()];
                     for from in shares.clone() {
@@ -274,6 +396,12 @@ proptest! {
                 }
             }
             prop_assert!(w.census.live() <= objs.len());
+            // A descriptor names the object it was made for, as long as it is there.
+            for &(share, fd, object) in &descriptors {
+                if let Ok(ptr) = set.resolve(r(share, fd)) {
+                    prop_assert_eq!(ptr.id(), object);
+                }
+            }
         }
         drop(set);
         prop_assert_eq!(w.census.live(), 0);

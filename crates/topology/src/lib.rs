@@ -192,6 +192,24 @@ mod tests {
     }
 
     #[test]
+    fn qemu_sockets_split_the_apic_ids_into_packages() {
+        // `-smp 6,sockets=2` (3 cores a package): leaf 0xB says SMT shift 0, core shift 2,
+        // and QEMU numbers the APIC ids 0,1,2 and 4,5,6 (the boot prints core_bits=2).
+        let l = ApicIdLayout::from_extended_leaf([(0, 1 << 8), (2, 2 << 8 | 1), (0, 0)]).unwrap();
+        let packages: Vec<u32> =
+            [0, 1, 2, 4, 5, 6].iter().map(|&id| l.locate(id).package).collect();
+        assert_eq!(packages, [0, 0, 0, 1, 1, 1]);
+        // `-smp 8,sockets=4`: core shift 1, ids 0..8, two cores a package.
+        let l = ApicIdLayout::from_extended_leaf([(0, 1 << 8), (1, 2 << 8 | 1), (0, 0)]).unwrap();
+        assert_eq!(l.locate(7), CpuLocation { package: 3, core: 1, smt: 0 });
+        // `-smp 8,sockets=2,dies=2`: leaf 0xB's core level shifts past the die bits too
+        // (QEMU gives it the package offset), so dies fold into `core`, not `package`.
+        let l = ApicIdLayout::from_extended_leaf([(0, 1 << 8), (2, 2 << 8 | 1), (0, 0)]).unwrap();
+        assert_eq!(l.locate(2), CpuLocation { package: 0, core: 2, smt: 0 });
+        assert_eq!(l.locate(4).package, 1);
+    }
+
+    #[test]
     fn extended_leaf_absent() {
         assert_eq!(ApicIdLayout::from_extended_leaf([(0, 0)]), None);
     }

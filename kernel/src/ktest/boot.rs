@@ -12,6 +12,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 kernel_test!(CORES_ONLINE, "boot.cores_online", 1, false, cores_online);
 kernel_test!(CORE_IDENTITY, "boot.core_identity", 1, false, core_identity);
 kernel_test!(NUMA_LOCAL_FRAMES, "boot.numa_local_frames", 1, false, numa_local_frames);
+kernel_test!(MULTICAST_TREE, "boot.multicast_tree_per_package", 1, false, multicast_tree);
 
 /// Every core the firmware lists is online.
 fn cores_online() -> Result<(), String> {
@@ -72,4 +73,62 @@ fn numa_local_frames() -> Result<(), String> {
         }
     });
     all_ok(&cores, &outcomes)
+}
+
+/// The SKB places each core in the package CPUID gives it, and its multicast tree from
+/// every core (Multikernel §5.1, Figure 6) has one branch per package: each aggregator and
+/// its members in one package, the source's own package last (the source sends to those
+/// cores itself), every other core reached exactly once. On a VM with one package the
+/// tree is flat; with `-smp N,sockets=S` it has S branches. Prints the tree from core 0.
+fn multicast_tree() -> Result<(), String> {
+    let skb = crate::knowledge::get().ok_or("the SKB is not measured")?;
+    let cores = smp::online_cores();
+    let mut packages = Vec::new();
+    for &c in &cores {
+        let location = percpu::core(c).ok_or("no block")?.location;
+        let known = skb.core(c).map(|i| i.package);
+        if known != Some(location.package) {
+            return Err(format!("core {c}: SKB package {known:?}, CPUID {}", location.package));
+        }
+        packages.push(location.package);
+    }
+    packages.sort_unstable();
+    packages.dedup();
+    let package = |c: usize| skb.core(c).map(|i| i.package);
+    for &source in &cores {
+        let tree = skb.multicast_tree(source);
+        let branches = tree.aggregators.len();
+        if branches != packages.len() {
+            return Err(format!(
+                "tree from {source}: {branches} branches, {} packages",
+                packages.len()
+            ));
+        }
+        for (i, agg) in tree.aggregators.iter().enumerate() {
+            let own = agg.core == source;
+            if own != (i + 1 == branches) {
+                return Err(format!("tree from {source}: the source's branch is not last"));
+            }
+            if agg.members.iter().any(|&m| package(m) != package(agg.core)) {
+                return Err(format!(
+                    "tree from {source}: core {} aggregates another package",
+                    agg.core
+                ));
+            }
+        }
+        let mut reached = tree.destinations();
+        reached.sort_unstable();
+        let others: Vec<usize> = cores.iter().copied().filter(|&c| c != source).collect();
+        if reached != others {
+            return Err(format!("tree from {source} reaches {reached:?}, not {others:?}"));
+        }
+        if source == 0 {
+            let mut text = String::new();
+            for agg in &tree.aggregators {
+                text += &format!(" {}>{:?}", agg.core, agg.members);
+            }
+            crate::println!("skb: multicast tree from core 0 (aggregator>members):{text}");
+        }
+    }
+    Ok(())
 }

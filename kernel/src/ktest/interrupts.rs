@@ -9,6 +9,7 @@ use alloc::string::String;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 kernel_test!(TIMER_TICKS, "interrupts.timer_ticks", 1, false, timer_ticks);
+kernel_test!(TICK_RATE, "interrupts.tick_rate", 1, false, tick_rate);
 kernel_test!(IPI_ALL_PAIRS, "interrupts.ipi_all_pairs", 2, false, ipi_all_pairs);
 kernel_test!(
     TLB_WAITS,
@@ -17,6 +18,28 @@ kernel_test!(
     false,
     tlb_shootdown_waits_for_a_busy_core
 );
+
+/// This core ticks at the boot's rate (`hz=`, or the default): over half a second of TSC
+/// time it counts between half and one and a half times the ticks it should. (Loose, since a
+/// TCG vCPU on a busy host loses ticks; tight enough to tell 100 Hz from 250 Hz.)
+fn tick_rate() -> Result<(), String> {
+    const WINDOW_US: u64 = 500_000;
+    let me = this_core();
+    let start = me.ticks();
+    let t0 = cpu::rdtsc();
+    while timer::us_since(t0) < WINDOW_US {
+        cpu::enable_and_halt();
+    }
+    let counted = me.ticks() - start;
+    let expected = timer::tick_hz() * WINDOW_US / 1_000_000;
+    if counted * 2 < expected || counted * 2 > expected * 3 {
+        return Err(format!(
+            "{counted} ticks in {WINDOW_US} us at {} Hz (expected about {expected})",
+            timer::tick_hz()
+        ));
+    }
+    Ok(())
+}
 
 /// Each core's tick count advances while it waits with interrupts on.
 fn timer_ticks() -> Result<(), String> {

@@ -23,8 +23,8 @@ use verdict::ExitCode;
 
 pub use crate::testing::{all, KernelTest};
 
-/// Runs the tests `selector` names (`all`, or one test's name), prints the verdict lines
-/// and exits QEMU with the verdict. `list` prints the names instead.
+/// Runs the tests `selector` names (`all`, or test names separated by commas), prints the
+/// verdict lines and exits QEMU with the verdict. `list` prints the names instead.
 pub fn run(selector: &str) -> ! {
     let online = smp::online_cores().len();
     if selector == "list" {
@@ -35,12 +35,18 @@ pub fn run(selector: &str) -> ! {
     }
     let mut tests: alloc::vec::Vec<&KernelTest> = all().iter().collect();
     tests.sort_by_key(|t| (layer_rank(t.name), t.name));
+    let named: alloc::vec::Vec<&str> = selector.split(',').collect();
     let (mut passed, mut failed) = (0, 0);
+    // A misspelt name in a list fails the run, even when the other names run.
+    for name in named.iter().filter(|&&n| n != "all" && !tests.iter().any(|t| t.name == n)) {
+        println!("{}{}: no such test", verdict::FAIL_MARKER, name);
+        failed += 1;
+    }
     for test in tests {
         let chosen = if selector == "all" {
             !test.isolated && test.min_cores <= online
         } else {
-            test.name == selector
+            named.contains(&test.name)
         };
         if !chosen {
             continue;

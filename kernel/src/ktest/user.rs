@@ -25,6 +25,8 @@ kernel_test!(COW_SHARED, "user.corey_copy_never_changes", 2, false, copy_never_c
 kernel_test!(SHARED_RANGE, "user.corey_shared_range_no_fault", 2, false, shared_range);
 kernel_test!(PCORES, "user.corey_pcores_run_and_halt", 2, false, pcores_run_and_halt);
 kernel_test!(IPC_BENCH, "user.ipc_benchmarks_report", 2, false, ipc_benchmarks_report);
+kernel_test!(MULTICAST, "user.multicast_program", 2, true, multicast_program);
+kernel_test!(FDS, "user.corey_descriptors", 1, false, descriptors);
 
 fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
     match user::run(name, args) {
@@ -255,6 +257,15 @@ fn cfork_copy_on_write() -> Result<(), String> {
     balanced(|| expect("cowtest", "", ExitStatus::Exited(0)))
 }
 
+/// `fdtest` on every core at once: a `dup`ped descriptor names the same open file and
+/// shares its offset, closing the original keeps the `dup` readable, descriptors in a
+/// shared table, refusals, `dup` until `NoResources`; every core balances after.
+fn descriptors() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let work = |_| expect("fdtest", "", ExitStatus::Exited(0));
+    balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
+}
+
 /// `cowshared`: a child on another core keeps writing a segment it maps in its own root
 /// range; a copy-on-write copy the parent makes of it never changes afterwards.
 fn copy_never_changes() -> Result<(), String> {
@@ -349,4 +360,11 @@ fn check_fields(line: &str, want: &[(&str, &str)]) -> Result<(), String> {
         Some((k, v)) => Err(format!("`{line}`: {k} is not {v}")),
         None => Ok(()),
     }
+}
+
+/// `mcbench 3` (isolated; run `sockets4`, 4 cores in 2 packages): Figure 6's protocols as
+/// a user program over threads on every core, in few rounds. It exits 0 and everything
+/// balances; the host checks its `RESULT` lines (`xtask/src/test.rs`).
+fn multicast_program() -> Result<(), String> {
+    balanced(|| expect("mcbench", "3", ExitStatus::Exited(0)))
 }

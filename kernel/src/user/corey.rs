@@ -346,7 +346,7 @@ fn to_abi(e: ObjError) -> Error {
         ObjError::NoSuchObject | ObjError::NotInShareSet | ObjError::NotInShare => {
             Error::NoSuchObject
         }
-        ObjError::IdsExhausted => Error::NoResources,
+        ObjError::IdsExhausted | ObjError::ShareFull => Error::NoResources,
         ObjError::RootShare => Error::NotPermitted,
         _ => Error::InvalidArgument,
     }
@@ -374,7 +374,14 @@ static CREATORS: PerCoreState<Option<Creator>> = crate::per_core_state!(None);
 /// Runs `f` with this core's object creator (made on first use).
 fn with_creator<R>(f: impl FnOnce(&mut Creator) -> R) -> R {
     let index = this_core().index;
-    CREATORS.with(|slot| f(slot.get_or_insert_with(|| Creator::new(index as u16, &CENSUS[index]))))
+    CREATORS.with(|slot| {
+        f(slot.get_or_insert_with(|| {
+            // Shares' locks get a reader slot per core there is (Corey §4.1), not the
+            // lock's default 16: a write (`dup`, `close` in a shared table) closes that many.
+            let cores = crate::smp::online_cores().last().map_or(1, |&c| c + 1);
+            Creator::new(index as u16, &CENSUS[index]).with_readers(cores)
+        }))
+    })
 }
 
 /// `NoResources` when this core's programs already keep [`MAX_OBJECTS_PER_CORE`] objects,
@@ -544,6 +551,15 @@ pub fn share_alloc(p: &mut ProgramObjects, parent: u64) -> Result<u64, Error> {
 /// `share_addobj(share, ⟨ref_share, ref_obj⟩)`.
 pub fn share_addobj(p: &mut ProgramObjects, share: u64, rs: u64, ro: u64) -> Result<u64, Error> {
     p.set.share_addobj(ObjectId(share), reference(rs, ro)).map(|_| 0).map_err(to_abi)
+}
+
+/// `share_dupobj(share, ⟨ref_share, ref_obj⟩)`: another id for the object in `share` (a
+/// descriptor), counted against this core's object cap.
+pub fn share_dupobj(p: &mut ProgramObjects, share: u64, rs: u64, ro: u64) -> Result<u64, Error> {
+    room()?;
+    with_creator(|c| p.set.share_dupobj(c, ObjectId(share), reference(rs, ro)))
+        .map(|id| id.0)
+        .map_err(to_abi)
 }
 
 /// `share_delobj(⟨ref_share, ref_obj⟩)`.
@@ -911,7 +927,7 @@ pub fn pcore_alloc(p: &mut ProgramObjects, share: u64, core: u64) -> Result<u64,
         core: index,
         status: Arc::new(AtomicU64::new(abi::pcore_status::IDLE)),
         halt: AtomicBool::new(false),
-        hz: AtomicU64::new(crate::arch::timer::TICK_HZ),
+        hz: AtomicU64::new(crate::arch::timer::tick_hz()),
     };
     // On failure the payload is dropped, and its Drop releases the claim.
     alloc(p, share, ObjectKind::Pcore, Payload::Pcore(pcore))

@@ -85,7 +85,7 @@ pub fn stat(hwid: u64) -> Option<DeviceStat> {
         }
         _ => {
             let core = percpu::core(info.core as usize)?;
-            (core.ticks(), timer::TICK_HZ)
+            (core.ticks(), timer::tick_hz())
         }
     };
     Some(DeviceStat { hwid, kind: info.kind, count, detail })

@@ -267,7 +267,7 @@ fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
         p.status.store(pcore_status::RUNNING, Ordering::Release);
         p.hz.load(Ordering::Relaxed)
     });
-    let own_tick = hz.filter(|&hz| hz != crate::arch::timer::TICK_HZ);
+    let own_tick = hz.filter(|&hz| hz != crate::arch::timer::tick_hz());
     if let Some(hz) = own_tick {
         crate::arch::timer::set_tick_hz(hz);
     }
@@ -551,9 +551,9 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         nr::FILE_LIST => file_list(a, b),
         nr::DEVICE_LIST => device_list(a, b),
         nr::PCORE_HALT => pcore_halt(a, b),
-        nr::ROOT_SHARE..=nr::PAGE_FAULTS | nr::SEGMENT_COPY..=nr::SEGMENT_READ => {
-            object_call(frame)
-        }
+        nr::ROOT_SHARE..=nr::PAGE_FAULTS
+        | nr::SEGMENT_COPY..=nr::SEGMENT_READ
+        | nr::SHARE_DUPOBJ => object_call(frame),
         _ => Err(Error::NoSuchCall),
     };
     // Only a call that took steps can have outlived a tick's checks (a plain load keeps
@@ -635,6 +635,7 @@ fn object_call(frame: &SyscallFrame) -> SysResult {
             nr::SHARE_ALLOC => corey::share_alloc(p, a),
             nr::SHARE_ADDOBJ => corey::share_addobj(p, a, b, c),
             nr::SHARE_DELOBJ => corey::share_delobj(p, a, b),
+            nr::SHARE_DUPOBJ => corey::share_dupobj(p, a, b, c),
             nr::SELF_DROP => corey::self_drop(p, a),
             nr::OBJ_GET_NAME => corey::obj_get_name(p, a, b),
             nr::SEGMENT_ALLOC => corey::segment_alloc(p, a, b),

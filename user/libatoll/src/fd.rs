@@ -1,23 +1,34 @@
 //! File descriptors kept in shares (Corey §3.3 and the talk's FD example): a descriptor
-//! table is a share, a descriptor is the id of a segment holding the file, placed in that
-//! share. A private table is the core's root share (no lock, no other core touches it);
-//! a shared table is a share given to other cores (through `cfork`'s shares), which they
-//! all update. The application picks per table.
+//! table is a share; an open file is a kernel object (the segment `file_open` fills with
+//! the file's bytes) held by that share; a descriptor is an entry of the share naming the
+//! open file. `open` makes the open file, whose own id is the first descriptor; `dup` is
+//! `share_dupobj`, one more entry (a fresh id, one more reference to the same object: one
+//! insert, no copy); `close` is `share_delobj` of the descriptor, and the open file goes
+//! with its last descriptor. A private table is the core's root share (no lock, no other
+//! core touches it); a shared table is a share given to other cores (through `cfork`'s
+//! shares), which they all update under its lock. The application picks per table.
 //!
-//! The read offset of each descriptor is kept in this core's memory, not in the kernel.
+//! Read offsets are kept per open file, as POSIX keeps them: a `dup`ped descriptor reads
+//! on from where the original is and moves the same offset. They live in this core's
+//! memory, in the [`FdTable`] value, not in the kernel: a core knows which open file a
+//! descriptor names for the descriptors it opened or `dup`ped itself; another core's
+//! descriptor in a shared table has an offset of its own on this core, from 0.
 
 use crate::obj::{
-    file_open, root_share, segment_copy, segment_get_nbytes, segment_read, share_delobj,
+    file_open, root_share, segment_get_nbytes, segment_read, share_delobj, share_dupobj,
 };
 use crate::ObjRef;
-use abi::{copy_mode, Error};
+use abi::Error;
 use alloc::vec::Vec;
 
-/// A descriptor table: a share and this core's read offsets for its descriptors.
+/// A descriptor table: a share, which open file each descriptor this core knows names,
+/// and this core's offset of each open file.
 #[derive(Debug)]
 pub struct FdTable {
     share: u64,
-    /// (descriptor, read offset), for descriptors this core opened or was told about.
+    /// (descriptor, open file): the open file is the id `open` returned.
+    files: Vec<(u64, u64)>,
+    /// (open file, read offset).
     offsets: Vec<(u64, u64)>,
 }
 
@@ -35,7 +46,7 @@ impl FdTable {
 
     /// The table in `share` (a share of the caller's set, e.g. one a parent passed on).
     pub fn with_share(share: u64) -> FdTable {
-        FdTable { share, offsets: Vec::new() }
+        FdTable { share, files: Vec::new(), offsets: Vec::new() }
     }
 
     /// The share holding the descriptors.
@@ -43,18 +54,25 @@ impl FdTable {
         self.share
     }
 
-    /// Opens initrd file `path`: a new descriptor in this table, reading from offset 0.
+    /// Opens initrd file `path`: a new open file in this table, reading from offset 0;
+    /// returns its first descriptor.
     pub fn open(&mut self, path: &str) -> Result<u64, Error> {
         let fd = file_open(self.share, path)?;
+        self.files.push((fd, fd));
         self.offsets.push((fd, 0));
         Ok(fd)
     }
 
-    /// Reads from `fd` at its offset into `buf` and moves the offset on; 0 at the end.
+    /// Reads from `fd` at its open file's offset into `buf` and moves the offset on; 0 at
+    /// the end.
     pub fn read(&mut self, fd: u64, buf: &mut [u8]) -> Result<usize, Error> {
-        let offset = self.offset(fd);
+        let file = self.file(fd);
+        let offset = self.offsets.iter().find(|&&(f, _)| f == file).map_or(0, |&(_, o)| o);
         let n = segment_read(self.obj(fd), offset, buf)?;
-        self.set_offset(fd, offset + n);
+        match self.offsets.iter_mut().find(|(f, _)| *f == file) {
+            Some(entry) => entry.1 = offset + n,
+            None => self.offsets.push((file, offset + n)),
+        }
         Ok(n as usize)
     }
 
@@ -63,20 +81,25 @@ impl FdTable {
         segment_get_nbytes(self.obj(fd))
     }
 
-    /// `dup`: a new descriptor for the same file in the same table, a copy-on-write copy
-    /// of the segment (it shares the pages), starting at `fd`'s offset.
+    /// `dup`: a new descriptor in the same table for the open file `fd` names (it shares
+    /// the offset).
     pub fn dup(&mut self, fd: u64) -> Result<u64, Error> {
-        let new = segment_copy(self.share, self.obj(fd), copy_mode::COW)?;
-        let offset = self.offset(fd);
-        self.offsets.push((new, offset));
+        let new = share_dupobj(self.share, self.obj(fd))?;
+        let file = self.file(fd);
+        self.files.push((new, file));
         Ok(new)
     }
 
-    /// `close`: takes the descriptor out of the table (the file's pages go with the last).
+    /// `close`: takes the descriptor out of the table; the open file, and its offset, go
+    /// with its last descriptor.
     pub fn close(&mut self, fd: u64) -> Result<(), Error> {
         share_delobj(self.obj(fd))?;
-        if let Some(i) = self.offsets.iter().position(|&(d, _)| d == fd) {
-            self.offsets.swap_remove(i);
+        let file = self.file(fd);
+        if let Some(i) = self.files.iter().position(|&(d, _)| d == fd) {
+            self.files.swap_remove(i);
+        }
+        if !self.files.iter().any(|&(_, f)| f == file) {
+            self.offsets.retain(|&(f, _)| f != file);
         }
         Ok(())
     }
@@ -85,15 +108,8 @@ impl FdTable {
         ObjRef::new(self.share, fd)
     }
 
-    /// This core's offset for `fd` (0 for one it has not read yet).
-    fn offset(&self, fd: u64) -> u64 {
-        self.offsets.iter().find(|&&(d, _)| d == fd).map_or(0, |&(_, o)| o)
-    }
-
-    fn set_offset(&mut self, fd: u64, offset: u64) {
-        match self.offsets.iter_mut().find(|(d, _)| *d == fd) {
-            Some(entry) => entry.1 = offset,
-            None => self.offsets.push((fd, offset)),
-        }
+    /// The open file `fd` names, as far as this core knows (itself if it does not).
+    fn file(&self, fd: u64) -> u64 {
+        self.files.iter().find(|&&(d, _)| d == fd).map_or(fd, |&(_, f)| f)
     }
 }

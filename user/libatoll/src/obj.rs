@@ -81,6 +81,12 @@ pub fn share_delobj(obj: ObjRef) -> SysResult {
     syscall3(nr::SHARE_DELOBJ, obj.share, obj.object, 0)
 }
 
+/// `share_dupobj`: enters `obj` into `share` again under a fresh id, a descriptor (one
+/// more reference, no new object); returns the id. `share_delobj` of it is `close`.
+pub fn share_dupobj(share: u64, obj: ObjRef) -> SysResult {
+    syscall3(nr::SHARE_DUPOBJ, share, obj.share, obj.object)
+}
+
 /// `self_drop`: takes `share` out of the caller's share set.
 pub fn self_drop(share: u64) -> SysResult {
     syscall3(nr::SELF_DROP, share, 0, 0)

@@ -2,6 +2,10 @@
 //! one operation (add and remove a share entry; dup and close a descriptor), either on one
 //! share all the cores hold or on one of its own, timed from a common start. The result is
 //! the sum of the cores' operations per 1000 cycles (`value`) and its mean (`per_core`).
+//! Each core also times its operations in batches of [`BATCH`]; `batch_median` is the sum
+//! over cores of the rate of each core's median batch: the steady rate, without the
+//! batches in which the core was interrupted or its host thread (under TCG) descheduled,
+//! so that scaling can be told apart from a noisy host.
 //! A program implements [`OpsBench`] and calls [`main`]; this module parses the command
 //! line, spreads the workers with `cfork`, and prints the `RESULT` lines.
 
@@ -16,6 +20,10 @@ use core::sync::atomic::{AtomicU64, Ordering::*};
 
 /// Most cores one run may list.
 const MAX_CORES: usize = 256;
+/// Operations per timed batch.
+pub const BATCH: u64 = 1000;
+/// Most batches a core keeps (the median is over the first this many).
+const MAX_BATCHES: usize = 1024;
 
 /// What one benchmark program supplies (a type with no data: its functions reach the
 /// cfork'd children as a monomorphised worker, no pointer needs to travel).
@@ -42,6 +50,8 @@ struct Ctl {
     shared: AtomicU64,
     arrived: AtomicU64,
     cycles: [AtomicU64; MAX_CORES],
+    /// Each core's median batch, in cycles (0: fewer than one whole batch).
+    batch: [AtomicU64; MAX_CORES],
     failed: [AtomicU64; MAX_CORES],
 }
 
@@ -62,15 +72,26 @@ impl Lap {
         let ctl = CTL.get();
         barrier(&ctl.arrived, ctl.cores.load(Acquire));
         let ops = ctl.ops.load(Acquire);
+        let mut batches: Vec<u64> = Vec::with_capacity(MAX_BATCHES);
         let start = rdtsc();
         let mut ok = true;
-        for _ in 0..ops {
+        let mut batch_start = start;
+        for i in 1..=ops {
             if !op() {
                 ok = false;
                 break;
             }
+            if i % BATCH == 0 && batches.len() < MAX_BATCHES {
+                let now = rdtsc();
+                // Capacity reserved before the start: no allocation inside the timing.
+                batches.push(now - batch_start);
+                batch_start = now;
+            }
         }
         ctl.cycles[self.index].store(rdtsc() - start, Release);
+        batches.sort_unstable();
+        let median = batches.get(batches.len() / 2).copied().unwrap_or(0);
+        ctl.batch[self.index].store(median, Release);
         ok
     }
 
@@ -82,16 +103,24 @@ impl Lap {
     }
 }
 
-/// The program: `NAME [--cores LIST] [--ops N] [--config A|B|all]`, defaults all cores,
-/// 10,000 operations per core, both configurations. Returns the exit code.
+/// The program: `NAME [--cores LIST] [--ops N] [--config A|B|all] [--sweep]`, defaults
+/// all cores, 10,000 operations per core, both configurations. `--sweep` runs on the
+/// first 1, 2, ... of the listed cores in turn, so one boot gives the whole scaling curve
+/// (runs in different boots of a TCG guest can differ twofold in speed). Returns the exit
+/// code.
 pub fn main<B: OpsBench>() -> i32 {
     let line = args::arg_string();
     let mut words = line.split_whitespace();
     let (mut cores, mut ops, mut configs) = (all_cores(), 10_000u64, alloc::vec![0, 1]);
+    let mut sweep = false;
     while let Some(word) = words.next() {
         let ok = match word {
             "--cores" => args::cores_value(words.next()).map(|c| cores = c).is_some(),
             "--ops" => args::number(words.next(), 1..=100_000_000).map(|v| ops = v).is_some(),
+            "--sweep" => {
+                sweep = true;
+                true
+            }
             "--config" => match words.next() {
                 Some("all") => Some(alloc::vec![0, 1]),
                 Some(name) => B::CONFIGS.iter().position(|&c| c == name).map(|i| alloc::vec![i]),
@@ -114,10 +143,13 @@ pub fn main<B: OpsBench>() -> i32 {
         }
     };
     let mut code = 0;
-    for config in configs {
-        if let Err(why) = run::<B>(ctl, config, &cores, ops) {
-            println!("{}: {}: {why}", B::NAME, B::CONFIGS[config]);
-            code = 1;
+    let first = if sweep { 1 } else { cores.len() };
+    for n in first..=cores.len() {
+        for &config in &configs {
+            if let Err(why) = run::<B>(ctl, config, &cores[..n], ops) {
+                println!("{}: {}: {why}", B::NAME, B::CONFIGS[config]);
+                code = 1;
+            }
         }
     }
     code
@@ -136,6 +168,7 @@ fn run<B: OpsBench>(
     ctl.arrived.store(0, Relaxed);
     for i in 0..cores.len() {
         ctl.cycles[i].store(0, Relaxed);
+        ctl.batch[i].store(0, Relaxed);
         ctl.failed[i].store(0, Relaxed);
     }
     // The shared share goes into every child's share set through `cfork`'s shares.
@@ -152,7 +185,7 @@ fn run<B: OpsBench>(
     }
     let statuses = statuses.map_err(|_| "cfork failed")?;
     // Sum of each core's ops per 1000 cycles, in millionths.
-    let mut millionths = 0u64;
+    let (mut millionths, mut batch_millionths) = (0u64, 0u64);
     for (i, status) in statuses.iter().enumerate() {
         if !status.ok() || ctl.failed[i].load(Acquire) != 0 {
             println!("{}: core {}: {status:?}", B::NAME, cores[i]);
@@ -160,9 +193,14 @@ fn run<B: OpsBench>(
         }
         let cycles = ctl.cycles[i].load(Acquire).max(1);
         millionths += (ops as u128 * 1000 * 1_000_000 / cycles as u128) as u64;
+        if let Some(batch) = Some(ctl.batch[i].load(Acquire)).filter(|&b| b != 0) {
+            batch_millionths += (BATCH as u128 * 1000 * 1_000_000 / batch as u128) as u64;
+        }
     }
     let per_core = Ratio::precise(millionths, 1_000_000 * cores.len() as u64, 4);
-    let extra = alloc::format!(",\"per_core\":{per_core},\"ops\":{ops}");
+    let batch_median = Ratio::precise(batch_millionths, 1_000_000, 4);
+    let extra =
+        alloc::format!(",\"per_core\":{per_core},\"ops\":{ops},\"batch_median\":{batch_median}");
     let record = Record {
         experiment: B::NAME,
         config: B::CONFIGS[config],

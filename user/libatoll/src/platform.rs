@@ -15,6 +15,7 @@
 //!   from the core that touches them first, and `cfork` children get copy-on-write copies.
 //! - `alloc` touches every page; `reserve` maps them only, so each first touch is a soft
 //!   fault.
+//! - `package`: the core's package from `locality_get` (the SKB's topology).
 //!
 //! Workload core `k` is core `cores[k]` of the list the platform was made with.
 
@@ -184,6 +185,16 @@ impl Platform for Atoll {
 
     fn null_call(&self) {
         let _ = crate::null();
+    }
+
+    fn soft_faults(&self) -> Option<u64> {
+        Some(crate::obj::page_faults())
+    }
+
+    fn package(&self, core: usize) -> Option<u32> {
+        // The SKB's place of the core (`locality_get`, Corey §4.4): its package by CPUID.
+        let real = *self.cores.get(core)?;
+        crate::locality_get(real).ok().map(|l| l.package as u32)
     }
 
     fn run_on(&self, cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), String> {

@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use workloads::linux::{self, fd, Linux};
-use workloads::{memclone, mempass, nullsys, pingpong, shm};
+use workloads::{memclone, mempass, multicast, nullsys, pingpong, shm};
 
 const USAGE: &str = "\
 usage: atoll-bench-linux EXPERIMENT [N]
@@ -17,11 +17,13 @@ experiments (N: iterations or size, default in brackets):
   urpc [2000]     URPC latency, cache-line floor, throughput (10 N messages), and the pipe
                   and futex ping-pong, on every pair of cores
   shm [500]       SHMn vs MSGn (Multikernel Figure 3), N updates per client
+  multicast [50]  broadcast, unicast and per-package multicast tree to 2..all cores
+                  (Multikernel Figure 6), N rounds per protocol and core count
   memclone [16]   Corey Figure 7(a): every core faults in N MiB of its own, threads of one
                   process (shared-as) and a process per core (separate-as)
   mempass [16]    Corey Figure 7(b): an N MiB shared buffer touched by each core in turn,
                   shared-as and separate-as
-  fdbench [5000]  Corey Figure 1: N dup+close pairs per core, one descriptor table shared by
+  fdbench [20000] Corey Figure 1: N dup+close pairs per core, one descriptor table shared by
                   threads (shared) or one per process (private)
   all             all of the above with their defaults
 
@@ -54,6 +56,9 @@ fn main() -> ExitCode {
         }
         "urpc" => run("urpc", || urpc(&platform, count.unwrap_or(pingpong::DEFAULT_ITERATIONS))),
         "shm" => run("shm", || shm::run(&platform, count.unwrap_or(shm::DEFAULT_UPDATES))),
+        "multicast" => run("multicast", || {
+            multicast::run(&platform, count.unwrap_or(multicast::DEFAULT_ROUNDS))
+        }),
         "memclone" => {
             run("memclone", || memclone::run(&platform, count.unwrap_or(memclone::DEFAULT_MB)))
         }
@@ -64,6 +69,7 @@ fn main() -> ExitCode {
         "all" => run("nullsys", || nullsys::run(&platform, nullsys::DEFAULT_BATCHES))
             .and_then(|_| run("urpc", || urpc(&platform, pingpong::DEFAULT_ITERATIONS)))
             .and_then(|_| run("shm", || shm::run(&platform, shm::DEFAULT_UPDATES)))
+            .and_then(|_| run("multicast", || multicast::run(&platform, multicast::DEFAULT_ROUNDS)))
             .and_then(|_| run("memclone", || memclone::run(&platform, memclone::DEFAULT_MB)))
             .and_then(|_| run("mempass", || mempass::run(&platform, mempass::DEFAULT_MB)))
             .and_then(|_| run("fdbench", || fd::run(&platform, fd::DEFAULT_OPS))),
@@ -106,8 +112,17 @@ fn fail(message: &str) -> ExitCode {
 mod tests {
     #[test]
     fn usage_names_every_experiment() {
-        for name in ["nullsys", "urpc", "shm", "memclone", "mempass", "fdbench", "all", "--cmdline"]
-        {
+        for name in [
+            "nullsys",
+            "urpc",
+            "shm",
+            "multicast",
+            "memclone",
+            "mempass",
+            "fdbench",
+            "all",
+            "--cmdline",
+        ] {
             assert!(super::USAGE.contains(name), "{name}");
         }
     }

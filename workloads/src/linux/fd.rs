@@ -17,7 +17,7 @@ use crate::{result, Platform, Spaces};
 use super::Linux;
 
 /// `dup`+`close` pairs per core when none are asked for.
-pub const DEFAULT_OPS: usize = 5000;
+pub const DEFAULT_OPS: usize = 20000;
 
 /// Who shares the descriptor table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -77,9 +77,23 @@ impl Platform for Linux {
         tsc()
     }
 
+    fn package(&self, core: usize) -> Option<u32> {
+        let cpu = self.cpu(core)?;
+        let path = format!("/sys/devices/system/cpu/cpu{cpu}/topology/physical_package_id");
+        package_id(&std::fs::read_to_string(path).ok()?)
+    }
+
     fn null_call(&self) {
         // SAFETY: getpid takes no arguments and cannot fail.
         unsafe { libc::syscall(libc::SYS_getpid) };
+    }
+
+    fn soft_faults(&self) -> Option<u64> {
+        // SAFETY: an all-zero rusage is valid, and getrusage only writes it.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `usage` is a valid, writable rusage.
+        let ok = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) } == 0;
+        ok.then_some(usage.ru_minflt as u64)
     }
 
     fn run_on(&self, cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), String> {
@@ -308,9 +322,38 @@ pub fn allowed_cpus() -> Vec<usize> {
     (0..libc::CPU_SETSIZE as usize).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).collect()
 }
 
+/// A CPU's package from sysfs `topology/physical_package_id`: a number, or `None` for
+/// `-1` (the kernel does not know) or anything else.
+pub fn package_id(text: &str) -> Option<u32> {
+    text.trim().parse().ok()
+}
+
 /// Reads `bench=NAME[,ARG...]` from a kernel command line (the guest's `/proc/cmdline`):
 /// the benchmark and its arguments, or `None` if the line has no `bench=`.
 pub fn bench_from_cmdline(cmdline: &str) -> Option<Vec<String>> {
     let value = cmdline.split_whitespace().find_map(|word| word.strip_prefix("bench="))?;
     Some(value.split(',').filter(|s| !s.is_empty()).map(ToString::to_string).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_ids_are_numbers_and_minus_one_is_unknown() {
+        assert_eq!(package_id("1\n"), Some(1));
+        assert_eq!(package_id("0"), Some(0));
+        assert_eq!(package_id("-1\n"), None);
+        assert_eq!(package_id(""), None);
+    }
+
+    #[test]
+    fn this_hosts_cores_have_packages_where_sysfs_says() {
+        let linux = Linux::new();
+        let sysfs = std::path::Path::new("/sys/devices/system/cpu/cpu0/topology").exists();
+        if sysfs && linux.cpu(0) == Some(0) {
+            assert!(linux.package(0).is_some());
+        }
+        assert_eq!(linux.package(linux.cores()), None);
+    }
 }

@@ -24,6 +24,14 @@ const BUSYBOX: &str = "busybox-static";
 /// Printed by `/init` after the benchmark, with its exit status.
 pub const DONE_MARKER: &str = "BENCH DONE status=";
 
+/// Starts a line that states one condition of the run: `CONDITION <name> <value>` (the
+/// guest's `/init` prints its huge-page policy and its speculative-execution mitigations).
+pub const CONDITION_MARKER: &str = "CONDITION ";
+
+/// The guest's kernel command line always turns transparent huge pages off, so that a
+/// first touch faults in one 4 KiB page on Linux as on Atoll (which has no huge user pages).
+const THP: &str = "transparent_hugepage=never";
+
 /// `/init`: mount the pseudo file systems, run the benchmark, say so, power off.
 const INIT: &str = "#!/bin/busybox sh
 # /init of the Linux guest of `make bench` (written by xtask/src/bench/guest.rs).
@@ -31,6 +39,11 @@ const INIT: &str = "#!/bin/busybox sh
 /bin/busybox mount -t sysfs sysfs /sys
 /bin/busybox mount -t devtmpfs devtmpfs /dev 2>/dev/null
 echo \"LINUX READY cpus=$(/bin/busybox nproc) kernel=$(/bin/busybox uname -r)\"
+t=/sys/kernel/mm/transparent_hugepage/enabled
+[ -r $t ] && echo \"CONDITION thp $(/bin/busybox cat $t)\"
+for v in /sys/devices/system/cpu/vulnerabilities/meltdown /sys/devices/system/cpu/vulnerabilities/spectre_v2; do
+    [ -r $v ] && echo \"CONDITION ${v##*/} $(/bin/busybox cat $v)\"
+done
 /bin/atoll-bench-linux --cmdline
 echo \"BENCH DONE status=$?\"
 /bin/busybox poweroff -f
@@ -45,14 +58,47 @@ pub struct Guest {
     pub initramfs: PathBuf,
     /// For the report: package, version and how it boots.
     pub describe: String,
+    /// The kernel's tick rate (`CONFIG_HZ` of its build configuration), if known.
+    pub hz: Option<u64>,
+}
+
+/// How the guest's speculative-execution mitigations are set: Atoll has none, so the
+/// headline ratio is against `Off`; `AsBooted` (the distribution's defaults) is shown beside
+/// it for experiments whose cost is kernel entry (issue 10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mitigations {
+    /// `mitigations=off` on the command line.
+    Off,
+    /// The kernel's defaults: the command line does not choose.
+    AsBooted,
+}
+
+impl Mitigations {
+    /// The `mitigations` field of the guest's records.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mitigations::Off => "off",
+            Mitigations::AsBooted => "as-booted",
+        }
+    }
 }
 
 impl Guest {
     /// The kernel command line that runs `bench` (`atoll-bench-linux` arguments,
-    /// comma-separated): serial console, quiet, reboot (and so exit) on a panic.
-    pub fn cmdline(&self, bench: &str) -> String {
-        format!("console=ttyS0 quiet panic=-1 bench={bench}")
+    /// comma-separated): serial console, quiet, reboot (and so exit) on a panic, no
+    /// transparent huge pages, and the mitigations asked for.
+    pub fn cmdline(&self, bench: &str, mitigations: Mitigations) -> String {
+        let choice = match mitigations {
+            Mitigations::Off => " mitigations=off",
+            Mitigations::AsBooted => "",
+        };
+        format!("console=ttyS0 quiet panic=-1 {THP}{choice} bench={bench}")
     }
+}
+
+/// `CONFIG_HZ` from a kernel build configuration (`/boot/config-*`).
+pub fn config_hz(config: &str) -> Option<u64> {
+    config.lines().find_map(|l| l.strip_prefix("CONFIG_HZ=")).and_then(|v| v.trim().parse().ok())
 }
 
 /// Fetches and unpacks what is missing, then writes the initramfs around `bench_binary`.
@@ -63,14 +109,16 @@ pub fn prepare(bench_binary: &Path) -> Result<Guest> {
     let busybox = busybox(&dir)?;
     let initramfs = dir.join("initramfs.cpio");
     write_initramfs(&initramfs, &busybox, bench_binary)?;
-    Ok(Guest { kernel, initramfs, describe })
+    let hz = fs::read_to_string(dir.join("config")).ok().and_then(|c| config_hz(&c));
+    Ok(Guest { kernel, initramfs, describe, hz })
 }
 
 /// The cached kernel, fetched first if needed: (path to boot, description).
 fn kernel(dir: &Path) -> Result<(PathBuf, String)> {
     let (vmlinux, bzimage, about) =
         (dir.join("vmlinux"), dir.join("bzImage"), dir.join("kernel.txt"));
-    if !about.is_file() || !(vmlinux.is_file() || bzimage.is_file()) {
+    let config = dir.join("config");
+    if !about.is_file() || !config.is_file() || !(vmlinux.is_file() || bzimage.is_file()) {
         let work = fresh_dir(&dir.join("download"))?;
         let meta = apt_download(&work, KERNEL_META)?;
         let package = versioned_image(&dpkg_field(&meta, "Depends")?)
@@ -85,6 +133,14 @@ fn kernel(dir: &Path) -> Result<(PathBuf, String)> {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
             .ok_or_else(|| format!("{package} has no /boot/vmlinuz-*"))?;
+        // The build configuration gives the tick rate; without one (an empty file, so it is
+        // not fetched again) Atoll keeps its own tick and the records show both rates.
+        let build_config = fs::read_dir(&boot)
+            .map_err(|e| format!("{}: {e}", boot.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("config-")));
+        let text = build_config.and_then(|p| fs::read(p).ok()).unwrap_or_default();
+        fs::write(&config, text).map_err(|e| format!("{}: {e}", config.display()))?;
         let bytes = fs::read(&image).map_err(|e| format!("{}: {e}", image.display()))?;
         fs::write(&bzimage, &bytes).map_err(|e| format!("{}: {e}", bzimage.display()))?;
         let _ = fs::remove_file(&vmlinux);
@@ -265,6 +321,30 @@ mod tests {
         assert!(INIT.contains("atoll-bench-linux --cmdline"));
         assert!(INIT.contains(DONE_MARKER));
         assert!(INIT.trim_end().ends_with("poweroff -f"));
+    }
+
+    #[test]
+    fn the_command_line_states_huge_pages_and_mitigations() {
+        let guest = Guest {
+            kernel: PathBuf::new(),
+            initramfs: PathBuf::new(),
+            describe: String::new(),
+            hz: Some(250),
+        };
+        let off = guest.cmdline("nullsys,21", Mitigations::Off);
+        assert!(off.contains("transparent_hugepage=never") && off.contains(" mitigations=off "));
+        assert!(off.ends_with(" bench=nullsys,21"));
+        let booted = guest.cmdline("nullsys,21", Mitigations::AsBooted);
+        assert!(booted.contains("transparent_hugepage=never") && !booted.contains("mitigations"));
+        assert!(INIT.contains("CONDITION thp") && INIT.contains("CONDITION ${v##*/}"));
+    }
+
+    #[test]
+    fn the_tick_rate_comes_from_the_build_configuration() {
+        let config =
+            "# CONFIG_HZ_100 is not set\nCONFIG_HZ_250=y\nCONFIG_HZ=250\nCONFIG_HZ_PERIODIC=n\n";
+        assert_eq!(config_hz(config), Some(250));
+        assert_eq!(config_hz("CONFIG_HZ_1000=y\n"), None);
     }
 
     #[test]

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use crate::qemu::{self, Accel, Vm};
 use crate::{build, env_var, split_args, Result};
 
+use guest::Mitigations;
 use records::{Context, Record};
 use registry::Experiment;
 pub use smoke::smoke_test;
@@ -42,18 +43,23 @@ usage: cargo xtask bench|bench-smoke [flags]
 
 flags, or the environment variable after each (a flag wins; empty means unset):
   --cores LIST      CORES      VM core counts, e.g. 1,2,4 (default 1,2)
+  --sockets S       SOCKETS    packages the cores are spread over (`-smp N,sockets=S`),
+                               on both systems; S must divide every core count (default 1)
   --repeat N        REPEAT     repetitions of every run (default 5)
   --only NAMES      ONLY       experiments, comma-separated (default: all)
   --mem SIZE        MEM        guest memory (default 512M)
   --accel tcg|kvm   ACCEL      accelerator (default as for `run`)
   --qemu-args ARGS  QEMU_ARGS  extra QEMU arguments for both systems
-  --render                     only redraw report.md and the plots from results.json";
+  --render                     only redraw report.md and the plots from results.json
+  --dry-run         DRY_RUN=1  check the settings and list the runs, booting nothing";
 
 /// What one `bench` run does.
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// VM core counts.
     pub cores: Vec<u32>,
+    /// Packages every VM's cores are spread over (`None`: QEMU's one).
+    pub sockets: Option<u32>,
     /// Repetitions of each run.
     pub repeat: u32,
     /// Selected experiment names (`None`: all).
@@ -68,6 +74,8 @@ pub struct Settings {
     pub out: PathBuf,
     /// Only redraw the report and plots from an existing results.json.
     pub render_only: bool,
+    /// Check the settings and list the runs, building and booting nothing.
+    pub dry_run: bool,
 }
 
 impl Settings {
@@ -75,6 +83,7 @@ impl Settings {
     pub fn parse(args: &[String]) -> Result<Settings> {
         let mut s = Settings {
             cores: env_var("CORES").map(|v| parse_cores(&v)).transpose()?.unwrap_or_default(),
+            sockets: env_var("SOCKETS").map(|v| qemu::parse_sockets(&v)).transpose()?,
             repeat: env_var("REPEAT").map(|v| parse_repeat(&v)).transpose()?.unwrap_or(0),
             only: env_var("ONLY").map(|v| parse_list(&v)),
             mem: env_var("MEM").unwrap_or_else(|| DEFAULT_MEM.into()),
@@ -82,12 +91,17 @@ impl Settings {
             qemu_args: split_args(&env_var("QEMU_ARGS").unwrap_or_default()),
             out: build::target_dir().join("bench"),
             render_only: false,
+            dry_run: env_var("DRY_RUN").is_some_and(|v| v != "0"),
         };
         let mut rest = args.iter();
         while let Some(arg) = rest.next() {
             match arg.as_str() {
                 "--render" => {
                     s.render_only = true;
+                    continue;
+                }
+                "--dry-run" => {
+                    s.dry_run = true;
                     continue;
                 }
                 "-h" | "--help" => return Err(USAGE.into()),
@@ -103,6 +117,7 @@ impl Settings {
             };
             match flag {
                 "--cores" => s.cores = parse_cores(&value)?,
+                "--sockets" => s.sockets = Some(qemu::parse_sockets(&value)?),
                 "--repeat" => s.repeat = parse_repeat(&value)?,
                 "--only" => s.only = Some(parse_list(&value)),
                 "--mem" => s.mem = value,
@@ -118,6 +133,12 @@ impl Settings {
             s.repeat = DEFAULT_REPEAT;
         }
         Ok(s)
+    }
+
+    /// Refuses a `SOCKETS` that does not divide every core count (checked when a run
+    /// starts, so `make test`'s smoke run, always at 1 core, ignores it).
+    pub fn check_topology(&self) -> Result {
+        self.cores.iter().try_for_each(|&cores| qemu::check_sockets(cores, self.sockets))
     }
 }
 
@@ -151,7 +172,9 @@ fn parse_list(text: &str) -> Vec<String> {
 /// The entry point of both commands.
 pub fn main(smoke: bool, args: &[String]) -> ExitCode {
     let outcome = Settings::parse(args).and_then(|settings| {
-        if smoke {
+        if settings.dry_run {
+            dry_run(&settings, smoke)
+        } else if smoke {
             smoke::run(&settings)
         } else if settings.render_only {
             output::render(&settings).map(|()| true)
@@ -169,6 +192,28 @@ pub fn main(smoke: bool, args: &[String]) -> ExitCode {
     }
 }
 
+/// `DRY_RUN=1`: checks the settings and lists the runs `bench` (or `bench-smoke`) would
+/// make, booting nothing; an error if there are none.
+fn dry_run(settings: &Settings, smoke: bool) -> Result<bool> {
+    let settings = if smoke { smoke::settings(settings) } else { settings.clone() };
+    let experiments = registry::select(settings.only.as_deref())?;
+    let (accel, why) = Accel::choose(settings.accel.as_deref())?;
+    let jobs = plan(&experiments, &settings.cores, settings.repeat);
+    if jobs.is_empty() {
+        return Err("nothing to run: no selected experiment fits these core counts".into());
+    }
+    println!(
+        "bench: dry run ({} ({why})): {} runs into {}",
+        accel.name(),
+        jobs.len(),
+        settings.out.display()
+    );
+    for job in &jobs {
+        println!("  {}", job.label());
+    }
+    Ok(true)
+}
+
 /// One boot (or one `bench-host` run) of the plan.
 #[derive(Clone, Debug)]
 pub struct Job {
@@ -176,6 +221,8 @@ pub struct Job {
     pub experiment: &'static Experiment,
     /// `atoll`, `linux` or `host`.
     pub system: &'static str,
+    /// The Linux guest's mitigations (`None` for Atoll and the host).
+    pub mitigations: Option<Mitigations>,
     /// VM cores (for `host`: the two CPUs it pins to).
     pub cores: u32,
     /// Repetition, from 1.
@@ -183,27 +230,41 @@ pub struct Job {
 }
 
 impl Job {
-    /// A name for logs: `urpc-linux-c2-r3`.
+    /// A name for logs: `urpc-linux-c2-r3` (`urpc-linux-booted-c2-r3` for the guest with
+    /// its default mitigations).
     pub fn label(&self) -> String {
-        format!("{}-{}-c{}-r{}", self.experiment.name, self.system, self.cores, self.repeat)
+        let booted = if self.mitigations == Some(Mitigations::AsBooted) { "-booted" } else { "" };
+        format!("{}-{}{booted}-c{}-r{}", self.experiment.name, self.system, self.cores, self.repeat)
     }
 }
 
 /// Every job of a run: repetitions outermost, and within one experiment and core count
-/// Atoll then Linux, so drift in the host touches both alike.
+/// Atoll then Linux, so drift in the host touches both alike. Linux runs with
+/// `mitigations=off` (the headline: Atoll has none), then, for experiments whose cost is
+/// kernel entry, again as booted.
 pub fn plan(experiments: &[&'static Experiment], cores: &[u32], repeat: u32) -> Vec<Job> {
     let mut jobs = Vec::new();
     for r in 1..=repeat {
         for &e in experiments {
+            let job = |system, mitigations, cores| Job {
+                experiment: e,
+                system,
+                mitigations,
+                cores,
+                repeat: r,
+            };
             if e.host {
-                jobs.push(Job { experiment: e, system: "host", cores: 2, repeat: r });
+                jobs.push(job("host", None, 2));
                 continue;
             }
             for &c in cores.iter().filter(|&&c| c >= e.min_cores) {
-                let systems = [("atoll", e.atoll.is_some()), ("linux", e.linux.is_some())];
-                for (system, runs) in systems {
-                    if runs {
-                        jobs.push(Job { experiment: e, system, cores: c, repeat: r });
+                if e.atoll.is_some() {
+                    jobs.push(job("atoll", None, c));
+                }
+                if e.linux.is_some() {
+                    jobs.push(job("linux", Some(Mitigations::Off), c));
+                    if e.kernel_entry {
+                        jobs.push(job("linux", Some(Mitigations::AsBooted), c));
                     }
                 }
             }
@@ -228,6 +289,7 @@ pub struct Summary {
 /// Prepares everything, runs the plan with progress lines, writes the outputs.
 pub fn run(settings: &Settings) -> Result<Summary> {
     let start = Instant::now();
+    settings.check_topology()?;
     let experiments = registry::select(settings.only.as_deref())?;
     let (accel, why) = Accel::choose(settings.accel.as_deref())?;
     let jobs = plan(&experiments, &settings.cores, settings.repeat);
@@ -236,10 +298,11 @@ pub fn run(settings: &Settings) -> Result<Summary> {
     }
     let host_cpus = records::host_cpus();
     println!(
-        "bench: {} runs: {} at CORES={} REPEAT={} MEM={}, {} ({why}), host has {host_cpus} CPUs",
+        "bench: {} runs: {} at CORES={} SOCKETS={} REPEAT={} MEM={}, {} ({why}), host has {host_cpus} CPUs",
         jobs.len(),
         experiments.iter().map(|e| e.name).collect::<Vec<_>>().join(","),
         settings.cores.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+        settings.sockets.unwrap_or(1),
         settings.repeat,
         settings.mem,
         accel.name()
@@ -260,7 +323,12 @@ pub fn run(settings: &Settings) -> Result<Summary> {
     let logs = settings.out.join("logs");
     let _ = fs::remove_dir_all(&logs);
     fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
-    let ctx = Context { accel: accel.name().into(), git: records::git_describe(), host_cpus };
+    let ctx = Context {
+        accel: accel.name().into(),
+        git: records::git_describe(),
+        host_cpus,
+        linux_hz: guest.as_ref().and_then(|g| g.hz),
+    };
     println!("bench: preparation took {:.1} s", start.elapsed().as_secs_f64());
     let mut summary = Summary::default();
     let first = hostload::sample();
@@ -268,12 +336,16 @@ pub fn run(settings: &Settings) -> Result<Summary> {
     let run_start = Instant::now();
     for (i, job) in jobs.iter().enumerate() {
         let e = job.experiment;
+        let system = match job.mitigations {
+            Some(Mitigations::AsBooted) => "linux (as booted)",
+            _ => job.system,
+        };
         print!(
             "bench: [{:>2}/{}] {:<10} {:<5} cores={}{} rep {}/{} ",
             i + 1,
             jobs.len(),
             e.name,
-            job.system,
+            system,
             job.cores,
             if job.cores > host_cpus { " (oversubscribed)" } else { "" },
             job.repeat,
@@ -290,6 +362,7 @@ pub fn run(settings: &Settings) -> Result<Summary> {
                 .atoll_command(job.cores)
                 .ok_or_else(|| "no Atoll command".to_string())
                 .and_then(|c| qemu::cmd_arg(&c))
+                .map(|command| atoll_cmdline(command, ctx.linux_hz))
                 .and_then(|command| {
                     let vm =
                         vm(settings, accel, job.cores, &images.kernel, &images.initrd, command);
@@ -299,7 +372,9 @@ pub fn run(settings: &Settings) -> Result<Summary> {
                 .as_ref()
                 .ok_or_else(|| "the Linux guest is not prepared".to_string())
                 .and_then(|g| {
-                    let cmdline = g.cmdline(&e.linux_args(job.cores).unwrap_or_default());
+                    let mitigations = job.mitigations.unwrap_or(Mitigations::Off);
+                    let cmdline =
+                        g.cmdline(&e.linux_args(job.cores).unwrap_or_default(), mitigations);
                     let vm = vm(settings, accel, job.cores, &g.kernel, &g.initramfs, cmdline);
                     runner::boot(&vm, &log, timeout, true)
                 }),
@@ -312,7 +387,13 @@ pub fn run(settings: &Settings) -> Result<Summary> {
             let why = o.failure();
             let mut got = Vec::new();
             for text in &o.results {
-                got.push(records::record(text, job, &ctx)?);
+                let mut r = records::record(text, job, &ctx, &o.conditions)?;
+                if job.system != "host" {
+                    // The VM's topology, so the report can state it (one package unless
+                    // SOCKETS says otherwise).
+                    r.insert("sockets".into(), settings.sockets.unwrap_or(1).into());
+                }
+                got.push(r);
             }
             Ok((o.elapsed, got, why))
         });
@@ -357,6 +438,15 @@ pub fn run(settings: &Settings) -> Result<Summary> {
     Ok(summary)
 }
 
+/// Atoll's command line for a job: its command, and the Linux guest's tick rate (`hz=`) so
+/// that both systems tick alike.
+fn atoll_cmdline(command: String, linux_hz: Option<u64>) -> String {
+    match linux_hz {
+        Some(hz) => format!("{command} hz={hz}"),
+        None => command,
+    }
+}
+
 /// The VM of one job: the same machine for both systems, only kernel, initrd and command
 /// line differ.
 fn vm(
@@ -369,6 +459,7 @@ fn vm(
 ) -> Vm {
     Vm {
         cores,
+        sockets: settings.sockets,
         mem: settings.mem.clone(),
         accel,
         kernel: kernel.to_path_buf(),
@@ -398,6 +489,18 @@ mod tests {
     }
 
     #[test]
+    fn sockets_must_divide_every_core_count() {
+        let parse = |args: &[&str]| {
+            Settings::parse(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+        };
+        let s = parse(&["--cores", "2,4", "--sockets", "2"]).unwrap();
+        assert_eq!((s.cores, s.sockets), (vec![2, 4], Some(2)));
+        let err = parse(&["--cores", "1,2", "--sockets=2"]).unwrap().check_topology().unwrap_err();
+        assert!(err.contains("SOCKETS=2") && err.contains("CORES=1"), "{err}");
+        assert!(parse(&["--cores", "4", "--sockets", "0"]).is_err());
+    }
+
+    #[test]
     fn the_plan_skips_core_counts_below_the_minimum_and_runs_host_once() {
         let all = registry::select(None).unwrap();
         let jobs = plan(&all, &[1, 2], 2);
@@ -407,18 +510,29 @@ mod tests {
                 .count()
         };
         assert_eq!(count("nullsys", "atoll", 1), 2);
-        assert_eq!(count("nullsys", "linux", 2), 2);
+        // Kernel entry is what nullsys measures: Linux runs with and without mitigations.
+        assert_eq!(count("nullsys", "linux", 2), 4);
+        assert_eq!(count("shm_vs_msg", "linux", 2), 2);
         assert_eq!(count("urpc", "atoll", 1), 0);
-        assert_eq!(count("urpc", "linux", 2), 2);
-        assert_eq!(count("multicast", "linux", 2), 0);
+        assert_eq!(count("urpc", "linux", 2), 4);
+        assert_eq!(count("multicast", "linux", 1), 0);
+        assert_eq!(count("multicast", "linux", 2), 2);
         assert_eq!(count("memclone", "atoll", 1), 2);
-        assert_eq!(count("memclone", "linux", 2), 2);
+        assert_eq!(count("memclone", "linux", 2), 4);
         assert_eq!(count("sharebench", "atoll", 2), 2);
         assert_eq!(count("sharebench", "linux", 2), 0);
         assert_eq!(jobs.iter().filter(|j| j.system == "host").count(), 2);
-        // Within a repetition, Atoll runs right before Linux.
-        let first = &jobs[..2];
-        assert_eq!((first[0].system, first[1].system), ("atoll", "linux"));
+        // Within a repetition, Atoll runs right before Linux (mitigations off, then as booted).
+        let first: Vec<_> = jobs[..3].iter().map(|j| (j.system, j.mitigations)).collect();
+        assert_eq!(
+            first,
+            [
+                ("atoll", None),
+                ("linux", Some(Mitigations::Off)),
+                ("linux", Some(Mitigations::AsBooted))
+            ]
+        );
+        assert_eq!(jobs[2].label(), "nullsys-linux-booted-c1-r1");
     }
 
     #[test]

@@ -48,7 +48,12 @@ pub fn render(settings: &Settings) -> Result {
     let experiments = registry::select(settings.only.as_deref())?;
     let accel = records.first().map(|r| records::text(r, "accel").to_string()).unwrap_or_default();
     let git = records.first().map(|r| records::text(r, "git").to_string()).unwrap_or_default();
-    let ctx = Context { accel, git, host_cpus: records::host_cpus() };
+    let linux_hz = records
+        .iter()
+        .find(|r| records::text(r, "system") == "linux")
+        .and_then(|r| records::number(r, "tick_hz"))
+        .map(|hz| hz as u64);
+    let ctx = Context { accel, git, host_cpus: records::host_cpus(), linux_hz };
     // The head of the report shows the run's core counts and repetitions, not today's.
     let mut cores: Vec<u32> =
         records.iter().filter_map(|r| records::number(r, "cores")).map(|c| c as u32).collect();
@@ -71,7 +76,8 @@ mod tests {
     fn outputs_are_written_from_records() {
         let out = std::env::temp_dir().join(format!("atoll-bench-render-{}", std::process::id()));
         let settings = Settings { out: out.clone(), ..Settings::parse(&[]).unwrap() };
-        let ctx = Context { accel: "tcg".into(), git: "abc".into(), host_cpus: 2 };
+        let ctx =
+            Context { accel: "tcg".into(), git: "abc".into(), host_cpus: 2, linux_hz: Some(250) };
         let mut all = Vec::new();
         for job in plan(&registry::select(None).unwrap(), &[1, 2], 3) {
             let e = job.experiment.name;
@@ -91,7 +97,7 @@ mod tests {
                 ),
             ];
             for line in lines {
-                all.push(records::record(&line, &job, &ctx).unwrap());
+                all.push(records::record(&line, &job, &ctx, &[]).unwrap());
             }
         }
         let summary =
@@ -109,7 +115,16 @@ mod tests {
             "| cycles_per_page (cycles) | config=shared-as | 2 | 2000 | 2000 | 1 | tie |"
         ));
         let nullsys = &report[report.find("## `nullsys`").unwrap()..];
-        assert!(nullsys.contains("| cycles_per_page (cycles) | — | 2 | 2000 | 2000 |"));
+        // Kernel-entry experiments show Linux as booted beside the headline (mitigations
+        // off), and every row states its conditions.
+        assert!(nullsys.contains(
+            "| cycles_per_page (cycles) | — | 2 | 2000 | 2000 | 1 | tie | 2000 | 1 | tcg · 1 pkg · tick L 250 Hz |"
+        ));
+        let shm = &report[report.find("## `shm_vs_msg`").unwrap()..];
+        assert!(
+            shm.contains("| cycles_per_page (cycles) | — | 2 | 2000 | 2000 | 1 | tie | — | — |")
+        );
+        assert!(report.contains("**Conditions.**"));
         for e in &experiments {
             assert!(out.join(format!("{}.png", e.name)).is_file(), "{}", e.name);
         }

@@ -61,6 +61,9 @@ pub fn draw(e: &Experiment, records: &[Record], path: &Path) -> Result<bool> {
             }
         })
         .filter(|r| number(r, "value").is_some())
+        // The plot shows the headline: Linux with mitigations off (the report's table has
+        // the guest as booted too).
+        .filter(|r| text(r, "mitigations") != "as-booted")
         .collect();
     if mine.is_empty() {
         return Ok(false);
@@ -327,9 +330,14 @@ fn lines(root: &Area, name: &str, series: &str, records: &[&Record], points: Poi
         .y_label_formatter(&|y| axis.label(*y))
         .draw()
         .map_err(|e| e.to_string())?;
+    // A record with an `impl` (the kernel's own multicast) draws a line of its own.
+    let line_of = |r: &Record| match text(r, "impl") {
+        "" => text(r, series).to_string(),
+        how => format!("{} ({how})", text(r, series)),
+    };
     let mut names: Vec<String> = Vec::new();
     for r in &mine {
-        let n = text(r, series).to_string();
+        let n = line_of(r);
         if !names.contains(&n) {
             names.push(n);
         }
@@ -338,7 +346,7 @@ fn lines(root: &Area, name: &str, series: &str, records: &[&Record], points: Poi
         let color = PALETTE[i % PALETTE.len()];
         for system in ["atoll", "linux"] {
             let mut xs: Vec<f64> = Vec::new();
-            for r in mine.iter().filter(|r| text(r, "system") == system && text(r, series) == n) {
+            for r in mine.iter().filter(|r| text(r, "system") == system && line_of(r) == *n) {
                 if !xs.contains(&x_of(r)) {
                     xs.push(x_of(r));
                 }
@@ -349,9 +357,7 @@ fn lines(root: &Area, name: &str, series: &str, records: &[&Record], points: Poi
                 .filter_map(|&x| {
                     let values: Vec<f64> = mine
                         .iter()
-                        .filter(|r| {
-                            text(r, "system") == system && text(r, series) == n && x_of(r) == x
-                        })
+                        .filter(|r| text(r, "system") == system && line_of(r) == *n && x_of(r) == x)
                         .filter_map(|r| number(r, "value"))
                         .collect();
                     median(&values).map(|m| (x, axis.to(m)))

@@ -3,7 +3,7 @@
 //! with the figure or table they come from, and the plot; host benchmarks in their own
 //! section; and a list of the rows where Linux wins.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::path::Path;
 use std::time::Duration;
@@ -70,8 +70,13 @@ struct Row {
     cores: u64,
     unit: String,
     atoll: Vec<(u64, f64)>,
+    /// Linux with `mitigations=off`: the headline comparison.
     linux: Vec<(u64, f64)>,
+    /// Linux with its default mitigations (experiments whose cost is kernel entry).
+    linux_booted: Vec<(u64, f64)>,
     host: Vec<(u64, f64)>,
+    /// The conditions its records state, by name (see [`conditions_of`]).
+    conditions: BTreeMap<&'static str, BTreeSet<String>>,
     /// Atoll's row to compare with when Atoll has none of its own (a Linux-only peer).
     baseline: Option<String>,
 }
@@ -100,13 +105,93 @@ fn rows(records: &[&Record], extra: &[&str]) -> Vec<Row> {
         else {
             continue;
         };
-        match text(r, "system") {
-            "atoll" => row.atoll.push((rep, value)),
-            "linux" => row.linux.push((rep, value)),
+        for (name, value) in conditions_of(r) {
+            row.conditions.entry(name).or_default().insert(value);
+        }
+        match (text(r, "system"), text(r, "mitigations")) {
+            ("atoll", _) => row.atoll.push((rep, value)),
+            ("linux", "as-booted") => row.linux_booted.push((rep, value)),
+            ("linux", _) => row.linux.push((rep, value)),
             _ => row.host.push((rep, value)),
         }
     }
     order.into_iter().filter_map(|k| by_key.remove(&k)).collect()
+}
+
+/// The conditions one record states, as (name, value) pairs for a row's `conditions` cell:
+/// the accelerator, the packages (`sockets`, 1 unless stated), each system's tick and
+/// Linux's huge-page policy. (Mitigations have columns of their own.)
+fn conditions_of(r: &Record) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    let system = text(r, "system");
+    if system == "host" {
+        return out;
+    }
+    out.push(("accel", text(r, "accel").to_string()));
+    let sockets = number(r, "sockets").unwrap_or(1.0);
+    out.push(("packages", format!("{sockets} pkg")));
+    let side = if system == "atoll" { "A" } else { "L" };
+    if let Some(hz) = number(r, "tick_hz") {
+        out.push(("tick", format!("{side} {hz}")));
+    }
+    if system == "linux" && !text(r, "thp").is_empty() {
+        out.push(("thp", text(r, "thp").to_string()));
+    }
+    out
+}
+
+/// A row's `conditions` cell: `tcg · 1 pkg · tick A 250, L 250 Hz · THP never`.
+fn conditions_cell(row: &Row) -> String {
+    let joined = |name: &str| {
+        row.conditions.get(name).map(|set| set.iter().cloned().collect::<Vec<_>>().join(", "))
+    };
+    let mut parts = Vec::new();
+    parts.extend(joined("accel"));
+    parts.extend(joined("packages"));
+    parts.extend(joined("tick").map(|t| format!("tick {t} Hz")));
+    parts.extend(joined("thp").map(|t| format!("THP {t}")));
+    if parts.is_empty() {
+        "—".into()
+    } else {
+        parts.join(" · ")
+    }
+}
+
+/// The report's paragraph on the conditions of the whole run: what each side's kernel did
+/// about speculative execution, as the Linux guest itself reported it.
+fn conditions_paragraph(records: &[Record]) -> String {
+    let mut said: BTreeMap<(&str, &str), BTreeSet<String>> = BTreeMap::new();
+    for r in records.iter().filter(|r| text(r, "system") == "linux") {
+        for name in ["meltdown", "spectre_v2"] {
+            if !text(r, name).is_empty() {
+                let entry = said.entry((text(r, "mitigations"), name)).or_default();
+                entry.insert(text(r, name).to_string());
+            }
+        }
+    }
+    let mut out = String::from(
+        "**Conditions.** Atoll has no speculative-execution mitigations and maps 4 KiB pages \
+         only; it is booted with the Linux guest's tick rate (`hz=`). The Linux guest boots \
+         with `transparent_hugepage=never` (so each first touch faults one 4 KiB page, as on \
+         Atoll) and with `mitigations=off` for the *Linux* column, the headline; experiments \
+         whose cost is kernel entry also run it as booted (the distribution's defaults), in \
+         the *as booted* columns.",
+    );
+    for (mitigations, label) in [("off", "with `mitigations=off`"), ("as-booted", "as booted")] {
+        let parts: Vec<String> = said
+            .iter()
+            .filter(|((m, _), _)| *m == mitigations)
+            .map(|((_, name), values)| {
+                let values: Vec<&str> = values.iter().map(String::as_str).collect();
+                format!("{name} `{}`", values.join("`, `"))
+            })
+            .collect();
+        if !parts.is_empty() {
+            let _ = write!(out, " The guest {label} reported: {}.", parts.join("; "));
+        }
+    }
+    out.push_str("  \n");
+    out
 }
 
 /// `median [min–max]` of `values` (just the value if there is one), or `—`.
@@ -236,6 +321,7 @@ pub fn render(
             "Linux guest: {guest}; same QEMU machine, cores, memory and accelerator as Atoll.  "
         );
     }
+    let _ = writeln!(out, "{}", conditions_paragraph(records));
     let _ = writeln!(
         out,
         "\nEach cell is the median over the repetitions, with [min–max]. Atoll/Linux is the ratio \
@@ -316,8 +402,9 @@ fn section(
     } else {
         let _ = writeln!(
             out,
-            "| metric | variant | cores | Atoll | Linux | Atoll/Linux | better | paper |\n\
-             | --- | --- | --- | --- | --- | --- | --- | --- |"
+            "| metric | variant | cores | Atoll | Linux | Atoll/Linux | better | Linux as booted \
+             | Atoll/Linux as booted | conditions | paper |\n\
+             | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
         );
         for row in &all {
             let baseline = row.baseline.as_ref().and_then(|b| {
@@ -327,6 +414,7 @@ fn section(
             let atoll =
                 if row.atoll.is_empty() { baseline.map(|b| &b.atoll) } else { Some(&row.atoll) };
             let ratio = atoll.map(|a| ratios(a, &row.linux)).unwrap_or_default();
+            let ratio_booted = atoll.map(|a| ratios(a, &row.linux_booted)).unwrap_or_default();
             let values = |v: &[(u64, f64)]| spread(&v.iter().map(|p| p.1).collect::<Vec<_>>());
             let atoll_cell = match (row.atoll.is_empty(), baseline) {
                 (false, _) => values(&row.atoll),
@@ -343,12 +431,16 @@ fn section(
             };
             let _ = writeln!(
                 out,
-                "| {} ({}) | {variant} | {}{oversubscribed} | {atoll_cell} | {} | {} | {winner} | {} |",
+                "| {} ({}) | {variant} | {}{oversubscribed} | {atoll_cell} | {} | {} | {winner} | {} \
+                 | {} | {} | {} |",
                 row.metric,
                 row.unit,
                 row.cores,
                 values(&row.linux),
                 spread(&ratio),
+                values(&row.linux_booted),
+                spread(&ratio_booted),
+                conditions_cell(row),
                 paper_cell(&refs, row)
             );
             if winner == "Linux" {

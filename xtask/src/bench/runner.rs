@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::guest::DONE_MARKER;
+use super::guest::{CONDITION_MARKER, DONE_MARKER};
 use crate::qemu::{self, Serial, Vm};
 use crate::{build, Result};
 
@@ -18,6 +18,10 @@ pub struct Outcome {
     pub results: Vec<String>,
     /// Lines that say something went wrong.
     pub complaints: Vec<String>,
+    /// The conditions the system says it ran under, as (name, value): the Linux guest's
+    /// `CONDITION` lines (`thp`, `meltdown`, `spectre_v2`) and Atoll's tick rate from its
+    /// boot line (`tick_hz`).
+    pub conditions: Vec<(String, String)>,
     /// True when a Linux guest's `/init` reported the end of the benchmark.
     pub done: bool,
     /// True when the Linux guest's end marker is required.
@@ -101,6 +105,11 @@ pub fn scan(serial: &str) -> Outcome {
     for line in serial.lines().map(|l| l.trim_end_matches('\r')) {
         if let Some(at) = line.find("RESULT {") {
             outcome.results.push(line[at + "RESULT ".len()..].trim().to_string());
+        } else if let Some(rest) = line.trim().strip_prefix(CONDITION_MARKER) {
+            let (name, value) = rest.split_once(' ').unwrap_or((rest, ""));
+            outcome.conditions.push((name.to_string(), value.trim().to_string()));
+        } else if let Some(hz) = atoll_tick_hz(line) {
+            outcome.conditions.push(("tick_hz".into(), hz.to_string()));
         } else if let Some(status) = line.trim().strip_prefix(DONE_MARKER) {
             outcome.done = true;
             if status.trim() != "0" {
@@ -111,6 +120,13 @@ pub fn scan(serial: &str) -> Outcome {
         }
     }
     outcome
+}
+
+/// The tick rate in Atoll's boot line `timer: TSC 2105 MHz, APIC timer 62498 kHz, tick 100 Hz`.
+fn atoll_tick_hz(line: &str) -> Option<u64> {
+    let rest = line.strip_prefix("timer: ")?;
+    let (_, tick) = rest.rsplit_once(", tick ")?;
+    tick.strip_suffix(" Hz")?.trim().parse().ok()
 }
 
 fn is_complaint(line: &str) -> bool {
@@ -141,6 +157,24 @@ mod tests {
         let o = scan(log);
         assert_eq!(o.results, ["{\"a\":1}", "{\"b\":2}"]);
         assert!(o.complaints.is_empty());
+    }
+
+    #[test]
+    fn conditions_are_read_from_both_systems() {
+        let linux = "LINUX READY cpus=2\nCONDITION thp always madvise [never]\nCONDITION spectre_v2 Vulnerable\n";
+        let o = scan(linux);
+        assert_eq!(
+            o.conditions,
+            [
+                ("thp".to_string(), "always madvise [never]".to_string()),
+                ("spectre_v2".to_string(), "Vulnerable".to_string())
+            ]
+        );
+        let atoll = "timer: TSC 2105 MHz, APIC timer 62498 kHz, tick 250 Hz\r\n";
+        assert_eq!(scan(atoll).conditions, [("tick_hz".to_string(), "250".to_string())]);
+        assert!(scan("timer: ignoring hz=: 'x' is not a number from 10 to 1000\n")
+            .conditions
+            .is_empty());
     }
 
     #[test]

@@ -16,8 +16,14 @@ const PIT_COMMAND: u16 = 0x43;
 /// to keep boot fast.
 const CALIBRATION_TICKS: u16 = 4773;
 
-/// Periodic tick rate on every core.
-pub const TICK_HZ: u64 = 100;
+/// Periodic tick rate on every core when the command line does not choose one (`hz=`).
+pub const DEFAULT_TICK_HZ: u64 = 100;
+/// The tick rates `hz=` may choose: from 10 Hz (a slice of 100 ms) to 1000 Hz.
+pub const TICK_HZ_RANGE: core::ops::RangeInclusive<u64> = 10..=1000;
+
+/// This boot's tick rate (`hz=` on the command line, or [`DEFAULT_TICK_HZ`]); set once by
+/// the boot core before any core starts its tick.
+static TICK_HZ: AtomicU64 = AtomicU64::new(DEFAULT_TICK_HZ);
 
 static TSC_HZ: AtomicU64 = AtomicU64::new(0);
 static APIC_TIMER_HZ: AtomicU64 = AtomicU64::new(0);
@@ -60,9 +66,25 @@ pub fn apic_timer_hz() -> u64 {
     APIC_TIMER_HZ.load(Ordering::Relaxed)
 }
 
-/// Starts this core's periodic tick at [`TICK_HZ`].
+/// This boot's tick rate in Hz.
+pub fn tick_hz() -> u64 {
+    TICK_HZ.load(Ordering::Relaxed)
+}
+
+/// Chooses this boot's tick rate (boot core, before any core starts its tick), so that a
+/// benchmark can tick at the rate of the Linux kernel it is compared with. Refuses a rate
+/// outside [`TICK_HZ_RANGE`].
+pub fn choose_tick_hz(hz: u64) -> Result<(), u64> {
+    if !TICK_HZ_RANGE.contains(&hz) {
+        return Err(hz);
+    }
+    TICK_HZ.store(hz, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Starts this core's periodic tick at [`tick_hz`].
 pub fn start_tick() {
-    set_tick_hz(TICK_HZ);
+    set_tick_hz(tick_hz());
 }
 
 /// Makes this core's tick periodic at `hz` (a pcore's time slice, `pcore_set_interval`).

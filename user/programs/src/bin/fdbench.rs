@@ -20,7 +20,7 @@ struct FdBench;
 impl OpsBench for FdBench {
     const NAME: &'static str = "fdbench";
     const CONFIGS: [&'static str; 2] = ["shared", "private"];
-    const HELP: &'static str = "usage: fdbench [--cores LIST] [--ops N] [--config shared|private|all]\n  N dup+close pairs per core (default 10000); default cores: all; default config: all";
+    const HELP: &'static str = "usage: fdbench [--cores LIST] [--ops N] [--config shared|private|all] [--sweep]\n  N dup+close pairs per core (default 10000); default cores: all; default config: all;\n  --sweep: on the first 1, 2, ... of the cores in turn";
 
     fn make_shared() -> Result<u64, Error> {
         FdTable::new_shared().map(|t| t.share())

@@ -1,5 +1,6 @@
 //! `init [LINE]`: the shell, which the kernel starts on core 0 at boot. With a line it runs
-//! that one line and powers off (`make run CMD=...`); otherwise it prompts `atoll> ` and
+//! that line (or its parts separated by `;`, in turn) and powers off (`make run CMD=...`);
+//! otherwise it prompts `atoll> ` and
 //! runs what is typed. Its own commands are below; any other line goes to the kernel
 //! console (`mem`, `monitor`, `bench urpc 2000`, `tests`, ...). The kernel gives `init`
 //! the machine device (`libatoll::machine()`): the capability those kernel commands and
@@ -37,7 +38,10 @@ const LINE_MAX: usize = 256;
 fn main() -> i32 {
     let line = args::arg_string();
     if !line.trim().is_empty() {
-        execute(line.trim());
+        // `make run CMD="a; b"` (and `make bench`) may give several lines.
+        for part in line.split(';') {
+            execute(part.trim());
+        }
         poweroff();
         return 0;
     }

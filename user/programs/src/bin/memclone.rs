@@ -28,6 +28,7 @@ use libatoll::obj::{page_faults, root_share, segment_alloc, share_delobj};
 use libatoll::platform::{options, Atoll};
 use libatoll::shared::{self, SharedStatic, ZeroInit, SLOT_BYTES};
 use libatoll::{println, rdtsc, CforkOptions, ObjRef};
+use workloads::result::Fixed2;
 
 const PAGE: u64 = 4096;
 /// Most cores and slots the control block has room for.
@@ -69,17 +70,18 @@ fn main() -> i32 {
     }
     let mut code = 0;
     for &config in &o.configs {
+        // (cycles per page, soft faults per page touched)
         let value = match config.spaces() {
             Some(spaces) => workloads::memclone::measure(&p, spaces, n, (o.mb as usize) << 20)
-                .map(|cycles| alloc::format!("{cycles}")),
+                .map(|t| (alloc::format!("{}", t.cycles_per_page), t.faults_per_page)),
             None => shared_ranges(&o.cores, o.mb * (1 << 20) / PAGE)
-                .map(|ratio| alloc::format!("{ratio}"))
+                .map(|(ratio, faults)| (alloc::format!("{ratio}"), Some(faults)))
                 .map_err(alloc::string::String::from),
         };
         match value {
-            Ok(value) => {
+            Ok((cycles, faults)) => {
                 let extra = alloc::format!(",\"mb\":{}", o.mb);
-                let record = Record {
+                let mut record = Record {
                     experiment: "memclone",
                     config: config.name(),
                     active_cores: n,
@@ -87,7 +89,11 @@ fn main() -> i32 {
                     unit: "cycles",
                     extra: &extra,
                 };
-                record.print(value);
+                record.print(cycles);
+                if let Some(faults) = faults {
+                    (record.metric, record.unit) = ("faults_per_page", "faults");
+                    record.print(Fixed2(faults));
+                }
             }
             Err(why) => {
                 println!("memclone: {}: {why}", config.name());
@@ -100,8 +106,8 @@ fn main() -> i32 {
 
 /// `shared-ranges` on every listed core: each core's array in SLOT ranges of its own,
 /// spliced (here, before the cforks) into every core's root range. Returns the cycles
-/// per page averaged over the cores.
-fn shared_ranges(cores: &[usize], pages: u64) -> Result<Ratio, &'static str> {
+/// per page averaged over the cores, and the faults per page (checked to be 1).
+fn shared_ranges(cores: &[usize], pages: u64) -> Result<(Ratio, f64), &'static str> {
     let ctl = CTL.init().map_err(|_| "no shared memory")?;
     let n = cores.len() as u64;
     // Each array has a spare page (see `worker`).
@@ -136,6 +142,7 @@ fn shared_ranges(cores: &[usize], pages: u64) -> Result<Ratio, &'static str> {
     }
     let statuses = statuses.map_err(|_| "cfork failed")?;
     let mut total = 0u64;
+    let mut faulted = 0u64;
     let mut bad = false;
     for (i, status) in statuses.iter().enumerate() {
         let faults = ctl.faults[i].load(Acquire);
@@ -147,11 +154,12 @@ fn shared_ranges(cores: &[usize], pages: u64) -> Result<Ratio, &'static str> {
             bad = true;
         }
         total += ctl.cycles[i].load(Acquire);
+        faulted += faults;
     }
     if bad {
         return Err("a core failed");
     }
-    Ok(Ratio::new(total, pages * n))
+    Ok((Ratio::new(total, pages * n), faulted as f64 / (pages * n) as f64))
 }
 
 /// One core's part: allocate its array, map it where the configuration says, wait for

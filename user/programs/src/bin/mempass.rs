@@ -34,6 +34,7 @@ use libatoll::obj::{page_faults, root_share, segment_alloc, share_delobj};
 use libatoll::platform::{options, Atoll};
 use libatoll::shared::{self, SharedStatic, ZeroInit, SLOT_BYTES};
 use libatoll::{println, rdtsc, CforkOptions, ObjRef};
+use workloads::result::Fixed2;
 
 const PAGE: u64 = 4096;
 const MAX_CORES: usize = 256;
@@ -71,13 +72,17 @@ fn main() -> i32 {
     let pages = o.mb * (1 << 20) / PAGE;
     let mut code = 0;
     for &config in &o.configs {
-        let total = match config.spaces() {
+        // (total cycles, soft faults of all cores per page of the buffer)
+        let measured = match config.spaces() {
             Some(spaces) => workloads::mempass::measure(&p, spaces, n, (o.mb as usize) << 20)
-                .map(|pass| pass.total_cycles),
-            None => shared_ranges(&o.cores, pages).map_err(alloc::string::String::from),
+                .map(|pass| (pass.total_cycles, pass.faults_per_page)),
+            // Only the first core faults, each page once (checked).
+            None => shared_ranges(&o.cores, pages)
+                .map(|total| (total, Some(1.0)))
+                .map_err(alloc::string::String::from),
         };
-        let total = match total {
-            Ok(total) => total,
+        let (total, faults) = match measured {
+            Ok(measured) => measured,
             Err(why) => {
                 println!("mempass: {}: {why}", config.name());
                 code = 1;
@@ -96,6 +101,10 @@ fn main() -> i32 {
         record.print(total);
         record.metric = "cycles_per_page";
         record.print(Ratio::new(total, pages * n as u64));
+        if let Some(faults) = faults {
+            (record.metric, record.unit) = ("faults_per_page", "faults");
+            record.print(Fixed2(faults));
+        }
     }
     code
 }

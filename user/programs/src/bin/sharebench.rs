@@ -17,7 +17,7 @@ struct ShareBench;
 impl OpsBench for ShareBench {
     const NAME: &'static str = "sharebench";
     const CONFIGS: [&'static str; 2] = ["global", "percore"];
-    const HELP: &'static str = "usage: sharebench [--cores LIST] [--ops N] [--config global|percore|all]\n  N add+delete pairs per core (default 10000); default cores: all; default config: all";
+    const HELP: &'static str = "usage: sharebench [--cores LIST] [--ops N] [--config global|percore|all] [--sweep]\n  N add+delete pairs per core (default 10000); default cores: all; default config: all;\n  --sweep: on the first 1, 2, ... of the cores in turn";
 
     fn make_shared() -> Result<u64, Error> {
         share_new()

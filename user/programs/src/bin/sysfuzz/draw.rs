@@ -218,6 +218,10 @@ impl Fuzzer {
                 (a[1], a[2]) = self.reference(None);
             }
             nr::SHARE_DELOBJ | nr::OBJ_GET_NAME => (a[0], a[1]) = self.reference(None),
+            nr::SHARE_DUPOBJ => {
+                a[0] = self.share();
+                (a[1], a[2]) = self.reference(None);
+            }
             nr::SET_ADD_SHARE => (a[0], a[1]) = self.reference(Some(Kind::Share)),
             nr::SEGMENT_ALLOC => (a[0], a[1]) = (self.share(), self.size()),
             nr::SEGMENT_GET_NBYTES => (a[0], a[1]) = self.reference(Some(Kind::Segment)),

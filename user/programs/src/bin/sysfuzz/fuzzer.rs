@@ -33,6 +33,8 @@ pub const ZONE_TOUCH_MAX: u64 = 64 * 1024;
 pub const POOL: usize = 24;
 /// Ids of objects it deleted, passed back as stale references.
 pub const GRAVE: usize = 16;
+/// `by_number`'s slot for calls past the last.
+pub const PAST: usize = nr::LAST as usize + 1;
 /// Shares it added to its share set (taken out again at a purge).
 pub const IN_SET: usize = 32;
 /// One step in this many is a scenario (`launch.rs`) rather than one call.
@@ -176,7 +178,7 @@ pub fn block_words(number: u64) -> usize {
 /// What a run counted.
 pub struct Stats {
     /// Calls by number; the last slot counts the numbers past the last call.
-    pub by_number: [u64; 42],
+    pub by_number: [u64; PAST + 1],
     pub errors: u64,
     /// Answers the kernel must never give; each was printed when it came.
     pub wrong: u64,
@@ -194,7 +196,7 @@ pub struct Stats {
 impl Default for Stats {
     fn default() -> Stats {
         Stats {
-            by_number: [0; 42],
+            by_number: [0; PAST + 1],
             errors: 0,
             wrong: 0,
             programs_here: 0,
@@ -353,8 +355,8 @@ impl Fuzzer {
         loop {
             let number = match self.rng.below(16) {
                 0 => self.rng.next(),
-                1 => nr::CONSOLE_READ + 1 + self.rng.below(24),
-                _ => self.rng.below(nr::CONSOLE_READ + 1),
+                1 => nr::LAST + 1 + self.rng.below(24),
+                _ => self.rng.below(nr::LAST + 1),
             };
             // `exit` ends the caller: only a child's burst makes it (see `launch.rs`).
             if number != nr::EXIT || self.mode == Mode::Child {
@@ -408,7 +410,7 @@ impl Fuzzer {
     /// the call made.
     fn after(&mut self, call: &Call, result: SysResult) {
         let (number, a) = (call.number, call.a);
-        self.stats.by_number[number.min(41) as usize] += 1;
+        self.stats.by_number[number.min(PAST as u64) as usize] += 1;
         if result.is_err() {
             self.stats.errors += 1;
         }
@@ -438,6 +440,12 @@ impl Fuzzer {
                 self.in_sets += 1;
             }
             nr::SHARE_DELOBJ => self.bury(a[1]),
+            // A descriptor: another id for the object, of its kind.
+            nr::SHARE_DUPOBJ => {
+                if let Some(kind) = self.kind_of(a[2]) {
+                    self.keep(a[0], value, kind)
+                }
+            }
             // 0: started on another core; a status word: ran here and ended.
             nr::PROGRAM_RUN if value == 0 => self.pin(a[0], a[1], crate::launch::What::Program),
             nr::PROGRAM_RUN => self.stats.programs_here += 1,
@@ -486,12 +494,11 @@ impl Fuzzer {
     pub fn report(&mut self, calls: u64, cycles: u64) {
         let s = &self.stats;
         let made: u64 = s.by_number.iter().sum();
-        let missing: Vec<u64> = (0..=nr::CONSOLE_READ)
-            .filter(|&n| n != nr::EXIT && s.by_number[n as usize] == 0)
-            .collect();
+        let missing: Vec<u64> =
+            (0..=nr::LAST).filter(|&n| n != nr::EXIT && s.by_number[n as usize] == 0).collect();
         println!(
             "sysfuzz: core {}: {calls} calls, {made} system calls ({} errors, {} past the last), {} cycles a call",
-            self.me, s.errors, s.by_number[41], cycles / calls.max(1)
+            self.me, s.errors, s.by_number[PAST], cycles / calls.max(1)
         );
         println!("sysfuzz: core {}: calls never made: {missing:?}", self.me);
         println!(

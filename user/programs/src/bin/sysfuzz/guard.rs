@@ -68,6 +68,17 @@ fn objects(f: &mut Fuzzer, call: &mut Call) {
         // context it starts can reach; a sibling's pcore likewise (a context given the
         // share could halt that fuzzer).
         nr::SHARE_ADDOBJ if f.machine == Some(a[2]) || f.is_sibling(a[2]) => a[2] = f.stale(),
+        // A descriptor is another id for its object, which the guards here, by id, would
+        // not know: none for its own objects, its range, the machine, or any pcore (a
+        // pcore's second id would keep it from the core's other users after `forget`).
+        nr::SHARE_DUPOBJ
+            if f.must_keep(a[2])
+                || f.machine == Some(a[2])
+                || a[2] == f.root_ar
+                || f.kind_of(a[2]) == Some(Kind::Pcore) =>
+        {
+            a[2] = f.stale()
+        }
         // `poweroff` with the machine device ends the machine: every other reference.
         nr::POWEROFF if f.machine == Some(a[1]) => {
             a[1] = f.pooled_of(Some(Kind::Device)).unwrap_or(f.root_ar)

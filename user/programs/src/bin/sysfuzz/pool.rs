@@ -221,6 +221,11 @@ impl Fuzzer {
             .map(|m| m.id)
     }
 
+    /// The kind of pooled object `id`, if it is in the pool.
+    pub fn kind_of(&self, id: u64) -> Option<Kind> {
+        self.pool[..self.pooled].iter().find(|m| m.id == id).map(|m| m.kind)
+    }
+
     /// A share in its set other than the root share (for `pcore_run`'s list), if any.
     pub fn set_share(&mut self) -> Option<u64> {
         (self.in_sets > 0).then(|| self.in_set[self.rng.below(self.in_sets as u64) as usize])
