@@ -10,6 +10,10 @@ use alloc::format;
 use alloc::string::String;
 use spin::Mutex;
 
+/// Longest wait for the other cores to flush a trimmed heap (they answer at once when
+/// idle; this bounds a busy host).
+const TRIM_TIMEOUT_US: u64 = 5_000_000;
+
 /// One core's resources at a moment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CoreResources {
@@ -99,6 +103,11 @@ pub fn check(cores: &[usize], before: &Snapshot) -> Result<(), String> {
 /// balance, `f` runs again and must balance exactly against the state after the first.
 pub fn balanced(f: impl Fn() -> Result<(), String>) -> Result<(), String> {
     let cores = smp::online_cores();
+    // Start from a clean slate on this core, which runs the tests and never goes idle to
+    // trim: the free top of its heap, grown by an earlier test, goes back to its frames,
+    // so a test's programs here find the core's memory as frames (on a 64 MiB VM with 16
+    // cores an earlier test's burst of objects once left too few for a segment copy).
+    crate::mem::heap::give_back_this_core(TRIM_TIMEOUT_US);
     let before = snapshot(&cores)?;
     f()?;
     if check(&cores, &before).is_ok() {

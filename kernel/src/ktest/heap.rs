@@ -107,19 +107,8 @@ const BURST_BLOCKS: usize = 2048;
 fn gives_back_its_free_top() -> Result<(), String> {
     let me = crate::percpu::this_core();
     // A trim asks every core to flush, and gives the frames back on a later call once
-    // all have: call until it has (or a few seconds have passed).
-    let trim = || {
-        crate::mem::heap::trim_this_core();
-        let start = crate::arch::cpu::rdtsc();
-        loop {
-            let given = crate::mem::heap::trim_this_core();
-            let waiting = crate::mem::heap::trim_pending_this_core();
-            if given > 0 || !waiting || crate::arch::timer::us_since(start) > 5_000_000 {
-                return given;
-            }
-            crate::arch::cpu::pause();
-        }
-    };
+    // all have: wait until it has (or a few seconds have passed).
+    let trim = || crate::mem::heap::give_back_this_core(5_000_000);
     trim();
     let (free_before, (mapped_before, _)) = (me.free_frames(), crate::mem::heap::stats_this_core());
     let blocks = BURST_BLOCKS.min(free_before as usize / 2);

@@ -202,6 +202,23 @@ pub fn trim_this_core() -> u64 {
     0
 }
 
+/// Trims this core's heap and waits (up to `timeout_us`) until every core has flushed and
+/// the frames are back on the core's list; returns the frames given back. For a caller that
+/// needs the core's memory as frames now (a test starting from a clean slate), not for the
+/// idle loop, which must never wait.
+pub fn give_back_this_core(timeout_us: u64) -> u64 {
+    trim_this_core();
+    let start = crate::arch::cpu::rdtsc();
+    loop {
+        let given = trim_this_core();
+        let waiting = trim_pending_this_core();
+        if given > 0 || !waiting || crate::arch::timer::us_since(start) > timeout_us {
+            return given;
+        }
+        crate::arch::cpu::pause();
+    }
+}
+
 /// Records the kernel page tables and opens the heaps (boot core, once).
 pub fn set_ready(kernel_pml4: u64) {
     KERNEL_PML4.store(kernel_pml4, Ordering::Relaxed);

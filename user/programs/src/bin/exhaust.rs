@@ -56,16 +56,23 @@ fn objects() -> i32 {
 fn memory() -> i32 {
     let mut touched = 0u64;
     for _ in 0..64 {
-        // The largest size the kernel grants, found with throw-away segments (each map
-        // takes fresh address space, so only the size that fits is mapped).
+        // The largest size the kernel grants (a segment may be as large as the core's free
+        // memory), found with throw-away segments: halve until one is granted, then search
+        // up to the page between it and twice it. Writing all of it then runs the core out
+        // of memory, however much is free (a power of two alone could fit with room to
+        // spare). Each map takes fresh address space, so only the size that fits is mapped.
         let root = obj::root_share();
+        let grants = |bytes: u64| match obj::segment_alloc(root, bytes) {
+            Ok(id) => {
+                let _ = obj::share_delobj(libatoll::ObjRef::new(root, id));
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
         let mut bytes = 1u64 << 40;
         loop {
-            match obj::segment_alloc(root, bytes) {
-                Ok(id) => {
-                    let _ = obj::share_delobj(libatoll::ObjRef::new(root, id));
-                    break;
-                }
+            match grants(bytes) {
+                Ok(()) => break,
                 Err(_) if bytes > 4096 => bytes /= 2,
                 Err(e) => {
                     println!("exhaust: no segment of even one page: {e:?}");
@@ -73,6 +80,16 @@ fn memory() -> i32 {
                 }
             }
         }
+        // Granted: `bytes`; refused: twice it (or never tried, at 1 TiB: also refused).
+        let (mut granted, mut refused) = (bytes / 4096, bytes / 4096 * 2);
+        while refused - granted > 1 {
+            let middle = (granted + refused) / 2;
+            match grants(middle * 4096) {
+                Ok(()) => granted = middle,
+                Err(_) => refused = middle,
+            }
+        }
+        let bytes = granted * 4096;
         let mapping = match private::map_new(bytes) {
             Ok(m) => m,
             Err(e) => {
