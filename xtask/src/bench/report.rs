@@ -91,7 +91,10 @@ fn rows(records: &[&Record], extra: &[&str]) -> Vec<Row> {
         let key = (text(r, "metric").to_string(), variant(r, extra), cores);
         let row = by_key.entry(key.clone()).or_insert_with(|| {
             order.push(key.clone());
-            let peer = r.contains_key("impl").then(|| variant_without(r, extra, "impl"));
+            // A Linux-only peer (a pipe, a futex) is compared with Atoll's row without
+            // `impl`; an Atoll-only variant (the kernel's own channels) stands alone.
+            let peer = (r.contains_key("impl") && text(r, "system") == "linux")
+                .then(|| variant_without(r, extra, "impl"));
             Row {
                 metric: key.0.clone(),
                 variant: key.1.clone(),
@@ -526,6 +529,21 @@ mod tests {
         let paper: Value = serde_json::json!({"metric": "ops_per_kcycle", "value": 7, "config": "private", "active_cores": 2});
         assert_eq!(paper_cell(&[&paper], &all[1]), "7");
         assert_eq!(paper_cell(&[&paper], &all[0]), "—");
+    }
+
+    #[test]
+    fn only_linux_rows_with_an_impl_are_peers() {
+        let line = |system: &str| -> Record {
+            serde_json::from_str(&format!(
+                r#"{{"experiment":"multicast","system":"{system}","cores":2,"metric":"latency_cycles","value":5,"unit":"cycles","repeat":1,"protocol":"unicast","impl":"{}"}}"#,
+                if system == "atoll" { "kernel" } else { "pipe" }
+            ))
+            .unwrap()
+        };
+        let (atoll, linux) = (line("atoll"), line("linux"));
+        let all = rows(&[&atoll, &linux], &[]);
+        let baselines: Vec<bool> = all.iter().map(|r| r.baseline.is_some()).collect();
+        assert_eq!(baselines, [false, true]);
     }
 
     #[test]
