@@ -447,3 +447,53 @@ pub fn options(name: &str, help: &str, max_cores: usize) -> Result<Options, i32>
     }
     Ok(o)
 }
+
+/// A program that runs one workload written once (`workloads::pingpong`, `shm`,
+/// `multicast`): its name, usage text and count argument.
+pub struct WorkloadProgram {
+    /// The program's name, the prefix of its error line.
+    pub name: &'static str,
+    /// The `--help` text.
+    pub help: &'static str,
+    /// N when none is given (iterations, updates, rounds).
+    pub default_count: usize,
+    /// The counts accepted.
+    pub counts: core::ops::RangeInclusive<usize>,
+}
+
+impl WorkloadProgram {
+    /// `NAME [N] [--cores LIST]` (default cores: all): parses the arguments, runs
+    /// `workload(platform, N)` on the listed cores and prints its `RESULT` lines, the Linux
+    /// guest's field for field. The exit code: 0; 2 with the usage for a bad argument (0
+    /// for `--help`); 1 if the workload failed (e.g. too few cores), with why.
+    pub fn main(&self, workload: fn(&Atoll, usize) -> Result<Vec<String>, String>) -> i32 {
+        let line = crate::args::arg_string();
+        let mut words = line.split_whitespace();
+        let mut cores = crate::cores::all_cores();
+        let mut count = self.default_count;
+        while let Some(word) = words.next() {
+            let ok = match word {
+                "--cores" => crate::args::cores_value(words.next()).map(|c| cores = c).is_some(),
+                _ => crate::args::number(Some(word), self.counts.clone())
+                    .map(|n| count = n)
+                    .is_some(),
+            };
+            if !ok {
+                crate::println!("{}", self.help);
+                return if word == "--help" { 0 } else { 2 };
+            }
+        }
+        match workload(&Atoll::new(cores), count) {
+            Ok(lines) => {
+                for line in lines {
+                    crate::println!("{line}");
+                }
+                0
+            }
+            Err(why) => {
+                crate::println!("{}: {why}", self.name);
+                1
+            }
+        }
+    }
+}

@@ -9,10 +9,7 @@
 #![no_std]
 #![no_main]
 
-extern crate alloc;
-
-use libatoll::platform::Atoll;
-use libatoll::{args, println};
+use libatoll::platform::WorkloadProgram;
 
 const HELP: &str = "usage: mcbench [ROUNDS] [--cores LIST]   (rounds per protocol and core count: 1..=200, default 50; default cores: all, the first is the source)";
 
@@ -20,33 +17,13 @@ const HELP: &str = "usage: mcbench [ROUNDS] [--cores LIST]   (rounds per protoco
 const MAX_ROUNDS: usize = 200;
 
 fn main() -> i32 {
-    let line = args::arg_string();
-    let mut words = line.split_whitespace();
-    let mut cores = libatoll::cores::all_cores();
-    let mut rounds = workloads::multicast::DEFAULT_ROUNDS;
-    while let Some(word) = words.next() {
-        let ok = match word {
-            "--cores" => args::cores_value(words.next()).map(|c| cores = c).is_some(),
-            _ => args::number(Some(word), 1..=MAX_ROUNDS).map(|n| rounds = n).is_some(),
-        };
-        if !ok {
-            println!("{HELP}");
-            return if word == "--help" { 0 } else { 2 };
-        }
-    }
-    let p = Atoll::new(cores);
-    match workloads::multicast::run(&p, rounds) {
-        Ok(lines) => {
-            for line in lines {
-                println!("{line}");
-            }
-            0
-        }
-        Err(why) => {
-            println!("mcbench: {why}");
-            1
-        }
-    }
+    let program = WorkloadProgram {
+        name: "mcbench",
+        help: HELP,
+        default_count: workloads::multicast::DEFAULT_ROUNDS,
+        counts: 1..=MAX_ROUNDS,
+    };
+    program.main(workloads::multicast::run)
 }
 
 libatoll::main!(main);

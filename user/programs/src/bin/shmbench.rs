@@ -13,40 +13,18 @@
 #![no_std]
 #![no_main]
 
-extern crate alloc;
-
-use libatoll::platform::Atoll;
-use libatoll::{args, cores, println};
+use libatoll::platform::WorkloadProgram;
 
 const HELP: &str = "usage: shmbench [N] [--cores LIST]   (N updates per client, 1..=100000, default 500; default cores: all, at least 2, the last one the server)";
 
 fn main() -> i32 {
-    let line = args::arg_string();
-    let mut words = line.split_whitespace();
-    let mut list = cores::all_cores();
-    let mut updates = workloads::shm::DEFAULT_UPDATES;
-    while let Some(word) = words.next() {
-        let ok = match word {
-            "--cores" => args::cores_value(words.next()).map(|c| list = c).is_some(),
-            _ => args::number(Some(word), 1..=100_000).map(|n| updates = n).is_some(),
-        };
-        if !ok {
-            println!("{HELP}");
-            return if word == "--help" { 0 } else { 2 };
-        }
-    }
-    match workloads::shm::run(&Atoll::new(list), updates) {
-        Ok(lines) => {
-            for line in lines {
-                println!("{line}");
-            }
-            0
-        }
-        Err(why) => {
-            println!("shmbench: {why}");
-            1
-        }
-    }
+    let program = WorkloadProgram {
+        name: "shmbench",
+        help: HELP,
+        default_count: workloads::shm::DEFAULT_UPDATES,
+        counts: 1..=100_000,
+    };
+    program.main(workloads::shm::run)
 }
 
 libatoll::main!(main);

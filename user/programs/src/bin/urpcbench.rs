@@ -12,40 +12,18 @@
 #![no_std]
 #![no_main]
 
-extern crate alloc;
-
-use libatoll::platform::Atoll;
-use libatoll::{args, cores, println};
+use libatoll::platform::WorkloadProgram;
 
 const HELP: &str = "usage: urpcbench [N] [--cores LIST]   (N round trips per latency, 1..=100000, default 2000; default cores: all, at least 2)";
 
 fn main() -> i32 {
-    let line = args::arg_string();
-    let mut words = line.split_whitespace();
-    let mut list = cores::all_cores();
-    let mut iterations = workloads::pingpong::DEFAULT_ITERATIONS;
-    while let Some(word) = words.next() {
-        let ok = match word {
-            "--cores" => args::cores_value(words.next()).map(|c| list = c).is_some(),
-            _ => args::number(Some(word), 1..=100_000).map(|n| iterations = n).is_some(),
-        };
-        if !ok {
-            println!("{HELP}");
-            return if word == "--help" { 0 } else { 2 };
-        }
-    }
-    match workloads::pingpong::run(&Atoll::new(list), iterations) {
-        Ok(lines) => {
-            for line in lines {
-                println!("{line}");
-            }
-            0
-        }
-        Err(why) => {
-            println!("urpcbench: {why}");
-            1
-        }
-    }
+    let program = WorkloadProgram {
+        name: "urpcbench",
+        help: HELP,
+        default_count: workloads::pingpong::DEFAULT_ITERATIONS,
+        counts: 1..=100_000,
+    };
+    program.main(workloads::pingpong::run)
 }
 
 libatoll::main!(main);
