@@ -32,7 +32,7 @@ pub use smoke::smoke_test;
 /// Core counts when `CORES` is not given.
 const DEFAULT_CORES: &[u32] = &[1, 2];
 /// Repetitions when `REPEAT` is not given (a full run at CORES=1,2 then takes about
-/// 3 minutes on a quiet 2-CPU TCG host, several times that on a busy one; see
+/// 8.5 minutes on a quiet 2-CPU TCG host, two to three times that on a busy one; see
 /// docs/bench.md).
 const DEFAULT_REPEAT: u32 = 5;
 /// Guest memory when `MEM` is not given (the same as `make run`'s).
