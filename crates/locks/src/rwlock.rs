@@ -25,12 +25,14 @@
 //! `tail` pointer and updates the one shared reader count to enter, so readers on different
 //! cores all write the same lines on the fast path: for read-mostly data the cost Corey
 //! Figure 1 shows for the shared file-descriptor table. Here readers on different slots never
-//! contend; the price moves to writers, who touch all `SLOTS` lines (two RMWs and a read
-//! each), and to memory (`SLOTS` × 64 bytes per lock, 1 KiB with the default 16 slots).
+//! contend; the price moves to writers, who touch every slot in use (two RMWs and a read
+//! each; all `SLOTS` by default, fewer with `RwLock::with_readers`), and to memory (`SLOTS`
+//! × 64 bytes per lock, 1 KiB with the default 16 slots).
 //!
 //! Properties and rules:
-//! - Correct for any slot index (it is taken modulo `SLOTS`); readers that share a slot only
-//!   share its line. Use the core number, with `SLOTS` at least the number of cores that read.
+//! - Correct for any slot index (it is taken modulo the slots in use); readers that share a
+//!   slot only share its line. Use the core number; with more reading cores than slots,
+//!   cores a slot-count apart share one, which costs only contention.
 //! - Writers go FIFO among themselves and are preferred over readers: once a writer has set
 //!   the bits, new readers wait. Back-to-back writers can starve readers, so this is for data
 //!   that is written rarely.

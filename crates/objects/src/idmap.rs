@@ -15,6 +15,15 @@ use crate::id::ObjectId;
 /// Fewest slots of a table that holds anything.
 const MIN_SLOTS: usize = 8;
 
+/// Why [`IdMap::insert_new`] gave the value back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The id is there already.
+    Present,
+    /// The table had to grow and its new slots could not be allocated.
+    NoMemory,
+}
+
 /// A hash map from object ids to `V`.
 pub struct IdMap<V> {
     /// A power of two slots (or none), each empty or an (id, value) pair.
@@ -79,13 +88,17 @@ impl<V> IdMap<V> {
         self.find(*id).is_some()
     }
 
-    /// Adds `id` → `value` if `id` is not there yet; otherwise gives `value` back.
-    pub fn insert_new(&mut self, id: ObjectId, value: V) -> Result<(), V> {
+    /// Adds `id` → `value` if `id` is not there yet and, when the table must grow, its new
+    /// slots can be allocated; otherwise gives `value` back, saying why. (Allocation is
+    /// fallible: in the kernel a failed one would otherwise stop the core.)
+    pub fn insert_new(&mut self, id: ObjectId, value: V) -> Result<(), (Refused, V)> {
         if self.find(id).is_some() {
-            return Err(value);
+            return Err((Refused::Present, value));
         }
-        if (self.len + 1) * 2 > self.slots.len() {
-            self.resize((self.slots.len() * 2).max(MIN_SLOTS));
+        if (self.len + 1) * 2 > self.slots.len()
+            && self.resize((self.slots.len() * 2).max(MIN_SLOTS)).is_err()
+        {
+            return Err((Refused::NoMemory, value));
         }
         self.place(id, value);
         self.len += 1;
@@ -124,17 +137,24 @@ impl<V> IdMap<V> {
             }
         }
         if self.slots.len() > MIN_SLOTS && self.len * 8 < self.slots.len() {
-            self.resize(self.slots.len() / 2);
+            // Shrinking is only thrift: without the memory for the smaller table (a
+            // removal must never fail), keep the bigger one.
+            let _ = self.resize(self.slots.len() / 2);
         }
         Some(value)
     }
 
-    /// Rehashes into `slots` slots (a power of two, more than twice `len`).
-    fn resize(&mut self, slots: usize) {
-        let old = mem::replace(&mut self.slots, (0..slots).map(|_| None).collect());
+    /// Rehashes into `slots` slots (a power of two, more than twice `len`); leaves the
+    /// table as it was if they cannot be allocated.
+    fn resize(&mut self, slots: usize) -> Result<(), Refused> {
+        let mut fresh = Vec::new();
+        fresh.try_reserve_exact(slots).map_err(|_| Refused::NoMemory)?;
+        fresh.resize_with(slots, || None);
+        let old = mem::replace(&mut self.slots, fresh);
         for (id, value) in old.into_iter().flatten() {
             self.place(id, value);
         }
+        Ok(())
     }
 
     /// The ids, in no particular order.
@@ -166,7 +186,7 @@ mod tests {
         for s in 1..=1000 {
             assert_eq!(m.insert_new(id(s % 3, s), s), Ok(()));
         }
-        assert_eq!(m.insert_new(id(1, 1), 0), Err(0));
+        assert_eq!(m.insert_new(id(1, 1), 0), Err((Refused::Present, 0)));
         assert_eq!(m.len(), 1000);
         assert!(m.slots.len() >= 2000);
         for s in 1..=1000 {
@@ -180,6 +200,21 @@ mod tests {
         let mut left: Vec<u64> = m.into_values().collect();
         left.sort();
         assert_eq!(left, [996, 997, 998, 999, 1000]);
+    }
+
+    #[test]
+    fn a_table_that_cannot_grow_is_left_as_it_was() {
+        let mut m = IdMap::new();
+        for s in 1..=10 {
+            m.insert_new(id(0, s), s).unwrap();
+        }
+        let slots = m.slots.len();
+        // More slots than any allocator gives: the resize fails, and nothing is lost.
+        assert_eq!(m.resize(1 << 60), Err(Refused::NoMemory));
+        assert_eq!((m.slots.len(), m.len()), (slots, 10));
+        for s in 1..=10 {
+            assert_eq!(m.get(&id(0, s)), Some(&s));
+        }
     }
 
     #[derive(Clone, Debug)]

@@ -77,6 +77,9 @@ pub enum ObjError {
     RootShare,
     /// The share holds [`object::SHARE_MAX`] entries.
     ShareFull,
+    /// The share's table had to grow and the memory for it could not be had (the kernel
+    /// answers `NoResources`, never panics).
+    OutOfMemory,
 }
 
 impl fmt::Display for ObjError {
@@ -92,6 +95,7 @@ impl fmt::Display for ObjError {
             ObjError::NameTooLong => "object name is too long",
             ObjError::RootShare => "the root share is private to its pcore",
             ObjError::ShareFull => "the share is full",
+            ObjError::OutOfMemory => "no memory for the share's table",
         })
     }
 }

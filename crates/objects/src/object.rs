@@ -13,7 +13,7 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use locks::RwLock;
 
 use crate::id::{IdAllocator, ObjName, ObjectId, ObjectKind};
-use crate::idmap::IdMap;
+use crate::idmap::{IdMap, Refused};
 use crate::ObjError;
 
 /// A counted pointer to an object: one per holder (see the crate docs).
@@ -175,7 +175,10 @@ pub(crate) fn insert_bounded<P: Payload>(
     if map.len() >= SHARE_MAX {
         return Err((ObjError::ShareFull, entry));
     }
-    map.insert_new(id, entry).map_err(|e| (ObjError::AlreadyPresent, e))
+    map.insert_new(id, entry).map_err(|(why, e)| match why {
+        Refused::Present => (ObjError::AlreadyPresent, e),
+        Refused::NoMemory => (ObjError::OutOfMemory, e),
+    })
 }
 
 /// A share's contents: entry id → [`Entry`] (Corey §3.3 "a share maps application-visible

@@ -346,7 +346,7 @@ fn to_abi(e: ObjError) -> Error {
         ObjError::NoSuchObject | ObjError::NotInShareSet | ObjError::NotInShare => {
             Error::NoSuchObject
         }
-        ObjError::IdsExhausted | ObjError::ShareFull => Error::NoResources,
+        ObjError::IdsExhausted | ObjError::ShareFull | ObjError::OutOfMemory => Error::NoResources,
         ObjError::RootShare => Error::NotPermitted,
         _ => Error::InvalidArgument,
     }
@@ -376,8 +376,9 @@ fn with_creator<R>(f: impl FnOnce(&mut Creator) -> R) -> R {
     let index = this_core().index;
     CREATORS.with(|slot| {
         f(slot.get_or_insert_with(|| {
-            // Shares' locks get a reader slot per core there is (Corey §4.1), not the
-            // lock's default 16: a write (`dup`, `close` in a shared table) closes that many.
+            // Shares' locks get a reader slot per online core (Corey §4.1), up to the lock's
+            // 16, not always 16: a write (`dup`, `close` in a shared table) closes every
+            // slot in use. (Above 16 cores, cores 16 apart share a slot.)
             let cores = crate::smp::online_cores().last().map_or(1, |&c| c + 1);
             Creator::new(index as u16, &CENSUS[index]).with_readers(cores)
         }))
