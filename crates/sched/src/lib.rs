@@ -10,7 +10,8 @@
 //!    §2.3) and for the symmetric baseline (Linux 2.6's rule, blind to power);
 //! 4. [`numa`]: per-thread, per-node resident-set counters, the allocation-phase
 //!    heuristic and the three running-thread migration policies (§2.4);
-//! 5. [`runqueue`]: one core's round-robin run queue with a time slice.
+//! 5. [`runqueue`]: one core's round-robin run queue with a time slice;
+//! 6. [`wait`]: one core's queues of threads waiting on a user word (`wait`/`wake`).
 //!
 //! All arithmetic is in integers (the kernel does not use the FPU): powers are in
 //! thousandths, and scaled loads are compared by cross-multiplication.
@@ -24,9 +25,11 @@ pub mod numa;
 pub mod policy;
 pub mod power;
 pub mod runqueue;
+pub mod wait;
 
 pub use load::{CoreLoad, LoadTable, ScaledLoad};
 pub use numa::{NumaPolicy, ResidentSet};
 pub use policy::{Move, Policy};
 pub use power::{Power, POWER_ONE};
 pub use runqueue::RunQueue;
+pub use wait::{WaitKey, WaitQueues};
