@@ -221,5 +221,7 @@ fn a_broken_command_is_caught() {
     assert!(check("make run CORSE=2").is_err());
     assert!(check("make nonesuch").is_err());
     assert!(check("make test TEST_FILTER=nonesuch").is_err());
+    assert!(check("make bench CORES=3 SOCKETS=2").is_err());
+    assert!(check("make run CORES=4 SOCKETS=3").is_err());
     assert!(check("make bench CORES=1,2,4 ONLY=urpc").is_ok());
 }

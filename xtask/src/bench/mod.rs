@@ -196,12 +196,7 @@ pub fn main(smoke: bool, args: &[String]) -> ExitCode {
 /// make, booting nothing; an error if there are none.
 fn dry_run(settings: &Settings, smoke: bool) -> Result<bool> {
     let settings = if smoke { smoke::settings(settings) } else { settings.clone() };
-    let experiments = registry::select(settings.only.as_deref())?;
-    let (accel, why) = Accel::choose(settings.accel.as_deref())?;
-    let jobs = plan(&experiments, &settings.cores, settings.repeat);
-    if jobs.is_empty() {
-        return Err("nothing to run: no selected experiment fits these core counts".into());
-    }
+    let (_, accel, why, jobs) = checked_plan(&settings)?;
     println!(
         "bench: dry run ({} ({why})): {} runs into {}",
         accel.name(),
@@ -286,9 +281,12 @@ pub struct Summary {
     pub others: Option<f64>,
 }
 
-/// Prepares everything, runs the plan with progress lines, writes the outputs.
-pub fn run(settings: &Settings) -> Result<Summary> {
-    let start = Instant::now();
+/// The selected experiments, the accelerator (and why), and the jobs.
+type Checked = (Vec<&'static Experiment>, Accel, &'static str, Vec<Job>);
+
+/// The checks a run makes before it starts (the topology, the experiments, the
+/// accelerator) and its plan, for [`run`] and [`dry_run`] alike.
+fn checked_plan(settings: &Settings) -> Result<Checked> {
     settings.check_topology()?;
     let experiments = registry::select(settings.only.as_deref())?;
     let (accel, why) = Accel::choose(settings.accel.as_deref())?;
@@ -296,6 +294,13 @@ pub fn run(settings: &Settings) -> Result<Summary> {
     if jobs.is_empty() {
         return Err("nothing to run: no selected experiment fits these core counts".into());
     }
+    Ok((experiments, accel, why, jobs))
+}
+
+/// Prepares everything, runs the plan with progress lines, writes the outputs.
+pub fn run(settings: &Settings) -> Result<Summary> {
+    let start = Instant::now();
+    let (experiments, accel, why, jobs) = checked_plan(settings)?;
     let host_cpus = records::host_cpus();
     println!(
         "bench: {} runs: {} at CORES={} SOCKETS={} REPEAT={} MEM={}, {} ({why}), host has {host_cpus} CPUs",
