@@ -288,6 +288,9 @@ fn hand_over(cmdline: &str) -> ! {
         println!("{} (the init shell; type 'help')", verdict::READY_MARKER);
         // The shell runs for as long as the machine does: no time limit.
         let status = crate::user::run_with_machine("init", command.unwrap_or(""), u64::MAX);
+        if let Err(e) = status {
+            println!("init could not start: {e:?}");
+        }
         if command.is_some() {
             power::power_off()
         }

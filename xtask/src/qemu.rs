@@ -173,6 +173,13 @@ pub fn cmd_arg(command: &str) -> Result<String> {
     if command.contains('"') {
         return Err(format!("CMD cannot contain a double quote: {command}"));
     }
+    if command.len() > abi::ARGS_MAX {
+        return Err(format!(
+            "CMD is {} bytes; the shell takes at most {} (split it over several runs)",
+            command.len(),
+            abi::ARGS_MAX
+        ));
+    }
     Ok(format!("{}=\"{command}\"", verdict::cmdline_keys::CMD))
 }
 
@@ -314,5 +321,9 @@ mod tests {
         assert_eq!(cmd_arg("cores").unwrap(), "cmd=\"cores\"");
         assert_eq!(cmd_arg("mem 3").unwrap(), "cmd=\"mem 3\"");
         assert!(cmd_arg("say \"hi\"").is_err());
+        // Longer than a program's argument string: refused, not cut (the kernel would
+        // have run a truncated last command).
+        assert!(cmd_arg(&"x".repeat(abi::ARGS_MAX)).is_ok());
+        assert!(cmd_arg(&"x".repeat(abi::ARGS_MAX + 1)).unwrap_err().contains("at most 256"));
     }
 }

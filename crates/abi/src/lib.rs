@@ -7,6 +7,10 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+/// Longest argument string a program is started with, in bytes (`args` copies at most
+/// this); the kernel refuses a longer one with `InvalidArgument` rather than cut it.
+pub const ARGS_MAX: usize = 256;
+
 /// System call numbers.
 pub mod nr {
     /// `null()`: does nothing (measures the syscall path).

@@ -10,6 +10,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 kernel_test!(ON_EVERY_CORE, "user.program_on_every_core", 1, false, program_on_every_core);
+kernel_test!(LONG_ARGS, "user.overlong_arguments_are_refused", 1, false, overlong_arguments);
 kernel_test!(BAD_POINTERS, "user.bad_pointers_are_errors", 1, false, bad_pointers_are_errors);
 kernel_test!(FAULT, "user.fault_stops_only_the_program", 1, false, fault_stops_only_the_program);
 kernel_test!(SYSFUZZ, "user.sysfuzz_every_core", 1, false, sysfuzz_every_core);
@@ -34,6 +35,18 @@ fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
         Ok(got) => Err(format!("{name}: ended {got:?}, expected {want:?}")),
         Err(e) => Err(format!("{name}: could not run: {e:?}")),
     }
+}
+
+/// A program started with more than `abi::ARGS_MAX` bytes of arguments is refused with
+/// `InvalidArgument` (it was once started with them cut, running a different command);
+/// exactly `ARGS_MAX` bytes still run.
+fn overlong_arguments() -> Result<(), String> {
+    let long = "x".repeat(abi::ARGS_MAX + 1);
+    match user::run("hello", &long) {
+        Err(abi::Error::InvalidArgument) => {}
+        other => return Err(format!("{} bytes of arguments: {other:?}", long.len())),
+    }
+    balanced(|| expect("hello", &long[1..], ExitStatus::Exited(0)))
 }
 
 /// `hello` runs on every core at once and exits 0 everywhere; every core is back to its
@@ -295,7 +308,7 @@ fn pcores_run_and_halt() -> Result<(), String> {
 fn ipc_benchmarks_report() -> Result<(), String> {
     balanced(|| {
         for name in ["urpcbench", "shmbench"] {
-            for bad in ["0", "100001", "x", "--cores", "--cores 0-99", "5 --nope"] {
+            for bad in ["0", "100001", "x", "--cores", "--cores 0-99", "5 --nope", "5 5"] {
                 expect(name, bad, ExitStatus::Exited(2))?;
             }
             expect(name, "--help", ExitStatus::Exited(0))?;

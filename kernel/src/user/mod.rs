@@ -21,7 +21,8 @@ use crate::arch::user_entry::{self, KernelContext, SyscallFrame};
 use crate::monitor::protocol::Request;
 use crate::percpu::{this_core, PerCoreState};
 use crate::println;
-use abi::{nr, pcore_status, Error, ObjectKind, SysResult, USER_STACK_BYTES, USER_STACK_TOP};
+use abi::{nr, pcore_status, Error, ObjectKind, SysResult, ARGS_MAX};
+use abi::{USER_STACK_BYTES, USER_STACK_TOP};
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -111,8 +112,6 @@ pub struct Context {
 /// Time limit of a program started with [`run`] (ten minutes).
 const DEFAULT_LIMIT_US: u64 = 600_000_000;
 
-/// Longest argument string a program gets.
-const ARGS_MAX: usize = 256;
 /// Bytes copied from user memory per step of a console write.
 const WRITE_MAX: usize = 1024;
 /// Most bytes one `write` call prints (it returns the count; the library loops): a call's
@@ -181,6 +180,10 @@ fn load_program(
     pcore: Option<Ptr>,
     give: Option<Ptr>,
 ) -> Result<Context, Error> {
+    // Refused, not cut: a shortened command line would run something else.
+    if args.len() > ARGS_MAX {
+        return Err(Error::InvalidArgument);
+    }
     let image = initrd::find(name).ok_or(Error::NoSuchObject)?;
     // cpio aligns file data to 4 bytes; the ELF parser wants 8.
     let aligned: Vec<u64>;
@@ -210,7 +213,7 @@ fn load_program(
     };
     Ok(Context {
         name: name.into(),
-        args: args.chars().take(ARGS_MAX).collect(),
+        args: args.into(),
         entry,
         // As if `_start` had been called (8 below a 16-byte boundary).
         stack: USER_STACK_TOP - 8,

@@ -3,13 +3,11 @@
 
 use crate::cores::parse_cores;
 use crate::sys::{args, cores_online};
+use abi::ARGS_MAX;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::ops::RangeInclusive;
 use core::str::FromStr;
-
-/// Longest argument string the kernel passes.
-const ARGS_MAX: usize = 256;
 
 /// The program's argument string (the line after its name).
 pub fn arg_string() -> String {

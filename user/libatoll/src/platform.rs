@@ -462,7 +462,7 @@ pub struct WorkloadProgram {
 }
 
 impl WorkloadProgram {
-    /// `NAME [N] [--cores LIST]` (default cores: all): parses the arguments, runs
+    /// `NAME [N] [--cores LIST]` (default cores: all; N at most once): parses the arguments, runs
     /// `workload(platform, N)` on the listed cores and prints its `RESULT` lines, the Linux
     /// guest's field for field. The exit code: 0; 2 with the usage for a bad argument (0
     /// for `--help`); 1 if the workload failed (e.g. too few cores), with why.
@@ -470,12 +470,13 @@ impl WorkloadProgram {
         let line = crate::args::arg_string();
         let mut words = line.split_whitespace();
         let mut cores = crate::cores::all_cores();
-        let mut count = self.default_count;
+        let mut count = None;
         while let Some(word) = words.next() {
             let ok = match word {
                 "--cores" => crate::args::cores_value(words.next()).map(|c| cores = c).is_some(),
+                _ if count.is_some() => false,
                 _ => crate::args::number(Some(word), self.counts.clone())
-                    .map(|n| count = n)
+                    .map(|n| count = Some(n))
                     .is_some(),
             };
             if !ok {
@@ -483,7 +484,7 @@ impl WorkloadProgram {
                 return if word == "--help" { 0 } else { 2 };
             }
         }
-        match workload(&Atoll::new(cores), count) {
+        match workload(&Atoll::new(cores), count.unwrap_or(self.default_count)) {
             Ok(lines) => {
                 for line in lines {
                     crate::println!("{line}");
