@@ -72,6 +72,7 @@ pub fn boot_core(start_info: u32) -> ! {
     timer::calibrate();
     let calibrated = cpu::rdtsc();
     choose_tick(info.cmdline());
+    choose_scheduler(info.cmdline());
     timer::start_tick();
     bsp.set_state(CoreState::Online);
     cpu::enable_interrupts();
@@ -106,6 +107,16 @@ fn choose_tick(cmdline: &str) {
     };
     if refused {
         println!("timer: ignoring hz={text}: out of range");
+    }
+}
+
+/// `sched=amps|symmetric` picks every core's scheduling policy (AMPS unless told
+/// otherwise); a bad value is reported and AMPS kept.
+fn choose_scheduler(cmdline: &str) {
+    let Some(word) = cmdline::get(cmdline, "sched") else { return };
+    match sched::Policy::parse(word) {
+        Some(policy) => crate::user::sched::choose_policy(policy),
+        None => println!("sched: ignoring sched={word}: amps or symmetric"),
     }
 }
 
@@ -211,6 +222,8 @@ fn enter_core_zero(pml4: u64, cores: usize) -> &'static percpu::PerCore {
     // The monitor runs START jobs through the user layer above it; `kernel_command` runs
     // lines through the console above that.
     monitor::set_start_handler(crate::user::start_job);
+    monitor::set_sched_handler(crate::user::sched::on_message);
+    monitor::set_idle_work(crate::user::sched::idle_work);
     crate::user::set_kernel_console(console::execute_and_report);
     bsp
 }

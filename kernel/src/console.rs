@@ -55,6 +55,12 @@ const COMMANDS: &[Command] = &[
         help: "an in-kernel experiment, printing RESULT lines ('bench' alone: the limits)",
         run: bench::command,
     },
+    Command {
+        name: "sched",
+        args: "",
+        help: "each core's scheduler: threads, switches, migrations, its load replica",
+        run: sched_report,
+    },
     Command { name: "ls", args: "", help: "the programs in the initrd", run: ls },
     Command {
         name: "run",
@@ -269,6 +275,28 @@ fn monitor(args: &str) -> Result<(), String> {
         crate::monitor::poll_budget()
     );
     Ok(())
+}
+
+/// `sched`: each core's scheduler counters and its replica of the load table (AMPS's
+/// scaled power P and run-queue length per core, as that core last heard them).
+fn sched_report(args: &str) -> Result<(), String> {
+    no_arguments(args)?;
+    println!("sched: policy {}", crate::user::sched::policy().name());
+    let cores = smp::online_cores();
+    let outcomes = smp::run_on(&cores, 5_000_000, &|core| {
+        let (st, queued, parked, loads) = crate::user::sched::report();
+        let mut replica = String::new();
+        for (length, power, online) in loads {
+            let mark = if online { "" } else { "x" };
+            replica.push_str(&format!(" {length}/{}.{:03}{mark}", power / 1000, power % 1000));
+        }
+        println!(
+            "core {core}: threads {queued} ready+running, {parked} parked; switches {}, preemptions {}, migrations in {} out {}, pulls {}, load reports {}; loads (length/P):{replica}",
+            st.switches, st.preemptions, st.migrations_in, st.migrations_out, st.pulls, st.reports
+        );
+        Ok(())
+    });
+    smp::all_ok(&cores, &outcomes)
 }
 
 /// `ls`: the initrd's files.

@@ -22,7 +22,7 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
             crate::percpu::this_core().on_tick();
             apic::eoi();
             if frame.cs & 3 == 3 {
-                crate::user::on_tick_in_user();
+                crate::user::on_tick_in_user(frame);
             }
         }
         VECTOR_WAKE => apic::eoi(),

@@ -119,7 +119,7 @@ macro_rules! per_core_state {
 pub struct PerCore {
     /// Must stay first: `gs:0` reads it.
     self_ptr: *const PerCore,
-    /// `gs:8`: the kernel stack a system call runs on (set by `user_entry::enter_user`).
+    /// `gs:8`: the kernel stack a system call runs on (set by `user_entry::resume_user`).
     syscall_rsp: AtomicU64,
     /// `gs:16`: the user stack pointer, saved by `syscall_entry`.
     user_rsp: AtomicU64,

@@ -131,8 +131,37 @@ pub mod nr {
     /// object; Corey §3.3, the talk's `dup`); returns the id. `share_delobj` of the id is
     /// `close`. Shares cannot be duplicated (`InvalidArgument`).
     pub const SHARE_DUPOBJ: u64 = 41;
+    /// `thread_create(&ThreadCreate)`: a new thread (a user context on a root address
+    /// range with its own registers, FPU state and share set) on a chosen core or where
+    /// the scheduler places it; returns the thread object's id, placed in the given share.
+    pub const THREAD_CREATE: u64 = 42;
+    /// `thread_join(ref_share, ref_obj)`: waits until the thread ends; returns its
+    /// [`pcore_status`] word (`EXITED | code`, `FAULTED | vector`, ...).
+    pub const THREAD_JOIN: u64 = 43;
+    /// `thread_status(ref_share, ref_obj)`: the thread's [`pcore_status`] word now
+    /// (`RUNNING` while it lives).
+    pub const THREAD_STATUS: u64 = 44;
+    /// `yield()`: the caller goes to the back of its core's run queue.
+    pub const YIELD: u64 = 45;
+    /// `sleep(us)`: the caller sleeps at least `us` microseconds (at most one minute).
+    pub const SLEEP: u64 = 46;
+    /// `wait(addr, expected, timeout_us)`: if the 32-bit word at `addr` still holds
+    /// `expected`, sleeps until a `wake` on that word or the timeout (0: none). Returns a
+    /// [`wait_result`].
+    pub const WAIT: u64 = 47;
+    /// `wake(addr, n)`: wakes up to `n` threads of the caller's address space waiting on
+    /// the word at `addr`, first come first woken; returns how many it woke on the
+    /// caller's own core (waiters on other cores are woken by message, within `n`).
+    pub const WAKE: u64 = 48;
+    /// `thread_set_affinity(ref_share, ref_obj, mask)`: the cores (bit i: core i) the
+    /// thread may run on; ⟨0, 0⟩ is the caller. A thread on a core outside the set moves
+    /// at its next switch.
+    pub const THREAD_SET_AFFINITY: u64 = 49;
+    /// `thread_stat(ref_share, ref_obj, &mut ThreadStat)`: where the thread is and how
+    /// often it moved; ⟨0, 0⟩ is the caller.
+    pub const THREAD_STAT: u64 = 50;
     /// The highest call number.
-    pub const LAST: u64 = SHARE_DUPOBJ;
+    pub const LAST: u64 = THREAD_STAT;
 }
 
 /// What `pcore_status` reports (one word): the state in the high 32 bits, a detail in the
@@ -155,6 +184,109 @@ pub mod pcore_status {
     /// The state part of a status word.
     pub const fn state(word: u64) -> u64 {
         word & !0xffff_ffff
+    }
+}
+
+/// What `wait` returns.
+pub mod wait_result {
+    /// A `wake` woke the caller.
+    pub const WOKEN: u64 = 0;
+    /// The word did not hold `expected`: the caller did not sleep.
+    pub const CHANGED: u64 = 1;
+    /// The timeout passed first.
+    pub const TIMED_OUT: u64 = 2;
+}
+
+/// `thread_create`'s `core` when the scheduler should place the thread.
+pub const ANY_CORE: u64 = u64::MAX;
+
+/// Arguments of `thread_create`, read from user memory (17 little-endian words):
+/// `[share, core, entry, stack, ar_share, ar_obj, arg, nshares, shares[8], affinity]`.
+/// As `pcore_run`'s: the shares become the thread's share set beside a fresh root share.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadCreate {
+    /// The share that receives the thread object.
+    pub share: u64,
+    /// The core to start on, or [`ANY_CORE`] (the scheduler's placement).
+    pub core: u64,
+    /// First instruction.
+    pub entry: u64,
+    /// Initial stack pointer.
+    pub stack: u64,
+    /// The root address range, as ⟨share, object⟩.
+    pub ar: [u64; 2],
+    /// Passed to the thread in `rdi`.
+    pub arg: u64,
+    /// How many of `shares` are used.
+    pub nshares: u64,
+    /// Shares (ids in the caller's share set) for the thread's share set.
+    pub shares: [u64; 8],
+    /// The cores it may run on (bit i: core i; 0: every core).
+    pub affinity: u64,
+}
+
+impl ThreadCreate {
+    /// Words in memory.
+    pub const WORDS: usize = 17;
+
+    /// The words as they sit in memory.
+    pub fn to_words(&self) -> [u64; 17] {
+        let mut w = [0u64; 17];
+        w[..8].copy_from_slice(&[
+            self.share,
+            self.core,
+            self.entry,
+            self.stack,
+            self.ar[0],
+            self.ar[1],
+            self.arg,
+            self.nshares,
+        ]);
+        w[8..16].copy_from_slice(&self.shares);
+        w[16] = self.affinity;
+        w
+    }
+
+    /// Reads the words.
+    pub fn from_words(w: [u64; 17]) -> ThreadCreate {
+        let mut shares = [0u64; 8];
+        shares.copy_from_slice(&w[8..16]);
+        ThreadCreate {
+            share: w[0],
+            core: w[1],
+            entry: w[2],
+            stack: w[3],
+            ar: [w[4], w[5]],
+            arg: w[6],
+            nshares: w[7],
+            shares,
+            affinity: w[16],
+        }
+    }
+}
+
+/// What `thread_stat` writes (4 words).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadStat {
+    /// Its [`pcore_status`] word.
+    pub status: u64,
+    /// The core it is on (or last ran on).
+    pub core: u64,
+    /// Times it moved to another core (not counting where it was first placed).
+    pub migrations: u64,
+    /// Times it was switched onto a core.
+    pub switches: u64,
+}
+
+impl ThreadStat {
+    /// The words as they sit in memory.
+    pub fn to_words(&self) -> [u64; 4] {
+        [self.status, self.core, self.migrations, self.switches]
+    }
+
+    /// Reads the words.
+    pub fn from_words(w: [u64; 4]) -> ThreadStat {
+        ThreadStat { status: w[0], core: w[1], migrations: w[2], switches: w[3] }
     }
 }
 
@@ -364,6 +496,9 @@ pub enum ObjectKind {
     Pcore = 4,
     /// A hardware or syscall device (Corey §3.2, §4.4).
     Device = 5,
+    /// A thread: a user context the per-core schedulers time-share and move between
+    /// cores (AMPS §2; `thread_create`).
+    Thread = 6,
 }
 
 impl ObjectKind {
@@ -375,6 +510,7 @@ impl ObjectKind {
             3 => ObjectKind::AddressRange,
             4 => ObjectKind::Pcore,
             5 => ObjectKind::Device,
+            6 => ObjectKind::Thread,
             _ => return None,
         })
     }
@@ -594,6 +730,20 @@ mod tests {
         r.nshares = 2;
         r.shares[..2].copy_from_slice(&[9, 10]);
         assert_eq!(PcoreRun::from_words(r.to_words()), r);
+        let t = ThreadCreate {
+            share: 1,
+            core: ANY_CORE,
+            entry: 3,
+            stack: 4,
+            ar: [5, 6],
+            arg: 7,
+            nshares: 1,
+            shares: [8, 0, 0, 0, 0, 0, 0, 9],
+            affinity: 0b101,
+        };
+        assert_eq!(ThreadCreate::from_words(t.to_words()), t);
+        let st = ThreadStat { status: 1, core: 2, migrations: 3, switches: 4 };
+        assert_eq!(ThreadStat::from_words(st.to_words()), st);
         let m = MappingInfo { va: 1, pages: 2, target: 3, first_page: 4, flags: 5, kind: 6 };
         assert_eq!(MappingInfo::from_words(m.to_words()), m);
     }

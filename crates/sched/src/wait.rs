@@ -69,6 +69,11 @@ impl<T> WaitQueues<T> {
         woken
     }
 
+    /// True when some thread waits on a word of address space `space`.
+    pub fn has_space(&self, space: u64) -> bool {
+        self.queues.range((space, 0)..=(space, u64::MAX)).next().is_some()
+    }
+
     /// Takes every thread whose deadline is at or before `now` (they return "timed out").
     pub fn expire(&mut self, now: u64) -> Vec<T> {
         let mut expired = Vec::new();
@@ -128,6 +133,7 @@ mod tests {
         assert!(w.wake((7, 0x1000), 1).is_empty());
         assert_eq!(w.len(), 2);
         assert_eq!(w.wake((8, 0x1000), 0), Vec::<i32>::new());
+        assert!(w.has_space(8) && !w.has_space(9));
         assert_eq!(w.remove(|&t| t == 10), Some(10));
         assert_eq!(w.len(), 1);
     }

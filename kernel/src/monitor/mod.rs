@@ -348,6 +348,14 @@ fn serve(from: usize, request: Request) {
             None => reject(from, Rejection::Malformed),
         },
         Request::Multicast { round, source, limit } => forward_multicast(round, source, limit),
+        Request::Sched(words) => match SCHED_HANDLER.get() {
+            Some(handle) => {
+                if handle(from, words).is_err() {
+                    reject(from, Rejection::Malformed);
+                }
+            }
+            None => reject(from, Rejection::Malformed),
+        },
     }
 }
 
@@ -425,6 +433,39 @@ static START_HANDLER: spin::Once<fn(u64)> = spin::Once::new();
 /// Installs what runs a `START` job (once, at boot, before any program can send one).
 pub fn set_start_handler(start: fn(u64)) {
     START_HANDLER.call_once(|| start);
+}
+
+/// What takes a `SCHED` message (the user layer's scheduler, installed at boot); `Err`
+/// for a message it refuses. It runs in any context, so it only queues work for the
+/// scheduler.
+pub type SchedHandler = fn(usize, [u64; PAYLOAD_WORDS]) -> Result<(), ()>;
+
+static SCHED_HANDLER: spin::Once<SchedHandler> = spin::Once::new();
+
+/// Installs the scheduler's message handler (once, at boot).
+pub fn set_sched_handler(handle: SchedHandler) {
+    SCHED_HANDLER.call_once(|| handle);
+}
+
+/// Work the idle loop runs before it polls: the scheduler runs this core's ready threads
+/// (installed at boot by the user layer, which sits above this one). Returns whether it
+/// ran any.
+static IDLE_WORK: spin::Once<fn() -> bool> = spin::Once::new();
+
+/// Installs the idle loop's work (once, at boot).
+pub fn set_idle_work(work: fn() -> bool) {
+    IDLE_WORK.call_once(|| work);
+}
+
+/// Whether calls or starts wait for this core's running thread to leave it (the
+/// scheduler then ends the thread's slice at the next tick).
+pub fn has_deferred() -> bool {
+    with(|m| !m.deferred.is_empty())
+}
+
+/// Sends one message without waiting: `Full` if the channel has no room now.
+pub fn try_send(to: usize, request: &Request) -> Result<(), SendError> {
+    try_send_now(to, request)
 }
 
 /// Wakes core `to` if it is asleep (after a message was placed in its channel).
@@ -660,6 +701,9 @@ pub fn poll_budget() -> u64 {
 /// Polls for up to the poll budget; if nothing came, sends partial frame batches home,
 /// marks the core asleep and halts until an interrupt.
 pub fn idle_once(core: &PerCore) {
+    if IDLE_WORK.get().is_some_and(|work| work()) {
+        return;
+    }
     let start = cpu::rdtsc();
     let budget = poll_budget();
     while cpu::rdtsc() - start < budget {

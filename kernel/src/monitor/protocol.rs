@@ -36,6 +36,9 @@ pub mod kind {
     /// ownership of the boxed job at kernel address `job` and answers nothing (the pcore
     /// object carries the outcome).
     pub const START: u32 = 11;
+    /// `[op, words...]`: the scheduler's traffic (a thread arriving, a wake-up, a load
+    /// report, a pull); the user layer's handler decodes `op` (see `user::sched`).
+    pub const SCHED: u32 = 12;
 }
 
 /// Frames in one `FRAME_RETURN` message.
@@ -68,6 +71,8 @@ pub enum Request {
     Multicast { round: u64, source: usize, limit: usize },
     /// Start the user context boxed at kernel address `job` (ownership passes).
     Start { job: u64 },
+    /// Scheduler traffic, decoded by the scheduler.
+    Sched([u64; PAYLOAD_WORDS]),
 }
 
 /// Why a message was rejected.
@@ -122,6 +127,7 @@ pub fn decode(from: usize, tag: u32, p: &[u64; PAYLOAD_WORDS]) -> Result<Request
         kind::MULTICAST => {
             Request::Multicast { round: p[0], source: p[1] as usize, limit: p[2] as usize }
         }
+        kind::SCHED => Request::Sched(*p),
         kind::REPLY => return Err(Rejection::Malformed), // replies come as bytes
         _ => return Err(Rejection::UnknownKind),
     };
@@ -175,6 +181,10 @@ pub fn encode(request: &Request) -> (u32, [u64; PAYLOAD_WORDS]) {
         Request::Start { job } => {
             p[0] = job;
             kind::START
+        }
+        Request::Sched(words) => {
+            p = words;
+            kind::SCHED
         }
     };
     (tag, p)

@@ -176,6 +176,9 @@ pub struct Range {
     /// cores running a context on it; for a slot range, every core that ever ran a root it
     /// is spliced into. A shootdown goes to them.
     cores: AtomicU64,
+    /// Cores with a thread waiting (`wait`) on a word of this root range's address space:
+    /// where a `wake` must look besides its own core.
+    waiters: AtomicU64,
 }
 
 /// A range's page tables (Corey §3.1: an address range is a page-table subtree that
@@ -295,6 +298,8 @@ pub enum Payload {
     Pcore(Pcore),
     /// A device.
     Device(Device),
+    /// A thread (what every core knows of it; the thread itself moves between cores).
+    Thread(Arc<super::sched::ThreadShared>),
 }
 
 impl objects::Payload for Payload {
@@ -329,6 +334,33 @@ pub fn pcore(p: &Ptr) -> Option<&Pcore> {
         Payload::Pcore(c) => Some(c),
         _ => None,
     }
+}
+
+/// The thread `p` names, if it is one.
+pub fn thread(p: &Ptr) -> Option<&Arc<super::sched::ThreadShared>> {
+    match p.payload()? {
+        Payload::Thread(t) => Some(t),
+        _ => None,
+    }
+}
+
+/// `thread_create`'s object: `shared`, placed in `share`.
+pub fn thread_alloc(
+    p: &mut ProgramObjects,
+    share: u64,
+    shared: Arc<super::sched::ThreadShared>,
+) -> Result<u64, Error> {
+    alloc(p, share, ObjectKind::Thread, Payload::Thread(shared))
+}
+
+/// The cores with a thread waiting on a word of root range `ar`'s address space.
+pub fn range_waiters(ar: &Ptr) -> Option<&AtomicU64> {
+    range(ar).map(|r| &r.waiters)
+}
+
+/// Whether this core has room for a new thread (the object cap, the memory reserve).
+pub fn room_for_thread() -> Result<(), Error> {
+    room()
 }
 
 /// A running context's view of the objects: its share set and its root range.
@@ -436,7 +468,7 @@ fn new_range(root: bool) -> Result<Range, Error> {
         (GRANULARITY, Tables::Slot(Directory::new().ok_or(Error::NoResources)?))
     };
     let map = AddressRange::new(span, GRANULARITY).map_err(ar_error)?;
-    Ok(Range { state: McsLock::new(RangeState::new(map, tables)), cores: AtomicU64::new(0) })
+    Ok(Range { state: McsLock::new(RangeState::new(map, tables)), cores: AtomicU64::new(0), waiters: AtomicU64::new(0) })
 }
 
 /// A context's objects: a fresh root share plus `shares`, running on `root_ar`.

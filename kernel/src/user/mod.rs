@@ -3,21 +3,22 @@
 //! until it exits, faults or is halted, starting contexts on other cores (`pcore_run`,
 //! `program_run`), and the system calls.
 //!
-//! A core runs one context at a time (Corey §4.4: pcores are space-multiplexed). While it
-//! does, the core's monitor does not poll; messages wait in its channels until the context
-//! ends. A program may lend its own core to another program (`program_run` on its own
-//! pcore): it is parked until that one ends.
+//! Every context is a thread (`sched`): a core time-shares its threads, and a thread
+//! can move to another core by message. A program may lend its own core to another
+//! program (`program_run` on its own pcore): it waits, as `thread_join` does, until that
+//! one ends.
 
 pub mod corey;
 pub mod devices;
 pub mod elf;
 pub mod initrd;
+pub mod sched;
 pub mod space;
 
 use crate::arch::cpu;
 use crate::arch::paging;
 use crate::arch::trap::{TrapFrame, EXCEPTION_NAMES};
-use crate::arch::user_entry::{self, KernelContext, SyscallFrame};
+use crate::arch::user_entry::{self, FpuState, KernelContext, SyscallFrame, UserRegs};
 use crate::monitor::protocol::Request;
 use crate::percpu::{this_core, PerCoreState};
 use crate::println;
@@ -56,13 +57,25 @@ impl ExitStatus {
         }
     }
 
-    fn decode(word: u64) -> ExitStatus {
+    /// The status a leaving context's word encodes (see `leave`).
+    pub fn decode(word: u64) -> ExitStatus {
         match word >> 32 {
             1 => ExitStatus::Faulted(word as u8),
             2 => ExitStatus::TimedOut,
             3 => ExitStatus::Halted,
             4 => ExitStatus::Failed,
             _ => ExitStatus::Exited(word as u32 as i32),
+        }
+    }
+
+    /// The status a `pcore_status` word reports.
+    pub fn from_status_word(word: u64) -> ExitStatus {
+        match pcore_status::state(word) {
+            pcore_status::EXITED => ExitStatus::Exited(word as u32 as i32),
+            pcore_status::FAULTED => ExitStatus::Faulted(word as u8),
+            pcore_status::TIMED_OUT => ExitStatus::TimedOut,
+            pcore_status::HALTED => ExitStatus::Halted,
+            _ => ExitStatus::Failed,
         }
     }
 
@@ -78,24 +91,81 @@ impl ExitStatus {
     }
 }
 
-/// What the core's running context's system calls need.
+/// A thread: everything a user context is, on the CPU or off it. Off it, the box is in
+/// a run queue or a wait queue of one core, or in a message on its way to another.
 pub struct Running {
     name: String,
     args: String,
     /// Console output not yet ended by a newline: printed a whole line at a time, so
     /// program output never runs into the kernel's own lines.
     line: Vec<u8>,
-    space: *mut AddressSpace,
+    /// Its root range's tables (set when it is switched in).
+    space: AddressSpace,
+    /// The scheduler loop's saved kernel context while the thread is on the CPU.
     context: *const KernelContext,
     objects: corey::ProgramObjects,
     /// TSC value past which the context is stopped.
     deadline: u64,
     /// The pcore object it runs on, if it was started through one.
     pcore: Option<Ptr>,
+    /// Its user registers while it is off the CPU.
+    regs: UserRegs,
+    /// Its x87/SSE state while it is off the CPU.
+    fpu: FpuState,
+    /// What every core knows of it (status, joiners, affinity, counters).
+    shared: alloc::sync::Arc<sched::ThreadShared>,
+    /// Why it left the CPU, for the scheduler loop.
+    after: sched::After,
+    /// What its blocking call returns when it is woken.
+    on_wake: Option<sched::OnWake>,
 }
 
-/// The context each core is running, if any (touched only by its own core).
-static RUNNING: PerCoreState<Option<Running>> = crate::per_core_state!(None);
+// SAFETY: a `Running` moves between cores whole, in one message; `context` is only
+// followed by the core it runs on, while it runs there.
+unsafe impl Send for Running {}
+
+impl Running {
+    /// A thread of `objects` that starts with `regs`, allowed where `shared` says.
+    fn new_thread(
+        name: String,
+        objects: corey::ProgramObjects,
+        shared: alloc::sync::Arc<sched::ThreadShared>,
+        regs: UserRegs,
+    ) -> Box<Running> {
+        let limit_cycles =
+            DEFAULT_LIMIT_US.saturating_mul(crate::arch::timer::tsc_hz() / 1_000_000);
+        Box::new(Running {
+            name,
+            args: String::new(),
+            line: Vec::new(),
+            space: AddressSpace::view(0),
+            context: core::ptr::null(),
+            objects,
+            deadline: cpu::rdtsc().saturating_add(limit_cycles),
+            pcore: None,
+            regs,
+            fpu: FpuState::initial(),
+            shared,
+            after: sched::After::Ready,
+            on_wake: None,
+        })
+    }
+
+    /// The thread of a prepared context, pinned to this core (a program, or a pcore's
+    /// context, keeps Corey's meaning: it runs on the core it was started on).
+    fn from_context(context: Context) -> Box<Running> {
+        let me = this_core().index;
+        let shared = sched::ThreadShared::new(if me < 64 { 1 << me } else { 0 });
+        let regs = UserRegs::start(context.entry, context.stack, context.arg);
+        let mut t = Running::new_thread(context.name, context.objects, shared, regs);
+        let limit_cycles =
+            context.limit_us.saturating_mul(crate::arch::timer::tsc_hz() / 1_000_000);
+        t.deadline = cpu::rdtsc().saturating_add(limit_cycles);
+        t.args = context.args;
+        t.pcore = context.pcore;
+        t
+    }
+}
 
 /// A context ready to run: what `pcore_run` or the program loader prepared.
 pub struct Context {
@@ -162,10 +232,6 @@ fn run_giving(
     limit_us: u64,
     give: Option<Ptr>,
 ) -> Result<ExitStatus, Error> {
-    // One program per core at a time (a pcore runs one context).
-    if RUNNING.with(|slot| slot.is_some()) {
-        return Err(Error::NotPermitted);
-    }
     let context = load_program(name, args, limit_us, None, give)?;
     Ok(run_context(context))
 }
@@ -224,98 +290,19 @@ fn load_program(
     })
 }
 
-/// Runs `context` on this core until it ends. If a program is running here already (it
-/// lent its pcore with `program_run`), that one is parked and resumes afterwards.
+/// Runs `context` on this core until it ends (as a thread pinned here; the core runs its
+/// other threads too meanwhile).
 pub fn run_context(context: Context) -> ExitStatus {
-    let core = this_core();
-    let outer = RUNNING.with(|slot| slot.take());
-    let saved_rsp0 = core.rsp0();
-    let saved_syscall_stack = core.syscall_stack();
-    let kernel_pml4 = crate::mem::heap::kernel_pml4();
-    core.in_context.store(true, Ordering::Release);
-    let status = run_here(context, kernel_pml4);
-    // Back to the outer program's tables and stacks, or the kernel's.
-    let pml4 = outer.as_ref().map_or(kernel_pml4, |r| {
-        // SAFETY: the outer program's space lives in its `run_here` frame further up.
-        unsafe { (*r.space).pml4() }
-    });
-    // SAFETY: either table maps the kernel half.
-    unsafe { paging::activate(pml4) };
-    let nested = outer.is_some();
-    core.in_context.store(nested, Ordering::Release);
-    RUNNING.with(|slot| *slot = outer);
-    core.set_rsp0(saved_rsp0);
-    core.set_syscall_stack(saved_syscall_stack);
-    if !nested {
-        // A context that left through an exception or a system call left interrupts off.
-        cpu::enable_interrupts();
-    }
-    status
-}
-
-fn run_here(context: Context, kernel_pml4: u64) -> ExitStatus {
-    let core = this_core();
-    let objects = context.objects;
-    // The context runs on its root range's own tables (shared with every other context on
-    // that range).
-    let mut space = match corey::enter_root(&objects) {
-        Ok(pml4) => AddressSpace::view(pml4),
-        Err(_) => {
-            corey::end_context(objects);
-            publish_status(context.pcore, ExitStatus::Failed);
-            return ExitStatus::Failed;
-        }
-    };
-    let hz = context.pcore.as_ref().and_then(corey::pcore).map(|p| {
-        p.status.store(pcore_status::RUNNING, Ordering::Release);
-        p.hz.load(Ordering::Relaxed)
-    });
-    let own_tick = hz.filter(|&hz| hz != crate::arch::timer::tick_hz());
-    if let Some(hz) = own_tick {
-        crate::arch::timer::set_tick_hz(hz);
-    }
-    let mut kcontext = KernelContext::default();
-    let limit_cycles = context.limit_us.saturating_mul(crate::arch::timer::tsc_hz() / 1_000_000);
-    RUNNING.with(|slot| {
-        *slot = Some(Running {
-            name: context.name,
-            args: context.args,
-            line: Vec::new(),
-            space: &mut space,
-            context: &kcontext,
-            objects,
-            deadline: cpu::rdtsc().saturating_add(limit_cycles),
-            pcore: context.pcore,
-        })
-    });
-    // SAFETY: the space maps the kernel half like the kernel tables, and the program's
-    // pages fault in through its root range; we switch away before it is dropped.
-    unsafe { paging::activate(space.pml4()) };
-    // SAFETY: `kcontext` lives on this frame until `run_user` returns; RSP0 is this core's.
-    let word = unsafe {
-        user_entry::run_user(
-            &mut kcontext,
-            context.entry,
-            context.stack,
-            core.rsp0_slot(),
-            context.arg,
-        )
-    };
-    // SAFETY: the kernel tables map everything the kernel uses.
-    unsafe { paging::activate(kernel_pml4) };
-    if own_tick.is_some() {
-        crate::arch::timer::start_tick();
-    }
-    let status = ExitStatus::decode(word);
-    if let Some(running) = RUNNING.with(|slot| slot.take()) {
-        finish(running, status);
-    }
-    status
+    let t = Running::from_context(context);
+    let shared = t.shared.clone();
+    sched::enqueue(t);
+    sched::run_until(&|| shared.status() != pcore_status::RUNNING);
+    ExitStatus::from_status_word(shared.status())
 }
 
 /// Takes an ended context apart: its last output line, its objects (the core leaves its
 /// root), then its pcore's status.
-fn finish(running: Running, status: ExitStatus) {
+pub(crate) fn finish(running: Running, status: ExitStatus) {
     let Running { line, objects, pcore, .. } = running;
     if !line.is_empty() {
         crate::println!("{}", String::from_utf8_lossy(&line));
@@ -391,9 +378,7 @@ pub fn start_job(raw: u64) {
         }
     };
     match context {
-        Ok(c) => {
-            run_context(c);
-        }
+        Ok(c) => sched::enqueue(Running::from_context(c)),
         Err(e) => {
             println!("start: core {}: {:?}", this_core().index, e);
             if let Some(cell) = cell {
@@ -403,34 +388,57 @@ pub fn start_job(raw: u64) {
     }
 }
 
-/// The running program's details, for a system call or a fault.
+/// The running thread's details, for a system call or a fault.
 fn with_running<R>(f: impl FnOnce(&Running, &AddressSpace) -> R) -> Option<R> {
     with_running_mut(|r, space| f(r, space))
 }
 
-/// The running program, mutable (its objects, its page tables).
+/// The running thread, mutable (its objects, its page tables).
 fn with_running_mut<R>(f: impl FnOnce(&mut Running, &mut AddressSpace) -> R) -> Option<R> {
-    RUNNING.with(|slot| {
-        slot.as_mut().map(|r| {
-            // SAFETY: `space` points into `run`'s frame, live while the program runs, and
-            // only this core, inside this `with`, reaches it.
-            let space = unsafe { &mut *r.space };
-            f(r, space)
-        })
+    sched::with_current(|r| {
+        let mut space = AddressSpace::view(r.space.pml4());
+        f(r, &mut space)
     })
 }
 
-/// Leaves the running program with `status` (from a system call or an exception). Nothing
-/// on the stack between here and `run_user` is dropped: a caller drops what it owns
-/// (strings, object references) first.
+/// Leaves the running thread with `status` (from a system call or an exception). Nothing
+/// on the stack between here and the scheduler loop is dropped: a caller drops what it
+/// owns (strings, object references) first.
 fn leave(status: ExitStatus) -> ! {
+    leave_raw(status.encode())
+}
+
+/// Leaves the running thread, handing the scheduler loop `word` (an exit status, or the
+/// scheduler's "switched" word with the thread's registers saved in its box).
+fn leave_raw(word: u64) -> ! {
     let Some(context) = with_running(|r, _| r.context) else {
         println!("user: no program is running on core {}", this_core().index);
         cpu::halt_forever()
     };
-    // SAFETY: the context of the `run_user` call active on this core's stack; we are in
-    // the kernel on that stack (a system call or an interrupt from the program).
-    unsafe { user_entry::leave_user(context, status.encode()) }
+    // SAFETY: the context of the `run_saved` call active on this core's stack; we are in
+    // the kernel on that stack (a system call or an interrupt from the thread).
+    unsafe { user_entry::leave_user(context, word) }
+}
+
+/// Reads `N` words of the running thread's memory at `ptr` (for `sched`'s calls).
+fn read_words_of<const N: usize>(r: &mut Running, ptr: u64) -> Result<[u64; N], Error> {
+    let mut space = AddressSpace::view(r.space.pml4());
+    read_words::<N>(&mut r.objects, &mut space, ptr)
+}
+
+/// Writes words to the running thread's memory at `ptr`.
+fn write_words_of(r: &mut Running, ptr: u64, words: &[u64]) -> Result<(), Error> {
+    let mut space = AddressSpace::view(r.space.pml4());
+    write_words(&mut r.objects, &mut space, ptr, words)
+}
+
+/// Reads the 32-bit word at `addr` of the running thread's memory.
+fn read_u32_of(r: &mut Running, addr: u64) -> Result<u32, Error> {
+    let mut space = AddressSpace::view(r.space.pml4());
+    let mut bytes = [0u8; 4];
+    corey::fault_in(&mut r.objects, &mut space, addr, 4, false);
+    space.copy_in(addr, &mut bytes)?;
+    Ok(u32::from_le_bytes(bytes))
 }
 
 /// An exception in user mode. A page fault on a page the program's root address range maps
@@ -473,12 +481,14 @@ pub fn on_exception(frame: &TrapFrame) {
 }
 
 /// A timer tick that interrupted user mode (after its EOI): stops the context if it has
-/// run past its time limit or its pcore was halted.
-pub fn on_tick_in_user() {
+/// run past its time limit or its pcore was halted, then gives the scheduler its turn
+/// (the slice, wake-ups, balancing).
+pub fn on_tick_in_user(frame: &TrapFrame) {
     // The monitor's turn while a context holds the core (Barrelfish's monitor is likewise
     // scheduled beside applications): frame returns and pings must not wait for it to end.
     crate::monitor::poll_at_tick();
     stop_if_due();
+    sched::on_tick(frame);
 }
 
 /// A point in a long system call where the core answers the rest of the machine. System
@@ -546,7 +556,7 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         nr::CYCLES => Ok(cpu::rdtsc()),
         nr::ARGS => args(a, b),
         nr::LOCALITY_GET => locality_get(a, b),
-        nr::PROGRAM_RUN => program_run(a, b, c, frame.r10, frame.r8),
+        nr::PROGRAM_RUN => program_run(frame, a, b, c, frame.r10, frame.r8),
         nr::CORES_ONLINE => Ok(crate::smp::online_cores().len() as u64),
         nr::KERNEL_COMMAND => kernel_command(a, b, c, frame.r10),
         nr::POWEROFF => poweroff(a, b),
@@ -554,6 +564,15 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         nr::FILE_LIST => file_list(a, b),
         nr::DEVICE_LIST => device_list(a, b),
         nr::PCORE_HALT => pcore_halt(a, b),
+        nr::THREAD_CREATE => sched::thread_create(a),
+        nr::THREAD_JOIN => sched::thread_join(frame, a, b),
+        nr::THREAD_STATUS => sched::thread_status(a, b),
+        nr::YIELD => sched::yield_now(frame),
+        nr::SLEEP => sched::sleep(frame, a),
+        nr::WAIT => sched::wait(frame, a, b, c),
+        nr::WAKE => sched::wake(a, b),
+        nr::THREAD_SET_AFFINITY => sched::set_affinity(frame, a, b, c),
+        nr::THREAD_STAT => sched::thread_stat(a, b, c),
         nr::ROOT_SHARE..=nr::PAGE_FAULTS
         | nr::SEGMENT_COPY..=nr::SEGMENT_READ
         | nr::SHARE_DUPOBJ => object_call(frame),
@@ -607,7 +626,7 @@ fn read_words<const N: usize>(
     space: &mut AddressSpace,
     ptr: u64,
 ) -> Result<[u64; N], Error> {
-    let mut bytes = [0u8; 128];
+    let mut bytes = [0u8; 256];
     corey::fault_in(p, space, ptr, N as u64 * 8, false);
     space.copy_in(ptr, &mut bytes[..N * 8])?;
     Ok(le_words(&bytes[..N * 8]))
@@ -762,7 +781,14 @@ fn claim(pc: &corey::Pcore) -> Result<(), Error> {
 /// `program_run(pcore, line, len, give)`: a program on the pcore's core; on the caller's
 /// own core the caller waits for it (its context is parked, then resumed). `give` (if
 /// not 0) names an object of the caller's root share that the program receives.
-fn program_run(share: u64, obj: u64, line: u64, len: u64, give: u64) -> SysResult {
+fn program_run(
+    frame: &SyscallFrame,
+    share: u64,
+    obj: u64,
+    line: u64,
+    len: u64,
+    give: u64,
+) -> SysResult {
     let (pcore_ptr, text, give) = with_running_mut(|r, space| {
         let ptr = corey::lookup(&r.objects, share, obj, ObjectKind::Pcore)?;
         let given = match give {
@@ -783,10 +809,16 @@ fn program_run(share: u64, obj: u64, line: u64, len: u64, give: u64) -> SysResul
         let what = StartWhat::Program { line: text.clone(), give };
         return send_job(pc.core, StartJob { pcore: pcore_ptr.clone(), what }).map(|_| 0);
     }
-    // Our own core: lend it. Outside `with_running_mut`, since the program takes this
-    // core's running slot while it runs.
+    // Our own core: lend it. The program is a thread pinned here; the caller waits for
+    // it as `thread_join` does.
     match load_program(name, args.trim_start(), DEFAULT_LIMIT_US, Some(pcore_ptr.clone()), give) {
-        Ok(context) => Ok(run_context(context).status_word()),
+        Ok(context) => {
+            let t = Running::from_context(context);
+            let shared = t.shared.clone();
+            sched::enqueue(t);
+            drop((pcore_ptr, text));
+            sched::join(frame, shared)
+        }
         Err(e) => {
             pc.status.store(pcore_status::FAILED, Ordering::Release);
             Err(e)
@@ -859,7 +891,7 @@ pub fn set_kernel_console(execute: ConsoleExecute) {
 /// wants what it printed so far (a prompt, an echo) on the screen: its unfinished line is
 /// printed first, as stdio flushes before input.
 fn console_read(ptr: u64, len: u64) -> SysResult {
-    let pending = RUNNING.with(|slot| slot.as_mut().map(|r| core::mem::take(&mut r.line)));
+    let pending = sched::with_current(|r| core::mem::take(&mut r.line));
     if let Some(bytes) = pending.filter(|b| !b.is_empty()) {
         crate::print!("{}", String::from_utf8_lossy(&bytes));
     }
@@ -928,13 +960,13 @@ fn le_words<const N: usize>(bytes: &[u8]) -> [u64; N] {
 
 /// Adds one byte to the program's line; prints the line at a newline or when it is long.
 fn emit(byte: u8) {
-    let full = RUNNING.with(|slot| {
-        let r = slot.as_mut()?;
+    let full = sched::with_current(|r| {
         if byte != b'\n' {
             r.line.push(byte);
         }
         (byte == b'\n' || r.line.len() >= LINE_MAX).then(|| core::mem::take(&mut r.line))
-    });
+    })
+    .flatten();
     if let Some(line) = full {
         let line = String::from_utf8_lossy(&line);
         CAPTURE.with(|c| {

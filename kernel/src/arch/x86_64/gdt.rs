@@ -51,7 +51,7 @@ impl CoreTables {
 
 impl CoreTables {
     /// Address of the TSS's ring-0 stack pointer (RSP0): the stack an interrupt from user
-    /// mode lands on. `user_entry::enter_user` writes it.
+    /// mode lands on. `user_entry::resume_user` writes it.
     pub fn rsp0_slot(&mut self) -> *mut u64 {
         (&raw mut self.tss.privilege_stack_table[0]).cast()
     }

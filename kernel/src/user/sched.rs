@@ -1,0 +1,943 @@
+//! Threads and each core's scheduler (issue M7; AMPS, SC'07 §2–§3, in a multikernel).
+//!
+//! Every user context is a thread: a program's first context, a `pcore_run` context and a
+//! `thread_create` thread alike. A thread that is not on the CPU is a `Box<Running>`
+//! holding all of its user-visible state (registers, FPU/SSE image, share set, root
+//! range), so it can sit in a queue or travel to another core in one message.
+//!
+//! Read top to bottom:
+//! 1. **The per-core scheduler** ([`Scheduler`]): this core's round-robin run queue, its
+//!    wait queues (`wait`, `join`, `sleep`), and its replica of every core's load. Only
+//!    this core touches it; other cores reach it by message (`SCHED`), which the monitor
+//!    hands to [`on_message`], which only files the message in the [`Inbox`]: the
+//!    scheduler reads its inbox between threads and at every tick.
+//! 2. **The loop** ([`run_until`], [`run_next`]): take the next ready thread, switch to its
+//!    tables and FPU state, run it until it leaves (preempted at a tick, blocked in a call,
+//!    ended), then file it where it belongs. The kernel runs on the core's one stack: a
+//!    thread leaves by `leave_user`, its registers already saved in its box.
+//! 3. **The tick** ([`on_tick`]): the time slice, wake-up deadlines, load reports, pulls.
+//! 4. **Migration by message**: a thread is shipped as a pointer to its box (`ARRIVE`).
+//!    A core that wants work pulls (`PULL`): the source alone decides which thread goes,
+//!    a waiting one, or its running one at its next tick, so two pullers never both win.
+//! 5. **The calls**: `thread_create`, `join`, `status`, `yield`, `sleep`, `wait`, `wake`,
+//!    `set_affinity`, `stat`.
+//!
+//! The policy (placement, which core to pull from) is `crates/sched`, pure functions
+//! over this core's [`LoadTable`] replica.
+
+use super::corey::{self, Ptr};
+use super::{ExitStatus, Running};
+use crate::arch::paging;
+use crate::arch::user_entry::{self, KernelContext, SyscallFrame, UserRegs};
+use crate::arch::{cpu, timer};
+use crate::monitor::{self, protocol::Request};
+use crate::percpu::{self, this_core, CoreState, PerCoreState};
+use abi::{pcore_status, wait_result, Error, ObjectKind, SysResult};
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
+use sched::{LoadTable, Policy, Power, RunQueue, WaitKey, WaitQueues};
+
+/// Most live threads (thread objects) one core's programs may create.
+pub const THREADS_PER_CORE_MAX: u64 = 1024;
+/// Ticks between a core's unprompted load reports (it also reports when its load changes).
+const REPORT_EVERY_TICKS: u64 = 10;
+/// Ticks between balancing passes of a busy core (an idle core tries at every tick).
+const BALANCE_EVERY_TICKS: u64 = 2;
+/// Ticks a pull may stay unanswered before the puller tries again.
+const PULL_PATIENCE_TICKS: u64 = 4;
+/// Longest `sleep` (one minute).
+const SLEEP_MAX_US: u64 = 60_000_000;
+
+/// Wait-key spaces that are not address spaces (root-range ids never reach them: an id's
+/// top 16 bits are its creating core).
+const JOIN_SPACE: u64 = u64::MAX;
+const SLEEP_SPACE: u64 = u64::MAX - 1;
+
+/// What every core knows of a thread, wherever it runs: shared by its thread object
+/// (`thread_join`, `thread_status`, `thread_stat`) and the thread itself.
+pub struct ThreadShared {
+    /// Unique for the boot: the creating core in the top 16 bits, a counter below.
+    uid: u64,
+    /// `pcore_status::RUNNING` while it lives, then its status word.
+    status: AtomicU64,
+    /// Cores where a joiner is parked, woken by message when the thread ends.
+    joiners: AtomicU64,
+    /// The core it is on (or was last on).
+    core: AtomicU64,
+    /// The cores it may run on (bit i: core i).
+    affinity: AtomicU64,
+    /// Moves to another core after its first placement.
+    migrations: AtomicU64,
+    /// Times it was switched onto a core.
+    switches: AtomicU64,
+    /// The core whose thread cap it counts against.
+    creator: usize,
+}
+
+/// Live threads by creating core (the cap of [`THREADS_PER_CORE_MAX`]).
+static LIVE_THREADS: [AtomicU64; percpu::MAX_CORES] =
+    [const { AtomicU64::new(0) }; percpu::MAX_CORES];
+/// Per-core counters for thread uids.
+static NEXT_UID: [AtomicU64; percpu::MAX_CORES] = [const { AtomicU64::new(1) }; percpu::MAX_CORES];
+
+impl ThreadShared {
+    /// A live thread allowed on `affinity`, made on this core.
+    pub fn new(affinity: u64) -> Arc<ThreadShared> {
+        let me = this_core().index;
+        LIVE_THREADS[me].fetch_add(1, Ordering::Relaxed);
+        let uid = (me as u64) << 48 | NEXT_UID[me].fetch_add(1, Ordering::Relaxed);
+        Arc::new(ThreadShared {
+            uid,
+            status: AtomicU64::new(pcore_status::RUNNING),
+            joiners: AtomicU64::new(0),
+            core: AtomicU64::new(me as u64),
+            affinity: AtomicU64::new(affinity),
+            migrations: AtomicU64::new(0),
+            switches: AtomicU64::new(0),
+            creator: me,
+        })
+    }
+
+    /// Its status word (`RUNNING` while it lives).
+    pub fn status(&self) -> u64 {
+        self.status.load(Ordering::Acquire)
+    }
+
+    fn allowed_on(&self, core: usize) -> bool {
+        core < 64 && self.affinity.load(Ordering::Relaxed) & (1 << core) != 0
+    }
+}
+
+impl Drop for ThreadShared {
+    fn drop(&mut self) {
+        LIVE_THREADS[self.creator].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Why a thread left the CPU without ending, and what the loop does with it.
+pub enum After {
+    /// Back on this core's run queue (preempted, yielded).
+    Ready,
+    /// Parked on a wait key until a wake-up or the deadline (TSC).
+    Park { key: WaitKey, deadline: Option<u64>, on_wake: OnWake },
+    /// Sent to another core (pulled, or moved by its affinity).
+    Ship(usize),
+}
+
+/// What a parked thread's call returns when it runs again.
+pub enum OnWake {
+    /// `wait`: [`wait_result::WOKEN`], or `TIMED_OUT` at the deadline.
+    Wait,
+    /// `sleep`: 0.
+    Sleep,
+    /// `thread_join` / `program_run`: the joined thread's status word.
+    Join(Arc<ThreadShared>),
+}
+
+/// The word a leaving thread hands the loop when it did not end (ExitStatus words use
+/// the high half's values 0–4).
+const SWITCHED: u64 = 0x10 << 32;
+
+/// Counters the console's `sched` command prints.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    /// Threads switched onto this core.
+    pub switches: u64,
+    /// Slices ended by the tick.
+    pub preemptions: u64,
+    /// Threads that arrived from another core.
+    pub migrations_in: u64,
+    /// Threads sent to another core (pulled, or for their affinity).
+    pub migrations_out: u64,
+    /// Pull requests this core sent.
+    pub pulls: u64,
+    /// Load reports this core sent.
+    pub reports: u64,
+}
+
+/// One core's scheduler state (only its own core opens it).
+struct Scheduler {
+    queue: RunQueue<Box<Running>>,
+    waits: WaitQueues<Box<Running>>,
+    /// This core's replica of every core's load (AMPS §2.2, by message).
+    table: LoadTable,
+    /// The length last reported, and the tick it was reported at.
+    reported: Option<(u64, u64)>,
+    seq: u64,
+    /// A pull is outstanding until this tick.
+    pull_until: u64,
+    /// A puller asked for the running thread: it goes at the next tick.
+    ship_running: Option<usize>,
+    stats: Stats,
+}
+
+impl Scheduler {
+    fn new() -> Scheduler {
+        let n = percpu::core_count();
+        let skb = crate::knowledge::get();
+        let speeds: Vec<Option<u64>> =
+            (0..n).map(|c| skb.and_then(|s| s.compute_speed(c))).collect();
+        let powers = Power::from_measured(&speeds);
+        let nodes: Vec<usize> = (0..n).map(|c| percpu::core(c).map_or(0, |c| c.node as usize)).collect();
+        let mut table = LoadTable::new(&powers, &nodes);
+        for c in 0..n {
+            let online = percpu::core(c).is_some_and(|c| c.state() == CoreState::Online);
+            table.set_online(c, online);
+        }
+        Scheduler {
+            queue: RunQueue::new(1),
+            waits: WaitQueues::new(),
+            table,
+            reported: None,
+            seq: 0,
+            pull_until: 0,
+            ship_running: None,
+            stats: Stats::default(),
+        }
+    }
+}
+
+static SCHED: PerCoreState<Option<Scheduler>> = crate::per_core_state!(None);
+
+fn with_sched<R>(f: impl FnOnce(&mut Scheduler) -> R) -> R {
+    SCHED.with(|slot| f(slot.get_or_insert_with(Scheduler::new)))
+}
+
+/// The running thread of this core, if one is on the CPU (its system calls, faults and
+/// ticks use it).
+pub(super) fn with_current<R>(f: impl FnOnce(&mut Running) -> R) -> Option<R> {
+    with_sched(|s| s.queue.running_mut().map(|r| f(r)))
+}
+
+/// The policy every core uses (`sched=amps|symmetric` on the command line; AMPS unless
+/// told otherwise). Chosen once at boot, before any thread exists.
+static POLICY: AtomicU8 = AtomicU8::new(0);
+
+/// Sets the policy (at boot).
+pub fn choose_policy(policy: Policy) {
+    POLICY.store(if policy == Policy::Symmetric { 1 } else { 0 }, Ordering::Relaxed);
+}
+
+/// The policy in force.
+pub fn policy() -> Policy {
+    if POLICY.load(Ordering::Relaxed) == 1 {
+        Policy::Symmetric
+    } else {
+        Policy::Amps
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Messages: the monitor hands every `SCHED` message to `on_message`, which files it here.
+
+/// Scheduler message operations (word 0 of a `SCHED` message).
+mod op {
+    /// `[ARRIVE, box]`: a thread for this core; the box at kernel address `box` is ours.
+    pub const ARRIVE: u64 = 1;
+    /// `[WAKE, space, addr, n, cores]`: wake up to `n` waiters on the word, then pass the
+    /// rest on to the lowest core in `cores`.
+    pub const WAKE: u64 = 2;
+    /// `[JOINED, uid]`: thread `uid` ended; wake its joiners here.
+    pub const JOINED: u64 = 3;
+    /// `[LOAD, length, seq, online]`: the sender's run-queue length.
+    pub const LOAD: u64 = 4;
+    /// `[PULL, may_take_running]`: the sender asks for one thread.
+    pub const PULL: u64 = 5;
+    /// `[NONE]`: the answer to a pull that found nothing to give.
+    pub const NONE: u64 = 6;
+}
+
+/// Messages filed for the scheduler, read between threads and at every tick.
+struct Inbox {
+    arrivals: Vec<Box<Running>>,
+    wakes: Vec<(WaitKey, u64, u64)>,
+    joined: Vec<u64>,
+    loads: Vec<(usize, u64, u64, bool)>,
+    pulls: Vec<(usize, bool)>,
+    refused: bool,
+}
+
+impl Inbox {
+    const fn new() -> Inbox {
+        Inbox {
+            arrivals: Vec::new(),
+            wakes: Vec::new(),
+            joined: Vec::new(),
+            loads: Vec::new(),
+            pulls: Vec::new(),
+            refused: false,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.arrivals.is_empty()
+            && self.wakes.is_empty()
+            && self.joined.is_empty()
+            && self.loads.is_empty()
+            && self.pulls.is_empty()
+            && !self.refused
+    }
+}
+
+static INBOX: PerCoreState<Inbox> = crate::per_core_state!(Inbox::new());
+
+/// Lowest address of the kernel half: an `ARRIVE` pointer must lie above it.
+const KERNEL_HALF: u64 = 0xffff_8000_0000_0000;
+
+/// A `SCHED` message from core `from` (from the monitor, in any context): filed only.
+pub fn on_message(from: usize, w: [u64; urpc::PAYLOAD_WORDS]) -> Result<(), ()> {
+    INBOX.with(|inbox| {
+        match w[0] {
+            op::ARRIVE => {
+                if w[1] < KERNEL_HALF || !w[1].is_multiple_of(8) {
+                    return Err(());
+                }
+                // SAFETY: `ship` made this pointer with `Box::into_raw` and sent it to us
+                // alone; it no longer touches the box.
+                inbox.arrivals.push(unsafe { Box::from_raw(w[1] as *mut Running) });
+            }
+            op::WAKE => inbox.wakes.push(((w[1], w[2]), w[3], w[4])),
+            op::JOINED => inbox.joined.push(w[1]),
+            op::LOAD => inbox.loads.push((from, w[1], w[2], w[3] != 0)),
+            op::PULL => inbox.pulls.push((from, w[1] != 0)),
+            op::NONE => inbox.refused = true,
+            _ => return Err(()),
+        }
+        Ok(())
+    })
+}
+
+fn message(words: &[u64]) -> Request {
+    let mut w = [0u64; urpc::PAYLOAD_WORDS];
+    w[..words.len()].copy_from_slice(words);
+    Request::Sched(w)
+}
+
+/// Reads the inbox: arrivals join the run queue, wake-ups and joins release parked
+/// threads, load reports update the replica, pulls are answered. Messages this causes
+/// are sent afterwards, outside the scheduler state (a send may poll).
+fn read_inbox() {
+    if INBOX.with(|i| i.is_empty()) {
+        return;
+    }
+    let inbox = INBOX.with(|i| core::mem::replace(i, Inbox::new()));
+    let me = this_core().index;
+    let mut outgoing: Vec<(usize, Request)> = Vec::new();
+    let mut ships: Vec<(Box<Running>, usize)> = Vec::new();
+    with_sched(|s| {
+        for t in inbox.arrivals {
+            t.shared.core.store(me as u64, Ordering::Relaxed);
+            s.stats.migrations_in += 1;
+            s.queue.push(t);
+        }
+        for ((space, addr), n, cores) in inbox.wakes {
+            let woken = wake_here(s, (space, addr), n);
+            if woken < n {
+                if let Some(next) = next_core(cores, me) {
+                    let rest = cores & !(1 << me);
+                    outgoing.push((next, message(&[op::WAKE, space, addr, n - woken, rest])));
+                }
+            }
+        }
+        for uid in inbox.joined {
+            wake_here(s, (JOIN_SPACE, uid), u64::MAX);
+        }
+        for (core, length, seq, online) in inbox.loads {
+            if s.table.report(core, length, seq) {
+                s.table.set_online(core, online);
+            }
+        }
+        if inbox.refused {
+            s.pull_until = 0;
+        }
+        for (puller, may_take_running) in inbox.pulls {
+            if let Some(t) = s.queue.take_ready(|t| t.shared.allowed_on(puller)) {
+                ships.push((t, puller));
+            } else if may_take_running
+                && s.ship_running.is_none()
+                && s.queue.running().is_some_and(|t| t.shared.allowed_on(puller))
+            {
+                s.ship_running = Some(puller);
+            } else {
+                outgoing.push((puller, message(&[op::NONE])));
+            }
+        }
+    });
+    for (t, to) in ships {
+        ship(t, to);
+    }
+    for (to, request) in outgoing {
+        let _ = monitor::send(to, &request);
+    }
+}
+
+/// The lowest core in `cores` other than `me`.
+fn next_core(cores: u64, me: usize) -> Option<usize> {
+    let rest = cores & !(1u64 << me);
+    (rest != 0).then(|| rest.trailing_zeros() as usize)
+}
+
+/// Wakes up to `n` threads parked here on `key` (each returns from its call); returns
+/// how many. An address space with no waiter left here loses this core's waiter bit.
+fn wake_here(s: &mut Scheduler, key: WaitKey, n: u64) -> u64 {
+    let woken = s.waits.wake(key, usize::try_from(n).unwrap_or(usize::MAX));
+    let count = woken.len() as u64;
+    let root = woken.first().map(|t| t.objects.root_ar.clone());
+    for mut t in woken {
+        t.regs.rax = match &t.on_wake {
+            Some(OnWake::Join(target)) => target.status(),
+            _ => wait_result::WOKEN,
+        };
+        t.on_wake = None;
+        s.queue.push(t);
+    }
+    if let Some(root) = root.filter(|_| key.0 < SLEEP_SPACE && !s.waits.has_space(key.0)) {
+        clear_waiter_bit(&root);
+    }
+    count
+}
+
+/// Clears this core's bit in root range `root`'s waiter mask (none of its threads waits
+/// here any more).
+fn clear_waiter_bit(root: &Ptr) {
+    if let Some(mask) = corey::range_waiters(root) {
+        mask.fetch_and(!(1u64 << this_core().index), Ordering::AcqRel);
+    }
+}
+
+/// Threads whose deadline passed return from `wait` (timed out) or `sleep`.
+fn expire_deadlines(s: &mut Scheduler) {
+    if s.waits.is_empty() {
+        return;
+    }
+    for mut t in s.waits.expire(cpu::rdtsc()) {
+        t.regs.rax = match t.on_wake {
+            Some(OnWake::Wait) => wait_result::TIMED_OUT,
+            _ => 0,
+        };
+        t.on_wake = None;
+        s.queue.push(t);
+    }
+}
+
+/// Sends thread `t` to core `to` (a migration: counted). If the message cannot go, the
+/// thread stays here.
+fn ship(t: Box<Running>, to: usize) {
+    t.shared.migrations.fetch_add(1, Ordering::Relaxed);
+    send_thread(t, to, true);
+}
+
+/// Sends thread `t` to core `to`'s monitor; `moved` counts it as a migration out.
+fn send_thread(t: Box<Running>, to: usize, moved: bool) {
+    let raw = Box::into_raw(t);
+    if monitor::send(to, &message(&[op::ARRIVE, raw as u64])).is_err() {
+        // SAFETY: not sent, so the box is still ours alone.
+        let t = unsafe { Box::from_raw(raw) };
+        with_sched(|s| s.queue.push(t));
+        return;
+    }
+    with_sched(|s| {
+        if moved {
+            s.stats.migrations_out += 1;
+        }
+        // Until its report comes, count the thread on its new core.
+        let length = s.table.get(to).map_or(0, |c| c.length);
+        s.table.set_length(to, length + 1);
+    });
+}
+
+/// Sends this core's run-queue length to every other online core when it changed (at
+/// most once a tick, except to or from empty) and every [`REPORT_EVERY_TICKS`]. A full
+/// channel skips that core this time (the next report corrects it).
+fn report_load() {
+    let now = this_core().ticks();
+    let me = this_core().index;
+    let report = with_sched(|s| {
+        let length = s.queue.len() as u64;
+        s.table.set_length(me, length);
+        let due = match s.reported {
+            None => true,
+            Some((last, at)) => {
+                (last != length && (at != now || (last == 0) != (length == 0)))
+                    || now >= at + REPORT_EVERY_TICKS
+            }
+        };
+        if !due {
+            return None;
+        }
+        s.reported = Some((length, now));
+        s.seq += 1;
+        s.stats.reports += 1;
+        Some((length, s.seq))
+    });
+    let Some((length, seq)) = report else { return };
+    let request = message(&[op::LOAD, length, seq, 1]);
+    for c in 0..percpu::core_count() {
+        if c != me && percpu::core(c).is_some_and(|c| c.state() == CoreState::Online) {
+            let _ = monitor::try_send(c, &request);
+        }
+    }
+}
+
+/// Asks the core the policy names for one thread, if this core's replica says to
+/// (AMPS §2.3: pull-based, on the tick and when idle).
+fn balance() {
+    let now = this_core().ticks();
+    let me = this_core().index;
+    let pull = with_sched(|s| {
+        if now < s.pull_until {
+            return None;
+        }
+        let m = policy().pull_from(&s.table, me)?;
+        s.pull_until = now + PULL_PATIENCE_TICKS;
+        s.stats.pulls += 1;
+        Some(m)
+    });
+    if let Some(m) = pull {
+        let _ = monitor::try_send(m.from, &message(&[op::PULL, u64::from(m.may_take_running)]));
+    }
+}
+
+/// What the scheduler does between threads and at ticks: its inbox, deadlines, load.
+fn housekeeping() {
+    read_inbox();
+    with_sched(expire_deadlines);
+    report_load();
+}
+
+// ---------------------------------------------------------------------------------------
+// The loop.
+
+/// How deep this core is in [`run_until`] (the idle loop's work stays out while it runs).
+static DEPTH: PerCoreState<u32> = crate::per_core_state!(0);
+
+/// Runs this core's threads until `stop()` holds (checked between threads); with none
+/// ready, the core serves its monitor and halts as the idle loop does.
+pub fn run_until(stop: &dyn Fn() -> bool) {
+    let core = this_core();
+    let saved_rsp0 = core.rsp0();
+    let saved_syscall_stack = core.syscall_stack();
+    DEPTH.with(|d| *d += 1);
+    loop {
+        housekeeping();
+        if stop() {
+            break;
+        }
+        if !run_next() {
+            balance();
+            if stop() {
+                break;
+            }
+            crate::monitor::idle_once(core);
+        }
+    }
+    DEPTH.with(|d| *d -= 1);
+    core.set_rsp0(saved_rsp0);
+    core.set_syscall_stack(saved_syscall_stack);
+    cpu::enable_interrupts();
+}
+
+/// The idle loop's work (installed at boot): runs one ready thread, if there is one.
+pub fn idle_work() -> bool {
+    if DEPTH.with(|d| *d > 0) {
+        return false;
+    }
+    housekeeping();
+    if run_next() {
+        cpu::enable_interrupts();
+        return true;
+    }
+    balance();
+    false
+}
+
+/// Puts `t` on this core's run queue (a new thread started here).
+pub fn enqueue(t: Box<Running>) {
+    with_sched(|s| s.queue.push(t));
+}
+
+/// Takes the next ready thread and runs it until it leaves the CPU; returns false if none
+/// was ready.
+fn run_next() -> bool {
+    let core = this_core();
+    let me = core.index;
+    let Some(misplaced) = with_sched(|s| {
+        s.queue.switch()?;
+        let t = s.queue.running()?;
+        Some(!t.shared.allowed_on(me))
+    }) else {
+        return false;
+    };
+    if misplaced {
+        // Its affinity changed: it runs elsewhere (AMPS places it among its cores).
+        let t = with_sched(|s| s.queue.take_running());
+        if let Some(t) = t {
+            let to = place(&t.shared).unwrap_or(me);
+            if to == me {
+                with_sched(|s| s.queue.push(t));
+            } else {
+                ship(t, to);
+            }
+        }
+        return true;
+    }
+    let mut kcontext = KernelContext::default();
+    let context: *const KernelContext = &kcontext;
+    let prepared = with_sched(|s| {
+        s.stats.switches += 1;
+        let t = s.queue.running_mut()?;
+        t.context = context;
+        t.shared.switches.fetch_add(1, Ordering::Relaxed);
+        t.shared.core.store(me as u64, Ordering::Relaxed);
+        let hz = t.pcore.as_ref().and_then(corey::pcore).map(|p| {
+            p.status.store(pcore_status::RUNNING, Ordering::Release);
+            p.hz.load(Ordering::Relaxed)
+        });
+        let pml4 = corey::enter_root(&t.objects);
+        if let Ok(pml4) = pml4 {
+            t.space = super::space::AddressSpace::view(pml4);
+        }
+        Some((pml4, &t.regs as *const UserRegs, &t.fpu as *const user_entry::FpuState, hz))
+    });
+    let Some((pml4, regs, fpu, hz)) = prepared else { return false };
+    let Ok(pml4) = pml4 else {
+        if let Some(t) = with_sched(|s| s.queue.take_running()) {
+            end_thread(t, ExitStatus::Failed);
+        }
+        return true;
+    };
+    let own_tick = hz.filter(|&hz| hz != timer::tick_hz());
+    if let Some(hz) = own_tick {
+        timer::set_tick_hz(hz);
+    }
+    // SAFETY: the root's tables map the kernel half like the kernel's own; the thread's
+    // pages fault in through its root range.
+    unsafe { paging::activate(pml4) };
+    // SAFETY: the box is in the run queue's running slot until it leaves, and stable.
+    unsafe { (*fpu).restore() };
+    core.in_context.store(true, Ordering::Release);
+    // SAFETY: `kcontext` lives on this frame until the thread leaves; RSP0 is this core's;
+    // the box (and `regs` in it) stays in the running slot while the thread runs.
+    let word = unsafe { user_entry::run_saved(&mut kcontext, &*regs, core.rsp0_slot()) };
+    core.in_context.store(false, Ordering::Release);
+    if own_tick.is_some() {
+        timer::start_tick();
+    }
+    let Some(mut t) = with_sched(|s| s.queue.take_running()) else {
+        return true;
+    };
+    // The kernel never touches the FPU: its registers still hold the thread's state.
+    t.fpu.save();
+    if word == SWITCHED {
+        match core::mem::replace(&mut t.after, After::Ready) {
+            After::Ready => with_sched(|s| s.queue.push(t)),
+            After::Park { key, deadline, on_wake } => {
+                t.on_wake = Some(on_wake);
+                with_sched(|s| s.waits.park(key, t, deadline));
+            }
+            After::Ship(to) => ship(t, to),
+        }
+    } else {
+        end_thread(t, ExitStatus::decode(word));
+    }
+    true
+}
+
+/// An ended thread: the core leaves its tables (before its root forgets this core), its
+/// objects go, its status is published, and its joiners wake (by message elsewhere).
+fn end_thread(t: Box<Running>, status: ExitStatus) {
+    // SAFETY: the kernel tables map everything the kernel uses.
+    unsafe { paging::activate(crate::mem::heap::kernel_pml4()) };
+    let shared = t.shared.clone();
+    super::finish(*t, status);
+    let word = status.status_word();
+    shared.status.store(word, Ordering::SeqCst);
+    let joiners = shared.joiners.swap(0, Ordering::SeqCst);
+    let me = this_core().index;
+    if joiners & (1 << me) != 0 {
+        with_sched(|s| wake_here(s, (JOIN_SPACE, shared.uid), u64::MAX));
+    }
+    for c in 0..percpu::core_count().min(64) {
+        if c != me && joiners & (1 << c) != 0 {
+            let _ = monitor::send(c, &message(&[op::JOINED, shared.uid]));
+        }
+    }
+}
+
+/// The core a thread should start on (or move to): the policy's placement among the
+/// online cores its affinity allows, by this core's replica.
+fn place(shared: &ThreadShared) -> Option<usize> {
+    with_sched(|s| policy().place(&s.table, |c| shared.allowed_on(c)))
+}
+
+/// Starts `t` on core `to`: here, or shipped (not counted as a migration).
+pub fn start_on(t: Box<Running>, to: usize) {
+    if to == this_core().index {
+        with_sched(|s| s.queue.push(t));
+    } else {
+        send_thread(t, to, false);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The tick.
+
+/// A timer tick that interrupted a thread in user mode: the scheduler's turn. Ends the
+/// thread's slice (its registers saved from `frame`) when its slice is over and another
+/// is ready, when a puller asked for it, when its affinity excludes this core, or when
+/// calls or starts wait for the core.
+pub fn on_tick(frame: &crate::arch::trap::TrapFrame) {
+    housekeeping();
+    let now = this_core().ticks();
+    if now.is_multiple_of(BALANCE_EVERY_TICKS) {
+        balance();
+    }
+    let deferred = monitor::has_deferred();
+    let me = this_core().index;
+    let after = with_sched(|s| {
+        let over = s.queue.tick();
+        let t = s.queue.running()?;
+        if let Some(to) = s.ship_running.take() {
+            if t.shared.allowed_on(to) {
+                return Some(After::Ship(to));
+            }
+        }
+        if over || deferred || !t.shared.allowed_on(me) {
+            s.stats.preemptions += 1;
+            return Some(After::Ready);
+        }
+        None
+    });
+    if let Some(after) = after {
+        with_current(|r| {
+            r.regs = UserRegs::from_trap(frame);
+            r.after = after;
+        });
+        super::leave_raw(SWITCHED);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The calls.
+
+/// Blocks the calling thread (its registers from `frame`; the call returns the word the
+/// wake-up sets) or requeues it (`Ready`, returning `result`).
+fn switch_out(frame: &SyscallFrame, result: u64, after: After) -> ! {
+    with_current(|r| {
+        r.regs = UserRegs::from_syscall(frame, result);
+        r.after = after;
+    });
+    super::leave_raw(SWITCHED)
+}
+
+/// A bit mask of the online cores.
+fn online_mask() -> u64 {
+    let mut mask = 0;
+    for c in crate::smp::online_cores() {
+        if c < 64 {
+            mask |= 1 << c;
+        }
+    }
+    mask
+}
+
+/// `thread_create(&ThreadCreate)`.
+pub fn thread_create(ptr: u64) -> SysResult {
+    if LIVE_THREADS[this_core().index].load(Ordering::Relaxed) >= THREADS_PER_CORE_MAX {
+        return Err(Error::NoResources);
+    }
+    corey::room_for_thread()?;
+    let (t, id) = with_current(|r| {
+        let a = abi::ThreadCreate::from_words(super::read_words_of(r, ptr)?);
+        let root_ar = corey::lookup(&r.objects, a.ar[0], a.ar[1], ObjectKind::AddressRange)?;
+        if !corey::is_root_range(&root_ar) || a.entry >= paging::USER_END {
+            return Err(Error::InvalidArgument);
+        }
+        let n = usize::try_from(a.nshares).map_err(|_| Error::InvalidArgument)?;
+        if n > abi::ThreadCreate::WORDS || n > 8 {
+            return Err(Error::InvalidArgument);
+        }
+        let online = online_mask();
+        let affinity = if a.affinity == 0 { online } else { a.affinity & online };
+        if affinity == 0 {
+            return Err(Error::InvalidArgument);
+        }
+        if a.core != abi::ANY_CORE && (a.core >= 64 || affinity & (1 << a.core) == 0) {
+            return Err(Error::InvalidArgument);
+        }
+        let shares = corey::shares_for_child(&r.objects, &a.shares[..n])?;
+        let objects = corey::new_context(root_ar, shares)?;
+        let shared = ThreadShared::new(affinity);
+        let id = corey::thread_alloc(&mut r.objects, a.share, shared.clone())?;
+        let mut name = r.name.clone();
+        name.push_str("/thread");
+        let t = Running::new_thread(name, objects, shared, UserRegs::start(a.entry, a.stack, a.arg));
+        Ok((t, (id, a.core)))
+    })
+    .ok_or(Error::NotPermitted)??;
+    let (id, core) = id;
+    let to = if core == abi::ANY_CORE {
+        place(&t.shared).unwrap_or(this_core().index)
+    } else {
+        core as usize
+    };
+    start_on(t, to);
+    Ok(id)
+}
+
+/// The thread ⟨rs, ro⟩ names, or the caller's own for ⟨0, 0⟩.
+fn target(rs: u64, ro: u64) -> Result<Arc<ThreadShared>, Error> {
+    with_current(|r| {
+        if rs == 0 && ro == 0 {
+            return Ok(r.shared.clone());
+        }
+        let ptr: Ptr = corey::lookup(&r.objects, rs, ro, ObjectKind::Thread)?;
+        corey::thread(&ptr).cloned().ok_or(Error::InvalidArgument)
+    })
+    .ok_or(Error::NotPermitted)?
+}
+
+/// `thread_status(ref_share, ref_obj)`.
+pub fn thread_status(rs: u64, ro: u64) -> SysResult {
+    Ok(target(rs, ro)?.status())
+}
+
+/// `thread_join(ref_share, ref_obj)`: returns the status word once the thread has ended.
+pub fn thread_join(frame: &SyscallFrame, rs: u64, ro: u64) -> SysResult {
+    let t = target(rs, ro)?;
+    let own = with_current(|r| r.shared.uid).ok_or(Error::NotPermitted)?;
+    if t.uid == own {
+        return Err(Error::InvalidArgument); // it would wait for itself forever
+    }
+    join(frame, t)
+}
+
+/// Parks the caller until `t` ends; returns its status word.
+pub fn join(frame: &SyscallFrame, t: Arc<ThreadShared>) -> SysResult {
+    let me = this_core().index;
+    t.joiners.fetch_or(1 << me, Ordering::SeqCst);
+    let status = t.status.load(Ordering::SeqCst);
+    if status != pcore_status::RUNNING {
+        return Ok(status);
+    }
+    let key = (JOIN_SPACE, t.uid);
+    switch_out(frame, 0, After::Park { key, deadline: None, on_wake: OnWake::Join(t) })
+}
+
+/// `yield()`.
+pub fn yield_now(frame: &SyscallFrame) -> SysResult {
+    switch_out(frame, 0, After::Ready)
+}
+
+/// `sleep(us)`.
+pub fn sleep(frame: &SyscallFrame, us: u64) -> SysResult {
+    if us > SLEEP_MAX_US {
+        return Err(Error::InvalidArgument);
+    }
+    let uid = with_current(|r| r.shared.uid).ok_or(Error::NotPermitted)?;
+    let deadline = cpu::rdtsc().saturating_add(us.saturating_mul(timer::tsc_hz() / 1_000_000));
+    let after = After::Park { key: (SLEEP_SPACE, uid), deadline: Some(deadline), on_wake: OnWake::Sleep };
+    switch_out(frame, 0, after)
+}
+
+/// `wait(addr, expected, timeout_us)`: parks the caller on the 32-bit word at `addr` if
+/// it holds `expected`. This core's waiter bit on the address space is set before the
+/// word is read, and a waker reads the bits after its store (both SeqCst), so a wake-up
+/// that follows the store that changed the word always finds this thread.
+pub fn wait(frame: &SyscallFrame, addr: u64, expected: u64, timeout_us: u64) -> SysResult {
+    if !addr.is_multiple_of(4) || expected > u64::from(u32::MAX) || timeout_us > SLEEP_MAX_US {
+        return Err(Error::InvalidArgument);
+    }
+    let me = this_core().index;
+    let (space, word) = with_current(|r| {
+        let root = r.objects.root_ar.clone();
+        if let Some(mask) = corey::range_waiters(&root) {
+            mask.fetch_or(1 << me, Ordering::SeqCst);
+        }
+        let word = super::read_u32_of(r, addr);
+        (root, word)
+    })
+    .ok_or(Error::NotPermitted)?;
+    let word = word?;
+    if u64::from(word) != expected {
+        if !with_sched(|s| s.waits.has_space(space.id().0)) {
+            clear_waiter_bit(&space);
+        }
+        return Ok(wait_result::CHANGED);
+    }
+    let deadline = (timeout_us > 0)
+        .then(|| cpu::rdtsc().saturating_add(timeout_us * (timer::tsc_hz() / 1_000_000)));
+    let key = (space.id().0, addr);
+    drop(space);
+    switch_out(frame, wait_result::WOKEN, After::Park { key, deadline, on_wake: OnWake::Wait })
+}
+
+/// `wake(addr, n)`: wakes up to `n` waiters on the word, here first, then on the other
+/// cores with waiters in this address space, one after another by message.
+pub fn wake(addr: u64, n: u64) -> SysResult {
+    if !addr.is_multiple_of(4) {
+        return Err(Error::InvalidArgument);
+    }
+    if n == 0 {
+        return Ok(0);
+    }
+    let root = with_current(|r| r.objects.root_ar.clone()).ok_or(Error::NotPermitted)?;
+    let space = root.id().0;
+    // Pairs with the waiter's: its bit is visible, or it sees the new word.
+    fence(Ordering::SeqCst);
+    let cores = corey::range_waiters(&root).map_or(0, |m| m.load(Ordering::SeqCst));
+    drop(root);
+    let me = this_core().index;
+    let woken = with_sched(|s| wake_here(s, (space, addr), n));
+    if woken < n {
+        if let Some(next) = next_core(cores, me) {
+            let rest = cores & !(1 << me);
+            let _ = monitor::send(next, &message(&[op::WAKE, space, addr, n - woken, rest]));
+        }
+    }
+    Ok(woken)
+}
+
+/// `thread_set_affinity(ref_share, ref_obj, mask)`.
+pub fn set_affinity(frame: &SyscallFrame, rs: u64, ro: u64, mask: u64) -> SysResult {
+    let t = target(rs, ro)?;
+    let mask = mask & online_mask();
+    if mask == 0 {
+        return Err(Error::InvalidArgument);
+    }
+    t.affinity.store(mask, Ordering::Relaxed);
+    let me = this_core().index;
+    let own = with_current(|r| Arc::ptr_eq(&r.shared, &t)).unwrap_or(false);
+    if own && !t.allowed_on(me) {
+        // Leave this core now: the loop sends it where it may run.
+        drop(t);
+        switch_out(frame, 0, After::Ready);
+    }
+    Ok(0)
+}
+
+/// `thread_stat(ref_share, ref_obj, &mut ThreadStat)`.
+pub fn thread_stat(rs: u64, ro: u64, out: u64) -> SysResult {
+    let t = target(rs, ro)?;
+    let stat = abi::ThreadStat {
+        status: t.status(),
+        core: t.core.load(Ordering::Relaxed),
+        migrations: t.migrations.load(Ordering::Relaxed),
+        switches: t.switches.load(Ordering::Relaxed),
+    };
+    drop(t);
+    with_current(|r| super::write_words_of(r, out, &stat.to_words()))
+        .ok_or(Error::NotPermitted)??;
+    Ok(0)
+}
+
+/// This core's counters, its run-queue length and parked threads, and its replica of the
+/// loads (length and scaled power in thousandths per core), for the console.
+pub fn report() -> (Stats, usize, usize, Vec<(u64, u64, bool)>) {
+    with_sched(|s| {
+        let loads = s.table.cores().iter().map(|c| (c.length, c.power.0, c.online)).collect();
+        (s.stats, s.queue.len(), s.waits.len(), loads)
+    })
+}
