@@ -89,7 +89,20 @@ pub fn boot_core(start_info: u32) -> ! {
     if let Err(e) = knowledge::measure_at_boot() {
         println!("skb: measurement failed: {e}");
     }
+    start_schedulers();
     hand_over(info.cmdline())
+}
+
+/// Makes every online core's scheduler, with the powers the SKB just measured (AMPS §2.2).
+fn start_schedulers() {
+    let cores = smp::online_cores();
+    let started = smp::run_on(&cores, 10_000_000, &|_| {
+        crate::user::sched::init_this_core();
+        Ok(())
+    });
+    if let Err(e) = smp::all_ok(&cores, &started) {
+        println!("sched: a core's scheduler did not start: {e}");
+    }
 }
 
 /// `hz=N` on the command line sets every core's tick rate (e.g. `hz=250`, the Linux guest's,

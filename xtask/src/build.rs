@@ -63,6 +63,7 @@ const PROGRAMS: &[&str] = &[
     "longcall",
     "sharedrange",
     "pcoretest",
+    "threadtest",
     "urpcbench",
     "shmbench",
 ];

@@ -21,6 +21,24 @@ impl<T> RunQueue<T> {
         RunQueue { running: None, ready: VecDeque::new(), slice: slice.max(1), used: 0 }
     }
 
+    /// An empty queue with room for `capacity` ready threads before it grows.
+    pub fn with_capacity(slice: u32, capacity: usize) -> RunQueue<T> {
+        RunQueue {
+            running: None,
+            ready: VecDeque::with_capacity(capacity),
+            slice: slice.max(1),
+            used: 0,
+        }
+    }
+
+    /// Gives back the room a burst of threads grew the queue to, once no thread is ready
+    /// (down to `capacity`).
+    pub fn shrink_when_empty(&mut self, capacity: usize) {
+        if self.ready.is_empty() && self.ready.capacity() > capacity {
+            self.ready.shrink_to(capacity);
+        }
+    }
+
     /// Threads on this core: the running one and the ready ones (the load AMPS counts).
     pub fn len(&self) -> usize {
         self.ready.len() + usize::from(self.running.is_some())
@@ -124,6 +142,22 @@ mod tests {
         }
         assert_eq!(order, [1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3, 1]);
         assert_eq!(q.len(), 3);
+    }
+
+    #[test]
+    fn a_burst_grows_the_queue_and_emptying_it_shrinks_it_back() {
+        let mut q = RunQueue::with_capacity(1, 4);
+        for t in 0..100 {
+            q.push(t);
+        }
+        assert!(q.ready.capacity() >= 100);
+        q.shrink_when_empty(4);
+        assert!(q.ready.capacity() >= 100, "not while threads are ready");
+        while q.switch().is_some() {
+            q.take_running();
+        }
+        q.shrink_when_empty(4);
+        assert!(q.ready.capacity() < 100);
     }
 
     #[test]

@@ -39,6 +39,9 @@ use alloc::vec::Vec;
 use core::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
 use sched::{LoadTable, Policy, Power, RunQueue, WaitKey, WaitQueues};
 
+/// Ready threads a run queue holds without growing (it shrinks back to this when empty,
+/// so tests find a core's heap as they left it).
+const QUEUE_CAPACITY: usize = 16;
 /// Most live threads (thread objects) one core's programs may create.
 pub const THREADS_PER_CORE_MAX: u64 = 1024;
 /// Ticks between a core's unprompted load reports (it also reports when its load changes).
@@ -187,7 +190,7 @@ impl Scheduler {
             table.set_online(c, online);
         }
         Scheduler {
-            queue: RunQueue::new(1),
+            queue: RunQueue::with_capacity(1, QUEUE_CAPACITY),
             waits: WaitQueues::new(),
             table,
             reported: None,
@@ -200,6 +203,20 @@ impl Scheduler {
 }
 
 static SCHED: PerCoreState<Option<Scheduler>> = crate::per_core_state!(None);
+
+/// Makes this core's scheduler, with every core's power from the SKB's measured speeds
+/// (at boot, on every core, once the SKB has measured; again when speeds change).
+pub fn init_this_core() {
+    SCHED.with(|slot| match slot {
+        Some(s) => {
+            let fresh = Scheduler::new();
+            for (c, core) in fresh.table.cores().iter().enumerate() {
+                s.table.set_power(c, core.power);
+            }
+        }
+        None => *slot = Some(Scheduler::new()),
+    });
+}
 
 fn with_sched<R>(f: impl FnOnce(&mut Scheduler) -> R) -> R {
     SCHED.with(|slot| f(slot.get_or_insert_with(Scheduler::new)))
@@ -249,14 +266,20 @@ mod op {
     pub const NONE: u64 = 6;
 }
 
-/// Messages filed for the scheduler, read between threads and at every tick.
+/// Messages filed for the scheduler, read between threads and at every tick. Load
+/// reports and pulls keep the latest per sender in place (no allocation: they come and
+/// go while no thread exists).
 struct Inbox {
     arrivals: Vec<Box<Running>>,
     wakes: Vec<(WaitKey, u64, u64)>,
     joined: Vec<u64>,
-    loads: Vec<(usize, u64, u64, bool)>,
-    pulls: Vec<(usize, bool)>,
+    /// Per sender: its latest load report (length, seq, online).
+    loads: [Option<(u64, u64, bool)>; percpu::MAX_CORES],
+    /// Per sender: its pull, and whether it may take the running thread.
+    pulls: [Option<bool>; percpu::MAX_CORES],
     refused: bool,
+    /// Whether anything above is filed.
+    any: bool,
 }
 
 impl Inbox {
@@ -265,19 +288,11 @@ impl Inbox {
             arrivals: Vec::new(),
             wakes: Vec::new(),
             joined: Vec::new(),
-            loads: Vec::new(),
-            pulls: Vec::new(),
+            loads: [None; percpu::MAX_CORES],
+            pulls: [None; percpu::MAX_CORES],
             refused: false,
+            any: false,
         }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.arrivals.is_empty()
-            && self.wakes.is_empty()
-            && self.joined.is_empty()
-            && self.loads.is_empty()
-            && self.pulls.is_empty()
-            && !self.refused
     }
 }
 
@@ -288,7 +303,11 @@ const KERNEL_HALF: u64 = 0xffff_8000_0000_0000;
 
 /// A `SCHED` message from core `from` (from the monitor, in any context): filed only.
 pub fn on_message(from: usize, w: [u64; urpc::PAYLOAD_WORDS]) -> Result<(), ()> {
+    if from >= percpu::MAX_CORES {
+        return Err(());
+    }
     INBOX.with(|inbox| {
+        inbox.any = true;
         match w[0] {
             op::ARRIVE => {
                 if w[1] < KERNEL_HALF || !w[1].is_multiple_of(8) {
@@ -300,8 +319,12 @@ pub fn on_message(from: usize, w: [u64; urpc::PAYLOAD_WORDS]) -> Result<(), ()> 
             }
             op::WAKE => inbox.wakes.push(((w[1], w[2]), w[3], w[4])),
             op::JOINED => inbox.joined.push(w[1]),
-            op::LOAD => inbox.loads.push((from, w[1], w[2], w[3] != 0)),
-            op::PULL => inbox.pulls.push((from, w[1] != 0)),
+            op::LOAD => {
+                if inbox.loads[from].is_none_or(|(_, seq, _)| seq < w[2]) {
+                    inbox.loads[from] = Some((w[1], w[2], w[3] != 0));
+                }
+            }
+            op::PULL => inbox.pulls[from] = Some(w[1] != 0),
             op::NONE => inbox.refused = true,
             _ => return Err(()),
         }
@@ -319,10 +342,10 @@ fn message(words: &[u64]) -> Request {
 /// threads, load reports update the replica, pulls are answered. Messages this causes
 /// are sent afterwards, outside the scheduler state (a send may poll).
 fn read_inbox() {
-    if INBOX.with(|i| i.is_empty()) {
+    if !INBOX.with(|i| i.any) {
         return;
     }
-    let inbox = INBOX.with(|i| core::mem::replace(i, Inbox::new()));
+    let mut inbox = INBOX.with(|i| core::mem::replace(i, Inbox::new()));
     let me = this_core().index;
     let mut outgoing: Vec<(usize, Request)> = Vec::new();
     let mut ships: Vec<(Box<Running>, usize)> = Vec::new();
@@ -344,15 +367,18 @@ fn read_inbox() {
         for uid in inbox.joined {
             wake_here(s, (JOIN_SPACE, uid), u64::MAX);
         }
-        for (core, length, seq, online) in inbox.loads {
-            if s.table.report(core, length, seq) {
-                s.table.set_online(core, online);
+        for (core, load) in inbox.loads.iter_mut().enumerate() {
+            if let Some((length, seq, online)) = load.take() {
+                if s.table.report(core, length, seq) {
+                    s.table.set_online(core, online);
+                }
             }
         }
         if inbox.refused {
             s.pull_until = 0;
         }
-        for (puller, may_take_running) in inbox.pulls {
+        for (puller, pull) in inbox.pulls.iter_mut().enumerate() {
+            let Some(may_take_running) = pull.take() else { continue };
             if let Some(t) = s.queue.take_ready(|t| t.shared.allowed_on(puller)) {
                 ships.push((t, puller));
             } else if may_take_running
@@ -459,9 +485,10 @@ fn report_load() {
         s.table.set_length(me, length);
         let due = match s.reported {
             None => true,
+            // A core with no threads repeats nothing: idle cores stay asleep.
             Some((last, at)) => {
                 (last != length && (at != now || (last == 0) != (length == 0)))
-                    || now >= at + REPORT_EVERY_TICKS
+                    || (length > 0 && now >= at + REPORT_EVERY_TICKS)
             }
         };
         if !due {
@@ -625,7 +652,11 @@ fn run_next() -> bool {
     if own_tick.is_some() {
         timer::start_tick();
     }
-    let Some(mut t) = with_sched(|s| s.queue.take_running()) else {
+    let Some(mut t) = with_sched(|s| {
+        let t = s.queue.take_running();
+        s.queue.shrink_when_empty(QUEUE_CAPACITY);
+        t
+    }) else {
         return true;
     };
     // The kernel never touches the FPU: its registers still hold the thread's state.

@@ -31,6 +31,8 @@ const GROW_MIN: u64 = 1 << 20;
 /// Largest segment added in one step (one step may be bigger for one big block).
 const GROW_MAX: u64 = 64 << 20;
 const PAGE: u64 = 4096;
+/// Spins on a busy heap lock before the waiter yields its core.
+const SPINS_BEFORE_YIELD: u32 = 256;
 
 /// The allocator's state: free lists and the carving point.
 struct State {
@@ -63,7 +65,13 @@ impl Heap {
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let mut spins = 0u32;
         while self.busy.swap(true, Ordering::Acquire) {
+            spins += 1;
+            if spins.is_multiple_of(SPINS_BEFORE_YIELD) {
+                // The holder may be a thread preempted on this very core: let it run.
+                let _ = crate::sys::syscall3(abi::nr::YIELD, 0, 0, 0);
+            }
             core::hint::spin_loop();
         }
         // SAFETY: `busy` is held: nobody else reaches `state` until we release it.

@@ -13,6 +13,8 @@
 //! - [`fd`]: file-descriptor tables as shares (Corey §3.3).
 //! - [`private`]: segments mapped at fresh addresses of the root range.
 //! - [`threads`]: one address space on several cores (contexts on one root range).
+//! - [`thread`]: kernel threads, time-shared and moved between cores by the schedulers,
+//!   and `yield`, `sleep`, `wait`/`wake`.
 //! - [`platform`] (feature `workloads`): the benchmarks written once (`workloads/`) on
 //!   Atoll.
 //! - [`args`], [`bench`]: what programs and benchmarks share.
@@ -35,6 +37,7 @@ pub mod platform;
 pub mod private;
 pub mod shared;
 pub mod sys;
+pub mod thread;
 pub mod threads;
 
 pub use abi;

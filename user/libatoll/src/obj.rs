@@ -53,6 +53,11 @@ pub fn home_share() -> u64 {
     }
 }
 
+/// The home share if one is set (0: none, the root share serves).
+pub(crate) fn current_home() -> u64 {
+    HOME.load(Ordering::Acquire)
+}
+
 /// Sets the share [`home_share`] names (0: the root share again).
 pub(crate) fn set_home_share(share: u64) {
     HOME.store(share, Ordering::Release);

@@ -171,7 +171,7 @@ extern "C" fn thread_entry(job: *const Job) -> ! {
 
 /// Puts every object the root range maps that the root share does not hold (made by
 /// the threads, in `home`) into the root share.
-fn take_up(root: u64, home: u64) {
+pub(crate) fn take_up(root: u64, home: u64) {
     let Ok(maps) = ar_mappings_all(ObjRef::new(root, root_ar())) else { return };
     for (i, m) in maps.iter().enumerate() {
         if maps[..i].iter().any(|earlier| earlier.target == m.target)

@@ -189,7 +189,8 @@ impl Fuzzer {
         match number {
             nr::AR_SET_SEG => call.words[..8].copy_from_slice(&self.set_seg_words()),
             nr::AR_SET_AR => call.words[..6].copy_from_slice(&self.set_ar_words()),
-            nr::PCORE_RUN => call.words = self.pcore_run_words(),
+            nr::PCORE_RUN => call.words[..16].copy_from_slice(&self.pcore_run_words()),
+            nr::THREAD_CREATE => call.words = self.thread_create_words(),
             nr::WRITE | nr::FILE_OPEN | nr::PROGRAM_RUN | nr::KERNEL_COMMAND | nr::POWEROFF => {
                 self.text_call(&mut call)
             }
@@ -258,6 +259,30 @@ impl Fuzzer {
                 a[2] = self.rng.pick(&[0, 9, 10, 11, 99, 100, 1000, 1001, u64::MAX]);
             }
             nr::DEVICE_LIST => (a[0], a[1]) = (self.out_pointer(), self.rng.below(40)),
+            nr::THREAD_JOIN | nr::THREAD_STATUS => (a[0], a[1]) = self.thread_reference(),
+            nr::THREAD_SET_AFFINITY => {
+                (a[0], a[1]) = self.thread_reference();
+                a[2] = match self.rng.below(4) {
+                    0 => self.argument(),
+                    _ => 1 + self.rng.below((1 << self.cores.min(16)) - 1),
+                };
+            }
+            nr::THREAD_STAT => {
+                (a[0], a[1]) = self.thread_reference();
+                a[2] = self.out_pointer();
+            }
+            nr::SLEEP => a[0] = self.rng.pick(&[0, 1, 100, 2000, 60_000_001, u64::MAX]),
+            nr::WAIT => {
+                let zone = self.zone_pointer();
+                a[0] = self.rng.pick(&[self.scratch, self.scratch + 2, zone]);
+                a[1] = self.rng.pick(&[0, 1, u64::from(u32::MAX) + 1]);
+                a[2] = self.rng.pick(&[0, 1, 500, 60_000_001]);
+            }
+            nr::WAKE => {
+                let wild = self.argument();
+                a[0] = self.rng.pick(&[self.scratch, self.scratch + 2, wild]);
+                a[1] = self.rng.pick(&[0, 1, u64::MAX]);
+            }
             nr::DEVICE_ALLOC => {
                 a[0] = self.share();
                 a[1] = if self.rng.one_in(8) { self.argument() } else { self.rng.below(8) };
@@ -340,6 +365,34 @@ impl Fuzzer {
 
     /// `pcore_run`'s block: a pooled pcore; an entry, stack and range of every sort
     /// (`guard` keeps the launches that could run code to the safe ones).
+    /// A thread to join, ask about or move: one it made mostly, its own (⟨0, 0⟩) now and
+    /// then, or any reference.
+    fn thread_reference(&mut self) -> (u64, u64) {
+        match self.rng.below(8) {
+            0 => (0, 0),
+            1 => self.reference(None),
+            _ => self.reference(Some(Kind::Thread)),
+        }
+    }
+
+    /// `thread_create`'s block: [share, core, entry, stack, ar_share, ar, arg, nshares,
+    /// shares..., affinity].
+    fn thread_create_words(&mut self) -> [u64; 17] {
+        let mut w = [0u64; 17];
+        w[..16].copy_from_slice(&self.pcore_run_words());
+        w[0] = self.share();
+        w[1] = match self.rng.below(4) {
+            0 => self.argument(),
+            1 => libatoll::abi::ANY_CORE,
+            _ => self.core(),
+        };
+        w[16] = match self.rng.below(4) {
+            0 => self.argument(),
+            _ => 0,
+        };
+        w
+    }
+
     fn pcore_run_words(&mut self) -> [u64; 16] {
         let (ps, po) = self.reference(Some(Kind::Pcore));
         let entry = match self.rng.below(4) {

@@ -108,6 +108,8 @@ pub enum Kind {
     Slot,
     Pcore,
     Device,
+    /// A thread it created (it runs the exit entry, or faults at once).
+    Thread,
 }
 
 /// An object the fuzzer made in its root share.
@@ -143,7 +145,7 @@ pub struct Call {
     pub number: u64,
     pub a: [u64; 5],
     /// The argument block the kernel reads (when `block` is `Composed`).
-    pub words: [u64; 16],
+    pub words: [u64; 17],
     /// The text the kernel reads (when `block` is `Composed`).
     pub text: Text,
     pub block: Block,
@@ -151,14 +153,14 @@ pub struct Call {
 
 impl Call {
     pub fn new(number: u64, a: [u64; 5]) -> Call {
-        Call { number, a, words: [0; 16], text: Text::new(), block: Block::Composed }
+        Call { number, a, words: [0; 17], text: Text::new(), block: Block::Composed }
     }
 }
 
 /// Which argument of `number` points at a block or text the fuzzer may compose.
 pub fn composed_arg(number: u64) -> Option<usize> {
     match number {
-        nr::AR_SET_SEG | nr::AR_SET_AR | nr::PCORE_RUN | nr::WRITE => Some(0),
+        nr::AR_SET_SEG | nr::AR_SET_AR | nr::PCORE_RUN | nr::THREAD_CREATE | nr::WRITE => Some(0),
         nr::FILE_OPEN => Some(1),
         nr::PROGRAM_RUN | nr::KERNEL_COMMAND => Some(2),
         _ => None,
@@ -171,6 +173,7 @@ pub fn block_words(number: u64) -> usize {
         nr::AR_SET_SEG => 8,
         nr::AR_SET_AR => 6,
         nr::PCORE_RUN => 16,
+        nr::THREAD_CREATE => 17,
         _ => 0,
     }
 }
@@ -426,6 +429,7 @@ impl Fuzzer {
             nr::AR_ALLOC if a[1] == ar_kind::ROOT => self.keep(a[0], value, Kind::Root),
             nr::AR_ALLOC => self.keep(a[0], value, Kind::Slot),
             nr::DEVICE_ALLOC => self.keep(a[0], value, Kind::Device),
+            nr::THREAD_CREATE => self.keep(call.words[0], value, Kind::Thread),
             nr::PCORE_ALLOC => {
                 self.note_pcore(value, a[1]);
                 self.keep(a[0], value, Kind::Pcore);

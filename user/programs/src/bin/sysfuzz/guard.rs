@@ -91,6 +91,14 @@ fn objects(f: &mut Fuzzer, call: &mut Call) {
         // A child's burst holds no pcore, so it starts nothing it would have to wait for:
         // a core that does not exist.
         nr::PCORE_ALLOC if f.mode == Mode::Child => a[1] = f.cores + a[1] % 4,
+        // Its own affinity keeps its own core: the fuzzer stays where it was started
+        // (siblings run on the others).
+        nr::THREAD_SET_AFFINITY if a[0] == 0 && a[1] == 0 => a[2] |= 1 << (f.me % 64),
+        // A sleep or a wait the kernel accepts ends within a millisecond (longer ones it
+        // must refuse go as drawn); a wait with no timeout on a word nobody wakes would
+        // never end.
+        nr::SLEEP if a[0] <= 60_000_000 => a[0] %= 1000,
+        nr::WAIT if a[2] <= 60_000_000 => a[2] = 1 + a[2] % 1000,
         nr::KERNEL_COMMAND if f.machine == Some(a[1]) => {
             // With the capability the console prints: at most one line per
             // `ARMED_EVERY` calls keeps the log readable.
@@ -113,7 +121,7 @@ fn out_buffer_of(number: u64) -> Option<(usize, Option<usize>, u64)> {
         nr::DEVICE_LIST => (0, Some(1), 32),
         nr::LOCALITY_GET => (1, None, 48),
         nr::AR_MAPPINGS => (2, Some(3), 48),
-        nr::DEVICE_STAT => (2, None, 32),
+        nr::DEVICE_STAT | nr::THREAD_STAT => (2, None, 32),
         nr::SEGMENT_READ => (3, Some(4), 1),
         _ => return None,
     })
@@ -228,7 +236,7 @@ fn block(f: &mut Fuzzer, call: &mut Call) {
         if !readable {
             call.block = Block::Composed;
         } else {
-            let mut words = [0u64; 16];
+            let mut words = [0u64; 17];
             for (i, w) in words[..n].iter_mut().enumerate() {
                 // SAFETY: `[p, p + 8n)` lies in the scratch mapping or a read-only
                 // mapping of this program (checked above), both mapped and readable.
@@ -248,7 +256,7 @@ fn block(f: &mut Fuzzer, call: &mut Call) {
 }
 
 /// Fixes an argument block; returns whether it changed anything.
-fn fix_block(f: &mut Fuzzer, number: u64, w: &mut [u64; 16]) -> bool {
+fn fix_block(f: &mut Fuzzer, number: u64, w: &mut [u64; 17]) -> bool {
     let before = *w;
     match number {
         // [ar_share, ar, va, seg_share, seg, first_page, pages, flags]
@@ -297,6 +305,18 @@ fn fix_block(f: &mut Fuzzer, number: u64, w: &mut [u64; 16]) -> bool {
                 // Anywhere else a context starts only on the fresh range a scenario built
                 // with nothing executable in it (the context faults at once): a pooled
                 // range may map code (`file_open` of a program, a copy of its own image).
+                w[5] = f.pooled_of(Some(Kind::Slot)).unwrap_or(0);
+            }
+        }
+        // [share, core, entry, stack, ar_share, ar, arg, nshares, shares..., affinity]
+        nr::THREAD_CREATE => {
+            if w[5] == f.root_ar {
+                // In its own memory a thread runs only the exit entry (the self-halt entry
+                // would halt a pcore; anything else runs its code, or garbage, there).
+                w[2] = launch::exit_entry();
+            } else if w[5] != f.launch_range || f.launch_range == 0 {
+                // Elsewhere only on the fresh range a scenario built (nothing executable:
+                // the thread faults at once), or a slot range (refused: not a root).
                 w[5] = f.pooled_of(Some(Kind::Slot)).unwrap_or(0);
             }
         }

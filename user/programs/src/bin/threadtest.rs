@@ -1,0 +1,453 @@
+//! `threadtest`: checks kernel threads and the per-core schedulers (issue M7).
+//!
+//! - `oversubscribe`: three threads per core, each a CPU-bound loop; all finish with the
+//!   right sum, and each was switched in (each got CPU).
+//! - `starve`: a thread spinning on a flag and a worker that sets it, both on one core:
+//!   the spinner's slices end at the tick, so the worker runs and both finish.
+//! - `registers`: threads run a long loop in integer and SSE registers (inline assembly)
+//!   while another moves them between cores; every result matches the sum computed in
+//!   ordinary code, so preemption and migration kept every register and the FPU state.
+//! - `waitwake`: a ping-pong of wake-ups across threads (no wake-up lost: every wait has
+//!   a timeout, and one that passes fails the test); a wake on one word wakes no waiter of
+//!   another; `wake(n)` wakes n; `wait` returns Changed and TimedOut when it should.
+//! - `errors`: bad arguments to every thread call are refused with the right error.
+//! - `many`: 200 threads created and joined.
+//!
+//! `threadtest [TEST...]` runs the named tests (all by default); prints `threadtest: ok`
+//! or `threadtest: FAIL <why>` and exits 0 or 1.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use libatoll::abi::{nr, Error, ThreadCreate};
+use libatoll::thread::{self, Builder, Woken};
+use libatoll::{cores_online, pcore_current, println, syscall3, Status};
+
+fn main() -> i32 {
+    let mut buf = [0u8; 256];
+    let args = libatoll::args(&mut buf);
+    let all = ["oversubscribe", "starve", "registers", "waitwake", "errors", "many"];
+    let chosen: Vec<&str> = args.split_whitespace().collect();
+    for name in chosen.iter() {
+        if !all.contains(name) {
+            println!("threadtest: unknown test {name}; tests: {all:?}");
+            return 2;
+        }
+    }
+    let run: Vec<&str> = if chosen.is_empty() { all.to_vec() } else { chosen };
+    for name in run {
+        let result = match name {
+            "oversubscribe" => oversubscribe(),
+            "starve" => starve(),
+            "registers" => registers(),
+            "waitwake" => waitwake(),
+            "errors" => errors(),
+            _ => many(),
+        };
+        if let Err(why) = result {
+            println!("threadtest: FAIL {name}: {why}");
+            return 1;
+        }
+        println!("threadtest: {name} passed");
+    }
+    println!("threadtest: ok");
+    0
+}
+
+type Check = Result<(), &'static str>;
+
+fn joined_ok(t: thread::Thread) -> Check {
+    match t.join() {
+        Status::Exited(0) => Ok(()),
+        _ => Err("a thread did not exit 0"),
+    }
+}
+
+/// The integer work of `oversubscribe`: an xorshift chain.
+fn chain(seed: u64, steps: u64) -> u64 {
+    let mut x = seed | 1;
+    for _ in 0..steps {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    x
+}
+
+fn oversubscribe() -> Check {
+    let n = 3 * cores_online();
+    let steps = 300_000;
+    let mut threads = Vec::new();
+    let results: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
+    for i in 0..n {
+        let results = results.clone();
+        let t = thread::spawn(move || {
+            results[i].store(chain(i as u64 + 7, steps), Ordering::Release);
+            0
+        })
+        .map_err(|_| "spawn failed")?;
+        threads.push(t);
+    }
+    for t in threads {
+        joined_ok(t)?;
+    }
+    for i in 0..n {
+        if results[i].load(Ordering::Acquire) != chain(i as u64 + 7, steps) {
+            return Err("a thread's result is wrong");
+        }
+    }
+    Ok(())
+}
+
+fn starve() -> Check {
+    let here = pcore_current();
+    let flag = Arc::new(AtomicBool::new(false));
+    let spinner = {
+        let flag = flag.clone();
+        Builder::new().core(here).affinity(1 << here).spawn(move || {
+            while !flag.load(Ordering::Acquire) {
+                core::hint::spin_loop();
+            }
+            0
+        })
+    }
+    .map_err(|_| "spawn failed")?;
+    let worker = {
+        let flag = flag.clone();
+        Builder::new().core(here).affinity(1 << here).spawn(move || {
+            let sum = chain(3, 50_000);
+            flag.store(true, Ordering::Release);
+            if sum == 0 {
+                1
+            } else {
+                0
+            }
+        })
+    }
+    .map_err(|_| "spawn failed")?;
+    joined_ok(worker)?;
+    joined_ok(spinner)
+}
+
+/// Runs `iterations` rounds of a mix of integer (r12–r15) and SSE (xmm0–xmm7) additions
+/// seeded by `seed`, all in registers inside one assembly block (a preemption or
+/// migration in the middle must keep them); returns the folded result.
+fn register_loop(seed: u64, iterations: u64) -> u64 {
+    let out: u64;
+    // SAFETY: only registers are used; xmm0–xmm7 are not used by this program's own code
+    // (it is built without SSE), r12–r15 are declared clobbered.
+    unsafe {
+        core::arch::asm!(
+            "mov r12, {seed}",
+            "lea r13, [r12 + 1]",
+            "lea r14, [r12 + 2]",
+            "lea r15, [r12 + 3]",
+            "movq xmm0, r12", "movq xmm1, r13", "movq xmm2, r14", "movq xmm3, r15",
+            "movq xmm4, r12", "movq xmm5, r13", "movq xmm6, r14", "movq xmm7, r15",
+            "2:",
+            "paddq xmm0, xmm1", "paddq xmm1, xmm2", "paddq xmm2, xmm3", "paddq xmm3, xmm4",
+            "paddq xmm4, xmm5", "paddq xmm5, xmm6", "paddq xmm6, xmm7", "paddq xmm7, xmm0",
+            "add r12, r13", "add r13, r14", "add r14, r15", "add r15, r12",
+            "dec {n}",
+            "jnz 2b",
+            "movq {out}, xmm0",
+            "movq {t}, xmm1", "xor {out}, {t}", "movq {t}, xmm2", "add {out}, {t}",
+            "movq {t}, xmm3", "xor {out}, {t}", "movq {t}, xmm4", "add {out}, {t}",
+            "movq {t}, xmm5", "xor {out}, {t}", "movq {t}, xmm6", "add {out}, {t}",
+            "movq {t}, xmm7", "xor {out}, {t}",
+            "add {out}, r12", "xor {out}, r13", "add {out}, r14", "xor {out}, r15",
+            seed = in(reg) seed,
+            n = inout(reg) iterations.max(1) => _,
+            out = out(reg) out,
+            t = out(reg) _,
+            out("r12") _, out("r13") _, out("r14") _, out("r15") _,
+            options(nostack),
+        );
+    }
+    out
+}
+
+/// What [`register_loop`] computes, in ordinary code.
+fn register_model(seed: u64, iterations: u64) -> u64 {
+    let mut r = [seed, seed + 1, seed + 2, seed + 3];
+    let mut x = [seed, seed + 1, seed + 2, seed + 3, seed, seed + 1, seed + 2, seed + 3];
+    for _ in 0..iterations.max(1) {
+        for i in 0..7 {
+            x[i] = x[i].wrapping_add(x[i + 1]);
+        }
+        x[7] = x[7].wrapping_add(x[0]);
+        r[0] = r[0].wrapping_add(r[1]);
+        r[1] = r[1].wrapping_add(r[2]);
+        r[2] = r[2].wrapping_add(r[3]);
+        r[3] = r[3].wrapping_add(r[0]);
+    }
+    let mut out = x[0];
+    for (i, v) in x.iter().enumerate().skip(1) {
+        out = if i % 2 == 1 { out ^ v } else { out.wrapping_add(*v) };
+    }
+    out = out.wrapping_add(r[0]) ^ r[1];
+    out = out.wrapping_add(r[2]) ^ r[3];
+    out
+}
+
+fn registers() -> Check {
+    let cores = cores_online();
+    let n = 2 * cores;
+    let iterations = 3_000_000;
+    let done = Arc::new(AtomicU64::new(0));
+    let ok = Arc::new(AtomicU64::new(0));
+    let mut threads = Vec::new();
+    for i in 0..n {
+        let (done, ok) = (done.clone(), ok.clone());
+        let seed = 0x1234_5678 * (i as u64 + 1);
+        let t = thread::spawn(move || {
+            let mut good = true;
+            for _ in 0..4 {
+                good &= register_loop(seed, iterations) == register_model(seed, iterations);
+            }
+            if good {
+                ok.fetch_add(1, Ordering::AcqRel);
+            }
+            done.fetch_add(1, Ordering::AcqRel);
+            0
+        })
+        .map_err(|_| "spawn failed")?;
+        threads.push(t);
+    }
+    // Move them around while they run: each to the next core, again and again.
+    let mut moves = 0u64;
+    let mut round = 0usize;
+    while done.load(Ordering::Acquire) < n as u64 && cores > 1 {
+        for (i, t) in threads.iter().enumerate() {
+            let core = (i + round) % cores;
+            if t.set_affinity(1 << core).is_ok() {
+                moves += 1;
+            }
+        }
+        round += 1;
+        let _ = thread::sleep_us(5_000);
+    }
+    let mut migrations = 0;
+    for t in threads {
+        migrations += t.stat().map(|s| s.migrations).unwrap_or(0);
+        joined_ok(t)?;
+    }
+    if ok.load(Ordering::Acquire) != n as u64 {
+        return Err("a register loop's result changed: registers or FPU state lost");
+    }
+    if cores > 1 && moves > 0 && migrations == 0 {
+        return Err("threads were moved but none migrated");
+    }
+    println!("threadtest: registers: {n} threads, {moves} affinity moves, {migrations} migrations");
+    Ok(())
+}
+
+fn waitwake() -> Check {
+    // Wait returns Changed when the word differs, TimedOut when nobody wakes.
+    let word = AtomicU32::new(5);
+    if thread::wait(&word, 4, 0) != Ok(Woken::Changed) {
+        return Err("wait on a changed word did not return Changed");
+    }
+    if thread::wait(&word, 5, 2_000) != Ok(Woken::TimedOut) {
+        return Err("wait with a timeout did not time out");
+    }
+    // Ping-pong: two threads take turns through one word, 300 rounds; a lost wake-up
+    // shows as a timeout (a second).
+    let turn = Arc::new(AtomicU32::new(0));
+    let lost = Arc::new(AtomicU64::new(0));
+    let rounds = 300u32;
+    let mut players = Vec::new();
+    for me in 0..2u32 {
+        let (turn, lost) = (turn.clone(), lost.clone());
+        players.push(
+            thread::spawn(move || {
+                for r in 0..rounds {
+                    let mine = 2 * r + me;
+                    loop {
+                        let now = turn.load(Ordering::Acquire);
+                        if now == mine {
+                            break;
+                        }
+                        if thread::wait(&turn, now, 1_000_000) == Ok(Woken::TimedOut) {
+                            lost.fetch_add(1, Ordering::AcqRel);
+                        }
+                    }
+                    turn.store(mine + 1, Ordering::Release);
+                    let _ = thread::wake(&turn, 1);
+                }
+                0
+            })
+            .map_err(|_| "spawn failed")?,
+        );
+    }
+    for t in players {
+        joined_ok(t)?;
+    }
+    if turn.load(Ordering::Acquire) != 2 * rounds {
+        return Err("the ping-pong did not finish");
+    }
+    if lost.load(Ordering::Acquire) != 0 {
+        return Err("a wake-up was lost (a wait timed out)");
+    }
+    // The right waiter: three wait on `a`, one on `b`, all on this core; wake(b) wakes
+    // only b's; wake(a, 1) wakes exactly one of a's.
+    let here = pcore_current();
+    let a = Arc::new(AtomicU32::new(0));
+    let b = Arc::new(AtomicU32::new(0));
+    let woke = Arc::new(AtomicU64::new(0));
+    let mut waiters = Vec::new();
+    for i in 0..4u64 {
+        let word = if i < 3 { a.clone() } else { b.clone() };
+        let woke = woke.clone();
+        waiters.push(
+            Builder::new()
+                .core(here)
+                .affinity(1 << here)
+                .spawn(move || {
+                    while word.load(Ordering::Acquire) == 0 {
+                        let _ = thread::wait(&word, 0, 5_000_000);
+                    }
+                    woke.fetch_add(1 << (16 * (i / 3)), Ordering::AcqRel);
+                    0
+                })
+                .map_err(|_| "spawn failed")?,
+        );
+    }
+    // Let all four park (they run on this core: yielding hands it to them).
+    for _ in 0..20 {
+        thread::yield_now();
+        let _ = thread::sleep_us(1_000);
+    }
+    b.store(1, Ordering::Release);
+    if thread::wake(&b, 1) != Ok(1) {
+        return Err("wake on b did not wake its one waiter");
+    }
+    let _ = thread::sleep_us(20_000);
+    if woke.load(Ordering::Acquire) != 1 << 16 {
+        return Err("wake on b woke the wrong waiters");
+    }
+    // a stays 0 for the waiters that are not woken: a wake of one must wake one.
+    if thread::wake(&a, 1) != Ok(1) {
+        return Err("wake(a, 1) did not wake exactly one");
+    }
+    a.store(1, Ordering::Release);
+    let _ = thread::wake(&a, u64::MAX);
+    for t in waiters {
+        joined_ok(t)?;
+    }
+    // The one woken by wake(a, 1) saw a = 0 and waited again until the final wake.
+    if woke.load(Ordering::Acquire) != (1 << 16) + 3 {
+        return Err("the waiters on a did not all end");
+    }
+    Ok(())
+}
+
+fn errors() -> Check {
+    let word = AtomicU32::new(0);
+    let addr = &word as *const AtomicU32 as u64;
+    let err = |r: libatoll::abi::SysResult| r.err();
+    if err(syscall3(nr::WAIT, addr + 1, 0, 1)) != Some(Error::InvalidArgument) {
+        return Err("wait on an unaligned word was not refused");
+    }
+    if err(syscall3(nr::WAIT, 0x3000_0000, 0, 1)) != Some(Error::BadAddress) {
+        return Err("wait on an unmapped word was not BadAddress");
+    }
+    if err(syscall3(nr::WAIT, addr, 1 << 40, 1)) != Some(Error::InvalidArgument) {
+        return Err("wait for a value past 32 bits was not refused");
+    }
+    if err(syscall3(nr::SLEEP, 60_000_001, 0, 0)) != Some(Error::InvalidArgument) {
+        return Err("a sleep over a minute was not refused");
+    }
+    if err(syscall3(nr::THREAD_JOIN, 0, 0, 0)) != Some(Error::InvalidArgument) {
+        return Err("joining itself was not refused");
+    }
+    if err(syscall3(nr::THREAD_JOIN, libatoll::obj::root_share(), 12345, 0))
+        != Some(Error::NoSuchObject)
+    {
+        return Err("joining a thread that does not exist was not NoSuchObject");
+    }
+    if err(syscall3(nr::THREAD_SET_AFFINITY, 0, 0, 0)) != Some(Error::InvalidArgument) {
+        return Err("an empty affinity was not refused");
+    }
+    if err(syscall3(nr::THREAD_STAT, 0, 0, 0x10)) != Some(Error::BadAddress) {
+        return Err("thread_stat to a wild pointer was not BadAddress");
+    }
+    if err(syscall3(nr::THREAD_CREATE, 0x10, 0, 0)) != Some(Error::BadAddress) {
+        return Err("thread_create from a wild pointer was not BadAddress");
+    }
+    let root = libatoll::obj::root_share();
+    let ar = libatoll::obj::root_ar();
+    let create = |args: ThreadCreate| {
+        let words = args.to_words();
+        syscall3(nr::THREAD_CREATE, words.as_ptr() as u64, 0, 0)
+    };
+    let base = ThreadCreate {
+        share: root,
+        core: libatoll::abi::ANY_CORE,
+        entry: 0x40_0000,
+        stack: 0,
+        ar: [root, ar],
+        ..ThreadCreate::default()
+    };
+    if err(create(ThreadCreate { core: 64, ..base })) != Some(Error::InvalidArgument) {
+        return Err("a thread on core 64 was not refused");
+    }
+    let here = pcore_current() as u64;
+    let elsewhere = ThreadCreate { core: here, affinity: !(1 << here), ..base };
+    if cores_online() > 1 && err(create(elsewhere)) != Some(Error::InvalidArgument) {
+        return Err("a thread started outside its affinity was not refused");
+    }
+    if err(create(ThreadCreate { ar: [root, 999], ..base })) != Some(Error::NoSuchObject) {
+        return Err("a thread on a range that does not exist was not NoSuchObject");
+    }
+    if err(create(ThreadCreate { entry: 1 << 63, ..base })) != Some(Error::InvalidArgument) {
+        return Err("a thread entering the kernel half was not refused");
+    }
+    if err(create(ThreadCreate { nshares: 9, ..base })) != Some(Error::InvalidArgument) {
+        return Err("nine shares were not refused");
+    }
+    // A thread that faults ends with its fault; the program goes on.
+    let bad = thread::spawn(|| {
+        // SAFETY: deliberately wild: the thread must fault, and only it.
+        unsafe { core::ptr::write_volatile(0x10 as *mut u64, 1) };
+        0
+    })
+    .map_err(|_| "spawn failed")?;
+    if bad.join() != Status::Faulted(14) {
+        return Err("a faulting thread did not end Faulted(14)");
+    }
+    Ok(())
+}
+
+fn many() -> Check {
+    let count = Arc::new(AtomicU64::new(0));
+    let mut threads = Vec::new();
+    for _ in 0..200 {
+        let count = count.clone();
+        threads.push(
+            thread::spawn(move || {
+                count.fetch_add(1, Ordering::AcqRel);
+                0
+            })
+            .map_err(|_| "spawn failed")?,
+        );
+        if threads.len() == 50 {
+            for t in threads.drain(..) {
+                joined_ok(t)?;
+            }
+        }
+    }
+    for t in threads {
+        joined_ok(t)?;
+    }
+    if count.load(Ordering::Acquire) != 200 {
+        return Err("not every thread ran");
+    }
+    Ok(())
+}
+
+libatoll::main!(main);
