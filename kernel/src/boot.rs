@@ -73,7 +73,8 @@ pub fn boot_core(start_info: u32) -> ! {
     let calibrated = cpu::rdtsc();
     choose_tick(info.cmdline());
     choose_scheduler(info.cmdline());
-    timer::start_tick();
+    choose_slow_cores(info.cmdline(), platform.core_count);
+    crate::throttle::start_tick(0);
     bsp.set_state(CoreState::Online);
     cpu::enable_interrupts();
     let online = start_application_processors(pml4);
@@ -130,6 +131,26 @@ fn choose_scheduler(cmdline: &str) {
     match sched::Policy::parse(word) {
         Some(policy) => crate::user::sched::choose_policy(policy),
         None => println!("sched: ignoring sched={word}: amps or symmetric"),
+    }
+}
+
+/// `asym=CORES:PERCENT[/...]` makes those cores run only that share of every millisecond
+/// (emulated slow cores, AMPS §4); a bad value is reported and every core kept at full
+/// speed.
+fn choose_slow_cores(cmdline: &str, cores: usize) {
+    let Some(text) = cmdline::get(cmdline, "asym") else { return };
+    match cmdline::asym_groups(text, cores) {
+        Ok(groups) => {
+            for (core, eighths) in groups {
+                crate::throttle::configure(core, eighths);
+                println!(
+                    "asym: core {core} runs {}.{} % of every ms",
+                    eighths as u32 * 125 / 10,
+                    eighths as u32 * 125 % 10
+                );
+            }
+        }
+        Err(why) => println!("asym: ignoring asym={text}: {why}"),
     }
 }
 

@@ -19,10 +19,13 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
         0..=31 if frame.cs & 3 == 3 => crate::user::on_exception(frame), // returns if handled
         0..=31 => fatal_exception(frame),
         VECTOR_TIMER => {
-            crate::percpu::this_core().on_tick();
-            apic::eoi();
-            if frame.cs & 3 == 3 {
-                crate::user::on_tick_in_user(frame);
+            let core = crate::percpu::this_core();
+            // A throttled core's timer also ends its on and off phases (`throttle`).
+            if crate::throttle::on_timer(core.index) {
+                core.on_tick();
+                if frame.cs & 3 == 3 {
+                    crate::user::on_tick_in_user(frame);
+                }
             }
         }
         VECTOR_WAKE => apic::eoi(),

@@ -20,10 +20,11 @@ mod percpu;
 mod print;
 mod smp;
 mod testing;
+mod throttle;
 mod tlb;
 mod user;
 
-use arch::{apic, cpu, power, start_ap, timer};
+use arch::{apic, cpu, power, start_ap};
 use percpu::CoreState;
 
 /// The boot core's first Rust function.
@@ -50,7 +51,7 @@ extern "C" fn ap_main(index: usize) -> ! {
         cpu::halt_forever();
     }
     monitor::init_this_core(percpu::core_count());
-    timer::start_tick();
+    throttle::start_tick(index);
     core.set_state(CoreState::Online);
     monitor::idle_loop(core)
 }

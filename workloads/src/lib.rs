@@ -10,6 +10,7 @@
 //! | [`multicast`] | reaching every core and collecting the acks: broadcast line, unicast, per-package tree | Multikernel Figure 6 |
 //! | [`memclone`] | soft page faults on private memory, one address space or one per core | Corey §8.2, Figure 7(a) |
 //! | [`mempass`] | one buffer touched by each core in turn, one address space or one per core | Corey §8.2, Figure 7(b) |
+//! | [`amps`] | thread switch and create; jobs, data-parallel steps and fairness under the scheduler | AMPS (SC'07) Table 2, Figures 5–6 |
 //!
 //! The [`linux`] module (feature `linux`, on by default) implements the platform with
 //! threads pinned by `sched_setaffinity` (or a forked process per core), `mmap` and
@@ -27,7 +28,9 @@
 extern crate alloc;
 
 use alloc::string::String;
+use core::sync::atomic::AtomicU32;
 
+pub mod amps;
 pub mod memclone;
 pub mod memory;
 pub mod mempass;
@@ -104,6 +107,34 @@ pub trait Platform: Sync {
     fn run_separate(&self, cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), String> {
         let _ = (cores, work);
         Err(alloc::format!("{} cannot give each core its own address space", self.system()))
+    }
+
+    /// Runs `work(i)` for every `i` in `0..n`, each in a thread of its own in this address
+    /// space, and returns when all have finished. `pin: None` leaves the threads to the
+    /// system's scheduler (placed and moved as it likes: what the [`amps`] experiments
+    /// measure); `Some(core)` keeps them all on that core. Fails if a thread cannot start.
+    fn run_threads(
+        &self,
+        n: usize,
+        pin: Option<usize>,
+        work: &(dyn Fn(usize) + Sync),
+    ) -> Result<(), String> {
+        let _ = (n, pin, work);
+        Err(alloc::format!("{} has no threads", self.system()))
+    }
+
+    /// Gives the calling thread's core to another ready thread, if there is one.
+    fn yield_now(&self) {}
+
+    /// Sleeps while `word` holds `expected`, until a [`Platform::wake_word`] on it (it may
+    /// also return early: callers check the word again). Default: returns at once.
+    fn wait_word(&self, word: &AtomicU32, expected: u32) {
+        let _ = (word, expected);
+    }
+
+    /// Wakes up to `n` threads sleeping in [`Platform::wait_word`] on `word`.
+    fn wake_word(&self, word: &AtomicU32, n: u32) {
+        let _ = (word, n);
     }
 }
 

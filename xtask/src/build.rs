@@ -64,6 +64,7 @@ const PROGRAMS: &[&str] = &[
     "sharedrange",
     "pcoretest",
     "threadtest",
+    "ampsbench",
     "urpcbench",
     "shmbench",
 ];

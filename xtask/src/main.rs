@@ -42,6 +42,9 @@ flags, or the environment variable after each (a flag wins; empty means unset):
                                  `-smp N,sockets=S`; S must divide the cores; default 1)
   --mem SIZE        MEM          run: memory in QEMU syntax (default: 512M)
   --cmd COMMAND     CMD          run: one shell line, then power off
+  --asym GROUPS     ASYM         run: emulated slow cores, CORES:PERCENT groups (duty in
+                                 12.5 % steps), e.g. \"1:50\" or \"1:50 2-3:75\"
+  --sched POLICY    SCHED        run: the scheduler, amps (default) or symmetric
                     CONSOLE      run: `kernel` for the kernel console instead of init
   --accel tcg|kvm   ACCEL        run, test: accelerator (default: kvm if /dev/kvm opens
                                  and the CPU flags show vmx or svm, else tcg)
@@ -68,6 +71,10 @@ pub struct Options {
     pub qemu_args: Vec<String>,
     /// `CMD`: one console command for `run`.
     pub cmd: Option<String>,
+    /// `ASYM`: emulated slow cores (`asym=` for the kernel), e.g. `1:50`.
+    pub asym: Option<String>,
+    /// `SCHED`: `amps` or `symmetric` (`sched=` for the kernel).
+    pub sched: Option<String>,
     /// `CONSOLE`: `kernel` keeps the kernel's own console instead of the `init` shell.
     pub console: Option<String>,
     /// `TEST_FILTER`: substring selecting QEMU test runs by label.
@@ -90,6 +97,8 @@ impl Options {
             accel: env_var("ACCEL"),
             qemu_args: split_args(&env_var("QEMU_ARGS").unwrap_or_default()),
             cmd: env_var("CMD"),
+            asym: env_var("ASYM"),
+            sched: env_var("SCHED"),
             console: env_var("CONSOLE"),
             only: env_var("TEST_FILTER"),
             skip_host: env_var("SKIP_HOST").is_some_and(|v| v != "0"),
@@ -122,6 +131,8 @@ impl Options {
                 "--accel" => opts.accel = Some(value()?),
                 "--qemu-args" => opts.qemu_args = split_args(&value()?),
                 "--cmd" => opts.cmd = Some(value()?),
+                "--asym" => opts.asym = Some(value()?),
+                "--sched" => opts.sched = Some(value()?),
                 "--only" => opts.only = Some(value()?),
                 "--timeout" => opts.timeout = Some(parse_secs(&value()?)?),
                 _ => return Err(format!("unknown argument `{arg}`\n\n{USAGE}")),

@@ -148,6 +148,14 @@ pub fn smp_arg(cores: u32, sockets: Option<u32>) -> String {
     }
 }
 
+/// The kernel's `asym=` argument for `ASYM` (groups `CORES:PERCENT`, by spaces or `/`),
+/// checked here so a bad setting is refused before anything boots.
+pub fn asym_arg(text: &str, cores: u32) -> Result<String> {
+    cmdline::asym_groups(text, cores as usize).map_err(|why| format!("ASYM={text}: {why}"))?;
+    let groups: Vec<&str> = text.split([' ', '/']).filter(|g| !g.is_empty()).collect();
+    Ok(format!("asym={}", groups.join("/")))
+}
+
 /// Parses `SOCKETS`: a number of at least 1.
 pub fn parse_sockets(text: &str) -> Result<u32> {
     match text.trim().parse() {
@@ -282,6 +290,9 @@ mod tests {
         assert!(check_sockets(1, Some(1)).is_ok());
         let err = check_sockets(6, Some(4)).unwrap_err();
         assert!(err.contains("SOCKETS=4") && err.contains("CORES=6"), "{err}");
+        assert_eq!(asym_arg("1:50 2-3:75", 4).unwrap(), "asym=1:50/2-3:75");
+        assert!(asym_arg("2:50", 2).unwrap_err().contains("ASYM=2:50"));
+        assert!(asym_arg("1:40", 2).is_err());
         assert!(check_sockets(1, Some(2)).is_err());
         assert!(check_sockets(4, Some(0)).is_err());
         assert_eq!(parse_sockets(" 2 ").unwrap(), 2);

@@ -34,6 +34,15 @@ pub fn run(opts: &Options) -> Result<ExitCode> {
         }
         cmdline = format!("{cmdline} console={console}").trim().to_string();
     }
+    if let Some(asym) = &opts.asym {
+        cmdline = format!("{cmdline} {}", qemu::asym_arg(asym, cores)?).trim().to_string();
+    }
+    if let Some(sched) = &opts.sched {
+        if sched != "amps" && sched != "symmetric" {
+            return Err(format!("SCHED must be amps or symmetric, not `{sched}`"));
+        }
+        cmdline = format!("{cmdline} sched={sched}").trim().to_string();
+    }
     let vm = Vm {
         cores,
         sockets: opts.sockets,

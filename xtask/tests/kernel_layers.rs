@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&str] = &[
     "arch",       // hardware glue: boot entry, traps, APIC, paging, ACPI
     "percpu",     // each core's block (GS) and per-core state slots
+    "throttle",   // emulated slow cores (duty cycle of the timer)
     "print",      // the serial console's output
     "tlb",        // TLB shootdown
     "mem",        // frames and heaps

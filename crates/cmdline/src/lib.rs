@@ -68,6 +68,48 @@ pub fn core_list(list: &str, limit: usize) -> Option<Vec<usize>> {
     Some(cores)
 }
 
+/// Emulated slow cores (`asym=` on the kernel command line, `ASYM=` for `make`): groups
+/// `CORES:PERCENT` separated by `/` (or spaces, as `make` takes them), e.g. `1:50` or
+/// `1:50/2-3:75`. A core in a group runs only that share of every millisecond (AMPS §4
+/// emulated its slow cores by clock modulation), in steps of 12.5 % (`12.5`, `25`, ...,
+/// `100`). Returns each throttled core with its duty in eighths (1–8), by core; a core
+/// named twice, a core at or past `cores`, or a duty off the steps is an error.
+pub fn asym_groups(text: &str, cores: usize) -> Result<Vec<(usize, u8)>, String> {
+    let mut out: Vec<(usize, u8)> = Vec::new();
+    for group in text.split(['/', ' ']).filter(|g| !g.is_empty()) {
+        let (list, duty) = group
+            .split_once(':')
+            .ok_or_else(|| format!("{group}: expected CORES:PERCENT, e.g. 1:50"))?;
+        let eighths = duty_eighths(duty)
+            .ok_or_else(|| format!("{duty}: a duty in steps of 12.5 % from 12.5 to 100"))?;
+        let list = core_list(list, cores)
+            .ok_or_else(|| format!("{list}: not a list of cores below {cores}"))?;
+        for core in list {
+            if out.iter().any(|&(c, _)| c == core) {
+                return Err(format!("core {core} named twice"));
+            }
+            out.push((core, eighths));
+        }
+    }
+    if out.is_empty() {
+        return Err("no group: expected CORES:PERCENT, e.g. 1:50".into());
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// A duty percentage in steps of 12.5 as eighths: `50` is 4, `12.5` is 1, `100` is 8.
+fn duty_eighths(text: &str) -> Option<u8> {
+    let (whole, half) = match text.trim_end_matches('%').split_once('.') {
+        Some((w, "5")) => (w, true),
+        Some(_) => return None,
+        None => (text.trim_end_matches('%'), false),
+    };
+    let tenths = whole.parse::<u32>().ok()?.checked_mul(10)? + if half { 5 } else { 0 };
+    // One eighth is 125 tenths of a percent.
+    (tenths % 125 == 0 && (125..=1000).contains(&tenths)).then(|| (tenths / 125) as u8)
+}
+
 /// One token of the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Arg<'a> {
@@ -126,6 +168,17 @@ impl<'a> Iterator for Args<'a> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn asym_groups_parse_and_refuse() {
+        use super::asym_groups;
+        assert_eq!(asym_groups("1:50", 2), Ok(alloc::vec![(1, 4)]));
+        assert_eq!(asym_groups("2-3:75/0:12.5", 4), Ok(alloc::vec![(0, 1), (2, 6), (3, 6)]));
+        assert_eq!(asym_groups("1:37.5 0:100", 2), Ok(alloc::vec![(0, 8), (1, 3)]));
+        for bad in ["", "1", "1:40", "1:0", "1:112.5", "2:50", "1:50/1:25", "x:50", "1:5.0"] {
+            assert!(asym_groups(bad, 2).is_err(), "{bad:?} was accepted");
+        }
+    }
+
     use super::*;
 
     #[test]

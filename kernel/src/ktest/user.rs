@@ -28,6 +28,7 @@ kernel_test!(PCORES, "user.corey_pcores_run_and_halt", 2, false, pcores_run_and_
 kernel_test!(IPC_BENCH, "user.ipc_benchmarks_report", 2, false, ipc_benchmarks_report);
 kernel_test!(MULTICAST, "user.multicast_program", 2, true, multicast_program);
 kernel_test!(FDS, "user.corey_descriptors", 1, false, descriptors);
+kernel_test!(THREADS, "user.threads", 1, false, threads);
 
 fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
     match user::run(name, args) {
@@ -289,6 +290,14 @@ fn copy_never_changes() -> Result<(), String> {
 /// sharing the range with no fault there; a privately mapped segment faults on each.
 fn shared_range() -> Result<(), String> {
     balanced(|| expect("sharedrange", "", ExitStatus::Exited(0)))
+}
+
+/// `threadtest` (issue M7): more threads than cores all finish; a spinning thread does
+/// not starve another on its core; registers and FPU/SSE state survive preemption and
+/// migration; `wait`/`wake` lose no wake-up and wake no wrong waiter; bad arguments are
+/// refused; 200 threads are created and joined. Every core's resources balance after.
+fn threads() -> Result<(), String> {
+    balanced(|| expect("threadtest", "", ExitStatus::Exited(0)))
 }
 
 /// `pcoretest`: pcore objects are one per core, `program_run` starts a program on another

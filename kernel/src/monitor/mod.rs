@@ -577,6 +577,13 @@ pub fn wait(id: CallId, timeout_us: u64) -> Outcome {
     let start = cpu::rdtsc();
     loop {
         poll();
+        // Kernel code waiting here (outside any thread) lends the core to its threads: a
+        // thread placed on this core must not wait for the kernel's wait to end.
+        if !this_core().in_context.load(Ordering::Acquire) {
+            if let Some(work) = IDLE_WORK.get() {
+                work();
+            }
+        }
         let (done, target) = with(|m| match m.calls.iter_mut().find(|c| c.id == id.0) {
             Some(c) => (c.result.take(), c.target),
             None => (Some(Err("unknown call".into())), usize::MAX),

@@ -468,7 +468,11 @@ fn new_range(root: bool) -> Result<Range, Error> {
         (GRANULARITY, Tables::Slot(Directory::new().ok_or(Error::NoResources)?))
     };
     let map = AddressRange::new(span, GRANULARITY).map_err(ar_error)?;
-    Ok(Range { state: McsLock::new(RangeState::new(map, tables)), cores: AtomicU64::new(0), waiters: AtomicU64::new(0) })
+    Ok(Range {
+        state: McsLock::new(RangeState::new(map, tables)),
+        cores: AtomicU64::new(0),
+        waiters: AtomicU64::new(0),
+    })
 }
 
 /// A context's objects: a fresh root share plus `shares`, running on `root_ar`.

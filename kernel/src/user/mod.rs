@@ -789,6 +789,24 @@ fn program_run(
     len: u64,
     give: u64,
 ) -> SysResult {
+    match start_program(share, obj, line, len, give)? {
+        None => Ok(0),
+        // Our own core: lent to the program, a thread pinned here; the caller waits for it
+        // as `thread_join` does. (Nothing the start owned is left on this stack, which the
+        // caller leaves without unwinding when it blocks.)
+        Some(program) => sched::join(frame, program),
+    }
+}
+
+/// `program_run`'s start: the program sent to the pcore's core (`None`), or queued on
+/// this core (its thread, to wait for).
+fn start_program(
+    share: u64,
+    obj: u64,
+    line: u64,
+    len: u64,
+    give: u64,
+) -> Result<Option<alloc::sync::Arc<sched::ThreadShared>>, Error> {
     let (pcore_ptr, text, give) = with_running_mut(|r, space| {
         let ptr = corey::lookup(&r.objects, share, obj, ObjectKind::Pcore)?;
         let given = match give {
@@ -807,17 +825,14 @@ fn program_run(
     claim(pc)?;
     if pc.core != this_core().index {
         let what = StartWhat::Program { line: text.clone(), give };
-        return send_job(pc.core, StartJob { pcore: pcore_ptr.clone(), what }).map(|_| 0);
+        return send_job(pc.core, StartJob { pcore: pcore_ptr.clone(), what }).map(|_| None);
     }
-    // Our own core: lend it. The program is a thread pinned here; the caller waits for
-    // it as `thread_join` does.
     match load_program(name, args.trim_start(), DEFAULT_LIMIT_US, Some(pcore_ptr.clone()), give) {
         Ok(context) => {
             let t = Running::from_context(context);
-            let shared = t.shared.clone();
+            let program = t.shared.clone();
             sched::enqueue(t);
-            drop((pcore_ptr, text));
-            sched::join(frame, shared)
+            Ok(Some(program))
         }
         Err(e) => {
             pc.status.store(pcore_status::FAILED, Ordering::Release);

@@ -183,7 +183,8 @@ impl Scheduler {
         let speeds: Vec<Option<u64>> =
             (0..n).map(|c| skb.and_then(|s| s.compute_speed(c))).collect();
         let powers = Power::from_measured(&speeds);
-        let nodes: Vec<usize> = (0..n).map(|c| percpu::core(c).map_or(0, |c| c.node as usize)).collect();
+        let nodes: Vec<usize> =
+            (0..n).map(|c| percpu::core(c).map_or(0, |c| c.node as usize)).collect();
         let mut table = LoadTable::new(&powers, &nodes);
         for c in 0..n {
             let online = percpu::core(c).is_some_and(|c| c.state() == CoreState::Online);
@@ -548,6 +549,9 @@ pub fn run_until(stop: &dyn Fn() -> bool) {
     let saved_syscall_stack = core.syscall_stack();
     DEPTH.with(|d| *d += 1);
     loop {
+        // Between threads the core serves its monitor whole: calls and starts deferred
+        // while a thread ran are served here, never after the threads end.
+        monitor::poll();
         housekeeping();
         if stop() {
             break;
@@ -571,6 +575,7 @@ pub fn idle_work() -> bool {
     if DEPTH.with(|d| *d > 0) {
         return false;
     }
+    monitor::poll();
     housekeeping();
     if run_next() {
         cpu::enable_interrupts();
@@ -635,9 +640,11 @@ fn run_next() -> bool {
         }
         return true;
     };
-    let own_tick = hz.filter(|&hz| hz != timer::tick_hz());
+    // A throttled core keeps its duty-cycle phases: its tick is not a pcore's to set.
+    let own_tick =
+        hz.filter(|&hz| hz != timer::tick_hz() && crate::throttle::duty_eighths(me) == 8);
     if let Some(hz) = own_tick {
-        timer::set_tick_hz(hz);
+        crate::throttle::set_tick_hz(me, hz);
     }
     // SAFETY: the root's tables map the kernel half like the kernel's own; the thread's
     // pages fault in through its root range.
@@ -650,7 +657,7 @@ fn run_next() -> bool {
     let word = unsafe { user_entry::run_saved(&mut kcontext, &*regs, core.rsp0_slot()) };
     core.in_context.store(false, Ordering::Release);
     if own_tick.is_some() {
-        timer::start_tick();
+        crate::throttle::start_tick(me);
     }
     let Some(mut t) = with_sched(|s| {
         let t = s.queue.take_running();
@@ -804,7 +811,8 @@ pub fn thread_create(ptr: u64) -> SysResult {
         let id = corey::thread_alloc(&mut r.objects, a.share, shared.clone())?;
         let mut name = r.name.clone();
         name.push_str("/thread");
-        let t = Running::new_thread(name, objects, shared, UserRegs::start(a.entry, a.stack, a.arg));
+        let t =
+            Running::new_thread(name, objects, shared, UserRegs::start(a.entry, a.stack, a.arg));
         Ok((t, (id, a.core)))
     })
     .ok_or(Error::NotPermitted)??;
@@ -869,7 +877,8 @@ pub fn sleep(frame: &SyscallFrame, us: u64) -> SysResult {
     }
     let uid = with_current(|r| r.shared.uid).ok_or(Error::NotPermitted)?;
     let deadline = cpu::rdtsc().saturating_add(us.saturating_mul(timer::tsc_hz() / 1_000_000));
-    let after = After::Park { key: (SLEEP_SPACE, uid), deadline: Some(deadline), on_wake: OnWake::Sleep };
+    let after =
+        After::Park { key: (SLEEP_SPACE, uid), deadline: Some(deadline), on_wake: OnWake::Sleep };
     switch_out(frame, 0, after)
 }
 

@@ -214,6 +214,31 @@ impl Platform for Atoll {
         let real = self.real(cores)?;
         separate(&real, &|i| work(cores[i])).map_err(|e| format!("cfork: {e:?}"))
     }
+
+    fn run_threads(
+        &self,
+        n: usize,
+        pin: Option<usize>,
+        work: &(dyn Fn(usize) + Sync),
+    ) -> Result<(), String> {
+        let pin = match pin {
+            Some(core) => Some(*self.real(&[core])?.first().ok_or("no core")?),
+            None => None,
+        };
+        crate::thread::run_scoped(n, pin, work).map_err(|e| format!("threads: {e:?}"))
+    }
+
+    fn yield_now(&self) {
+        crate::thread::yield_now();
+    }
+
+    fn wait_word(&self, word: &core::sync::atomic::AtomicU32, expected: u32) {
+        let _ = crate::thread::wait(word, expected, 0);
+    }
+
+    fn wake_word(&self, word: &core::sync::atomic::AtomicU32, n: u32) {
+        let _ = crate::thread::wake(word, u64::from(n));
+    }
 }
 
 /// The start gate's states (in a `Shared` page): children wait until all are started.

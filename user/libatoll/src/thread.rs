@@ -15,6 +15,7 @@ use crate::private;
 use crate::sys::syscall3;
 use abi::{nr, wait_result, Error, ThreadCreate, ThreadStat, ANY_CORE};
 use alloc::boxed::Box;
+use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Each thread's stack (pages are filled on first touch, so only what is used costs).
@@ -97,6 +98,47 @@ impl Builder {
 /// Starts a thread running `work` wherever the scheduler places it.
 pub fn spawn<F: FnOnce() -> i32 + Send + 'static>(work: F) -> Result<Thread, Error> {
     Builder::new().spawn(work)
+}
+
+/// Runs `work(i)` for every `i` in `0..n`, each in a thread of its own (pinned to `pin`'s
+/// core, or placed and moved by the scheduler), and returns when all have ended: scoped,
+/// so `work` may borrow. Fails if a thread cannot start (those started are joined first)
+/// or one does not exit 0 (a panic ends it with 101).
+pub fn run_scoped(
+    n: usize,
+    pin: Option<usize>,
+    work: &(dyn Fn(usize) + Sync),
+) -> Result<(), Error> {
+    // SAFETY: every thread started here is joined below before this function returns, so
+    // `work` outlives every use the threads make of it.
+    let work: &'static (dyn Fn(usize) + Sync) = unsafe { core::mem::transmute(work) };
+    let mut threads = Vec::with_capacity(n);
+    let mut failed = None;
+    for i in 0..n {
+        let builder = match pin {
+            Some(core) => Builder::new().core(core).affinity(1 << core),
+            None => Builder::new(),
+        };
+        match builder.spawn(move || {
+            work(i);
+            0
+        }) {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let mut bad = false;
+    for t in threads {
+        bad |= t.join() != Status::Exited(0);
+    }
+    match failed {
+        Some(e) => Err(e),
+        None if bad => Err(Error::Busy),
+        None => Ok(()),
+    }
 }
 
 /// A thread this program started: join it to collect its status and free its stack.

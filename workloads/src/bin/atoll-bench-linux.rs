@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use workloads::linux::{self, fd, Linux};
-use workloads::{memclone, mempass, multicast, nullsys, pingpong, shm};
+use workloads::{amps, memclone, mempass, multicast, nullsys, pingpong, shm};
 
 const USAGE: &str = "\
 usage: atoll-bench-linux EXPERIMENT [N]
@@ -25,6 +25,9 @@ experiments (N: iterations or size, default in brackets):
                   shared-as and separate-as
   fdbench [20000] Corey Figure 1: N dup+close pairs per core, one descriptor table shared by
                   threads (shared) or one per process (private)
+  thread_switch, thread_create, amps_jobs, amps_omp, amps_fairness [20000]
+                  the scheduler experiments (issue M7; N: units of work per job), with
+                  pthreads; `bench=NAME,N,LABEL` labels the lines' config (default cfs)
   all             all of the above with their defaults
 
 The Corey experiments use every core the process may run on.";
@@ -66,6 +69,14 @@ fn main() -> ExitCode {
             run("mempass", || mempass::run(&platform, count.unwrap_or(mempass::DEFAULT_MB)))
         }
         "fdbench" => run("fdbench", || fd::run(&platform, count.unwrap_or(fd::DEFAULT_OPS))),
+        name if amps::EXPERIMENTS.contains(&name) => run(name, || {
+            let setting = amps::Setting {
+                sched: words.get(2).cloned().unwrap_or_else(|| "cfs".into()),
+                asym: words.get(3).cloned().unwrap_or_else(|| "none".into()),
+            };
+            let units = count.map_or(amps::DEFAULT_JOB_UNITS, |n| n as u64);
+            amps::run(&platform, name, units, &setting)
+        }),
         "all" => run("nullsys", || nullsys::run(&platform, nullsys::DEFAULT_BATCHES))
             .and_then(|_| run("urpc", || urpc(&platform, pingpong::DEFAULT_ITERATIONS)))
             .and_then(|_| run("shm", || shm::run(&platform, shm::DEFAULT_UPDATES)))
@@ -120,6 +131,8 @@ mod tests {
             "memclone",
             "mempass",
             "fdbench",
+            "thread_switch",
+            "amps_fairness",
             "all",
             "--cmdline",
         ] {

@@ -89,7 +89,7 @@ struct FutexWords {
 unsafe impl Zeroable for FutexWords {}
 
 /// Sleeps while `word` holds `value` (FUTEX_WAIT, process-private).
-fn futex_wait(word: &AtomicU32, value: u32) {
+pub(crate) fn futex_wait(word: &AtomicU32, value: u32) {
     // SAFETY: the futex word is a live, aligned u32; a null timeout waits without limit.
     unsafe {
         libc::syscall(
@@ -104,13 +104,18 @@ fn futex_wait(word: &AtomicU32, value: u32) {
 
 /// Wakes one thread sleeping on `word` (FUTEX_WAKE, process-private).
 fn futex_wake(word: &AtomicU32) {
+    futex_wake_n(word, 1);
+}
+
+/// Wakes up to `n` threads sleeping on `word` (FUTEX_WAKE, process-private).
+pub(crate) fn futex_wake_n(word: &AtomicU32, n: u32) {
     // SAFETY: the futex word is a live, aligned u32.
     unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
             libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            1,
+            n.min(i32::MAX as u32) as i32,
         )
     };
 }

@@ -128,6 +128,53 @@ impl Platform for Linux {
         outcomes.into_iter().collect()
     }
 
+    fn run_threads(
+        &self,
+        n: usize,
+        pin_to: Option<usize>,
+        work: &(dyn Fn(usize) + Sync),
+    ) -> Result<(), String> {
+        let pinned_cpu = match pin_to {
+            Some(core) => Some(self.cpu(core).ok_or_else(|| format!("no core {core}"))?),
+            None => None,
+        };
+        let all = &self.cpus;
+        let outcomes: Vec<Result<(), String>> = thread::scope(|s| {
+            let handles: Vec<_> = (0..n)
+                .map(|i| {
+                    s.spawn(move || {
+                        // Pinned, or free on every CPU of the process (a thread inherits its
+                        // creator's mask, which may be one CPU).
+                        match pinned_cpu {
+                            Some(cpu) => pin(cpu)?,
+                            None => unpin(all)?,
+                        }
+                        work(i);
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".to_string())))
+                .collect()
+        });
+        outcomes.into_iter().collect()
+    }
+
+    fn yield_now(&self) {
+        // SAFETY: sched_yield has no arguments.
+        unsafe { libc::sched_yield() };
+    }
+
+    fn wait_word(&self, word: &std::sync::atomic::AtomicU32, expected: u32) {
+        ipc::futex_wait(word, expected);
+    }
+
+    fn wake_word(&self, word: &std::sync::atomic::AtomicU32, n: u32) {
+        ipc::futex_wake_n(word, n);
+    }
+
     fn alloc(&self, bytes: usize, placement: Placement) -> Result<Region, String> {
         // Pages are made present now, never inside a timed loop: shared ones by
         // MAP_POPULATE, a core's private ones by a first touch on that core (below).
@@ -283,6 +330,23 @@ pub fn pin(cpu: usize) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("cannot pin to CPU {cpu}: {}", std::io::Error::last_os_error()))
+    }
+}
+
+/// Lets the calling thread run on every CPU in `cpus` (the scheduler chooses).
+pub fn unpin(cpus: &[usize]) -> Result<(), String> {
+    // SAFETY: a zeroed cpu_set_t is the empty set; the calls only read and write it.
+    let ok = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &cpu in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("cannot set the affinity: {}", std::io::Error::last_os_error()))
     }
 }
 

@@ -15,6 +15,7 @@ mod registry;
 mod report;
 mod runner;
 mod smoke;
+mod throttle;
 
 use std::fs;
 use std::path::PathBuf;
@@ -26,7 +27,7 @@ use crate::{build, env_var, split_args, Result};
 
 use guest::Mitigations;
 use records::{Context, Record};
-use registry::Experiment;
+use registry::{Experiment, Variant};
 pub use smoke::smoke_test;
 
 /// Core counts when `CORES` is not given.
@@ -222,6 +223,8 @@ pub struct Job {
     pub cores: u32,
     /// Repetition, from 1.
     pub repeat: u32,
+    /// The configuration, for an experiment that has them.
+    pub variant: Option<&'static Variant>,
 }
 
 impl Job {
@@ -229,7 +232,11 @@ impl Job {
     /// its default mitigations).
     pub fn label(&self) -> String {
         let booted = if self.mitigations == Some(Mitigations::AsBooted) { "-booted" } else { "" };
-        format!("{}-{}{booted}-c{}-r{}", self.experiment.name, self.system, self.cores, self.repeat)
+        let variant = self.variant.map_or(String::new(), |v| format!("-{}", v.name));
+        format!(
+            "{}-{}{variant}{booted}-c{}-r{}",
+            self.experiment.name, self.system, self.cores, self.repeat
+        )
     }
 }
 
@@ -247,7 +254,22 @@ pub fn plan(experiments: &[&'static Experiment], cores: &[u32], repeat: u32) -> 
                 mitigations,
                 cores,
                 repeat: r,
+                variant: None,
             };
+            if !e.variants.is_empty() {
+                for &c in cores.iter().filter(|&&c| c >= e.min_cores) {
+                    for v in e.variants.iter().filter(|v| c >= v.min_cores) {
+                        if e.atoll.is_some() && v.atoll_boot.is_some() {
+                            jobs.push(Job { variant: Some(v), ..job("atoll", None, c) });
+                        }
+                        if e.linux.is_some() && v.linux_args.is_some() {
+                            let linux = job("linux", Some(Mitigations::Off), c);
+                            jobs.push(Job { variant: Some(v), ..linux });
+                        }
+                    }
+                }
+                continue;
+            }
             if e.host {
                 jobs.push(job("host", None, 2));
                 continue;
@@ -366,8 +388,12 @@ pub fn run(settings: &Settings) -> Result<Summary> {
             "atoll" => e
                 .atoll_command(job.cores)
                 .ok_or_else(|| "no Atoll command".to_string())
-                .and_then(|c| qemu::cmd_arg(&c))
+                .and_then(|c| qemu::cmd_arg(&(c + job.variant.map_or("", |v| v.atoll_args))))
                 .map(|command| atoll_cmdline(command, ctx.linux_hz))
+                .map(|command| match job.variant.and_then(|v| v.atoll_boot) {
+                    Some(boot) => format!("{command} {boot}"),
+                    None => command,
+                })
                 .and_then(|command| {
                     let vm =
                         vm(settings, accel, job.cores, &images.kernel, &images.initrd, command);
@@ -378,10 +404,14 @@ pub fn run(settings: &Settings) -> Result<Summary> {
                 .ok_or_else(|| "the Linux guest is not prepared".to_string())
                 .and_then(|g| {
                     let mitigations = job.mitigations.unwrap_or(Mitigations::Off);
-                    let cmdline =
-                        g.cmdline(&e.linux_args(job.cores).unwrap_or_default(), mitigations);
+                    let mut args = e.linux_args(job.cores).unwrap_or_default();
+                    args.push_str(job.variant.and_then(|v| v.linux_args).unwrap_or(""));
+                    let cmdline = g.cmdline(&args, mitigations);
                     let vm = vm(settings, accel, job.cores, &g.kernel, &g.initramfs, cmdline);
-                    runner::boot(&vm, &log, timeout, true)
+                    match job.variant.map_or(&[][..], |v| v.linux_slow) {
+                        [] => runner::boot(&vm, &log, timeout, true),
+                        slow => runner::boot_throttled(&vm, &log, timeout, slow),
+                    }
                 }),
             _ => host_binary
                 .as_deref()

@@ -215,6 +215,7 @@ mod tests {
             mitigations: None,
             cores,
             repeat: 2,
+            variant: None,
         }
     }
 
@@ -287,6 +288,7 @@ mod tests {
             mitigations: None,
             cores: 2,
             repeat: 1,
+            variant: None,
         };
         let atoll = r#"{"experiment":"memclone","system":"atoll","config":"shared-as","active_cores":2,"metric":"cycles_per_page","value":9,"unit":"cycles","mb":16}"#;
         let linux = r#"{"experiment":"memclone","system":"linux","cores":2,"metric":"cycles_per_page","value":7,"unit":"cycles","config":"shared-as","mb":16}"#;

@@ -50,6 +50,31 @@ pub struct Experiment {
     /// ones (`pair`, `protocol`, `impl`, `active_cores`), e.g. `config` for the Corey
     /// experiments, whose configurations are compared side by side on both systems.
     pub rows_by: &'static [&'static str],
+    /// The configurations it runs under, each a job of its own (the scheduler experiments:
+    /// AMPS or the symmetric baseline, with or without emulated slow cores); empty: one
+    /// plain job per system.
+    pub variants: &'static [Variant],
+}
+
+/// One configuration of an experiment (issue M7: which scheduler, which cores are slowed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Variant {
+    /// Its name in job labels.
+    pub name: &'static str,
+    /// Fewest VM cores it needs (a slowed core 1 needs 2).
+    pub min_cores: u32,
+    /// Atoll: added to the kernel command line (`sched=`, `asym=`); `None`: Atoll does not
+    /// run this variant.
+    pub atoll_boot: Option<&'static str>,
+    /// Atoll: appended to the console command (the labels of its result lines).
+    pub atoll_args: &'static str,
+    /// Linux: appended to the `bench=` value (the labels of its result lines); `None`: the
+    /// guest does not run this variant.
+    pub linux_args: Option<&'static str>,
+    /// Linux: vCPUs the host throttles, as (vCPU, eighths of its time): QEMU's vCPU
+    /// threads in a cgroup with a CPU quota, so the guest runs on the same slow cores as
+    /// Atoll's `asym=` emulates.
+    pub linux_slow: &'static [(u32, u8)],
 }
 
 impl Experiment {
@@ -73,6 +98,76 @@ fn with_cores(template: &str, cores: u32) -> String {
     template.replace("{cores}", &list)
 }
 
+/// The scheduler experiments' configurations: the setup of issue M7 (2 vCPUs, core 1 at
+/// 50 %: `ASYM="1:50"`) under AMPS, under the symmetric baseline, and Linux on the same
+/// throttled vCPUs; and all three at full speed.
+const AMPS_VARIANTS: &[Variant] = &[
+    Variant {
+        name: "amps-asym",
+        min_cores: 2,
+        atoll_boot: Some("sched=amps asym=1:50"),
+        atoll_args: " --config amps --asym 1:50",
+        linux_args: None,
+        linux_slow: &[],
+    },
+    Variant {
+        name: "symmetric-asym",
+        min_cores: 2,
+        atoll_boot: Some("sched=symmetric asym=1:50"),
+        atoll_args: " --config symmetric --asym 1:50",
+        linux_args: None,
+        linux_slow: &[],
+    },
+    Variant {
+        name: "asym",
+        min_cores: 2,
+        atoll_boot: None,
+        atoll_args: "",
+        linux_args: Some(",cfs,1:50"),
+        linux_slow: &[(1, 4)],
+    },
+    Variant {
+        name: "amps",
+        min_cores: 1,
+        atoll_boot: Some("sched=amps"),
+        atoll_args: " --config amps",
+        linux_args: Some(",cfs,none"),
+        linux_slow: &[],
+    },
+    Variant {
+        name: "symmetric",
+        min_cores: 1,
+        atoll_boot: Some("sched=symmetric"),
+        atoll_args: " --config symmetric",
+        linux_args: None,
+        linux_slow: &[],
+    },
+];
+
+/// The thread-cost experiments' one configuration: both systems at full speed.
+const THREAD_VARIANTS: &[Variant] = &[AMPS_VARIANTS[3]];
+
+/// A scheduler experiment of issue M7 (`workloads::amps`, the `ampsbench` program).
+const fn amps(
+    name: &'static str,
+    atoll: &'static str,
+    linux: &'static str,
+    variants: &'static [Variant],
+) -> Experiment {
+    Experiment {
+        name,
+        min_cores: 1,
+        atoll: Some(atoll),
+        linux: Some(linux),
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 600,
+        plot: Plot::Bars,
+        rows_by: &["config", "asym"],
+        variants,
+    }
+}
+
 /// Every experiment, in the order they run and appear in the report. `urpc_kernel` and
 /// `shm_vs_msg_kernel` are Atoll-only: the kernel's own measurement of the same channels in
 /// ring 0 (`bench urpc`, `bench shm`), beside the like-for-like `urpc` and `shm_vs_msg`,
@@ -91,6 +186,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         timeout_secs: 120,
         plot: Plot::Bars,
         rows_by: &[],
+        variants: &[],
     },
     Experiment {
         name: "urpc",
@@ -102,6 +198,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         timeout_secs: 300,
         plot: Plot::Bars,
         rows_by: &[],
+        variants: &[],
     },
     Experiment {
         name: "urpc_kernel",
@@ -113,6 +210,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         timeout_secs: 300,
         plot: Plot::Bars,
         rows_by: &[],
+        variants: &[],
     },
     Experiment {
         name: "shm_vs_msg",
@@ -124,6 +222,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         timeout_secs: 300,
         plot: Plot::Lines { series: "protocol" },
         rows_by: &[],
+        variants: &[],
     },
     Experiment {
         name: "shm_vs_msg_kernel",
@@ -135,6 +234,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         timeout_secs: 300,
         plot: Plot::Lines { series: "protocol" },
         rows_by: &[],
+        variants: &[],
     },
     // The user program and the Linux guest run `workloads::multicast`; the kernel's own
     // `bench multicast` follows, its rows apart (`impl` `kernel`). Run it with SOCKETS=S
@@ -149,6 +249,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         timeout_secs: 300,
         plot: Plot::Lines { series: "protocol" },
         rows_by: &[],
+        variants: &[],
     },
     Experiment {
         name: "memclone",
@@ -160,6 +261,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         timeout_secs: 120,
         plot: Plot::Scaling { series: "config", metric: "cycles_per_page" },
         rows_by: &["config"],
+        variants: &[],
     },
     Experiment {
         name: "mempass",
@@ -171,6 +273,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         timeout_secs: 120,
         plot: Plot::Scaling { series: "config", metric: "total_cycles" },
         rows_by: &["config"],
+        variants: &[],
     },
     Experiment {
         name: "sharebench",
@@ -182,6 +285,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         timeout_secs: 120,
         plot: Plot::Scaling { series: "config", metric: "ops_per_kcycle" },
         rows_by: &["config"],
+        variants: &[],
     },
     Experiment {
         name: "fdbench",
@@ -193,6 +297,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         timeout_secs: 120,
         plot: Plot::Scaling { series: "config", metric: "ops_per_kcycle" },
         rows_by: &["config"],
+        variants: &[],
     },
     Experiment {
         name: "host",
@@ -204,7 +309,18 @@ pub const EXPERIMENTS: &[Experiment] = &[
         timeout_secs: 300,
         plot: Plot::Bars,
         rows_by: &[],
+        variants: &[],
     },
+    amps("thread_switch", "run ampsbench thread_switch", "thread_switch,1", THREAD_VARIANTS),
+    amps("thread_create", "run ampsbench thread_create", "thread_create,1", THREAD_VARIANTS),
+    amps("amps_jobs", "run ampsbench amps_jobs 20000", "amps_jobs,20000", AMPS_VARIANTS),
+    amps("amps_omp", "run ampsbench amps_omp 20000", "amps_omp,20000", AMPS_VARIANTS),
+    amps(
+        "amps_fairness",
+        "run ampsbench amps_fairness 20000",
+        "amps_fairness,20000",
+        AMPS_VARIANTS,
+    ),
 ];
 
 /// The experiment called `name`.

@@ -70,6 +70,45 @@ pub fn boot(vm: &Vm, log: &Path, timeout: Duration, linux: bool) -> Result<Outco
     Ok(outcome)
 }
 
+/// Like [`boot`] for the Linux guest, with the vCPUs in `slow` throttled from the host
+/// (`(vCPU, eighths)`, see [`super::throttle`]) from just after QEMU starts until it ends.
+pub fn boot_throttled(
+    vm: &Vm,
+    log: &Path,
+    timeout: Duration,
+    slow: &[(u32, u8)],
+) -> Result<Outcome> {
+    let file = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let copy = file.try_clone().map_err(|e| format!("cannot share {}: {e}", log.display()))?;
+    let socket = std::env::temp_dir().join(format!("atoll-qmp-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&socket);
+    let mut with_qmp = vm.clone();
+    with_qmp.extra.extend(["-qmp".to_string(), format!("unix:{},server,nowait", socket.display())]);
+    let mut command = with_qmp.command(Serial::Stdout);
+    command.stdin(Stdio::null()).stdout(file).stderr(copy);
+    let mut child = qemu::spawn(&mut command)?;
+    let slowed = super::throttle::vcpu_threads(&socket, Duration::from_secs(10))
+        .and_then(|threads| super::throttle::slow_down(&threads, slow));
+    let slowed = match slowed {
+        Ok(s) => s,
+        Err(why) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = std::fs::remove_file(&socket);
+            return Err(why);
+        }
+    };
+    let ending = qemu::wait(&mut child, timeout)?;
+    drop(slowed);
+    let _ = std::fs::remove_file(&socket);
+    let mut outcome = scan(&qemu::read_log(log));
+    outcome.needs_done = true;
+    outcome.status = ending.status;
+    outcome.timed_out = ending.timed_out;
+    outcome.elapsed = ending.elapsed;
+    Ok(outcome)
+}
+
 /// Builds `bench-host` (release) and returns the binary.
 pub fn build_bench_host() -> Result<PathBuf> {
     let mut command = build::cargo();

@@ -128,6 +128,13 @@ pub fn timer_start_periodic(count: u32) {
     write(REG_TIMER_INIT, count.max(1));
 }
 
+/// Arms the timer once: one interrupt after `count` timer units (bus clock / 16).
+pub fn timer_one_shot(count: u32) {
+    write(REG_TIMER_DIVIDE, TIMER_DIVIDE_16);
+    write(REG_LVT_TIMER, super::trap::VECTOR_TIMER as u32);
+    write(REG_TIMER_INIT, count.max(1));
+}
+
 fn send_icr(apic_id: u32, low: u32) {
     match mode() {
         // SAFETY: ICR writes only send interrupts.

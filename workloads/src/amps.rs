@@ -1,0 +1,221 @@
+//! The scheduler experiments of issue M7 (AMPS, SC'07), written once over the
+//! [`crate::Platform`] threads: the threads are *not* pinned, so where they run and move is
+//! the system's scheduler's choice — what these experiments measure. On Atoll they are
+//! kernel threads (`libatoll::thread`), on Linux pthreads (`std::thread`).
+//!
+//! | function | stands for | paper |
+//! | --- | --- | --- |
+//! | [`thread_switch`] | a `yield` ping-pong of two threads on one core | thread costs |
+//! | [`thread_create`] | creating and joining an empty thread | thread costs |
+//! | [`jobs`] | `4N` short single-threaded jobs at once (Kernbench) | Table 2, Figure 5 |
+//! | [`omp`] | `N` threads, a data-parallel step and a barrier per iteration (SPEC OMP) | Table 2, Figure 5 |
+//! | [`fairness`] | `4N` identical jobs, each replaced when it ends: completion times | Figure 6 |
+//!
+//! The work is an integer xorshift chain (no FPU, no memory traffic): the same on every
+//! core, so a core's speed is all that differs between cores.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::result::{self, median};
+use crate::Platform;
+
+/// Units of work (xorshift rounds of 64 steps) in one job when none are asked for.
+pub const DEFAULT_JOB_UNITS: u64 = 20_000;
+
+/// `units` rounds of the fixed integer work; returns its value so it is not optimised away.
+pub fn work(seed: u64, units: u64) -> u64 {
+    let mut x = seed | 1;
+    for _ in 0..units {
+        for _ in 0..64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+    }
+    x
+}
+
+/// Keeps a value alive (work whose result nobody reads could be dropped by the compiler).
+fn keep(value: u64, sink: &AtomicU64) {
+    sink.fetch_xor(value, Ordering::Relaxed);
+}
+
+/// Median cycles per switch of two threads on core 0 that yield to each other `rounds`
+/// times each (a switch is one thread's yield giving the core to the other). Linux's peer
+/// is `sched_yield`; Atoll's is `yield`.
+pub fn thread_switch<P: Platform + ?Sized>(
+    p: &P,
+    rounds: u64,
+    repeats: usize,
+) -> Result<u64, String> {
+    let mut samples = Vec::new();
+    for _ in 0..repeats.max(1) {
+        let started = AtomicU32::new(0);
+        let spans: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+        p.run_threads(2, Some(0), &|i| {
+            // Both threads first: one that ran alone would yield to nobody.
+            started.fetch_add(1, Ordering::AcqRel);
+            while started.load(Ordering::Acquire) < 2 {
+                p.yield_now();
+            }
+            let start = p.cycles();
+            for _ in 0..rounds {
+                p.yield_now();
+            }
+            spans[i].store(p.cycles() - start, Ordering::Relaxed);
+        })?;
+        let longest = spans[0].load(Ordering::Relaxed).max(spans[1].load(Ordering::Relaxed));
+        // Each thread's span holds its own `rounds` yields and the other's: 2 × rounds
+        // switches.
+        samples.push(longest / (2 * rounds.max(1)));
+    }
+    Ok(median(&mut samples).unwrap_or(0))
+}
+
+/// Median cycles to create an empty thread and join it, over `n` in a row.
+pub fn thread_create<P: Platform + ?Sized>(p: &P, n: usize) -> Result<u64, String> {
+    let mut samples = Vec::with_capacity(n);
+    let sink = AtomicU64::new(0);
+    for i in 0..n.max(1) {
+        let start = p.cycles();
+        p.run_threads(1, None, &|_| keep(i as u64, &sink))?;
+        samples.push(p.cycles() - start);
+    }
+    Ok(median(&mut samples).unwrap_or(0))
+}
+
+/// Kernbench's analogue: `4N` jobs of `units` each, all started at once, unpinned.
+/// Returns the makespan in cycles (start to the last job's end).
+pub fn jobs<P: Platform + ?Sized>(p: &P, units: u64) -> Result<u64, String> {
+    let n = 4 * p.cores();
+    let sink = AtomicU64::new(0);
+    let start = p.cycles();
+    p.run_threads(n, None, &|i| keep(work(i as u64, units), &sink))?;
+    Ok(p.cycles() - start)
+}
+
+/// SPEC OMP's analogue: `N` threads (unpinned), `iterations` steps, each thread doing its
+/// share of `units` per step, then a barrier (on a futex word: a waiting thread gives up
+/// its core). Returns the makespan in cycles.
+pub fn omp<P: Platform + ?Sized>(p: &P, units: u64, iterations: u32) -> Result<u64, String> {
+    let n = p.cores() as u32;
+    let barrier = Barrier::new(n);
+    let sink = AtomicU64::new(0);
+    let start = p.cycles();
+    p.run_threads(n as usize, None, &|i| {
+        for step in 0..iterations {
+            keep(work(i as u64 + u64::from(step), units / u64::from(n)), &sink);
+            barrier.wait(p);
+        }
+    })?;
+    Ok(p.cycles() - start)
+}
+
+/// A barrier for `n` threads on one futex word (the generation) and a count.
+pub struct Barrier {
+    n: u32,
+    arrived: AtomicU32,
+    generation: AtomicU32,
+}
+
+impl Barrier {
+    /// A barrier for `n` threads.
+    pub fn new(n: u32) -> Barrier {
+        Barrier { n: n.max(1), arrived: AtomicU32::new(0), generation: AtomicU32::new(0) }
+    }
+
+    /// Waits until all `n` have arrived.
+    pub fn wait<P: Platform + ?Sized>(&self, p: &P) {
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            p.wake_word(&self.generation, u32::MAX);
+            return;
+        }
+        while self.generation.load(Ordering::Acquire) == generation {
+            p.wait_word(&self.generation, generation);
+        }
+    }
+}
+
+/// Figure 6: `4N` worker threads (unpinned) each run identical jobs of `units` until `8N`
+/// jobs have started (each job's end starts the next, so the load stays at `4N`). Returns
+/// the completion time (cycles from the start) of each worker's first job: the first `4N`.
+pub fn fairness<P: Platform + ?Sized>(p: &P, units: u64) -> Result<Vec<u64>, String> {
+    let n = 4 * p.cores();
+    let started = AtomicU64::new(n as u64);
+    let firsts: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+    let sink = AtomicU64::new(0);
+    let start = p.cycles();
+    p.run_threads(n, None, &|i| {
+        keep(work(i as u64, units), &sink);
+        firsts[i].store(p.cycles() - start, Ordering::Relaxed);
+        while started.fetch_add(1, Ordering::AcqRel) < 2 * n as u64 {
+            keep(work(i as u64 + 1, units), &sink);
+        }
+    })?;
+    Ok(firsts.iter().map(|f| f.load(Ordering::Relaxed)).collect())
+}
+
+/// What the scheduler experiment lines say about the run: which scheduler (`amps`,
+/// `symmetric`, `linux`) and which cores were slowed (`asym`), given by the caller (the
+/// program's arguments, from how the system was booted).
+#[derive(Clone, Debug, Default)]
+pub struct Setting {
+    /// The scheduler: `amps` or `symmetric` on Atoll, `cfs` on Linux.
+    pub sched: String,
+    /// The slowed cores as `make` was told (`ASYM`), or `none`.
+    pub asym: String,
+}
+
+impl Setting {
+    fn extra(&self) -> String {
+        format!(",\"config\":\"{}\",\"asym\":\"{}\"", self.sched, self.asym)
+    }
+}
+
+/// Runs `experiment` (`thread_switch`, `thread_create`, `amps_jobs`, `amps_omp`,
+/// `amps_fairness`) and returns its result lines.
+pub fn run<P: Platform + ?Sized>(
+    p: &P,
+    experiment: &str,
+    units: u64,
+    setting: &Setting,
+) -> Result<Vec<String>, String> {
+    let (sys, cores, extra) = (p.system(), p.cores(), setting.extra());
+    let line = |metric: &str, value: u64, unit: &str| {
+        result::line(sys, experiment, cores, metric, value, unit, &extra)
+    };
+    Ok(match experiment {
+        "thread_switch" => {
+            alloc::vec![line("cycles_per_switch", thread_switch(p, 2000, 5)?, "cycles")]
+        }
+        "thread_create" => {
+            alloc::vec![line("cycles_per_create_join", thread_create(p, 101)?, "cycles")]
+        }
+        "amps_jobs" => alloc::vec![line("makespan_kcycles", jobs(p, units)? / 1000, "kcycles")],
+        "amps_omp" => {
+            alloc::vec![line("makespan_kcycles", omp(p, 4 * units, 20)? / 1000, "kcycles")]
+        }
+        "amps_fairness" => {
+            let mut times = fairness(p, units)?;
+            times.sort_unstable();
+            let (first, last) = (times[0], times[times.len() - 1]);
+            let mid = median(&mut times.clone()).unwrap_or(1).max(1);
+            alloc::vec![
+                line("completion_median_kcycles", mid / 1000, "kcycles"),
+                line("completion_spread_pct", (last - first) * 100 / mid, "%"),
+                line("completion_last_kcycles", last / 1000, "kcycles"),
+            ]
+        }
+        other => return Err(format!("no scheduler experiment `{other}`")),
+    })
+}
+
+/// The experiments [`run`] knows.
+pub const EXPERIMENTS: &[&str] =
+    &["thread_switch", "thread_create", "amps_jobs", "amps_omp", "amps_fairness"];
