@@ -84,6 +84,9 @@ const RUNS: &[Run] = &[
     // A million fuzzed system calls (issue 9), in a run of its own: two fuzzers, two cores
     // for what they start.
     Run { test: "user.sysfuzz_million", timeout_secs: 600, ..all("fuzz4", 4, "256M") },
+    // Emulated slow cores (issue M7): cores 0 and 1 run half of every millisecond; the SKB
+    // measures them slower and AMPS starts a new thread on the fast core 2.
+    Run { test: "user.asym_placement", append: "asym=0-1:50", ..all("asym3", 3, "256M") },
     // The tick rate from the command line (`make bench` boots Atoll at the Linux guest's).
     Run {
         test: "interrupts.tick_rate",

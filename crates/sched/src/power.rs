@@ -39,6 +39,14 @@ impl Power {
             .collect()
     }
 
+    /// This power rounded to the nearest eighth (at least 1): speeds measured within
+    /// noise of each other become equal, and an emulated duty cycle (in eighths) comes out
+    /// as itself.
+    pub fn quantized(self) -> Power {
+        let eighth = POWER_ONE / 8;
+        Power(((self.0 + eighth / 2) / eighth * eighth).max(POWER_ONE))
+    }
+
     /// Scaled powers from frequencies, as the paper computes them (§2.2, §3): the slowest
     /// core gets `P = 1`, a core `F` times faster `P = F × s` (`s` in thousandths, e.g.
     /// [`PAPER_S`]), but never below 1.
@@ -69,6 +77,15 @@ mod tests {
         let p = Power::from_measured(&[Some(200), Some(100), None, Some(400)]);
         assert_eq!(p, [Power(2000), Power(1000), Power(1000), Power(4000)]);
         assert_eq!(Power::from_measured(&[None, None]), [Power::ONE, Power::ONE]);
+    }
+
+    #[test]
+    fn quantized_powers_round_to_eighths() {
+        assert_eq!(Power(1050).quantized(), Power(1000));
+        assert_eq!(Power(1070).quantized(), Power(1125));
+        assert_eq!(Power(1940).quantized(), Power(2000));
+        assert_eq!(Power(2879).quantized(), Power(2875));
+        assert_eq!(Power(900).quantized(), Power(1000));
     }
 
     #[test]

@@ -29,6 +29,7 @@ kernel_test!(IPC_BENCH, "user.ipc_benchmarks_report", 2, false, ipc_benchmarks_r
 kernel_test!(MULTICAST, "user.multicast_program", 2, true, multicast_program);
 kernel_test!(FDS, "user.corey_descriptors", 1, false, descriptors);
 kernel_test!(THREADS, "user.threads", 1, false, threads);
+kernel_test!(ASYM, "user.asym_placement", 3, true, asym_placement);
 
 fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
     match user::run(name, args) {
@@ -298,6 +299,13 @@ fn shared_range() -> Result<(), String> {
 /// refused; 200 threads are created and joined. Every core's resources balance after.
 fn threads() -> Result<(), String> {
     balanced(|| expect("threadtest", "", ExitStatus::Exited(0)))
+}
+
+/// `threadtest placement`, on a boot with slow cores (`asym=0-1:50`, the `asym3` run): the
+/// SKB measures cores 0 and 1 slower than core 2, and AMPS starts a new thread from
+/// core 0 on the fast core 2.
+fn asym_placement() -> Result<(), String> {
+    expect("threadtest", "placement", ExitStatus::Exited(0))
 }
 
 /// `pcoretest`: pcore objects are one per core, `program_run` starts a program on another

@@ -922,8 +922,14 @@ pub fn enter_root(p: &ProgramObjects) -> Result<u64, Error> {
 /// switched away, which flushed its translations): shootdowns of the root need not reach
 /// it. (Slot ranges keep the core in their set; a flush there is only wasted.)
 fn leave_root(p: &ProgramObjects) {
+    leave_root_range(&p.root_ar);
+}
+
+/// This core switched CR3 away from root range `ar`'s tables (which flushed their
+/// translations): its shootdowns need not reach this core.
+pub fn leave_root_range(ar: &Ptr) {
     let me = this_core().index;
-    if let (Some(root), true) = (range(&p.root_ar), me < 64) {
+    if let (Some(root), true) = (range(ar), me < 64) {
         root.cores.fetch_and(!(1 << me), Ordering::AcqRel);
     }
 }

@@ -173,6 +173,8 @@ struct Scheduler {
     pull_until: u64,
     /// A puller asked for the running thread: it goes at the next tick.
     ship_running: Option<usize>,
+    /// The root range whose tables are in CR3 (held, so they cannot be freed under it).
+    loaded: Option<Ptr>,
     stats: Stats,
 }
 
@@ -182,7 +184,10 @@ impl Scheduler {
         let skb = crate::knowledge::get();
         let speeds: Vec<Option<u64>> =
             (0..n).map(|c| skb.and_then(|s| s.compute_speed(c))).collect();
-        let powers = Power::from_measured(&speeds);
+        // Speeds within an eighth of each other count as equal: a measurement's noise must
+        // not make AMPS move single threads back and forth between twin cores.
+        let powers: Vec<Power> =
+            Power::from_measured(&speeds).into_iter().map(|p| p.quantized()).collect();
         let nodes: Vec<usize> =
             (0..n).map(|c| percpu::core(c).map_or(0, |c| c.node as usize)).collect();
         let mut table = LoadTable::new(&powers, &nodes);
@@ -198,6 +203,7 @@ impl Scheduler {
             seq: 0,
             pull_until: 0,
             ship_running: None,
+            loaded: None,
             stats: Stats::default(),
         }
     }
@@ -557,6 +563,7 @@ pub fn run_until(stop: &dyn Fn() -> bool) {
             break;
         }
         if !run_next() {
+            unload_tables();
             balance();
             if stop() {
                 break;
@@ -581,6 +588,7 @@ pub fn idle_work() -> bool {
         cpu::enable_interrupts();
         return true;
     }
+    unload_tables();
     balance();
     false
 }
@@ -631,9 +639,10 @@ fn run_next() -> bool {
         if let Ok(pml4) = pml4 {
             t.space = super::space::AddressSpace::view(pml4);
         }
-        Some((pml4, &t.regs as *const UserRegs, &t.fpu as *const user_entry::FpuState, hz))
+        let root = t.objects.root_ar.clone();
+        Some((pml4, &t.regs as *const UserRegs, &t.fpu as *const user_entry::FpuState, hz, root))
     });
-    let Some((pml4, regs, fpu, hz)) = prepared else { return false };
+    let Some((pml4, regs, fpu, hz, root)) = prepared else { return false };
     let Ok(pml4) = pml4 else {
         if let Some(t) = with_sched(|s| s.queue.take_running()) {
             end_thread(t, ExitStatus::Failed);
@@ -646,9 +655,7 @@ fn run_next() -> bool {
     if let Some(hz) = own_tick {
         crate::throttle::set_tick_hz(me, hz);
     }
-    // SAFETY: the root's tables map the kernel half like the kernel's own; the thread's
-    // pages fault in through its root range.
-    unsafe { paging::activate(pml4) };
+    load_tables(root, pml4);
     // SAFETY: the box is in the run queue's running slot until it leaves, and stable.
     unsafe { (*fpu).restore() };
     core.in_context.store(true, Ordering::Release);
@@ -662,6 +669,8 @@ fn run_next() -> bool {
     let Some(mut t) = with_sched(|s| {
         let t = s.queue.take_running();
         s.queue.shrink_when_empty(QUEUE_CAPACITY);
+        // A pull of the running thread lapses with it (the puller asks again).
+        s.ship_running = None;
         t
     }) else {
         return true;
@@ -686,8 +695,7 @@ fn run_next() -> bool {
 /// An ended thread: the core leaves its tables (before its root forgets this core), its
 /// objects go, its status is published, and its joiners wake (by message elsewhere).
 fn end_thread(t: Box<Running>, status: ExitStatus) {
-    // SAFETY: the kernel tables map everything the kernel uses.
-    unsafe { paging::activate(crate::mem::heap::kernel_pml4()) };
+    unload_tables();
     let shared = t.shared.clone();
     super::finish(*t, status);
     let word = status.status_word();
@@ -704,6 +712,36 @@ fn end_thread(t: Box<Running>, status: ExitStatus) {
     }
 }
 
+/// Switches this core to `root`'s tables (`pml4`) unless they are in CR3 already. The
+/// scheduler holds the loaded root, so its tables cannot be freed while CR3 points at
+/// them (a thread that moved away or ended elsewhere may take the last other reference);
+/// the root it replaces loses this core from its shootdown set (a CR3 write flushed its
+/// translations).
+fn load_tables(root: Ptr, pml4: u64) {
+    let same = with_sched(|s| s.loaded.as_ref().is_some_and(|l| l.id() == root.id()));
+    if same {
+        return;
+    }
+    // SAFETY: the root's tables map the kernel half like the kernel's own; the thread's
+    // pages fault in through its root range; the scheduler holds the root (below).
+    unsafe { paging::activate(pml4) };
+    let old = with_sched(|s| s.loaded.replace(root));
+    if let Some(old) = old {
+        corey::leave_root_range(&old);
+    }
+}
+
+/// Back to the kernel's tables, letting the loaded root go (the core is idle, or the
+/// thread on it ended).
+fn unload_tables() {
+    let old = with_sched(|s| s.loaded.take());
+    if let Some(old) = old {
+        // SAFETY: the kernel tables map everything the kernel uses.
+        unsafe { paging::activate(crate::mem::heap::kernel_pml4()) };
+        corey::leave_root_range(&old);
+    }
+}
+
 /// The core a thread should start on (or move to): the policy's placement among the
 /// online cores its affinity allows, by this core's replica.
 fn place(shared: &ThreadShared) -> Option<usize> {
@@ -712,8 +750,13 @@ fn place(shared: &ThreadShared) -> Option<usize> {
 
 /// Starts `t` on core `to`: here, or shipped (not counted as a migration).
 pub fn start_on(t: Box<Running>, to: usize) {
-    if to == this_core().index {
-        with_sched(|s| s.queue.push(t));
+    let me = this_core().index;
+    if to == me {
+        with_sched(|s| {
+            s.queue.push(t);
+            // Counted at once, so a burst of creations spreads by the replica.
+            s.table.set_length(me, s.queue.len() as u64);
+        });
     } else {
         send_thread(t, to, false);
     }

@@ -13,7 +13,11 @@
 //! - `errors`: bad arguments to every thread call are refused with the right error.
 //! - `many`: 200 threads created and joined.
 //!
-//! `threadtest [TEST...]` runs the named tests (all by default); prints `threadtest: ok`
+//! - `placement` (not in the default set: it needs slow cores, `asym=`): the SKB measures
+//!   the slowed cores slower (under 0.7 of the fastest), and a new thread the scheduler
+//!   places (AMPS) starts on the fastest core.
+//!
+//! `threadtest [TEST...]` runs the named tests (all but `placement` by default); prints `threadtest: ok`
 //! or `threadtest: FAIL <why>` and exits 0 or 1.
 #![no_std]
 #![no_main]
@@ -33,7 +37,7 @@ fn main() -> i32 {
     let all = ["oversubscribe", "starve", "registers", "waitwake", "errors", "many"];
     let chosen: Vec<&str> = args.split_whitespace().collect();
     for name in chosen.iter() {
-        if !all.contains(name) {
+        if !all.contains(name) && *name != "placement" {
             println!("threadtest: unknown test {name}; tests: {all:?}");
             return 2;
         }
@@ -46,6 +50,7 @@ fn main() -> i32 {
             "registers" => registers(),
             "waitwake" => waitwake(),
             "errors" => errors(),
+            "placement" => placement(),
             _ => many(),
         };
         if let Err(why) = result {
@@ -419,6 +424,39 @@ fn errors() -> Check {
     .map_err(|_| "spawn failed")?;
     if bad.join() != Status::Faulted(14) {
         return Err("a faulting thread did not end Faulted(14)");
+    }
+    Ok(())
+}
+
+fn placement() -> Check {
+    let cores = cores_online();
+    let speeds: Vec<u64> = (0..cores)
+        .map(|c| libatoll::locality_get(c).map(|l| l.compute_speed).unwrap_or(0))
+        .collect();
+    let fastest = (0..cores).max_by_key(|&c| speeds[c]).ok_or("no cores")?;
+    let slowest = speeds.iter().copied().min().unwrap_or(0);
+    println!("threadtest: placement: speeds {speeds:?}, fastest core {fastest}");
+    if slowest * 10 > speeds[fastest] * 7 {
+        return Err("the slowed cores do not measure slower (asym= not in force?)");
+    }
+    let here = pcore_current();
+    if here == fastest {
+        return Err("run this from a slow core: the fast one is busy with this program");
+    }
+    let landed = Arc::new(AtomicU64::new(u64::MAX));
+    let t = {
+        let landed = landed.clone();
+        thread::spawn(move || {
+            landed.store(pcore_current() as u64, Ordering::Release);
+            0
+        })
+    }
+    .map_err(|_| "spawn failed")?;
+    joined_ok(t)?;
+    let stat_core = landed.load(Ordering::Acquire);
+    if stat_core != fastest as u64 {
+        println!("threadtest: placement: the thread started on core {stat_core}");
+        return Err("AMPS did not place the new thread on the fastest core");
     }
     Ok(())
 }
