@@ -294,6 +294,13 @@ fn sched_report(args: &str) -> Result<(), String> {
             "core {core}: threads {queued} ready+running, {parked} parked; switches {}, preemptions {}, migrations in {} out {}, pulls {}, load reports {}; loads (length/P):{replica}",
             st.switches, st.preemptions, st.migrations_in, st.migrations_out, st.pulls, st.reports
         );
+        let (eighths, periods, off) = crate::throttle::stats(core);
+        if eighths < 8 {
+            println!(
+                "core {core}: slowed to {eighths}/8 of every ms: {periods} periods, {} ms halted",
+                off / (timer::tsc_hz() / 1000).max(1)
+            );
+        }
         Ok(())
     });
     smp::all_ok(&cores, &outcomes)

@@ -64,24 +64,28 @@ pub fn one_way_latency(to: usize, round_trips: usize) -> Result<u64, String> {
 }
 
 /// Units of a fixed integer workload this core completes in one millisecond: the median
-/// of [`SPEED_WINDOWS`] windows of 2 ms after an untimed one (under TCG the first run of
-/// the loop pays its translation; a 2 ms window spans whole periods of an emulated duty
-/// cycle, `asym=`).
+/// of [`SPEED_WINDOWS`] windows of [`SPEED_WINDOW_MS`] after an untimed one (under TCG the
+/// first run of the loop pays its translation; a long window spans many periods of an
+/// emulated duty cycle, `asym=`).
 fn compute_speed() -> u64 {
     let ms = timer::tsc_hz() / 1000;
     let mut windows = [0u64; SPEED_WINDOWS];
     let _ = work_for(ms);
     for w in windows.iter_mut() {
-        *w = work_for(2 * ms) / 2;
+        *w = work_for(SPEED_WINDOW_MS * ms);
     }
     windows.sort_unstable();
     windows[SPEED_WINDOWS / 2]
 }
 
 /// Timed windows [`compute_speed`] takes the median of.
-const SPEED_WINDOWS: usize = 5;
+const SPEED_WINDOWS: usize = 3;
+/// Milliseconds in each: many periods of a slowed core's duty cycle, whose off phases
+/// stretch under TCG.
+const SPEED_WINDOW_MS: u64 = 16;
 
-/// Units of the fixed workload done in `cycles` TSC cycles.
+/// Units of the fixed workload per millisecond, over at least `cycles` TSC cycles (divided
+/// by the time that really passed: a halt can stretch the window).
 fn work_for(cycles: u64) -> u64 {
     let start = cpu::rdtsc();
     let (mut x, mut units) = (0x9e37_79b9_7f4a_7c15u64, 0u64);
@@ -94,7 +98,8 @@ fn work_for(cycles: u64) -> u64 {
         units += 1;
     }
     core::hint::black_box(x);
-    units
+    let elapsed = (cpu::rdtsc() - start).max(1);
+    units * (timer::tsc_hz() / 1000) / elapsed
 }
 
 /// Measures the cost C of waking a halted core: a ping to a sleeping core minus a ping to

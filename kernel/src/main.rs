@@ -53,6 +53,9 @@ extern "C" fn ap_main(index: usize) -> ! {
     monitor::init_this_core(percpu::core_count());
     throttle::start_tick(index);
     core.set_state(CoreState::Online);
+    // The tick (and a slowed core's duty cycle) runs from now on, also under the first
+    // remote calls, such as the SKB's speed measurement.
+    cpu::enable_interrupts();
     monitor::idle_loop(core)
 }
 

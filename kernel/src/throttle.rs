@@ -1,7 +1,9 @@
 //! Emulated slow cores (issue M7; AMPS §4 made its slow cores by clock modulation): a
 //! throttled core (`asym=1:50` on the command line) runs only its duty of every
 //! millisecond and halts for the rest. Its timer alternates two one-shot phases instead
-//! of ticking periodically: "on" for `duty × 1 ms`, then "off", in which the timer
+//! of ticking periodically: "on" for `duty × 1 ms`, then "off" (as long as the on phase
+//! really ran, times `(1 - duty) / duty`: an interrupt that comes late lengthens the
+//! period, never the share), in which the timer
 //! interrupt's handler halts (other interrupts still come in) until the off phase's own
 //! interrupt ends it. Every `1000 / tick_hz` periods count as one scheduler tick, so the
 //! core's ticks keep the boot's rate. The SKB then measures the slower speed, and AMPS
@@ -24,6 +26,10 @@ struct Throttle {
     off: AtomicBool,
     /// Periods since its timer started.
     periods: AtomicU64,
+    /// TSC cycles spent halted in off phases.
+    off_cycles: AtomicU64,
+    /// TSC when the current on phase started.
+    on_since: AtomicU64,
 }
 
 static THROTTLES: [Throttle; MAX_CORES] = [const {
@@ -31,6 +37,8 @@ static THROTTLES: [Throttle; MAX_CORES] = [const {
         eighths: AtomicU8::new(FULL),
         off: AtomicBool::new(false),
         periods: AtomicU64::new(0),
+        off_cycles: AtomicU64::new(0),
+        on_since: AtomicU64::new(0),
     }
 }; MAX_CORES];
 
@@ -47,6 +55,18 @@ pub fn duty_eighths(core: usize) -> u8 {
     THROTTLES.get(core).map_or(FULL, |t| t.eighths.load(Ordering::Relaxed))
 }
 
+/// `core`'s duty (eighths), the periods its timer has run, and the TSC cycles it spent
+/// halted in off phases (for the console's `sched`).
+pub fn stats(core: usize) -> (u8, u64, u64) {
+    THROTTLES.get(core).map_or((FULL, 0, 0), |t| {
+        (
+            t.eighths.load(Ordering::Relaxed),
+            t.periods.load(Ordering::Relaxed),
+            t.off_cycles.load(Ordering::Relaxed),
+        )
+    })
+}
+
 fn throttled(core: usize) -> bool {
     duty_eighths(core) < FULL
 }
@@ -61,6 +81,7 @@ fn units(us: u64) -> u32 {
 pub fn start_tick(core: usize) {
     if throttled(core) {
         THROTTLES[core].off.store(false, Ordering::Relaxed);
+        THROTTLES[core].on_since.store(cpu::rdtsc(), Ordering::Relaxed);
         apic::timer_one_shot(units(on_us(core)));
     } else {
         timer::start_tick();
@@ -90,18 +111,26 @@ pub fn on_timer(core: usize) -> bool {
     if t.off.load(Ordering::Relaxed) {
         // The off phase is over: the halting handler below sees it and returns.
         t.off.store(false, Ordering::Relaxed);
+        t.on_since.store(cpu::rdtsc(), Ordering::Relaxed);
         apic::timer_one_shot(units(on_us(core)));
         return false;
     }
     // The on phase is over: halt for the rest of the period. Interrupts come in meanwhile
-    // (a wake-up, a shootdown, and the off phase's end).
+    // (a wake-up, a shootdown, and the off phase's end). The off phase is sized from the
+    // on phase as it really ran, so the share is exact even when the timer's interrupt
+    // comes late (under TCG it can be late by a good part of a millisecond).
     let periods = t.periods.fetch_add(1, Ordering::Relaxed) + 1;
+    let eighths = u64::from(duty_eighths(core));
+    let ran = cpu::rdtsc().saturating_sub(t.on_since.load(Ordering::Relaxed));
+    let off_us = timer::tsc_to_us(ran) * (u64::from(FULL) - eighths) / eighths;
     t.off.store(true, Ordering::Relaxed);
-    apic::timer_one_shot(units(PERIOD_US - on_us(core)));
+    apic::timer_one_shot(units(off_us.clamp(1, 100 * PERIOD_US)));
+    let halted = cpu::rdtsc();
     while t.off.load(Ordering::Relaxed) {
         cpu::enable_and_halt();
         cpu::disable_interrupts();
     }
+    t.off_cycles.fetch_add(cpu::rdtsc() - halted, Ordering::Relaxed);
     let per_tick = (1000 / timer::tick_hz().max(1)).max(1);
     periods.is_multiple_of(per_tick)
 }
