@@ -107,7 +107,7 @@ fn duty_eighths(text: &str) -> Option<u8> {
     };
     let tenths = whole.parse::<u32>().ok()?.checked_mul(10)? + if half { 5 } else { 0 };
     // One eighth is 125 tenths of a percent.
-    (tenths % 125 == 0 && (125..=1000).contains(&tenths)).then(|| (tenths / 125) as u8)
+    (tenths % 125 == 0 && (125..=1000).contains(&tenths)).then_some((tenths / 125) as u8)
 }
 
 /// One token of the command line.

@@ -276,6 +276,8 @@ mod op {
 /// Messages filed for the scheduler, read between threads and at every tick. Load
 /// reports and pulls keep the latest per sender in place (no allocation: they come and
 /// go while no thread exists).
+// A thread is one box that moves between cores by pointer; the inbox keeps it boxed.
+#[allow(clippy::vec_box)]
 struct Inbox {
     arrivals: Vec<Box<Running>>,
     wakes: Vec<(WaitKey, u64, u64)>,
