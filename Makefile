@@ -53,7 +53,8 @@ help:
 	@echo "  CORES=1,2,4    bench: VM core counts (default 1,2)"
 	@echo "  REPEAT=N       bench: repetitions of every run (default 5)"
 	@echo "  DRY_RUN=1      run, test, bench: check the settings and say what would run, booting nothing"
-	@echo "  ONLY=a,b       bench: only these experiments (nullsys,urpc,shm_vs_msg,multicast,memclone,mempass,sharebench,fdbench,host)"
+	@echo "  ONLY=a,b       bench: only these experiments (nullsys,urpc,shm_vs_msg,multicast,memclone,mempass,sharebench,fdbench,host,"
+	@echo "                 thread_switch,thread_create,amps_jobs,amps_omp,amps_fairness)"
 
 run: deps
 	@cargo xtask run

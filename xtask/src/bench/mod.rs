@@ -536,6 +536,32 @@ mod tests {
     }
 
     #[test]
+    fn scheduler_experiments_run_each_configuration_as_a_job() {
+        let amps = [registry::find("amps_jobs").unwrap()];
+        let jobs = plan(&amps, &[1, 2], 1);
+        let labels: Vec<String> = jobs.iter().map(Job::label).collect();
+        // One core: no slowed core 1, so no `asym` configuration.
+        assert_eq!(
+            labels,
+            [
+                "amps_jobs-atoll-amps-c1-r1",
+                "amps_jobs-linux-cfs-c1-r1",
+                "amps_jobs-atoll-symmetric-c1-r1",
+                "amps_jobs-atoll-amps-asym-c2-r1",
+                "amps_jobs-atoll-symmetric-asym-c2-r1",
+                "amps_jobs-linux-cfs-asym-c2-r1",
+                "amps_jobs-atoll-amps-c2-r1",
+                "amps_jobs-linux-cfs-c2-r1",
+                "amps_jobs-atoll-symmetric-c2-r1",
+            ]
+        );
+        let throttled = jobs.iter().find(|j| j.label() == "amps_jobs-linux-cfs-asym-c2-r1");
+        assert_eq!(throttled.and_then(|j| j.variant).map(|v| v.linux_slow), Some(&[(1, 4)][..]));
+        let switch = [registry::find("thread_switch").unwrap()];
+        assert_eq!(plan(&switch, &[2], 1).len(), 2, "thread costs: Atoll and Linux, full speed");
+    }
+
+    #[test]
     fn the_plan_skips_core_counts_below_the_minimum_and_runs_host_once() {
         let all = registry::select(None).unwrap();
         let jobs = plan(&all, &[1, 2], 2);

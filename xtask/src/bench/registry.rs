@@ -119,7 +119,7 @@ const AMPS_VARIANTS: &[Variant] = &[
         linux_slow: &[],
     },
     Variant {
-        name: "asym",
+        name: "cfs-asym",
         min_cores: 2,
         atoll_boot: None,
         atoll_args: "",
@@ -131,6 +131,14 @@ const AMPS_VARIANTS: &[Variant] = &[
         min_cores: 1,
         atoll_boot: Some("sched=amps"),
         atoll_args: " --config amps",
+        linux_args: None,
+        linux_slow: &[],
+    },
+    Variant {
+        name: "cfs",
+        min_cores: 1,
+        atoll_boot: None,
+        atoll_args: "",
         linux_args: Some(",cfs,none"),
         linux_slow: &[],
     },
@@ -145,7 +153,7 @@ const AMPS_VARIANTS: &[Variant] = &[
 ];
 
 /// The thread-cost experiments' one configuration: both systems at full speed.
-const THREAD_VARIANTS: &[Variant] = &[AMPS_VARIANTS[3]];
+const THREAD_VARIANTS: &[Variant] = &[AMPS_VARIANTS[3], AMPS_VARIANTS[4]];
 
 /// A scheduler experiment of issue M7 (`workloads::amps`, the `ampsbench` program).
 const fn amps(
