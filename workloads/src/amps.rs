@@ -199,7 +199,7 @@ pub fn run<P: Platform + ?Sized>(
         }
         "amps_jobs" => alloc::vec![line("makespan_kcycles", jobs(p, units)? / 1000, "kcycles")],
         "amps_omp" => {
-            alloc::vec![line("makespan_kcycles", omp(p, 4 * units, 20)? / 1000, "kcycles")]
+            alloc::vec![line("makespan_kcycles", omp(p, units, 20)? / 1000, "kcycles")]
         }
         "amps_fairness" => {
             let mut times = fairness(p, units)?;

@@ -269,7 +269,9 @@ mod op {
     pub const LOAD: u64 = 4;
     /// `[PULL, may_take_running]`: the sender asks for one thread.
     pub const PULL: u64 = 5;
-    /// `[NONE]`: the answer to a pull that found nothing to give.
+    /// `[NONE]`: the answer to a pull that found nothing to give (the puller waits out its
+    /// patience before it asks again: a source whose extra threads are pinned would
+    /// otherwise be asked at every turn).
     pub const NONE: u64 = 6;
 }
 
@@ -286,7 +288,6 @@ struct Inbox {
     loads: [Option<(u64, u64, bool)>; percpu::MAX_CORES],
     /// Per sender: its pull, and whether it may take the running thread.
     pulls: [Option<bool>; percpu::MAX_CORES],
-    refused: bool,
     /// Whether anything above is filed.
     any: bool,
 }
@@ -299,7 +300,6 @@ impl Inbox {
             joined: Vec::new(),
             loads: [None; percpu::MAX_CORES],
             pulls: [None; percpu::MAX_CORES],
-            refused: false,
             any: false,
         }
     }
@@ -334,7 +334,7 @@ pub fn on_message(from: usize, w: [u64; urpc::PAYLOAD_WORDS]) -> Result<(), ()> 
                 }
             }
             op::PULL => inbox.pulls[from] = Some(w[1] != 0),
-            op::NONE => inbox.refused = true,
+            op::NONE => {}
             _ => return Err(()),
         }
         Ok(())
@@ -382,9 +382,6 @@ fn read_inbox() {
                     s.table.set_online(core, online);
                 }
             }
-        }
-        if inbox.refused {
-            s.pull_until = 0;
         }
         for (puller, pull) in inbox.pulls.iter_mut().enumerate() {
             let Some(may_take_running) = pull.take() else { continue };
