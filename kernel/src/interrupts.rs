@@ -26,9 +26,20 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
                 if frame.cs & 3 == 3 {
                     crate::user::on_tick_in_user(frame);
                 }
+            } else if frame.cs & 3 == 3 {
+                // A slowed core's phase change: messages that came while it halted (a
+                // pull, a wake-up) are read now, not at the next tick.
+                crate::user::on_kick_in_user(frame);
             }
         }
-        VECTOR_WAKE => apic::eoi(),
+        VECTOR_WAKE => {
+            apic::eoi();
+            // A kick while a thread runs: the scheduler reads its messages now (a pull
+            // for the running thread is answered at once, not at the next tick).
+            if frame.cs & 3 == 3 {
+                crate::user::on_kick_in_user(frame);
+            }
+        }
         VECTOR_TEST => {
             crate::percpu::this_core().on_test_ipi();
             apic::eoi();

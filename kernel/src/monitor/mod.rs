@@ -468,6 +468,14 @@ pub fn try_send(to: usize, request: &Request) -> Result<(), SendError> {
     try_send_now(to, request)
 }
 
+/// Interrupts core `to` with the wake-up vector whether or not it sleeps: a core running
+/// a thread then reads its messages at once (the scheduler's pull of a running thread).
+pub fn kick(to: usize) {
+    if let Some(core) = percpu::core(to) {
+        apic::send_ipi(core.apic_id, trap::VECTOR_WAKE);
+    }
+}
+
 /// Wakes core `to` if it is asleep (after a message was placed in its channel).
 fn wake_if_asleep(to: usize) {
     // Pairs with the fence in `idle_once`: either the receiver sees our message before it

@@ -491,6 +491,13 @@ pub fn on_tick_in_user(frame: &TrapFrame) {
     sched::on_tick(frame);
 }
 
+/// A wake-up IPI that interrupted user mode (after its EOI): another core kicked this one
+/// (a pull for its running thread): the monitor and the scheduler run now.
+pub fn on_kick_in_user(frame: &TrapFrame) {
+    crate::monitor::poll();
+    sched::on_kick(frame);
+}
+
 /// A point in a long system call where the core answers the rest of the machine. System
 /// calls run with interrupts off; a call whose work grows with its arguments (copying
 /// pages, filling a buffer) calls this between steps, with no lock held. It opens an

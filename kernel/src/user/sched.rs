@@ -529,7 +529,12 @@ fn balance() {
         Some(m)
     });
     if let Some(m) = pull {
-        let _ = monitor::try_send(m.from, &message(&[op::PULL, u64::from(m.may_take_running)]));
+        let sent = monitor::try_send(m.from, &message(&[op::PULL, u64::from(m.may_take_running)]));
+        if sent.is_ok() && m.may_take_running {
+            // The source's running thread may be the one to move: it answers now, not at
+            // its next tick (AMPS §3.2: "at once on an IPI").
+            monitor::kick(m.from);
+        }
     }
 }
 
@@ -774,10 +779,23 @@ pub fn on_tick(frame: &crate::arch::trap::TrapFrame) {
     if now.is_multiple_of(BALANCE_EVERY_TICKS) {
         balance();
     }
+    let over = with_sched(|s| s.queue.tick());
+    switch_if_due(frame, over);
+}
+
+/// A kick (wake-up IPI) that interrupted a thread in user mode: as the tick, without
+/// counting against the slice.
+pub fn on_kick(frame: &crate::arch::trap::TrapFrame) {
+    housekeeping();
+    switch_if_due(frame, false);
+}
+
+/// Ends the running thread's slice (`over`), ships it to a puller, or moves it off a core
+/// its affinity excludes; `frame` holds its registers.
+fn switch_if_due(frame: &crate::arch::trap::TrapFrame, over: bool) {
     let deferred = monitor::has_deferred();
     let me = this_core().index;
     let after = with_sched(|s| {
-        let over = s.queue.tick();
         let t = s.queue.running()?;
         if let Some(to) = s.ship_running.take() {
             if t.shared.allowed_on(to) {

@@ -321,12 +321,12 @@ pub const EXPERIMENTS: &[Experiment] = &[
     },
     amps("thread_switch", "run ampsbench thread_switch", "thread_switch,1", THREAD_VARIANTS),
     amps("thread_create", "run ampsbench thread_create", "thread_create,1", THREAD_VARIANTS),
-    amps("amps_jobs", "run ampsbench amps_jobs 20000", "amps_jobs,20000", AMPS_VARIANTS),
-    amps("amps_omp", "run ampsbench amps_omp 20000", "amps_omp,20000", AMPS_VARIANTS),
+    amps("amps_jobs", "run ampsbench amps_jobs 200000", "amps_jobs,200000", AMPS_VARIANTS),
+    amps("amps_omp", "run ampsbench amps_omp 200000", "amps_omp,200000", AMPS_VARIANTS),
     amps(
         "amps_fairness",
-        "run ampsbench amps_fairness 20000",
-        "amps_fairness,20000",
+        "run ampsbench amps_fairness 200000",
+        "amps_fairness,200000",
         AMPS_VARIANTS,
     ),
 ];
