@@ -190,6 +190,23 @@ pub fn run<P: Platform + ?Sized>(
     let line = |metric: &str, value: u64, unit: &str| {
         result::line(sys, experiment, cores, metric, value, unit, &extra)
     };
+    let mut lines = run_one(p, experiment, units, &line)?;
+    // AMPS Table 3: how often the threads moved (where the system counts it).
+    if experiment.starts_with("amps_") {
+        if let Some(m) = p.migrations() {
+            lines.push(line("migrations", m, "moves"));
+        }
+    }
+    Ok(lines)
+}
+
+/// The lines of one experiment, made by `line(metric, value, unit)`.
+fn run_one<P: Platform + ?Sized>(
+    p: &P,
+    experiment: &str,
+    units: u64,
+    line: &dyn Fn(&str, u64, &str) -> String,
+) -> Result<Vec<String>, String> {
     Ok(match experiment {
         "thread_switch" => {
             alloc::vec![line("cycles_per_switch", thread_switch(p, 2000, 5)?, "cycles")]

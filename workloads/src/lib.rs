@@ -126,6 +126,12 @@ pub trait Platform: Sync {
     /// Gives the calling thread's core to another ready thread, if there is one.
     fn yield_now(&self) {}
 
+    /// How many times the threads of the last [`Platform::run_threads`] moved between
+    /// cores, if the system counts it (Atoll: each thread's `thread_stat`).
+    fn migrations(&self) -> Option<u64> {
+        None
+    }
+
     /// Sleeps while `word` holds `expected`, until a [`Platform::wake_word`] on it (it may
     /// also return early: callers check the word again). Default: returns at once.
     fn wait_word(&self, word: &AtomicU32, expected: u32) {

@@ -170,6 +170,9 @@ fn map(bytes: usize, placement: Placement, touch: bool) -> Result<Region, String
     Ok(unsafe { Region::from_raw(ptr, len as usize, free) })
 }
 
+/// Moves between cores of the threads of the last `run_threads`.
+static MIGRATIONS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
 impl Platform for Atoll {
     fn system(&self) -> &'static str {
         "atoll"
@@ -225,7 +228,18 @@ impl Platform for Atoll {
             Some(core) => Some(*self.real(&[core])?.first().ok_or("no core")?),
             None => None,
         };
-        crate::thread::run_scoped(n, pin, work).map_err(|e| format!("threads: {e:?}"))
+        MIGRATIONS.store(0, core::sync::atomic::Ordering::Relaxed);
+        crate::thread::run_scoped(n, pin, &|i| {
+            work(i);
+            // Counted by each thread at its end: all its moves are behind it.
+            let moved = crate::thread::my_stat().map_or(0, |s| s.migrations);
+            MIGRATIONS.fetch_add(moved, core::sync::atomic::Ordering::Relaxed);
+        })
+        .map_err(|e| format!("threads: {e:?}"))
+    }
+
+    fn migrations(&self) -> Option<u64> {
+        Some(MIGRATIONS.load(core::sync::atomic::Ordering::Relaxed))
     }
 
     fn yield_now(&self) {

@@ -366,6 +366,50 @@ pub fn render(
 }
 
 /// One experiment's section.
+/// The scheduler experiments' comparisons (issue M7): AMPS's speedup over the symmetric
+/// baseline (symmetric / amps, each repetition with its own) and Atoll's AMPS over Linux
+/// on the same cores (amps / cfs), for every metric and setting of the slow cores. Every
+/// metric of these experiments is lower-is-better, so a speedup above 1 favours AMPS and
+/// a ratio to Linux below 1 favours Atoll.
+fn scheduler_comparison(out: &mut String, all: &[Row]) {
+    let find = |row: &Row, config: &str, asym: &str| {
+        let variant = format!("config={config} asym={asym}");
+        all.iter().find(|r| r.metric == row.metric && r.cores == row.cores && r.variant == variant)
+    };
+    let mut lines = Vec::new();
+    // Counts (migrations) are shown in the table above; their ratios mean nothing.
+    let compared = |r: &&Row| r.variant.starts_with("config=amps asym=") && r.unit != "moves";
+    for row in all.iter().filter(compared) {
+        let asym = row.variant.trim_start_matches("config=amps asym=");
+        let speedup = find(row, "symmetric", asym).map(|s| ratios(&s.atoll, &row.atoll));
+        let vs_linux = find(row, "cfs", asym).map(|c| ratios(&row.atoll, &c.linux));
+        let cell =
+            |r: Option<Vec<f64>>| r.filter(|r| !r.is_empty()).map_or("—".into(), |r| spread(&r));
+        lines.push(format!(
+            "| {} ({}) | {asym} | {} | {} | {} |",
+            row.metric,
+            row.unit,
+            row.cores,
+            cell(speedup),
+            cell(vs_linux)
+        ));
+    }
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nAMPS against the symmetric baseline and against Linux on the same cores \
+         (lower is better for every metric here: a speedup above 1 favours AMPS, a ratio \
+         below 1 favours Atoll):\n\n\
+         | metric | slow cores | cores | speedup (symmetric / amps) | Atoll amps / Linux |\n\
+         | --- | --- | --- | --- | --- |"
+    );
+    for line in lines {
+        let _ = writeln!(out, "{line}");
+    }
+}
+
 fn section(
     out: &mut String,
     e: &Experiment,
@@ -458,6 +502,9 @@ fn section(
             }
         }
     }
+    if !e.variants.is_empty() {
+        scheduler_comparison(out, &all);
+    }
     if !refs.is_empty() {
         let _ = writeln!(out, "\nPaper's numbers:");
         for r in &refs {
@@ -495,6 +542,33 @@ mod tests {
         let a = [(1, 10.0), (2, 20.0), (3, 30.0)];
         let b = [(2, 10.0), (1, 10.0)];
         assert_eq!(ratios(&a, &b), [1.0, 2.0]);
+    }
+
+    #[test]
+    fn amps_is_compared_with_symmetric_and_with_linux_per_repetition() {
+        let rec = |system: &str, config: &str, repeat: u64, value: f64| -> Record {
+            let text = format!(
+                r#"{{"experiment":"amps_jobs","system":"{system}","cores":2,"metric":"makespan_kcycles","value":{value},"unit":"kcycles","repeat":{repeat},"config":"{config}","asym":"1:50"}}"#
+            );
+            serde_json::from_str(&text).unwrap()
+        };
+        let records = [
+            rec("atoll", "amps", 1, 100.0),
+            rec("atoll", "amps", 2, 200.0),
+            rec("atoll", "symmetric", 1, 120.0),
+            rec("atoll", "symmetric", 2, 220.0),
+            rec("linux", "cfs", 1, 125.0),
+            rec("linux", "cfs", 2, 250.0),
+        ];
+        let refs: Vec<&Record> = records.iter().collect();
+        let mut out = String::new();
+        scheduler_comparison(&mut out, &rows(&refs, &["config", "asym"]));
+        // Speedups 1.2 and 1.1 (the report's median of two is the upper); amps / Linux 0.8.
+        assert!(
+            out.contains("| makespan_kcycles (kcycles) | 1:50 | 2 | 1.20 [1.10–1.20]"),
+            "{out}"
+        );
+        assert!(out.contains("| 0.8"), "{out}");
     }
 
     fn record(system: &str, config: &str, cores: u64, repeat: u64, value: f64) -> Record {

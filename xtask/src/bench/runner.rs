@@ -56,18 +56,7 @@ impl Outcome {
 /// Boots `vm` with COM1 going to `log`, waits up to `timeout`, and reads the log.
 /// `linux`: the guest must print its end marker with status 0.
 pub fn boot(vm: &Vm, log: &Path, timeout: Duration, linux: bool) -> Result<Outcome> {
-    let file = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-    let copy = file.try_clone().map_err(|e| format!("cannot share {}: {e}", log.display()))?;
-    let mut command = vm.command(Serial::Stdout);
-    command.stdin(Stdio::null()).stdout(file).stderr(copy);
-    let mut child = qemu::spawn(&mut command)?;
-    let ending = qemu::wait(&mut child, timeout)?;
-    let mut outcome = scan(&qemu::read_log(log));
-    outcome.needs_done = linux;
-    outcome.status = ending.status;
-    outcome.timed_out = ending.timed_out;
-    outcome.elapsed = ending.elapsed;
-    Ok(outcome)
+    boot_then(vm, log, timeout, linux, |_| Ok(()))
 }
 
 /// Like [`boot`] for the Linux guest, with the vCPUs in `slow` throttled from the host
@@ -78,31 +67,44 @@ pub fn boot_throttled(
     timeout: Duration,
     slow: &[(u32, u8)],
 ) -> Result<Outcome> {
-    let file = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-    let copy = file.try_clone().map_err(|e| format!("cannot share {}: {e}", log.display()))?;
     let socket = std::env::temp_dir().join(format!("atoll-qmp-{}.sock", std::process::id()));
     let _ = std::fs::remove_file(&socket);
     let mut with_qmp = vm.clone();
     with_qmp.extra.extend(["-qmp".to_string(), format!("unix:{},server,nowait", socket.display())]);
-    let mut command = with_qmp.command(Serial::Stdout);
+    let outcome = boot_then(&with_qmp, log, timeout, true, |_| {
+        super::throttle::vcpu_threads(&socket, Duration::from_secs(10))
+            .and_then(|threads| super::throttle::slow_down(&threads, slow))
+    });
+    let _ = std::fs::remove_file(&socket);
+    outcome
+}
+
+/// [`boot`], running `started` once QEMU runs; what it returns lives until QEMU ends (a
+/// failure kills QEMU and fails the job).
+fn boot_then<T>(
+    vm: &Vm,
+    log: &Path,
+    timeout: Duration,
+    linux: bool,
+    started: impl FnOnce(&std::process::Child) -> Result<T>,
+) -> Result<Outcome> {
+    let file = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let copy = file.try_clone().map_err(|e| format!("cannot share {}: {e}", log.display()))?;
+    let mut command = vm.command(Serial::Stdout);
     command.stdin(Stdio::null()).stdout(file).stderr(copy);
     let mut child = qemu::spawn(&mut command)?;
-    let slowed = super::throttle::vcpu_threads(&socket, Duration::from_secs(10))
-        .and_then(|threads| super::throttle::slow_down(&threads, slow));
-    let slowed = match slowed {
-        Ok(s) => s,
+    let held = match started(&child) {
+        Ok(held) => held,
         Err(why) => {
             let _ = child.kill();
             let _ = child.wait();
-            let _ = std::fs::remove_file(&socket);
             return Err(why);
         }
     };
     let ending = qemu::wait(&mut child, timeout)?;
-    drop(slowed);
-    let _ = std::fs::remove_file(&socket);
+    drop(held);
     let mut outcome = scan(&qemu::read_log(log));
-    outcome.needs_done = true;
+    outcome.needs_done = linux;
     outcome.status = ending.status;
     outcome.timed_out = ending.timed_out;
     outcome.elapsed = ending.elapsed;
