@@ -23,7 +23,8 @@ fn main() -> i32 {
     let mut words = line.split_whitespace();
     let mut chosen: Vec<&str> = Vec::new();
     let mut units = None;
-    let mut setting = Setting { sched: String::from("amps"), asym: String::from("none") };
+    // The kernel does not tell a program how it was booted: unlabelled unless told.
+    let mut setting = Setting { sched: String::from("unstated"), asym: String::from("unstated") };
     while let Some(word) = words.next() {
         let ok = match word {
             "--config" => words.next().map(|w| setting.sched = String::from(w)).is_some(),
