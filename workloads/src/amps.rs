@@ -10,6 +10,8 @@
 //! | [`jobs`] | `4N` short single-threaded jobs at once (Kernbench) | Table 2, Figure 5 |
 //! | [`omp`] | `N` threads, a data-parallel step and a barrier per iteration (SPEC OMP) | Table 2, Figure 5 |
 //! | [`fairness`] | `4N` identical jobs, each replaced when it ends: completion times | Figure 6 |
+//! | [`server`] | `W` workers doing short transactions for a fixed time (SPECjbb) | Figure 7 |
+//! | [`thread_migrate`] | a thread moving itself between cores 0 and 1 | Table 3 (migration cost) |
 //!
 //! The work is an integer xorshift chain (no FPU, no memory traffic): the same on every
 //! core, so a core's speed is all that differs between cores.
@@ -161,6 +163,54 @@ pub fn fairness<P: Platform + ?Sized>(p: &P, units: u64) -> Result<Vec<u64>, Str
     Ok(firsts.iter().map(|f| f.load(Ordering::Relaxed)).collect())
 }
 
+/// Median cycles for a thread to move itself from one core to the other (cores 0 and 1),
+/// over `moves` moves: the cost of one migration (AMPS Table 3).
+pub fn thread_migrate<P: Platform + ?Sized>(p: &P, moves: usize) -> Result<u64, String> {
+    if p.cores() < 2 {
+        return Err("needs 2 cores".into());
+    }
+    let samples: Vec<AtomicU64> = (0..moves.max(1)).map(|_| AtomicU64::new(0)).collect();
+    let failed = AtomicU32::new(0);
+    p.run_threads(1, Some(0), &|_| {
+        for (i, sample) in samples.iter().enumerate() {
+            let start = p.cycles();
+            if p.move_to((i + 1) % 2).is_err() {
+                failed.store(1, Ordering::Relaxed);
+                return;
+            }
+            sample.store(p.cycles() - start, Ordering::Relaxed);
+        }
+    })?;
+    if failed.load(Ordering::Relaxed) != 0 {
+        return Err("a move failed".into());
+    }
+    let mut values: Vec<u64> = samples.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+    Ok(median(&mut values).unwrap_or(0))
+}
+
+/// SPECjbb's analogue (Figure 7): `workers` threads (unpinned) each run transactions of
+/// `units / 100` work for `budget` cycles from a common start; returns the transactions
+/// done per billion cycles.
+pub fn server<P: Platform + ?Sized>(
+    p: &P,
+    workers: usize,
+    units: u64,
+    budget: u64,
+) -> Result<u64, String> {
+    let done = AtomicU64::new(0);
+    let sink = AtomicU64::new(0);
+    let start = p.cycles();
+    p.run_threads(workers, None, &|i| {
+        let mut n = 0u64;
+        while p.cycles() - start < budget {
+            keep(work(i as u64 + n, (units / 100).max(1)), &sink);
+            n += 1;
+        }
+        done.fetch_add(n, Ordering::Relaxed);
+    })?;
+    Ok(done.load(Ordering::Relaxed) * 1_000_000_000 / budget.max(1))
+}
+
 /// What the scheduler experiment lines say about the run: which scheduler (`amps`,
 /// `symmetric`, `linux`) and which cores were slowed (`asym`), given by the caller (the
 /// program's arguments, from how the system was booted).
@@ -218,6 +268,23 @@ fn run_one<P: Platform + ?Sized>(
         "amps_omp" => {
             alloc::vec![line("makespan_kcycles", omp(p, units, 20)? / 1000, "kcycles")]
         }
+        "thread_migrate" => alloc::vec![line("cycles_per_move", thread_migrate(p, 101)?, "cycles")],
+        "amps_server" => {
+            // W = 1 … 2N workers, for 200 Mcycles each (a run per W; REPEAT gives the
+            // paper's three runs for repeatability).
+            let mut lines = Vec::new();
+            for workers in 1..=2 * p.cores() {
+                let tput = server(p, workers, units, 200_000_000)?;
+                let text = line("tx_per_gcycle", tput, "tx/Gcycle");
+                // `workers` makes rows of its own in the report.
+                lines.push(text.replacen(
+                    "\"unit\"",
+                    &format!("\"workers\":{workers},\"unit\""),
+                    1,
+                ));
+            }
+            lines
+        }
         "amps_fairness" => {
             let mut times = fairness(p, units)?;
             times.sort_unstable();
@@ -234,5 +301,12 @@ fn run_one<P: Platform + ?Sized>(
 }
 
 /// The experiments [`run`] knows.
-pub const EXPERIMENTS: &[&str] =
-    &["thread_switch", "thread_create", "amps_jobs", "amps_omp", "amps_fairness"];
+pub const EXPERIMENTS: &[&str] = &[
+    "thread_switch",
+    "thread_create",
+    "thread_migrate",
+    "amps_jobs",
+    "amps_omp",
+    "amps_fairness",
+    "amps_server",
+];

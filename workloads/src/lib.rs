@@ -126,6 +126,13 @@ pub trait Platform: Sync {
     /// Gives the calling thread's core to another ready thread, if there is one.
     fn yield_now(&self) {}
 
+    /// Moves the calling thread to core `core` and keeps it there (Atoll: its affinity;
+    /// Linux: `sched_setaffinity`); returns once it runs there.
+    fn move_to(&self, core: usize) -> Result<(), String> {
+        let _ = core;
+        Err(alloc::format!("{} cannot move threads", self.system()))
+    }
+
     /// How many times the threads of the last [`Platform::run_threads`] moved between
     /// cores, if the system counts it (Atoll: each thread's `thread_stat`).
     fn migrations(&self) -> Option<u64> {

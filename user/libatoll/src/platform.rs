@@ -238,6 +238,16 @@ impl Platform for Atoll {
         .map_err(|e| format!("threads: {e:?}"))
     }
 
+    fn move_to(&self, core: usize) -> Result<(), String> {
+        let real = *self.real(&[core])?.first().ok_or("no core")?;
+        crate::thread::set_my_affinity(1 << real).map_err(|e| format!("affinity: {e:?}"))?;
+        // The call returns on the new core (the thread left at once), but be sure.
+        while crate::pcore_current() != real {
+            crate::thread::yield_now();
+        }
+        Ok(())
+    }
+
     fn migrations(&self) -> Option<u64> {
         Some(MIGRATIONS.load(core::sync::atomic::Ordering::Relaxed))
     }

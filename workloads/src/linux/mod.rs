@@ -162,6 +162,10 @@ impl Platform for Linux {
         outcomes.into_iter().collect()
     }
 
+    fn move_to(&self, core: usize) -> Result<(), String> {
+        pin(self.cpu(core).ok_or_else(|| format!("no core {core}"))?)
+    }
+
     fn yield_now(&self) {
         // SAFETY: sched_yield has no arguments.
         unsafe { libc::sched_yield() };

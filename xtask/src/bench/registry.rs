@@ -130,7 +130,7 @@ const AMPS_VARIANTS: &[Variant] = &[
         name: "amps",
         min_cores: 1,
         atoll_boot: Some("sched=amps"),
-        atoll_args: " --config amps",
+        atoll_args: " --config amps --asym none",
         linux_args: None,
         linux_slow: &[],
     },
@@ -146,7 +146,7 @@ const AMPS_VARIANTS: &[Variant] = &[
         name: "symmetric",
         min_cores: 1,
         atoll_boot: Some("sched=symmetric"),
-        atoll_args: " --config symmetric",
+        atoll_args: " --config symmetric --asym none",
         linux_args: None,
         linux_slow: &[],
     },
@@ -321,6 +321,15 @@ pub const EXPERIMENTS: &[Experiment] = &[
     },
     amps("thread_switch", "run ampsbench thread_switch", "thread_switch,1", THREAD_VARIANTS),
     amps("thread_create", "run ampsbench thread_create", "thread_create,1", THREAD_VARIANTS),
+    Experiment {
+        min_cores: 2,
+        ..amps(
+            "thread_migrate",
+            "run ampsbench thread_migrate",
+            "thread_migrate,1",
+            THREAD_VARIANTS,
+        )
+    },
     amps("amps_jobs", "run ampsbench amps_jobs 200000", "amps_jobs,200000", AMPS_VARIANTS),
     amps("amps_omp", "run ampsbench amps_omp 200000", "amps_omp,200000", AMPS_VARIANTS),
     amps(
@@ -329,6 +338,15 @@ pub const EXPERIMENTS: &[Experiment] = &[
         "amps_fairness,200000",
         AMPS_VARIANTS,
     ),
+    Experiment {
+        rows_by: &["config", "asym", "workers"],
+        ..amps(
+            "amps_server",
+            "run ampsbench amps_server 200000",
+            "amps_server,200000",
+            AMPS_VARIANTS,
+        )
+    },
 ];
 
 /// The experiment called `name`.
