@@ -184,10 +184,15 @@ impl Scheduler {
         let skb = crate::knowledge::get();
         let speeds: Vec<Option<u64>> =
             (0..n).map(|c| skb.and_then(|s| s.compute_speed(c))).collect();
+        // The paper's P = F × S (§3, S = 0.85) with F the measured speed ratio: the SKB's
+        // speed loop runs in registers, so S stands for what memory does not speed up.
         // Speeds within an eighth of each other count as equal: a measurement's noise must
         // not make AMPS move single threads back and forth between twin cores.
-        let powers: Vec<Power> =
-            Power::from_measured(&speeds).into_iter().map(|p| p.quantized()).collect();
+        let known: Vec<u64> = speeds.iter().map(|s| s.unwrap_or(0)).collect();
+        let powers: Vec<Power> = Power::from_frequencies(&known, sched::power::PAPER_S)
+            .into_iter()
+            .map(|p| p.quantized())
+            .collect();
         let nodes: Vec<usize> =
             (0..n).map(|c| percpu::core(c).map_or(0, |c| c.node as usize)).collect();
         let mut table = LoadTable::new(&powers, &nodes);
