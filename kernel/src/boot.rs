@@ -125,12 +125,21 @@ fn choose_tick(cmdline: &str) {
 }
 
 /// `sched=amps|symmetric` picks every core's scheduling policy (AMPS unless told
-/// otherwise); a bad value is reported and AMPS kept.
+/// otherwise), `numa=always|same-node|rss` when a running thread may move between nodes
+/// (AMPS §3.3; always unless told otherwise); a bad value is reported and the default
+/// kept.
 fn choose_scheduler(cmdline: &str) {
-    let Some(word) = cmdline::get(cmdline, "sched") else { return };
-    match sched::Policy::parse(word) {
-        Some(policy) => crate::user::sched::choose_policy(policy),
-        None => println!("sched: ignoring sched={word}: amps or symmetric"),
+    if let Some(word) = cmdline::get(cmdline, "sched") {
+        match sched::Policy::parse(word) {
+            Some(policy) => crate::user::sched::choose_policy(policy),
+            None => println!("sched: ignoring sched={word}: amps or symmetric"),
+        }
+    }
+    if let Some(word) = cmdline::get(cmdline, "numa") {
+        match sched::NumaPolicy::parse(word) {
+            Some(policy) => crate::user::sched::choose_numa(policy),
+            None => println!("sched: ignoring numa={word}: always, same-node or rss"),
+        }
     }
 }
 

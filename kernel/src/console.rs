@@ -281,7 +281,12 @@ fn monitor(args: &str) -> Result<(), String> {
 /// scaled power P and run-queue length per core, as that core last heard them).
 fn sched_report(args: &str) -> Result<(), String> {
     no_arguments(args)?;
-    println!("sched: policy {}", crate::user::sched::policy().name());
+    println!(
+        "sched: policy {}, numa {}, last-level cache {} KiB",
+        crate::user::sched::policy().name(),
+        crate::user::sched::numa_policy().name(),
+        crate::arch::cpu::last_level_cache_bytes() / 1024
+    );
     let cores = smp::online_cores();
     let outcomes = smp::run_on(&cores, 5_000_000, &|core| {
         let (st, queued, parked, loads) = crate::user::sched::report();

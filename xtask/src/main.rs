@@ -45,6 +45,8 @@ flags, or the environment variable after each (a flag wins; empty means unset):
   --asym GROUPS     ASYM         run: emulated slow cores, CORES:PERCENT groups (duty in
                                  12.5 % steps), e.g. \"1:50\" or \"1:50 2-3:75\"
   --sched POLICY    SCHED        run: the scheduler, amps (default) or symmetric
+  --numa POLICY     NUMA_POLICY  run: when a running thread may move between nodes:
+                                 always (default), same-node or rss (AMPS §3.3)
                     CONSOLE      run: `kernel` for the kernel console instead of init
   --accel tcg|kvm   ACCEL        run, test: accelerator (default: kvm if /dev/kvm opens
                                  and the CPU flags show vmx or svm, else tcg)
@@ -75,6 +77,8 @@ pub struct Options {
     pub asym: Option<String>,
     /// `SCHED`: `amps` or `symmetric` (`sched=` for the kernel).
     pub sched: Option<String>,
+    /// `NUMA_POLICY`: `always`, `same-node` or `rss` (`numa=` for the kernel).
+    pub numa: Option<String>,
     /// `CONSOLE`: `kernel` keeps the kernel's own console instead of the `init` shell.
     pub console: Option<String>,
     /// `TEST_FILTER`: substring selecting QEMU test runs by label.
@@ -99,6 +103,7 @@ impl Options {
             cmd: env_var("CMD"),
             asym: env_var("ASYM"),
             sched: env_var("SCHED"),
+            numa: env_var("NUMA_POLICY"),
             console: env_var("CONSOLE"),
             only: env_var("TEST_FILTER"),
             skip_host: env_var("SKIP_HOST").is_some_and(|v| v != "0"),
@@ -133,6 +138,7 @@ impl Options {
                 "--cmd" => opts.cmd = Some(value()?),
                 "--asym" => opts.asym = Some(value()?),
                 "--sched" => opts.sched = Some(value()?),
+                "--numa" => opts.numa = Some(value()?),
                 "--only" => opts.only = Some(value()?),
                 "--timeout" => opts.timeout = Some(parse_secs(&value()?)?),
                 _ => return Err(format!("unknown argument `{arg}`\n\n{USAGE}")),

@@ -43,6 +43,12 @@ pub fn run(opts: &Options) -> Result<ExitCode> {
         }
         cmdline = format!("{cmdline} sched={sched}").trim().to_string();
     }
+    if let Some(numa) = &opts.numa {
+        if !["always", "same-node", "rss"].contains(&numa.as_str()) {
+            return Err(format!("NUMA_POLICY must be always, same-node or rss, not `{numa}`"));
+        }
+        cmdline = format!("{cmdline} numa={numa}").trim().to_string();
+    }
     let vm = Vm {
         cores,
         sockets: opts.sockets,

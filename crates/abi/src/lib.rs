@@ -265,7 +265,7 @@ impl ThreadCreate {
     }
 }
 
-/// What `thread_stat` writes (4 words).
+/// What `thread_stat` writes (5 words).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ThreadStat {
     /// Its [`pcore_status`] word.
@@ -276,17 +276,25 @@ pub struct ThreadStat {
     pub migrations: u64,
     /// Times it was switched onto a core.
     pub switches: u64,
+    /// Pages it faulted in that are still resident, on all nodes (AMPS §3.3's counters).
+    pub resident_pages: u64,
 }
 
 impl ThreadStat {
     /// The words as they sit in memory.
-    pub fn to_words(&self) -> [u64; 4] {
-        [self.status, self.core, self.migrations, self.switches]
+    pub fn to_words(&self) -> [u64; 5] {
+        [self.status, self.core, self.migrations, self.switches, self.resident_pages]
     }
 
     /// Reads the words.
-    pub fn from_words(w: [u64; 4]) -> ThreadStat {
-        ThreadStat { status: w[0], core: w[1], migrations: w[2], switches: w[3] }
+    pub fn from_words(w: [u64; 5]) -> ThreadStat {
+        ThreadStat {
+            status: w[0],
+            core: w[1],
+            migrations: w[2],
+            switches: w[3],
+            resident_pages: w[4],
+        }
     }
 }
 
@@ -742,7 +750,7 @@ mod tests {
             affinity: 0b101,
         };
         assert_eq!(ThreadCreate::from_words(t.to_words()), t);
-        let st = ThreadStat { status: 1, core: 2, migrations: 3, switches: 4 };
+        let st = ThreadStat { status: 1, core: 2, migrations: 3, switches: 4, resident_pages: 5 };
         assert_eq!(ThreadStat::from_words(st.to_words()), st);
         let m = MappingInfo { va: 1, pages: 2, target: 3, first_page: 4, flags: 5, kind: 6 };
         assert_eq!(MappingInfo::from_words(m.to_words()), m);

@@ -76,6 +76,18 @@ impl ResidentSet {
         }
     }
 
+    /// A thread's resident set from counts kept elsewhere (the kernel keeps them in
+    /// atomics, since a page may be freed on any core): `pages` per node, and whether the
+    /// last tick found it allocating.
+    pub fn from_counts(pages: &[u64], allocating: bool, page_bytes: u64) -> ResidentSet {
+        let mut pages = pages.to_vec();
+        if pages.is_empty() {
+            pages.push(0);
+        }
+        let previous_total = pages.iter().sum();
+        ResidentSet { pages, previous_total, allocating, page_bytes }
+    }
+
     /// Charges a page on `node` (the thread faulted it in or allocated it).
     pub fn charge(&mut self, node: usize) {
         if let Some(n) = self.pages.get_mut(node) {
@@ -128,6 +140,23 @@ impl ResidentSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resident_set_from_counts_predicts_as_one_charged_page_by_page() {
+        let mut charged = ResidentSet::new(2, 4096);
+        for _ in 0..300 {
+            charged.charge(1);
+        }
+        let counted = ResidentSet::from_counts(&[0, 300], false, 4096);
+        assert_eq!(counted.total(), 300);
+        for (from, to) in [(1, 0), (0, 1), (1, 1)] {
+            assert_eq!(
+                counted.predicts_costly_move(from, to, 1 << 20),
+                charged.predicts_costly_move(from, to, 1 << 20)
+            );
+        }
+        assert!(ResidentSet::from_counts(&[1], true, 4096).allocating());
+    }
 
     const MIB: u64 = 1 << 20;
 

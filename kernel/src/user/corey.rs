@@ -71,7 +71,19 @@ pub fn live_objects(core: usize) -> usize {
 }
 
 /// A physical frame; freed (sent home to its owner) when the last holder drops it.
-pub struct Frame(u64);
+pub struct Frame(u64, Option<(Arc<super::sched::Resident>, usize)>);
+
+/// The resident-page counters of the thread whose fault this core is serving: frames
+/// filled meanwhile are charged to it (AMPS §3.3).
+static CHARGE_TO: PerCoreState<Option<Arc<super::sched::Resident>>> = crate::per_core_state!(None);
+
+/// Runs `f` (a soft fault) with the frames it fills charged to `resident`.
+pub fn charging<R>(resident: &Arc<super::sched::Resident>, f: impl FnOnce() -> R) -> R {
+    CHARGE_TO.with(|c| *c = Some(resident.clone()));
+    let r = f();
+    CHARGE_TO.with(|c| *c = None);
+    r
+}
 
 /// A fresh frame of this core, zeroed; its physical address.
 fn zeroed_frame() -> Option<u64> {
@@ -82,9 +94,19 @@ fn zeroed_frame() -> Option<u64> {
 }
 
 impl Frame {
+    /// Frame `pa` of this core, charged to the thread whose fault is being served, if any.
+    fn new(pa: u64) -> Arc<Frame> {
+        let node = this_core().node as usize;
+        let charged = CHARGE_TO.with(|c| c.clone()).map(|r| {
+            r.charge(node);
+            (r, node)
+        });
+        Arc::new(Frame(pa, charged))
+    }
+
     /// A fresh frame of this core, zeroed.
     fn zeroed() -> Option<Arc<Frame>> {
-        Some(Arc::new(Frame(zeroed_frame()?)))
+        Some(Frame::new(zeroed_frame()?))
     }
 
     /// A fresh frame of this core holding a copy of `self`.
@@ -99,12 +121,15 @@ impl Frame {
                 PAGE as usize,
             )
         };
-        Some(Arc::new(Frame(pa)))
+        Some(Frame::new(pa))
     }
 }
 
 impl Drop for Frame {
     fn drop(&mut self) {
+        if let Some((resident, node)) = self.1.take() {
+            resident.uncharge(node);
+        }
         let _ = frames::free(self.0);
     }
 }

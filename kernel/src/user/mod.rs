@@ -453,8 +453,12 @@ pub fn on_exception(frame: &TrapFrame) {
         let write = frame.error & 2 != 0;
         // Not present, or a write to a page mapped read-only (copy-on-write).
         if (!present || write)
-            && with_running_mut(|r, _| corey::soft_fault(&mut r.objects, cr2, write, present))
-                == Some(true)
+            && with_running_mut(|r, _| {
+                let resident = r.shared.resident().clone();
+                corey::charging(&resident, || {
+                    corey::soft_fault(&mut r.objects, cr2, write, present)
+                })
+            }) == Some(true)
         {
             return;
         }

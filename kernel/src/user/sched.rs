@@ -36,8 +36,9 @@ use abi::{pcore_status, wait_result, Error, ObjectKind, SysResult};
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::sync::atomic::AtomicBool;
 use core::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
-use sched::{LoadTable, Policy, Power, RunQueue, WaitKey, WaitQueues};
+use sched::{LoadTable, NumaPolicy, Policy, Power, ResidentSet, RunQueue, WaitKey, WaitQueues};
 
 /// Ready threads a run queue holds without growing (it shrinks back to this when empty,
 /// so tests find a core's heap as they left it).
@@ -58,6 +59,39 @@ const SLEEP_MAX_US: u64 = 60_000_000;
 const JOIN_SPACE: u64 = u64::MAX;
 const SLEEP_SPACE: u64 = u64::MAX - 1;
 
+/// NUMA nodes a thread's resident pages are counted on (a node past the last counts on
+/// the last).
+pub const NODES_MAX: usize = 8;
+
+/// A thread's resident pages per node (AMPS §3.3): charged when it faults a page in, on
+/// the node of the frame, and uncharged when that frame is freed, on whatever core (the
+/// frame holds these counters: the paper's owner list). Kept apart from the thread so a
+/// page that outlives it does not keep the thread counted against its core's cap.
+pub struct Resident {
+    pages: [AtomicU64; NODES_MAX],
+}
+
+impl Resident {
+    fn new() -> Resident {
+        Resident { pages: [const { AtomicU64::new(0) }; NODES_MAX] }
+    }
+
+    /// One more page on `node`.
+    pub fn charge(&self, node: usize) {
+        self.pages[node.min(NODES_MAX - 1)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One page fewer on `node` (its frame was freed).
+    pub fn uncharge(&self, node: usize) {
+        let counter = &self.pages[node.min(NODES_MAX - 1)];
+        let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+
+    fn counts(&self) -> [u64; NODES_MAX] {
+        core::array::from_fn(|i| self.pages[i].load(Ordering::Relaxed))
+    }
+}
+
 /// What every core knows of a thread, wherever it runs: shared by its thread object
 /// (`thread_join`, `thread_status`, `thread_stat`) and the thread itself.
 pub struct ThreadShared {
@@ -77,6 +111,12 @@ pub struct ThreadShared {
     switches: AtomicU64,
     /// The core whose thread cap it counts against.
     creator: usize,
+    /// Its resident pages per node (shared with the frames charged to it).
+    resident: Arc<Resident>,
+    /// Its total resident pages at the last tick it ran through, and whether that tick
+    /// found the total grown (an allocation phase, §3.3).
+    resident_before: AtomicU64,
+    allocating: AtomicBool,
 }
 
 /// Live threads by creating core (the cap of [`THREADS_PER_CORE_MAX`]).
@@ -100,12 +140,38 @@ impl ThreadShared {
             migrations: AtomicU64::new(0),
             switches: AtomicU64::new(0),
             creator: me,
+            resident: Arc::new(Resident::new()),
+            resident_before: AtomicU64::new(0),
+            allocating: AtomicBool::new(false),
         })
     }
 
     /// Its status word (`RUNNING` while it lives).
     pub fn status(&self) -> u64 {
         self.status.load(Ordering::Acquire)
+    }
+
+    /// Its resident-page counters (for the frames it faults in).
+    pub fn resident(&self) -> &Arc<Resident> {
+        &self.resident
+    }
+
+    /// The tick's allocation-phase check (§3.3): its resident pages grew since the last.
+    fn note_tick(&self) {
+        let total: u64 = self.resident.counts().iter().sum();
+        let before = self.resident_before.swap(total, Ordering::Relaxed);
+        self.allocating.store(total > before, Ordering::Relaxed);
+    }
+
+    /// Whether the NUMA policy lets it move, running, from core `from` to core `to`.
+    fn may_move_running(&self, from: usize, to: usize) -> bool {
+        let node = |c: usize| percpu::core(c).map_or(0, |c| c.node as usize);
+        let set = ResidentSet::from_counts(
+            &self.resident.counts(),
+            self.allocating.load(Ordering::Relaxed),
+            4096,
+        );
+        numa_policy().allows(&set, node(from), node(to), last_level_cache_bytes())
     }
 
     fn allowed_on(&self, core: usize) -> bool {
@@ -247,6 +313,41 @@ static POLICY: AtomicU8 = AtomicU8::new(0);
 /// Sets the policy (at boot).
 pub fn choose_policy(policy: Policy) {
     POLICY.store(if policy == Policy::Symmetric { 1 } else { 0 }, Ordering::Relaxed);
+}
+
+/// The NUMA policy for moving running threads (`numa=always|same-node|rss`; `always`
+/// unless told otherwise). Chosen once at boot.
+static NUMA: AtomicU8 = AtomicU8::new(0);
+
+/// Sets the NUMA policy (at boot).
+pub fn choose_numa(policy: NumaPolicy) {
+    let code = match policy {
+        NumaPolicy::Always => 0,
+        NumaPolicy::SameNode => 1,
+        NumaPolicy::Rss => 2,
+    };
+    NUMA.store(code, Ordering::Relaxed);
+}
+
+/// The NUMA policy in force.
+pub fn numa_policy() -> NumaPolicy {
+    match NUMA.load(Ordering::Relaxed) {
+        1 => NumaPolicy::SameNode,
+        2 => NumaPolicy::Rss,
+        _ => NumaPolicy::Always,
+    }
+}
+
+/// The last-level cache's size (CPUID), read once.
+fn last_level_cache_bytes() -> u64 {
+    static LLC: AtomicU64 = AtomicU64::new(u64::MAX);
+    let known = LLC.load(Ordering::Relaxed);
+    if known != u64::MAX {
+        return known;
+    }
+    let bytes = cpu::last_level_cache_bytes();
+    LLC.store(bytes, Ordering::Relaxed);
+    bytes
 }
 
 /// The policy in force.
@@ -394,7 +495,10 @@ fn read_inbox() {
                 ships.push((t, puller));
             } else if may_take_running
                 && s.ship_running.is_none()
-                && s.queue.running().is_some_and(|t| t.shared.allowed_on(puller))
+                && s.queue.running().is_some_and(|t| {
+                    // AMPS §3.3: the NUMA policy decides whether a running thread moves.
+                    t.shared.allowed_on(puller) && t.shared.may_move_running(me, puller)
+                })
             {
                 s.ship_running = Some(puller);
             } else {
@@ -785,6 +889,7 @@ pub fn on_tick(frame: &crate::arch::trap::TrapFrame) {
         balance();
     }
     let over = with_sched(|s| s.queue.tick());
+    with_current(|r| r.shared.note_tick());
     switch_if_due(frame, over);
 }
 
@@ -1031,6 +1136,7 @@ pub fn thread_stat(rs: u64, ro: u64, out: u64) -> SysResult {
         core: t.core.load(Ordering::Relaxed),
         migrations: t.migrations.load(Ordering::Relaxed),
         switches: t.switches.load(Ordering::Relaxed),
+        resident_pages: t.resident.counts().iter().sum(),
     };
     drop(t);
     with_current(|r| super::write_words_of(r, out, &stat.to_words()))

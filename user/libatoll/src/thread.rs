@@ -182,7 +182,7 @@ impl Thread {
 }
 
 fn stat_of(obj: ObjRef) -> Result<ThreadStat, Error> {
-    let mut words = [0u64; 4];
+    let mut words = [0u64; 5];
     syscall3(nr::THREAD_STAT, obj.share, obj.object, words.as_mut_ptr() as u64)?;
     Ok(ThreadStat::from_words(words))
 }

@@ -34,7 +34,7 @@ use libatoll::{cores_online, pcore_current, println, syscall3, Status};
 fn main() -> i32 {
     let mut buf = [0u8; 256];
     let args = libatoll::args(&mut buf);
-    let all = ["oversubscribe", "starve", "registers", "waitwake", "errors", "many"];
+    let all = ["oversubscribe", "starve", "registers", "waitwake", "errors", "resident", "many"];
     let chosen: Vec<&str> = args.split_whitespace().collect();
     for name in chosen.iter() {
         if !all.contains(name) && *name != "placement" {
@@ -51,6 +51,7 @@ fn main() -> i32 {
             "waitwake" => waitwake(),
             "errors" => errors(),
             "placement" => placement(),
+            "resident" => resident(),
             _ => many(),
         };
         if let Err(why) = result {
@@ -459,6 +460,40 @@ fn placement() -> Check {
         return Err("AMPS did not place the new thread on the fastest core");
     }
     Ok(())
+}
+
+/// AMPS §3.3's per-thread resident pages: a thread that touches 64 fresh pages has at
+/// least 64 charged to it, and they are uncharged when the memory is freed.
+fn resident() -> Check {
+    let t = thread::spawn(|| {
+        let before = thread::my_stat().map_or(0, |s| s.resident_pages);
+        let pages = 64;
+        let mapping = match libatoll::private::map_new(pages * 4096) {
+            Ok(m) => m,
+            Err(_) => return 2,
+        };
+        for p in 0..pages {
+            // SAFETY: the page lies in the fresh private mapping, which this thread owns.
+            unsafe { core::ptr::write_volatile((mapping.va + p * 4096) as *mut u8, 1) };
+        }
+        let touched = thread::my_stat().map_or(0, |s| s.resident_pages);
+        libatoll::private::free(mapping.va, mapping.bytes);
+        let after = thread::my_stat().map_or(0, |s| s.resident_pages);
+        if touched < before + pages {
+            return 3;
+        }
+        if after > touched - pages {
+            return 4;
+        }
+        0
+    })
+    .map_err(|_| "spawn failed")?;
+    match t.join() {
+        Status::Exited(0) => Ok(()),
+        Status::Exited(3) => Err("touched pages were not charged to the thread"),
+        Status::Exited(4) => Err("freed pages stayed charged to the thread"),
+        _ => Err("the resident-pages thread failed"),
+    }
 }
 
 fn many() -> Check {

@@ -121,7 +121,8 @@ fn out_buffer_of(number: u64) -> Option<(usize, Option<usize>, u64)> {
         nr::DEVICE_LIST => (0, Some(1), 32),
         nr::LOCALITY_GET => (1, None, 48),
         nr::AR_MAPPINGS => (2, Some(3), 48),
-        nr::DEVICE_STAT | nr::THREAD_STAT => (2, None, 32),
+        nr::DEVICE_STAT => (2, None, 32),
+        nr::THREAD_STAT => (2, None, 40),
         nr::SEGMENT_READ => (3, Some(4), 1),
         _ => return None,
     })
