@@ -11,6 +11,7 @@
 //! | [`omp`] | `N` threads, a data-parallel step and a barrier per iteration (SPEC OMP) | Table 2, Figure 5 |
 //! | [`fairness`] | `4N` identical jobs, each replaced when it ends: completion times | Figure 6 |
 //! | [`server`] | `W` workers doing short transactions for a fixed time (SPECjbb) | Figure 7 |
+//! | [`numa`] | [`omp`] with a buffer of its own per thread, swept every step | Figure 11, Table 4 |
 //! | [`thread_migrate`] | a thread moving itself between cores 0 and 1 | Table 3 (migration cost) |
 //!
 //! The work is an integer xorshift chain (no FPU, no memory traffic): the same on every
@@ -110,6 +111,30 @@ pub fn omp<P: Platform + ?Sized>(p: &P, units: u64, iterations: u32) -> Result<u
     p.run_threads(n as usize, None, &|i| {
         for step in 0..iterations {
             keep(work(i as u64 + u64::from(step), units / u64::from(n)), &sink);
+            barrier.wait(p);
+        }
+    })?;
+    Ok(p.cycles() - start)
+}
+
+/// AMPS §3.3's experiment (SPEC OMP on a NUMA machine): `N` threads (unpinned), each
+/// with a buffer of `mb` MiB of its own that it fills (an allocation phase) and then sweeps
+/// every step beside its share of `units`, a barrier per step, 10 steps. Returns the
+/// makespan in cycles. Run under each NUMA policy (`numa=`) on a VM with a node per core.
+pub fn numa<P: Platform + ?Sized>(p: &P, units: u64, mb: usize) -> Result<u64, String> {
+    let n = p.cores() as u32;
+    let barrier = Barrier::new(n);
+    let sink = AtomicU64::new(0);
+    let start = p.cycles();
+    p.run_threads(n as usize, None, &|i| {
+        let mut buffer = alloc::vec![i as u64; mb * 1024 * 1024 / 8];
+        for step in 0..10u64 {
+            let mut sum = 0u64;
+            for word in buffer.iter_mut() {
+                *word = word.wrapping_add(step);
+                sum = sum.wrapping_add(*word);
+            }
+            keep(sum ^ work(i as u64 + step, units / u64::from(n)), &sink);
             barrier.wait(p);
         }
     })?;
@@ -285,6 +310,9 @@ fn run_one<P: Platform + ?Sized>(
             }
             lines
         }
+        "amps_numa" => {
+            alloc::vec![line("makespan_kcycles", numa(p, units, 4)? / 1000, "kcycles")]
+        }
         "amps_fairness" => {
             let mut times = fairness(p, units)?;
             times.sort_unstable();
@@ -309,4 +337,5 @@ pub const EXPERIMENTS: &[&str] = &[
     "amps_omp",
     "amps_fairness",
     "amps_server",
+    "amps_numa",
 ];

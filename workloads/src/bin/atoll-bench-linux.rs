@@ -26,7 +26,7 @@ experiments (N: iterations or size, default in brackets):
   fdbench [20000] Corey Figure 1: N dup+close pairs per core, one descriptor table shared by
                   threads (shared) or one per process (private)
   thread_switch, thread_create, thread_migrate, amps_jobs, amps_omp, amps_fairness,
-  amps_server [20000]
+  amps_server, amps_numa [20000]
                   the scheduler experiments (issue M7; N: units of work per job), with
                   pthreads; `bench=NAME,N,LABEL` labels the lines' config (default cfs)
   all             all of the above with their defaults

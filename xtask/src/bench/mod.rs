@@ -258,7 +258,8 @@ pub fn plan(experiments: &[&'static Experiment], cores: &[u32], repeat: u32) -> 
             };
             if !e.variants.is_empty() {
                 for &c in cores.iter().filter(|&&c| c >= e.min_cores) {
-                    for v in e.variants.iter().filter(|v| c >= v.min_cores) {
+                    for v in e.variants.iter().filter(|v| (v.min_cores..=v.max_cores).contains(&c))
+                    {
                         if e.atoll.is_some() && v.atoll_boot.is_some() {
                             jobs.push(Job { variant: Some(v), ..job("atoll", None, c) });
                         }
@@ -395,8 +396,9 @@ pub fn run(settings: &Settings) -> Result<Summary> {
                     None => command,
                 })
                 .and_then(|command| {
-                    let vm =
+                    let mut vm =
                         vm(settings, accel, job.cores, &images.kernel, &images.initrd, command);
+                    vm.extra.extend(variant_qemu_args(job));
                     runner::boot(&vm, &log, timeout, false)
                 }),
             "linux" => guest
@@ -407,7 +409,8 @@ pub fn run(settings: &Settings) -> Result<Summary> {
                     let mut args = e.linux_args(job.cores).unwrap_or_default();
                     args.push_str(job.variant.and_then(|v| v.linux_args).unwrap_or(""));
                     let cmdline = g.cmdline(&args, mitigations);
-                    let vm = vm(settings, accel, job.cores, &g.kernel, &g.initramfs, cmdline);
+                    let mut vm = vm(settings, accel, job.cores, &g.kernel, &g.initramfs, cmdline);
+                    vm.extra.extend(variant_qemu_args(job));
                     match job.variant.map_or(&[][..], |v| v.linux_slow) {
                         [] => runner::boot(&vm, &log, timeout, true),
                         slow => runner::boot_throttled(&vm, &log, timeout, slow),
@@ -502,6 +505,11 @@ fn vm(
         cmdline,
         extra: settings.qemu_args.clone(),
     }
+}
+
+/// The QEMU arguments a job's configuration adds (the NUMA experiment's nodes).
+fn variant_qemu_args(job: &Job) -> Vec<String> {
+    job.variant.map_or(Vec::new(), |v| split_args(v.qemu_args))
 }
 
 /// `1m05s`.

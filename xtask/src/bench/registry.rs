@@ -75,6 +75,10 @@ pub struct Variant {
     /// threads in a cgroup with a CPU quota, so the guest runs on the same slow cores as
     /// Atoll's `asym=` emulates.
     pub linux_slow: &'static [(u32, u8)],
+    /// QEMU arguments of its own (the NUMA experiment's nodes), for both systems.
+    pub qemu_args: &'static str,
+    /// Most VM cores it fits (its `qemu_args` may name each core).
+    pub max_cores: u32,
 }
 
 impl Experiment {
@@ -109,6 +113,8 @@ const AMPS_VARIANTS: &[Variant] = &[
         atoll_args: " --config amps --asym 1:50",
         linux_args: None,
         linux_slow: &[],
+        qemu_args: "",
+        max_cores: u32::MAX,
     },
     Variant {
         name: "symmetric-asym",
@@ -117,6 +123,8 @@ const AMPS_VARIANTS: &[Variant] = &[
         atoll_args: " --config symmetric --asym 1:50",
         linux_args: None,
         linux_slow: &[],
+        qemu_args: "",
+        max_cores: u32::MAX,
     },
     Variant {
         name: "cfs-asym",
@@ -125,6 +133,8 @@ const AMPS_VARIANTS: &[Variant] = &[
         atoll_args: "",
         linux_args: Some(",cfs,1:50"),
         linux_slow: &[(1, 4)],
+        qemu_args: "",
+        max_cores: u32::MAX,
     },
     Variant {
         name: "amps",
@@ -133,6 +143,8 @@ const AMPS_VARIANTS: &[Variant] = &[
         atoll_args: " --config amps --asym none",
         linux_args: None,
         linux_slow: &[],
+        qemu_args: "",
+        max_cores: u32::MAX,
     },
     Variant {
         name: "cfs",
@@ -141,6 +153,8 @@ const AMPS_VARIANTS: &[Variant] = &[
         atoll_args: "",
         linux_args: Some(",cfs,none"),
         linux_slow: &[],
+        qemu_args: "",
+        max_cores: u32::MAX,
     },
     Variant {
         name: "symmetric",
@@ -149,6 +163,68 @@ const AMPS_VARIANTS: &[Variant] = &[
         atoll_args: " --config symmetric --asym none",
         linux_args: None,
         linux_slow: &[],
+        qemu_args: "",
+        max_cores: u32::MAX,
+    },
+];
+
+/// Two NUMA nodes of one core and 256 MiB each (`MEM=512M`, the bench's default).
+const NUMA_1X2: &str = "-object memory-backend-ram,size=256M,id=m0 \
+    -object memory-backend-ram,size=256M,id=m1 \
+    -numa node,nodeid=0,cpus=0,memdev=m0 -numa node,nodeid=1,cpus=1,memdev=m1";
+
+/// `amps_numa`'s configurations (AMPS §3.3, Figure 11, Table 4): two nodes of one core,
+/// core 1 at 50 %, AMPS under each NUMA policy, the symmetric baseline, Linux.
+const NUMA_VARIANTS: &[Variant] = &[
+    Variant {
+        name: "always",
+        min_cores: 2,
+        atoll_boot: Some("sched=amps asym=1:50 numa=always"),
+        atoll_args: " --config amps --asym 1:50",
+        linux_args: None,
+        linux_slow: &[],
+        qemu_args: NUMA_1X2,
+        max_cores: 2,
+    },
+    Variant {
+        name: "same-node",
+        min_cores: 2,
+        atoll_boot: Some("sched=amps asym=1:50 numa=same-node"),
+        atoll_args: " --config amps-same-node --asym 1:50",
+        linux_args: None,
+        linux_slow: &[],
+        qemu_args: NUMA_1X2,
+        max_cores: 2,
+    },
+    Variant {
+        name: "rss",
+        min_cores: 2,
+        atoll_boot: Some("sched=amps asym=1:50 numa=rss"),
+        atoll_args: " --config amps-rss --asym 1:50",
+        linux_args: None,
+        linux_slow: &[],
+        qemu_args: NUMA_1X2,
+        max_cores: 2,
+    },
+    Variant {
+        name: "symmetric",
+        min_cores: 2,
+        atoll_boot: Some("sched=symmetric asym=1:50"),
+        atoll_args: " --config symmetric --asym 1:50",
+        linux_args: None,
+        linux_slow: &[],
+        qemu_args: NUMA_1X2,
+        max_cores: 2,
+    },
+    Variant {
+        name: "cfs",
+        min_cores: 2,
+        atoll_boot: None,
+        atoll_args: "",
+        linux_args: Some(",cfs,1:50"),
+        linux_slow: &[(1, 4)],
+        qemu_args: NUMA_1X2,
+        max_cores: 2,
     },
 ];
 
@@ -338,6 +414,10 @@ pub const EXPERIMENTS: &[Experiment] = &[
         "amps_fairness,200000",
         AMPS_VARIANTS,
     ),
+    Experiment {
+        min_cores: 2,
+        ..amps("amps_numa", "run ampsbench amps_numa 200000", "amps_numa,200000", NUMA_VARIANTS)
+    },
     Experiment {
         rows_by: &["config", "asym", "workers"],
         ..amps(

@@ -1,6 +1,6 @@
 //! `ampsbench EXPERIMENT [UNITS] [--config NAME] [--asym TEXT]`: the scheduler experiments
 //! written once (`workloads::amps`: `thread_switch`, `thread_create`, `thread_migrate`,
-//! `amps_jobs`, `amps_omp`, `amps_fairness`, `amps_server`, or `all`), the code the Linux guest runs, with this
+//! `amps_jobs`, `amps_omp`, `amps_fairness`, `amps_server`, `amps_numa`, or `all`), the code the Linux guest runs, with this
 //! program's threads as kernel threads on every core. UNITS sizes a job (default 20000).
 //! `--config` and `--asym` only label the result lines with how the machine was booted
 //! (`sched=`, `asym=`; `make bench` passes them). Prints `RESULT` lines; exits 2 on a bad
@@ -16,7 +16,7 @@ use libatoll::platform::Atoll;
 use libatoll::{args, println};
 use workloads::amps::{self, Setting, DEFAULT_JOB_UNITS, EXPERIMENTS};
 
-const HELP: &str = "usage: ampsbench thread_switch|thread_create|thread_migrate|amps_jobs|amps_omp|amps_fairness|amps_server|all [UNITS] [--config NAME] [--asym TEXT]";
+const HELP: &str = "usage: ampsbench thread_switch|thread_create|thread_migrate|amps_jobs|amps_omp|amps_fairness|amps_server|amps_numa|all [UNITS] [--config NAME] [--asym TEXT]";
 
 fn main() -> i32 {
     let line = args::arg_string();
