@@ -65,7 +65,8 @@ const fn all(label: &'static str, cores: u32, mem: &'static str) -> Run {
 
 /// The tests of a VM with several packages: the SKB's multicast tree has one aggregator
 /// per package, and the multicast program runs over it.
-const PACKAGE_TESTS: &str = "boot.multicast_tree_per_package,user.multicast_program";
+const PACKAGE_TESTS: &str =
+    "boot.multicast_tree_per_package,user.multicast_program,user.load_reports_reach_every_core";
 
 /// The integration runs, in order.
 const RUNS: &[Run] = &[
@@ -104,7 +105,7 @@ const RUNS: &[Run] = &[
     },
     Run {
         sockets: Some(4),
-        test: "boot.multicast_tree_per_package",
+        test: "boot.multicast_tree_per_package,user.load_reports_reach_every_core",
         check: Some(four_packages),
         ..all("sockets8", 8, "256M")
     },

@@ -30,6 +30,7 @@ kernel_test!(MULTICAST, "user.multicast_program", 2, true, multicast_program);
 kernel_test!(FDS, "user.corey_descriptors", 1, false, descriptors);
 kernel_test!(THREADS, "user.threads", 1, false, threads);
 kernel_test!(ASYM, "user.asym_placement", 3, true, asym_placement);
+kernel_test!(LOADS, "user.load_reports_reach_every_core", 2, false, load_reports_reach_every_core);
 
 fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
     match user::run(name, args) {
@@ -299,6 +300,40 @@ fn shared_range() -> Result<(), String> {
 /// refused; 200 threads are created and joined. Every core's resources balance after.
 fn threads() -> Result<(), String> {
     balanced(|| expect("threadtest", "", ExitStatus::Exited(0)))
+}
+
+/// A load report from this core reaches every other core's replica (AMPS's load by
+/// message, along the SKB's multicast tree: with packages, through each package's
+/// aggregator): each core soon holds it, or a newer one. The true length (0: no thread here) is
+/// reported again afterwards.
+fn load_reports_reach_every_core() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let me = crate::percpu::this_core().index;
+    let seq = user::sched::report_for_test(7);
+    let heard = |core: usize| -> Result<(), String> {
+        if core == me {
+            return Ok(());
+        }
+        let start = crate::arch::cpu::rdtsc();
+        loop {
+            crate::monitor::poll();
+            match user::sched::replica_of(me) {
+                // The report, or a newer one along the same tree (core 0's scheduler
+                // reports its true length again as soon as it looks).
+                Some((7, s)) if s >= seq => return Ok(()),
+                Some((_, s)) if s > seq => return Ok(()),
+                Some((length, s)) if crate::arch::timer::us_since(start) > 5_000_000 => {
+                    return Err(format!(
+                        "core {core} holds length {length} (report {s}) for core {me}, not 7 (report {seq})"
+                    ))
+                }
+                _ => crate::arch::cpu::pause(),
+            }
+        }
+    };
+    let result = all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &heard));
+    user::sched::report_for_test(0);
+    result
 }
 
 /// `threadtest placement`, on a boot with slow cores (`asym=0-1:50`, the `asym3` run): the

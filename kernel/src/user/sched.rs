@@ -371,7 +371,9 @@ mod op {
     pub const WAKE: u64 = 2;
     /// `[JOINED, uid]`: thread `uid` ended; wake its joiners here.
     pub const JOINED: u64 = 3;
-    /// `[LOAD, length, seq, online]`: the sender's run-queue length.
+    /// `[LOAD, length, seq, online, origin + 1, forward]`: core `origin`'s run-queue length
+    /// (origin 0: the sender); with `forward` the receiver, its package's aggregator in
+    /// the SKB's multicast tree, passes it on within its package.
     pub const LOAD: u64 = 4;
     /// `[PULL, may_take_running]`: the sender asks for one thread.
     pub const PULL: u64 = 5;
@@ -390,8 +392,9 @@ struct Inbox {
     arrivals: Vec<Box<Running>>,
     wakes: Vec<(WaitKey, u64, u64)>,
     joined: Vec<u64>,
-    /// Per sender: its latest load report (length, seq, online).
-    loads: [Option<(u64, u64, bool)>; percpu::MAX_CORES],
+    /// Per reporting core: its latest load report (length, seq, online), and whether this
+    /// core is to pass it on within its package.
+    loads: [Option<(u64, u64, bool, bool)>; percpu::MAX_CORES],
     /// Per sender: its pull, and whether it may take the running thread.
     pulls: [Option<bool>; percpu::MAX_CORES],
     /// Whether anything above is filed.
@@ -435,8 +438,15 @@ pub fn on_message(from: usize, w: [u64; urpc::PAYLOAD_WORDS]) -> Result<(), ()> 
             op::WAKE => inbox.wakes.push(((w[1], w[2]), w[3], w[4])),
             op::JOINED => inbox.joined.push(w[1]),
             op::LOAD => {
-                if inbox.loads[from].is_none_or(|(_, seq, _)| seq < w[2]) {
-                    inbox.loads[from] = Some((w[1], w[2], w[3] != 0));
+                let origin = match w[4] {
+                    0 => from,
+                    n => usize::try_from(n - 1).map_err(|_| ())?,
+                };
+                if origin >= percpu::MAX_CORES {
+                    return Err(());
+                }
+                if inbox.loads[origin].is_none_or(|(_, seq, _, _)| seq < w[2]) {
+                    inbox.loads[origin] = Some((w[1], w[2], w[3] != 0, w[5] != 0));
                 }
             }
             op::PULL => inbox.pulls[from] = Some(w[1] != 0),
@@ -464,6 +474,7 @@ fn read_inbox() {
     let me = this_core().index;
     let mut outgoing: Vec<(usize, Request)> = Vec::new();
     let mut ships: Vec<(Box<Running>, usize)> = Vec::new();
+    let mut forwards: Vec<(usize, u64, u64)> = Vec::new();
     with_sched(|s| {
         for t in inbox.arrivals {
             t.shared.core.store(me as u64, Ordering::Relaxed);
@@ -483,9 +494,12 @@ fn read_inbox() {
             wake_here(s, (JOIN_SPACE, uid), u64::MAX);
         }
         for (core, load) in inbox.loads.iter_mut().enumerate() {
-            if let Some((length, seq, online)) = load.take() {
+            if let Some((length, seq, online, forward)) = load.take() {
                 if s.table.report(core, length, seq) {
                     s.table.set_online(core, online);
+                }
+                if forward {
+                    forwards.push((core, length, seq));
                 }
             }
         }
@@ -506,6 +520,9 @@ fn read_inbox() {
             }
         }
     });
+    for (origin, length, seq) in forwards {
+        forward_load(origin, length, seq);
+    }
     for (t, to) in ships {
         ship(t, to);
     }
@@ -615,10 +632,51 @@ fn report_load() {
         Some((length, s.seq))
     });
     let Some((length, seq)) = report else { return };
-    let request = message(&[op::LOAD, length, seq, 1]);
-    for c in 0..percpu::core_count() {
-        if c != me && percpu::core(c).is_some_and(|c| c.state() == CoreState::Online) {
-            let _ = monitor::try_send(c, &request);
+    send_load(length, seq);
+}
+
+/// Sends this core's load report to every other online core.
+fn send_load(length: u64, seq: u64) {
+    let me = this_core().index;
+    // Along the SKB's multicast tree (Multikernel §5.1): one message per other package,
+    // to its aggregator, which passes it on within its package; this package directly.
+    let origin = me as u64 + 1;
+    let online = |c: usize| percpu::core(c).is_some_and(|c| c.state() == CoreState::Online);
+    match crate::knowledge::get().map(|skb| skb.multicast_tree(me)) {
+        Some(tree) if !tree.aggregators.is_empty() => {
+            for branch in &tree.aggregators {
+                if branch.core != me && online(branch.core) {
+                    let forward = message(&[op::LOAD, length, seq, 1, origin, 1]);
+                    let _ = monitor::try_send(branch.core, &forward);
+                } else {
+                    let direct = message(&[op::LOAD, length, seq, 1, origin, 0]);
+                    for &c in branch.members.iter().filter(|&&c| online(c)) {
+                        let _ = monitor::try_send(c, &direct);
+                    }
+                }
+            }
+        }
+        _ => {
+            let direct = message(&[op::LOAD, length, seq, 1, origin, 0]);
+            for c in (0..percpu::core_count()).filter(|&c| c != me && online(c)) {
+                let _ = monitor::try_send(c, &direct);
+            }
+        }
+    }
+}
+
+/// An aggregator's part of a load report's tree: the report of `origin` goes on to the
+/// other online cores of this core's package.
+fn forward_load(origin: usize, length: u64, seq: u64) {
+    let me = this_core();
+    let request = message(&[op::LOAD, length, seq, 1, origin as u64 + 1, 0]);
+    for c in percpu::all_cores() {
+        let member = c.location.package == me.location.package
+            && c.index != me.index
+            && c.index != origin
+            && c.state() == CoreState::Online;
+        if member {
+            let _ = monitor::try_send(c.index, &request);
         }
     }
 }
@@ -1142,6 +1200,24 @@ pub fn thread_stat(rs: u64, ro: u64, out: u64) -> SysResult {
     with_current(|r| super::write_words_of(r, out, &stat.to_words()))
         .ok_or(Error::NotPermitted)??;
     Ok(0)
+}
+
+/// Reports `length` as this core's load now (the kernel test of the report tree), and
+/// returns the report's sequence number.
+pub fn report_for_test(length: u64) -> u64 {
+    let seq = with_sched(|s| {
+        s.seq += 1;
+        s.reported = None; // the next real report goes out whatever it says
+        s.seq
+    });
+    send_load(length, seq);
+    seq
+}
+
+/// What this core's replica says of `core`'s load: (length, report sequence number).
+pub fn replica_of(core: usize) -> Option<(u64, u64)> {
+    housekeeping();
+    with_sched(|s| s.table.get(core).map(|c| (c.length, c.seq)))
 }
 
 /// This core's counters, its run-queue length and parked threads, and its replica of the
