@@ -61,6 +61,12 @@ const COMMANDS: &[Command] = &[
         help: "each core's scheduler: threads, switches, migrations, its load replica",
         run: sched_report,
     },
+    Command {
+        name: "asym",
+        args: "CORES:PERCENT[/...]",
+        help: "slow cores down (or back: 1:100) now, re-measure every core's speed",
+        run: asym,
+    },
     Command { name: "ls", args: "", help: "the programs in the initrd", run: ls },
     Command {
         name: "run",
@@ -309,6 +315,19 @@ fn sched_report(args: &str) -> Result<(), String> {
         Ok(())
     });
     smp::all_ok(&cores, &outcomes)
+}
+
+/// `asym CORES:PERCENT[/...]`: changes duty cycles at run time (AMPS's emulated slow
+/// cores), then re-measures every core's speed; prints the new speeds.
+fn asym(args: &str) -> Result<(), String> {
+    let groups = cmdline::asym_groups(args.trim(), percpu::core_count())?;
+    crate::user::sched::change_duty(&groups)?;
+    for c in smp::online_cores() {
+        let speed = crate::knowledge::compute_speed(c).unwrap_or(0);
+        let eighths = crate::throttle::duty_eighths(c);
+        println!("core {c}: {eighths}/8 of every ms, speed {speed}");
+    }
+    Ok(())
 }
 
 /// `ls`: the initrd's files.

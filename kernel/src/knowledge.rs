@@ -53,6 +53,30 @@ pub fn get() -> Option<&'static Skb> {
     SKB.get()
 }
 
+/// Compute speeds measured again after boot ([`remeasure_speeds`]), by core; 0 where the
+/// boot's measurement stands.
+static SPEEDS_NOW: [AtomicU64; crate::percpu::MAX_CORES] =
+    [const { AtomicU64::new(0) }; crate::percpu::MAX_CORES];
+
+/// `core`'s compute speed (work units per ms): the latest measurement.
+pub fn compute_speed(core: usize) -> Option<u64> {
+    match SPEEDS_NOW.get(core).map(|s| s.load(Ordering::Relaxed)) {
+        Some(speed) if speed > 0 => Some(speed),
+        _ => get()?.compute_speed(core),
+    }
+}
+
+/// Measures every online core's compute speed again, all at once (a core's speed changed:
+/// its duty cycle, `asym`), so the scheduler sees measured power, not a setting.
+pub fn remeasure_speeds() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let measure = |i: usize| {
+        SPEEDS_NOW[i].store(compute_speed_here(), Ordering::Relaxed);
+        Ok(())
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &measure))
+}
+
 /// One-way latency from this core to `to`: median round trip / 2 over `round_trips` pings.
 pub fn one_way_latency(to: usize, round_trips: usize) -> Result<u64, String> {
     let mut samples = Vec::with_capacity(round_trips);
@@ -67,7 +91,20 @@ pub fn one_way_latency(to: usize, round_trips: usize) -> Result<u64, String> {
 /// of [`SPEED_WINDOWS`] windows of [`SPEED_WINDOW_MS`] after an untimed one (under TCG the
 /// first run of the loop pays its translation; a long window spans many periods of an
 /// emulated duty cycle, `asym=`).
-fn compute_speed() -> u64 {
+fn compute_speed_here() -> u64 {
+    // With interrupts on (a remote call or a system call may have them off): a slowed
+    // core's duty cycle is timer interrupts, and it is what is being measured.
+    let were_on = cpu::disable_interrupts();
+    cpu::enable_interrupts();
+    let speed = measure_speed();
+    if !were_on {
+        cpu::disable_interrupts();
+    }
+    speed
+}
+
+/// [`compute_speed_here`]'s measurement.
+fn measure_speed() -> u64 {
     let ms = timer::tsc_hz() / 1000;
     let mut windows = [0u64; SPEED_WINDOWS];
     let _ = work_for(ms);
@@ -147,7 +184,7 @@ pub fn measure_at_boot() -> Result<(), String> {
     // Compute speed, all cores at once.
     let speeds: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
     let measure_speed = |i: usize| {
-        speeds[i].store(compute_speed(), Ordering::Relaxed);
+        speeds[i].store(compute_speed_here(), Ordering::Relaxed);
         Ok(())
     };
     all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &measure_speed))?;

@@ -20,8 +20,11 @@ const FULL: u8 = 8;
 
 /// One core's throttle (touched by that core's timer interrupts, set once at boot).
 struct Throttle {
-    /// Its duty in eighths of every period.
+    /// The duty asked for, in eighths of every period.
     eighths: AtomicU8,
+    /// The duty its timer runs now (taken from `eighths` when the timer starts, on the
+    /// core itself, so a change never catches the timer between phases).
+    active: AtomicU8,
     /// In the off phase (its handler halts until the phase's interrupt clears this).
     off: AtomicBool,
     /// Periods since its timer started.
@@ -35,6 +38,7 @@ struct Throttle {
 static THROTTLES: [Throttle; MAX_CORES] = [const {
     Throttle {
         eighths: AtomicU8::new(FULL),
+        active: AtomicU8::new(FULL),
         off: AtomicBool::new(false),
         periods: AtomicU64::new(0),
         off_cycles: AtomicU64::new(0),
@@ -42,17 +46,17 @@ static THROTTLES: [Throttle; MAX_CORES] = [const {
     }
 }; MAX_CORES];
 
-/// Throttles `core` to `eighths` of every millisecond (boot, before the core's timer
-/// starts).
+/// Throttles `core` to `eighths` of every millisecond (8: full speed). At boot before the
+/// core's timer starts; at run time the core then restarts its timer ([`start_tick`]).
 pub fn configure(core: usize, eighths: u8) {
     if let Some(t) = THROTTLES.get(core) {
         t.eighths.store(eighths.clamp(1, FULL), Ordering::Relaxed);
     }
 }
 
-/// `core`'s duty in eighths (8: not throttled).
+/// `core`'s duty in eighths as its timer runs it (8: not throttled).
 pub fn duty_eighths(core: usize) -> u8 {
-    THROTTLES.get(core).map_or(FULL, |t| t.eighths.load(Ordering::Relaxed))
+    THROTTLES.get(core).map_or(FULL, |t| t.active.load(Ordering::Relaxed))
 }
 
 /// `core`'s duty (eighths), the periods its timer has run, and the TSC cycles it spent
@@ -79,13 +83,18 @@ fn units(us: u64) -> u32 {
 /// Starts this core's timer: the periodic tick, or on a throttled core the first on
 /// phase.
 pub fn start_tick(core: usize) {
-    if throttled(core) {
-        THROTTLES[core].off.store(false, Ordering::Relaxed);
-        THROTTLES[core].on_since.store(cpu::rdtsc(), Ordering::Relaxed);
-        apic::timer_one_shot(units(on_us(core)));
-    } else {
-        timer::start_tick();
-    }
+    let Some(t) = THROTTLES.get(core) else { return };
+    // No timer interrupt between the mode and the timer's programming.
+    cpu::without_interrupts(|| {
+        t.active.store(t.eighths.load(Ordering::Relaxed), Ordering::Relaxed);
+        t.off.store(false, Ordering::Relaxed);
+        if throttled(core) {
+            t.on_since.store(cpu::rdtsc(), Ordering::Relaxed);
+            apic::timer_one_shot(units(on_us(core)));
+        } else {
+            timer::start_tick();
+        }
+    });
 }
 
 /// Sets this core's tick to `hz` (a pcore's time slice); a throttled core keeps its

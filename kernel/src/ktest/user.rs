@@ -31,6 +31,7 @@ kernel_test!(FDS, "user.corey_descriptors", 1, false, descriptors);
 kernel_test!(THREADS, "user.threads", 1, false, threads);
 kernel_test!(ASYM, "user.asym_placement", 3, true, asym_placement);
 kernel_test!(LOADS, "user.load_reports_reach_every_core", 2, false, load_reports_reach_every_core);
+kernel_test!(ASYM_NOW, "user.asym_at_run_time_is_measured", 2, false, asym_at_run_time);
 
 fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
     match user::run(name, args) {
@@ -334,6 +335,34 @@ fn load_reports_reach_every_core() -> Result<(), String> {
     let result = all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &heard));
     user::sched::report_for_test(0);
     result
+}
+
+/// Slowing core 1 to half at run time (the console's `asym 1:50`) is measured: its speed
+/// drops under 0.7 of core 0's, and every core's scheduler then holds core 0 as the more
+/// powerful; back at full speed the two measure within a quarter of each other.
+fn asym_at_run_time() -> Result<(), String> {
+    let speed = |c| crate::knowledge::compute_speed(c).unwrap_or(0);
+    user::sched::change_duty(&[(1, 4)])?;
+    let (fast, slow) = (speed(0), speed(1));
+    let cores = smp::online_cores();
+    let powers = |_| -> Result<(), String> {
+        let (_, _, _, loads) = user::sched::report();
+        match (loads.first(), loads.get(1)) {
+            (Some(a), Some(b)) if a.1 > b.1 => Ok(()),
+            _ => Err(format!("the replica's powers are {loads:?}")),
+        }
+    };
+    let replicas = all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &powers));
+    user::sched::change_duty(&[(1, 8)])?;
+    if slow * 10 > fast * 7 {
+        return Err(format!("core 1 at half speed measured {slow} against core 0's {fast}"));
+    }
+    replicas?;
+    let (a, b) = (speed(0), speed(1));
+    if a.max(b) * 4 > a.min(b) * 5 {
+        return Err(format!("back at full speed the cores measure {a} and {b}"));
+    }
+    Ok(())
 }
 
 /// `threadtest placement`, on a boot with slow cores (`asym=0-1:50`, the `asym3` run): the

@@ -968,7 +968,7 @@ fn locality_get(core: u64, out: u64) -> SysResult {
         smt: target.location.smt as u64,
         node: target.node as u64,
         latency_cycles: skb.and_then(|s| s.latency(me, target.index)).unwrap_or(0),
-        compute_speed: skb.and_then(|s| s.compute_speed(target.index)).unwrap_or(0),
+        compute_speed: crate::knowledge::compute_speed(target.index).unwrap_or(0),
     };
     with_running_mut(|r, space| write_words(&mut r.objects, space, out, &locality.to_words()))
         .ok_or(Error::NotPermitted)??;

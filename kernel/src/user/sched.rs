@@ -34,6 +34,7 @@ use crate::monitor::{self, protocol::Request};
 use crate::percpu::{self, this_core, CoreState, PerCoreState};
 use abi::{pcore_status, wait_result, Error, ObjectKind, SysResult};
 use alloc::boxed::Box;
+use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::AtomicBool;
@@ -247,9 +248,7 @@ struct Scheduler {
 impl Scheduler {
     fn new() -> Scheduler {
         let n = percpu::core_count();
-        let skb = crate::knowledge::get();
-        let speeds: Vec<Option<u64>> =
-            (0..n).map(|c| skb.and_then(|s| s.compute_speed(c))).collect();
+        let speeds: Vec<Option<u64>> = (0..n).map(crate::knowledge::compute_speed).collect();
         // The paper's P = F × S (§3, S = 0.85) with F the measured speed ratio: the SKB's
         // speed loop runs in registers, so S stands for what memory does not speed up.
         // Speeds within an eighth of each other count as equal: a measurement's noise must
@@ -1200,6 +1199,29 @@ pub fn thread_stat(rs: u64, ro: u64, out: u64) -> SysResult {
     with_current(|r| super::write_words_of(r, out, &stat.to_words()))
         .ok_or(Error::NotPermitted)??;
     Ok(0)
+}
+
+/// Changes cores' duty cycles at run time (`groups`: core and eighths, as `asym=`), then
+/// measures every core's speed again and gives every scheduler the new powers (AMPS
+/// §2.2: power is re-measured when a core's speed changes; every core's replica is
+/// updated by a call to that core).
+pub fn change_duty(groups: &[(usize, u8)]) -> Result<(), String> {
+    let listed: Vec<usize> = groups.iter().map(|&(c, _)| c).collect();
+    for &(core, eighths) in groups {
+        crate::throttle::configure(core, eighths);
+    }
+    let restart = |core: usize| {
+        crate::throttle::start_tick(core);
+        Ok(())
+    };
+    crate::smp::all_ok(&listed, &crate::smp::run_on(&listed, 10_000_000, &restart))?;
+    crate::knowledge::remeasure_speeds()?;
+    let cores = crate::smp::online_cores();
+    let refresh = |_| {
+        init_this_core();
+        Ok(())
+    };
+    crate::smp::all_ok(&cores, &crate::smp::run_on(&cores, 10_000_000, &refresh))
 }
 
 /// Reports `length` as this core's load now (the kernel test of the report tree), and
