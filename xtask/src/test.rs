@@ -88,6 +88,9 @@ const RUNS: &[Run] = &[
     // Emulated slow cores (issue M7): cores 0 and 1 run half of every millisecond; the SKB
     // measures them slower and AMPS starts a new thread on the fast core 2.
     Run { test: "user.asym_placement", append: "asym=0-1:50", ..all("asym3", 3, "256M") },
+    // Slowing a core at run time (the console's `asym`) is measured and reaches every
+    // scheduler; on 2 cores, so the vCPUs measured at once do not share a host CPU.
+    Run { test: "user.asym_at_run_time_is_measured", ..all("asym2", 2, "256M") },
     // The tick rate from the command line (`make bench` boots Atoll at the Linux guest's).
     Run {
         test: "interrupts.tick_rate",

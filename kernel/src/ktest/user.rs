@@ -31,7 +31,7 @@ kernel_test!(FDS, "user.corey_descriptors", 1, false, descriptors);
 kernel_test!(THREADS, "user.threads", 1, false, threads);
 kernel_test!(ASYM, "user.asym_placement", 3, true, asym_placement);
 kernel_test!(LOADS, "user.load_reports_reach_every_core", 2, false, load_reports_reach_every_core);
-kernel_test!(ASYM_NOW, "user.asym_at_run_time_is_measured", 2, false, asym_at_run_time);
+kernel_test!(ASYM_NOW, "user.asym_at_run_time_is_measured", 2, true, asym_at_run_time);
 
 fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
     match user::run(name, args) {
@@ -339,7 +339,9 @@ fn load_reports_reach_every_core() -> Result<(), String> {
 
 /// Slowing core 1 to half at run time (the console's `asym 1:50`) is measured: its speed
 /// drops under 0.7 of core 0's, and every core's scheduler then holds core 0 as the more
-/// powerful; back at full speed the two measure within a quarter of each other.
+/// powerful; back at full speed the two measure within a quarter of each other. In a run
+/// of its own on 2 cores (`asym2`): with more vCPUs than host CPUs the cores, measured at
+/// once, share the host's CPUs and their speeds mean little.
 fn asym_at_run_time() -> Result<(), String> {
     let speed = |c| crate::knowledge::compute_speed(c).unwrap_or(0);
     user::sched::change_duty(&[(1, 4)])?;
