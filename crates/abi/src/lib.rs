@@ -229,37 +229,38 @@ impl ThreadCreate {
     /// Words in memory.
     pub const WORDS: usize = 17;
 
-    /// The words as they sit in memory.
+    /// The words as they sit in memory: `pcore_run`'s 16, with ⟨share, core⟩ where that
+    /// block has the pcore, then the affinity.
     pub fn to_words(&self) -> [u64; 17] {
+        let run = PcoreRun {
+            pcore: [self.share, self.core],
+            entry: self.entry,
+            stack: self.stack,
+            ar: self.ar,
+            arg: self.arg,
+            nshares: self.nshares,
+            shares: self.shares,
+        };
         let mut w = [0u64; 17];
-        w[..8].copy_from_slice(&[
-            self.share,
-            self.core,
-            self.entry,
-            self.stack,
-            self.ar[0],
-            self.ar[1],
-            self.arg,
-            self.nshares,
-        ]);
-        w[8..16].copy_from_slice(&self.shares);
+        w[..16].copy_from_slice(&run.to_words());
         w[16] = self.affinity;
         w
     }
 
     /// Reads the words.
     pub fn from_words(w: [u64; 17]) -> ThreadCreate {
-        let mut shares = [0u64; 8];
-        shares.copy_from_slice(&w[8..16]);
+        let mut first = [0u64; 16];
+        first.copy_from_slice(&w[..16]);
+        let run = PcoreRun::from_words(first);
         ThreadCreate {
-            share: w[0],
-            core: w[1],
-            entry: w[2],
-            stack: w[3],
-            ar: [w[4], w[5]],
-            arg: w[6],
-            nshares: w[7],
-            shares,
+            share: run.pcore[0],
+            core: run.pcore[1],
+            entry: run.entry,
+            stack: run.stack,
+            ar: run.ar,
+            arg: run.arg,
+            nshares: run.nshares,
+            shares: run.shares,
             affinity: w[16],
         }
     }
