@@ -288,7 +288,8 @@ fn dispatch(incoming: Incoming) {
         Incoming::Rejected(from, why) => reject(from, why),
         Incoming::Reply(from, id, result) => complete_call(from, id, result),
         // Work that needs this core (a remote call, a user context to start) cannot run
-        // while one of its user contexts is on the stack: keep it for the idle loop.
+        // while a thread is on the CPU: keep it for the scheduler's loop (between threads;
+        // the tick ends the thread's slice when such work waits) or the idle loop.
         Incoming::Request(from, request @ (Request::Call { .. } | Request::Start { .. }))
             if this_core().in_context.load(Ordering::Acquire) =>
         {
@@ -463,11 +464,6 @@ pub fn has_deferred() -> bool {
     with(|m| !m.deferred.is_empty())
 }
 
-/// Sends one message without waiting: `Full` if the channel has no room now.
-pub fn try_send(to: usize, request: &Request) -> Result<(), SendError> {
-    try_send_now(to, request)
-}
-
 /// Interrupts core `to` with the wake-up vector whether or not it sleeps: a core running
 /// a thread then reads its messages at once (the scheduler's pull of a running thread).
 pub fn kick(to: usize) {
@@ -507,7 +503,7 @@ pub fn send_bytes(to: usize, tag: u32, bytes: &[u8]) -> Result<(), SendError> {
 
 /// Sends one message to core `to` if its channel has room now; `Full` otherwise (the
 /// caller keeps what it wanted to send and tries again later).
-fn try_send_now(to: usize, request: &Request) -> Result<(), SendError> {
+pub fn try_send(to: usize, request: &Request) -> Result<(), SendError> {
     let (tag, payload) = protocol::encode(request);
     let sent = with(|m| match m.senders.get_mut(to).and_then(Option::as_mut) {
         Some(tx) => Ok(tx.try_send(tag, &payload).is_ok()),
@@ -644,7 +640,7 @@ fn send_frames_home(owner: usize, all: bool) {
             with(|m| m.stats.frames_stranded += count as u64);
             continue;
         }
-        if try_send_now(owner, &Request::FrameReturn { frames, count }).is_err() {
+        if try_send(owner, &Request::FrameReturn { frames, count }).is_err() {
             frames::queue_for_home(owner, &frames[..count]);
             break;
         }

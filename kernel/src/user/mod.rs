@@ -125,15 +125,16 @@ pub struct Running {
 unsafe impl Send for Running {}
 
 impl Running {
-    /// A thread of `objects` that starts with `regs`, allowed where `shared` says.
+    /// A thread of `objects` that starts with `regs`, allowed where `shared` says, stopped
+    /// once it has run for `limit_us`.
     fn new_thread(
         name: String,
         objects: corey::ProgramObjects,
         shared: alloc::sync::Arc<sched::ThreadShared>,
         regs: UserRegs,
+        limit_us: u64,
     ) -> Box<Running> {
-        let limit_cycles =
-            DEFAULT_LIMIT_US.saturating_mul(crate::arch::timer::tsc_hz() / 1_000_000);
+        let limit_cycles = limit_us.saturating_mul(crate::arch::timer::tsc_hz() / 1_000_000);
         Box::new(Running {
             name,
             args: String::new(),
@@ -154,13 +155,10 @@ impl Running {
     /// The thread of a prepared context, pinned to this core (a program, or a pcore's
     /// context, keeps Corey's meaning: it runs on the core it was started on).
     fn from_context(context: Context) -> Box<Running> {
-        let me = this_core().index;
-        let shared = sched::ThreadShared::new(if me < 64 { 1 << me } else { 0 });
+        let shared = sched::ThreadShared::new(1 << this_core().index);
         let regs = UserRegs::start(context.entry, context.stack, context.arg);
-        let mut t = Running::new_thread(context.name, context.objects, shared, regs);
-        let limit_cycles =
-            context.limit_us.saturating_mul(crate::arch::timer::tsc_hz() / 1_000_000);
-        t.deadline = cpu::rdtsc().saturating_add(limit_cycles);
+        let mut t =
+            Running::new_thread(context.name, context.objects, shared, regs, context.limit_us);
         t.args = context.args;
         t.pcore = context.pcore;
         t

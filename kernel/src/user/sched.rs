@@ -18,7 +18,8 @@
 //! 3. **The tick** ([`on_tick`]): the time slice, wake-up deadlines, load reports, pulls.
 //! 4. **Migration by message**: a thread is shipped as a pointer to its box (`ARRIVE`).
 //!    A core that wants work pulls (`PULL`): the source alone decides which thread goes,
-//!    a waiting one, or its running one at its next tick, so two pullers never both win.
+//!    a waiting one, or its running one (at once: the puller kicks it with an IPI), so two
+//!    pullers never both win.
 //! 5. **The calls**: `thread_create`, `join`, `status`, `yield`, `sleep`, `wait`, `wake`,
 //!    `set_affinity`, `stat`.
 //!
@@ -37,8 +38,7 @@ use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::AtomicBool;
-use core::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, Ordering};
 use sched::{LoadTable, NumaPolicy, Policy, Power, ResidentSet, RunQueue, WaitKey, WaitQueues};
 
 /// Ready threads a run queue holds without growing (it shrinks back to this when empty,
@@ -1021,7 +1021,7 @@ pub fn thread_create(ptr: u64) -> SysResult {
             return Err(Error::InvalidArgument);
         }
         let n = usize::try_from(a.nshares).map_err(|_| Error::InvalidArgument)?;
-        if n > abi::ThreadCreate::WORDS || n > 8 {
+        if n > abi::PcoreRun::MAX_SHARES {
             return Err(Error::InvalidArgument);
         }
         let online = online_mask();
@@ -1038,8 +1038,8 @@ pub fn thread_create(ptr: u64) -> SysResult {
         let id = corey::thread_alloc(&mut r.objects, a.share, shared.clone())?;
         let mut name = r.name.clone();
         name.push_str("/thread");
-        let t =
-            Running::new_thread(name, objects, shared, UserRegs::start(a.entry, a.stack, a.arg));
+        let regs = UserRegs::start(a.entry, a.stack, a.arg);
+        let t = Running::new_thread(name, objects, shared, regs, super::DEFAULT_LIMIT_US);
         Ok((t, (id, a.core)))
     })
     .ok_or(Error::NotPermitted)??;

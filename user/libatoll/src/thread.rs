@@ -10,7 +10,7 @@
 //! share lives while any thread spawned here does; when the last is joined, the objects
 //! the threads made go back into the root share, as after [`crate::threads::run`].
 
-use crate::obj::{self, root_ar, root_share, share_addobj, share_delobj, ObjRef, Status};
+use crate::obj::{self, root_ar, root_share, share_delobj, ObjRef, Status};
 use crate::private;
 use crate::sys::syscall3;
 use abi::{nr, wait_result, Error, ThreadCreate, ThreadStat, ANY_CORE};
@@ -240,20 +240,11 @@ pub fn wake(word: &AtomicU32, n: u64) -> Result<u64, Error> {
 /// the root range) if no thread is live, and counts one more thread. Returns it.
 fn enter_threaded() -> Result<u64, Error> {
     if LIVE.fetch_add(1, Ordering::AcqRel) == 0 && obj::current_home() == 0 {
-        let home = match obj::share_new() {
-            Ok(h) => h,
-            Err(e) => {
-                LIVE.fetch_sub(1, Ordering::AcqRel);
-                return Err(e);
-            }
-        };
-        if let Err(e) = share_addobj(home, ObjRef::new(root_share(), root_ar())) {
-            obj::share_free(home);
+        if let Err(e) = crate::threads::open_home() {
             LIVE.fetch_sub(1, Ordering::AcqRel);
             return Err(e);
         }
         HOME_OWNER.store(root_share(), Ordering::Release);
-        obj::set_home_share(home);
     }
     Ok(obj::home_share())
 }

@@ -64,12 +64,7 @@ pub fn run(cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), Error> 
     }
     let root = root_share();
     let ar = root_ar();
-    let home = obj::share_new()?;
-    if let Err(e) = share_addobj(home, ObjRef::new(root, ar)) {
-        obj::share_free(home);
-        return Err(e);
-    }
-    obj::set_home_share(home);
+    let home = open_home()?;
     let gate = AtomicU8::new(WAIT);
     let jobs: Vec<Job> = (0..cores.len()).map(|index| Job { work, index, gate: &gate }).collect();
     let mut started: Vec<Child> = Vec::with_capacity(cores.len());
@@ -117,6 +112,18 @@ pub fn run(cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), Error> 
         None if bad => Err(Error::Busy),
         None => Ok(()),
     }
+}
+
+/// Makes the home share, holding the root range, and names it home (new objects of the
+/// address space go there): the share every thread's context holds. Returns it.
+pub(crate) fn open_home() -> Result<u64, Error> {
+    let home = obj::share_new()?;
+    if let Err(e) = share_addobj(home, ObjRef::new(root_share(), root_ar())) {
+        obj::share_free(home);
+        return Err(e);
+    }
+    obj::set_home_share(home);
+    Ok(home)
 }
 
 /// Starts `job` on `core`: its pcore (in the root share), a stack mapped in the root
