@@ -29,6 +29,9 @@ use crate::Platform;
 pub const DEFAULT_JOB_UNITS: u64 = 20_000;
 
 /// `units` rounds of the fixed integer work; returns its value so it is not optimised away.
+/// Never inlined: every experiment, on both systems, runs this same code (inlined, its
+/// code changed with whatever else the crate held, and with it its speed under TCG).
+#[inline(never)]
 pub fn work(seed: u64, units: u64) -> u64 {
     let mut x = seed | 1;
     for _ in 0..units {
