@@ -354,6 +354,8 @@ pub fn start_job(raw: u64) {
     let job = unsafe { Box::from_raw(raw as *mut StartJob) };
     let StartJob { pcore, what } = *job;
     let cell = corey::pcore(&pcore).map(|p| p.status.clone());
+    // Corey §4.4: a `pcore_run` context has its core to itself.
+    let dedicate = matches!(what, StartWhat::Context { .. });
     let context = match what {
         StartWhat::Context { entry, stack, arg, root_ar, shares } => {
             match corey::new_context(root_ar, shares) {
@@ -376,6 +378,7 @@ pub fn start_job(raw: u64) {
         }
     };
     match context {
+        Ok(c) if dedicate => sched::enqueue_dedicated(Running::from_context(c)),
         Ok(c) => sched::enqueue(Running::from_context(c)),
         Err(e) => {
             println!("start: core {}: {:?}", this_core().index, e);

@@ -235,6 +235,9 @@ struct Scheduler {
     table: LoadTable,
     /// The length last reported, and the tick it was reported at.
     reported: Option<(u64, u64)>,
+    /// The `pcore_run` context this core is dedicated to (its uid), if any: the core then
+    /// reports itself as taking no threads (Corey §4.4).
+    dedicated: Option<u64>,
     seq: u64,
     /// A pull is outstanding until this tick.
     pull_until: u64,
@@ -270,6 +273,7 @@ impl Scheduler {
             waits: WaitQueues::new(),
             table,
             reported: None,
+            dedicated: None,
             seq: 0,
             pull_until: 0,
             ship_running: None,
@@ -473,11 +477,19 @@ fn read_inbox() {
     let me = this_core().index;
     let mut outgoing: Vec<(usize, Request)> = Vec::new();
     let mut ships: Vec<(Box<Running>, usize)> = Vec::new();
-    let mut forwards: Vec<(usize, u64, u64)> = Vec::new();
+    let mut forwards: Vec<(usize, u64, u64, bool)> = Vec::new();
     with_sched(|s| {
         for t in inbox.arrivals {
             t.shared.core.store(me as u64, Ordering::Relaxed);
             s.stats.migrations_in += 1;
+            // Sent before the sender heard that this core is dedicated: it goes on to
+            // where the policy places it now, if anywhere else.
+            if s.dedicated.is_some() {
+                if let Some(to) = policy().place(&s.table, |c| c != me && t.shared.allowed_on(c)) {
+                    ships.push((t, to));
+                    continue;
+                }
+            }
             s.queue.push(t);
         }
         for ((space, addr), n, cores) in inbox.wakes {
@@ -498,7 +510,7 @@ fn read_inbox() {
                     s.table.set_online(core, online);
                 }
                 if forward {
-                    forwards.push((core, length, seq));
+                    forwards.push((core, length, seq, online));
                 }
             }
         }
@@ -519,8 +531,8 @@ fn read_inbox() {
             }
         }
     });
-    for (origin, length, seq) in forwards {
-        forward_load(origin, length, seq);
+    for (origin, length, seq, taking) in forwards {
+        forward_load(origin, length, seq, taking);
     }
     for (t, to) in ships {
         ship(t, to);
@@ -583,6 +595,7 @@ fn expire_deadlines(s: &mut Scheduler) {
 /// thread stays here.
 fn ship(t: Box<Running>, to: usize) {
     t.shared.migrations.fetch_add(1, Ordering::Relaxed);
+    undedicate(&t.shared);
     send_thread(t, to, true);
 }
 
@@ -628,27 +641,29 @@ fn report_load() {
         s.reported = Some((length, now));
         s.seq += 1;
         s.stats.reports += 1;
-        Some((length, s.seq))
+        Some((length, s.seq, s.dedicated.is_none()))
     });
-    let Some((length, seq)) = report else { return };
-    send_load(length, seq);
+    let Some((length, seq, taking)) = report else { return };
+    send_load(length, seq, taking);
 }
 
-/// Sends this core's load report to every other online core.
-fn send_load(length: u64, seq: u64) {
+/// Sends this core's load report to every other online core (`taking`: false while the
+/// core is dedicated to one context and takes no threads).
+fn send_load(length: u64, seq: u64, taking: bool) {
     let me = this_core().index;
     // Along the SKB's multicast tree (Multikernel §5.1): one message per other package,
     // to its aggregator, which passes it on within its package; this package directly.
     let origin = me as u64 + 1;
+    let taking = u64::from(taking);
     let online = |c: usize| percpu::core(c).is_some_and(|c| c.state() == CoreState::Online);
     match crate::knowledge::get().map(|skb| skb.multicast_tree(me)) {
         Some(tree) if !tree.aggregators.is_empty() => {
             for branch in &tree.aggregators {
                 if branch.core != me && online(branch.core) {
-                    let forward = message(&[op::LOAD, length, seq, 1, origin, 1]);
+                    let forward = message(&[op::LOAD, length, seq, taking, origin, 1]);
                     let _ = monitor::try_send(branch.core, &forward);
                 } else {
-                    let direct = message(&[op::LOAD, length, seq, 1, origin, 0]);
+                    let direct = message(&[op::LOAD, length, seq, taking, origin, 0]);
                     for &c in branch.members.iter().filter(|&&c| online(c)) {
                         let _ = monitor::try_send(c, &direct);
                     }
@@ -656,7 +671,7 @@ fn send_load(length: u64, seq: u64) {
             }
         }
         _ => {
-            let direct = message(&[op::LOAD, length, seq, 1, origin, 0]);
+            let direct = message(&[op::LOAD, length, seq, taking, origin, 0]);
             for c in (0..percpu::core_count()).filter(|&c| c != me && online(c)) {
                 let _ = monitor::try_send(c, &direct);
             }
@@ -666,9 +681,9 @@ fn send_load(length: u64, seq: u64) {
 
 /// An aggregator's part of a load report's tree: the report of `origin` goes on to the
 /// other online cores of this core's package.
-fn forward_load(origin: usize, length: u64, seq: u64) {
+fn forward_load(origin: usize, length: u64, seq: u64, taking: bool) {
     let me = this_core();
-    let request = message(&[op::LOAD, length, seq, 1, origin as u64 + 1, 0]);
+    let request = message(&[op::LOAD, length, seq, u64::from(taking), origin as u64 + 1, 0]);
     for c in percpu::all_cores() {
         let member = c.location.package == me.location.package
             && c.index != me.index
@@ -766,6 +781,59 @@ pub fn idle_work() -> bool {
 /// Puts `t` on this core's run queue (a new thread started here).
 pub fn enqueue(t: Box<Running>) {
     with_sched(|s| s.queue.push(t));
+}
+
+/// Puts `pcore_run`'s context `t` on this core's run queue and dedicates the core to it
+/// (Corey §4.4: a pcore runs one context; cores are space-multiplexed). Until the context
+/// ends or leaves, the core reports that it takes no threads, so no core places or moves
+/// one here, and the ready threads it holds go where the policy places them now. Threads
+/// whose affinity allows this core alone stay and share it with the context.
+pub fn enqueue_dedicated(t: Box<Running>) {
+    let me = this_core().index;
+    let evicted = with_sched(|s| {
+        s.dedicated = Some(t.shared.uid);
+        s.table.set_online(me, false);
+        s.reported = None; // the next report says so at once
+        let mut evicted = Vec::new();
+        while let Some(x) =
+            s.queue.take_ready(|x| x.shared.affinity.load(Ordering::Relaxed) & !(1 << me) != 0)
+        {
+            evicted.push(x);
+        }
+        s.queue.push(t);
+        evicted
+    });
+    for x in evicted {
+        match place(&x.shared) {
+            Some(to) if to != me => ship(x, to),
+            _ => enqueue(x),
+        }
+    }
+    report_load();
+}
+
+/// Ends this core's dedication if `shared` is the context it is dedicated to (it ended,
+/// or it moved away by changing its own affinity).
+fn undedicate(shared: &ThreadShared) {
+    let me = this_core().index;
+    with_sched(|s| {
+        if s.dedicated == Some(shared.uid) {
+            s.dedicated = None;
+            s.table.set_online(me, true);
+            s.reported = None;
+        }
+    });
+}
+
+/// The cores that, by this core's replica, are dedicated to one context (bit i: core i).
+fn dedicated_mask() -> u64 {
+    let mut mask = 0;
+    for c in crate::smp::online_cores().into_iter().filter(|&c| c < 64) {
+        if with_sched(|s| s.table.get(c).is_some_and(|l| !l.online)) {
+            mask |= 1 << c;
+        }
+    }
+    mask
 }
 
 /// Takes the next ready thread and runs it until it leaves the CPU; returns false if none
@@ -867,6 +935,7 @@ fn run_next() -> bool {
 fn end_thread(t: Box<Running>, status: ExitStatus) {
     unload_tables();
     let shared = t.shared.clone();
+    undedicate(&shared);
     super::finish(*t, status);
     let word = status.status_word();
     shared.status.store(word, Ordering::SeqCst);
@@ -1014,6 +1083,7 @@ pub fn thread_create(ptr: u64) -> SysResult {
         return Err(Error::NoResources);
     }
     corey::room_for_thread()?;
+    let dedicated = dedicated_mask();
     let (t, id) = with_current(|r| {
         let a = abi::ThreadCreate::from_words(super::read_words_of(r, ptr)?);
         let root_ar = corey::lookup(&r.objects, a.ar[0], a.ar[1], ObjectKind::AddressRange)?;
@@ -1031,6 +1101,9 @@ pub fn thread_create(ptr: u64) -> SysResult {
         }
         if a.core != abi::ANY_CORE && (a.core >= 64 || affinity & (1 << a.core) == 0) {
             return Err(Error::InvalidArgument);
+        }
+        if a.core != abi::ANY_CORE && dedicated & (1 << a.core) != 0 {
+            return Err(Error::Busy); // Corey §4.4: that pcore runs one context
         }
         let shares = corey::shares_for_child(&r.objects, &a.shares[..n])?;
         let objects = corey::new_context(root_ar, shares)?;
@@ -1232,7 +1305,7 @@ pub fn report_for_test(length: u64) -> u64 {
         s.reported = None; // the next real report goes out whatever it says
         s.seq
     });
-    send_load(length, seq);
+    send_load(length, seq, true);
     seq
 }
 

@@ -12,6 +12,10 @@
 //!   another; `wake(n)` wakes n; `wait` returns Changed and TimedOut when it should.
 //! - `errors`: bad arguments to every thread call are refused with the right error.
 //! - `many`: 200 threads created and joined.
+//! - `dedicated` (2 cores or more): a `pcore_run` context has its core to itself (Corey
+//!   §4.4): threads already there move off, a thread created on that core is refused
+//!   (`Busy`), placed threads never run there, the context is never switched out; once
+//!   it ends, the core takes threads again.
 //!
 //! - `placement` (not in the default set: it needs slow cores, `asym=`): the SKB measures
 //!   the slowed cores slower (under 0.7 of the fastest), and a new thread the scheduler
@@ -34,7 +38,16 @@ use libatoll::{cores_online, pcore_current, println, syscall3, Status};
 fn main() -> i32 {
     let mut buf = [0u8; 256];
     let args = libatoll::args(&mut buf);
-    let all = ["oversubscribe", "starve", "registers", "waitwake", "errors", "resident", "many"];
+    let all = [
+        "oversubscribe",
+        "starve",
+        "registers",
+        "waitwake",
+        "errors",
+        "resident",
+        "many",
+        "dedicated",
+    ];
     let chosen: Vec<&str> = args.split_whitespace().collect();
     for name in chosen.iter() {
         if !all.contains(name) && *name != "placement" {
@@ -52,6 +65,7 @@ fn main() -> i32 {
             "errors" => errors(),
             "placement" => placement(),
             "resident" => resident(),
+            "dedicated" => dedicated(),
             _ => many(),
         };
         if let Err(why) = result {
@@ -524,3 +538,164 @@ fn many() -> Check {
 }
 
 libatoll::main!(main);
+
+/// What the caller's part of `dedicated` may fail with (a context cannot return a
+/// string across cores, but an index).
+const DEDICATED_FAILS: [&str; 7] = [
+    "the pcore_run context never started",
+    "threads on a dedicated core did not move off it",
+    "thread_create failed oddly",
+    "thread_create on a dedicated core was not refused",
+    "spawn failed",
+    "a placed thread ran on the dedicated core",
+    "a thread failed",
+];
+
+/// Polls `done` every millisecond for up to two seconds; true once it holds.
+fn within_2s(done: impl Fn() -> bool) -> bool {
+    for _ in 0..2000 {
+        if done() {
+            return true;
+        }
+        let _ = thread::sleep_us(1000);
+    }
+    done()
+}
+
+/// A thread created on `core` by number: `Ok`, or the call's error. It spins until
+/// `stop` is set, counting in `left` if it ever sees itself on another core.
+fn spinner_on(
+    core: usize,
+    stop: &Arc<AtomicBool>,
+    left: &Arc<AtomicU64>,
+) -> Result<thread::Thread, Error> {
+    let (stop, left) = (stop.clone(), left.clone());
+    Builder::new().core(core).spawn(move || {
+        let mut counted = false;
+        while !stop.load(Ordering::Acquire) {
+            if !counted && pcore_current() != core {
+                left.fetch_add(1, Ordering::AcqRel);
+                counted = true;
+            }
+            core::hint::spin_loop();
+        }
+        0
+    })
+}
+
+fn dedicated() -> Check {
+    if cores_online() < 2 {
+        println!("threadtest: dedicated needs 2 cores; skipped");
+        return Ok(());
+    }
+    let me = pcore_current();
+    let target = if me == 0 { 1 } else { 0 };
+    // Two movable threads on the target core before the context comes.
+    let stop = Arc::new(AtomicBool::new(false));
+    let left = Arc::new(AtomicU64::new(0));
+    let early: Vec<thread::Thread> = (0..2)
+        .map(|_| spinner_on(target, &stop, &left))
+        .collect::<Result<_, _>>()
+        .map_err(|_| "spawn on the target core failed")?;
+    let started = AtomicBool::new(false);
+    let finished = AtomicBool::new(false);
+    let context_switches = AtomicU64::new(u64::MAX);
+    // The caller's part's verdict: 0 for passed, else 1 + an index into `DEDICATED_FAILS`.
+    let verdict = AtomicU64::new(0);
+    let work = |i: usize| {
+        if i == 1 {
+            // The context on the target core: count its switch-ins while threads run.
+            let before = thread::my_stat().map_or(0, |s| s.switches);
+            started.store(true, Ordering::Release);
+            while !finished.load(Ordering::Acquire) {
+                core::hint::spin_loop();
+            }
+            let after = thread::my_stat().map_or(u64::MAX, |s| s.switches);
+            context_switches.store(after.wrapping_sub(before), Ordering::Release);
+            return;
+        }
+        let check = (|| {
+            if !within_2s(|| started.load(Ordering::Acquire)) {
+                return Err("the pcore_run context never started");
+            }
+            if !within_2s(|| left.load(Ordering::Acquire) == 2) {
+                return Err("threads on a dedicated core did not move off it");
+            }
+            // The caller's replica hears of the dedication by message: wait for it.
+            let mut refused = false;
+            for _ in 0..2000 {
+                match spinner_on(target, &stop, &left) {
+                    Err(Error::Busy) => {
+                        refused = true;
+                        break;
+                    }
+                    Ok(t) => {
+                        stop.store(true, Ordering::Release);
+                        let _ = t.join();
+                        stop.store(false, Ordering::Release);
+                    }
+                    Err(_) => return Err("thread_create failed oddly"),
+                }
+                let _ = thread::sleep_us(1000);
+            }
+            if !refused {
+                return Err("thread_create on a dedicated core was not refused");
+            }
+            // Placed threads run anywhere but the dedicated core.
+            let seen = Arc::new(AtomicU64::new(0));
+            let mut placed = Vec::new();
+            for _ in 0..4 {
+                let seen = seen.clone();
+                let t = thread::spawn(move || {
+                    for _ in 0..2000 {
+                        if pcore_current() == target {
+                            seen.fetch_add(1, Ordering::AcqRel);
+                        }
+                        chain(1, 100);
+                    }
+                    0
+                })
+                .map_err(|_| "spawn failed")?;
+                placed.push(t);
+            }
+            for t in placed {
+                joined_ok(t)?;
+            }
+            if seen.load(Ordering::Acquire) != 0 {
+                return Err("a placed thread ran on the dedicated core");
+            }
+            Ok(())
+        })();
+        finished.store(true, Ordering::Release);
+        if let Err(why) = check {
+            let at =
+                DEDICATED_FAILS.iter().position(|&w| w == why).unwrap_or(DEDICATED_FAILS.len() - 1);
+            verdict.store(at as u64 + 1, Ordering::Release);
+        }
+    };
+    let ran = libatoll::threads::run(&[me, target], &work);
+    stop.store(true, Ordering::Release);
+    for t in early {
+        joined_ok(t)?;
+    }
+    ran.map_err(|_| "threads::run failed")?;
+    if let Some(i) = verdict.load(Ordering::Acquire).checked_sub(1) {
+        return Err(DEDICATED_FAILS[i as usize]);
+    }
+    if context_switches.load(Ordering::Acquire) != 0 {
+        return Err("the dedicated context was switched out for other threads");
+    }
+    // The context ended: the core takes threads again.
+    let again = Arc::new(AtomicBool::new(false));
+    if !within_2s(|| match spinner_on(target, &again, &left) {
+        Ok(t) => {
+            again.store(true, Ordering::Release);
+            let _ = t.join();
+            true
+        }
+        Err(_) => false,
+    }) {
+        return Err("the core took no threads after its context ended");
+    }
+    Ok(())
+}
