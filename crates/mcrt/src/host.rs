@@ -1,0 +1,28 @@
+//! The host adaptor interface (McRT §2.5, Figure 1): what the runtime needs from the system
+//! beneath it. Two hosts implement it: Linux ([`crate::hosted::LinuxHost`], pinned OS
+//! threads parking on a futex) and Atoll (`libatoll::mcrt_host`, kernel threads parking in
+//! M7's `wait`).
+
+use core::sync::atomic::AtomicU32;
+
+/// What McRT asks of the system that carries it.
+pub trait Host: Sync {
+    /// Runs `body(i)` for every logical processor `i` in `0..count` at once, each on a
+    /// system thread of its own (`body(0)` may run on the caller's), pinned to a core where
+    /// the host can; returns when all have returned. Fails if a processor cannot start.
+    fn run_processors(
+        &self,
+        count: usize,
+        body: &(dyn Fn(usize) + Sync),
+    ) -> Result<(), &'static str>;
+
+    /// Sleeps while `word` holds `expected`, for at most `timeout_us` µs (it may return
+    /// early; callers check again).
+    fn wait(&self, word: &AtomicU32, expected: u32, timeout_us: u64);
+
+    /// Wakes the system threads sleeping in [`Host::wait`] on `word`.
+    fn wake(&self, word: &AtomicU32);
+
+    /// A cycle count or nanosecond clock, for the runtime's statistics and benchmarks.
+    fn now(&self) -> u64;
+}

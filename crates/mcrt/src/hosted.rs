@@ -1,0 +1,134 @@
+//! The Linux host adaptor (McRT §2.5): each logical processor is an OS thread pinned to a
+//! CPU (processor i on CPU i mod the CPUs the process may use), and an idle processor
+//! parks on a futex.
+
+use crate::host::Host;
+use core::sync::atomic::AtomicU32;
+use std::vec::Vec;
+
+/// Linux: pinned OS threads, futex parking.
+pub struct LinuxHost {
+    pin: bool,
+}
+
+impl LinuxHost {
+    /// Processors pinned to CPUs (what the benchmarks use).
+    pub fn pinned() -> LinuxHost {
+        LinuxHost { pin: true }
+    }
+
+    /// Processors left to Linux's scheduler (more processors than CPUs, tests).
+    pub fn unpinned() -> LinuxHost {
+        LinuxHost { pin: false }
+    }
+}
+
+/// The CPUs this process may run on.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity writes at most its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        if libc::sched_getaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return std::vec![0];
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
+}
+
+fn pin_to(cpu: usize) {
+    // SAFETY: as above; pins the calling thread only.
+    unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+impl Host for LinuxHost {
+    fn run_processors(
+        &self,
+        count: usize,
+        body: &(dyn Fn(usize) + Sync),
+    ) -> Result<(), &'static str> {
+        let cpus = allowed_cpus();
+        let pin = self.pin;
+        let place = |i: usize| {
+            if pin && !cpus.is_empty() {
+                pin_to(cpus[i % cpus.len()]);
+            }
+        };
+        std::thread::scope(|s| {
+            let mut handles = Vec::new();
+            for i in 1..count {
+                let place = &place;
+                let spawned = std::thread::Builder::new()
+                    .name(std::format!("mcrt-p{i}"))
+                    .stack_size(256 * 1024)
+                    .spawn_scoped(s, move || {
+                        place(i);
+                        body(i)
+                    });
+                match spawned {
+                    Ok(h) => handles.push(h),
+                    Err(_) => return Err("mcrt: cannot start a processor thread"),
+                }
+            }
+            // The caller's thread is processor 0 (its affinity is put back afterwards).
+            let before = allowed_cpus();
+            place(0);
+            body(0);
+            if pin {
+                restore(&before);
+            }
+            for h in handles {
+                h.join().map_err(|_| "mcrt: a processor thread panicked")?;
+            }
+            Ok(())
+        })
+    }
+
+    fn wait(&self, word: &AtomicU32, expected: u32, timeout_us: u64) {
+        let ts = libc::timespec {
+            tv_sec: (timeout_us / 1_000_000) as libc::time_t,
+            tv_nsec: ((timeout_us % 1_000_000) * 1000) as libc::c_long,
+        };
+        // SAFETY: FUTEX_WAIT reads the word (alive: borrowed) and the timeout.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                expected,
+                &ts as *const libc::timespec,
+            );
+        }
+    }
+
+    fn wake(&self, word: &AtomicU32) {
+        // SAFETY: FUTEX_WAKE only uses the word's address.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                i32::MAX,
+            );
+        }
+    }
+
+    fn now(&self) -> u64 {
+        // SAFETY: reads the time-stamp counter.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+}
+
+fn restore(cpus: &[usize]) {
+    // SAFETY: as in `pin_to`.
+    unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}

@@ -1,0 +1,99 @@
+//! McRT, the many-core runtime (Saha et al., "Enabling Scalability and Performance in a
+//! Large Scale CMP Environment", EuroSys 2007): the user-level layer that carries
+//! fine-grained parallelism, portable across hosts (§2, Figure 1).
+//!
+//! | part | module | paper |
+//! | --- | --- | --- |
+//! | user-level threads: create, join, exit, yield, thread-local data | [`thread`] | §2 |
+//! | futures: `spawn(f, arg)`, `read(handle)` | [`future`] | §2.1 |
+//! | the configurable scheduler: P processors, Q queues, the mapping, domains | [`config`], [`runtime`] | §2.2 |
+//! | predicate yield, on which every blocking primitive is built | [`yield_until`] | §2.2 |
+//! | mutexes (TTS, ticket, MCS), reader-writer lock, condition variable, semaphore, barrier | [`sync`] | §2, [38] |
+//! | the allocator: per-thread blocks, recycled at thread exit, remote frees batched | [`malloc`] | §2.3 |
+//! | software transactional memory | [`stm`] | §2.4 |
+//! | the pthread-like and OpenMP-like adaptors | [`pthread`], [`omp`] | §2.5 |
+//! | the host adaptor interface; Linux's host | [`host`], [`hosted`] | §2.5 |
+//!
+//! Start with [`run`]: it runs a closure as the first McRT thread on P logical processors
+//! that the [`Host`] provides (Linux: pinned OS threads; Atoll: kernel threads), and
+//! returns its result.
+//!
+//! Threads are cooperative (§2.2): a thread runs until it yields, blocks or ends. A switch
+//! saves only the callee-saved registers and the FPU control words ([`context`]).
+#![no_std]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod config;
+pub mod context;
+pub mod future;
+pub mod host;
+#[cfg(feature = "std")]
+pub mod hosted;
+pub mod malloc;
+pub mod omp;
+mod predicate;
+pub mod pthread;
+mod queue;
+pub mod runtime;
+pub mod stm;
+pub mod sync;
+pub mod thread;
+
+pub use config::{Config, Policy, QueueLock};
+pub use host::Host;
+pub use predicate::Op;
+pub use runtime::{exit, notify, processor, processors, run, stats, switch_to_queue, yield_now};
+pub use thread::{spawn, spawn_to, yield_until, JoinHandle, Key};
+
+/// Why a runtime call failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// A bad argument: a queue past Q, a broken configuration, a runtime inside a runtime.
+    InvalidArgument,
+    /// No memory for a stack or a header.
+    NoMemory,
+    /// The host could not start a processor.
+    HostFailed,
+}
+
+#[cfg(feature = "std")]
+std::thread_local! {
+    /// Set while the system thread is one of a runtime's processors.
+    static INSIDE: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// True when the caller runs on a McRT processor (hosted: checked; on a host without
+/// thread-local storage, the caller's promise).
+pub fn in_runtime() -> bool {
+    #[cfg(feature = "std")]
+    {
+        INSIDE.with(|i| i.get())
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        true
+    }
+}
+
+/// Marks the system thread as a processor while it lives.
+pub(crate) struct EnterRuntime;
+
+impl EnterRuntime {
+    pub(crate) fn new() -> EnterRuntime {
+        #[cfg(feature = "std")]
+        INSIDE.with(|i| i.set(true));
+        EnterRuntime
+    }
+}
+
+impl Drop for EnterRuntime {
+    fn drop(&mut self) {
+        #[cfg(feature = "std")]
+        INSIDE.with(|i| i.set(false));
+    }
+}

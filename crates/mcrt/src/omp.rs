@@ -1,0 +1,1 @@
+//! OpenMP adaptor (being written).

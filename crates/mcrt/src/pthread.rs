@@ -1,0 +1,1 @@
+//! pthread adaptor (being written).

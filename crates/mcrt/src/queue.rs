@@ -1,0 +1,67 @@
+//! A task queue (McRT §2.2): threads ready to run, or waiting for a predicate, in FIFO
+//! order, under a TTS or a ticket lock (Figure 7 compares the two). A processor takes the
+//! first thread whose predicate holds; the others keep their places.
+
+use crate::config::QueueLock;
+use alloc::collections::VecDeque;
+use locks::{TicketLock, TtsLock};
+
+/// Threads in a queue, by pointer to their headers.
+pub(crate) type Entry = usize;
+
+/// One task queue.
+pub(crate) enum TaskQueue {
+    Tts(TtsLock<VecDeque<Entry>>),
+    Ticket(TicketLock<VecDeque<Entry>>),
+}
+
+impl TaskQueue {
+    pub(crate) fn new(lock: QueueLock) -> TaskQueue {
+        match lock {
+            QueueLock::Tts => TaskQueue::Tts(TtsLock::new(VecDeque::with_capacity(64))),
+            QueueLock::Ticket => TaskQueue::Ticket(TicketLock::new(VecDeque::with_capacity(64))),
+        }
+    }
+
+    /// Runs `f` on the queue with its lock held.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut VecDeque<Entry>) -> R) -> R {
+        match self {
+            TaskQueue::Tts(l) => l.with(f),
+            TaskQueue::Ticket(l) => l.with(f),
+        }
+    }
+
+    /// Appends `t`.
+    pub(crate) fn push(&self, t: Entry) {
+        self.with(|q| q.push_back(t));
+    }
+
+    /// Takes the first entry `ready` accepts.
+    pub(crate) fn take(&self, ready: impl Fn(Entry) -> bool) -> Option<Entry> {
+        self.with(|q| {
+            let at = q.iter().position(|&t| ready(t))?;
+            q.remove(at)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn take_skips_entries_not_ready_and_keeps_their_order() {
+        for lock in [QueueLock::Tts, QueueLock::Ticket] {
+            let q = TaskQueue::new(lock);
+            for t in [1, 2, 3, 4] {
+                q.push(t);
+            }
+            assert_eq!(q.take(|t| t % 2 == 0), Some(2));
+            assert_eq!(q.take(|t| t > 10), None);
+            assert_eq!(q.take(|_| true), Some(1));
+            assert_eq!(q.take(|_| true), Some(3));
+            assert_eq!(q.take(|_| true), Some(4));
+            assert_eq!(q.take(|_| true), None);
+        }
+    }
+}

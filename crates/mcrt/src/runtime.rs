@@ -1,0 +1,599 @@
+//! The scheduler (McRT §2.2): logical processors running user-level threads from task
+//! queues, cooperatively.
+//!
+//! Read top to bottom:
+//! 1. **The thread header** ([`Task`]), at the base of each thread's stack.
+//! 2. **The runtime** ([`Shared`]): the queues, the processors, the parking word.
+//! 3. **Switching** ([`switch_to`], [`after_switch`]): a thread switches straight to the
+//!    next one; what must happen once it is off its stack (requeue it, retire it) is left
+//!    in its processor's `pending` slot, which the next thread carries out first.
+//! 4. **A processor's idle loop** ([`idle_main`]): it runs on a stack of its own, takes
+//!    threads (and futures) from the queues it snoops, spins a while when there are none,
+//!    then parks on the runtime's `epoch` word until [`notify`] or a timeout.
+//! 5. **Starting and stopping** ([`run`]).
+
+use crate::config::Config;
+use crate::context::{self, Stack, STACK_BYTES};
+use crate::host::Host;
+use crate::predicate::Predicate;
+use crate::queue::TaskQueue;
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::cell::{Cell, UnsafeCell};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+/// Marks a live thread header (a check that the stack pointer is on a McRT stack).
+const CANARY: u64 = 0x4d63_5254_5f74_6872; // "McRT_thr"
+/// Rounds of looking for work before a processor parks.
+const SPIN_ROUNDS: u32 = 200;
+/// Longest a parked processor sleeps before it looks again: a thread waiting on a word
+/// that was written without [`notify`] is noticed within this time.
+const PARK_US: u64 = 1000;
+/// Stacks each processor keeps for new threads.
+const STACK_CACHE: usize = 256;
+
+/// `Task::state` bits.
+pub(crate) const DONE: u32 = 1;
+pub(crate) const DETACHED: u32 = 2;
+
+/// A thread's header, in the lowest bytes of its stack.
+#[repr(C)]
+pub(crate) struct Task {
+    canary: u64,
+    /// The stack pointer saved while it is switched out.
+    sp: UnsafeCell<usize>,
+    rt: *const Shared,
+    /// The processor running it (set when it is switched in).
+    processor: Cell<usize>,
+    /// The queue it goes back to when it yields (its domain's, §2.2).
+    pub(crate) queue: Cell<usize>,
+    /// `DONE` once it has ended and left its stack; `DETACHED` once nobody will join it.
+    pub(crate) state: AtomicU32,
+    /// While blocked: what must hold before it runs again.
+    wait: Cell<Option<Predicate>>,
+    /// What it runs (taken when it starts).
+    entry: Cell<Option<Box<dyn FnOnce() + Send>>>,
+    /// Its thread-local values, by key.
+    pub(crate) tls: UnsafeCell<Vec<usize>>,
+    /// The allocator's per-thread state (§2.3), 0 until it allocates.
+    pub(crate) heap: Cell<usize>,
+    /// The STM's per-thread descriptor (§2.4), 0 until it runs a transaction.
+    pub(crate) tx: Cell<usize>,
+    /// True while it is switched out by its own yield (the STM may abort its transaction
+    /// only then, §2.4).
+    pub(crate) yielded: AtomicBool,
+    /// True for a processor's idle loop (not a thread of the program).
+    idle: bool,
+}
+
+/// A processor's action for the thread switched in next (run on that thread's stack).
+#[derive(Clone, Copy)]
+enum Pending {
+    None,
+    /// Put the thread that switched out back in its queue.
+    Requeue(*const Task),
+    /// The thread that switched out has ended.
+    Retire(*const Task),
+}
+
+/// One logical processor (§2.2). Only the system thread running it touches its cells.
+pub(crate) struct Processor {
+    index: usize,
+    /// Its idle loop's header.
+    idle: Cell<*const Task>,
+    /// The system thread's stack pointer, to return to when the runtime stops.
+    host_sp: UnsafeCell<usize>,
+    pending: Cell<Pending>,
+    /// Stacks of retired threads, for the next ones.
+    stacks: UnsafeCell<Vec<Stack>>,
+    /// Round-robin position in its `spawn_to` list.
+    next_spawn: Cell<usize>,
+}
+
+/// Counters for reports and benchmarks.
+#[derive(Default)]
+pub struct Stats {
+    /// Threads created.
+    pub spawned: AtomicU64,
+    /// Switches from one context to another.
+    pub switches: AtomicU64,
+    /// Threads taken from a queue other than the processor's home queue.
+    pub steals: AtomicU64,
+    /// Times a processor parked.
+    pub parks: AtomicU64,
+}
+
+/// The runtime's state, shared by its processors.
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    pub(crate) queues: Vec<TaskQueue>,
+    processors: Vec<Processor>,
+    /// Bumped by [`notify`]; parked processors sleep on it.
+    epoch: AtomicU32,
+    sleepers: AtomicU32,
+    /// Processors in their idle loops (futures go to them, §2.1).
+    pub(crate) idle_processors: AtomicUsize,
+    stopping: AtomicBool,
+    /// Live threads (the main thread included).
+    pub(crate) live: AtomicUsize,
+    host: *const (dyn Host + 'static),
+    pub(crate) futures: crate::future::FutureQueues,
+    pub(crate) stats: Stats,
+}
+
+// SAFETY: a processor's cells are touched only by the system thread running it (its idle
+// loop and the McRT threads it has switched in); everything else is atomic or behind the
+// queues' locks. The host is `Sync` and outlives the run.
+unsafe impl Sync for Shared {}
+// SAFETY: as above; a header moves between processors only through a queue's lock.
+unsafe impl Sync for Task {}
+
+impl Shared {
+    pub(crate) fn host(&self) -> &dyn Host {
+        // SAFETY: `run` keeps the host borrowed for as long as the runtime exists.
+        unsafe { &*self.host }
+    }
+
+    fn processor(&self, i: usize) -> &Processor {
+        &self.processors[i]
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The running thread.
+
+/// The running thread's header.
+///
+/// # Panics
+/// When called off a McRT stack (outside [`run`]).
+pub(crate) fn current() -> &'static Task {
+    let task = context::stack_base_of_sp() as *const Task;
+    assert!(crate::in_runtime(), "mcrt: called outside the runtime");
+    // SAFETY: a McRT processor's system thread runs only on McRT stacks, whose base holds
+    // a live header (checked by its canary).
+    let task = unsafe { &*task };
+    assert_eq!(task.canary, CANARY, "mcrt: stack overflow or not a McRT stack");
+    task
+}
+
+impl Task {
+    pub(crate) fn rt(&self) -> &'static Shared {
+        // SAFETY: the runtime outlives its threads.
+        unsafe { &*self.rt }
+    }
+
+    fn proc(&self) -> &'static Processor {
+        self.rt().processor(self.processor.get())
+    }
+
+    fn runnable(&self) -> bool {
+        self.wait.get().is_none_or(|p| p.holds())
+    }
+}
+
+/// True when the caller runs on a thread's stack (not on a processor's idle loop, where
+/// futures run and nothing may block).
+pub(crate) fn on_thread_stack() -> bool {
+    !current().idle
+}
+
+/// The runtime of the running thread.
+pub(crate) fn shared() -> &'static Shared {
+    current().rt()
+}
+
+// ---------------------------------------------------------------------------------------
+// Switching.
+
+/// Switches from `me` to `next` (on `me`'s processor), leaving `pending` for `next` to carry
+/// out; returns when `me` runs again (on whatever processor).
+fn switch_to(me: &Task, next: *const Task, pending: Pending) {
+    let p = me.proc();
+    p.pending.set(pending);
+    let rt = me.rt();
+    rt.stats.switches.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: `next` was taken from a queue (or is this processor's idle loop), so no
+    // other processor runs it; `me`'s header outlives the switch.
+    unsafe {
+        (*next).processor.set(p.index);
+        context::switch(me.sp.get(), *(*next).sp.get());
+    }
+    after_switch();
+}
+
+/// What the thread just switched in does first: the pending action of the one it replaced.
+fn after_switch() {
+    let me = current();
+    let p = me.proc();
+    match p.pending.replace(Pending::None) {
+        Pending::None => {}
+        Pending::Requeue(t) => {
+            // SAFETY: the thread has left its stack; it is ours to queue.
+            let t = unsafe { &*t };
+            t.yielded.store(true, Ordering::Release);
+            me.rt().queues[t.queue.get()].push(t as *const Task as usize);
+            notify_if_parked(me.rt());
+        }
+        Pending::Retire(t) => {
+            // SAFETY: the thread has left its stack for good.
+            let t = unsafe { &*t };
+            retire(t, p);
+        }
+    }
+    me.yielded.store(false, Ordering::Release);
+    if me.tx.get() != 0 {
+        crate::stm::on_resume(me);
+    }
+}
+
+/// Takes the next thread whose predicate holds from the queues `p` snoops, in order.
+fn find_work(rt: &Shared, p: &Processor) -> Option<*const Task> {
+    let snoop = &rt.config.snoop[p.index];
+    for (k, &q) in snoop.iter().enumerate() {
+        // SAFETY (of the closure): entries are headers of queued, switched-out threads.
+        let found = rt.queues[q].take(|t| unsafe { (*(t as *const Task)).runnable() });
+        if let Some(t) = found {
+            if k > 0 {
+                rt.stats.steals.fetch_add(1, Ordering::Relaxed);
+            }
+            return Some(t as *const Task);
+        }
+    }
+    None
+}
+
+/// Gives the processor to another thread whose predicate holds, if there is one; the
+/// caller goes back to its queue (§2.2: cooperative scheduling).
+pub fn yield_now() {
+    let me = current();
+    let (rt, p) = (me.rt(), me.proc());
+    let next =
+        if rt.stopping.load(Ordering::Acquire) { Some(p.idle.get()) } else { find_work(rt, p) };
+    if let Some(next) = next {
+        switch_to(me, next, Pending::Requeue(me));
+    }
+}
+
+/// What the running thread `me` switches to when it blocks or ends: the next thread whose
+/// predicate holds, else its processor's idle loop (always, once the runtime stops).
+fn next_or_idle(me: &Task) -> *const Task {
+    let (rt, p) = (me.rt(), me.proc());
+    if rt.stopping.load(Ordering::Acquire) {
+        return p.idle.get();
+    }
+    find_work(rt, p).unwrap_or(p.idle.get())
+}
+
+/// Blocks until `pred` holds: the thread waits in its queue, skipped by the processors
+/// until then (§2.2's predicate yield).
+pub(crate) fn block_until(pred: Predicate) {
+    if pred.holds() {
+        return;
+    }
+    let me = current();
+    me.wait.set(Some(pred));
+    let next = next_or_idle(me);
+    switch_to(me, next, Pending::Requeue(me));
+    me.wait.set(None);
+}
+
+/// Moves the calling thread to queue `queue` (another scheduling domain, §2.2) and
+/// yields; it runs next on a processor that snoops that queue. A queue past Q is refused.
+pub fn switch_to_queue(queue: usize) -> Result<(), crate::Error> {
+    let me = current();
+    if queue >= me.rt().queues.len() {
+        return Err(crate::Error::InvalidArgument);
+    }
+    me.queue.set(queue);
+    let next = next_or_idle(me);
+    switch_to(me, next, Pending::Requeue(me));
+    Ok(())
+}
+
+/// Ends the calling thread: its thread-local destructors run, then it leaves its stack for
+/// good (what it had on the stack is not dropped).
+pub fn exit() -> ! {
+    let me = current();
+    crate::thread::run_tls_destructors(me);
+    if me.heap.get() != 0 {
+        crate::malloc::on_thread_exit(me);
+    }
+    let next = next_or_idle(me);
+    switch_to(me, next, Pending::Retire(me));
+    unreachable!("mcrt: a retired thread was switched in");
+}
+
+/// Wakes parked processors if there are any: call after a store that may make some
+/// thread's predicate hold, or after queueing work.
+pub fn notify() {
+    if crate::in_runtime() {
+        notify_if_parked(shared());
+    }
+}
+
+pub(crate) fn notify_if_parked(rt: &Shared) {
+    if rt.sleepers.load(Ordering::SeqCst) > 0 {
+        rt.epoch.fetch_add(1, Ordering::SeqCst);
+        rt.host().wake(&rt.epoch);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Threads: made, retired.
+
+/// Makes a thread that runs `entry`, in queue `queue` (not yet queued); `None` when memory
+/// is short.
+pub(crate) fn make_task(
+    rt: &Shared,
+    queue: usize,
+    entry: Box<dyn FnOnce() + Send>,
+    idle: bool,
+) -> Option<*const Task> {
+    let stack = take_stack(rt)?;
+    let base = stack.into_base();
+    let task = base as *mut Task;
+    // SAFETY: `base` is a fresh stack we own; the header fits in its lowest bytes.
+    unsafe {
+        task.write(Task {
+            canary: CANARY,
+            sp: UnsafeCell::new(0),
+            rt,
+            processor: Cell::new(0),
+            queue: Cell::new(queue),
+            state: AtomicU32::new(0),
+            wait: Cell::new(None),
+            entry: Cell::new(Some(entry)),
+            tls: UnsafeCell::new(Vec::new()),
+            heap: Cell::new(0),
+            tx: Cell::new(0),
+            yielded: AtomicBool::new(false),
+            idle,
+        });
+        let top = base as usize + STACK_BYTES;
+        *(*task).sp.get() = context::prepare(top, task_main, task as usize);
+    }
+    if !idle {
+        rt.live.fetch_add(1, Ordering::Relaxed);
+        rt.stats.spawned.fetch_add(1, Ordering::Relaxed);
+    }
+    Some(task)
+}
+
+/// A stack from the running processor's cache, or a new one.
+fn take_stack(rt: &Shared) -> Option<Stack> {
+    if crate::in_runtime() {
+        let me = current();
+        if core::ptr::eq(me.rt, rt) {
+            // SAFETY: only this processor's system thread touches its cache.
+            if let Some(s) = unsafe { (*me.proc().stacks.get()).pop() } {
+                return Some(s);
+            }
+        }
+    }
+    Stack::new()
+}
+
+/// Every thread starts here, on its own stack.
+extern "C" fn task_main(task: usize) -> ! {
+    after_switch();
+    // SAFETY: `task` is this thread's header (made by `make_task`).
+    let me = unsafe { &*(task as *const Task) };
+    if let Some(entry) = me.entry.take() {
+        entry();
+    }
+    if me.idle {
+        unreachable!("mcrt: an idle loop returned");
+    }
+    exit()
+}
+
+/// The thread `t` has left its stack for good: it is done; its header and stack go now if
+/// nobody will join it (else the joiner frees them, [`free_task`]).
+fn retire(t: &Task, p: &Processor) {
+    let rt = t.rt();
+    let state = t.state.fetch_or(DONE, Ordering::AcqRel);
+    rt.live.fetch_sub(1, Ordering::Relaxed);
+    if state & DETACHED != 0 {
+        free_task_on(t as *const Task, Some(p));
+    }
+    notify_if_parked(rt);
+}
+
+/// Frees a done thread's header and stack (the stack goes to the running processor's
+/// cache when there is room).
+pub(crate) fn free_task(t: *const Task) {
+    let p = crate::in_runtime().then(|| current().proc());
+    free_task_on(t, p);
+}
+
+fn free_task_on(t: *const Task, p: Option<&Processor>) {
+    // SAFETY: `t` is a header nobody else will touch again (done and detached, or joined).
+    let stack = unsafe {
+        core::ptr::drop_in_place(t as *mut Task);
+        Stack::from_base(t as *mut u8)
+    };
+    if let Some(p) = p {
+        // SAFETY: only this processor's system thread touches its cache.
+        let cache = unsafe { &mut *p.stacks.get() };
+        if cache.len() < STACK_CACHE {
+            cache.push(stack);
+        }
+    }
+}
+
+/// The queue a thread made by the running thread goes to (its processor's `spawn_to`,
+/// dealt round robin).
+pub(crate) fn spawn_queue(me: &Task) -> usize {
+    let p = me.proc();
+    let list = &me.rt().config.spawn_to[p.index];
+    let i = p.next_spawn.get();
+    p.next_spawn.set((i + 1) % list.len());
+    list[i % list.len()]
+}
+
+// ---------------------------------------------------------------------------------------
+// A processor's idle loop.
+
+/// A processor's idle loop: runs threads whose predicates hold, else futures, else spins,
+/// then parks; returns to the system thread when the runtime stops.
+fn idle_main(index: usize, rt: &Shared) {
+    let p = rt.processor(index);
+    let me = current();
+    let mut rounds = 0u32;
+    loop {
+        if rt.stopping.load(Ordering::Acquire) {
+            break;
+        }
+        if let Some(t) = find_work(rt, p) {
+            rounds = 0;
+            switch_to(me, t, Pending::None);
+            continue;
+        }
+        rt.idle_processors.fetch_add(1, Ordering::Relaxed);
+        let ran_future = crate::future::run_one(rt, index);
+        rt.idle_processors.fetch_sub(1, Ordering::Relaxed);
+        if ran_future {
+            rounds = 0;
+            continue;
+        }
+        rounds += 1;
+        if rounds < SPIN_ROUNDS {
+            core::hint::spin_loop();
+            continue;
+        }
+        rounds = 0;
+        rt.sleepers.fetch_add(1, Ordering::SeqCst);
+        let epoch = rt.epoch.load(Ordering::SeqCst);
+        // Looked again after announcing the sleep: a notify from now on wakes us.
+        let work = find_work(rt, p);
+        if let Some(t) = work {
+            rt.sleepers.fetch_sub(1, Ordering::SeqCst);
+            switch_to(me, t, Pending::None);
+            continue;
+        }
+        if !rt.stopping.load(Ordering::Acquire) && !crate::future::any_queued(rt) {
+            rt.stats.parks.fetch_add(1, Ordering::Relaxed);
+            rt.host().wait(&rt.epoch, epoch, PARK_US);
+        }
+        rt.sleepers.fetch_sub(1, Ordering::SeqCst);
+    }
+    // Back to the system thread's stack (`processor_main`).
+    // SAFETY: `host_sp` was saved by the switch into this loop, on a stack still live.
+    unsafe { context::switch(me.sp.get(), *p.host_sp.get()) };
+    unreachable!("mcrt: a stopped idle loop was resumed");
+}
+
+/// The body of processor `index`'s system thread: switch into the idle loop, come back
+/// when the runtime stops.
+fn processor_main(rt: &Shared, index: usize) {
+    let p = rt.processor(index);
+    let rt_addr = rt as *const Shared as usize;
+    let body: Box<dyn FnOnce() + Send> = Box::new(move || {
+        // SAFETY: the runtime outlives its processors' idle loops.
+        idle_main(index, unsafe { &*(rt_addr as *const Shared) })
+    });
+    let Some(idle) = make_task(rt, 0, body, true) else {
+        rt.stopping.store(true, Ordering::Release);
+        return;
+    };
+    p.idle.set(idle);
+    let inside = crate::EnterRuntime::new();
+    // SAFETY: the idle loop's stack was just prepared; it switches back here when it stops.
+    unsafe {
+        (*idle).processor.set(index);
+        context::switch(p.host_sp.get(), *(*idle).sp.get());
+    }
+    drop(inside);
+    free_task_on(idle, None);
+    // SAFETY: the processor has stopped; nothing else touches its cache.
+    unsafe { (*p.stacks.get()).clear() };
+}
+
+// ---------------------------------------------------------------------------------------
+// Starting and stopping.
+
+/// Runs `main` as the first McRT thread on a runtime configured by `config`, carried by
+/// `host`'s system threads (one per logical processor), and returns its result once it
+/// has returned. The runtime stops then: threads still queued are freed without running
+/// to the end (as a process ends with its threads), so join what must finish. Threads
+/// are cooperative: one that never yields keeps its processor until it ends.
+pub fn run<R: Send + 'static>(
+    config: Config,
+    host: &dyn Host,
+    main: impl FnOnce() -> R + Send + 'static,
+) -> Result<R, crate::Error> {
+    config.check().map_err(|_| crate::Error::InvalidArgument)?;
+    if crate::in_runtime() {
+        return Err(crate::Error::InvalidArgument); // one runtime per system thread
+    }
+    // SAFETY (of the lifetime cast): the host is only reached through the runtime, which
+    // lives inside this call.
+    let host: *const (dyn Host + '_) = host;
+    let host: *const (dyn Host + 'static) = unsafe { core::mem::transmute(host) };
+    let processors = (0..config.processors)
+        .map(|index| Processor {
+            index,
+            idle: Cell::new(core::ptr::null()),
+            host_sp: UnsafeCell::new(0),
+            pending: Cell::new(Pending::None),
+            stacks: UnsafeCell::new(Vec::new()),
+            next_spawn: Cell::new(0),
+        })
+        .collect();
+    let rt = Box::new(Shared {
+        queues: (0..config.queues).map(|_| TaskQueue::new(config.lock)).collect(),
+        futures: crate::future::FutureQueues::new(config.processors),
+        config,
+        processors,
+        epoch: AtomicU32::new(0),
+        sleepers: AtomicU32::new(0),
+        idle_processors: AtomicUsize::new(0),
+        stopping: AtomicBool::new(false),
+        live: AtomicUsize::new(0),
+        host,
+        stats: Stats::default(),
+    });
+    let result: alloc::sync::Arc<crate::thread::Slot<R>> =
+        alloc::sync::Arc::new(crate::thread::Slot::new());
+    let out = result.clone();
+    let rt_addr = &*rt as *const Shared as usize;
+    let main_body: Box<dyn FnOnce() + Send> = Box::new(move || {
+        out.put(main());
+        // SAFETY: the runtime outlives its threads.
+        let rt = unsafe { &*(rt_addr as *const Shared) };
+        rt.stopping.store(true, Ordering::Release);
+        rt.epoch.fetch_add(1, Ordering::SeqCst);
+        rt.host().wake(&rt.epoch);
+    });
+    let first = rt.config.spawn_to[0][0];
+    let main_task = make_task(&rt, first, main_body, false).ok_or(crate::Error::NoMemory)?;
+    // The main thread is detached: its result comes back through `result`.
+    // SAFETY: just made, not yet queued.
+    unsafe { (*main_task).state.store(DETACHED, Ordering::Relaxed) };
+    rt.queues[first].push(main_task as usize);
+    let started = rt.host().run_processors(rt.config.processors, &|i| processor_main(&rt, i));
+    // Whatever is left in the queues will not run.
+    for q in &rt.queues {
+        while let Some(t) = q.take(|_| true) {
+            free_task_on(t as *const Task, None);
+        }
+    }
+    crate::future::drain(&rt);
+    started.map_err(|_| crate::Error::HostFailed)?;
+    result.take().ok_or(crate::Error::HostFailed)
+}
+
+/// The running runtime's counters.
+pub fn stats() -> &'static Stats {
+    &shared().stats
+}
+
+/// The logical processor running the caller.
+pub fn processor() -> usize {
+    current().processor.get()
+}
+
+/// Logical processors in the running runtime (P).
+pub fn processors() -> usize {
+    shared().config.processors
+}
