@@ -13,6 +13,7 @@ use record::{median, Cores, Fixed2, Record};
 use std::thread;
 
 pub mod latency;
+pub mod mcrt;
 pub mod throughput;
 
 /// The two CPUs the benchmark threads are pinned to.

@@ -1,1 +1,1 @@
-//! OpenMP adaptor (being written).
+//! The OpenMP-like adaptor (McRT §2.5). (Being written.)

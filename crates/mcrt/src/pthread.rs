@@ -1,1 +1,1 @@
-//! pthread adaptor (being written).
+//! The pthread-like adaptor (McRT §2.5). (Being written.)

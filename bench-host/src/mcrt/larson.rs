@@ -1,0 +1,6 @@
+//! mcrt_larson (being written).
+
+/// The experiment's RESULT lines.
+pub fn run(_quick: bool) -> Vec<String> {
+    Vec::new()
+}

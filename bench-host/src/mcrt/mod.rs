@@ -1,0 +1,48 @@
+//! McRT's hosted experiments (issue M8), each against its peer libraries in the same run,
+//! on the real cores: `bench-host mcrt_micro` etc. Each experiment's `run(quick)` returns
+//! its `RESULT {json}` lines (`system` "host", the peer in `impl`).
+
+use record::{Cores, Fixed2, Record};
+
+pub mod larson;
+pub mod stm;
+
+/// The McRT experiments `bench-host` knows, by name.
+pub const EXPERIMENTS: [&str; 2] = ["mcrt_larson", "mcrt_stm"];
+
+/// Runs experiment `name` (one of [`EXPERIMENTS`]); `quick`: tiny counts (a smoke test).
+pub fn run(name: &str, quick: bool) -> Option<Vec<String>> {
+    Some(match name {
+        "mcrt_larson" => larson::run(quick),
+        "mcrt_stm" => stm::run(quick),
+        _ => return None,
+    })
+}
+
+/// One record line: `experiment` on the host with `cores` cores, implementation
+/// `implementation` (McRT or a peer), `config` if the experiment has several.
+pub fn line(
+    experiment: &str,
+    implementation: &str,
+    config: Option<&str>,
+    cores: usize,
+    metric: &str,
+    value: f64,
+    unit: &str,
+) -> String {
+    let extra = format!(",\"impl\":\"{implementation}\"");
+    let mut r = Record::new(experiment, "host", Cores::Machine(cores), metric, unit).extra(&extra);
+    r.config = config;
+    r.line(Fixed2(value)).to_string()
+}
+
+/// The median of `trials` runs of `f`.
+pub fn median_of(trials: usize, mut f: impl FnMut() -> f64) -> f64 {
+    let mut v: Vec<f64> = (0..trials.max(1)).map(|_| f()).collect();
+    record::median(&mut v).unwrap_or(f64::NAN)
+}
+
+/// CPUs this process may use (at most the host's; benchmarks use 1 and 2).
+pub fn cpus() -> usize {
+    mcrt::hosted::allowed_cpus().len().max(1)
+}
