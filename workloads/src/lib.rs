@@ -34,6 +34,7 @@ pub mod amps;
 pub mod memclone;
 pub mod memory;
 pub mod mempass;
+pub mod motion;
 pub mod multicast;
 pub mod nullsys;
 pub mod pingpong;

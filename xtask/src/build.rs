@@ -64,6 +64,7 @@ const PROGRAMS: &[&str] = &[
     "sharedrange",
     "pcoretest",
     "threadtest",
+    "mcrttest",
     "ampsbench",
     "urpcbench",
     "shmbench",

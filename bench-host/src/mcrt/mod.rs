@@ -4,15 +4,24 @@
 
 use record::{Cores, Fixed2, Record};
 
+pub mod create;
+pub mod futures;
 pub mod larson;
+pub mod micro;
+pub mod policies;
 pub mod stm;
 
 /// The McRT experiments `bench-host` knows, by name.
-pub const EXPERIMENTS: [&str; 2] = ["mcrt_larson", "mcrt_stm"];
+pub const EXPERIMENTS: [&str; 6] =
+    ["mcrt_micro", "mcrt_create", "mcrt_futures", "mcrt_policies", "mcrt_larson", "mcrt_stm"];
 
 /// Runs experiment `name` (one of [`EXPERIMENTS`]); `quick`: tiny counts (a smoke test).
 pub fn run(name: &str, quick: bool) -> Option<Vec<String>> {
     Some(match name {
+        "mcrt_micro" => micro::run(quick),
+        "mcrt_create" => create::run(quick),
+        "mcrt_futures" => futures::run(quick),
+        "mcrt_policies" => policies::run(quick),
         "mcrt_larson" => larson::run(quick),
         "mcrt_stm" => stm::run(quick),
         _ => return None,

@@ -2,13 +2,21 @@
 //! saves only what the System V ABI says a callee keeps: rbx, rbp, r12–r15, the stack
 //! pointer, and the FPU control state, MXCSR and the x87 control word).
 //!
-//! Every McRT stack is [`STACK_BYTES`] long and aligned to its length, and its lowest bytes
-//! hold the thread's header ([`crate::task::Task`]). So the running thread is found from the
-//! stack pointer alone (`rsp & !(STACK_BYTES - 1)`), on any host, without thread-local
-//! storage, which Atoll's user space does not have.
+//! Every McRT stack is [`STACK_BYTES`] long and aligned to its length, and its highest
+//! bytes hold the thread's header ([`crate::runtime`]'s `Task`), just above where the
+//! stack starts: so the running thread is found from the stack pointer alone (its stack's
+//! base is `rsp & !(STACK_BYTES - 1)`), on any host, without thread-local storage, which
+//! Atoll's user space does not have; and a new thread touches one page, which holds both
+//! its header and its first frames.
+//!
+//! Stacks are recycled: a processor keeps a few, and a process-wide pool keeps up to
+//! [`POOL_MAX`] more for later threads and later runtimes, so creating a thread seldom
+//! asks the system for memory.
 
 use alloc::alloc::{alloc, dealloc, Layout};
+use alloc::vec::Vec;
 use core::arch::global_asm;
+use locks::TtsLock;
 
 /// Bytes of every thread's stack (header included), a power of two.
 pub const STACK_BYTES: usize = 64 * 1024;
@@ -16,6 +24,30 @@ pub const STACK_BYTES: usize = 64 * 1024;
 /// The MXCSR and x87 control word a new thread starts with (the power-on defaults: every
 /// exception masked, round to nearest).
 const INITIAL_FPU: u64 = 0x1F80 | (0x037F << 32);
+
+/// Most stacks the process-wide pool keeps.
+pub const POOL_MAX: usize = 4096;
+
+/// Stacks given back, for any runtime's next threads.
+static POOL: TtsLock<Vec<Stack>> = TtsLock::new(Vec::new());
+
+/// A stack from the pool, else a fresh one; `None` when memory is short.
+pub fn take_pooled() -> Option<Stack> {
+    POOL.with(|p| p.pop()).or_else(Stack::new)
+}
+
+/// Gives `stack` to the pool (freed if the pool is full).
+pub fn give_to_pool(stack: Stack) {
+    let full = POOL.with(|p| {
+        if p.len() < POOL_MAX {
+            p.push(stack);
+            None
+        } else {
+            Some(stack)
+        }
+    });
+    drop(full);
+}
 
 /// One stack: `STACK_BYTES` aligned to `STACK_BYTES`.
 pub struct Stack {
@@ -26,16 +58,25 @@ pub struct Stack {
 unsafe impl Send for Stack {}
 
 impl Stack {
+    /// The memory a stack is carved from: twice its size, so an aligned stack fits
+    /// anywhere in it (hosts such as Atoll's heap do not align beyond a page).
     fn layout() -> Layout {
-        // A constant, valid layout (power-of-two size and alignment).
-        Layout::from_size_align(STACK_BYTES, STACK_BYTES).unwrap_or(Layout::new::<u8>())
+        // A constant, valid layout.
+        Layout::from_size_align(2 * STACK_BYTES, 16).unwrap_or(Layout::new::<u8>())
     }
 
-    /// A fresh stack, or `None` when memory is short.
+    /// A fresh stack, or `None` when memory is short. The allocation's address is kept in
+    /// the stack's lowest word (only an overflow reaches it).
     pub fn new() -> Option<Stack> {
         // SAFETY: the layout has a non-zero size.
-        let base = unsafe { alloc(Self::layout()) };
-        (!base.is_null()).then_some(Stack { base })
+        let raw = unsafe { alloc(Self::layout()) };
+        if raw.is_null() {
+            return None;
+        }
+        let base = (raw as usize + STACK_BYTES - 1) & !(STACK_BYTES - 1);
+        // SAFETY: `base .. base + STACK_BYTES` lies inside the allocation.
+        unsafe { (base as *mut *mut u8).write(raw) };
+        Some(Stack { base: base as *mut u8 })
     }
 
     /// Its lowest address (where the thread header lives).
@@ -61,8 +102,9 @@ impl Stack {
 
 impl Drop for Stack {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, and owned by us.
-        unsafe { dealloc(self.base, Self::layout()) }
+        // SAFETY: `new` stored the allocation's address in the lowest word; it was
+        // allocated with this layout, and is ours.
+        unsafe { dealloc((self.base as *const *mut u8).read(), Self::layout()) }
     }
 }
 
@@ -130,8 +172,15 @@ global_asm!(
     "fnstcw [rsp + 4]",
     "mov [rdi], rsp",
     "mov rsp, rsi",
+    // Reloading the control words costs more than comparing them: most threads never
+    // change them, so reload only what differs.
+    "mov rax, [rdi]",
+    "mov rax, [rax]",
+    "cmp rax, [rsp]",
+    "je 2f",
     "ldmxcsr [rsp]",
     "fldcw [rsp + 4]",
+    "2:",
     "add rsp, 8",
     "pop r15",
     "pop r14",

@@ -67,8 +67,14 @@ std::thread_local! {
     static INSIDE: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
 }
 
-/// True when the caller runs on a McRT processor (hosted: checked; on a host without
-/// thread-local storage, the caller's promise).
+/// Processors running, in every runtime of the process.
+#[cfg(not(feature = "std"))]
+static PROCESSORS: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// True when the caller runs on a McRT processor. Hosted (`std`), this is the system
+/// thread's own flag. On a host without thread-local storage (Atoll) it is true while any
+/// runtime of the process runs: there, only McRT threads may call the runtime while one
+/// runs, and one runtime runs at a time.
 pub fn in_runtime() -> bool {
     #[cfg(feature = "std")]
     {
@@ -76,7 +82,7 @@ pub fn in_runtime() -> bool {
     }
     #[cfg(not(feature = "std"))]
     {
-        true
+        PROCESSORS.load(core::sync::atomic::Ordering::Acquire) > 0
     }
 }
 
@@ -87,6 +93,8 @@ impl EnterRuntime {
     pub(crate) fn new() -> EnterRuntime {
         #[cfg(feature = "std")]
         INSIDE.with(|i| i.set(true));
+        #[cfg(not(feature = "std"))]
+        PROCESSORS.fetch_add(1, core::sync::atomic::Ordering::AcqRel);
         EnterRuntime
     }
 }
@@ -95,5 +103,7 @@ impl Drop for EnterRuntime {
     fn drop(&mut self) {
         #[cfg(feature = "std")]
         INSIDE.with(|i| i.set(false));
+        #[cfg(not(feature = "std"))]
+        PROCESSORS.fetch_sub(1, core::sync::atomic::Ordering::AcqRel);
     }
 }

@@ -20,6 +20,7 @@ use crate::queue::TaskQueue;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::cell::{Cell, UnsafeCell};
+use core::mem::size_of;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Marks a live thread header (a check that the stack pointer is on a McRT stack).
@@ -32,11 +33,15 @@ const PARK_US: u64 = 1000;
 /// Stacks each processor keeps for new threads.
 const STACK_CACHE: usize = 256;
 
+/// Where a thread's header sits in its stack: at the top, 64-byte aligned (its first
+/// frames start just below it).
+const HEADER_AT: usize = STACK_BYTES - ((size_of::<Task>() + 63) & !63);
+
 /// `Task::state` bits.
 pub(crate) const DONE: u32 = 1;
 pub(crate) const DETACHED: u32 = 2;
 
-/// A thread's header, in the lowest bytes of its stack.
+/// A thread's header, in the highest bytes of its stack.
 #[repr(C)]
 pub(crate) struct Task {
     canary: u64,
@@ -88,19 +93,30 @@ pub(crate) struct Processor {
     stacks: UnsafeCell<Vec<Stack>>,
     /// Round-robin position in its `spawn_to` list.
     next_spawn: Cell<usize>,
+    /// Its switches, written only by its own system thread (no locked instruction on
+    /// the switch path), read by [`stats`].
+    switches: AtomicU64,
 }
 
-/// Counters for reports and benchmarks.
+/// The runtime's counters.
 #[derive(Default)]
+struct Counters {
+    spawned: AtomicU64,
+    steals: AtomicU64,
+    parks: AtomicU64,
+}
+
+/// A snapshot of the runtime's counters, for reports and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Threads created.
-    pub spawned: AtomicU64,
+    pub spawned: u64,
     /// Switches from one context to another.
-    pub switches: AtomicU64,
+    pub switches: u64,
     /// Threads taken from a queue other than the processor's home queue.
-    pub steals: AtomicU64,
+    pub steals: u64,
     /// Times a processor parked.
-    pub parks: AtomicU64,
+    pub parks: u64,
 }
 
 /// The runtime's state, shared by its processors.
@@ -118,7 +134,7 @@ pub(crate) struct Shared {
     pub(crate) live: AtomicUsize,
     host: *const (dyn Host + 'static),
     pub(crate) futures: crate::future::FutureQueues,
-    pub(crate) stats: Stats,
+    stats: Counters,
 }
 
 // SAFETY: a processor's cells are touched only by the system thread running it (its idle
@@ -147,7 +163,7 @@ impl Shared {
 /// # Panics
 /// When called off a McRT stack (outside [`run`]).
 pub(crate) fn current() -> &'static Task {
-    let task = context::stack_base_of_sp() as *const Task;
+    let task = (context::stack_base_of_sp() + HEADER_AT) as *const Task;
     assert!(crate::in_runtime(), "mcrt: called outside the runtime");
     // SAFETY: a McRT processor's system thread runs only on McRT stacks, whose base holds
     // a live header (checked by its canary).
@@ -190,8 +206,7 @@ pub(crate) fn shared() -> &'static Shared {
 fn switch_to(me: &Task, next: *const Task, pending: Pending) {
     let p = me.proc();
     p.pending.set(pending);
-    let rt = me.rt();
-    rt.stats.switches.fetch_add(1, Ordering::Relaxed);
+    p.switches.store(p.switches.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     // SAFETY: `next` was taken from a queue (or is this processor's idle loop), so no
     // other processor runs it; `me`'s header outlives the switch.
     unsafe {
@@ -322,16 +337,18 @@ pub(crate) fn notify_if_parked(rt: &Shared) {
 // Threads: made, retired.
 
 /// Makes a thread that runs `entry`, in queue `queue` (not yet queued); `None` when memory
-/// is short.
+/// is short. `creator`: the McRT thread making it, if one is (its processor's stack cache
+/// is used).
 pub(crate) fn make_task(
     rt: &Shared,
+    creator: Option<&Task>,
     queue: usize,
     entry: Box<dyn FnOnce() + Send>,
     idle: bool,
 ) -> Option<*const Task> {
-    let stack = take_stack(rt)?;
+    let stack = take_stack(rt, creator)?;
     let base = stack.into_base();
-    let task = base as *mut Task;
+    let task = (base as usize + HEADER_AT) as *mut Task;
     // SAFETY: `base` is a fresh stack we own; the header fits in its lowest bytes.
     unsafe {
         task.write(Task {
@@ -349,8 +366,8 @@ pub(crate) fn make_task(
             yielded: AtomicBool::new(false),
             idle,
         });
-        let top = base as usize + STACK_BYTES;
-        *(*task).sp.get() = context::prepare(top, task_main, task as usize);
+        // The stack starts below the header (16-aligned, as `HEADER_AT` is).
+        *(*task).sp.get() = context::prepare(task as usize, task_main, task as usize);
     }
     if !idle {
         rt.live.fetch_add(1, Ordering::Relaxed);
@@ -359,10 +376,9 @@ pub(crate) fn make_task(
     Some(task)
 }
 
-/// A stack from the running processor's cache, or a new one.
-fn take_stack(rt: &Shared) -> Option<Stack> {
-    if crate::in_runtime() {
-        let me = current();
+/// A stack from the creator's processor's cache, else the pool, else a new one.
+fn take_stack(rt: &Shared, creator: Option<&Task>) -> Option<Stack> {
+    if let Some(me) = creator {
         if core::ptr::eq(me.rt, rt) {
             // SAFETY: only this processor's system thread touches its cache.
             if let Some(s) = unsafe { (*me.proc().stacks.get()).pop() } {
@@ -370,7 +386,7 @@ fn take_stack(rt: &Shared) -> Option<Stack> {
             }
         }
     }
-    Stack::new()
+    context::take_pooled()
 }
 
 /// Every thread starts here, on its own stack.
@@ -410,15 +426,17 @@ fn free_task_on(t: *const Task, p: Option<&Processor>) {
     // SAFETY: `t` is a header nobody else will touch again (done and detached, or joined).
     let stack = unsafe {
         core::ptr::drop_in_place(t as *mut Task);
-        Stack::from_base(t as *mut u8)
+        Stack::from_base((t as usize - HEADER_AT) as *mut u8)
     };
     if let Some(p) = p {
         // SAFETY: only this processor's system thread touches its cache.
         let cache = unsafe { &mut *p.stacks.get() };
         if cache.len() < STACK_CACHE {
             cache.push(stack);
+            return;
         }
     }
+    context::give_to_pool(stack);
 }
 
 /// The queue a thread made by the running thread goes to (its processor's `spawn_to`,
@@ -492,7 +510,7 @@ fn processor_main(rt: &Shared, index: usize) {
         // SAFETY: the runtime outlives its processors' idle loops.
         idle_main(index, unsafe { &*(rt_addr as *const Shared) })
     });
-    let Some(idle) = make_task(rt, 0, body, true) else {
+    let Some(idle) = make_task(rt, None, 0, body, true) else {
         rt.stopping.store(true, Ordering::Release);
         return;
     };
@@ -506,7 +524,9 @@ fn processor_main(rt: &Shared, index: usize) {
     drop(inside);
     free_task_on(idle, None);
     // SAFETY: the processor has stopped; nothing else touches its cache.
-    unsafe { (*p.stacks.get()).clear() };
+    for stack in unsafe { (*p.stacks.get()).drain(..) } {
+        context::give_to_pool(stack);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -538,6 +558,7 @@ pub fn run<R: Send + 'static>(
             pending: Cell::new(Pending::None),
             stacks: UnsafeCell::new(Vec::new()),
             next_spawn: Cell::new(0),
+            switches: AtomicU64::new(0),
         })
         .collect();
     let rt = Box::new(Shared {
@@ -551,7 +572,7 @@ pub fn run<R: Send + 'static>(
         stopping: AtomicBool::new(false),
         live: AtomicUsize::new(0),
         host,
-        stats: Stats::default(),
+        stats: Counters::default(),
     });
     let result: alloc::sync::Arc<crate::thread::Slot<R>> =
         alloc::sync::Arc::new(crate::thread::Slot::new());
@@ -566,7 +587,7 @@ pub fn run<R: Send + 'static>(
         rt.host().wake(&rt.epoch);
     });
     let first = rt.config.spawn_to[0][0];
-    let main_task = make_task(&rt, first, main_body, false).ok_or(crate::Error::NoMemory)?;
+    let main_task = make_task(&rt, None, first, main_body, false).ok_or(crate::Error::NoMemory)?;
     // The main thread is detached: its result comes back through `result`.
     // SAFETY: just made, not yet queued.
     unsafe { (*main_task).state.store(DETACHED, Ordering::Relaxed) };
@@ -583,9 +604,15 @@ pub fn run<R: Send + 'static>(
     result.take().ok_or(crate::Error::HostFailed)
 }
 
-/// The running runtime's counters.
-pub fn stats() -> &'static Stats {
-    &shared().stats
+/// A snapshot of the running runtime's counters.
+pub fn stats() -> Stats {
+    let rt = shared();
+    Stats {
+        spawned: rt.stats.spawned.load(Ordering::Relaxed),
+        switches: rt.processors.iter().map(|p| p.switches.load(Ordering::Relaxed)).sum(),
+        steals: rt.stats.steals.load(Ordering::Relaxed),
+        parks: rt.stats.parks.load(Ordering::Relaxed),
+    }
 }
 
 /// The logical processor running the caller.

@@ -96,14 +96,15 @@ pub fn spawn_to<T: Send + 'static>(
     queue: usize,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<JoinHandle<T>, Error> {
-    let rt = current().rt();
+    let me = current();
+    let rt = me.rt();
     if queue >= rt.queues.len() {
         return Err(Error::InvalidArgument);
     }
     let slot = Arc::new(Slot::new());
     let out = slot.clone();
     let body: Box<dyn FnOnce() + Send> = Box::new(move || out.put(f()));
-    let task = runtime::make_task(rt, queue, body, false).ok_or(Error::NoMemory)?;
+    let task = runtime::make_task(rt, Some(me), queue, body, false).ok_or(Error::NoMemory)?;
     rt.queues[queue].push(task as usize);
     runtime::notify_if_parked(rt);
     Ok(JoinHandle { task, slot })

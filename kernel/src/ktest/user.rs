@@ -29,6 +29,7 @@ kernel_test!(IPC_BENCH, "user.ipc_benchmarks_report", 2, false, ipc_benchmarks_r
 kernel_test!(MULTICAST, "user.multicast_program", 2, true, multicast_program);
 kernel_test!(FDS, "user.corey_descriptors", 1, false, descriptors);
 kernel_test!(THREADS, "user.threads", 1, false, threads);
+kernel_test!(MCRT, "user.mcrt_runtime", 1, false, mcrt_runtime);
 kernel_test!(ASYM, "user.asym_placement", 3, true, asym_placement);
 kernel_test!(LOADS, "user.load_reports_reach_every_core", 2, false, load_reports_reach_every_core);
 kernel_test!(ASYM_NOW, "user.asym_at_run_time_is_measured", 2, true, asym_at_run_time);
@@ -301,6 +302,14 @@ fn shared_range() -> Result<(), String> {
 /// refused; 200 threads are created and joined. Every core's resources balance after.
 fn threads() -> Result<(), String> {
     balanced(|| expect("threadtest", "", ExitStatus::Exited(0)))
+}
+
+/// `mcrttest` (issue M8): the McRT runtime on Atoll, its processors kernel threads, one
+/// per core: threads, yield, predicate yield, barrier, the three mutexes, futures,
+/// thread-local keys, 10,000 threads, under every scheduler policy; scheduling domains at
+/// two cores and more. Every core's resources balance after.
+fn mcrt_runtime() -> Result<(), String> {
+    balanced(|| expect("mcrttest", "", ExitStatus::Exited(0)))
 }
 
 /// A load report from this core reaches every other core's replica (AMPS's load by

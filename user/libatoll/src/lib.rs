@@ -30,6 +30,7 @@ pub mod console;
 pub mod cores;
 pub mod fd;
 pub mod heap;
+pub mod mcrt_host;
 pub mod obj;
 pub mod opsbench;
 #[cfg(feature = "workloads")]

@@ -1,0 +1,210 @@
+//! `mcrt_micro`, McRT Table 1: thread create (255), mutex lock/release (1000), and a
+//! context switch between two threads (1000), in µs for those iterations as the paper
+//! reports them; McRT against `std::thread` (Linux's native threads), `corosensei` and
+//! `generator` coroutines, and `parking_lot`/`std` mutexes, in one run on one CPU.
+
+use super::{line, median_of};
+use mcrt::hosted::LinuxHost;
+use mcrt::sync::{Mutex, MutexKind};
+use mcrt::{Config, Policy};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+const EXPERIMENT: &str = "mcrt_micro";
+const CREATES: usize = 255;
+const LOCKS: usize = 1000;
+const SWITCHES: usize = 1000;
+
+fn us(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1e6
+}
+
+/// One processor, pinned: the cost of the mechanism, not of parallelism.
+fn on_mcrt<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+    mcrt::run(Config::new(Policy::Local, 1), &LinuxHost::pinned(), f).expect("mcrt runs")
+}
+
+/// McRT: 255 threads created (and run, and joined).
+pub fn mcrt_create() -> f64 {
+    on_mcrt(|| {
+        let start = Instant::now();
+        let hs: Vec<_> = (0..CREATES).map(|_| mcrt::spawn(|| ()).expect("spawn")).collect();
+        for h in hs {
+            h.join();
+        }
+        us(start)
+    })
+}
+
+fn std_create() -> f64 {
+    let start = Instant::now();
+    let hs: Vec<_> = (0..CREATES).map(|_| std::thread::spawn(|| ())).collect();
+    for h in hs {
+        h.join().expect("thread");
+    }
+    us(start)
+}
+
+fn corosensei_create() -> f64 {
+    let start = Instant::now();
+    for _ in 0..CREATES {
+        let mut c = corosensei::Coroutine::new(|_: &corosensei::Yielder<(), ()>, ()| ());
+        black_box(c.resume(()));
+    }
+    us(start)
+}
+
+fn generator_create() -> f64 {
+    let start = Instant::now();
+    for _ in 0..CREATES {
+        let mut g = generator::Gn::<()>::new_scoped(|_| ());
+        black_box(g.next());
+    }
+    us(start)
+}
+
+/// McRT: 1000 lock/release pairs of an uncontended mutex of `kind`.
+fn mcrt_mutex(kind: MutexKind) -> f64 {
+    on_mcrt(move || {
+        let m = Mutex::new(kind, 0u64);
+        let start = Instant::now();
+        for _ in 0..LOCKS {
+            *black_box(&m).lock() += 1;
+        }
+        us(start)
+    })
+}
+
+fn parking_lot_mutex() -> f64 {
+    let m = parking_lot::Mutex::new(0u64);
+    let start = Instant::now();
+    for _ in 0..LOCKS {
+        *black_box(&m).lock() += 1;
+    }
+    us(start)
+}
+
+fn std_mutex() -> f64 {
+    let m = std::sync::Mutex::new(0u64);
+    let start = Instant::now();
+    for _ in 0..LOCKS {
+        *black_box(&m).lock().expect("lock") += 1;
+    }
+    us(start)
+}
+
+/// McRT: two threads on one processor yield to each other 1000 times in all.
+pub fn mcrt_switch() -> f64 {
+    on_mcrt(|| {
+        let go = Arc::new(AtomicU32::new(0));
+        let g = go.clone();
+        let other = mcrt::spawn(move || {
+            g.store(1, Ordering::Release);
+            for _ in 0..SWITCHES / 2 {
+                mcrt::yield_now();
+            }
+        })
+        .expect("spawn");
+        mcrt::yield_until(&go, mcrt::Op::Eq, 1);
+        let start = Instant::now();
+        for _ in 0..SWITCHES / 2 {
+            mcrt::yield_now();
+        }
+        let t = us(start);
+        other.join();
+        t
+    })
+}
+
+/// Native threads: two threads pinned to one CPU, each `sched_yield`ing (1000 switches).
+fn std_switch() -> f64 {
+    let cpu = mcrt::hosted::allowed_cpus()[0];
+    let pin = move || {
+        // SAFETY: a zeroed cpu_set_t is valid; pins the calling thread.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    };
+    let ready = Arc::new(std::sync::Barrier::new(2));
+    let r = ready.clone();
+    let other = std::thread::spawn(move || {
+        pin();
+        r.wait();
+        for _ in 0..SWITCHES / 2 {
+            // SAFETY: no arguments.
+            unsafe { libc::sched_yield() };
+        }
+    });
+    let start_t = std::thread::spawn(move || {
+        pin();
+        ready.wait();
+        let start = Instant::now();
+        for _ in 0..SWITCHES / 2 {
+            // SAFETY: no arguments.
+            unsafe { libc::sched_yield() };
+        }
+        us(start)
+    });
+    other.join().expect("thread");
+    start_t.join().expect("thread")
+}
+
+/// corosensei: 500 resume + yield pairs (1000 switches).
+pub fn corosensei_switch() -> f64 {
+    // It must run to its end: dropping a suspended coroutine unwinds it, and the workspace
+    // builds with panic = "abort".
+    let mut c = corosensei::Coroutine::new(|y: &corosensei::Yielder<(), ()>, ()| {
+        for _ in 0..SWITCHES / 2 {
+            y.suspend(());
+        }
+    });
+    let start = Instant::now();
+    for _ in 0..SWITCHES / 2 {
+        black_box(c.resume(()));
+    }
+    let t = us(start);
+    black_box(c.resume(()));
+    t
+}
+
+fn generator_switch() -> f64 {
+    let mut g = generator::Gn::<()>::new_scoped(|mut s| {
+        for _ in 0..SWITCHES / 2 {
+            s.yield_(());
+        }
+    });
+    let start = Instant::now();
+    for _ in 0..SWITCHES / 2 {
+        black_box(g.next());
+    }
+    let t = us(start);
+    black_box(g.next());
+    t
+}
+
+/// The experiment's lines (medians of `trials`).
+pub fn run(quick: bool) -> Vec<String> {
+    let trials = if quick { 1 } else { 9 };
+    let mut out = Vec::new();
+    let mut put = |config: &str, imp: &str, v: f64| {
+        out.push(line(EXPERIMENT, imp, Some(config), 1, "time_us", v, "us"));
+    };
+    put("create255", "mcrt", median_of(trials, mcrt_create));
+    put("create255", "std-thread", median_of(trials, std_create));
+    put("create255", "corosensei", median_of(trials, corosensei_create));
+    put("create255", "generator", median_of(trials, generator_create));
+    for kind in MutexKind::ALL {
+        put("mutex1000", &format!("mcrt-{}", kind.name()), median_of(trials, || mcrt_mutex(kind)));
+    }
+    put("mutex1000", "parking_lot", median_of(trials, parking_lot_mutex));
+    put("mutex1000", "std-mutex", median_of(trials, std_mutex));
+    put("switch1000", "mcrt", median_of(trials, mcrt_switch));
+    put("switch1000", "std-thread", median_of(trials, std_switch));
+    put("switch1000", "corosensei", median_of(trials, corosensei_switch));
+    put("switch1000", "generator", median_of(trials, generator_switch));
+    out
+}
