@@ -65,6 +65,7 @@ const PROGRAMS: &[&str] = &[
     "pcoretest",
     "threadtest",
     "mcrttest",
+    "mcrtbench",
     "ampsbench",
     "urpcbench",
     "shmbench",

@@ -29,6 +29,8 @@ experiments (N: iterations or size, default in brackets):
   amps_server, amps_numa [20000]
                   the scheduler experiments (issue M7; N: units of work per job), with
                   pthreads; `bench=NAME,N,LABEL` labels the lines' config (default cfs)
+  mcrt_micro, mcrt_create, mcrt_futures, mcrt_policies
+                  McRT (issue M8) on pinned threads parking on a futex, beside pthreads
   all             all of the above with their defaults
 
 The Corey experiments use every core the process may run on.";
@@ -70,6 +72,9 @@ fn main() -> ExitCode {
             run("mempass", || mempass::run(&platform, count.unwrap_or(mempass::DEFAULT_MB)))
         }
         "fdbench" => run("fdbench", || fd::run(&platform, count.unwrap_or(fd::DEFAULT_OPS))),
+        name if workloads::mcrt::EXPERIMENTS.contains(&name) => {
+            run(name, || workloads::mcrt::run(&platform, &mcrt::hosted::LinuxHost::pinned(), name))
+        }
         name if amps::EXPERIMENTS.contains(&name) => run(name, || {
             let setting = amps::Setting {
                 sched: words.get(2).cloned().unwrap_or_else(|| "cfs".into()),
@@ -134,6 +139,8 @@ mod tests {
             "fdbench",
             "thread_switch",
             "amps_fairness",
+            "mcrt_micro",
+            "mcrt_policies",
             "all",
             "--cmdline",
         ] {

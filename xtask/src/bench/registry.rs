@@ -252,6 +252,24 @@ const fn amps(
     }
 }
 
+/// One of McRT's experiments (issue M8): `mcrtbench NAME` on Atoll, `bench=NAME` in the
+/// guest, the same `workloads::mcrt` code over each system's McRT host; rows by
+/// configuration (and implementation: McRT or the system's native threads).
+const fn mcrt(name: &'static str, atoll: &'static str) -> Experiment {
+    Experiment {
+        name,
+        min_cores: 1,
+        atoll: Some(atoll),
+        linux: Some(name),
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 300,
+        plot: Plot::Bars,
+        rows_by: &["config"],
+        variants: &[],
+    }
+}
+
 /// Every experiment, in the order they run and appear in the report. `urpc_kernel` and
 /// `shm_vs_msg_kernel` are Atoll-only: the kernel's own measurement of the same channels in
 /// ring 0 (`bench urpc`, `bench shm`), beside the like-for-like `urpc` and `shm_vs_msg`,
@@ -395,6 +413,10 @@ pub const EXPERIMENTS: &[Experiment] = &[
         rows_by: &[],
         variants: &[],
     },
+    mcrt("mcrt_micro", "run mcrtbench mcrt_micro"),
+    mcrt("mcrt_create", "run mcrtbench mcrt_create"),
+    mcrt("mcrt_futures", "run mcrtbench mcrt_futures"),
+    mcrt("mcrt_policies", "run mcrtbench mcrt_policies"),
     amps("thread_switch", "run ampsbench thread_switch", "thread_switch,1", THREAD_VARIANTS),
     amps("thread_create", "run ampsbench thread_create", "thread_create,1", THREAD_VARIANTS),
     Experiment {

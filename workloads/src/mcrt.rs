@@ -1,0 +1,339 @@
+//! McRT's experiments as Atoll and the Linux guest run them (issue M8): the same McRT code
+//! (`crates/mcrt`) over each system's host adaptor (Atoll: kernel threads parking in
+//! `wait`; Linux: pinned threads parking on a futex), beside each system's native threads
+//! (Atoll's kernel threads, Linux's pthreads) through the [`Platform`]. Costs are in TSC
+//! cycles (under TCG only ratios measured side by side mean anything).
+//!
+//! - `mcrt_micro` (McRT Table 1): create + join (255 in a row), an uncontended mutex
+//!   lock/release (1000), a switch between two threads on one processor (1000).
+//! - `mcrt_create` (Figure 2): the cost of a create while N threads are live.
+//! - `mcrt_futures` (Figure 3): batches of empty futures against empty threads.
+//! - `mcrt_policies` (Figures 7–8): motion estimation ([`crate::motion`]), a thread per
+//!   block, under each scheduler configuration; speedup over the serial loop.
+
+use crate::motion::Frames;
+use crate::result::{line, median};
+use crate::Platform;
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use mcrt::sync::{Mutex, MutexKind};
+use mcrt::{Config, Host, Policy, QueueLock};
+
+/// The experiments, by name.
+pub const EXPERIMENTS: [&str; 4] = ["mcrt_micro", "mcrt_create", "mcrt_futures", "mcrt_policies"];
+
+/// Runs `experiment` on `p` with McRT over `host`; its `RESULT` lines.
+pub fn run<P: Platform + ?Sized>(
+    p: &P,
+    host: &dyn Host,
+    experiment: &str,
+) -> Result<Vec<String>, String> {
+    let (sys, cores) = (p.system(), p.cores());
+    let put = |imp: &str, config: &str, metric: &str, value: u64, unit: &str| {
+        let extra = format!(",\"impl\":\"{imp}\",\"config\":\"{config}\"");
+        line(sys, experiment, cores, metric, value, unit, &extra)
+    };
+    let mut out = Vec::new();
+    match experiment {
+        "mcrt_micro" => {
+            out.push(put(
+                "mcrt",
+                "create",
+                "cycles_per_op",
+                mcrt_create_join(p, host, 255)?,
+                "cycles",
+            ));
+            out.push(put(
+                "native",
+                "create",
+                "cycles_per_op",
+                crate::amps::thread_create(p, 255)?,
+                "cycles",
+            ));
+            for kind in MutexKind::ALL {
+                let imp = format!("mcrt-{}", kind.name());
+                out.push(put(
+                    &imp,
+                    "mutex",
+                    "cycles_per_op",
+                    mcrt_mutex(p, host, kind, 1000)?,
+                    "cycles",
+                ));
+            }
+            out.push(put("native", "mutex", "cycles_per_op", futex_mutex(p, 1000), "cycles"));
+            out.push(put("mcrt", "switch", "cycles_per_op", mcrt_switch(p, host, 1000)?, "cycles"));
+            out.push(put(
+                "native",
+                "switch",
+                "cycles_per_op",
+                crate::amps::thread_switch(p, 500, 3)?,
+                "cycles",
+            ));
+        }
+        "mcrt_create" => {
+            for n in [100, 1000, 3000] {
+                let config = format!("live{n}");
+                out.push(put(
+                    "mcrt",
+                    &config,
+                    "cycles_per_create",
+                    mcrt_live_create(p, host, n)?,
+                    "cycles",
+                ));
+                if n <= 1000 {
+                    out.push(put(
+                        "native",
+                        &config,
+                        "cycles_per_create",
+                        native_live_create(p, n)?,
+                        "cycles",
+                    ));
+                }
+            }
+        }
+        "mcrt_futures" => {
+            for batch in [10, 100, 1000] {
+                let config = format!("batch{batch}");
+                let (fut, thr) = futures_vs_threads(p, host, batch)?;
+                out.push(put("mcrt-future", &config, "cycles_per_op", fut, "cycles"));
+                out.push(put("mcrt-thread", &config, "cycles_per_op", thr, "cycles"));
+                out.push(put(
+                    "mcrt",
+                    &config,
+                    "thread_over_future_x100",
+                    thr * 100 / fut.max(1),
+                    "ratio_x100",
+                ));
+            }
+        }
+        "mcrt_policies" => {
+            let frames = Arc::new(Frames::new(20, 15));
+            let expected = frames.checksum_serial();
+            let start = p.cycles();
+            if frames.checksum_serial() != expected {
+                return Err("mcrt_policies: the serial answer changed".into());
+            }
+            let serial = p.cycles() - start;
+            out.push(put("serial", "serial", "kcycles_per_frame", serial / 1000, "kcycles"));
+            for (name, config) in policy_configs(cores) {
+                let t = motion(p, host, config, &frames, expected)?;
+                out.push(put("mcrt", name, "kcycles_per_frame", t / 1000, "kcycles"));
+                out.push(put("mcrt", name, "speedup_x100", serial * 100 / t.max(1), "ratio_x100"));
+            }
+        }
+        other => return Err(format!("no McRT experiment {other}")),
+    }
+    Ok(out)
+}
+
+/// The configurations `mcrt_policies` compares (Figures 7–8).
+pub fn policy_configs(p: usize) -> Vec<(&'static str, Config)> {
+    alloc::vec![
+        ("single-tts", Config::new(Policy::Single, p)),
+        ("single-ticket", Config::new(Policy::Single, p).with_lock(QueueLock::Ticket)),
+        ("sharing", Config::new(Policy::Sharing, p)),
+        ("stealing", Config::new(Policy::Stealing, p)),
+        ("neighbour", Config::new(Policy::Neighbour, p)),
+    ]
+}
+
+/// Runs `f` as McRT's main thread on one processor (the mechanism's cost alone).
+fn on_one<R: Send + 'static>(
+    host: &dyn Host,
+    f: impl FnOnce() -> R + Send + 'static,
+) -> Result<R, String> {
+    mcrt::run(Config::new(Policy::Local, 1), host, f).map_err(|e| format!("mcrt: {e:?}"))
+}
+
+/// Cycles per McRT thread created and joined, `n` in a row (median).
+fn mcrt_create_join<P: Platform + ?Sized>(p: &P, host: &dyn Host, n: usize) -> Result<u64, String> {
+    let t = total_cycles(p, host, move |cycles| {
+        let start = cycles();
+        for _ in 0..n {
+            let _ = mcrt::spawn(|| ()).map(|h| h.join());
+        }
+        cycles() - start
+    })?;
+    Ok(t / n as u64)
+}
+
+/// Runs `f(cycles)` on McRT's main thread on one processor; what it returns.
+fn total_cycles<P: Platform + ?Sized>(
+    p: &P,
+    host: &dyn Host,
+    f: impl FnOnce(&dyn Fn() -> u64) -> u64 + Send + 'static,
+) -> Result<u64, String> {
+    // The cycle counter read inside the runtime: the TSC (user mode may read it on both).
+    let _ = p;
+    on_one(host, move || f(&read_tsc))
+}
+
+fn read_tsc() -> u64 {
+    // SAFETY: reads the time-stamp counter (allowed in user mode on Atoll and Linux).
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// Cycles per uncontended lock + release of a McRT mutex of `kind`.
+fn mcrt_mutex<P: Platform + ?Sized>(
+    p: &P,
+    host: &dyn Host,
+    kind: MutexKind,
+    n: u64,
+) -> Result<u64, String> {
+    let t = total_cycles(p, host, move |cycles| {
+        let m = Mutex::new(kind, 0u64);
+        let start = cycles();
+        for _ in 0..n {
+            *core::hint::black_box(&m).lock() += 1;
+        }
+        cycles() - start
+    })?;
+    Ok(t / n)
+}
+
+/// Cycles per uncontended lock + release of a futex mutex (what a pthread mutex is): a
+/// compare-and-swap in, a swap out, the kernel only under contention (Drepper, "Futexes
+/// are tricky", mutex 2).
+fn futex_mutex<P: Platform + ?Sized>(p: &P, n: u64) -> u64 {
+    let word = AtomicU32::new(0);
+    let start = p.cycles();
+    for _ in 0..n {
+        // Drepper's futex mutex: 0 free, 1 held, 2 held with waiters.
+        if core::hint::black_box(&word)
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            while word.swap(2, Ordering::Acquire) != 0 {
+                p.wait_word(&word, 2);
+            }
+        }
+        if word.swap(0, Ordering::Release) == 2 {
+            p.wake_word(&word, 1);
+        }
+    }
+    (p.cycles() - start) / n
+}
+
+/// Cycles per switch: two McRT threads on one processor yield to each other, `n` in all.
+fn mcrt_switch<P: Platform + ?Sized>(p: &P, host: &dyn Host, n: u64) -> Result<u64, String> {
+    let t = total_cycles(p, host, move |cycles| {
+        let go = Arc::new(AtomicU32::new(0));
+        let g = go.clone();
+        let other = mcrt::spawn(move || {
+            g.store(1, Ordering::Release);
+            for _ in 0..n / 2 {
+                mcrt::yield_now();
+            }
+        });
+        mcrt::yield_until(&go, mcrt::Op::Eq, 1);
+        let start = cycles();
+        for _ in 0..n / 2 {
+            mcrt::yield_now();
+        }
+        let t = cycles() - start;
+        if let Ok(h) = other {
+            h.join();
+        }
+        t
+    })?;
+    Ok(t / n)
+}
+
+/// Cycles per McRT create while `n` threads are live (none joined until all exist).
+fn mcrt_live_create<P: Platform + ?Sized>(p: &P, host: &dyn Host, n: usize) -> Result<u64, String> {
+    let t = total_cycles(p, host, move |cycles| {
+        let start = cycles();
+        let hs: Vec<_> = (0..n).filter_map(|_| mcrt::spawn(|| ()).ok()).collect();
+        let t = cycles() - start;
+        for h in hs {
+            h.join();
+        }
+        t
+    })?;
+    Ok(t / n as u64)
+}
+
+/// Cycles per native thread created while `n` are live: each waits until all exist.
+fn native_live_create<P: Platform + ?Sized>(p: &P, n: usize) -> Result<u64, String> {
+    let arrived = AtomicU32::new(0);
+    let start = p.cycles();
+    p.run_threads(n, Some(0), &|_| {
+        if arrived.fetch_add(1, Ordering::AcqRel) + 1 == n as u32 {
+            p.wake_word(&arrived, u32::MAX);
+        }
+        loop {
+            let now = arrived.load(Ordering::Acquire);
+            if now >= n as u32 {
+                break;
+            }
+            p.wait_word(&arrived, now);
+        }
+    })?;
+    Ok((p.cycles() - start) / n as u64)
+}
+
+/// Cycles per empty future (spawn + read) and per empty thread (spawn + join), in
+/// batches of `batch`, on every core (medians of 3).
+fn futures_vs_threads<P: Platform + ?Sized>(
+    p: &P,
+    host: &dyn Host,
+    batch: usize,
+) -> Result<(u64, u64), String> {
+    let cores = p.cores();
+    let mut fut = Vec::new();
+    let mut thr = Vec::new();
+    for _ in 0..3 {
+        let (f, t) = mcrt::run(Config::new(Policy::Stealing, cores), host, move || {
+            let start = read_tsc();
+            let fs: Vec<_> = (0..batch).map(|i| mcrt::future::spawn(|x: usize| x, i)).collect();
+            let sum_f: usize = fs.into_iter().map(|f| f.read()).sum();
+            let f = read_tsc() - start;
+            let start = read_tsc();
+            let hs: Vec<_> = (0..batch).filter_map(|i| mcrt::spawn(move || i).ok()).collect();
+            let sum_t: usize = hs.into_iter().filter_map(|h| h.join()).sum();
+            let t = read_tsc() - start;
+            core::hint::black_box((sum_f, sum_t));
+            (f, t)
+        })
+        .map_err(|e| format!("mcrt: {e:?}"))?;
+        fut.push(f / batch as u64);
+        thr.push(t / batch as u64);
+    }
+    Ok((median(&mut fut).unwrap_or(0), median(&mut thr).unwrap_or(0)))
+}
+
+/// Cycles for one frame of motion estimation, a McRT thread per block, under `config`
+/// (timed inside the runtime: its start and stop are not counted); fails if the answer
+/// differs from the serial one.
+fn motion<P: Platform + ?Sized>(
+    p: &P,
+    host: &dyn Host,
+    config: Config,
+    frames: &Arc<Frames>,
+    expected: u64,
+) -> Result<u64, String> {
+    let f = frames.clone();
+    let counted = Arc::new(AtomicU64::new(0));
+    let c = counted.clone();
+    let _ = p;
+    let (sum, t) = mcrt::run(config, host, move || {
+        let start = read_tsc();
+        let hs: Vec<_> = (0..f.blocks())
+            .filter_map(|b| {
+                let f = f.clone();
+                mcrt::spawn(move || f.estimate(b).wrapping_mul(b as u64 + 1)).ok()
+            })
+            .collect();
+        c.store(hs.len() as u64, Ordering::Relaxed);
+        let sum = hs.into_iter().fold(0u64, |acc, h| acc.wrapping_add(h.join().unwrap_or(0)));
+        (sum, read_tsc() - start)
+    })
+    .map_err(|e| format!("mcrt: {e:?}"))?;
+    if sum != expected || counted.load(Ordering::Relaxed) != frames.blocks() as u64 {
+        return Err("mcrt_policies: a parallel frame's answer differs from the serial one".into());
+    }
+    Ok(t)
+}
