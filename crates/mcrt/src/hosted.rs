@@ -89,8 +89,8 @@ impl Host for LinuxHost {
 
     fn wait(&self, word: &AtomicU32, expected: u32, timeout_us: u64) {
         let ts = libc::timespec {
-            tv_sec: (timeout_us / 1_000_000) as libc::time_t,
-            tv_nsec: ((timeout_us % 1_000_000) * 1000) as libc::c_long,
+            tv_sec: (timeout_us / 1_000_000) as _,
+            tv_nsec: ((timeout_us % 1_000_000) * 1000) as _,
         };
         // SAFETY: FUTEX_WAIT reads the word (alive: borrowed) and the timeout.
         unsafe {

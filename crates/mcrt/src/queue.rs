@@ -4,30 +4,45 @@
 
 use crate::config::QueueLock;
 use alloc::collections::VecDeque;
+use core::sync::atomic::{AtomicUsize, Ordering};
 use locks::{TicketLock, TtsLock};
 
 /// Threads in a queue, by pointer to their headers.
 pub(crate) type Entry = usize;
 
 /// One task queue.
-pub(crate) enum TaskQueue {
+pub(crate) struct TaskQueue {
+    entries: Locked,
+    /// How many entries it holds, kept under the lock and read without it: an idle
+    /// processor looks at this before it takes the lock, so it does not hammer the lock
+    /// of an empty queue that a busy processor needs.
+    queued: AtomicUsize,
+}
+
+enum Locked {
     Tts(TtsLock<VecDeque<Entry>>),
     Ticket(TicketLock<VecDeque<Entry>>),
 }
 
 impl TaskQueue {
     pub(crate) fn new(lock: QueueLock) -> TaskQueue {
-        match lock {
-            QueueLock::Tts => TaskQueue::Tts(TtsLock::new(VecDeque::with_capacity(64))),
-            QueueLock::Ticket => TaskQueue::Ticket(TicketLock::new(VecDeque::with_capacity(64))),
-        }
+        let entries = match lock {
+            QueueLock::Tts => Locked::Tts(TtsLock::new(VecDeque::with_capacity(64))),
+            QueueLock::Ticket => Locked::Ticket(TicketLock::new(VecDeque::with_capacity(64))),
+        };
+        TaskQueue { entries, queued: AtomicUsize::new(0) }
     }
 
     /// Runs `f` on the queue with its lock held.
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut VecDeque<Entry>) -> R) -> R {
-        match self {
-            TaskQueue::Tts(l) => l.with(f),
-            TaskQueue::Ticket(l) => l.with(f),
+    fn with<R>(&self, f: impl FnOnce(&mut VecDeque<Entry>) -> R) -> R {
+        let f = |q: &mut VecDeque<Entry>| {
+            let r = f(q);
+            self.queued.store(q.len(), Ordering::Relaxed);
+            r
+        };
+        match &self.entries {
+            Locked::Tts(l) => l.with(f),
+            Locked::Ticket(l) => l.with(f),
         }
     }
 
@@ -38,6 +53,9 @@ impl TaskQueue {
 
     /// Takes the first entry `ready` accepts.
     pub(crate) fn take(&self, ready: impl Fn(Entry) -> bool) -> Option<Entry> {
+        if self.queued.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
         self.with(|q| {
             let at = q.iter().position(|&t| ready(t))?;
             q.remove(at)

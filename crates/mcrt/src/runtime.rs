@@ -245,8 +245,10 @@ fn after_switch() {
 fn find_work(rt: &Shared, p: &Processor) -> Option<*const Task> {
     let snoop = &rt.config.snoop[p.index];
     for (k, &q) in snoop.iter().enumerate() {
-        // SAFETY (of the closure): entries are headers of queued, switched-out threads.
-        let found = rt.queues[q].take(|t| unsafe { (*(t as *const Task)).runnable() });
+        let found = rt.queues[q].take(|t| {
+            // SAFETY: entries are headers of queued, switched-out threads.
+            unsafe { (*(t as *const Task)).runnable() }
+        });
         if let Some(t) = found {
             if k > 0 {
                 rt.stats.steals.fetch_add(1, Ordering::Relaxed);
@@ -327,7 +329,12 @@ pub fn notify() {
 }
 
 pub(crate) fn notify_if_parked(rt: &Shared) {
-    if rt.sleepers.load(Ordering::SeqCst) > 0 {
+    // Dekker with the parking processor (`idle_main`): our store (a queued thread, a lock
+    // released) before our read of `sleepers`; its increment of `sleepers` before its
+    // second look for work. Without the fence both could miss, and the processor would
+    // sleep out its timeout.
+    core::sync::atomic::fence(Ordering::SeqCst);
+    if rt.sleepers.load(Ordering::Relaxed) > 0 {
         rt.epoch.fetch_add(1, Ordering::SeqCst);
         rt.host().wake(&rt.epoch);
     }
@@ -546,9 +553,9 @@ pub fn run<R: Send + 'static>(
     if crate::in_runtime() {
         return Err(crate::Error::InvalidArgument); // one runtime per system thread
     }
-    // SAFETY (of the lifetime cast): the host is only reached through the runtime, which
-    // lives inside this call.
     let host: *const (dyn Host + '_) = host;
+    // SAFETY: only the lifetime changes; the host is only reached through the runtime,
+    // which lives inside this call.
     let host: *const (dyn Host + 'static) = unsafe { core::mem::transmute(host) };
     let processors = (0..config.processors)
         .map(|index| Processor {
