@@ -14,8 +14,10 @@
 //! asks the system for memory.
 
 use alloc::alloc::{alloc, dealloc, Layout};
+#[cfg(not(loom))]
 use alloc::vec::Vec;
 use core::arch::global_asm;
+#[cfg(not(loom))]
 use locks::TtsLock;
 
 /// Bytes of every thread's stack (header included), a power of two.
@@ -28,15 +30,28 @@ const INITIAL_FPU: u64 = 0x1F80 | (0x037F << 32);
 /// Most stacks the process-wide pool keeps.
 pub const POOL_MAX: usize = 4096;
 
-/// Stacks given back, for any runtime's next threads.
+/// Stacks given back, for any runtime's next threads (loom builds, which only run the
+/// models, have none: loom's locks cannot be made in a `static`).
+#[cfg(not(loom))]
 static POOL: TtsLock<Vec<Stack>> = TtsLock::new(Vec::new());
 
 /// A stack from the pool, else a fresh one; `None` when memory is short.
 pub fn take_pooled() -> Option<Stack> {
-    POOL.with(|p| p.pop()).or_else(Stack::new)
+    #[cfg(not(loom))]
+    if let Some(s) = POOL.with(|p| p.pop()) {
+        return Some(s);
+    }
+    Stack::new()
 }
 
 /// Gives `stack` to the pool (freed if the pool is full).
+#[cfg(loom)]
+pub fn give_to_pool(stack: Stack) {
+    drop(stack);
+}
+
+/// Gives `stack` to the pool (freed if the pool is full).
+#[cfg(not(loom))]
 pub fn give_to_pool(stack: Stack) {
     let full = POOL.with(|p| {
         if p.len() < POOL_MAX {

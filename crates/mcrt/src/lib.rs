@@ -28,6 +28,7 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+mod atomics;
 pub mod config;
 pub mod context;
 pub mod future;
@@ -36,6 +37,7 @@ pub mod host;
 pub mod hosted;
 pub mod malloc;
 pub mod omp;
+mod park;
 mod predicate;
 pub mod pthread;
 mod queue;

@@ -2,9 +2,9 @@
 //! order, under a TTS or a ticket lock (Figure 7 compares the two). A processor takes the
 //! first thread whose predicate holds; the others keep their places.
 
+use crate::atomics::{AtomicUsize, Ordering};
 use crate::config::QueueLock;
 use alloc::collections::VecDeque;
-use core::sync::atomic::{AtomicUsize, Ordering};
 use locks::{TicketLock, TtsLock};
 
 /// Threads in a queue, by pointer to their headers.
@@ -80,6 +80,37 @@ mod tests {
             assert_eq!(q.take(|_| true), Some(3));
             assert_eq!(q.take(|_| true), Some(4));
             assert_eq!(q.take(|_| true), None);
+        }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    /// An owner queues two threads and takes one while a thief steals: each entry is taken
+    /// exactly once (by the owner, the thief, or the final drain), whatever the thief's
+    /// lock-free look at the count saw.
+    #[test]
+    fn stealing_never_loses_or_duplicates_an_entry() {
+        for lock in [QueueLock::Tts, QueueLock::Ticket] {
+            loom::model(move || {
+                let q = Arc::new(TaskQueue::new(lock));
+                let thief_q = q.clone();
+                let thief = loom::thread::spawn(move || thief_q.take(|_| true));
+                q.push(1);
+                q.push(2);
+                let mine = q.take(|t| t == 1 || t == 2);
+                let stolen = thief.join().unwrap();
+                let mut seen: alloc::vec::Vec<Entry> =
+                    [mine, stolen].into_iter().flatten().collect();
+                while let Some(t) = q.take(|_| true) {
+                    seen.push(t);
+                }
+                seen.sort_unstable();
+                assert_eq!(seen, [1, 2]);
+            });
         }
     }
 }

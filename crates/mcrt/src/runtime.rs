@@ -15,6 +15,7 @@
 use crate::config::Config;
 use crate::context::{self, Stack, STACK_BYTES};
 use crate::host::Host;
+use crate::park::Parking;
 use crate::predicate::Predicate;
 use crate::queue::TaskQueue;
 use alloc::boxed::Box;
@@ -125,8 +126,8 @@ pub(crate) struct Shared {
     pub(crate) queues: Vec<TaskQueue>,
     processors: Vec<Processor>,
     /// Bumped by [`notify`]; parked processors sleep on it.
-    epoch: AtomicU32,
-    sleepers: AtomicU32,
+    /// Where idle processors sleep ([`crate::park`]).
+    parking: Parking,
     /// Processors in their idle loops (futures go to them, §2.1).
     pub(crate) idle_processors: AtomicUsize,
     stopping: AtomicBool,
@@ -329,14 +330,9 @@ pub fn notify() {
 }
 
 pub(crate) fn notify_if_parked(rt: &Shared) {
-    // Dekker with the parking processor (`idle_main`): our store (a queued thread, a lock
-    // released) before our read of `sleepers`; its increment of `sleepers` before its
-    // second look for work. Without the fence both could miss, and the processor would
-    // sleep out its timeout.
-    core::sync::atomic::fence(Ordering::SeqCst);
-    if rt.sleepers.load(Ordering::Relaxed) > 0 {
-        rt.epoch.fetch_add(1, Ordering::SeqCst);
-        rt.host().wake(&rt.epoch);
+    // Dekker with the parking processor (`idle_main`), see `crate::park`.
+    if rt.parking.must_wake() {
+        rt.parking.wake(rt.host());
     }
 }
 
@@ -487,20 +483,19 @@ fn idle_main(index: usize, rt: &Shared) {
             continue;
         }
         rounds = 0;
-        rt.sleepers.fetch_add(1, Ordering::SeqCst);
-        let epoch = rt.epoch.load(Ordering::SeqCst);
+        let epoch = rt.parking.announce();
         // Looked again after announcing the sleep: a notify from now on wakes us.
         let work = find_work(rt, p);
         if let Some(t) = work {
-            rt.sleepers.fetch_sub(1, Ordering::SeqCst);
+            rt.parking.retract();
             switch_to(me, t, Pending::None);
             continue;
         }
         if !rt.stopping.load(Ordering::Acquire) && !crate::future::any_queued(rt) {
             rt.stats.parks.fetch_add(1, Ordering::Relaxed);
-            rt.host().wait(&rt.epoch, epoch, PARK_US);
+            rt.parking.sleep(rt.host(), epoch, PARK_US);
         }
-        rt.sleepers.fetch_sub(1, Ordering::SeqCst);
+        rt.parking.retract();
     }
     // Back to the system thread's stack (`processor_main`).
     // SAFETY: `host_sp` was saved by the switch into this loop, on a stack still live.
@@ -573,8 +568,7 @@ pub fn run<R: Send + 'static>(
         futures: crate::future::FutureQueues::new(config.processors),
         config,
         processors,
-        epoch: AtomicU32::new(0),
-        sleepers: AtomicU32::new(0),
+        parking: Parking::new(),
         idle_processors: AtomicUsize::new(0),
         stopping: AtomicBool::new(false),
         live: AtomicUsize::new(0),
@@ -590,8 +584,8 @@ pub fn run<R: Send + 'static>(
         // SAFETY: the runtime outlives its threads.
         let rt = unsafe { &*(rt_addr as *const Shared) };
         rt.stopping.store(true, Ordering::Release);
-        rt.epoch.fetch_add(1, Ordering::SeqCst);
-        rt.host().wake(&rt.epoch);
+        rt.parking.move_on();
+        rt.parking.wake(rt.host());
     });
     let first = rt.config.spawn_to[0][0];
     let main_task = make_task(&rt, None, first, main_body, false).ok_or(crate::Error::NoMemory)?;

@@ -1,0 +1,108 @@
+//! How idle processors sleep without missing work (McRT §2.5: the host adaptor parks an
+//! idle processor). A processor about to sleep announces itself, then looks for work once
+//! more, then sleeps on the epoch word it read while announcing; whoever adds work (or
+//! makes a predicate true) then looks for sleepers and, if any, moves the epoch on and
+//! wakes them. The two sides form Dekker's pattern, so at least one sees the other: either
+//! the sleeper's second look finds the work, or the waker sees the sleeper and its epoch
+//! change makes the sleep return at once. The loom model below checks it.
+
+use crate::atomics::{fence, AtomicU32, Ordering};
+
+/// The parking state of one runtime.
+pub(crate) struct Parking {
+    /// Moved on by every wake; sleepers sleep while it holds the value they read.
+    epoch: AtomicU32,
+    /// Processors between announcing a sleep and leaving it.
+    sleepers: AtomicU32,
+}
+
+impl Parking {
+    pub(crate) fn new() -> Parking {
+        Parking { epoch: AtomicU32::new(0), sleepers: AtomicU32::new(0) }
+    }
+
+    /// A processor is about to sleep: it counts itself, and gets the epoch to sleep on.
+    /// It must look for work once more before it sleeps.
+    pub(crate) fn announce(&self) -> u32 {
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        // Our count before our second look for work (the fence pairs with `must_wake`'s;
+        // the model fails without it: the count alone does not order the look).
+        fence(Ordering::SeqCst);
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// The processor is awake again (or did not sleep after all).
+    pub(crate) fn retract(&self) {
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// After adding work: true (and the epoch moved on) if a processor may be asleep and
+    /// must be woken on [`Parking::word`].
+    pub(crate) fn must_wake(&self) -> bool {
+        // Our store (a queued thread, a released lock) before our read of `sleepers`.
+        fence(Ordering::SeqCst);
+        if self.sleepers.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        true
+    }
+
+    /// Moves the epoch on unconditionally (the runtime stops: every sleeper must wake).
+    pub(crate) fn move_on(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Sleeps on the host while the epoch is still `epoch`, at most `timeout_us`.
+    pub(crate) fn sleep(&self, host: &dyn crate::Host, epoch: u32, timeout_us: u64) {
+        #[cfg(not(loom))]
+        host.wait(&self.epoch, epoch, timeout_us);
+        #[cfg(loom)]
+        let _ = (host, epoch, timeout_us); // loom builds only run the models
+    }
+
+    /// Wakes every processor sleeping on the host.
+    pub(crate) fn wake(&self, host: &dyn crate::Host) {
+        #[cfg(not(loom))]
+        host.wake(&self.epoch);
+        #[cfg(loom)]
+        let _ = host;
+    }
+
+    #[cfg(all(test, loom))]
+    fn epoch_now(&self) -> u32 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use crate::atomics::AtomicUsize;
+    use loom::sync::Arc;
+
+    /// A waker queues one unit of work and wakes; a processor parks. The processor never
+    /// goes to sleep (epoch unchanged at the end, so the futex wait would not return)
+    /// while the work it missed sits queued.
+    #[test]
+    fn no_processor_sleeps_through_new_work() {
+        loom::model(|| {
+            let park = Arc::new(Parking::new());
+            let work = Arc::new(AtomicUsize::new(0));
+            let (p2, w2) = (park.clone(), work.clone());
+            let waker = loom::thread::spawn(move || {
+                w2.store(1, Ordering::Relaxed);
+                p2.must_wake();
+            });
+            let epoch = park.announce();
+            let found = work.swap(0, Ordering::Relaxed) == 1;
+            let slept = !found && park.epoch_now() == epoch;
+            waker.join().unwrap();
+            if slept {
+                // The futex wait returns when the epoch moves; it must have.
+                assert_ne!(park.epoch_now(), epoch, "slept through queued work");
+            }
+            park.retract();
+        });
+    }
+}
