@@ -9,10 +9,16 @@ use std::process::{Command, Stdio};
 use crate::build;
 use crate::test::Tally;
 
-/// Loom model checks: (package, test target). Each builds with `--cfg loom` in
-/// `target/loom`, so it does not invalidate the ordinary build.
-const LOOM_TESTS: &[(&str, &str)] =
-    &[("return-stack", "loom"), ("urpc", "loom"), ("locks", "loom")];
+/// Loom model checks: (package, what to test: a test target, or the library's tests whose
+/// names contain `loom`). Each builds with `--cfg loom` in `target/loom`, so it does not
+/// invalidate the ordinary build.
+const LOOM_TESTS: &[(&str, &[&str])] = &[
+    ("return-stack", &["--test", "loom"]),
+    ("urpc", &["--test", "loom"]),
+    ("locks", &["--test", "loom"]),
+    // McRT: stealing from a task queue and parking (`src/queue.rs`, `src/park.rs`).
+    ("mcrt", &["--lib", "loom"]),
+];
 
 /// Runs all host tests, printing cargo's output and adding the results to `tally`.
 pub fn run_all(tally: &mut Tally) {
@@ -23,13 +29,14 @@ pub fn run_all(tally: &mut Tally) {
     run_cargo_test("host", command, tally);
 
     for (package, test) in LOOM_TESTS {
-        println!("== host: loom model check {package}/{test}");
+        let name = test.last().copied().unwrap_or("loom");
+        println!("== host: loom model check {package}/{name}");
         let loom_dir = build::target_dir().join("loom");
         let mut command = build::cargo();
         command.env("RUSTFLAGS", "--cfg loom");
-        command.args(["test", "--release", "-p", package, "--test", test]);
+        command.args(["test", "--release", "-p", package]).args(test.iter());
         command.arg("--target-dir").arg(loom_dir);
-        run_cargo_test(&format!("loom {package}/{test}"), command, tally);
+        run_cargo_test(&format!("loom {package}/{name}"), command, tally);
     }
 }
 
