@@ -185,14 +185,18 @@ global_asm!(
     "sub rsp, 8",
     "stmxcsr [rsp]",
     "fnstcw [rsp + 4]",
+    // Reloading the control words costs more than comparing them: most threads never
+    // change them, so reload only what differs. (Each is read back at the size it was
+    // stored, so the loads are forwarded from the stores.)
+    "mov eax, [rsp]",
+    "movzx ecx, word ptr [rsp + 4]",
     "mov [rdi], rsp",
     "mov rsp, rsi",
-    // Reloading the control words costs more than comparing them: most threads never
-    // change them, so reload only what differs.
-    "mov rax, [rdi]",
-    "mov rax, [rax]",
-    "cmp rax, [rsp]",
+    "cmp eax, [rsp]",
+    "jne 3f",
+    "cmp cx, [rsp + 4]",
     "je 2f",
+    "3:",
     "ldmxcsr [rsp]",
     "fldcw [rsp + 4]",
     "2:",

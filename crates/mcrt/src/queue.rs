@@ -51,16 +51,37 @@ impl TaskQueue {
         self.with(|q| q.push_back(t));
     }
 
+    /// Takes the first entry `ready` accepts and puts `me` at the back in its place, under
+    /// one hold of the lock (a yield's fast path); `None`, and `me` not queued, if no entry
+    /// is ready.
+    pub(crate) fn swap(&self, me: Entry, ready: impl Fn(Entry) -> bool) -> Option<Entry> {
+        if self.queued.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.with(|q| {
+            let t = take_first(q, &ready)?;
+            q.push_back(me);
+            Some(t)
+        })
+    }
+
     /// Takes the first entry `ready` accepts.
     pub(crate) fn take(&self, ready: impl Fn(Entry) -> bool) -> Option<Entry> {
         if self.queued.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        self.with(|q| {
-            let at = q.iter().position(|&t| ready(t))?;
-            q.remove(at)
-        })
+        self.with(|q| take_first(q, &ready))
     }
+}
+
+/// Removes and returns the first entry `ready` accepts (the front, most often, taken at
+/// once).
+fn take_first(q: &mut VecDeque<Entry>, ready: &impl Fn(Entry) -> bool) -> Option<Entry> {
+    if ready(*q.front()?) {
+        return q.pop_front();
+    }
+    let at = q.iter().position(|&t| ready(t))?;
+    q.remove(at)
 }
 
 #[cfg(test)]

@@ -68,6 +68,11 @@ pub(crate) struct Task {
     /// True while it is switched out by its own yield (the STM may abort its transaction
     /// only then, §2.4).
     pub(crate) yielded: AtomicBool,
+    /// True from when a processor switches to it until it has left its stack again. A
+    /// yielding thread is queued while still on its stack (one hold of the queue's lock
+    /// both takes the next thread and queues it); a processor that takes it waits for this
+    /// to clear before switching to it.
+    on_cpu: AtomicBool,
     /// True for a processor's idle loop (not a thread of the program).
     idle: bool,
 }
@@ -78,6 +83,8 @@ enum Pending {
     None,
     /// Put the thread that switched out back in its queue.
     Requeue(*const Task),
+    /// The thread that switched out is already queued: mark it off the CPU.
+    Release(*const Task),
     /// The thread that switched out has ended.
     Retire(*const Task),
 }
@@ -211,24 +218,40 @@ fn switch_to(me: &Task, next: *const Task, pending: Pending) {
     // SAFETY: `next` was taken from a queue (or is this processor's idle loop), so no
     // other processor runs it; `me`'s header outlives the switch.
     unsafe {
+        // A yielding thread taken from a queue may still be leaving its stack elsewhere.
+        // (An idle loop is never queued: it is this processor's alone.)
+        if !(*next).idle {
+            while (*next).on_cpu.load(Ordering::Acquire) {
+                core::hint::spin_loop();
+            }
+            (*next).on_cpu.store(true, Ordering::Relaxed);
+        }
         (*next).processor.set(p.index);
         context::switch(me.sp.get(), *(*next).sp.get());
     }
-    after_switch();
+    after_switch(me);
 }
 
-/// What the thread just switched in does first: the pending action of the one it replaced.
-fn after_switch() {
-    let me = current();
+/// What the thread `me`, just switched in, does first: the pending action of the one it
+/// replaced.
+fn after_switch(me: &Task) {
     let p = me.proc();
     match p.pending.replace(Pending::None) {
         Pending::None => {}
         Pending::Requeue(t) => {
             // SAFETY: the thread has left its stack; it is ours to queue.
             let t = unsafe { &*t };
-            t.yielded.store(true, Ordering::Release);
+            t.yielded.store(true, Ordering::Relaxed);
+            t.on_cpu.store(false, Ordering::Relaxed);
             me.rt().queues[t.queue.get()].push(t as *const Task as usize);
             notify_if_parked(me.rt());
+        }
+        Pending::Release(t) => {
+            // SAFETY: the thread has left its stack; it sits in its queue.
+            let t = unsafe { &*t };
+            t.yielded.store(true, Ordering::Relaxed);
+            // Release: whoever takes it next sees every write it made.
+            t.on_cpu.store(false, Ordering::Release);
         }
         Pending::Retire(t) => {
             // SAFETY: the thread has left its stack for good.
@@ -265,11 +288,30 @@ fn find_work(rt: &Shared, p: &Processor) -> Option<*const Task> {
 pub fn yield_now() {
     let me = current();
     let (rt, p) = (me.rt(), me.proc());
-    let next =
-        if rt.stopping.load(Ordering::Acquire) { Some(p.idle.get()) } else { find_work(rt, p) };
-    if let Some(next) = next {
+    if rt.stopping.load(Ordering::Acquire) {
+        switch_to(me, p.idle.get(), Pending::Requeue(me));
+        return;
+    }
+    if let Some(next) = swap_with_next(me) {
+        switch_to(me, next, Pending::Release(me));
+    } else if let Some(next) = find_work(rt, p) {
         switch_to(me, next, Pending::Requeue(me));
     }
+}
+
+/// The fast path of a yield or a block: takes the next ready thread from `me`'s own queue
+/// (if `me`'s processor snoops it first) and queues `me` in the same hold of its lock.
+fn swap_with_next(me: &Task) -> Option<*const Task> {
+    let (rt, p) = (me.rt(), me.proc());
+    let home = me.queue.get();
+    if rt.config.snoop[p.index].first() != Some(&home) {
+        return None;
+    }
+    let next = rt.queues[home].swap(me as *const Task as usize, |t| {
+        // SAFETY: entries are headers of queued threads.
+        unsafe { (*(t as *const Task)).runnable() }
+    })?;
+    Some(next as *const Task)
 }
 
 /// What the running thread `me` switches to when it blocks or ends: the next thread whose
@@ -290,9 +332,19 @@ pub(crate) fn block_until(pred: Predicate) {
     }
     let me = current();
     me.wait.set(Some(pred));
-    let next = next_or_idle(me);
-    switch_to(me, next, Pending::Requeue(me));
+    if rt_stopping(me) {
+        switch_to(me, me.proc().idle.get(), Pending::Requeue(me));
+    } else if let Some(next) = swap_with_next(me) {
+        switch_to(me, next, Pending::Release(me));
+    } else {
+        let next = next_or_idle(me);
+        switch_to(me, next, Pending::Requeue(me));
+    }
     me.wait.set(None);
+}
+
+fn rt_stopping(me: &Task) -> bool {
+    me.rt().stopping.load(Ordering::Acquire)
 }
 
 /// Moves the calling thread to queue `queue` (another scheduling domain, §2.2) and
@@ -367,6 +419,7 @@ pub(crate) fn make_task(
             heap: Cell::new(0),
             tx: Cell::new(0),
             yielded: AtomicBool::new(false),
+            on_cpu: AtomicBool::new(false),
             idle,
         });
         // The stack starts below the header (16-aligned, as `HEADER_AT` is).
@@ -394,9 +447,9 @@ fn take_stack(rt: &Shared, creator: Option<&Task>) -> Option<Stack> {
 
 /// Every thread starts here, on its own stack.
 extern "C" fn task_main(task: usize) -> ! {
-    after_switch();
     // SAFETY: `task` is this thread's header (made by `make_task`).
     let me = unsafe { &*(task as *const Task) };
+    after_switch(me);
     if let Some(entry) = me.entry.take() {
         entry();
     }
