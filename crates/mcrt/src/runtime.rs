@@ -577,6 +577,13 @@ fn processor_main(rt: &Shared, index: usize) {
         context::switch(p.host_sp.get(), *(*idle).sp.get());
     }
     drop(inside);
+    // SAFETY: the idle loop has stopped; its header is ours. (Futures it ran allocated
+    // on its heap: the blocks go to the pool as a thread's do.)
+    unsafe {
+        if (*idle).heap.get() != 0 {
+            crate::malloc::on_thread_exit(&*idle);
+        }
+    }
     free_task_on(idle, None);
     // SAFETY: the processor has stopped; nothing else touches its cache.
     for stack in unsafe { (*p.stacks.get()).drain(..) } {
@@ -650,7 +657,14 @@ pub fn run<R: Send + 'static>(
     // Whatever is left in the queues will not run.
     for q in &rt.queues {
         while let Some(t) = q.take(|_| true) {
-            free_task_on(t as *const Task, None);
+            let t = t as *const Task;
+            // SAFETY: a queued thread that will never run again; its header is ours.
+            unsafe {
+                if (*t).heap.get() != 0 {
+                    crate::malloc::on_thread_exit(&*t);
+                }
+            }
+            free_task_on(t, None);
         }
     }
     crate::future::drain(&rt);
