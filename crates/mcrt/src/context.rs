@@ -23,12 +23,15 @@ use locks::TtsLock;
 /// Bytes of every thread's stack (header included), a power of two.
 pub const STACK_BYTES: usize = 64 * 1024;
 
+/// Bytes at the very top of every stack that the stack itself keeps (above the header).
+pub const STACK_RESERVED: usize = 64;
+
 /// The MXCSR and x87 control word a new thread starts with (the power-on defaults: every
 /// exception masked, round to nearest).
 const INITIAL_FPU: u64 = 0x1F80 | (0x037F << 32);
 
 /// Most stacks the process-wide pool keeps.
-pub const POOL_MAX: usize = 4096;
+pub const POOL_MAX: usize = 1024;
 
 /// Stacks given back, for any runtime's next threads (loom builds, which only run the
 /// models, have none: loom's locks cannot be made in a `static`).
@@ -73,25 +76,41 @@ pub struct Stack {
 unsafe impl Send for Stack {}
 
 impl Stack {
-    /// The memory a stack is carved from: twice its size, so an aligned stack fits
-    /// anywhere in it (hosts such as Atoll's heap do not align beyond a page).
-    fn layout() -> Layout {
+    /// A stack's memory: its size, aligned to it.
+    fn aligned() -> Layout {
+        // A constant, valid layout (a power-of-two size and alignment).
+        Layout::from_size_align(STACK_BYTES, STACK_BYTES).unwrap_or(Layout::new::<u8>())
+    }
+
+    /// The memory a stack is carved from when the allocator cannot align that far: twice
+    /// its size, so an aligned stack fits anywhere in it.
+    fn carved() -> Layout {
         // A constant, valid layout.
         Layout::from_size_align(2 * STACK_BYTES, 16).unwrap_or(Layout::new::<u8>())
     }
 
     /// A fresh stack, or `None` when memory is short. The allocation's address is kept in
-    /// the stack's lowest word (only an overflow reaches it).
+    /// the stack's last word (in [`STACK_RESERVED`], on the page a thread's header and first
+    /// frames use anyway, so a new stack touches one page).
     pub fn new() -> Option<Stack> {
-        // SAFETY: the layout has a non-zero size.
-        let raw = unsafe { alloc(Self::layout()) };
+        // SAFETY: the layouts have non-zero sizes.
+        let mut raw = unsafe { alloc(Self::aligned()) };
+        if raw.is_null() {
+            // SAFETY: as above.
+            raw = unsafe { alloc(Self::carved()) };
+        }
         if raw.is_null() {
             return None;
         }
         let base = (raw as usize + STACK_BYTES - 1) & !(STACK_BYTES - 1);
         // SAFETY: `base .. base + STACK_BYTES` lies inside the allocation.
-        unsafe { (base as *mut *mut u8).write(raw) };
+        unsafe { Self::raw_slot(base as *mut u8).write(raw) };
         Some(Stack { base: base as *mut u8 })
+    }
+
+    /// Where the stack at `base` keeps its allocation's address.
+    fn raw_slot(base: *mut u8) -> *mut *mut u8 {
+        (base as usize + STACK_BYTES - 8) as *mut *mut u8
     }
 
     /// Its lowest address (where the thread header lives).
@@ -117,9 +136,13 @@ impl Stack {
 
 impl Drop for Stack {
     fn drop(&mut self) {
-        // SAFETY: `new` stored the allocation's address in the lowest word; it was
-        // allocated with this layout, and is ours.
-        unsafe { dealloc((self.base as *const *mut u8).read(), Self::layout()) }
+        // SAFETY: `new` stored the allocation's address in the last word; it was aligned
+        // (the stack is the whole allocation) or carved, with the matching layout; ours.
+        unsafe {
+            let raw = Self::raw_slot(self.base).read();
+            let layout = if raw == self.base { Self::aligned() } else { Self::carved() };
+            dealloc(raw, layout)
+        }
     }
 }
 

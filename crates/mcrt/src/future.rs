@@ -15,7 +15,7 @@ use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use locks::TtsLock;
 
 const PENDING: u32 = 0;
@@ -74,11 +74,17 @@ unsafe impl<T: Send> Send for Future<T> {}
 /// Each processor's queue of futures not yet started.
 pub(crate) struct FutureQueues {
     queues: Vec<TtsLock<VecDeque<Arc<dyn Job>>>>,
+    /// Futures queued in all (kept under the queues' locks, read without them: idle
+    /// processors look here before they take any lock).
+    queued: AtomicUsize,
 }
 
 impl FutureQueues {
     pub(crate) fn new(processors: usize) -> FutureQueues {
-        FutureQueues { queues: (0..processors).map(|_| TtsLock::new(VecDeque::new())).collect() }
+        FutureQueues {
+            queues: (0..processors).map(|_| TtsLock::new(VecDeque::new())).collect(),
+            queued: AtomicUsize::new(0),
+        }
     }
 }
 
@@ -106,7 +112,10 @@ pub fn spawn_with<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
         job.run_if_pending();
     } else {
         let p = runtime::processor();
-        rt.futures.queues[p].with(|q| q.push_back(job.clone()));
+        rt.futures.queues[p].with(|q| {
+            q.push_back(job.clone());
+            rt.futures.queued.fetch_add(1, Ordering::Relaxed);
+        });
         runtime::notify_if_parked(rt);
     }
     Future { job, value, state }
@@ -142,10 +151,19 @@ impl<T> Future<T> {
 /// An idle processor's turn: evaluates one queued future (its own queue's newest first,
 /// then the oldest of another's); true if it ran one.
 pub(crate) fn run_one(rt: &Shared, processor: usize) -> bool {
+    if rt.futures.queued.load(Ordering::Relaxed) == 0 {
+        return false;
+    }
     let n = rt.futures.queues.len();
     for k in 0..n {
         let q = &rt.futures.queues[(processor + k) % n];
-        let job = q.with(|q| if k == 0 { q.pop_back() } else { q.pop_front() });
+        let job = q.with(|q| {
+            let job = if k == 0 { q.pop_back() } else { q.pop_front() };
+            if job.is_some() {
+                rt.futures.queued.fetch_sub(1, Ordering::Relaxed);
+            }
+            job
+        });
         if let Some(job) = job {
             if job.run_if_pending() {
                 runtime::notify_if_parked(rt);
@@ -158,7 +176,7 @@ pub(crate) fn run_one(rt: &Shared, processor: usize) -> bool {
 
 /// True if any future is queued.
 pub(crate) fn any_queued(rt: &Shared) -> bool {
-    rt.futures.queues.iter().any(|q| q.with(|q| !q.is_empty()))
+    rt.futures.queued.load(Ordering::Relaxed) != 0
 }
 
 /// Drops every queued future (the runtime stopped).
@@ -166,4 +184,5 @@ pub(crate) fn drain(rt: &Shared) {
     for q in &rt.futures.queues {
         q.with(|q| q.clear());
     }
+    rt.futures.queued.store(0, Ordering::Relaxed);
 }

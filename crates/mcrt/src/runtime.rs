@@ -31,12 +31,14 @@ const SPIN_ROUNDS: u32 = 200;
 /// Longest a parked processor sleeps before it looks again: a thread waiting on a word
 /// that was written without [`notify`] is noticed within this time.
 const PARK_US: u64 = 1000;
-/// Stacks each processor keeps for new threads.
-const STACK_CACHE: usize = 256;
+/// Stacks each processor keeps for new threads (more go to the process-wide pool, where
+/// every processor finds them: a thread that moves between processors must not leave
+/// stacks stranded in one's cache).
+const STACK_CACHE: usize = 16;
 
 /// Where a thread's header sits in its stack: at the top, 64-byte aligned (its first
 /// frames start just below it).
-const HEADER_AT: usize = STACK_BYTES - ((size_of::<Task>() + 63) & !63);
+const HEADER_AT: usize = STACK_BYTES - context::STACK_RESERVED - ((size_of::<Task>() + 63) & !63);
 
 /// `Task::state` bits.
 pub(crate) const DONE: u32 = 1;

@@ -31,6 +31,8 @@ const GROW_MIN: u64 = 1 << 20;
 /// Largest segment added in one step (one step may be bigger for one big block).
 const GROW_MAX: u64 = 64 << 20;
 const PAGE: u64 = 4096;
+/// The largest alignment the heap gives (a block's class is at least its alignment).
+const ALIGN_MAX: u64 = 64 * 1024;
 /// Spins on a busy heap lock before the waiter yields its core.
 const SPINS_BEFORE_YIELD: u32 = 256;
 
@@ -103,9 +105,9 @@ impl State {
             return head;
         }
         let size = 1u64 << (class as u32 + MIN_SHIFT);
-        // Blocks up to a page are aligned to their size, bigger ones to a page (larger
-        // alignments are refused in `alloc`).
-        let at = self.next.next_multiple_of(size.min(PAGE));
+        // Blocks up to 64 KiB are aligned to their size (McRT's stacks need theirs), bigger
+        // ones to 64 KiB (larger alignments are refused in `alloc`).
+        let at = self.next.next_multiple_of(size.min(ALIGN_MAX));
         let Some(block_end) = at.checked_add(size) else { return 0 };
         if block_end > self.end && !self.grow(block_end) {
             return 0;
@@ -114,15 +116,25 @@ impl State {
         at
     }
 
-    /// Maps a new segment at the end of the heap so it reaches at least `need`.
+    /// Maps a new segment at the end of the heap so it reaches at least `need`: the usual
+    /// doubling step, or, if the calling core cannot back that much (a segment may not
+    /// exceed its core's free memory), just what is needed.
     fn grow(&mut self, need: u64) -> bool {
         let used = self.end - HEAP_BASE;
-        let step = used.clamp(GROW_MIN, GROW_MAX).max((need - self.end).next_multiple_of(PAGE));
+        let least = (need - self.end).next_multiple_of(PAGE);
+        let step = used.clamp(GROW_MIN, GROW_MAX).max(least);
         if self.end + step > HEAP_BASE + HEAP_LIMIT {
             return false;
         }
         let home = home_share();
-        let Ok(seg) = segment_alloc(home, step) else { return false };
+        let mut got = None;
+        for size in [step, least.max(GROW_MIN).min(step), least] {
+            if let Ok(seg) = segment_alloc(home, size) {
+                got = Some((size, seg));
+                break;
+            }
+        }
+        let Some((step, seg)) = got else { return false };
         let ar = root_ar_ref();
         let set = ArSetSeg {
             ar: [ar.share, ar.object],
@@ -155,7 +167,7 @@ impl State {
 // are powers of two at least the alignment; see `State::alloc`).
 unsafe impl GlobalAlloc for Heap {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if layout.align() as u64 > PAGE {
+        if layout.align() as u64 > ALIGN_MAX {
             return core::ptr::null_mut();
         }
         match class_of(layout) {

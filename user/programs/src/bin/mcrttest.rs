@@ -250,9 +250,14 @@ fn keys() -> Check {
 
 fn many() -> Check {
     let mut done = 0u64;
-    for _ in 0..100 {
+    for batch in 0..100 {
         let hs: Vec<_> = (0..100)
-            .map(|_| mcrt::spawn(|| 1u64).map_err(|_| "spawn failed"))
+            .map(|i| {
+                mcrt::spawn(|| 1u64).map_err(|e| {
+                    println!("mcrttest: batch {batch} thread {i}: {e:?}; {:?}", mcrt::stats());
+                    "spawn failed"
+                })
+            })
             .collect::<Result<_, _>>()?;
         done += hs.into_iter().map(|h| h.join().unwrap_or(0)).sum::<u64>();
     }
