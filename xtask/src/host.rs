@@ -16,8 +16,10 @@ const LOOM_TESTS: &[(&str, &[&str])] = &[
     ("return-stack", &["--test", "loom"]),
     ("urpc", &["--test", "loom"]),
     ("locks", &["--test", "loom"]),
-    // McRT: stealing from a task queue and parking (`src/queue.rs`, `src/park.rs`).
+    // McRT: stealing from a task queue and parking (`src/queue.rs`, `src/park.rs`), and
+    // the STM's commit/validate protocol (`src/stm/protocol.rs`).
     ("mcrt", &["--lib", "loom"]),
+    ("mcrt", &["--test", "loom_stm"]),
 ];
 
 /// Runs all host tests, printing cargo's output and adding the results to `tally`.

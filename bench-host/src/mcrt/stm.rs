@@ -1,6 +1,389 @@
-//! mcrt_stm (being written).
+//! mcrt_stm (McRT Figure 12): a concurrent AVL tree, 80 % lookups and 20 % updates (half
+//! inserts, half deletes) over a small key range, with the whole operation in one
+//! critical section: one coarse lock (`mcrt::sync::Mutex`) against McRT's STM over the
+//! same coarse atomic blocks (object and cache-line conflict detection), on McRT threads
+//! (one per processor, pinned), and the same tree under the `stm-core` crate on std
+//! threads. Reports operations per second at 1 and 2 cores.
+//!
+//! The tree is written once, over [`Mem`] (a node's left, right and height fields); each
+//! variant supplies the memory. Node `k` holds key `k` (nodes live in an arena indexed by
+//! key, since a key is in the tree at most once), so no variant allocates.
 
-/// The experiment's RESULT lines.
-pub fn run(_quick: bool) -> Vec<String> {
-    Vec::new()
+use super::{line, median_of};
+use mcrt::hosted::LinuxHost;
+use mcrt::stm::{self, Abort, Granularity, TCell, Tx};
+use mcrt::sync::{Mutex, MutexKind};
+use mcrt::{Config, Policy};
+use std::sync::Arc;
+use std::time::Instant;
+
+const EXPERIMENT: &str = "mcrt_stm";
+/// Keys 0..KEYS (the tree holds about half of them).
+const KEYS: u32 = 256;
+/// The empty link.
+const NIL: u32 = u32::MAX;
+/// The slot whose left link is the root.
+const ROOT: u32 = KEYS;
+/// Field numbers.
+const LEFT: usize = 0;
+const RIGHT: usize = 1;
+const HEIGHT: usize = 2;
+
+/// A tree's memory: read and write field `f` of node `n`.
+trait Mem {
+    type E;
+    fn get(&mut self, n: u32, f: usize) -> Result<u32, Self::E>;
+    fn set(&mut self, n: u32, f: usize, v: u32) -> Result<(), Self::E>;
+}
+
+// ---------------------------------------------------------------------------------------
+// The AVL tree (writes only what changes, so that updates conflict only where they must).
+
+fn height<M: Mem>(m: &mut M, n: u32) -> Result<u32, M::E> {
+    if n == NIL {
+        Ok(0)
+    } else {
+        m.get(n, HEIGHT)
+    }
+}
+
+/// Sets `n`'s height from its children's.
+fn fix<M: Mem>(m: &mut M, n: u32) -> Result<(), M::E> {
+    let (l, r) = (m.get(n, LEFT)?, m.get(n, RIGHT)?);
+    let h = 1 + height(m, l)?.max(height(m, r)?);
+    if m.get(n, HEIGHT)? != h {
+        m.set(n, HEIGHT, h)?;
+    }
+    Ok(())
+}
+
+/// Rotates the subtree at `n` towards `side` (LEFT: its right child rises); the new root.
+fn rotate<M: Mem>(m: &mut M, n: u32, side: usize) -> Result<u32, M::E> {
+    let other = 1 - side;
+    let c = m.get(n, other)?;
+    let inner = m.get(c, side)?;
+    m.set(n, other, inner)?;
+    m.set(c, side, n)?;
+    fix(m, n)?;
+    fix(m, c)?;
+    Ok(c)
+}
+
+/// Rebalances the subtree at `n`; the new root.
+fn balance<M: Mem>(m: &mut M, n: u32) -> Result<u32, M::E> {
+    fix(m, n)?;
+    let (l, r) = (m.get(n, LEFT)?, m.get(n, RIGHT)?);
+    let (hl, hr) = (height(m, l)?, height(m, r)?);
+    if hl > hr + 1 {
+        let (ll, lr) = (m.get(l, LEFT)?, m.get(l, RIGHT)?);
+        if height(m, ll)? < height(m, lr)? {
+            let nl = rotate(m, l, LEFT)?;
+            m.set(n, LEFT, nl)?;
+        }
+        return rotate(m, n, RIGHT);
+    }
+    if hr > hl + 1 {
+        let (rl, rr) = (m.get(r, LEFT)?, m.get(r, RIGHT)?);
+        if height(m, rr)? < height(m, rl)? {
+            let nr = rotate(m, r, RIGHT)?;
+            m.set(n, RIGHT, nr)?;
+        }
+        return rotate(m, n, LEFT);
+    }
+    Ok(n)
+}
+
+/// Sets `n`'s link `f` to `v` if it differs.
+fn relink<M: Mem>(m: &mut M, n: u32, f: usize, v: u32) -> Result<(), M::E> {
+    if m.get(n, f)? != v {
+        m.set(n, f, v)?;
+    }
+    Ok(())
+}
+
+fn insert_at<M: Mem>(m: &mut M, n: u32, k: u32) -> Result<u32, M::E> {
+    if n == NIL {
+        m.set(k, LEFT, NIL)?;
+        m.set(k, RIGHT, NIL)?;
+        m.set(k, HEIGHT, 1)?;
+        return Ok(k);
+    }
+    if k == n {
+        return Ok(n);
+    }
+    let f = if k < n { LEFT } else { RIGHT };
+    let c = m.get(n, f)?;
+    let c2 = insert_at(m, c, k)?;
+    relink(m, n, f, c2)?;
+    balance(m, n)
+}
+
+fn remove_min<M: Mem>(m: &mut M, n: u32) -> Result<(u32, u32), M::E> {
+    let l = m.get(n, LEFT)?;
+    if l == NIL {
+        return Ok((m.get(n, RIGHT)?, n));
+    }
+    let (l2, min) = remove_min(m, l)?;
+    relink(m, n, LEFT, l2)?;
+    Ok((balance(m, n)?, min))
+}
+
+fn delete_at<M: Mem>(m: &mut M, n: u32, k: u32) -> Result<u32, M::E> {
+    if n == NIL {
+        return Ok(NIL);
+    }
+    if k != n {
+        let f = if k < n { LEFT } else { RIGHT };
+        let c = m.get(n, f)?;
+        let c2 = delete_at(m, c, k)?;
+        relink(m, n, f, c2)?;
+        return balance(m, n);
+    }
+    let (l, r) = (m.get(n, LEFT)?, m.get(n, RIGHT)?);
+    if l == NIL {
+        return Ok(r);
+    }
+    if r == NIL {
+        return Ok(l);
+    }
+    let (r2, min) = remove_min(m, r)?;
+    m.set(min, RIGHT, r2)?;
+    m.set(min, LEFT, l)?;
+    balance(m, min)
+}
+
+fn lookup<M: Mem>(m: &mut M, k: u32) -> Result<bool, M::E> {
+    let mut n = m.get(ROOT, LEFT)?;
+    while n != NIL {
+        if n == k {
+            return Ok(true);
+        }
+        n = m.get(n, if k < n { LEFT } else { RIGHT })?;
+    }
+    Ok(false)
+}
+
+/// One operation of the 80/10/10 mix, chosen by `r`; true if it found (or changed) `k`.
+fn operate<M: Mem>(m: &mut M, r: u64) -> Result<bool, M::E> {
+    let k = (r % u64::from(KEYS)) as u32;
+    match (r >> 32) % 100 {
+        0..80 => lookup(m, k),
+        80..90 => {
+            let root = m.get(ROOT, LEFT)?;
+            let new = insert_at(m, root, k)?;
+            relink(m, ROOT, LEFT, new)?;
+            Ok(true)
+        }
+        _ => {
+            let root = m.get(ROOT, LEFT)?;
+            let new = delete_at(m, root, k)?;
+            relink(m, ROOT, LEFT, new)?;
+            Ok(true)
+        }
+    }
+}
+
+/// Fills the tree with every other key (through `m`).
+fn prefill<M: Mem>(m: &mut M) -> Result<(), M::E> {
+    m.set(ROOT, LEFT, NIL)?;
+    for k in (0..KEYS).step_by(2) {
+        let root = m.get(ROOT, LEFT)?;
+        let new = insert_at(m, root, k)?;
+        relink(m, ROOT, LEFT, new)?;
+    }
+    Ok(())
+}
+
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+// ---------------------------------------------------------------------------------------
+// The memories.
+
+/// Plain memory, for the coarse lock.
+struct Plain(Vec<[u32; 3]>);
+
+impl Mem for Plain {
+    type E = std::convert::Infallible;
+    fn get(&mut self, n: u32, f: usize) -> Result<u32, Self::E> {
+        Ok(self.0[n as usize][f])
+    }
+    fn set(&mut self, n: u32, f: usize, v: u32) -> Result<(), Self::E> {
+        self.0[n as usize][f] = v;
+        Ok(())
+    }
+}
+
+/// McRT's transactional cells.
+struct StmNodes(Vec<[TCell<u32>; 3]>);
+
+struct InTx<'a, 'env> {
+    tx: &'a mut Tx<'env>,
+    nodes: &'env StmNodes,
+}
+
+impl Mem for InTx<'_, '_> {
+    type E = Abort;
+    fn get(&mut self, n: u32, f: usize) -> Result<u32, Abort> {
+        self.tx.read(&self.nodes.0[n as usize][f])
+    }
+    fn set(&mut self, n: u32, f: usize, v: u32) -> Result<(), Abort> {
+        self.tx.write(&self.nodes.0[n as usize][f], v)
+    }
+}
+
+/// `stm-core`'s transactional variables.
+struct CoreNodes(Vec<[stm_core::TVar<u32>; 3]>);
+
+struct InCoreTx<'a> {
+    tx: &'a mut stm_core::Transaction,
+    nodes: &'a CoreNodes,
+}
+
+impl Mem for InCoreTx<'_> {
+    type E = stm_core::StmError;
+    fn get(&mut self, n: u32, f: usize) -> Result<u32, Self::E> {
+        self.nodes.0[n as usize][f].read(self.tx)
+    }
+    fn set(&mut self, n: u32, f: usize, v: u32) -> Result<(), Self::E> {
+        self.nodes.0[n as usize][f].write(self.tx, v)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The variants: each runs `ops` operations on each of `cores` threads; returns ops/s.
+
+/// Runs `body(thread)` on `cores` McRT threads (pinned processors); the seconds it took.
+fn on_mcrt(cores: usize, body: impl Fn(u64) + Send + Sync + 'static) -> f64 {
+    let body = Arc::new(body);
+    mcrt::run(Config::new(Policy::Stealing, cores), &LinuxHost::pinned(), move || {
+        let start = Instant::now();
+        let hs: Vec<_> = (0..cores as u64)
+            .map(|t| {
+                let body = body.clone();
+                mcrt::spawn(move || body(t)).expect("mcrt_stm: spawn")
+            })
+            .collect();
+        for h in hs {
+            h.join();
+        }
+        start.elapsed().as_secs_f64()
+    })
+    .expect("mcrt_stm: run")
+}
+
+fn coarse_lock(cores: usize, ops: u64) -> f64 {
+    let mut plain = Plain(vec![[NIL, NIL, 0]; KEYS as usize + 1]);
+    let Ok(()) = prefill(&mut plain);
+    let tree = Arc::new(Mutex::new(MutexKind::Tts, plain));
+    let secs = on_mcrt(cores, move |t| {
+        let mut x = 0x9e37_79b9_7f4a_7c15 ^ (t + 1);
+        for _ in 0..ops {
+            let r = xorshift(&mut x);
+            let Ok(_) = operate(&mut *tree.lock(), r);
+        }
+    });
+    (ops * cores as u64) as f64 / secs
+}
+
+fn mcrt_stm(cores: usize, ops: u64, g: Granularity) -> f64 {
+    let nodes =
+        StmNodes((0..=KEYS).map(|_| [0; 3].map(|v| TCell::with_granularity(v, g))).collect());
+    let nodes: &'static StmNodes = Box::leak(Box::new(nodes));
+    stm::atomic(|tx| prefill(&mut InTx { tx, nodes }));
+    let secs = on_mcrt(cores, move |t| {
+        let mut x = 0x9e37_79b9_7f4a_7c15 ^ (t + 1);
+        for _ in 0..ops {
+            let r = xorshift(&mut x);
+            stm::atomic(|tx| operate(&mut InTx { tx, nodes }, r));
+        }
+    });
+    (ops * cores as u64) as f64 / secs
+}
+
+fn stm_core(cores: usize, ops: u64) -> f64 {
+    let nodes = Arc::new(CoreNodes((0..=KEYS).map(|_| [0; 3].map(stm_core::TVar::new)).collect()));
+    stm_core::atomically(|tx| prefill(&mut InCoreTx { tx, nodes: &nodes }));
+    let start = Instant::now();
+    let hs: Vec<_> = (0..cores as u64)
+        .map(|t| {
+            let nodes = nodes.clone();
+            std::thread::spawn(move || {
+                let mut x = 0x9e37_79b9_7f4a_7c15 ^ (t + 1);
+                for _ in 0..ops {
+                    let r = xorshift(&mut x);
+                    stm_core::atomically(|tx| operate(&mut InCoreTx { tx, nodes: &nodes }, r));
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().expect("mcrt_stm: a stm-core thread panicked");
+    }
+    (ops * cores as u64) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// An implementation, its configuration, and one trial (ops/s).
+type Variant<'a> = (&'static str, Option<&'static str>, &'a dyn Fn() -> f64);
+
+/// The experiment's RESULT lines: ops/s per variant at 1 and 2 cores (medians of 3).
+/// `stm-core` runs a twentieth of the operations (it is far slower, and livelock-prone
+/// under contention).
+pub fn run(quick: bool) -> Vec<String> {
+    let ops: u64 = if quick { 2_000 } else { 200_000 };
+    let max = super::cpus().min(2);
+    let mut out = Vec::new();
+    for cores in 1..=max {
+        let variants: [Variant; 4] = [
+            ("mcrt-lock", Some("coarse"), &|| coarse_lock(cores, ops)),
+            ("mcrt-stm", Some("object"), &|| mcrt_stm(cores, ops, Granularity::Object)),
+            ("mcrt-stm", Some("cacheline"), &|| mcrt_stm(cores, ops, Granularity::CacheLine)),
+            ("stm-core", None, &|| stm_core(cores, ops / 20)),
+        ];
+        for (implementation, config, f) in variants {
+            let v = median_of(3, f);
+            out.push(line(EXPERIMENT, implementation, config, cores, "ops_per_s", v, "ops/s"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tree stays a balanced search tree under the operation mix (checked on the plain
+    /// memory, which every variant shares the code of).
+    #[test]
+    fn the_tree_stays_a_balanced_search_tree() {
+        fn check(m: &mut Plain, n: u32, lo: u32, hi: u32) -> u32 {
+            if n == NIL {
+                return 0;
+            }
+            assert!(lo <= n && n < hi, "order broken at {n}");
+            let (l, r) = (m.0[n as usize][LEFT], m.0[n as usize][RIGHT]);
+            let (hl, hr) = (check(m, l, lo, n), check(m, r, n + 1, hi));
+            assert!(hl.abs_diff(hr) <= 1, "unbalanced at {n}");
+            assert_eq!(m.0[n as usize][HEIGHT], 1 + hl.max(hr));
+            1 + hl.max(hr)
+        }
+        let mut m = Plain(vec![[NIL, NIL, 0]; KEYS as usize + 1]);
+        let Ok(()) = prefill(&mut m);
+        let mut x = 7;
+        for _ in 0..20_000 {
+            let Ok(_) = operate(&mut m, xorshift(&mut x));
+            let root = m.0[ROOT as usize][LEFT];
+            check(&mut m, root, 0, KEYS);
+        }
+    }
+
+    #[test]
+    fn quick_run_reports_every_variant() {
+        let lines = run(true);
+        assert_eq!(lines.len(), 4 * super::super::cpus().min(2));
+    }
 }

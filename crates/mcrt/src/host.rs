@@ -20,8 +20,8 @@ pub trait Host: Sync {
     /// early; callers check again).
     fn wait(&self, word: &AtomicU32, expected: u32, timeout_us: u64);
 
-    /// Wakes the system threads sleeping in [`Host::wait`] on `word`.
-    fn wake(&self, word: &AtomicU32);
+    /// Wakes up to `n` system threads sleeping in [`Host::wait`] on `word`.
+    fn wake(&self, word: &AtomicU32, n: u32);
 
     /// A cycle count or nanosecond clock, for the runtime's statistics and benchmarks.
     fn now(&self) -> u64;

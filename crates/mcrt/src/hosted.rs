@@ -104,14 +104,14 @@ impl Host for LinuxHost {
         }
     }
 
-    fn wake(&self, word: &AtomicU32) {
+    fn wake(&self, word: &AtomicU32, n: u32) {
         // SAFETY: FUTEX_WAKE only uses the word's address.
         unsafe {
             libc::syscall(
                 libc::SYS_futex,
                 word.as_ptr(),
                 libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                i32::MAX,
+                n.min(i32::MAX as u32) as i32,
             );
         }
     }

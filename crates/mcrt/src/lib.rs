@@ -49,7 +49,9 @@ pub mod thread;
 pub use config::{Config, Policy, QueueLock};
 pub use host::Host;
 pub use predicate::Op;
-pub use runtime::{exit, notify, processor, processors, run, stats, switch_to_queue, yield_now};
+pub use runtime::{
+    exit, notify, notify_all, processor, processors, run, stats, switch_to_queue, yield_now,
+};
 pub use thread::{spawn, spawn_to, yield_until, JoinHandle, Key};
 
 /// Why a runtime call failed.

@@ -119,7 +119,7 @@ impl Team {
         // SAFETY: the gate is still shut, so no member reads the barrier yet.
         unsafe { *self.barrier.get() = sync::Barrier::new(n as u32) };
         self.gate.store(1, Ordering::Release);
-        crate::notify();
+        crate::notify_all();
     }
 
     fn barrier(&self) -> &sync::Barrier {
@@ -352,7 +352,7 @@ impl Ctx<'_> {
         slot.values[self.num].store(&mine as *const Contribution as usize, Ordering::Relaxed);
         let n = self.n as u32;
         if slot.arrived.fetch_add(1, Ordering::AcqRel) + 1 == n {
-            crate::notify();
+            crate::notify_all();
         }
         yield_until(&slot.arrived, Op::Eq, n);
         let mut acc: Option<T> = None;
@@ -401,7 +401,7 @@ impl Ctx<'_> {
             slot.arrived.store(0, Ordering::Relaxed);
             slot.left.store(self.n as u32, Ordering::Relaxed);
             slot.tag.store(s.wrapping_add(SLOTS as u32), Ordering::Release);
-            crate::notify();
+            crate::notify_all();
         }
     }
 }

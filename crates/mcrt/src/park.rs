@@ -61,12 +61,15 @@ impl Parking {
         let _ = (host, epoch, timeout_us); // loom builds only run the models
     }
 
-    /// Wakes every processor sleeping on the host.
-    pub(crate) fn wake(&self, host: &dyn crate::Host) {
+    /// Wakes one processor sleeping on the host (after [`Parking::must_wake`]: one unit of
+    /// new work needs one processor; waking all would make every sleeper look, and on a
+    /// host with fewer CPUs than processors each look takes CPU from the one working), or
+    /// all of them (`all`: the runtime stops).
+    pub(crate) fn wake(&self, host: &dyn crate::Host, all: bool) {
         #[cfg(not(loom))]
-        host.wake(&self.epoch);
+        host.wake(&self.epoch, if all { u32::MAX } else { 1 });
         #[cfg(loom)]
-        let _ = host;
+        let _ = (host, all);
     }
 
     #[cfg(all(test, loom))]

@@ -87,7 +87,7 @@ impl Once {
         if self.state.compare_exchange(NEW, RUNNING, Ordering::Acquire, Ordering::Acquire).is_ok() {
             init();
             self.state.store(DONE, Ordering::Release);
-            crate::notify();
+            crate::notify_all();
         } else {
             yield_until(&self.state, Op::Eq, DONE);
         }

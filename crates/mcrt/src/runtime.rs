@@ -375,18 +375,30 @@ pub fn exit() -> ! {
     unreachable!("mcrt: a retired thread was switched in");
 }
 
-/// Wakes parked processors if there are any: call after a store that may make some
-/// thread's predicate hold, or after queueing work.
+/// Wakes a parked processor if there is one: call after a store that may make some
+/// thread's predicate hold (one thread's: else [`notify_all`]).
 pub fn notify() {
     if crate::in_runtime() {
         notify_if_parked(shared());
     }
 }
 
+/// As [`notify`], for a store that may release many threads at once (a barrier opening,
+/// a broadcast): wakes every parked processor, not one.
+pub fn notify_all() {
+    if crate::in_runtime() {
+        let rt = shared();
+        if rt.parking.must_wake() {
+            rt.parking.wake(rt.host(), true);
+        }
+    }
+}
+
 pub(crate) fn notify_if_parked(rt: &Shared) {
-    // Dekker with the parking processor (`idle_main`), see `crate::park`.
+    // Dekker with the parking processor (`idle_main`), see `crate::park`. One unit of
+    // work, one processor.
     if rt.parking.must_wake() {
-        rt.parking.wake(rt.host());
+        rt.parking.wake(rt.host(), false);
     }
 }
 
@@ -647,7 +659,7 @@ pub fn run<R: Send + 'static>(
         let rt = unsafe { &*(rt_addr as *const Shared) };
         rt.stopping.store(true, Ordering::Release);
         rt.parking.move_on();
-        rt.parking.wake(rt.host());
+        rt.parking.wake(rt.host(), true);
     });
     let first = rt.config.spawn_to[0][0];
     let main_task = make_task(&rt, None, first, main_body, false).ok_or(crate::Error::NoMemory)?;

@@ -54,8 +54,8 @@ impl mcrt::Host for AtollHost {
         let _ = thread::wait(word, expected, timeout_us.max(1));
     }
 
-    fn wake(&self, word: &AtomicU32) {
-        let _ = thread::wake(word, u64::MAX);
+    fn wake(&self, word: &AtomicU32, n: u32) {
+        let _ = thread::wake(word, u64::from(n));
     }
 
     fn now(&self) -> u64 {

@@ -26,7 +26,7 @@ impl Barrier {
         if self.left.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.left.store(self.n, Ordering::Relaxed);
             self.generation.fetch_add(1, Ordering::Release);
-            crate::notify();
+            crate::notify_all();
             return true;
         }
         yield_until(&self.generation, Op::Ne, generation);

@@ -75,6 +75,6 @@ impl Condvar {
     pub fn broadcast(&self) {
         let w = self.waiters.load(Ordering::Acquire);
         self.released.store(w, Ordering::Release);
-        crate::notify();
+        crate::notify_all();
     }
 }

@@ -69,7 +69,7 @@ impl<T> RwLock<T> {
         // SAFETY: the writer's hold: nobody else is in.
         let r = f(unsafe { &mut *self.value.get() });
         self.state.fetch_and(!WRITER, Ordering::Release);
-        crate::notify();
+        crate::notify_all();
         r
     }
 }

@@ -60,7 +60,9 @@ fn main() -> i32 {
             ("keys", keys),
             ("many", many),
         ];
+        let mut times = alloc::string::String::new();
         for (name, check) in checks {
+            let start = libatoll::cycles();
             // The yield check needs its two threads on one processor.
             let config = if name == "yield" {
                 Config::new(Policy::Local, 1)
@@ -78,8 +80,10 @@ fn main() -> i32 {
                     return 1;
                 }
             }
+            let mcycles = (libatoll::cycles() - start) / 1_000_000;
+            times.push_str(&alloc::format!(" {name} {mcycles}"));
         }
-        println!("mcrttest: {} passed on {p} processors", policy.name());
+        println!("mcrttest: {} passed on {p} processors (Mcycles:{times})", policy.name());
     }
     if p >= 2 {
         match mcrt::run(Config::domains(&[1, p - 1]), &AtollHost, domains) {

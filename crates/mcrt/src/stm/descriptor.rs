@@ -1,0 +1,238 @@
+//! Transaction descriptors and the scheduler's side of the STM (McRT §2.4 "STM and
+//! scheduler").
+//!
+//! A descriptor is what an owned lock word points to. Descriptors are type-stable: made
+//! once, never freed, listed in a global registry and reused by later transactions (of any
+//! thread), so a transaction that finds a word owned can always read the owner's state.
+//! The registry also gives the reclaimer every active transaction's start time (`limbo`).
+
+use super::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use super::{Abort, Undo};
+use crate::runtime::Task;
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::alloc::Layout;
+use core::cell::UnsafeCell;
+
+/// `Desc::status`: no transaction.
+pub(crate) const IDLE: usize = 0;
+/// Running.
+pub(crate) const ACTIVE: usize = 1;
+/// Another transaction asked it to abort while its thread had yielded.
+pub(crate) const KILLED: usize = 2;
+/// Past the point where an abort request is refused.
+pub(crate) const COMMITTING: usize = 3;
+
+/// `Desc::start` when no transaction runs.
+pub(crate) const NOT_STARTED: u64 = u64::MAX;
+
+/// One transaction's descriptor (McRT-STM's transaction descriptor).
+#[repr(align(64))]
+pub(crate) struct Desc {
+    /// `IDLE`, `ACTIVE`, `KILLED` or `COMMITTING`.
+    pub(crate) status: AtomicUsize,
+    /// The McRT thread running it (its header), 0 on an OS thread or a processor's idle
+    /// loop: such a transaction is never aborted by others, as they cannot tell whether it
+    /// has been preempted.
+    pub(crate) task: AtomicUsize,
+    /// Transactions looking at `task` right now (the owner waits for 0 before it ends).
+    pins: AtomicUsize,
+    /// The clock when its transaction began (`NOT_STARTED` when idle; 0 while it begins).
+    pub(crate) start: AtomicU64,
+    /// The clock when its `atomic` began (kept across retries): the older of two
+    /// transactions is never aborted by the younger.
+    pub(crate) birth: AtomicU64,
+    /// Taken by a thread for one `atomic`.
+    taken: AtomicBool,
+    /// Set by `on_resume` when it finds the transaction killed; its next operation fails.
+    /// (Only its own thread touches it: atomic so that `on_resume` aliases nothing.)
+    pub(crate) doomed: AtomicBool,
+    /// The next descriptor in the registry (set once).
+    next: AtomicPtr<Desc>,
+    /// Counters (written by the holder only).
+    pub(crate) commits: AtomicU64,
+    pub(crate) aborts: AtomicU64,
+    pub(crate) killed: AtomicU64,
+    pub(crate) undone_allocs: AtomicU64,
+    /// The holder's private state.
+    pub(crate) local: UnsafeCell<Local>,
+}
+
+// SAFETY: `local` is touched only by the thread holding the descriptor (`taken`); the rest
+// is atomic.
+unsafe impl Sync for Desc {}
+// SAFETY: as above.
+unsafe impl Send for Desc {}
+
+/// A transaction's private logs, kept with the descriptor so their memory is reused.
+pub(crate) struct Local {
+    /// The time up to which every read is known consistent.
+    pub(crate) snapshot: u64,
+    /// Read set: (lock word, version read).
+    pub(crate) reads: Vec<(*const AtomicUsize, u64)>,
+    /// Write set: (lock word owned, version it had when taken).
+    pub(crate) writes: Vec<(*const AtomicUsize, u64)>,
+    /// Undo log of in-place writes, oldest first.
+    pub(crate) undo: Vec<Undo>,
+    /// Memory allocated in the transaction (freed if it aborts).
+    pub(crate) allocs: Vec<(*mut u8, Layout)>,
+    /// Memory freed in the transaction (deferred to limbo if it commits).
+    pub(crate) frees: Vec<(*mut u8, Layout)>,
+}
+
+/// Every descriptor ever made.
+static REGISTRY: AtomicPtr<Desc> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Bumps a counter only its holder writes.
+pub(crate) fn bump(c: &AtomicU64, by: u64) {
+    c.store(c.load(Ordering::Relaxed) + by, Ordering::Relaxed);
+}
+
+/// The registry's descriptors.
+pub(crate) fn all() -> impl Iterator<Item = &'static Desc> {
+    let mut p = REGISTRY.load(Ordering::Acquire);
+    core::iter::from_fn(move || {
+        // SAFETY: registry entries are leaked descriptors, never freed.
+        let d = unsafe { p.as_ref()? };
+        p = d.next.load(Ordering::Acquire);
+        Some(d)
+    })
+}
+
+/// Takes an idle descriptor, or makes one.
+pub(crate) fn take() -> &'static Desc {
+    for d in all() {
+        if !d.taken.load(Ordering::Relaxed)
+            && d.taken.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        {
+            return d;
+        }
+    }
+    let d: &'static Desc = Box::leak(Box::new(Desc {
+        status: AtomicUsize::new(IDLE),
+        task: AtomicUsize::new(0),
+        pins: AtomicUsize::new(0),
+        start: AtomicU64::new(NOT_STARTED),
+        birth: AtomicU64::new(0),
+        taken: AtomicBool::new(true),
+        doomed: AtomicBool::new(false),
+        next: AtomicPtr::new(core::ptr::null_mut()),
+        commits: AtomicU64::new(0),
+        aborts: AtomicU64::new(0),
+        killed: AtomicU64::new(0),
+        undone_allocs: AtomicU64::new(0),
+        local: UnsafeCell::new(Local {
+            snapshot: 0,
+            reads: Vec::new(),
+            writes: Vec::new(),
+            undo: Vec::new(),
+            allocs: Vec::new(),
+            frees: Vec::new(),
+        }),
+    }));
+    let mut head = REGISTRY.load(Ordering::Relaxed);
+    loop {
+        d.next.store(head, Ordering::Relaxed);
+        let me = d as *const Desc as *mut Desc;
+        match REGISTRY.compare_exchange(head, me, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return d,
+            Err(h) => head = h,
+        }
+    }
+}
+
+/// Gives a descriptor back for later transactions.
+pub(crate) fn give_back(d: &Desc) {
+    d.taken.store(false, Ordering::Release);
+}
+
+impl Desc {
+    /// The owner word's payload: this descriptor's address.
+    pub(crate) fn addr(&self) -> usize {
+        self as *const Desc as usize
+    }
+
+    /// Begins a transaction on thread `task` (0: not a McRT thread); returns its snapshot.
+    pub(crate) fn begin(&self, task: usize, clock: &AtomicU64) -> u64 {
+        self.task.store(task, Ordering::SeqCst);
+        self.status.store(ACTIVE, Ordering::SeqCst);
+        // Published as 0 first so that a reclaimer never misses a reader that is starting
+        // (limbo: reclaim needs every start later than the free).
+        self.start.store(0, Ordering::SeqCst);
+        let s = clock.load(Ordering::SeqCst);
+        self.start.store(s, Ordering::SeqCst);
+        s
+    }
+
+    /// Past the point of no return: false if it was killed first.
+    pub(crate) fn enter_commit(&self) -> bool {
+        self.status
+            .compare_exchange(ACTIVE, COMMITTING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Ends the transaction once it has released its words: waits until nobody looks at
+    /// its thread any more (`request_abort`), then goes idle.
+    pub(crate) fn end(&self, held_words: bool) {
+        if held_words {
+            // Pairs with `request_abort`'s pin then look at the word: either it sees our
+            // release, or we see its pin and wait for it.
+            fence(Ordering::SeqCst);
+            while self.pins.load(Ordering::Acquire) != 0 {
+                core::hint::spin_loop();
+            }
+        }
+        self.start.store(NOT_STARTED, Ordering::Release);
+        self.task.store(0, Ordering::Relaxed);
+        self.status.store(IDLE, Ordering::Release);
+    }
+}
+
+/// McRT §2.4: `me` asks the transaction owning `lock` (seen as `seen`) to abort, which is
+/// allowed only while the owner's thread has yielded the processor, and (so that a
+/// transaction that yields inside is not starved) only if the owner is younger than `me`.
+/// True if the request was made.
+pub(crate) fn request_abort(me: &Desc, lock: &AtomicUsize, seen: usize) -> bool {
+    // SAFETY: an owned word holds a descriptor's address, and descriptors are never freed.
+    let owner = unsafe { &*((seen & !super::protocol::OWNED) as *const Desc) };
+    owner.pins.fetch_add(1, Ordering::SeqCst);
+    let mut killed = false;
+    // Still owned (so still in a transaction that cannot end while we hold the pin)?
+    if lock.load(Ordering::SeqCst) == seen
+        && owner.status.load(Ordering::SeqCst) == ACTIVE
+        && (owner.birth.load(Ordering::Relaxed), owner.addr())
+            > (me.birth.load(Ordering::Relaxed), me.addr())
+    {
+        let task = owner.task.load(Ordering::SeqCst);
+        // SAFETY: `task` is the header of the thread running the owner's transaction,
+        // which lives at least until that transaction ends, and it cannot end while pinned.
+        if task != 0 && unsafe { (*(task as *const Task)).yielded.load(Ordering::Acquire) } {
+            killed = owner
+                .status
+                .compare_exchange(ACTIVE, KILLED, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok();
+        }
+    }
+    owner.pins.fetch_sub(1, Ordering::Release);
+    killed
+}
+
+/// The scheduler's call when thread `t`, switched out inside a transaction, runs again
+/// (McRT §2.4): it is active again (the scheduler cleared `yielded`), and it checks whether
+/// it was aborted meanwhile; if so its next transactional operation fails with
+/// [`Abort::Killed`] and `atomic` rolls it back.
+pub(crate) fn on_resume(t: &Task) {
+    // SAFETY: `Task::tx` is set only by `atomic` on this thread, to its descriptor.
+    let d = unsafe { &*(t.tx.get() as *const Desc) };
+    if d.status.load(Ordering::Acquire) == KILLED {
+        d.doomed.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Why a transaction aborted, for the counters.
+pub(crate) fn count_abort(d: &Desc, why: Abort) {
+    bump(&d.aborts, 1);
+    if why == Abort::Killed {
+        bump(&d.killed, 1);
+    }
+}
