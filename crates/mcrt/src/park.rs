@@ -14,11 +14,31 @@ pub(crate) struct Parking {
     epoch: AtomicU32,
     /// Processors between announcing a sleep and leaving it.
     sleepers: AtomicU32,
+    /// Processors awake and looking for work: while one is, new work needs no wake-up
+    /// (it will be found), and a spinner that finds work wakes one sleeper in turn, so
+    /// a burst of work wakes processors one after another, not all at once (Go's
+    /// scheduler does the same with its spinning threads).
+    spinning: AtomicU32,
 }
 
 impl Parking {
     pub(crate) fn new() -> Parking {
-        Parking { epoch: AtomicU32::new(0), sleepers: AtomicU32::new(0) }
+        Parking {
+            epoch: AtomicU32::new(0),
+            sleepers: AtomicU32::new(0),
+            spinning: AtomicU32::new(0),
+        }
+    }
+
+    /// A processor starts looking for work.
+    pub(crate) fn start_spinning(&self) {
+        self.spinning.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// It stops looking: it found work (then it calls [`Parking::must_wake`] for the rest),
+    /// or it is about to sleep (then it announces itself and looks once more).
+    pub(crate) fn stop_spinning(&self) {
+        self.spinning.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// A processor is about to sleep: it counts itself, and gets the epoch to sleep on.
@@ -37,11 +57,11 @@ impl Parking {
     }
 
     /// After adding work: true (and the epoch moved on) if a processor may be asleep and
-    /// must be woken on [`Parking::word`].
+    /// none is awake looking, so one must be woken ([`Parking::wake`]).
     pub(crate) fn must_wake(&self) -> bool {
         // Our store (a queued thread, a released lock) before our read of `sleepers`.
         fence(Ordering::SeqCst);
-        if self.sleepers.load(Ordering::Relaxed) == 0 {
+        if self.sleepers.load(Ordering::Relaxed) == 0 || self.spinning.load(Ordering::Relaxed) > 0 {
             return false;
         }
         self.epoch.fetch_add(1, Ordering::SeqCst);
@@ -84,6 +104,10 @@ mod loom_tests {
     use crate::atomics::AtomicUsize;
     use loom::sync::Arc;
 
+    // The processor looks for the work with loads: with `swap` loom 0.7.2 produced
+    // executions where a store before a thread's join was lost (a store, two swaps and a
+    // load after the join all reading 0), which C11 coherence forbids.
+
     /// A waker queues one unit of work and wakes; a processor parks. The processor never
     /// goes to sleep (epoch unchanged at the end, so the futex wait would not return)
     /// while the work it missed sits queued.
@@ -98,7 +122,7 @@ mod loom_tests {
                 p2.must_wake();
             });
             let epoch = park.announce();
-            let found = work.swap(0, Ordering::Relaxed) == 1;
+            let found = work.load(Ordering::Relaxed) == 1;
             let slept = !found && park.epoch_now() == epoch;
             waker.join().unwrap();
             if slept {
@@ -106,6 +130,39 @@ mod loom_tests {
                 assert_ne!(park.epoch_now(), epoch, "slept through queued work");
             }
             park.retract();
+        });
+    }
+
+    /// As above, for a processor that was spinning when the work came: the waker may
+    /// skip the wake-up (a spinner will find the work), so the spinner, on its way to
+    /// sleep, must find the work itself.
+    #[test]
+    fn a_spinner_going_to_sleep_finds_work_a_waker_left_to_it() {
+        loom::model(|| {
+            let park = Arc::new(Parking::new());
+            park.start_spinning();
+            let work = Arc::new(AtomicUsize::new(0));
+            let (p2, w2) = (park.clone(), work.clone());
+            let waker = loom::thread::spawn(move || {
+                w2.store(1, Ordering::Relaxed);
+                p2.must_wake();
+            });
+            let mut found = work.load(Ordering::Relaxed) == 1;
+            let mut slept = false;
+            park.stop_spinning();
+            if !found {
+                let epoch = park.announce();
+                found = work.load(Ordering::Relaxed) == 1;
+                slept = !found && park.epoch_now() == epoch;
+                waker.join().unwrap();
+                if slept {
+                    assert_ne!(park.epoch_now(), epoch, "slept through queued work");
+                }
+                park.retract();
+            } else {
+                waker.join().unwrap();
+            }
+            let _ = slept;
         });
     }
 }

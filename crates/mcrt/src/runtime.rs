@@ -528,11 +528,20 @@ fn idle_main(index: usize, rt: &Shared) {
     let p = rt.processor(index);
     let me = current();
     let mut rounds = 0u32;
+    let mut spinning = false;
+    // A spinner that found work stops spinning and wakes a sleeper to look for more.
+    let found = |spinning: &mut bool| {
+        if core::mem::take(spinning) {
+            rt.parking.stop_spinning();
+            notify_if_parked(rt);
+        }
+    };
     loop {
         if rt.stopping.load(Ordering::Acquire) {
             break;
         }
         if let Some(t) = find_work(rt, p) {
+            found(&mut spinning);
             rounds = 0;
             switch_to(me, t, Pending::None);
             continue;
@@ -541,8 +550,13 @@ fn idle_main(index: usize, rt: &Shared) {
         let ran_future = crate::future::run_one(rt, index);
         rt.idle_processors.fetch_sub(1, Ordering::Relaxed);
         if ran_future {
+            found(&mut spinning);
             rounds = 0;
             continue;
+        }
+        if !spinning {
+            rt.parking.start_spinning();
+            spinning = true;
         }
         rounds += 1;
         if rounds < SPIN_ROUNDS {
@@ -550,6 +564,8 @@ fn idle_main(index: usize, rt: &Shared) {
             continue;
         }
         rounds = 0;
+        rt.parking.stop_spinning();
+        spinning = false;
         let epoch = rt.parking.announce();
         // Looked again after announcing the sleep: a notify from now on wakes us.
         let work = find_work(rt, p);
@@ -563,6 +579,9 @@ fn idle_main(index: usize, rt: &Shared) {
             rt.parking.sleep(rt.host(), epoch, PARK_US);
         }
         rt.parking.retract();
+    }
+    if spinning {
+        rt.parking.stop_spinning();
     }
     // Back to the system thread's stack (`processor_main`).
     // SAFETY: `host_sp` was saved by the switch into this loop, on a stack still live.
