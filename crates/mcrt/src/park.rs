@@ -30,9 +30,21 @@ impl Parking {
         }
     }
 
-    /// A processor starts looking for work.
-    pub(crate) fn start_spinning(&self) {
-        self.spinning.fetch_add(1, Ordering::SeqCst);
+    /// A processor starts looking for work, if fewer than `most` already are (a few
+    /// spinners find new work as soon as many would; more only contend for the queues'
+    /// locks, and where the host has fewer CPUs than processors they take CPU from the
+    /// processors working, or hold up a lock whose holder the host has descheduled).
+    /// False: the processor should sleep instead.
+    pub(crate) fn start_spinning(&self, most: u32) -> bool {
+        let mut now = self.spinning.load(Ordering::Relaxed);
+        while now < most {
+            match self.spinning.compare_exchange(now, now + 1, Ordering::SeqCst, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(seen) => now = seen,
+            }
+        }
+        false
     }
 
     /// It stops looking: it found work (then it calls [`Parking::must_wake`] for the rest),
@@ -140,7 +152,7 @@ mod loom_tests {
     fn a_spinner_going_to_sleep_finds_work_a_waker_left_to_it() {
         loom::model(|| {
             let park = Arc::new(Parking::new());
-            park.start_spinning();
+            assert!(park.start_spinning(1));
             let work = Arc::new(AtomicUsize::new(0));
             let (p2, w2) = (park.clone(), work.clone());
             let waker = loom::thread::spawn(move || {

@@ -529,6 +529,8 @@ fn idle_main(index: usize, rt: &Shared) {
     let me = current();
     let mut rounds = 0u32;
     let mut spinning = false;
+    // At most a quarter of the processors spin (at least one).
+    let most_spinning = (rt.config.processors as u32 / 4).max(1);
     // A spinner that found work stops spinning and wakes a sleeper to look for more.
     let found = |spinning: &mut bool| {
         if core::mem::take(spinning) {
@@ -554,18 +556,18 @@ fn idle_main(index: usize, rt: &Shared) {
             rounds = 0;
             continue;
         }
-        if !spinning {
-            rt.parking.start_spinning();
-            spinning = true;
+        if !spinning && rounds == 0 {
+            spinning = rt.parking.start_spinning(most_spinning);
         }
         rounds += 1;
-        if rounds < SPIN_ROUNDS {
+        if spinning && rounds < SPIN_ROUNDS {
             core::hint::spin_loop();
             continue;
         }
         rounds = 0;
-        rt.parking.stop_spinning();
-        spinning = false;
+        if core::mem::take(&mut spinning) {
+            rt.parking.stop_spinning();
+        }
         let epoch = rt.parking.announce();
         // Looked again after announcing the sleep: a notify from now on wakes us.
         let work = find_work(rt, p);

@@ -13,8 +13,10 @@
 //! - `domains` (2 cores or more): a thread moved to another scheduling domain runs on
 //!   that domain's processors.
 //!
-//! `mcrttest [POLICY...]` (single, local, sharing, stealing, neighbour; all by default);
-//! prints `mcrttest: ok` or `mcrttest: FAIL <policy> <check>` and exits 0 or 1.
+//! `mcrttest [--processors N] [POLICY...]` (single, local, sharing, stealing, neighbour;
+//! all by default; one processor per core, at most N); prints each policy's checks' times
+//! (`start` is the runtime's start and stop alone), then `mcrttest: ok` or
+//! `mcrttest: FAIL <policy> <check>`, and exits 0, 1, or 2 on bad arguments.
 #![no_std]
 #![no_main]
 
@@ -34,7 +36,20 @@ fn main() -> i32 {
     let mut buf = [0u8; 256];
     let args = libatoll::args(&mut buf);
     let mut policies = Vec::new();
-    for word in args.split_whitespace() {
+    let mut most = usize::MAX;
+    let mut words = args.split_whitespace();
+    while let Some(word) = words.next() {
+        if word == "--processors" {
+            let n = words.next().and_then(|n| n.parse::<usize>().ok());
+            match n.filter(|n| (1..=1024).contains(n)) {
+                Some(n) => most = n,
+                None => {
+                    println!("mcrttest: --processors wants a number from 1 to 1024");
+                    return 2;
+                }
+            }
+            continue;
+        }
         match Policy::parse(word) {
             Some(p) => policies.push(p),
             None => {
@@ -48,9 +63,10 @@ fn main() -> i32 {
     if policies.is_empty() {
         policies = Policy::ALL.to_vec();
     }
-    let p = cores_online();
+    let p = cores_online().min(most);
     for policy in policies {
-        let checks: [(&str, fn() -> Check); 8] = [
+        let checks: [(&str, fn() -> Check); 9] = [
+            ("start", || Ok(())),
             ("spawn", spawn),
             ("yield", yields),
             ("pingpong", pingpong),
