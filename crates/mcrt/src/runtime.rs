@@ -65,8 +65,11 @@ pub(crate) struct Task {
     pub(crate) tls: UnsafeCell<Vec<usize>>,
     /// The allocator's per-thread state (§2.3), 0 until it allocates.
     pub(crate) heap: Cell<usize>,
-    /// The STM's per-thread descriptor (§2.4), 0 until it runs a transaction.
+    /// The STM's descriptor of the transaction it is in (§2.4), 0 outside one.
     pub(crate) tx: Cell<usize>,
+    /// The STM descriptor this thread keeps between its transactions (0: none yet),
+    /// given back when it ends.
+    pub(crate) stm_desc: Cell<usize>,
     /// True while it is switched out by its own yield (the STM may abort its transaction
     /// only then, §2.4).
     pub(crate) yielded: AtomicBool,
@@ -370,6 +373,9 @@ pub fn exit() -> ! {
     if me.heap.get() != 0 {
         crate::malloc::on_thread_exit(me);
     }
+    if me.stm_desc.get() != 0 {
+        crate::stm::on_thread_exit(me);
+    }
     let next = next_or_idle(me);
     switch_to(me, next, Pending::Retire(me));
     unreachable!("mcrt: a retired thread was switched in");
@@ -432,6 +438,7 @@ pub(crate) fn make_task(
             tls: UnsafeCell::new(Vec::new()),
             heap: Cell::new(0),
             tx: Cell::new(0),
+            stm_desc: Cell::new(0),
             yielded: AtomicBool::new(false),
             on_cpu: AtomicBool::new(false),
             idle,
@@ -697,6 +704,9 @@ pub fn run<R: Send + 'static>(
             unsafe {
                 if (*t).heap.get() != 0 {
                     crate::malloc::on_thread_exit(&*t);
+                }
+                if (*t).stm_desc.get() != 0 {
+                    crate::stm::on_thread_exit(&*t);
                 }
             }
             free_task_on(t, None);

@@ -154,11 +154,15 @@ impl Desc {
 
     /// Begins a transaction on thread `task` (0: not a McRT thread); returns its snapshot.
     pub(crate) fn begin(&self, task: usize, clock: &AtomicU64) -> u64 {
-        self.task.store(task, Ordering::SeqCst);
-        self.status.store(ACTIVE, Ordering::SeqCst);
+        // Those who look at `task` and `status` find this descriptor through a lock word
+        // it took (Acquire of its Release CAS), so plain stores suffice for them.
+        self.task.store(task, Ordering::Relaxed);
+        self.status.store(ACTIVE, Ordering::Release);
         // Published as 0 first so that a reclaimer never misses a reader that is starting
-        // (limbo: reclaim needs every start later than the free).
-        self.start.store(0, Ordering::SeqCst);
+        // (limbo: reclaim needs every start later than the free): the 0 before our read
+        // of the clock, one fence for all.
+        self.start.store(0, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
         let s = clock.load(Ordering::SeqCst);
         self.start.store(s, Ordering::SeqCst);
         s

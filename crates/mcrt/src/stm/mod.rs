@@ -514,8 +514,17 @@ impl<'env> Tx<'env> {
 /// rolled back and run again; so it runs more than once and should do nothing outside its
 /// cells that cannot be repeated.
 pub fn atomic<'env, R>(mut f: impl FnMut(&mut Tx<'env>) -> Result<R, Abort>) -> R {
-    let d = descriptor::take();
     let me = running_task();
+    // A McRT thread keeps its descriptor between transactions (no search of the
+    // registry, whose flags every thread would write); a nested `atomic` takes another.
+    let cached = me.filter(|t| t.tx.get() == 0).map(|t| {
+        if t.stm_desc.get() == 0 {
+            t.stm_desc.set(descriptor::take().addr());
+        }
+        // SAFETY: descriptors are never freed; this one is the thread's (taken above).
+        unsafe { &*(t.stm_desc.get() as *const descriptor::Desc) }
+    });
+    let d = cached.unwrap_or_else(descriptor::take);
     let outer = me.map(|t| t.tx.replace(d.addr()));
     let task = me.map_or(0, |t| t as *const Task as usize);
     d.birth.store(CLOCK.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -537,7 +546,9 @@ pub fn atomic<'env, R>(mut f: impl FnMut(&mut Tx<'env>) -> Result<R, Abort>) -> 
                 if let (Some(t), Some(outer)) = (me, outer) {
                     t.tx.set(outer);
                 }
-                descriptor::give_back(d);
+                if cached.is_none() {
+                    descriptor::give_back(d);
+                }
                 if freed || limbo::PENDING.load(Ordering::Relaxed) >= LIMBO_SWEEP {
                     limbo::collect(&CLOCK);
                 }
@@ -598,6 +609,14 @@ fn backoff(why: Abort, attempt: u32, task: usize, seed: usize) {
 
 /// The scheduler's call when a thread with a transaction is switched in again (§2.4: it
 /// marks itself active, then checks whether it was aborted while it had yielded).
+/// The scheduler's call when a thread that kept a descriptor ends: the descriptor goes
+/// back to the registry.
+pub(crate) fn on_thread_exit(t: &Task) {
+    let d = t.stm_desc.replace(0);
+    // SAFETY: descriptors are never freed; this one was the thread's.
+    descriptor::give_back(unsafe { &*(d as *const descriptor::Desc) });
+}
+
 pub(crate) fn on_resume(t: &Task) {
     descriptor::on_resume(t);
 }
