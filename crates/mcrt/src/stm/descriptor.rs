@@ -164,7 +164,8 @@ impl Desc {
         self.start.store(0, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         let s = clock.load(Ordering::SeqCst);
-        self.start.store(s, Ordering::SeqCst);
+        // A reclaimer that still sees 0 only waits longer.
+        self.start.store(s, Ordering::Release);
         s
     }
 

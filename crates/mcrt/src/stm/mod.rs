@@ -1,6 +1,7 @@
 //! Software transactional memory (McRT §2.4; McRT-STM, Saha et al., PPoPP 2006 [37]).
 //!
-//! ```ignore
+//! ```
+//! use mcrt::stm::TCell;
 //! let from = TCell::new(100u64);
 //! let to = TCell::new(0u64);
 //! mcrt::stm::atomic(|tx| {
@@ -9,6 +10,7 @@
 //!     let b = tx.read(&to)?;
 //!     tx.write(&to, b + 1)
 //! });
+//! assert_eq!((from.load(), to.load()), (99, 1));
 //! ```
 //!
 //! The design, as the paper's STM ([37] §3):

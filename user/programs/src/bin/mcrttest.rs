@@ -32,6 +32,9 @@ use mcrt::{Config, Op, Policy};
 
 type Check = Result<(), &'static str>;
 
+/// A check and its name.
+type NamedCheck = (&'static str, fn() -> Check);
+
 fn main() -> i32 {
     let mut buf = [0u8; 256];
     let args = libatoll::args(&mut buf);
@@ -65,7 +68,7 @@ fn main() -> i32 {
     }
     let p = cores_online().min(most);
     for policy in policies {
-        let checks: [(&str, fn() -> Check); 9] = [
+        let checks: [NamedCheck; 9] = [
             ("start", || Ok(())),
             ("spawn", spawn),
             ("yield", yields),
