@@ -121,7 +121,7 @@ pub fn run<P: Platform + ?Sized>(
             for (name, config) in policy_configs(cores) {
                 let t = motion(p, host, config, &frames, expected)?;
                 out.push(put("mcrt", name, "kcycles_per_frame", t / 1000, "kcycles"));
-                out.push(put("mcrt", name, "speedup_x100", serial * 100 / t.max(1), "ratio_x100"));
+                out.push(put("mcrt", name, "speedup_x100", serial * 100 / t.max(1), "speedup_x100"));
             }
         }
         other => return Err(format!("no McRT experiment {other}")),
