@@ -55,3 +55,18 @@ pub fn median_of(trials: usize, mut f: impl FnMut() -> f64) -> f64 {
 pub fn cpus() -> usize {
     mcrt::hosted::allowed_cpus().len().max(1)
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every experiment runs to its end at tiny counts and reports (a peer that aborts the
+    /// process, as a suspended coroutine dropped under `panic = "abort"` did, fails this).
+    #[test]
+    fn every_experiment_runs_quick_and_reports() {
+        for name in super::EXPERIMENTS {
+            let lines = super::run(name, true).expect("a known experiment");
+            assert!(!lines.is_empty(), "{name} reported nothing");
+            assert!(lines.iter().all(|l| l.starts_with("RESULT {")), "{name}: {lines:?}");
+        }
+        assert!(super::run("bogus", true).is_none());
+    }
+}
