@@ -306,7 +306,8 @@ fn threads() -> Result<(), String> {
 
 /// `mcrttest` (issue M8): the McRT runtime on Atoll, its processors kernel threads, one
 /// per core: threads, yield, predicate yield, barrier, the three mutexes, futures,
-/// thread-local keys, 10,000 threads, under every scheduler policy (work stealing alone
+/// thread-local keys, 10,000 threads, the allocator's remote frees, STM transfers, the
+/// pthread and OpenMP adaptors, under every scheduler policy (work stealing alone
 /// on 8 processors above 4 cores); scheduling domains at two cores and more. Every core's
 /// resources balance after.
 fn mcrt_runtime() -> Result<(), String> {

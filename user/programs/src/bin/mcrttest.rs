@@ -10,6 +10,14 @@
 //! - `futures`: 1000 futures and a nested-future Fibonacci give the serial answers;
 //! - `keys`: thread-local values are per thread, and their destructors run at exit;
 //! - `many`: 10,000 threads created and joined;
+//! - `malloc`: 8 threads allocate tagged objects through McRT's allocator and free each
+//!   other's (remote frees); every object comes back once, intact;
+//! - `stm`: 6 threads make 300 transfers each between 8 transactional accounts while
+//!   others audit them: the total never changes;
+//! - `pthread`: a bounded buffer under a pthread mutex and two condition variables, 3
+//!   producers and 3 consumers: every item arrives once;
+//! - `omp`: a parallel for (static, dynamic, guided) with a sum reduction, and a nested
+//!   region (2 × 2 teams) each computing its own part;
 //! - `domains` (2 cores or more): a thread moved to another scheduling domain runs on
 //!   that domain's processors.
 //!
@@ -68,7 +76,7 @@ fn main() -> i32 {
     }
     let p = cores_online().min(most);
     for policy in policies {
-        let checks: [NamedCheck; 9] = [
+        let checks: [NamedCheck; 13] = [
             ("start", || Ok(())),
             ("spawn", spawn),
             ("yield", yields),
@@ -78,6 +86,10 @@ fn main() -> i32 {
             ("futures", futures),
             ("keys", keys),
             ("many", many),
+            ("malloc", malloc),
+            ("stm", stm),
+            ("pthread", pthread),
+            ("omp", omp),
         ];
         let mut times = alloc::string::String::new();
         for (name, check) in checks {
@@ -285,6 +297,196 @@ fn many() -> Check {
         done += hs.into_iter().map(|h| h.join().unwrap_or(0)).sum::<u64>();
     }
     (done == 10_000).then_some(()).ok_or("not every one of 10,000 threads ran")
+}
+
+fn malloc() -> Check {
+    use core::alloc::Layout;
+    let n = 8usize;
+    let per = 500usize;
+    let layout = Layout::from_size_align(48, 8).map_err(|_| "layout")?;
+    // Each thread allocates its objects and publishes them; the next thread frees them.
+    let slots: Arc<Vec<AtomicUsize>> =
+        Arc::new((0..n * per).map(|_| AtomicUsize::new(0)).collect());
+    let ready = Arc::new(Barrier::new(n as u32));
+    let hs: Vec<_> = (0..n)
+        .map(|t| {
+            let (slots, ready) = (slots.clone(), ready.clone());
+            mcrt::spawn(move || {
+                for i in 0..per {
+                    let p = mcrt::malloc::alloc(layout) as *mut u64;
+                    if p.is_null() {
+                        return false;
+                    }
+                    // SAFETY: a fresh 48-byte block, ours.
+                    unsafe { p.write((t * per + i) as u64 ^ 0x5a5a) };
+                    slots[t * per + i].store(p as usize, Ordering::Release);
+                }
+                ready.wait();
+                let mut ok = true;
+                let next = (t + 1) % n;
+                for i in 0..per {
+                    let p = slots[next * per + i].swap(0, Ordering::AcqRel) as *mut u64;
+                    // SAFETY: published above by its allocator; taken once (swap).
+                    ok &= !p.is_null() && unsafe { p.read() } == (next * per + i) as u64 ^ 0x5a5a;
+                    if !p.is_null() {
+                        // SAFETY: allocated with this layout; nobody uses it any more.
+                        unsafe { mcrt::malloc::free(p as *mut u8, layout) };
+                    }
+                }
+                ok
+            })
+            .map_err(|_| "spawn failed")
+        })
+        .collect::<Result<_, _>>()?;
+    let ok = hs.into_iter().all(|h| h.join() == Some(true));
+    let left = slots.iter().filter(|s| s.load(Ordering::Acquire) != 0).count();
+    (ok && left == 0).then_some(()).ok_or("an object was lost, doubled or overwritten")
+}
+
+fn stm() -> Check {
+    use mcrt::stm::{self, TCell};
+    let accounts: Arc<Vec<TCell<u64>>> = Arc::new((0..8).map(|_| TCell::new(1000)).collect());
+    let hs: Vec<_> = (0..6u64)
+        .map(|t| {
+            let a = accounts.clone();
+            mcrt::spawn(move || {
+                let mut x = t + 1;
+                let mut audits_ok = true;
+                for i in 0..300 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let (from, to) = ((x % 8) as usize, ((x >> 8) % 8) as usize);
+                    stm::atomic(|tx| {
+                        let f = tx.read(&a[from])?;
+                        let amount = f.min(x % 50);
+                        tx.write(&a[from], f - amount)?;
+                        let g = tx.read(&a[to])?;
+                        tx.write(&a[to], g + amount)
+                    });
+                    if i % 10 == 0 {
+                        let total = stm::atomic(|tx| {
+                            let mut s = 0;
+                            for c in a.iter() {
+                                s += tx.read(c)?;
+                            }
+                            Ok(s)
+                        });
+                        audits_ok &= total == 8000;
+                        mcrt::yield_now();
+                    }
+                }
+                audits_ok
+            })
+            .map_err(|_| "spawn failed")
+        })
+        .collect::<Result<_, _>>()?;
+    let audits = hs.into_iter().all(|h| h.join() == Some(true));
+    let total: u64 = accounts.iter().map(|c| c.load()).sum();
+    (audits && total == 8000).then_some(()).ok_or("a transfer was torn: the total changed")
+}
+
+fn pthread() -> Check {
+    use mcrt::pthread::{self, Attr, Cond, Mutex as PMutex, MutexAttr};
+    struct Buffer {
+        lock: PMutex,
+        not_full: Cond,
+        not_empty: Cond,
+        items: core::cell::UnsafeCell<Vec<usize>>,
+    }
+    // SAFETY: `items` is touched only with `lock` held.
+    unsafe impl Sync for Buffer {}
+    // SAFETY: as above.
+    unsafe impl Send for Buffer {}
+    let b = Arc::new(Buffer {
+        lock: PMutex::new(MutexAttr::default()),
+        not_full: Cond::new(),
+        not_empty: Cond::new(),
+        items: core::cell::UnsafeCell::new(Vec::new()),
+    });
+    let per = 200usize;
+    let seen = Arc::new((0..3 * per).map(|_| AtomicU32::new(0)).collect::<Vec<_>>());
+    let mut threads = Vec::new();
+    for p in 0..3 {
+        let b = b.clone();
+        threads.push(
+            pthread::create(&Attr::default(), move || {
+                for i in 0..per {
+                    let _ = b.lock.lock();
+                    // SAFETY: the lock is held.
+                    while unsafe { (*b.items.get()).len() } >= 2 {
+                        let _ = b.not_full.wait(&b.lock);
+                    }
+                    // SAFETY: the lock is held.
+                    unsafe { (*b.items.get()).push(p * per + i) };
+                    let _ = b.not_empty.signal();
+                    let _ = b.lock.unlock();
+                }
+                0
+            })
+            .map_err(|_| "pthread_create failed")?,
+        );
+    }
+    for _ in 0..3 {
+        let (b, seen) = (b.clone(), seen.clone());
+        threads.push(
+            pthread::create(&Attr::default(), move || {
+                for _ in 0..per {
+                    let _ = b.lock.lock();
+                    // SAFETY: the lock is held.
+                    while unsafe { (*b.items.get()).is_empty() } {
+                        let _ = b.not_empty.wait(&b.lock);
+                    }
+                    // SAFETY: the lock is held.
+                    let item = unsafe { (*b.items.get()).remove(0) };
+                    let _ = b.not_full.signal();
+                    let _ = b.lock.unlock();
+                    seen[item].fetch_add(1, Ordering::AcqRel);
+                }
+                0
+            })
+            .map_err(|_| "pthread_create failed")?,
+        );
+    }
+    for t in &threads {
+        pthread::join(t).map_err(|_| "pthread_join failed")?;
+    }
+    seen.iter()
+        .all(|s| s.load(Ordering::Acquire) == 1)
+        .then_some(())
+        .ok_or("an item was lost or doubled")
+}
+
+fn omp() -> Check {
+    use mcrt::omp::{self, Schedule};
+    let n = 1000usize;
+    let want = n * (n - 1) / 2;
+    for schedule in [Schedule::Static, Schedule::Dynamic(7), Schedule::Guided(4)] {
+        let sum =
+            omp::parallel_for_reduce(3, 0..n, schedule, 0usize, |acc, i| acc + i, |a, b| a + b);
+        if sum != want {
+            return Err("a parallel for's reduction is wrong");
+        }
+    }
+    // Nested: two outer threads, each with a team of two summing its half.
+    let parts = Mutex::new(MutexKind::Tts, Vec::new());
+    omp::parallel(2, |outer| {
+        let half = outer.thread_num();
+        let range = half * n / 2..(half + 1) * n / 2;
+        let s = omp::parallel_for_reduce(
+            2,
+            range,
+            Schedule::Static,
+            0usize,
+            |acc, i| acc + i,
+            |a, b| a + b,
+        );
+        parts.lock().push(s);
+    });
+    let parts = parts.into_inner();
+    (parts.len() == 2 && parts.iter().sum::<usize>() == want)
+        .then_some(())
+        .ok_or("a nested region's sum is wrong")
 }
 
 fn domains() -> Check {
