@@ -42,6 +42,7 @@ mod predicate;
 pub mod pthread;
 mod queue;
 pub mod runtime;
+pub mod selftest;
 pub mod stm;
 pub mod sync;
 pub mod thread;
