@@ -31,6 +31,7 @@ use alloc::string::String;
 use core::sync::atomic::AtomicU32;
 
 pub mod amps;
+pub mod avl;
 pub mod mcrt;
 pub mod memclone;
 pub mod memory;

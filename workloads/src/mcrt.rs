@@ -10,7 +10,10 @@
 //! - `mcrt_futures` (Figure 3): batches of empty futures against empty threads.
 //! - `mcrt_policies` (Figures 7–8): motion estimation ([`crate::motion`]), a thread per
 //!   block, under each scheduler configuration; speedup over the serial loop.
+//! - `mcrt_stm` (Figure 12): the AVL tree ([`crate::avl`]), 80 % lookups, one McRT thread
+//!   per core: one coarse lock against McRT's STM over the same atomic blocks.
 
+use crate::avl::{self, InTx, Plain, StmNodes};
 use crate::motion::Frames;
 use crate::result::{line, median};
 use crate::Platform;
@@ -19,11 +22,13 @@ use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use mcrt::stm::{self, Granularity, TCell};
 use mcrt::sync::{Mutex, MutexKind};
 use mcrt::{Config, Host, Policy, QueueLock};
 
 /// The experiments, by name.
-pub const EXPERIMENTS: [&str; 4] = ["mcrt_micro", "mcrt_create", "mcrt_futures", "mcrt_policies"];
+pub const EXPERIMENTS: [&str; 5] =
+    ["mcrt_micro", "mcrt_create", "mcrt_futures", "mcrt_policies", "mcrt_stm"];
 
 /// Runs `experiment` on `p` with McRT over `host`; its `RESULT` lines.
 pub fn run<P: Platform + ?Sized>(
@@ -121,7 +126,23 @@ pub fn run<P: Platform + ?Sized>(
             for (name, config) in policy_configs(cores) {
                 let t = motion(p, host, config, &frames, expected)?;
                 out.push(put("mcrt", name, "kcycles_per_frame", t / 1000, "kcycles"));
-                out.push(put("mcrt", name, "speedup_x100", serial * 100 / t.max(1), "speedup_x100"));
+                out.push(put(
+                    "mcrt",
+                    name,
+                    "speedup_x100",
+                    serial * 100 / t.max(1),
+                    "speedup_x100",
+                ));
+            }
+        }
+        "mcrt_stm" => {
+            for (imp, config, g) in [
+                ("mcrt-lock", "coarse", None),
+                ("mcrt-stm", "object", Some(Granularity::Object)),
+                ("mcrt-stm", "cacheline", Some(Granularity::CacheLine)),
+            ] {
+                let rate = tree_ops_per_kcycle(host, cores, g, STM_OPS)?;
+                out.push(put(imp, config, "ops_per_kcycle_x100", rate, "ops/kcycle_x100"));
             }
         }
         other => return Err(format!("no McRT experiment {other}")),
@@ -336,4 +357,63 @@ fn motion<P: Platform + ?Sized>(
         return Err("mcrt_policies: a parallel frame's answer differs from the serial one".into());
     }
     Ok(t)
+}
+
+/// Tree operations per McRT thread in `mcrt_stm` (about a second of TCG per variant).
+const STM_OPS: u64 = 20_000;
+
+/// `mcrt_stm`: `threads` McRT threads (one per processor) each run `ops` tree operations,
+/// under one coarse lock (`g` = `None`) or each in one STM transaction; the total rate in
+/// hundredths of an operation per kcycle.
+fn tree_ops_per_kcycle(
+    host: &dyn Host,
+    threads: usize,
+    g: Option<Granularity>,
+    ops: u64,
+) -> Result<u64, String> {
+    let config = Config::new(Policy::Stealing, threads);
+    let cycles = mcrt::run(config, host, move || {
+        let lock = Arc::new(Mutex::new(
+            MutexKind::Tts,
+            Plain(alloc::vec![[avl::NIL, avl::NIL, 0]; avl::KEYS as usize + 1]),
+        ));
+        let cells: &'static StmNodes = alloc::boxed::Box::leak(alloc::boxed::Box::new(StmNodes(
+            (0..=avl::KEYS)
+                .map(|_| {
+                    [0; 3].map(|v| TCell::with_granularity(v, g.unwrap_or(Granularity::Object)))
+                })
+                .collect(),
+        )));
+        let Ok(()) = avl::prefill(&mut *lock.lock());
+        stm::atomic(|tx| avl::prefill(&mut InTx { tx, nodes: cells }));
+        let start = read_tsc();
+        let hs: Vec<_> = (0..threads as u64)
+            .filter_map(|t| {
+                let lock = lock.clone();
+                mcrt::spawn(move || {
+                    let mut x = 0x9e37_79b9_7f4a_7c15 ^ (t + 1);
+                    for _ in 0..ops {
+                        let r = avl::xorshift(&mut x);
+                        if g.is_some() {
+                            stm::atomic(|tx| avl::operate(&mut InTx { tx, nodes: cells }, r));
+                        } else {
+                            let Ok(_) = avl::operate(&mut *lock.lock(), r);
+                        }
+                    }
+                })
+                .ok()
+            })
+            .collect();
+        let started = hs.len();
+        for h in hs {
+            h.join();
+        }
+        (read_tsc() - start, started)
+    })
+    .map_err(|e| format!("mcrt: {e:?}"))?;
+    let (cycles, started) = cycles;
+    if started != threads {
+        return Err("mcrt_stm: a thread could not start".into());
+    }
+    Ok(ops * threads as u64 * 100_000 / cycles.max(1))
 }
