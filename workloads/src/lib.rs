@@ -32,6 +32,7 @@ use core::sync::atomic::AtomicU32;
 
 pub mod amps;
 pub mod avl;
+pub mod larson;
 pub mod mcrt;
 pub mod memclone;
 pub mod memory;

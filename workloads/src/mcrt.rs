@@ -12,6 +12,9 @@
 //!   block, under each scheduler configuration; speedup over the serial loop.
 //! - `mcrt_stm` (Figure 12): the AVL tree ([`crate::avl`]), 80 % lookups, one McRT thread
 //!   per core: one coarse lock against McRT's STM over the same atomic blocks.
+//! - `mcrt_larson` (Figure 11): Larson ([`crate::larson`]) with McRT's allocator, locked
+//!   and non-blocking, against the program's own heap (Atoll: `libatoll`'s; Linux:
+//!   glibc's), on McRT threads and on native threads, as software threads outnumber cores.
 
 use crate::avl::{self, InTx, Plain, StmNodes};
 use crate::motion::Frames;
@@ -27,8 +30,8 @@ use mcrt::sync::{Mutex, MutexKind};
 use mcrt::{Config, Host, Policy, QueueLock};
 
 /// The experiments, by name.
-pub const EXPERIMENTS: [&str; 5] =
-    ["mcrt_micro", "mcrt_create", "mcrt_futures", "mcrt_policies", "mcrt_stm"];
+pub const EXPERIMENTS: [&str; 6] =
+    ["mcrt_micro", "mcrt_create", "mcrt_futures", "mcrt_policies", "mcrt_stm", "mcrt_larson"];
 
 /// Runs `experiment` on `p` with McRT over `host`; its `RESULT` lines.
 pub fn run<P: Platform + ?Sized>(
@@ -143,6 +146,22 @@ pub fn run<P: Platform + ?Sized>(
             ] {
                 let rate = tree_ops_per_kcycle(host, cores, g, STM_OPS)?;
                 out.push(put(imp, config, "ops_per_kcycle_x100", rate, "ops/kcycle_x100"));
+            }
+        }
+        "mcrt_larson" => {
+            for n in [cores, 4 * cores] {
+                for (imp, heap) in [
+                    ("mcrt-malloc-locked", Heap::Locked),
+                    ("mcrt-malloc-nonblocking", Heap::NonBlocking),
+                    ("program-heap", Heap::Program),
+                ] {
+                    let config = format!("mcrt-threads/{n}");
+                    let rate = larson_rate(p, host, heap, n, true)?;
+                    out.push(put(imp, &config, "ops_per_kcycle_x100", rate, "ops/kcycle_x100"));
+                    let config = format!("native-threads/{n}");
+                    let rate = larson_rate(p, host, heap, n, false)?;
+                    out.push(put(imp, &config, "ops_per_kcycle_x100", rate, "ops/kcycle_x100"));
+                }
             }
         }
         other => return Err(format!("no McRT experiment {other}")),
@@ -417,3 +436,83 @@ fn tree_ops_per_kcycle(
     }
     Ok(ops * threads as u64 * 100_000 / cycles.max(1))
 }
+
+/// The allocators `mcrt_larson` compares.
+#[derive(Clone, Copy)]
+enum Heap {
+    /// McRT-Malloc, lock-based.
+    Locked,
+    /// McRT-Malloc, non-blocking.
+    NonBlocking,
+    /// The program's own heap (its `#[global_allocator]`).
+    Program,
+}
+
+/// The program's own heap as a `GlobalAlloc` value.
+struct ProgramHeap;
+
+// SAFETY: forwards to the global allocator, which keeps the contract.
+unsafe impl core::alloc::GlobalAlloc for ProgramHeap {
+    unsafe fn alloc(&self, layout: core::alloc::Layout) -> *mut u8 {
+        // SAFETY: as the caller promised.
+        unsafe { alloc::alloc::alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: core::alloc::Layout) {
+        // SAFETY: as the caller promised.
+        unsafe { alloc::alloc::dealloc(ptr, layout) }
+    }
+}
+
+/// Total Larson ops across `n` threads (McRT threads on every core, or the system's
+/// threads), each thread doing `LARSON_OPS / n`: hundredths of an op per kcycle.
+fn larson_rate<P: Platform + ?Sized>(
+    p: &P,
+    host: &dyn Host,
+    heap: Heap,
+    n: usize,
+    on_mcrt: bool,
+) -> Result<u64, String> {
+    let ops = LARSON_OPS / n;
+    let mail = Arc::new(crate::larson::Mail::new(n));
+    let version = match heap {
+        Heap::NonBlocking => mcrt::malloc::Version::NonBlocking,
+        _ => mcrt::malloc::Version::Locked,
+    };
+    mcrt::malloc::set_version(version);
+    let run = move |i: usize, yield_every: Option<usize>, mail: &crate::larson::Mail| match heap {
+        Heap::Program => crate::larson::larson(&ProgramHeap, mail, i, ops, yield_every),
+        _ => crate::larson::larson(&mcrt::malloc::McrtMalloc, mail, i, ops, yield_every),
+    };
+    let cycles = if on_mcrt {
+        let m = mail.clone();
+        mcrt::run(Config::new(Policy::Stealing, p.cores()), host, move || {
+            let start = read_tsc();
+            let hs: Vec<_> = (0..n)
+                .filter_map(|i| {
+                    let m = m.clone();
+                    mcrt::spawn(move || run(i, Some(100), &m)).ok()
+                })
+                .collect();
+            let all = hs.len() == n;
+            for h in hs {
+                h.join();
+            }
+            all.then(|| read_tsc() - start)
+        })
+        .map_err(|e| format!("mcrt: {e:?}"))?
+        .ok_or("mcrt_larson: a thread could not start")?
+    } else {
+        let start = p.cycles();
+        p.run_threads(n, None, &|i| run(i, None, &mail))?;
+        p.cycles() - start
+    };
+    match heap {
+        Heap::Program => mail.drain(&ProgramHeap),
+        _ => mail.drain(&mcrt::malloc::McrtMalloc),
+    }
+    Ok((ops * n) as u64 * 100_000 / cycles.max(1))
+}
+
+/// Larson ops per run, split among the threads.
+const LARSON_OPS: usize = 200_000;

@@ -29,7 +29,7 @@ experiments (N: iterations or size, default in brackets):
   amps_server, amps_numa [20000]
                   the scheduler experiments (issue M7; N: units of work per job), with
                   pthreads; `bench=NAME,N,LABEL` labels the lines' config (default cfs)
-  mcrt_micro, mcrt_create, mcrt_futures, mcrt_policies, mcrt_stm
+  mcrt_micro, mcrt_create, mcrt_futures, mcrt_policies, mcrt_stm, mcrt_larson
                   McRT (issue M8) on pinned threads parking on a futex, beside pthreads
   all             all of the above with their defaults
 

@@ -418,6 +418,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
     mcrt("mcrt_futures", "run mcrtbench mcrt_futures"),
     mcrt("mcrt_policies", "run mcrtbench mcrt_policies"),
     mcrt("mcrt_stm", "run mcrtbench mcrt_stm"),
+    mcrt("mcrt_larson", "run mcrtbench mcrt_larson"),
     amps("thread_switch", "run ampsbench thread_switch", "thread_switch,1", THREAD_VARIANTS),
     amps("thread_create", "run ampsbench thread_create", "thread_create,1", THREAD_VARIANTS),
     Experiment {

@@ -1,5 +1,5 @@
 //! `mcrtbench EXPERIMENT...`: McRT's experiments written once (`workloads::mcrt`:
-//! `mcrt_micro`, `mcrt_create`, `mcrt_futures`, `mcrt_policies`, `mcrt_stm`, or `all`), the code the
+//! `mcrt_micro`, `mcrt_create`, `mcrt_futures`, `mcrt_policies`, `mcrt_stm`, `mcrt_larson`, or `all`), the code the
 //! Linux guest runs, with McRT's processors as kernel threads, one per core
 //! (`libatoll::mcrt_host`), beside Atoll's own kernel threads. Prints `RESULT` lines;
 //! exits 2 on a bad argument, 1 if an experiment fails.
@@ -15,7 +15,7 @@ use libatoll::{args, println};
 use workloads::mcrt::{self, EXPERIMENTS};
 
 const HELP: &str =
-    "usage: mcrtbench mcrt_micro|mcrt_create|mcrt_futures|mcrt_policies|mcrt_stm|all...";
+    "usage: mcrtbench mcrt_micro|mcrt_create|mcrt_futures|mcrt_policies|mcrt_stm|mcrt_larson|all...";
 
 fn main() -> i32 {
     let line = args::arg_string();
