@@ -18,7 +18,6 @@ kernel_test!(SYSFUZZ_MILLION, "user.sysfuzz_million", 4, true, sysfuzz_million);
 kernel_test!(OBJECTS, "user.corey_objects", 1, false, corey_objects);
 kernel_test!(SPIN, "user.time_limit_stops_a_spinning_program", 1, false, time_limit);
 kernel_test!(EXHAUST, "user.exhausting_objects_is_an_error", 1, false, exhausting_objects);
-kernel_test!(HEAP_GROWS, "user.heap_grows_by_what_the_core_can_back", 1, false, heap_grows);
 kernel_test!(OOM, "user.out_of_memory_stops_the_program", 1, false, out_of_memory);
 kernel_test!(LONG_CALL, "user.long_call_answers_shootdowns", 2, false, long_call_answers);
 kernel_test!(MEMCLONE, "user.corey_memclone_every_page", 1, false, memclone);
@@ -174,14 +173,6 @@ fn exhausting_objects() -> Result<(), String> {
     let cores = smp::online_cores();
     let work = |_| expect("exhaust", "", ExitStatus::Exited(0));
     balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
-}
-
-/// `exhaust heap`: a program's heap grows to 512 MiB of untouched blocks (more than any
-/// core of these VMs has), and then a small block still comes: address space costs no
-/// frames, and every core's program can keep allocating (McRT's stacks and pools rely on
-/// it).
-fn heap_grows() -> Result<(), String> {
-    balanced(|| expect("exhaust", "heap", ExitStatus::Exited(0)))
 }
 
 /// A core inside one long system call still answers the rest of the machine: `longcall`

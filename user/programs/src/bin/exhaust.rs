@@ -1,5 +1,5 @@
-//! `exhaust [memory|heap]`: asks for more than the kernel can give, and checks each refusal
-//! is an error code.
+//! `exhaust [memory]`: asks for more than the kernel can give, and checks each refusal is
+//! an error code.
 //!
 //! Without an argument: shares until creation is refused, then a segment larger than
 //! memory. Exits 0; the kernel then frees everything it made.
@@ -7,11 +7,6 @@
 //! `exhaust memory`: maps segments as large as the kernel allows and writes every page
 //! until memory runs out. The kernel must stop the program with a page fault (reported as
 //! out of memory) and stay up; it never returns normally (exit 1 if it does).
-//!
-//! `exhaust heap`: grows the program's heap with big blocks it never touches (so they cost
-//! address space and segments, not frames) until the heap refuses one, then asks for a
-//! small block: the heap must still grow by what the core can back (a segment may not
-//! exceed the core's free memory, and the heap's usual doubling step then does).
 #![no_std]
 #![no_main]
 
@@ -23,9 +18,8 @@ fn main() -> i32 {
     match args::arg_string().trim() {
         "" => objects(),
         "memory" => memory(),
-        "heap" => heap(),
         _ => {
-            println!("usage: exhaust [memory|heap]");
+            println!("usage: exhaust [memory]");
             2
         }
     }
@@ -117,52 +111,3 @@ fn memory() -> i32 {
 }
 
 libatoll::main!(main);
-
-/// Untouched big blocks until the heap refuses (16, then 4, then 1 MiB at a time, at most
-/// 512 MiB in all): the heap must reach at least 64 MiB, and a small block must still come.
-fn heap() -> i32 {
-    use core::alloc::Layout;
-    extern crate alloc;
-    let mut held: [(usize, usize); 1024] = [(0, 0); 1024];
-    let mut n = 0;
-    let mut total = 0usize;
-    for mib in [16usize, 4, 1] {
-        let size = mib << 20;
-        let Ok(layout) = Layout::from_size_align(size, 16) else { return 1 };
-        while n < held.len() && total + size <= 512 << 20 {
-            // SAFETY: a non-zero size.
-            let p = unsafe { alloc::alloc::alloc(layout) };
-            if p.is_null() {
-                break;
-            }
-            held[n] = (p as usize, size);
-            n += 1;
-            total += size;
-        }
-    }
-    let Ok(small) = Layout::from_size_align(48, 16) else { return 1 };
-    // SAFETY: a non-zero size.
-    let p = unsafe { alloc::alloc::alloc(small) };
-    let grew = !p.is_null();
-    if grew {
-        // SAFETY: allocated just above with this layout.
-        unsafe { alloc::alloc::dealloc(p, small) };
-    }
-    // The blocks are not freed: a freed block's first word links the heap's free list,
-    // so freeing would touch a page of each, more memory than a small core has; the
-    // kernel frees everything when the program exits.
-    let _ = &held[..n];
-    println!(
-        "exhaust: heap held {} MiB untouched; a small block then {}",
-        total >> 20,
-        if grew { "came" } else { "was refused" }
-    );
-    // Untouched blocks cost no frames: the heap must reach well past any core's memory
-    // in the small VMs of `make test` (64 MiB a core at most there), 1 MiB at a time if
-    // need be.
-    if grew && total >= 64 << 20 {
-        0
-    } else {
-        1
-    }
-}
