@@ -51,7 +51,7 @@ pub fn run<P: Platform + ?Sized>(
                 "mcrt",
                 "create",
                 "cycles_per_op",
-                mcrt_create_join(p, host, 255)?,
+                mcrt_create_join(host, 255)?,
                 "cycles",
             ));
             out.push(put(
@@ -67,12 +67,12 @@ pub fn run<P: Platform + ?Sized>(
                     &imp,
                     "mutex",
                     "cycles_per_op",
-                    mcrt_mutex(p, host, kind, 1000)?,
+                    mcrt_mutex(host, kind, 1000)?,
                     "cycles",
                 ));
             }
             out.push(put("native", "mutex", "cycles_per_op", futex_mutex(p, 1000), "cycles"));
-            out.push(put("mcrt", "switch", "cycles_per_op", mcrt_switch(p, host, 1000)?, "cycles"));
+            out.push(put("mcrt", "switch", "cycles_per_op", mcrt_switch(host, 1000)?, "cycles"));
             out.push(put(
                 "native",
                 "switch",
@@ -88,7 +88,7 @@ pub fn run<P: Platform + ?Sized>(
                     "mcrt",
                     &config,
                     "cycles_per_create",
-                    mcrt_live_create(p, host, n)?,
+                    mcrt_live_create(host, n)?,
                     "cycles",
                 ));
                 if n <= 1000 {
@@ -127,7 +127,7 @@ pub fn run<P: Platform + ?Sized>(
             let serial = p.cycles() - start;
             out.push(put("serial", "serial", "kcycles_per_frame", serial / 1000, "kcycles"));
             for (name, config) in policy_configs(cores) {
-                let t = motion(p, host, config, &frames, expected)?;
+                let t = motion(host, config, &frames, expected)?;
                 out.push(put("mcrt", name, "kcycles_per_frame", t / 1000, "kcycles"));
                 out.push(put(
                     "mcrt",
@@ -189,47 +189,33 @@ fn on_one<R: Send + 'static>(
 }
 
 /// Cycles per McRT thread created and joined, `n` in a row (median).
-fn mcrt_create_join<P: Platform + ?Sized>(p: &P, host: &dyn Host, n: usize) -> Result<u64, String> {
-    let t = total_cycles(p, host, move |cycles| {
-        let start = cycles();
+fn mcrt_create_join(host: &dyn Host, n: usize) -> Result<u64, String> {
+    let t = on_one(host, move || {
+        let start = read_tsc();
         for _ in 0..n {
             let _ = mcrt::spawn(|| ()).map(|h| h.join());
         }
-        cycles() - start
+        read_tsc() - start
     })?;
     Ok(t / n as u64)
 }
 
-/// Runs `f(cycles)` on McRT's main thread on one processor; what it returns.
-fn total_cycles<P: Platform + ?Sized>(
-    p: &P,
-    host: &dyn Host,
-    f: impl FnOnce(&dyn Fn() -> u64) -> u64 + Send + 'static,
-) -> Result<u64, String> {
-    // The cycle counter read inside the runtime: the TSC (user mode may read it on both).
-    let _ = p;
-    on_one(host, move || f(&read_tsc))
-}
-
+/// The time-stamp counter (user mode may read it on Atoll and on Linux; inside the
+/// runtime no `Platform` is at hand).
 fn read_tsc() -> u64 {
     // SAFETY: reads the time-stamp counter (allowed in user mode on Atoll and Linux).
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
 /// Cycles per uncontended lock + release of a McRT mutex of `kind`.
-fn mcrt_mutex<P: Platform + ?Sized>(
-    p: &P,
-    host: &dyn Host,
-    kind: MutexKind,
-    n: u64,
-) -> Result<u64, String> {
-    let t = total_cycles(p, host, move |cycles| {
+fn mcrt_mutex(host: &dyn Host, kind: MutexKind, n: u64) -> Result<u64, String> {
+    let t = on_one(host, move || {
         let m = Mutex::new(kind, 0u64);
-        let start = cycles();
+        let start = read_tsc();
         for _ in 0..n {
             *core::hint::black_box(&m).lock() += 1;
         }
-        cycles() - start
+        read_tsc() - start
     })?;
     Ok(t / n)
 }
@@ -258,8 +244,8 @@ fn futex_mutex<P: Platform + ?Sized>(p: &P, n: u64) -> u64 {
 }
 
 /// Cycles per switch: two McRT threads on one processor yield to each other, `n` in all.
-fn mcrt_switch<P: Platform + ?Sized>(p: &P, host: &dyn Host, n: u64) -> Result<u64, String> {
-    let t = total_cycles(p, host, move |cycles| {
+fn mcrt_switch(host: &dyn Host, n: u64) -> Result<u64, String> {
+    let t = on_one(host, move || {
         let go = Arc::new(AtomicU32::new(0));
         let g = go.clone();
         let other = mcrt::spawn(move || {
@@ -269,11 +255,11 @@ fn mcrt_switch<P: Platform + ?Sized>(p: &P, host: &dyn Host, n: u64) -> Result<u
             }
         });
         mcrt::yield_until(&go, mcrt::Op::Eq, 1);
-        let start = cycles();
+        let start = read_tsc();
         for _ in 0..n / 2 {
             mcrt::yield_now();
         }
-        let t = cycles() - start;
+        let t = read_tsc() - start;
         if let Ok(h) = other {
             h.join();
         }
@@ -283,11 +269,11 @@ fn mcrt_switch<P: Platform + ?Sized>(p: &P, host: &dyn Host, n: u64) -> Result<u
 }
 
 /// Cycles per McRT create while `n` threads are live (none joined until all exist).
-fn mcrt_live_create<P: Platform + ?Sized>(p: &P, host: &dyn Host, n: usize) -> Result<u64, String> {
-    let t = total_cycles(p, host, move |cycles| {
-        let start = cycles();
+fn mcrt_live_create(host: &dyn Host, n: usize) -> Result<u64, String> {
+    let t = on_one(host, move || {
+        let start = read_tsc();
         let hs: Vec<_> = (0..n).filter_map(|_| mcrt::spawn(|| ()).ok()).collect();
-        let t = cycles() - start;
+        let t = read_tsc() - start;
         for h in hs {
             h.join();
         }
@@ -348,8 +334,7 @@ fn futures_vs_threads<P: Platform + ?Sized>(
 /// Cycles for one frame of motion estimation, a McRT thread per block, under `config`
 /// (timed inside the runtime: its start and stop are not counted); fails if the answer
 /// differs from the serial one.
-fn motion<P: Platform + ?Sized>(
-    p: &P,
+fn motion(
     host: &dyn Host,
     config: Config,
     frames: &Arc<Frames>,
@@ -358,7 +343,6 @@ fn motion<P: Platform + ?Sized>(
     let f = frames.clone();
     let counted = Arc::new(AtomicU64::new(0));
     let c = counted.clone();
-    let _ = p;
     let (sum, t) = mcrt::run(config, host, move || {
         let start = read_tsc();
         let hs: Vec<_> = (0..f.blocks())

@@ -1,8 +1,27 @@
 //! What the benchmarks share: a barrier in shared memory, fixed-point numbers (user
 //! code has no floating point here) and the `RESULT {json}` line `make bench` reads.
 
+use alloc::string::String;
+use alloc::vec::Vec;
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
+
+/// Prints an experiment's `RESULT` lines, or `bench: <experiment>: <why>` (the line `make
+/// bench` reads as a failed run); false when it failed.
+pub fn print_lines(experiment: &str, lines: Result<Vec<String>, String>) -> bool {
+    match lines {
+        Ok(lines) => {
+            for line in lines {
+                crate::println!("{line}");
+            }
+            true
+        }
+        Err(why) => {
+            crate::println!("bench: {experiment}: {why}");
+            false
+        }
+    }
+}
 
 /// Adds this core to `count` and waits until `n` cores have: a one-shot barrier, so the
 /// timed parts of a benchmark start together. `count` must be in shared memory and 0

@@ -53,16 +53,9 @@ fn main() -> i32 {
     }
     let p = Atoll::new(libatoll::cores::all_cores());
     for experiment in chosen {
-        match amps::run(&p, experiment, units.unwrap_or(DEFAULT_JOB_UNITS), &setting) {
-            Ok(lines) => {
-                for line in lines {
-                    println!("{line}");
-                }
-            }
-            Err(why) => {
-                println!("bench: {experiment}: {why}");
-                return 1;
-            }
+        let lines = amps::run(&p, experiment, units.unwrap_or(DEFAULT_JOB_UNITS), &setting);
+        if !libatoll::bench::print_lines(experiment, lines) {
+            return 1;
         }
     }
     0

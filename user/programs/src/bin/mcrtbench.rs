@@ -36,16 +36,8 @@ fn main() -> i32 {
     }
     let p = Atoll::new(libatoll::cores::all_cores());
     for experiment in chosen {
-        match mcrt::run(&p, &AtollHost, experiment) {
-            Ok(lines) => {
-                for line in lines {
-                    println!("{line}");
-                }
-            }
-            Err(e) => {
-                println!("bench: {experiment}: {e}");
-                return 1;
-            }
+        if !libatoll::bench::print_lines(experiment, mcrt::run(&p, &AtollHost, experiment)) {
+            return 1;
         }
     }
     0
