@@ -1,5 +1,6 @@
 //! `mcrt_micro`, McRT Table 1: thread create (255), mutex lock/release (1000), and a
-//! context switch between two threads (1000), in µs for those iterations as the paper
+//! context switch between two threads (1000: `mcrt` is a yield through the scheduler,
+//! `mcrt-context` the bare switch under it), in µs for those iterations as the paper
 //! reports them; McRT against `std::thread` (Linux's native threads), `corosensei` and
 //! `generator` coroutines, and `parking_lot`/`std` mutexes, in one run on one CPU.
 
@@ -118,6 +119,43 @@ pub fn mcrt_switch() -> f64 {
     })
 }
 
+/// The two stack pointers of a bare context switch.
+struct SwitchPair {
+    main_sp: usize,
+    other_sp: usize,
+}
+
+/// The other side of a bare switch: switches straight back, forever.
+extern "C" fn bounce(pair: usize) -> ! {
+    let pair = pair as *mut SwitchPair;
+    loop {
+        // SAFETY: `pair` outlives every switch into this context (see `mcrt_context`).
+        unsafe { mcrt::context::switch(&raw mut (*pair).other_sp, (*pair).main_sp) };
+    }
+}
+
+/// McRT's switch alone (`mcrt::context::switch`, with the FPU control words), no scheduler:
+/// 500 switch-and-back pairs (1000 switches), the mechanism corosensei's resume+yield is.
+pub fn mcrt_context() -> f64 {
+    let stack = mcrt::context::Stack::new().expect("stack");
+    let top = stack.base() as usize + mcrt::context::STACK_BYTES - mcrt::context::STACK_RESERVED;
+    let mut pair = Box::new(SwitchPair { main_sp: 0, other_sp: 0 });
+    let p: *mut SwitchPair = &mut *pair;
+    // SAFETY: `top` is the 16-aligned top of a stack we own; `pair` and the stack live until
+    // after the last switch back, and the suspended context holds nothing that needs
+    // dropping, so freeing its stack then is sound.
+    unsafe {
+        (*p).other_sp = mcrt::context::prepare(top & !15, bounce, p as usize);
+        let start = Instant::now();
+        for _ in 0..SWITCHES / 2 {
+            mcrt::context::switch(&raw mut (*p).main_sp, (*p).other_sp);
+        }
+        let t = us(start);
+        drop(stack);
+        t
+    }
+}
+
 /// Native threads: two threads pinned to one CPU, each `sched_yield`ing (1000 switches).
 fn std_switch() -> f64 {
     let cpu = mcrt::hosted::allowed_cpus()[0];
@@ -203,6 +241,7 @@ pub fn run(quick: bool) -> Vec<String> {
     put("mutex1000", "parking_lot", median_of(trials, parking_lot_mutex));
     put("mutex1000", "std-mutex", median_of(trials, std_mutex));
     put("switch1000", "mcrt", median_of(trials, mcrt_switch));
+    put("switch1000", "mcrt-context", median_of(trials, mcrt_context));
     put("switch1000", "std-thread", median_of(trials, std_switch));
     put("switch1000", "corosensei", median_of(trials, corosensei_switch));
     put("switch1000", "generator", median_of(trials, generator_switch));

@@ -62,10 +62,13 @@ impl<F: FnOnce() -> T + Send, T: Send> Job for Cell<F, T> {
 }
 
 /// A future's handle.
-pub struct Future<T> {
-    job: Arc<dyn Job>,
-    value: *const UnsafeCell<Option<T>>,
-    state: *const AtomicU32,
+pub struct Future<T>(Handle<T>);
+
+enum Handle<T> {
+    /// Evaluated eagerly at `spawn`: the value itself, nothing shared, nothing allocated.
+    Ready(T),
+    /// Queued for an idle processor or for `read`.
+    Queued { job: Arc<dyn Job>, value: *const UnsafeCell<Option<T>>, state: *const AtomicU32 },
 }
 
 // SAFETY: the pointers point into `job`, which the handle keeps alive; `T: Send`.
@@ -98,6 +101,12 @@ pub fn spawn<A: Send + 'static, T: Send + 'static>(
 
 /// A future of `f()`.
 pub fn spawn_with<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Future<T> {
+    let rt = runtime::shared();
+    if rt.idle_processors.load(Ordering::Relaxed) == 0 {
+        // Every processor is busy: evaluate now (§2.1, eagerly). No parallelism is lost,
+        // and the future costs a call, which is why it is so much cheaper than a thread.
+        return Future(Handle::Ready(f()));
+    }
     let cell = Arc::new(Cell {
         state: AtomicU32::new(PENDING),
         f: UnsafeCell::new(Some(f)),
@@ -106,28 +115,26 @@ pub fn spawn_with<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     let value = &cell.value as *const UnsafeCell<Option<T>>;
     let state = &cell.state as *const AtomicU32;
     let job: Arc<dyn Job> = cell;
-    let rt = runtime::shared();
-    if rt.idle_processors.load(Ordering::Relaxed) == 0 {
-        // Every processor is busy: evaluate now (§2.1, eagerly).
-        job.run_if_pending();
-    } else {
-        let p = runtime::processor();
-        rt.futures.queues[p].with(|q| {
-            q.push_back(job.clone());
-            rt.futures.queued.fetch_add(1, Ordering::Relaxed);
-        });
-        runtime::notify_if_parked(rt);
-    }
-    Future { job, value, state }
+    let p = runtime::processor();
+    rt.futures.queues[p].with(|q| {
+        q.push_back(job.clone());
+        rt.futures.queued.fetch_add(1, Ordering::Relaxed);
+    });
+    runtime::notify_if_parked(rt);
+    Future(Handle::Queued { job, value, state })
 }
 
 impl<T> Future<T> {
     /// `read(handle)`: the value, evaluated here if nobody has started it (§2.1, on demand);
     /// if an idle processor is evaluating it, the caller yields until it is done.
     pub fn read(self) -> T {
-        if !self.job.run_if_pending() {
-            // SAFETY: `state` points into `job`, alive while `self` is.
-            let state = unsafe { &*self.state };
+        let (job, value, state) = match self.0 {
+            Handle::Ready(v) => return v,
+            Handle::Queued { job, value, state } => (job, value, state),
+        };
+        if !job.run_if_pending() {
+            // SAFETY: `state` points into `job`, alive while `job` is.
+            let state = unsafe { &*state };
             while state.load(Ordering::Acquire) != DONE {
                 if crate::in_runtime() && runtime::on_thread_stack() {
                     crate::thread::yield_until(state, crate::Op::Eq, DONE);
@@ -136,15 +143,25 @@ impl<T> Future<T> {
                 }
             }
         }
-        // SAFETY: DONE was published after the value was written; we are the only reader.
-        let v = unsafe { (*(*self.value).get()).take() };
+        // SAFETY: DONE was published after the value was written; we are the only reader,
+        // and `job` keeps the cell alive.
+        let v = unsafe { (*(*value).get()).take() };
+        drop(job);
         v.expect("mcrt: a future's value was read twice")
     }
 
     /// True once its value is ready.
     pub fn is_ready(&self) -> bool {
-        // SAFETY: as in `read`.
-        unsafe { (*self.state).load(Ordering::Acquire) == DONE }
+        match &self.0 {
+            Handle::Ready(_) => true,
+            // SAFETY: as in `read`.
+            Handle::Queued { state, .. } => unsafe { (**state).load(Ordering::Acquire) == DONE },
+        }
+    }
+
+    /// True if the runtime evaluated it eagerly, at `spawn`, because no processor was idle.
+    pub fn was_eager(&self) -> bool {
+        matches!(self.0, Handle::Ready(_))
     }
 }
 

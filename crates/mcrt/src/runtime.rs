@@ -137,10 +137,11 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) queues: Vec<TaskQueue>,
     processors: Vec<Processor>,
-    /// Bumped by [`notify`]; parked processors sleep on it.
     /// Where idle processors sleep ([`crate::park`]).
     parking: Parking,
-    /// Processors in their idle loops (futures go to them, §2.1).
+    /// Processors in their idle loops looking for work, not parked: futures are queued for
+    /// them (§2.1). A parked processor does not count: waking it costs more than a small
+    /// future, which the spawner then evaluates eagerly.
     pub(crate) idle_processors: AtomicUsize,
     stopping: AtomicBool,
     /// Live threads (the main thread included).
@@ -545,20 +546,30 @@ fn idle_main(index: usize, rt: &Shared) {
             notify_if_parked(rt);
         }
     };
+    // Whether this processor counts in `idle_processors` (it is looking for work).
+    let mut looking = false;
+    let look = |on: bool, looking: &mut bool| {
+        if on != core::mem::replace(looking, on) {
+            if on {
+                rt.idle_processors.fetch_add(1, Ordering::Relaxed);
+            } else {
+                rt.idle_processors.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    };
     loop {
         if rt.stopping.load(Ordering::Acquire) {
             break;
         }
         if let Some(t) = find_work(rt, p) {
+            look(false, &mut looking);
             found(&mut spinning);
             rounds = 0;
             switch_to(me, t, Pending::None);
             continue;
         }
-        rt.idle_processors.fetch_add(1, Ordering::Relaxed);
-        let ran_future = crate::future::run_one(rt, index);
-        rt.idle_processors.fetch_sub(1, Ordering::Relaxed);
-        if ran_future {
+        look(true, &mut looking);
+        if crate::future::run_one(rt, index) {
             found(&mut spinning);
             rounds = 0;
             continue;
@@ -575,6 +586,7 @@ fn idle_main(index: usize, rt: &Shared) {
         if core::mem::take(&mut spinning) {
             rt.parking.stop_spinning();
         }
+        look(false, &mut looking);
         let epoch = rt.parking.announce();
         // Looked again after announcing the sleep: a notify from now on wakes us.
         let work = find_work(rt, p);
@@ -589,6 +601,7 @@ fn idle_main(index: usize, rt: &Shared) {
         }
         rt.parking.retract();
     }
+    look(false, &mut looking);
     if spinning {
         rt.parking.stop_spinning();
     }

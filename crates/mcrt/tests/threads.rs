@@ -156,3 +156,40 @@ fn bad_arguments_are_errors() {
     });
     assert_eq!(r, Ok((Err(mcrt::Error::InvalidArgument), Some(mcrt::Error::InvalidArgument))));
 }
+
+/// §2.1: with every processor busy a future is evaluated eagerly, at `spawn`.
+#[test]
+fn futures_are_eager_when_no_processor_is_idle() {
+    let host = LinuxHost::unpinned();
+    let eager = mcrt::run(Config::new(Policy::Local, 1), &host, || {
+        (0..100u32).all(|i| {
+            let f = mcrt::future::spawn(|x: u32| x + 1, i);
+            f.was_eager() && f.is_ready() && f.read() == i + 1
+        })
+    });
+    assert_eq!(eager, Ok(true));
+}
+
+/// §2.1: with a processor idle, a future is queued for it, and that processor evaluates
+/// it on its own stack while the spawner goes on (the spawner never reads it until then).
+#[test]
+fn an_idle_processor_evaluates_a_queued_future() {
+    let host = LinuxHost::unpinned();
+    let ran_on = mcrt::run(Config::new(Policy::Local, 2), &host, || {
+        let start = std::time::Instant::now();
+        while start.elapsed().as_secs() < 20 {
+            let f = mcrt::future::spawn_with(mcrt::processor);
+            if f.was_eager() {
+                // Processor 1 was not looking for work just then (parked, or not started).
+                std::thread::sleep(std::time::Duration::from_micros(50));
+                continue;
+            }
+            while !f.is_ready() {
+                std::hint::spin_loop();
+            }
+            return Some(f.read());
+        }
+        None
+    });
+    assert_eq!(ran_on, Ok(Some(1)));
+}
