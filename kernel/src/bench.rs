@@ -16,7 +16,9 @@ use crate::monitor::protocol::Request;
 use crate::monitor::{self, CallId};
 use crate::percpu::this_core;
 use crate::smp::{self, all_ok, Outcome};
+use crate::tlb::{Flush, Shootdown};
 use crate::{knowledge, println};
+use agreement::CoreSet;
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
@@ -24,6 +26,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use record::{median, Cores, Fixed2, Record};
 use skb::MulticastTree;
+use skb::Protocol;
 use urpc::{ChannelMemory, Receiver, Sender, PAYLOAD_WORDS};
 
 /// One experiment of `bench`.
@@ -58,6 +61,13 @@ const EXPERIMENTS: &[Experiment] = &[
         run: multicast,
     },
     Experiment {
+        name: "shootdown",
+        iteration: "shootdowns per protocol and core count",
+        default: 50,
+        max: 200,
+        run: shootdown,
+    },
+    Experiment {
         name: "shm",
         iteration: "updates per client and configuration",
         default: 500,
@@ -85,7 +95,7 @@ const SHM: &str = "shm_vs_msg_kernel";
 const NEEDS_TWO_CORES: &str = "needs 2 cores";
 
 /// The arguments `bench` takes.
-pub const USAGE: &str = "urpc|multicast|shm [ITERATIONS]";
+pub const USAGE: &str = "urpc|multicast|shootdown|shm [ITERATIONS]";
 
 /// Runs `bench EXPERIMENT [ITERATIONS]` (`args` is the line after `bench`).
 pub fn command(args: &str) -> Result<(), String> {
@@ -428,6 +438,62 @@ fn tree_round(
         }
     }
     wait_acks(before, expected, deadline)
+}
+
+/// Multikernel Figure 6 with the real operation (§4.7, §5.1): the latency of a TLB
+/// shootdown of one page (`tlb::Shootdown`: the invalidation sent, applied and acknowledged
+/// by every participant) to the cores below `k`, by each of the four protocols, against `k`.
+/// The participants are idle (polling, or halted and woken by the notification).
+fn shootdown(rounds: usize, deadline: Deadline) -> Result<(), String> {
+    let cores = smp::online_cores();
+    if cores.len() < 2 {
+        return Err(NEEDS_TWO_CORES.into());
+    }
+    let source = this_core().index;
+    let skb = knowledge::get().ok_or("the SKB is not measured")?;
+    // The per-message costs the model (`agreement-sim`, in `make bench`'s report) predicts
+    // from: the one-way latency to a core of this package and to one of another, measured
+    // now, beside the shootdowns.
+    let home = skb.core(source).map(|c| c.package);
+    for (link, remote) in [("local", false), ("remote", true)] {
+        let peer = cores
+            .iter()
+            .copied()
+            .find(|&c| c != source && (skb.core(c).map(|c| c.package) != home) == remote);
+        if let Some(peer) = peer {
+            let cycles = knowledge::one_way_latency(peer, 15)?;
+            result(
+                "shootdown",
+                2,
+                "one_way_cycles",
+                cycles,
+                "cycles",
+                &format!(",\"link\":\"{link}\""),
+            );
+        }
+    }
+    // A page nothing maps: invalidating it costs what invalidating a mapped page does.
+    let flush = Flush { start: 0xffff_e000_0000_0000, pages: 1, global: false };
+    for k in 2..=cores.len() {
+        let targets = cores.iter().filter(|&&c| c != source && c < k && c < 64);
+        let targets = CoreSet(targets.fold(0, |mask, &c| mask | 1 << c));
+        let mut packages: Vec<u32> =
+            (0..k).filter_map(|c| skb.core(c)).map(|c| c.package).collect();
+        packages.sort_unstable();
+        packages.dedup();
+        for protocol in Protocol::ALL {
+            let cycles = time_rounds(rounds, |_| {
+                deadline.check()?;
+                Shootdown::start_with(targets, flush, Some(protocol))
+                    .wait()
+                    .map_err(|c| format!("cores {:#x} never acknowledged", c.0))
+            })?;
+            let extra =
+                format!(",\"protocol\":\"{}\",\"packages\":{}", protocol.name(), packages.len());
+            result("shootdown", k, "latency_cycles", cycles, "cycles", &extra);
+        }
+    }
+    Ok(())
 }
 
 /// The line of the broadcast protocol: the round the source has started, and whether the

@@ -268,6 +268,19 @@ fn enter_core_zero(pml4: u64, cores: usize) -> &'static percpu::PerCore {
     monitor::set_sched_handler(crate::user::sched::on_message);
     monitor::set_idle_work(crate::user::sched::idle_work);
     crate::user::set_kernel_console(console::execute_and_report);
+    // TLB shootdowns (below the heap) travel through the monitor and ask the SKB, both
+    // above them.
+    crate::tlb::set_transport(crate::tlb::Transport {
+        send: monitor::send_tlb,
+        notify: monitor::notify,
+        poll: || {
+            monitor::poll();
+        },
+        pick: |source, participants| {
+            knowledge::get().map(|skb| skb.pick_protocol(source, participants))
+        },
+        tree: |source| knowledge::get().map(|skb| skb.multicast_tree(source)),
+    });
     bsp
 }
 

@@ -67,6 +67,12 @@ const COMMANDS: &[Command] = &[
         help: "slow cores down (or back: 1:100) now, re-measure every core's speed",
         run: asym,
     },
+    Command {
+        name: "tlb",
+        args: "[protocol auto|broadcast|unicast|multicast|numa-multicast]",
+        help: "TLB shootdowns by message: the protocol in use, or set it (auto: the SKB's)",
+        run: tlb,
+    },
     Command { name: "ls", args: "", help: "the programs in the initrd", run: ls },
     Command {
         name: "run",
@@ -83,6 +89,28 @@ const COMMANDS: &[Command] = &[
     Command { name: "uptime", args: "", help: "seconds since boot, by core 0's tick", run: uptime },
     Command { name: "poweroff", args: "", help: "power the machine off", run: poweroff },
 ];
+
+/// `tlb`: which protocol shootdowns use, and shootdowns that timed out; `tlb protocol NAME`
+/// overrides the SKB's choice (`auto` gives it back).
+fn tlb(args: &str) -> Result<(), String> {
+    let mut words = args.split_whitespace();
+    match (words.next(), words.next(), words.next()) {
+        (None, _, _) => {}
+        (Some("protocol"), Some("auto"), None) => crate::tlb::set_protocol(None),
+        (Some("protocol"), Some(name), None) => match skb::Protocol::parse(name) {
+            Some(p) => crate::tlb::set_protocol(Some(p)),
+            None => return Err(format!("no protocol `{name}`")),
+        },
+        _ => {
+            return Err(
+                "usage: tlb [protocol auto|broadcast|unicast|multicast|numa-multicast]".into()
+            )
+        }
+    }
+    let chosen = crate::tlb::protocol_override().map_or("auto (the SKB picks)", |p| p.name());
+    println!("tlb: protocol {chosen}; {} shootdowns timed out", crate::tlb::timed_out_shootdowns());
+    Ok(())
+}
 
 /// Longest input line, in bytes.
 const LINE_MAX: usize = 256;

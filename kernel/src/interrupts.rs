@@ -2,14 +2,14 @@
 //! `arch::trap` (by its link name) with the saved registers. A user-mode exception goes to
 //! the user layer (a soft page fault, or the end of the program); a kernel exception is
 //! fatal for the core it happens on only: it prints a report and stops that core, and the
-//! others go on. The timer tick, the wake-up, test and TLB-shootdown IPIs are counted and
-//! acknowledged here.
+//! others go on. The timer tick, the wake-up and test IPIs are counted and acknowledged
+//! here. (TLB shootdowns are messages, not interrupts: `tlb`.)
 
 use crate::arch::trap::{
     TrapFrame, EXCEPTION_NAMES, VECTOR_PAGE_FAULT, VECTOR_SPURIOUS, VECTOR_TEST, VECTOR_TIMER,
-    VECTOR_TLB, VECTOR_TLB_GLOBAL, VECTOR_WAKE,
+    VECTOR_WAKE,
 };
-use crate::arch::{apic, cpu, paging, power};
+use crate::arch::{apic, cpu, power};
 
 /// Called by `isr_common` for every interrupt and exception.
 #[no_mangle]
@@ -42,17 +42,6 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
         }
         VECTOR_TEST => {
             crate::percpu::this_core().on_test_ipi();
-            apic::eoi();
-        }
-        VECTOR_TLB | VECTOR_TLB_GLOBAL => {
-            if vector == VECTOR_TLB_GLOBAL {
-                paging::flush_everything();
-            } else {
-                x86_64::instructions::tlb::flush_all();
-            }
-            let core = crate::percpu::this_core();
-            // Release: the flush happened before the shooting core sees the count move.
-            core.tlb_flushes.fetch_add(1, core::sync::atomic::Ordering::Release);
             apic::eoi();
         }
         VECTOR_SPURIOUS => {}

@@ -2,7 +2,13 @@
 //! machine costs — one-way URPC latency for every ordered pair of cores, each core's compute
 //! speed, the cost of waking a halted core with an IPI — and keep it, with the topology,
 //! in an `skb::Skb` that the kernel queries (multicast trees, the idle poll budget) and the
-//! console shows. Measured once on the boot core, read-only afterwards.
+//! console shows. Measured once on the boot core.
+//!
+//! Replicated, not shared (Multikernel §3.3, §4.8; issue M9): each core keeps its own copy,
+//! made in its own heap by a remote call from the boot core once measured, and every query
+//! reads the calling core's copy. Compute speeds measured again later ([`remeasure_speeds`])
+//! reach each replica the same way: each core measures itself, and the initiator sends the
+//! new table to every core, which stores it in its replica.
 
 use crate::arch::{cpu, timer};
 use crate::percpu::{self, CoreState};
@@ -33,7 +39,9 @@ pub struct BootFacts {
 /// Set once by the boot core, before the console starts.
 pub static FACTS: spin::Once<BootFacts> = spin::Once::new();
 
-static SKB: spin::Once<Skb> = spin::Once::new();
+/// Each core's replica of the knowledge base, set by that core (see the module comment).
+static REPLICAS: [spin::Once<Skb>; crate::percpu::MAX_CORES] =
+    [const { spin::Once::new() }; crate::percpu::MAX_CORES];
 
 /// Round trips per ordered pair at boot (the median is kept): fewer on big machines, where
 /// the number of pairs grows with the square of the cores (and a VM with more vCPUs than
@@ -48,33 +56,56 @@ fn boot_round_trips(cores: usize) -> usize {
 /// Time limit for one measurement job.
 const JOB_TIMEOUT_US: u64 = 60_000_000;
 
-/// The knowledge base, once measured.
+/// This core's replica of the knowledge base, once measured and copied here.
 pub fn get() -> Option<&'static Skb> {
-    SKB.get()
+    REPLICAS.get(percpu::this_core().index)?.get()
 }
 
-/// Compute speeds measured again after boot ([`remeasure_speeds`]), by core; 0 where the
-/// boot's measurement stands.
-static SPEEDS_NOW: [AtomicU64; crate::percpu::MAX_CORES] =
-    [const { AtomicU64::new(0) }; crate::percpu::MAX_CORES];
+/// Compute speeds measured again after boot ([`remeasure_speeds`]), as this core's replica
+/// holds them (index: core); 0 where the boot's measurement stands.
+static SPEEDS_NOW: percpu::PerCoreState<[u64; crate::percpu::MAX_CORES]> =
+    crate::per_core_state!([0; crate::percpu::MAX_CORES]);
 
-/// `core`'s compute speed (work units per ms): the latest measurement.
+/// `core`'s compute speed (work units per ms): the latest measurement this core has heard of.
 pub fn compute_speed(core: usize) -> Option<u64> {
-    match SPEEDS_NOW.get(core).map(|s| s.load(Ordering::Relaxed)) {
+    match SPEEDS_NOW.with(|s| s.get(core).copied()) {
         Some(speed) if speed > 0 => Some(speed),
         _ => get()?.compute_speed(core),
     }
 }
 
 /// Measures every online core's compute speed again, all at once (a core's speed changed:
-/// its duty cycle, `asym`), so the scheduler sees measured power, not a setting.
+/// its duty cycle, `asym`), so the scheduler sees measured power, not a setting; then sends
+/// the new table to every core's replica.
 pub fn remeasure_speeds() -> Result<(), String> {
     let cores = smp::online_cores();
+    let measured: Vec<AtomicU64> = (0..percpu::core_count()).map(|_| AtomicU64::new(0)).collect();
     let measure = |i: usize| {
-        SPEEDS_NOW[i].store(compute_speed_here(), Ordering::Relaxed);
+        measured[i].store(compute_speed_here(), Ordering::Relaxed);
         Ok(())
     };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &measure))
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &measure))?;
+    let table: Vec<u64> = measured.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+    // Each core copies the table into its own replica (the call lends `table` until then).
+    let store = |_| {
+        SPEEDS_NOW.with(|s| {
+            for (i, &speed) in table.iter().enumerate().filter(|(_, &v)| v > 0) {
+                s[i] = speed;
+            }
+        });
+        Ok(())
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &store))
+}
+
+/// Gives every online core its own replica of `skb` (each clones it into its own heap).
+fn replicate(skb: &Skb) -> Result<(), String> {
+    let cores = smp::online_cores();
+    let copy = |i: usize| {
+        REPLICAS[i].call_once(|| skb.clone());
+        Ok(())
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &copy))
 }
 
 /// One-way latency from this core to `to`: median round trip / 2 over `round_trips` pings.
@@ -226,6 +257,5 @@ pub fn measure_at_boot() -> Result<(), String> {
         timer::tsc_to_us(skb.poll_budget_cycles()),
         timer::us_since(start)
     );
-    SKB.call_once(|| skb);
-    Ok(())
+    replicate(&skb)
 }

@@ -1,91 +1,358 @@
-//! TLB shootdown (Corey §3.1: removing a mapping from a range that several cores' page
-//! tables include must invalidate their TLBs). Done with IPIs for now; the Multikernel's
-//! way, by message to each core's monitor (§5.1), comes with M9.
+//! TLB shootdown by message (Multikernel §4.7, §5.1): removing a mapping, or reducing its
+//! rights, in a range that several cores' page tables include must invalidate their TLBs
+//! (Corey §3.1). The initiator flushes its own TLB and sends an invalidation to every other
+//! sharing core's monitor; each invalidates its own entries and acknowledges. That is a
+//! one-phase commit (`agreement::OnePhase`): the operation is complete when every
+//! participant has acknowledged, and only then are frames freed. No IPI carries a flush:
+//! a participant reads the message when it polls (its idle loop, a tick, a system call's
+//! step) or when the sender's notification ([`crate::monitor::notify`]) wakes it.
 //!
-//! A shootdown is split in two: [`Shootdown::start`] sends the IPIs and flushes this core;
-//! [`Shootdown::done`] tells whether every other core has flushed since. Whoever frees
-//! frames waits for it first ([`shootdown`] starts and waits at once). The wait is for
-//! every core, however long: a core that has not flushed could still reach the frames.
-//! The only core not waited for is one that has faulted: it stopped with interrupts off
-//! and never runs user code again, so its TLB can no longer be used (`CoreState::Faulted`
-//! is published before it halts).
+//! The four protocols of §5.1 (`skb::Protocol`) differ in how the invalidation reaches the
+//! participants; the SKB picks one ([`Skb::pick_protocol`]), and `tlb protocol NAME` at the
+//! console, or [`set_protocol`], overrides it:
+//! - **unicast**: one message per participant on its own channel;
+//! - **multicast**: one message per package to an aggregator (the package's lowest core),
+//!   which forwards within its package and acknowledges once for all (`agreement::Aggregation`);
+//! - **NUMA-aware multicast**: the SKB's tree: the aggregator nearest the initiator, the
+//!   most distant package first. (Atoll's channels always live in the receiver's memory, so
+//!   "buffers local to the aggregation node" holds for both multicasts.)
+//! - **broadcast**: one shared line per initiating core ([`BroadcastLine`]) that every core
+//!   checks when it polls; each participant acknowledges on its own channel.
+//!
+//! This layer sits below the heap (which shoots down its trimmed pages) and so below the
+//! monitor and the SKB: the boot installs a [`Transport`] that sends through the monitor and
+//! asks the SKB ([`set_transport`]), as it installs the monitor's other handlers.
+//!
+//! A participant that has faulted is not waited for: it stopped with interrupts off and
+//! never runs user code again, so its TLB can no longer be used. A live participant that
+//! does not answer within [`TIMEOUT_US`] makes the shootdown fail (`Err` with the cores):
+//! the caller must then keep the frames (they leak; nothing is reused while a stale entry
+//! may reach it), and the console says so.
 
-use crate::arch::{apic, cpu, paging, timer, trap};
+use crate::arch::{cpu, paging, timer};
 use crate::percpu::{self, this_core, CoreState, MAX_CORES};
-use core::sync::atomic::Ordering;
+use agreement::{Aggregation, CoreSet, OnePhase, OnePhaseStatus};
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use skb::{MulticastTree, Protocol};
 
-/// How long a flush may take before the wait is reported on the console (it goes on
-/// waiting).
+/// How long a participant may take to acknowledge (16 vCPUs under TCG on 2 host CPUs can
+/// take seconds to get to a message).
+pub const TIMEOUT_US: u64 = 10_000_000;
+
+/// How long a wait may go before it is reported on the console (it goes on waiting).
 const REPORT_US: u64 = 100_000;
 
-/// A shootdown in flight: the cores asked to flush, and each one's flush count when asked.
+/// More pages than this and a participant flushes its whole TLB instead of each page (as
+/// Linux does: one flush beats many `invlpg`s, and the entries refill on demand).
+const MOST_PAGES: u64 = 32;
+
+/// What to invalidate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flush {
+    /// First page's virtual address (page-aligned).
+    pub start: u64,
+    /// Pages from `start`; 0 means the whole TLB.
+    pub pages: u64,
+    /// Global (kernel) entries too, which a CR3 reload keeps.
+    pub global: bool,
+}
+
+impl Flush {
+    /// The whole TLB (global entries too if `global`).
+    pub const fn everything(global: bool) -> Flush {
+        Flush { start: 0, pages: 0, global }
+    }
+
+    /// Invalidates this core's entries for it.
+    fn apply(&self) {
+        if self.global {
+            paging::flush_everything();
+        } else if self.pages == 0 || self.pages > MOST_PAGES {
+            x86_64::instructions::tlb::flush_all();
+        } else {
+            for i in 0..self.pages {
+                let va = self.start.wrapping_add(i * 4096);
+                if let Ok(va) = x86_64::VirtAddr::try_new(va) {
+                    x86_64::instructions::tlb::flush(va);
+                }
+            }
+        }
+        // Release: the flush happened before anyone sees the count move.
+        this_core().tlb_flushes.fetch_add(1, Ordering::Release);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// How messages travel.
+
+/// A shootdown's messages (the monitor's `TLB_INVALIDATE` and `TLB_ACK`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Message {
+    /// Invalidate `flush` for operation `id`; aggregate for `members` if not empty.
+    Invalidate { id: u64, flush: Flush, members: CoreSet },
+    /// These cores invalidated for operation `id`; these faulted first.
+    Ack { id: u64, acked: CoreSet, failed: CoreSet },
+}
+
+/// What the layers above lend this one (installed once at boot, [`set_transport`]).
+pub struct Transport {
+    /// Sends a message to a core's monitor (waiting for room); false if it could not.
+    pub send: fn(usize, Message) -> bool,
+    /// Makes a core read its messages soon (`monitor::notify`).
+    pub notify: fn(usize),
+    /// Serves this core's channels once (`monitor::poll`).
+    pub poll: fn(),
+    /// The SKB's choice of protocol from a source to participants, once it is measured.
+    pub pick: fn(usize, &[usize]) -> Option<Protocol>,
+    /// The SKB's multicast tree from a source, once it is measured.
+    pub tree: fn(usize) -> Option<MulticastTree>,
+}
+
+static TRANSPORT: spin::Once<Transport> = spin::Once::new();
+
+/// Installs how shootdown messages travel (the boot core, once, before other cores run).
+pub fn set_transport(t: Transport) {
+    TRANSPORT.call_once(|| t);
+}
+
+/// Serves this core's channels once, if the transport is installed (a waiter for
+/// acknowledgements in a layer below the monitor calls this).
+pub fn poll_messages() {
+    if let Some(t) = TRANSPORT.get() {
+        (t.poll)();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Which protocol.
+
+/// 0: the SKB picks; otherwise 1 + the index in `Protocol::ALL`.
+static OVERRIDE: AtomicU8 = AtomicU8::new(0);
+
+/// Overrides the SKB's choice of protocol (`None`: the SKB picks again). For experiments
+/// and tests; a replicated setting in spirit, read by initiators only.
+pub fn set_protocol(protocol: Option<Protocol>) {
+    let v = protocol.map_or(0, |p| 1 + Protocol::ALL.iter().position(|&q| q == p).unwrap_or(1));
+    OVERRIDE.store(v as u8, Ordering::Relaxed);
+}
+
+/// The protocol set by [`set_protocol`], if any.
+pub fn protocol_override() -> Option<Protocol> {
+    match OVERRIDE.load(Ordering::Relaxed) {
+        0 => None,
+        v => Protocol::ALL.get(v as usize - 1).copied(),
+    }
+}
+
+/// The protocol for a shootdown from this core to `participants`.
+fn protocol_for(participants: CoreSet) -> Protocol {
+    if let Some(p) = protocol_override() {
+        return p;
+    }
+    let list: Vec<usize> = participants.iter().collect();
+    TRANSPORT.get().and_then(|t| (t.pick)(this_core().index, &list)).unwrap_or(Protocol::Unicast)
+}
+
+// ---------------------------------------------------------------------------------------
+// The broadcast line.
+
+/// One initiating core's broadcast line: the operation it broadcasts now. The initiator
+/// writes it (a sequence lock: odd while writing) only when its previous broadcast is over,
+/// and every core reads it when [`BROADCASTS`] moved since it last looked.
+#[repr(C, align(64))]
+pub struct BroadcastLine {
+    seq: AtomicU64,
+    id: AtomicU64,
+    start: AtomicU64,
+    pages: AtomicU64,
+    global: AtomicU64,
+    targets: AtomicU64,
+}
+
+static LINES: [BroadcastLine; MAX_CORES] = [const {
+    BroadcastLine {
+        seq: AtomicU64::new(0),
+        id: AtomicU64::new(0),
+        start: AtomicU64::new(0),
+        pages: AtomicU64::new(0),
+        global: AtomicU64::new(0),
+        targets: AtomicU64::new(0),
+    }
+}; MAX_CORES];
+
+/// Broadcasts started, machine-wide: a poll reads this one word and looks at the lines only
+/// when it moved.
+static BROADCASTS: AtomicU64 = AtomicU64::new(0);
+
+// ---------------------------------------------------------------------------------------
+// Per-core state.
+
+/// This core's shootdowns in flight and the aggregations it runs for other cores.
+struct TlbState {
+    next_seq: u64,
+    /// Operations this core started, by id.
+    ops: Vec<(u64, OnePhase)>,
+    /// Multicast branches this core aggregates, by the operation's id.
+    aggregations: Vec<(u64, Aggregation)>,
+    /// The id of this core's broadcast still in flight (its line is busy until it ends).
+    broadcasting: Option<u64>,
+    /// `BROADCASTS` when this core last read the lines, and each line's `seq` then.
+    broadcasts_seen: u64,
+    lines_seen: [u64; MAX_CORES],
+}
+
+static STATE: percpu::PerCoreState<TlbState> = crate::per_core_state!(TlbState {
+    next_seq: 1,
+    ops: Vec::new(),
+    aggregations: Vec::new(),
+    broadcasting: None,
+    broadcasts_seen: 0,
+    lines_seen: [0; MAX_CORES],
+});
+
+/// Counters for tests and the console.
+static STRANDED_SHOOTDOWNS: AtomicU64 = AtomicU64::new(0);
+
+/// Shootdowns that timed out (machine-wide): their frames were kept, not freed.
+pub fn timed_out_shootdowns() -> u64 {
+    STRANDED_SHOOTDOWNS.load(Ordering::Relaxed)
+}
+
+// ---------------------------------------------------------------------------------------
+// The initiator.
+
+/// A shootdown in flight (split phase: [`Shootdown::start`], then [`Shootdown::done`] or
+/// [`Shootdown::wait`]).
+#[must_use = "frames may be freed only once the shootdown is done"]
 pub struct Shootdown {
-    cores: u64,
-    before: [u64; MAX_CORES],
+    id: u64,
 }
 
 impl Shootdown {
-    /// Asks every core in `cores` (a bit per core index) but this one to flush its TLB,
-    /// and flushes this core's. `global` flushes global (kernel) entries too, which a CR3
-    /// reload keeps. Never waits.
+    /// Flushes this core's TLB and asks every core in `cores` (a bit per core index) but
+    /// this one to flush its own, by the protocol the SKB picks. Never waits.
     pub fn start(cores: u64, global: bool) -> Shootdown {
+        Shootdown::start_with(CoreSet(cores), Flush::everything(global), None)
+    }
+
+    /// Flushes `flush` here and on `cores` by `protocol` (`None`: the SKB's or the
+    /// override's). Cores that are not online are left out: a core that faulted never runs
+    /// user code again, and one not started has no entries. Never waits.
+    pub fn start_with(cores: CoreSet, flush: Flush, protocol: Option<Protocol>) -> Shootdown {
         let me = this_core().index;
-        let vector = if global { trap::VECTOR_TLB_GLOBAL } else { trap::VECTOR_TLB };
-        let mut asked = Shootdown { cores: 0, before: [0; MAX_CORES] };
-        for core in percpu::all_cores() {
-            if core.index >= 64 || cores & (1 << core.index) == 0 || core.index == me {
-                continue;
+        flush.apply();
+        let mut participants = CoreSet::EMPTY;
+        for c in cores.iter() {
+            if c != me && percpu::core(c).is_some_and(|c| c.state() == CoreState::Online) {
+                participants.insert(c);
             }
-            // Acquire: pairs with the Release in the handler.
-            asked.before[core.index] = core.tlb_flushes.load(Ordering::Acquire);
-            asked.cores |= 1 << core.index;
-            apic::send_ipi(core.apic_id, vector);
         }
-        if global {
-            paging::flush_everything();
-        } else {
-            x86_64::instructions::tlb::flush_all();
+        let protocol = protocol.unwrap_or_else(|| protocol_for(participants));
+        let now = cpu::rdtsc();
+        let timeout = timer::us_to_tsc(TIMEOUT_US);
+        let (id, line_free) = STATE.with(|s| {
+            let id = ((me as u64) << 48) | s.next_seq;
+            s.next_seq += 1;
+            s.ops.push((id, OnePhase::new(participants, now, timeout)));
+            let line_free = s.broadcasting.is_none();
+            if protocol == Protocol::Broadcast && line_free {
+                s.broadcasting = Some(id);
+            }
+            (id, line_free)
+        });
+        if participants.is_empty() {
+            return Shootdown { id };
         }
-        asked
+        match protocol {
+            // The line holds one operation at a time: while it is busy, unicast.
+            Protocol::Broadcast if line_free => broadcast(me, id, flush, participants),
+            Protocol::Broadcast | Protocol::Unicast => {
+                for c in participants.iter() {
+                    send_invalidate(c, id, flush, CoreSet::EMPTY);
+                }
+            }
+            Protocol::Multicast | Protocol::NumaMulticast => {
+                multicast(me, id, flush, participants, protocol)
+            }
+        }
+        Shootdown { id }
     }
 
-    /// Whether every core asked has flushed (or faulted) since [`Shootdown::start`].
-    pub fn done(&self) -> bool {
-        (0..MAX_CORES.min(64)).filter(|&i| self.cores & (1 << i) != 0).all(|i| self.flushed(i))
-    }
-
-    fn flushed(&self, index: usize) -> bool {
-        percpu::core(index).is_none_or(|c| {
-            c.tlb_flushes.load(Ordering::Acquire) != self.before[index]
-                || c.state() == CoreState::Faulted
+    /// Where the operation stands now (after declaring faulted participants failed).
+    fn status(&self) -> OnePhaseStatus {
+        let now = cpu::rdtsc();
+        STATE.with(|s| {
+            let Some((_, op)) = s.ops.iter_mut().find(|(id, _)| *id == self.id) else {
+                return OnePhaseStatus::Complete;
+            };
+            for c in op.waiting_for().iter() {
+                if percpu::core(c).is_none_or(|c| c.state() == CoreState::Faulted) {
+                    op.fail(c);
+                }
+            }
+            op.status(now)
         })
     }
 
-    /// Waits until [`Shootdown::done`]. Interrupts are on while waiting, so two cores
-    /// shooting each other down cannot deadlock; call it with no lock held that the other
-    /// cores might be spinning on (they flush from an interrupt).
-    pub fn wait(self) {
-        let was_enabled = cpu::disable_interrupts();
-        cpu::enable_interrupts();
+    /// Whether every participant has acknowledged (or faulted, or the time ran out). Reads
+    /// no messages: the caller's core must poll (its idle loop does).
+    pub fn done(&self) -> bool {
+        self.status() != OnePhaseStatus::Pending
+    }
+
+    /// Waits, serving this core's channels meanwhile (so two cores shooting each other
+    /// down cannot deadlock), until every participant acknowledged or faulted: `Ok`; or
+    /// until [`TIMEOUT_US`] passed: `Err` with the cores that never answered, and the
+    /// caller must not free what they may still reach. Call it with no lock held that the
+    /// other cores might be spinning on.
+    pub fn wait(self) -> Result<(), CoreSet> {
         let start = cpu::rdtsc();
         let mut reported = false;
-        while !self.done() {
+        let outcome = loop {
+            match self.status() {
+                OnePhaseStatus::Pending => {}
+                OnePhaseStatus::Complete | OnePhaseStatus::CompleteWithFailures(_) => {
+                    break Ok(());
+                }
+                OnePhaseStatus::TimedOut(cores) => break Err(cores),
+            }
             if !reported && timer::us_since(start) > REPORT_US {
-                crate::println!("tlb: still waiting for cores to flush ({:#x})", self.cores);
+                crate::println!("tlb: still waiting for cores to flush ({:#x})", self.waiting());
                 reported = true;
             }
+            poll_messages();
             cpu::pause();
+        };
+        if let Err(cores) = outcome {
+            STRANDED_SHOOTDOWNS.fetch_add(1, Ordering::Relaxed);
+            crate::println!("tlb: cores {:#x} never flushed; their frames are kept", cores.0);
         }
-        if !was_enabled {
-            cpu::disable_interrupts();
-        }
+        outcome
+    }
+
+    fn waiting(&self) -> u64 {
+        STATE.with(|s| {
+            s.ops.iter().find(|(id, _)| *id == self.id).map_or(0, |(_, op)| op.waiting_for().0)
+        })
     }
 }
 
-/// Flushes the TLB of every core in `cores` (a bit per core index), this one included,
-/// and returns once each has done so (see [`Shootdown::wait`]).
-pub fn shootdown(cores: u64) {
-    Shootdown::start(cores, false).wait();
+impl Drop for Shootdown {
+    fn drop(&mut self) {
+        STATE.with(|s| {
+            s.ops.retain(|(id, _)| *id != self.id);
+            if s.broadcasting == Some(self.id) {
+                s.broadcasting = None;
+            }
+        });
+    }
+}
+
+/// Flushes the TLB of every core in `cores` (a bit per core index), this one included, and
+/// returns once each has done so (see [`Shootdown::wait`]).
+pub fn shootdown(cores: u64) -> Result<(), CoreSet> {
+    Shootdown::start(cores, false).wait()
 }
 
 /// Every online core, as a shootdown's core set.
@@ -93,4 +360,232 @@ pub fn all_online() -> u64 {
     percpu::all_cores()
         .filter(|c| c.index < 64 && c.state() == CoreState::Online)
         .fold(0u64, |mask, c| mask | 1 << c.index)
+}
+
+fn send_invalidate(to: usize, id: u64, flush: Flush, members: CoreSet) {
+    // A failed send (no transport yet, or the channel stayed full for seconds) leaves the
+    // participant unacknowledged: the operation then times out, and the frames are kept.
+    if let Some(t) = TRANSPORT.get() {
+        if (t.send)(to, Message::Invalidate { id, flush, members }) {
+            (t.notify)(to);
+        }
+    }
+}
+
+/// Multicast (Multikernel §5.1): one message per package to its aggregator, which gets the
+/// package's other participants as `members`; this core's own package gets direct messages.
+fn multicast(me: usize, id: u64, flush: Flush, participants: CoreSet, protocol: Protocol) {
+    let Some(mut tree) = TRANSPORT.get().and_then(|t| (t.tree)(me)) else {
+        // No topology known yet (early boot): unicast.
+        for c in participants.iter() {
+            send_invalidate(c, id, flush, CoreSet::EMPTY);
+        }
+        return;
+    };
+    if protocol == Protocol::Multicast {
+        // Plain multicast: packages in ascending order, each package's lowest core
+        // aggregates (no latency knowledge used).
+        for a in tree.aggregators.iter_mut().filter(|a| a.core != me) {
+            a.members.push(a.core);
+            a.members.sort_unstable();
+            a.core = a.members.remove(0);
+        }
+        tree.aggregators.sort_by_key(|a| if a.core == me { usize::MAX } else { a.core });
+    }
+    let mut reached = CoreSet::EMPTY;
+    for branch in &tree.aggregators {
+        let mut wanted = CoreSet::EMPTY;
+        for c in core::iter::once(branch.core).chain(branch.members.iter().copied()) {
+            if participants.contains(c) {
+                wanted.insert(c);
+            }
+        }
+        if branch.core == me {
+            for c in wanted.iter() {
+                send_invalidate(c, id, flush, CoreSet::EMPTY);
+            }
+        } else if let Some(aggregator) = wanted.iter().next() {
+            // The tree's aggregator, if it takes part; else the branch's first participant.
+            let aggregator = if wanted.contains(branch.core) { branch.core } else { aggregator };
+            let mut members = wanted;
+            members.remove(aggregator);
+            send_invalidate(aggregator, id, flush, members);
+        }
+        reached = reached.union(wanted);
+    }
+    // Participants the SKB does not know (none on a machine it measured): directly.
+    for c in participants.minus(reached).iter() {
+        send_invalidate(c, id, flush, CoreSet::EMPTY);
+    }
+}
+
+/// Broadcast: writes this core's line (a sequence lock) and notifies the participants.
+fn broadcast(me: usize, id: u64, flush: Flush, participants: CoreSet) {
+    let line = &LINES[me];
+    let seq = line.seq.load(Ordering::Relaxed);
+    line.seq.store(seq + 1, Ordering::Relaxed); // odd: being written
+    core::sync::atomic::fence(Ordering::Release);
+    line.id.store(id, Ordering::Relaxed);
+    line.start.store(flush.start, Ordering::Relaxed);
+    line.pages.store(flush.pages, Ordering::Relaxed);
+    line.global.store(flush.global as u64, Ordering::Relaxed);
+    line.targets.store(participants.0, Ordering::Relaxed);
+    line.seq.store(seq + 2, Ordering::Release);
+    BROADCASTS.fetch_add(1, Ordering::Release);
+    if let Some(t) = TRANSPORT.get() {
+        for c in participants.iter() {
+            (t.notify)(c);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The participants (called by the monitor).
+
+/// Whether a broadcast may be waiting for this core (the idle loop checks before halting).
+pub fn broadcast_pending() -> bool {
+    let now = BROADCASTS.load(Ordering::Acquire);
+    STATE.with(|s| s.broadcasts_seen != now)
+}
+
+/// Reads the broadcast lines if any moved, and carries out those that name this core.
+pub fn poll_broadcasts() {
+    let now = BROADCASTS.load(Ordering::Acquire);
+    let me = this_core().index;
+    let mut seen = STATE.with(|s| {
+        if s.broadcasts_seen == now {
+            None
+        } else {
+            s.broadcasts_seen = now;
+            Some(s.lines_seen)
+        }
+    });
+    let Some(lines_seen) = seen.as_mut() else { return };
+    for (owner, line) in LINES.iter().enumerate().take(percpu::core_count()) {
+        if owner == me {
+            continue;
+        }
+        let Some((seq, id, flush, targets)) = read_line(line) else {
+            // Being written: look again at the next poll.
+            STATE.with(|s| s.broadcasts_seen = now.wrapping_sub(1));
+            continue;
+        };
+        if seq == lines_seen[owner] {
+            continue;
+        }
+        lines_seen[owner] = seq;
+        if targets.contains(me) {
+            flush.apply();
+            ack(owner, id, CoreSet::single(me), CoreSet::EMPTY);
+        }
+    }
+    STATE.with(|s| s.lines_seen = *lines_seen);
+}
+
+/// A consistent read of a line: `None` while it is being written.
+fn read_line(line: &BroadcastLine) -> Option<(u64, u64, Flush, CoreSet)> {
+    let seq = line.seq.load(Ordering::Acquire);
+    if seq % 2 == 1 {
+        return None;
+    }
+    let id = line.id.load(Ordering::Relaxed);
+    let flush = Flush {
+        start: line.start.load(Ordering::Relaxed),
+        pages: line.pages.load(Ordering::Relaxed),
+        global: line.global.load(Ordering::Relaxed) != 0,
+    };
+    let targets = CoreSet(line.targets.load(Ordering::Relaxed));
+    core::sync::atomic::fence(Ordering::Acquire);
+    (line.seq.load(Ordering::Relaxed) == seq).then_some((seq, id, flush, targets))
+}
+
+/// `TLB_INVALIDATE` from `from`: invalidates here, then acknowledges, or (an aggregator,
+/// when `members` is not empty) forwards to the members and acknowledges once they all have.
+pub fn on_invalidate(from: usize, id: u64, flush: Flush, members: CoreSet) {
+    flush.apply();
+    let me = this_core().index;
+    let mut members = members;
+    members.remove(me);
+    members.remove(from);
+    if members.is_empty() {
+        ack(from, id, CoreSet::single(me), CoreSet::EMPTY);
+        return;
+    }
+    STATE.with(|s| s.aggregations.push((id, Aggregation::new(from, me, members))));
+    for m in members.iter() {
+        if percpu::core(m).is_some_and(|c| c.state() == CoreState::Online) {
+            send_invalidate(m, id, flush, CoreSet::EMPTY);
+        } else {
+            on_member_failed(id, m);
+        }
+    }
+}
+
+/// A member of an aggregation will never answer: count it failed.
+fn on_member_failed(id: u64, member: usize) {
+    let finished = STATE.with(|s| {
+        let i = s.aggregations.iter().position(|(a, _)| *a == id)?;
+        s.aggregations[i].1.fail(member);
+        finish_aggregation(s, i)
+    });
+    if let Some((source, acked, failed)) = finished {
+        ack(source, id, acked, failed);
+    }
+}
+
+/// Takes the aggregation at `i` out if it is finished: (source, acked, failed).
+fn finish_aggregation(s: &mut TlbState, i: usize) -> Option<(usize, CoreSet, CoreSet)> {
+    let (acked, failed) = s.aggregations[i].1.finished()?;
+    let (_, agg) = s.aggregations.swap_remove(i);
+    Some((agg.source(), acked, failed))
+}
+
+fn ack(to: usize, id: u64, acked: CoreSet, failed: CoreSet) {
+    // Acknowledgements need no notification: the initiator polls while it waits.
+    if let Some(t) = TRANSPORT.get() {
+        let _ = (t.send)(to, Message::Ack { id, acked, failed });
+    }
+}
+
+/// `TLB_ACK` from `from`: for an aggregation this core runs, or for one of its own
+/// operations. An acknowledgement for an operation already over (timed out, or dropped
+/// by its initiator) is ignored; one that makes no sense is an error for the monitor to
+/// count.
+pub fn on_ack(from: usize, id: u64, acked: CoreSet, failed: CoreSet) -> Result<(), ()> {
+    enum Then {
+        Done,
+        Forward(usize, CoreSet, CoreSet),
+    }
+    let then = STATE.with(|s| {
+        if let Some(i) = s.aggregations.iter().position(|(a, _)| *a == id) {
+            s.aggregations[i].1.ack(from).map_err(|_| ())?;
+            return Ok(match finish_aggregation(s, i) {
+                Some((source, acked, failed)) => Then::Forward(source, acked, failed),
+                None => Then::Done,
+            });
+        }
+        if let Some((_, op)) = s.ops.iter_mut().find(|(o, _)| *o == id) {
+            op.ack_many(acked).map_err(|_| ())?;
+            for f in failed.iter() {
+                op.fail(f);
+            }
+        }
+        Ok(Then::Done)
+    })?;
+    if let Then::Forward(source, acked, failed) = then {
+        ack(source, id, acked, failed);
+    }
+    Ok(())
+}
+
+/// A shootdown message from core `from` (the monitor decoded it). An acknowledgement that
+/// makes no sense is `Err`, for the monitor to count.
+pub fn on_message(from: usize, message: Message) -> Result<(), ()> {
+    match message {
+        Message::Invalidate { id, flush, members } => {
+            on_invalidate(from, id, flush, members);
+            Ok(())
+        }
+        Message::Ack { id, acked, failed } => on_ack(from, id, acked, failed),
+    }
 }

@@ -10,6 +10,7 @@
 //! | [`multicast`] | reaching every core and collecting the acks: broadcast line, unicast, per-package tree | Multikernel Figure 6 |
 //! | [`memclone`] | soft page faults on private memory, one address space or one per core | Corey §8.2, Figure 7(a) |
 //! | [`mempass`] | one buffer touched by each core in turn, one address space or one per core | Corey §8.2, Figure 7(b) |
+//! | [`unmap`] | taking write access to a page away from the N cores that map it (the TLB shootdown), and giving it back | Multikernel §5.1, Figure 7 |
 //! | [`amps`] | thread switch and create; jobs, data-parallel steps and fairness under the scheduler | AMPS (SC'07) Table 2, Figures 5–6 |
 //!
 //! The [`linux`] module (feature `linux`, on by default) implements the platform with
@@ -18,8 +19,8 @@
 //! ping-pong) and Figure 1's `dup`/`close` benchmark ([`linux::fd`]), and is what the static
 //! guest binary `atoll-bench-linux` runs. Without the feature the crate is `no_std` + `alloc`:
 //! Atoll's library OS implements [`Platform`] (`user/libatoll/src/platform.rs`) and its
-//! user programs `nullsys`, `urpcbench`, `shmbench`, `memclone`, `mempass` and `mcbench`
-//! run these workloads (see `docs/bench.md`).
+//! user programs `nullsys`, `urpcbench`, `shmbench`, `memclone`, `mempass`, `mcbench` and
+//! `unmapbench` run these workloads (see `docs/bench.md`).
 //!
 //! Every result is printed as one `RESULT {json}` line ([`result::line`], from the `record` crate) in the shape the
 //! kernel's `bench` commands print, which `make bench` collects.
@@ -43,6 +44,7 @@ pub mod nullsys;
 pub mod pingpong;
 pub mod result;
 pub mod shm;
+pub mod unmap;
 
 #[cfg(feature = "linux")]
 pub mod linux;
@@ -99,6 +101,21 @@ pub trait Platform: Sync {
     fn reserve(&self, bytes: usize, placement: Placement) -> Result<Region, String> {
         let _ = (bytes, placement);
         Err(alloc::format!("{} cannot reserve demand-zero memory", self.system()))
+    }
+
+    /// Takes the right to write `region` away (`writable: false`) or gives it back (`true`),
+    /// and returns once no core can still write it through a stale translation: the rights
+    /// reduction [`unmap`] times (Multikernel §5.1, Figure 7). Linux: `mprotect`, which
+    /// shoots down the TLBs of the process's other CPUs by IPI; Atoll: `ar_set_seg` mapping
+    /// the same segment pages at the same address with the new rights, which the kernel
+    /// shoots down by message before it returns. `region` must come from this platform's
+    /// [`Platform::alloc`] or [`Platform::reserve`] in this address space (threads of
+    /// [`Platform::run_on`] may call it; address spaces of [`Platform::run_separate`] may
+    /// not), and on Atoll be `Shared`. A write to the region while it is read-only is a
+    /// fault that stops the program.
+    fn set_writable(&self, region: &Region, writable: bool) -> Result<(), String> {
+        let _ = (region, writable);
+        Err(alloc::format!("{} cannot change the rights of a mapping", self.system()))
     }
 
     /// Runs `work(core)` on every core in `cores` at the same time, like

@@ -132,6 +132,14 @@ pub struct Shared<T: Zeroable> {
     _type: PhantomData<T>,
 }
 
+impl<T: Zeroable> Shared<T> {
+    /// The memory under the view, for the platform calls that act on a whole mapping
+    /// ([`Platform::set_writable`]).
+    pub fn region(&self) -> &Region {
+        &self.region
+    }
+}
+
 impl<T: Zeroable> Deref for Shared<T> {
     type Target = [T];
 

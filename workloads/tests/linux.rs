@@ -18,7 +18,8 @@ use workloads::linux::{self, ipc, Linux};
 use workloads::pingpong::{self, Transport};
 use workloads::shm::{self, Protocol};
 use workloads::{
-    alloc_slice, memclone, mempass, nullsys, CacheLine, Placement, Platform, Spaces, SpinBarrier,
+    alloc_slice, memclone, mempass, nullsys, unmap, CacheLine, Placement, Platform, Spaces,
+    SpinBarrier,
 };
 
 /// Held by tests that keep two CPUs spinning.
@@ -83,6 +84,8 @@ fn main() {
         memclone_faults_every_page_in_both_configurations,
         mempass_passes_the_buffer_through_every_core,
         fd_dup_and_close_are_counted_on_both_tables,
+        set_writable_changes_the_rights_of_the_whole_mapping,
+        unmap_reports_reduce_and_restore_for_every_core_count,
     ];
     tests.extend(two_cpu_trials![two_cpus;
         urpc_latency_floor_and_throughput_are_measured,
@@ -350,4 +353,48 @@ fn fd_dup_and_close_are_counted_on_both_tables() {
     assert_eq!(lines.len(), 2);
     assert!(lines[0].contains("\"config\":\"shared\"") && lines[0].contains("ops/kcycle"));
     assert!(lines[1].contains("\"config\":\"private\""));
+}
+
+/// The rights `/proc/self/maps` gives the mapping that starts at `addr` (`rw-s`, `r--p`).
+fn rights_of(addr: usize) -> String {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let line = maps
+        .lines()
+        .find(|l| l.split('-').next().and_then(|a| usize::from_str_radix(a, 16).ok()) == Some(addr))
+        .unwrap_or_else(|| panic!("no mapping at {addr:#x}"));
+    line.split_whitespace().nth(1).unwrap().to_string()
+}
+
+fn set_writable_changes_the_rights_of_the_whole_mapping() {
+    let p = Linux::new();
+    for (placement, sharing) in [(Placement::Shared, 's'), (Placement::Local(0), 'p')] {
+        let words = p.alloc(2 * 4096, placement).unwrap().typed::<AtomicU64>(1024).unwrap();
+        let addr = words.region().addr();
+        words[1023].store(7, Ordering::Relaxed);
+        p.set_writable(words.region(), false).unwrap();
+        assert_eq!(rights_of(addr), format!("r--{sharing}"), "{placement:?}");
+        // Still readable, with what was written before.
+        assert_eq!(words[1023].load(Ordering::Relaxed), 7);
+        p.set_writable(words.region(), true).unwrap();
+        assert_eq!(rights_of(addr), format!("rw-{sharing}"), "{placement:?}");
+        words[0].store(1, Ordering::Relaxed);
+    }
+}
+
+fn unmap_reports_reduce_and_restore_for_every_core_count() {
+    let p = Linux::new();
+    let _guard = SPINNING.lock().unwrap();
+    let latency = unmap::measure(&p, 1, 5).unwrap();
+    assert!(latency.reduce > 0 && latency.restore > 0, "{latency:?}");
+    assert!(unmap::measure(&p, 0, 5).is_err());
+    assert!(unmap::measure(&p, p.cores() + 1, 5).is_err());
+    let lines = unmap::run(&p, 3).unwrap();
+    assert_eq!(lines.len(), 2 * p.cores());
+    for (i, line) in lines.iter().enumerate() {
+        let (n, config) = (i / 2 + 1, ["reduce", "restore"][i % 2]);
+        assert!(line.contains("\"experiment\":\"unmap\""), "{line}");
+        assert!(line.contains(&format!("\"cores\":{n},")), "{line}");
+        assert!(line.contains(&format!("\"config\":\"{config}\"")), "{line}");
+        assert!(line.contains("\"metric\":\"latency_cycles\""), "{line}");
+    }
 }

@@ -57,6 +57,7 @@ const PROGRAMS: &[&str] = &[
     "sharebench",
     "fdbench",
     "mcbench",
+    "unmapbench",
     "fdtest",
     "cowtest",
     "cowshared",

@@ -20,6 +20,8 @@ const LOOM_TESTS: &[(&str, &[&str])] = &[
     // the STM's commit/validate protocol (`src/stm/protocol.rs`).
     ("mcrt", &["--lib", "loom"]),
     ("mcrt", &["--test", "loom_stm"]),
+    // Agreement: 2PC between monitors over message orders, preemption-bounded (`tests/loom.rs`).
+    ("agreement", &["--test", "loom"]),
 ];
 
 /// Runs all host tests, printing cargo's output and adding the results to `tally`.

@@ -65,8 +65,8 @@ const fn all(label: &'static str, cores: u32, mem: &'static str) -> Run {
 
 /// The tests of a VM with several packages: the SKB's multicast tree has one aggregator
 /// per package, and the multicast program runs over it.
-const PACKAGE_TESTS: &str =
-    "boot.multicast_tree_per_package,user.multicast_program,user.load_reports_reach_every_core";
+const PACKAGE_TESTS: &str = "boot.multicast_tree_per_package,user.multicast_program,\
+     user.load_reports_reach_every_core,tlb.no_stale_entry_after_shootdown";
 
 /// The integration runs, in order.
 const RUNS: &[Run] = &[
@@ -81,6 +81,8 @@ const RUNS: &[Run] = &[
     all("mem16g", 2, "16G"),
     Run { test: "trap.fault_isolation", ..all("fault4", 4, "256M") },
     Run { test: "trap.stack_overflow", ..all("overflow4", 4, "256M") },
+    // A TLB shootdown's participant faults before it reads the invalidation (issue M9).
+    Run { test: "tlb.faulted_participant_does_not_hang", ..all("tlbfault4", 4, "256M") },
     Run { test: "frames.returns_survive_a_full_channel", ..all("deaf2", 2, "256M") },
     // A million fuzzed system calls (issue 9), in a run of its own: two fuzzers, two cores
     // for what they start.
@@ -108,7 +110,8 @@ const RUNS: &[Run] = &[
     },
     Run {
         sockets: Some(4),
-        test: "boot.multicast_tree_per_package,user.load_reports_reach_every_core",
+        test: "boot.multicast_tree_per_package,user.load_reports_reach_every_core,\
+               tlb.no_stale_entry_after_shootdown",
         check: Some(four_packages),
         ..all("sockets8", 8, "256M")
     },

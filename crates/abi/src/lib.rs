@@ -626,6 +626,9 @@ pub enum Error {
     NotPermitted = 6,
     /// The object or core is busy (a pcore already running a context).
     Busy = 7,
+    /// Other cores did not answer in time (an agreement timed out, Multikernel §4.7); what
+    /// they might still reach is kept, not reused.
+    TimedOut = 8,
 }
 
 impl Error {
@@ -639,6 +642,7 @@ impl Error {
             5 => Error::NoResources,
             6 => Error::NotPermitted,
             7 => Error::Busy,
+            8 => Error::TimedOut,
             _ => return None,
         })
     }

@@ -11,12 +11,14 @@
 
 extern crate alloc;
 
+mod protocol;
 mod render;
 mod tree;
 
 use alloc::vec;
 use alloc::vec::Vec;
 
+pub use protocol::Protocol;
 pub use render::RENDER_HEADER_LINES;
 pub use tree::{Aggregation, MulticastTree};
 

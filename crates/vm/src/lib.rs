@@ -103,8 +103,10 @@ pub trait Host: Sized {
     /// A fresh frame holding a copy of `frame` (called with no lock held).
     fn copy(&self, frame: &Self::Frame) -> Option<Self::Frame>;
     /// Flushes the translations of `range`'s tables from every core that may hold them,
-    /// and returns once each has (called with no lock held).
-    fn shootdown(&self, range: &Self::Object);
+    /// and returns once each has (called with no lock held): true. False if some core
+    /// never answered (Multikernel §4.7: the agreement timed out): the caller must then
+    /// keep the frames those entries reached, never reuse them.
+    fn shootdown(&self, range: &Self::Object) -> bool;
 }
 
 /// A counted pointer to one of the host's objects.

@@ -69,8 +69,9 @@ fn fault_in_range<H: Host>(
     });
     match installed {
         Some(Installed::Mapped(replaced)) => {
-            if replaced.is_some() {
-                host.shootdown(owner);
+            if replaced.is_some() && !host.shootdown(owner) {
+                core::mem::forget(replaced); // a core may still reach it: never reuse it
+                return Fault::Mapped;
             }
             drop(replaced); // no core can reach it through the old entry now
             Fault::Mapped
@@ -135,8 +136,9 @@ fn forget_pages<H: Host>(host: &H, seg: &H::Object, pages: impl Iterator<Item = 
     let (id, pages): (u64, BTreeMap<u64, u64>) = (H::id(seg), pages.collect());
     for range in ranges {
         let taken = host.with_range(&range, |r| r.forget(id, &pages)).unwrap_or_default();
-        if !taken.is_empty() {
-            host.shootdown(&range);
+        if !taken.is_empty() && !host.shootdown(&range) {
+            core::mem::forget(taken); // a core may still reach them: never reuse them
+            continue;
         }
         drop(taken); // the frames may go now: no entry maps them
     }

@@ -11,6 +11,71 @@ use spin::Mutex;
 
 kernel_test!(HEAP_CROSS_CORE_FREE, "heap.cross_core_free", 1, false, cross_core_free);
 kernel_test!(HEAP_GIVES_BACK, "heap.gives_back_its_free_top", 1, false, gives_back_its_free_top);
+kernel_test!(
+    HEAP_GROWS_DURING_TRIM,
+    "heap.grows_while_its_trim_is_unacknowledged",
+    2,
+    false,
+    grows_while_its_trim_is_unacknowledged
+);
+
+/// The heap trims its free top (a shootdown to every core) while core 1 is busy with
+/// interrupts off and cannot acknowledge; then a burst makes it grow again. The grow must
+/// neither wait for core 1 from inside the allocator (reading messages there re-entered
+/// the heap: a kernel panic at `smp4`; and core 1 answers only after the time limit) nor
+/// map other frames at the trimmed addresses: it undoes the trim, and the burst's blocks
+/// keep their contents.
+fn grows_while_its_trim_is_unacknowledged() -> Result<(), String> {
+    use core::sync::atomic::AtomicBool;
+    crate::mem::heap::give_back_this_core(5_000_000);
+    // Grow the heap, then free it all: a free top to trim.
+    let burst: Vec<Box<[u64; 512]>> = (0..256).map(|i| Box::new([i as u64; 512])).collect();
+    drop(burst);
+    let (started, go) = (AtomicBool::new(false), AtomicBool::new(false));
+    let busy = |_| -> Result<(), String> {
+        let were_on = crate::arch::cpu::disable_interrupts();
+        started.store(true, Ordering::Release);
+        while !go.load(Ordering::Acquire) {
+            core::hint::spin_loop();
+        }
+        if were_on {
+            crate::arch::cpu::enable_interrupts();
+        }
+        Ok(())
+    };
+    let call = crate::monitor::call_async(1, &busy).map_err(|e| format!("{e:?}"))?;
+    while !started.load(Ordering::Acquire) {
+        crate::monitor::poll();
+        core::hint::spin_loop();
+    }
+    let timed_out = crate::tlb::timed_out_shootdowns();
+    crate::mem::heap::trim_this_core();
+    let pending = crate::mem::heap::trim_pending_this_core();
+    let mut burst: Vec<Box<[u64; 512]>> = Vec::new();
+    for i in 0..256u64 {
+        burst.push(Box::new([i; 512]));
+    }
+    let intact = burst.iter().enumerate().all(|(i, b)| b[0] == i as u64 && b[511] == i as u64);
+    let undone = !crate::mem::heap::trim_pending_this_core();
+    // Waiting for core 1 (busy until released below) would end only by the time limit.
+    let waited = crate::tlb::timed_out_shootdowns() != timed_out;
+    drop(burst);
+    go.store(true, Ordering::Release);
+    all_ok(&[1], &[crate::monitor::wait(call, JOB_TIMEOUT_US)])?;
+    if !pending {
+        return Err("the heap had nothing to trim".into());
+    }
+    if !intact {
+        return Err("a block of the burst lost its contents".into());
+    }
+    if waited {
+        return Err("the grow waited for the busy core until the shootdown timed out".into());
+    }
+    if !undone {
+        return Err("the grow left the unacknowledged trim pending".into());
+    }
+    Ok(())
+}
 
 /// Blocks each core makes.
 const BLOCKS: u64 = 199;

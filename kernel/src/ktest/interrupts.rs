@@ -90,10 +90,10 @@ fn ipi_all_pairs() -> Result<(), String> {
 }
 
 /// A TLB shootdown returns only after every core it targets has flushed, however long a
-/// core keeps interrupts off (the caller frees frames next). Core 1 spins 300 ms with
-/// interrupts off, marks that it is done, then turns them on (and only then takes the
-/// flush IPI): a shootdown of core 1 that returns before the mark gave up too early (it
-/// used to, after 100 ms).
+/// core is busy (the caller frees frames next). Core 1 spins 300 ms with interrupts off in
+/// a monitor job, marks that it is done, then returns to its idle loop (and only then reads
+/// the invalidation message): a shootdown of core 1 that returns before the mark gave up
+/// too early (it used to, after 100 ms).
 fn tlb_shootdown_waits_for_a_busy_core() -> Result<(), String> {
     let started = AtomicBool::new(false);
     let done = AtomicBool::new(false);
@@ -112,7 +112,7 @@ fn tlb_shootdown_waits_for_a_busy_core() -> Result<(), String> {
         crate::monitor::poll();
         cpu::pause();
     }
-    crate::tlb::shootdown(1 << 1);
+    crate::tlb::shootdown(1 << 1).map_err(|c| format!("cores {:#x} never flushed", c.0))?;
     let flushed_after_the_spin = done.load(Ordering::Acquire);
     all_ok(&[1], &[crate::monitor::wait(call, JOB_TIMEOUT_US)])?;
     if !flushed_after_the_spin {

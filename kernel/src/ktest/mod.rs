@@ -14,6 +14,7 @@ mod frames;
 mod heap;
 mod interrupts;
 mod monitor;
+mod tlb;
 mod traps;
 mod user;
 
@@ -84,7 +85,7 @@ pub fn run(selector: &str) -> ! {
 
 /// The layers, bottom up: the first word of a test's name (`heap.cross_core_free`).
 const LAYERS: &[&str] =
-    &["boot", "frames", "heap", "interrupts", "trap", "monitor", "user", "console"];
+    &["boot", "frames", "heap", "interrupts", "trap", "monitor", "tlb", "user", "console"];
 
 /// Where a test's layer comes in [`LAYERS`] (an unknown layer last).
 fn layer_rank(name: &str) -> usize {

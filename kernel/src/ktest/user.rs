@@ -27,6 +27,7 @@ kernel_test!(SHARED_RANGE, "user.corey_shared_range_no_fault", 2, false, shared_
 kernel_test!(PCORES, "user.corey_pcores_run_and_halt", 2, false, pcores_run_and_halt);
 kernel_test!(IPC_BENCH, "user.ipc_benchmarks_report", 2, false, ipc_benchmarks_report);
 kernel_test!(MULTICAST, "user.multicast_program", 2, true, multicast_program);
+kernel_test!(UNMAP_BENCH, "user.unmap_benchmark_reports", 2, false, unmap_benchmark_reports);
 kernel_test!(FDS, "user.corey_descriptors", 1, false, descriptors);
 kernel_test!(THREADS, "user.threads", 1, false, threads);
 kernel_test!(MCRT, "user.mcrt_runtime", 1, false, mcrt_runtime);
@@ -198,7 +199,8 @@ fn long_call_answers() -> Result<(), String> {
         let mut answered_inside = None;
         while crate::arch::timer::us_since(start) < 60_000_000 {
             if core1.stepped.load(core::sync::atomic::Ordering::Acquire) {
-                crate::tlb::shootdown(1 << 1);
+                crate::tlb::shootdown(1 << 1)
+                    .map_err(|c| format!("cores {:#x} never flushed", c.0))?;
                 answered_inside = Some(core1.stepped.load(core::sync::atomic::Ordering::Acquire));
                 break;
             }
@@ -441,6 +443,33 @@ fn ipc_benchmarks_report() -> Result<(), String> {
                 ("cores", "1"),
                 ("protocol", protocol),
                 ("metric", "cycles_per_update"),
+            ];
+            check_fields(line, &want)?;
+        }
+        Ok(())
+    })
+}
+
+/// `unmapbench 3 --cores 0-1` (Multikernel Figure 7, the `workloads::unmap` code the Linux
+/// guest runs): the page's write access taken away and given back by `ar_set_seg` while 1,
+/// then 2 cores read it, each change shot down before the call returns. It exits 0 and
+/// prints `reduce` and `restore` for N = 1 and 2, each a positive number of cycles; bad
+/// arguments get the usage (exit 2); every core's frames, heap bytes and objects balance
+/// (the reader thread on core 1, the `Shared` page, the frames each change unmaps).
+fn unmap_benchmark_reports() -> Result<(), String> {
+    balanced(|| {
+        for bad in ["0", "1001", "x", "--cores", "--cores 0-99", "5 --nope", "5 5"] {
+            expect("unmapbench", bad, ExitStatus::Exited(2))?;
+        }
+        expect("unmapbench", "--help", ExitStatus::Exited(0))?;
+        let lines = results("unmapbench", "3 --cores 0-1", 4)?;
+        let want = [("1", "reduce"), ("1", "restore"), ("2", "reduce"), ("2", "restore")];
+        for (line, (cores, config)) in lines.iter().zip(want) {
+            let want = [
+                ("experiment", "unmap"),
+                ("cores", cores),
+                ("config", config),
+                ("metric", "latency_cycles"),
             ];
             check_fields(line, &want)?;
         }

@@ -68,9 +68,14 @@ impl CoreHeap {
     /// [`GROW_STEP`] while memory is plentiful, just what is asked when it is short (the
     /// last frames serve small kernel allocations one page at a time).
     fn grow(&mut self, bytes: u64) -> Option<()> {
-        // The addresses a trim unmapped are mapped again only after every core flushed
-        // them (another core could otherwise reach the old frame through a stale entry).
-        self.release_trimmed(true);
+        // The addresses a trim unmapped are mapped again to other frames only after every
+        // core flushed them (another core could otherwise reach the old frame through a
+        // stale entry). A trim whose flush is still out is undone instead: its own frames go
+        // back at their own addresses, which is what any stale entry says. (Waiting here
+        // would mean reading messages inside the allocator, which the handlers re-enter.)
+        if self.release_trimmed() == 0 {
+            self.restore_trimmed();
+        }
         let needed = bytes.next_multiple_of(4096);
         // Pages plus, at worst, a new page table, directory and pointer table.
         let plenty = GROW_STEP / 4096 + 3 + GROW_MARGIN_FRAMES;
@@ -146,26 +151,56 @@ impl CoreHeap {
     }
 
     /// Gives the frames of the last trim back to the core's list once every core has
-    /// flushed them from its TLB; with `wait`, waits for that (the heap is about to map
-    /// the same addresses again). Returns the frames given back.
-    fn release_trimmed(&mut self, wait: bool) -> u64 {
+    /// flushed them from its TLB (never waits). Returns the frames given back.
+    fn release_trimmed(&mut self) -> u64 {
         let Some(t) = self.trimmed.take() else { return 0 };
-        if !wait && !t.flush.done() {
+        if !t.flush.done() {
             self.trimmed = Some(t);
             return 0;
         }
-        t.flush.wait();
+        if t.flush.wait().is_err() {
+            // A core never flushed: it may still reach these pages, so they are never
+            // reused (the chain is dropped without freeing its frames; `tlb` reported it).
+            return 0;
+        }
         let mut frames = t.frames;
         let count = frames.len() as u64;
         frames.free_all();
         self.frames_taken -= count;
         count
     }
+
+    /// Undoes a trim whose flush is still out: maps its frames again at the addresses they
+    /// had (the chain holds them in ascending address order, so they pop highest first)
+    /// and gives the space back to the allocator. The shootdown is dropped: an
+    /// acknowledgement that comes later is ignored.
+    fn restore_trimmed(&mut self) {
+        let Some(mut t) = self.trimmed.take() else { return };
+        let pml4 = KERNEL_PML4.load(Ordering::Relaxed);
+        let mut va = t.end;
+        while va > t.start {
+            va -= 4096;
+            let Some(pa) = t.frames.pop() else { break };
+            let mut no_tables = || None;
+            // SAFETY: this core's own heap window; the page's tables were kept by the trim
+            // (`unmap_page` clears the leaf only), so nothing is allocated.
+            let flags = F::WRITABLE | F::NO_EXECUTE | F::GLOBAL;
+            let _ = unsafe { paging::map_page(pml4, va, pa, flags, &mut no_tables) };
+        }
+        let mapped = Span::from_base_size(self.base as *mut u8, (t.end - self.base) as usize);
+        // SAFETY: the pages right after the heap's top are mapped again, to the frames the
+        // heap had there; the new span contains the old one.
+        self.span = unsafe { self.heap.extend(self.span, mapped) };
+        self.mapped = t.end - self.base;
+    }
 }
 
 /// Pages a trim unmapped: chained through their frames' first words until every core has
 /// flushed them from its TLB.
 pub struct Trimmed {
+    /// The window it unmapped, `[start, end)`, every page of which was mapped.
+    start: u64,
+    end: u64,
     frames: FrameChain,
     flush: tlb::Shootdown,
 }
@@ -177,7 +212,7 @@ pub struct Trimmed {
 /// all have. Returns the frames given back by this call. Nothing here allocates.
 pub fn trim_this_core() -> u64 {
     let core = this_core();
-    let released = HEAPS.with(|h| h.release_trimmed(false));
+    let released = HEAPS.with(|h| h.release_trimmed());
     if released > 0 {
         return released;
     }
@@ -191,6 +226,8 @@ pub fn trim_this_core() -> u64 {
     let mut frames = FrameChain::new();
     let mut va = start;
     while va < end {
+        // Every page below the heap's top is mapped (`grow` maps whole steps), so the chain
+        // holds one frame per page, in address order (`restore_trimmed` relies on it).
         if let Some((pa, _)) = paging::translate(pml4, va) {
             paging::unmap_page(pml4, va);
             frames.push(pa); // no longer used by the heap
@@ -198,7 +235,7 @@ pub fn trim_this_core() -> u64 {
         va += 4096;
     }
     let flush = tlb::Shootdown::start(tlb::all_online(), true);
-    HEAPS.with(|h| h.trimmed = Some(Trimmed { frames, flush }));
+    HEAPS.with(|h| h.trimmed = Some(Trimmed { start, end, frames, flush }));
     0
 }
 
@@ -215,6 +252,8 @@ pub fn give_back_this_core(timeout_us: u64) -> u64 {
         if given > 0 || !waiting || crate::arch::timer::us_since(start) > timeout_us {
             return given;
         }
+        // The other cores' acknowledgements of the flush come as messages.
+        tlb::poll_messages();
         crate::arch::cpu::pause();
     }
 }

@@ -17,6 +17,7 @@ pub mod protocol;
 use crate::arch::{apic, cpu, timer, trap};
 use crate::mem::frames;
 use crate::percpu::{self, this_core, CoreState, PerCore, PerCoreState};
+use crate::tlb;
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -247,6 +248,7 @@ impl Monitor {
 /// Returns whether there was any message.
 pub fn poll() -> bool {
     send_full_frame_batches();
+    crate::tlb::poll_broadcasts();
     let mut any = false;
     while let Some(incoming) = with(|m| m.take_message()) {
         any = true;
@@ -349,6 +351,17 @@ fn serve(from: usize, request: Request) {
             None => reject(from, Rejection::Malformed),
         },
         Request::Multicast { round, source, limit } => forward_multicast(round, source, limit),
+        Request::TlbInvalidate { id, start, pages, global, members } => {
+            let flush = crate::tlb::Flush { start, pages, global };
+            let members = agreement::CoreSet(members);
+            let _ = crate::tlb::on_message(from, tlb::Message::Invalidate { id, flush, members });
+        }
+        Request::TlbAck { id, acked, failed } => {
+            let (acked, failed) = (agreement::CoreSet(acked), agreement::CoreSet(failed));
+            if crate::tlb::on_message(from, tlb::Message::Ack { id, acked, failed }).is_err() {
+                reject(from, Rejection::Malformed);
+            }
+        }
         Request::Sched(words) => match SCHED_HANDLER.get() {
             Some(handle) => {
                 if handle(from, words).is_err() {
@@ -470,6 +483,41 @@ pub fn kick(to: usize) {
     if let Some(core) = percpu::core(to) {
         apic::send_ipi(core.apic_id, trap::VECTOR_WAKE);
     }
+}
+
+/// Makes core `to` read its messages soon (after one was placed in its channel, or a
+/// broadcast line names it): a halted core is woken, and a core running user code is
+/// kicked (it would otherwise read them only at its next tick). A core in its kernel polls
+/// anyway. Both are the same wake-up IPI (§5.2); nothing else rides on an interrupt.
+pub fn notify(to: usize) {
+    fence(Ordering::SeqCst);
+    if let Some(core) = percpu::core(to) {
+        if core.is_asleep() || core.in_context.load(Ordering::Acquire) {
+            apic::send_ipi(core.apic_id, trap::VECTOR_WAKE);
+        }
+    }
+}
+
+/// Whether this core has a message waiting (headers only) or a broadcast to read.
+pub fn has_messages() -> bool {
+    with(|m| m.has_messages()) || crate::tlb::broadcast_pending()
+}
+
+/// Sends a TLB shootdown's message (the `tlb` layer's transport, installed at boot).
+pub fn send_tlb(to: usize, message: tlb::Message) -> bool {
+    let request = match message {
+        tlb::Message::Invalidate { id, flush, members } => Request::TlbInvalidate {
+            id,
+            start: flush.start,
+            pages: flush.pages,
+            global: flush.global,
+            members: members.0,
+        },
+        tlb::Message::Ack { id, acked, failed } => {
+            Request::TlbAck { id, acked: acked.0, failed: failed.0 }
+        }
+    };
+    send(to, &request).is_ok()
 }
 
 /// Wakes core `to` if it is asleep (after a message was placed in its channel).
@@ -729,7 +777,7 @@ pub fn idle_once(core: &PerCore) {
     cpu::disable_interrupts();
     core.set_asleep(true);
     fence(Ordering::SeqCst);
-    if with(|m| m.has_messages()) {
+    if with(|m| m.has_messages()) || crate::tlb::broadcast_pending() {
         core.set_asleep(false);
         cpu::enable_interrupts();
         return;

@@ -39,6 +39,13 @@ pub mod kind {
     /// `[op, words...]`: the scheduler's traffic (a thread arriving, a wake-up, a load
     /// report, a pull); the user layer's handler decodes `op` (see `user::sched`).
     pub const SCHED: u32 = 12;
+    /// `[id, start, pages, global, members]`: invalidate these TLB entries (Multikernel
+    /// §4.7, a one-phase commit); acknowledge with `TLB_ACK`, or, when `members` (a core
+    /// mask) is not empty, forward to them and acknowledge once all have (§5.1 multicast).
+    pub const TLB_INVALIDATE: u32 = 13;
+    /// `[id, acked, failed]`: the cores (masks) that invalidated for operation `id`, and
+    /// those that faulted before they could.
+    pub const TLB_ACK: u32 = 14;
 }
 
 /// Frames in one `FRAME_RETURN` message.
@@ -73,6 +80,11 @@ pub enum Request {
     Start { job: u64 },
     /// Scheduler traffic, decoded by the scheduler.
     Sched([u64; PAYLOAD_WORDS]),
+    /// Invalidate `pages` pages from `start` (0 pages: all; `global`: kernel entries too)
+    /// for shootdown `id`; aggregate for the cores in the mask `members`.
+    TlbInvalidate { id: u64, start: u64, pages: u64, global: bool, members: u64 },
+    /// Cores (masks) that invalidated for shootdown `id`, and cores that faulted.
+    TlbAck { id: u64, acked: u64, failed: u64 },
 }
 
 /// Why a message was rejected.
@@ -128,6 +140,19 @@ pub fn decode(from: usize, tag: u32, p: &[u64; PAYLOAD_WORDS]) -> Result<Request
             Request::Multicast { round: p[0], source: p[1] as usize, limit: p[2] as usize }
         }
         kind::SCHED => Request::Sched(*p),
+        kind::TLB_INVALIDATE => {
+            if p[3] > 1 {
+                return Err(Rejection::Malformed);
+            }
+            Request::TlbInvalidate {
+                id: p[0],
+                start: p[1],
+                pages: p[2],
+                global: p[3] == 1,
+                members: p[4],
+            }
+        }
+        kind::TLB_ACK => Request::TlbAck { id: p[0], acked: p[1], failed: p[2] },
         kind::REPLY => return Err(Rejection::Malformed), // replies come as bytes
         _ => return Err(Rejection::UnknownKind),
     };
@@ -185,6 +210,14 @@ pub fn encode(request: &Request) -> (u32, [u64; PAYLOAD_WORDS]) {
         Request::Sched(words) => {
             p = words;
             kind::SCHED
+        }
+        Request::TlbInvalidate { id, start, pages, global, members } => {
+            p[..5].copy_from_slice(&[id, start, pages, global as u64, members]);
+            kind::TLB_INVALIDATE
+        }
+        Request::TlbAck { id, acked, failed } => {
+            p[..3].copy_from_slice(&[id, acked, failed]);
+            kind::TLB_ACK
         }
     };
     (tag, p)

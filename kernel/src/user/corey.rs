@@ -181,9 +181,12 @@ impl vm::Host for Kernel {
         frame.copy()
     }
 
-    fn shootdown(&self, range: &Self::Object) {
-        if let Some(Payload::Range(r)) = range.payload() {
-            crate::tlb::shootdown(r.cores.load(Ordering::Acquire));
+    fn shootdown(&self, range: &Self::Object) -> bool {
+        match range.payload() {
+            Some(Payload::Range(r)) => {
+                crate::tlb::shootdown(r.cores.load(Ordering::Acquire)).is_ok()
+            }
+            _ => true,
         }
     }
 }
@@ -825,8 +828,14 @@ fn edit_range(
     let old_tables = linked.as_deref().unwrap_or(&[]);
     // Every core that may hold a translation through these tables (a removed slot's
     // pages included) forgets it before a frame or table is freed.
-    if edited.needs_shootdown() || !old_tables.is_empty() {
-        crate::tlb::shootdown(r.cores.load(Ordering::Acquire));
+    if (edited.needs_shootdown() || !old_tables.is_empty())
+        && crate::tlb::shootdown(r.cores.load(Ordering::Acquire)).is_err()
+    {
+        // A core never flushed (Multikernel §4.7: the agreement timed out): it may still
+        // reach these frames and tables, so they are never reused.
+        core::mem::forget(edited.unmapped);
+        objects::release(edited.released);
+        return Err(Error::TimedOut);
     }
     drop(edited.unmapped);
     for &pa in old_tables {

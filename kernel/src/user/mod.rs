@@ -526,7 +526,9 @@ pub fn step() {
     }
     core.stepped.store(true, Ordering::Relaxed);
     let now = core.ticks();
-    if core.served_tick.swap(now, Ordering::Relaxed) != now {
+    // Once a tick, and whenever a message waits (a TLB shootdown's initiator waits for it:
+    // its notification, taken in the window above, does nothing in kernel mode).
+    if core.served_tick.swap(now, Ordering::Relaxed) != now || crate::monitor::has_messages() {
         crate::monitor::poll_at_tick();
     }
 }

@@ -16,6 +16,10 @@
 //! - `alloc` touches every page; `reserve` maps them only, so each first touch is a soft
 //!   fault.
 //! - `package`: the core's package from `locality_get` (the SKB's topology).
+//! - `set_writable` (`Shared` regions only): `ar_set_seg` maps the region's segment over
+//!   the same pages of its slot ranges with or without `map::WRITE`; the kernel replaces
+//!   the mapping and shoots down every core running the ranges by message before it
+//!   returns (Multikernel §5.1, Figure 7's unmap).
 //!
 //! Workload core `k` is core `cores[k]` of the list the platform was made with.
 
@@ -28,6 +32,7 @@ use abi::{ar_kind, map, ArSetAr, ArSetSeg, Error};
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -63,9 +68,9 @@ impl Atoll {
 }
 
 /// A `Shared` region: a segment mapped from page `colour` of consecutive slot ranges,
-/// spliced into the root range from `base` (all in the home share); its data starts at
-/// `va` = `base` + `colour` pages.
-#[derive(Clone, Debug)]
+/// spliced into the root range from `base` (all in `share`, the home share when it was
+/// made); its data starts at `va` = `base` + `colour` pages.
+#[derive(Debug)]
 struct SharedRegion {
     base: u64,
     va: u64,
@@ -73,6 +78,45 @@ struct SharedRegion {
     pages: u64,
     segment: u64,
     ranges: Vec<u64>,
+    share: u64,
+}
+
+impl SharedRegion {
+    /// The window pages `[from, to)` that slot `j` maps (page `colour + p` of the window
+    /// is page `p` of the segment).
+    fn pages_in_slot(&self, j: usize) -> (u64, u64) {
+        let per_slot = SLOT_BYTES / PAGE;
+        let end = self.colour + self.pages;
+        ((j as u64 * per_slot).max(self.colour), ((j as u64 + 1) * per_slot).min(end))
+    }
+
+    /// Maps the segment over its own pages again, with rights `flags`, naming the slot
+    /// ranges and the segment through `share` (`None`: through whichever share holds
+    /// them, [`private::named`]). The kernel takes the old mapping out of each slot
+    /// range's tables and shoots down every core that runs the range before it returns
+    /// (Multikernel §5.1, Figure 7: what `set_writable` costs).
+    fn remap(&self, share: Option<u64>, flags: u64) -> Result<(), Error> {
+        let name = |id: u64| match share {
+            Some(share) => Ok(crate::ObjRef::new(share, id)),
+            None => private::named(id).ok_or(Error::NoSuchObject),
+        };
+        let seg = name(self.segment)?;
+        let per_slot = SLOT_BYTES / PAGE;
+        for (j, &range) in self.ranges.iter().enumerate() {
+            let (from, to) = self.pages_in_slot(j);
+            let range = name(range)?;
+            let set = ArSetSeg {
+                ar: [range.share, range.object],
+                va: (from % per_slot) * PAGE,
+                seg: [seg.share, seg.object],
+                first_page: from - self.colour,
+                pages: to - from,
+                flags,
+            };
+            ar_set_seg(&set)?;
+        }
+        Ok(())
+    }
 }
 
 /// How many `Shared` regions have been made (picks each one's colour).
@@ -86,8 +130,10 @@ fn next_colour() -> u64 {
     abi::shared_colour(REGIONS_MADE.fetch_add(1, Ordering::Relaxed))
 }
 
-/// Every live `Shared` region, so `run_separate` can give them to its children.
-static SHARED: TtsLock<Vec<SharedRegion>> = TtsLock::new(Vec::new());
+/// Every live `Shared` region, so `run_separate` can give them to its children and
+/// `set_writable` find one (each behind an `Arc`, so a lookup copies no list and never
+/// calls the kernel under the lock).
+static SHARED: TtsLock<Vec<Arc<SharedRegion>>> = TtsLock::new(Vec::new());
 
 /// `bytes` of zero pages in slot ranges spliced into the root range, from a page offset
 /// ([`next_colour`]) in the first.
@@ -99,7 +145,8 @@ fn shared_new(bytes: u64) -> Result<(u64, u64), Error> {
     let home = home_share();
     let segment = segment_alloc(home, pages * PAGE)?;
     let va = base + colour * PAGE;
-    let mut region = SharedRegion { base, va, colour, pages, segment, ranges: Vec::new() };
+    let mut region =
+        SharedRegion { base, va, colour, pages, segment, ranges: Vec::new(), share: home };
     let made = (|| {
         for j in 0..slots {
             let range = shared::slot_alloc()?;
@@ -112,6 +159,7 @@ fn shared_new(bytes: u64) -> Result<(u64, u64), Error> {
         drop_shared(&region);
         return Err(e);
     }
+    let region = Arc::new(region);
     SHARED.with(|list| list.push(region));
     Ok((va, pages * PAGE))
 }
@@ -211,6 +259,22 @@ impl Platform for Atoll {
 
     fn reserve(&self, bytes: usize, placement: Placement) -> Result<Region, String> {
         map(bytes, placement, false)
+    }
+
+    fn set_writable(&self, region: &Region, writable: bool) -> Result<(), String> {
+        let va = region.addr() as u64;
+        let Some(shared) = SHARED.with(|list| list.iter().find(|r| r.va == va).cloned()) else {
+            return Err(format!("atoll changes the rights of Shared regions only ({region:?})"));
+        };
+        let flags = if writable { map::WRITE } else { 0 };
+        // Through the share the region was made in, with no lookup call in the timed path;
+        // if threads made it and have ended, its objects moved to the root share: find them.
+        // (Mapping the same pages again with the same rights changes nothing, so trying
+        // twice after a first try that failed part way is safe.)
+        shared
+            .remap(Some(shared.share), flags)
+            .or_else(|_| shared.remap(None, flags))
+            .map_err(|e| format!("ar_set_seg: {e:?}"))
     }
 
     fn run_separate(&self, cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), String> {
@@ -392,11 +456,8 @@ fn separate_child(arg: u64) -> i32 {
 fn own_tables(region: &SharedRegion, segments: u64) -> Result<(), Error> {
     let root = root_share();
     let per_slot = SLOT_BYTES / PAGE;
-    // Page `p` of the segment is page `colour + p` of the window.
-    let end = region.colour + region.pages;
-    for (j, _) in region.ranges.iter().enumerate() {
-        let (from, to) =
-            ((j as u64 * per_slot).max(region.colour), ((j as u64 + 1) * per_slot).min(end));
+    for j in 0..region.ranges.len() {
+        let (from, to) = region.pages_in_slot(j);
         let range = ar_alloc(root, ar_kind::SLOT)?;
         let set = ArSetSeg {
             ar: [root, range],

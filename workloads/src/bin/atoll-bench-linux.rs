@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use workloads::linux::{self, fd, Linux};
-use workloads::{amps, memclone, mempass, multicast, nullsys, pingpong, shm};
+use workloads::{amps, memclone, mempass, multicast, nullsys, pingpong, shm, unmap};
 
 const USAGE: &str = "\
 usage: atoll-bench-linux EXPERIMENT [N]
@@ -19,6 +19,8 @@ experiments (N: iterations or size, default in brackets):
   shm [500]       SHMn vs MSGn (Multikernel Figure 3), N updates per client
   multicast [50]  broadcast, unicast and per-package multicast tree to 2..all cores
                   (Multikernel Figure 6), N rounds per protocol and core count
+  unmap [50]      Multikernel Figure 7: mprotect of a page read-only and back while
+                  1..all cores read it, N rounds per core count
   memclone [16]   Corey Figure 7(a): every core faults in N MiB of its own, threads of one
                   process (shared-as) and a process per core (separate-as)
   mempass [16]    Corey Figure 7(b): an N MiB shared buffer touched by each core in turn,
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
         "multicast" => run("multicast", || {
             multicast::run(&platform, count.unwrap_or(multicast::DEFAULT_ROUNDS))
         }),
+        "unmap" => run("unmap", || unmap::run(&platform, count.unwrap_or(unmap::DEFAULT_ROUNDS))),
         "memclone" => {
             run("memclone", || memclone::run(&platform, count.unwrap_or(memclone::DEFAULT_MB)))
         }
@@ -87,6 +90,7 @@ fn main() -> ExitCode {
             .and_then(|_| run("urpc", || urpc(&platform, pingpong::DEFAULT_ITERATIONS)))
             .and_then(|_| run("shm", || shm::run(&platform, shm::DEFAULT_UPDATES)))
             .and_then(|_| run("multicast", || multicast::run(&platform, multicast::DEFAULT_ROUNDS)))
+            .and_then(|_| run("unmap", || unmap::run(&platform, unmap::DEFAULT_ROUNDS)))
             .and_then(|_| run("memclone", || memclone::run(&platform, memclone::DEFAULT_MB)))
             .and_then(|_| run("mempass", || mempass::run(&platform, mempass::DEFAULT_MB)))
             .and_then(|_| run("fdbench", || fd::run(&platform, fd::DEFAULT_OPS))),
@@ -134,6 +138,7 @@ mod tests {
             "urpc",
             "shm",
             "multicast",
+            "unmap",
             "memclone",
             "mempass",
             "fdbench",

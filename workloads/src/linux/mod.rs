@@ -201,6 +201,23 @@ impl Platform for Linux {
         map(bytes, placement, Populate::OnFirstTouch)
     }
 
+    fn set_writable(&self, region: &Region, writable: bool) -> Result<(), String> {
+        // Multikernel §5.1, Figure 7 measures Linux with `mprotect`: it changes the
+        // entries, then IPIs every other CPU that runs the process and waits for each to
+        // flush before it returns.
+        let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
+        // SAFETY: `region` is one whole mapping made by `map` and alive while borrowed;
+        // only its rights change, and the caller's contract says nothing writes it while
+        // it is read-only.
+        let status =
+            unsafe { libc::mprotect(region.addr() as *mut libc::c_void, region.len(), prot) };
+        if status == 0 {
+            Ok(())
+        } else {
+            Err(format!("mprotect: {}", std::io::Error::last_os_error()))
+        }
+    }
+
     fn run_separate(&self, cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), String> {
         let cpus = self.cpus_of(cores)?;
         // Each child pins itself and counts itself in at `arrived` (plus 1 << 32 if it could

@@ -8,6 +8,7 @@ mod elf;
 mod guest;
 mod hostload;
 mod linux_bin;
+mod model;
 mod output;
 mod plot;
 mod records;
@@ -588,6 +589,9 @@ mod tests {
         assert_eq!(count("multicast", "linux", 2), 2);
         assert_eq!(count("memclone", "atoll", 1), 2);
         assert_eq!(count("memclone", "linux", 2), 4);
+        // Figure 7 runs at 1 core too (the local floor), Linux with and without mitigations.
+        assert_eq!(count("unmap", "atoll", 1), 2);
+        assert_eq!(count("unmap", "linux", 2), 4);
         assert_eq!(count("sharebench", "atoll", 2), 2);
         assert_eq!(count("sharebench", "linux", 2), 0);
         assert_eq!(jobs.iter().filter(|j| j.system == "host").count(), 2);

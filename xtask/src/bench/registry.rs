@@ -353,6 +353,35 @@ pub const EXPERIMENTS: &[Experiment] = &[
         rows_by: &[],
         variants: &[],
     },
+    // TLB shootdown by message (issue M9): the real 1PC invalidation by each protocol, and
+    // the simulator's prediction beside it (`model.rs`). Run it with SOCKETS=S for trees.
+    Experiment {
+        name: "shootdown",
+        min_cores: 2,
+        atoll: Some("bench shootdown 50"),
+        linux: None,
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 300,
+        plot: Plot::Lines { series: "protocol" },
+        rows_by: &["link"],
+        variants: &[],
+    },
+    // Multikernel Figure 7: a page's write access taken away (and given back) while
+    // 1..=all cores map it: Atoll's `ar_set_seg`, shot down by message before it returns,
+    // against Linux's `mprotect`, shot down by IPI; the same `workloads::unmap` code.
+    Experiment {
+        name: "unmap",
+        min_cores: 1,
+        atoll: Some("run unmapbench 50 --cores {cores}"),
+        linux: Some("unmap,50"),
+        host: false,
+        kernel_entry: true,
+        timeout_secs: 300,
+        plot: Plot::Lines { series: "config" },
+        rows_by: &["config"],
+        variants: &[],
+    },
     Experiment {
         name: "memclone",
         min_cores: 1,
@@ -511,6 +540,9 @@ mod tests {
         );
         assert_eq!(memclone.linux_args(2).unwrap(), "memclone,16");
         assert_eq!(find("sharebench").unwrap().linux_args(2), None);
+        let unmap = find("unmap").unwrap();
+        assert_eq!(unmap.atoll_command(2).unwrap(), "run unmapbench 50 --cores 0-1");
+        assert_eq!(unmap.linux_args(2).unwrap(), "unmap,50");
         for e in EXPERIMENTS {
             for cores in [1, 2, 16] {
                 let atoll = e.atoll_command(cores).unwrap_or_default();

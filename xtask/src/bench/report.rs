@@ -512,6 +512,9 @@ fn section(
     if !e.variants.is_empty() {
         scheduler_comparison(out, &all);
     }
+    if e.name == "shootdown" {
+        super::model::section(out, records);
+    }
     if !refs.is_empty() {
         let _ = writeln!(out, "\nPaper's numbers:");
         for r in &refs {

@@ -229,7 +229,7 @@ impl Host for Sim {
         }
     }
 
-    fn shootdown(&self, range: &Obj) {
+    fn shootdown(&self, range: &Obj) -> bool {
         assert_eq!(DEPTH.get(), 0, "shootdown with a lock held");
         *self.shootdowns.lock().unwrap() += 1;
         for context in self.contexts.lock().unwrap().iter_mut().flatten() {
@@ -238,6 +238,7 @@ impl Host for Sim {
                 context.tlb.clear();
             }
         }
+        true
     }
 }
 

@@ -102,6 +102,11 @@ pub fn tsc_to_us(ticks: u64) -> u64 {
     ticks * 1_000_000 / tsc_hz()
 }
 
+/// TSC ticks in `us` microseconds.
+pub fn us_to_tsc(us: u64) -> u64 {
+    us.saturating_mul(tsc_hz()) / 1_000_000
+}
+
 /// Waits `us` microseconds, spinning on the TSC.
 pub fn spin_us(us: u64) {
     let start = rdtsc();

@@ -14,10 +14,6 @@ pub const VECTOR_TIMER: u8 = 0x30;
 pub const VECTOR_WAKE: u8 = 0x31;
 /// IPI used by the IPI test: the receiver counts it per sender.
 pub const VECTOR_TEST: u8 = 0x32;
-/// IPI: flush this core's TLB (a shared address range lost a mapping).
-pub const VECTOR_TLB: u8 = 0x33;
-/// IPI: flush this core's whole TLB, global entries too (kernel heap pages were unmapped).
-pub const VECTOR_TLB_GLOBAL: u8 = 0x34;
 /// Local APIC spurious-interrupt vector (no EOI).
 pub const VECTOR_SPURIOUS: u8 = 0xff;
 

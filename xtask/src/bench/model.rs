@@ -1,0 +1,179 @@
+//! The agreement simulator beside the measured shootdowns (issue M9; Multikernel §5.1,
+//! Figure 6): `agreement-sim` predicts, from the per-message costs the kernel measured in
+//! the same run (`bench shootdown`'s `one_way_cycles` lines), the latency of each protocol
+//! at every measured point and out to 64 cores, and the report shows prediction beside
+//! measurement with the error of each point.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use agreement_sim::{costs_from_measurements, predict, relative_error, Costs, Measured, Protocol};
+use agreement_sim::{curve, Topology};
+
+use super::records::{number, text, Record};
+
+/// The error the model must stay within at every measured point (issue M9's goal).
+const WITHIN: f64 = 0.25;
+
+/// The median of `v` (0 if empty).
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// One VM's shape: (cores, sockets).
+type Vm = (u64, u64);
+
+fn vm_of(r: &Record) -> Vm {
+    let cores = number(r, "cores").unwrap_or(0.0) as u64;
+    (cores, number(r, "sockets").unwrap_or(1.0).max(1.0) as u64)
+}
+
+/// The costs fitted from one VM's `one_way_cycles` records, if it has a local one.
+fn costs_of(records: &[&Record], vm: Vm) -> Option<Costs> {
+    let link = |name: &str| {
+        let v: Vec<f64> = records
+            .iter()
+            .filter(|r| vm_of(r) == vm && text(r, "metric") == "one_way_cycles")
+            .filter(|r| text(r, "link") == name)
+            .filter_map(|r| number(r, "value"))
+            .collect();
+        (!v.is_empty()).then(|| median(v))
+    };
+    let local = link("local")?;
+    let measured = Measured {
+        round_trip_local: 2.0 * local,
+        round_trip_remote: link("remote").map(|r| 2.0 * r),
+        send: None,
+        receive: None,
+    };
+    Some(costs_from_measurements(&measured))
+}
+
+fn protocol_named(name: &str) -> Option<Protocol> {
+    Protocol::ALL.into_iter().find(|p| p.name() == name)
+}
+
+/// Appends the model's tables to the `shootdown` section (nothing without Atoll's records).
+pub fn section(out: &mut String, records: &[&Record]) {
+    let atoll: Vec<&Record> =
+        records.iter().copied().filter(|r| text(r, "system") == "atoll").collect();
+    // Measured points: (vm, k, protocol) -> values.
+    let mut points: BTreeMap<(Vm, u64, String), Vec<f64>> = BTreeMap::new();
+    for r in atoll.iter().filter(|r| text(r, "metric") == "latency_cycles") {
+        let k = number(r, "active_cores").or_else(|| number(r, "cores")).unwrap_or(0.0) as u64;
+        if let Some(v) = number(r, "value") {
+            points.entry((vm_of(r), k, text(r, "protocol").to_string())).or_default().push(v);
+        }
+    }
+    let mut rows = Vec::new();
+    let (mut within, mut total) = (0, 0);
+    let mut biggest: Option<(Vm, Costs)> = None;
+    for ((vm, k, protocol), values) in points {
+        let (Some(costs), Some(p)) = (costs_of(&atoll, vm), protocol_named(&protocol)) else {
+            continue;
+        };
+        if biggest.is_none_or(|(b, _)| vm.0 >= b.0) {
+            biggest = Some((vm, costs));
+        }
+        let topo = Topology { packages: vm.1 as usize, cores_per_package: (vm.0 / vm.1) as usize };
+        let measured = median(values);
+        let predicted = predict(p, topo, k as usize, &costs);
+        let error = relative_error(predicted, measured);
+        total += 1;
+        if error.abs() <= WITHIN {
+            within += 1;
+        }
+        rows.push(format!(
+            "| {}×{} | {k} | {protocol} | {measured:.0} | {predicted:.0} | {:+.0}% |",
+            vm.1,
+            vm.0 / vm.1,
+            error * 100.0
+        ));
+    }
+    let Some((vm, costs)) = biggest else { return };
+    let _ = writeln!(
+        out,
+        "\nThe model (`crates/agreement-sim`) beside the measurement: costs fitted from the \
+         one-way latencies `bench shootdown` measured in the same boot (send {:.0}, receive \
+         {:.0}, transit local {:.0} / remote {:.0}, shared line per reader {:.0} cycles). \
+         {within} of {total} measured points are within {:.0}% (the goal: all).\n\n\
+         | packages×cores | cores | protocol | measured (cycles) | predicted | error |\n\
+         | --- | --- | --- | --- | --- | --- |",
+        costs.send,
+        costs.receive,
+        costs.transit_local,
+        costs.transit_remote,
+        costs.shared_line_per_reader,
+        WITHIN * 100.0
+    );
+    for row in rows {
+        let _ = writeln!(out, "{row}");
+    }
+    let big = Topology { packages: 8, cores_per_package: 8 };
+    let _ = writeln!(
+        out,
+        "\nPredicted beyond the machine, 8 packages × 8 cores, with the costs of the \
+         {}-core VM (cycles; Figure 6's shape: NUMA-aware multicast should be the \
+         flattest):\n\n| cores | {} |\n| --- |{}",
+        vm.0,
+        Protocol::ALL.map(|p| p.name()).join(" | "),
+        " --- |".repeat(Protocol::ALL.len())
+    );
+    let curves: Vec<Vec<(usize, f64)>> =
+        Protocol::ALL.into_iter().map(|p| curve(p, big, &costs)).collect();
+    for n in [2, 4, 8, 16, 32, 64] {
+        let cells: Vec<String> = curves
+            .iter()
+            .map(|c| {
+                c.iter().find(|(m, _)| *m == n).map_or("—".into(), |(_, v)| format!("{v:.0}"))
+            })
+            .collect();
+        let _ = writeln!(out, "| {n} | {} |", cells.join(" | "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(json: &str) -> Record {
+        serde_json::from_str(json).expect("a record")
+    }
+
+    #[test]
+    fn measured_points_get_a_prediction_and_an_error() {
+        let records = [
+            rec(
+                r#"{"experiment":"shootdown","system":"atoll","cores":4,"sockets":2,"metric":"one_way_cycles","value":1000,"link":"local"}"#,
+            ),
+            rec(
+                r#"{"experiment":"shootdown","system":"atoll","cores":4,"sockets":2,"metric":"one_way_cycles","value":1500,"link":"remote"}"#,
+            ),
+            rec(
+                r#"{"experiment":"shootdown","system":"atoll","cores":4,"sockets":2,"active_cores":2,"metric":"latency_cycles","value":2000,"protocol":"unicast"}"#,
+            ),
+        ];
+        let refs: Vec<&Record> = records.iter().collect();
+        let mut out = String::new();
+        section(&mut out, &refs);
+        // Unicast at 2 cores in one package is the local round trip exactly.
+        assert!(out.contains("| 2×2 | 2 | unicast | 2000 | 2000 | +0% |"), "{out}");
+        assert!(out.contains("1 of 1 measured points are within 25%"), "{out}");
+        assert!(out.contains("| 64 |"), "{out}");
+    }
+
+    #[test]
+    fn nothing_without_measured_costs() {
+        let records = [rec(
+            r#"{"experiment":"shootdown","system":"atoll","cores":2,"metric":"latency_cycles","value":5,"protocol":"unicast"}"#,
+        )];
+        let refs: Vec<&Record> = records.iter().collect();
+        let mut out = String::new();
+        section(&mut out, &refs);
+        assert!(out.is_empty());
+    }
+}
