@@ -68,6 +68,13 @@ const EXPERIMENTS: &[Experiment] = &[
         run: shootdown,
     },
     Experiment {
+        name: "twophase",
+        iteration: "operations per core count and mode",
+        default: 50,
+        max: 500,
+        run: two_phase,
+    },
+    Experiment {
         name: "shm",
         iteration: "updates per client and configuration",
         default: 500,
@@ -95,7 +102,7 @@ const SHM: &str = "shm_vs_msg_kernel";
 const NEEDS_TWO_CORES: &str = "needs 2 cores";
 
 /// The arguments `bench` takes.
-pub const USAGE: &str = "urpc|multicast|shootdown|shm [ITERATIONS]";
+pub const USAGE: &str = "urpc|multicast|shootdown|twophase|shm [ITERATIONS]";
 
 /// Runs `bench EXPERIMENT [ITERATIONS]` (`args` is the line after `bench`).
 pub fn command(args: &str) -> Result<(), String> {
@@ -492,6 +499,49 @@ fn shootdown(rounds: usize, deadline: Deadline) -> Result<(), String> {
                 format!(",\"protocol\":\"{}\",\"packages\":{}", protocol.name(), packages.len());
             result("shootdown", k, "latency_cycles", cycles, "cycles", &extra);
         }
+    }
+    Ok(())
+}
+
+/// Multikernel Figure 8: the latency of a two-phase commit (`twophase`: prepare, votes,
+/// decision, acknowledgements) with the cores below `k` as participants, one operation at
+/// a time (`single`), and the cost per operation when `PIPELINE` operations on different
+/// registers are in flight at once (`pipelined`: what a retype-heavy workload sees).
+fn two_phase(rounds: usize, deadline: Deadline) -> Result<(), String> {
+    const PIPELINE: usize = 8;
+    let cores = smp::online_cores();
+    if cores.len() < 2 {
+        return Err(NEEDS_TWO_CORES.into());
+    }
+    // Registers of their own: a run never conflicts with an earlier one.
+    let base = 1 << 40 | this_core().ticks() << 16;
+    for k in 2..=cores.len() {
+        let participants = cores.iter().filter(|&&c| c < k && c < 64);
+        let participants = CoreSet(participants.fold(0, |mask, &c| mask | 1 << c));
+        let single = time_rounds(rounds, |round| {
+            deadline.check()?;
+            match crate::twophase::commit(participants, base + round, round) {
+                agreement::Decision::Commit => Ok(()),
+                agreement::Decision::Abort => Err("an operation without conflict aborted".into()),
+            }
+        })?;
+        result("twophase", k, "latency_cycles", single, "cycles", ",\"config\":\"single\"");
+        let batches = rounds.div_ceil(PIPELINE).max(1);
+        let batch = time_rounds(batches, |round| {
+            deadline.check()?;
+            let first = base + (1 << 20) + round * PIPELINE as u64;
+            let ops: Vec<_> = (0..PIPELINE as u64)
+                .map(|i| crate::twophase::start(participants, first + i, i))
+                .collect();
+            for op in ops {
+                if crate::twophase::finish(op) != agreement::Decision::Commit {
+                    return Err("a pipelined operation aborted".into());
+                }
+            }
+            Ok(())
+        })?;
+        let per_op = batch / PIPELINE as u64;
+        result("twophase", k, "latency_cycles", per_op, "cycles", ",\"config\":\"pipelined\"");
     }
     Ok(())
 }

@@ -22,6 +22,7 @@ mod smp;
 mod testing;
 mod throttle;
 mod tlb;
+mod twophase;
 mod user;
 
 use arch::{apic, cpu, power, start_ap};
@@ -51,6 +52,7 @@ extern "C" fn ap_main(index: usize) -> ! {
         cpu::halt_forever();
     }
     monitor::init_this_core(percpu::core_count());
+    twophase::init_this_core();
     throttle::start_tick(index);
     core.set_state(CoreState::Online);
     // The tick (and a slowed core's duty cycle) runs from now on, also under the first

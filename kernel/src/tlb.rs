@@ -211,6 +211,16 @@ static STATE: percpu::PerCoreState<TlbState> = crate::per_core_state!(TlbState {
     lines_seen: [0; MAX_CORES],
 });
 
+/// Sizes this core's tables at start-up, at the bottom of its fresh heap: a table that first
+/// grew during a burst would sit at the heap's top and keep the heap from ever trimming
+/// below it.
+pub fn init_this_core() {
+    STATE.with(|s| {
+        s.ops.reserve(16);
+        s.aggregations.reserve(16);
+    });
+}
+
 /// Counters for tests and the console.
 static STRANDED_SHOOTDOWNS: AtomicU64 = AtomicU64::new(0);
 

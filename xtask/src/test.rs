@@ -81,8 +81,12 @@ const RUNS: &[Run] = &[
     all("mem16g", 2, "16G"),
     Run { test: "trap.fault_isolation", ..all("fault4", 4, "256M") },
     Run { test: "trap.stack_overflow", ..all("overflow4", 4, "256M") },
-    // A TLB shootdown's participant faults before it reads the invalidation (issue M9).
-    Run { test: "tlb.faulted_participant_does_not_hang", ..all("tlbfault4", 4, "256M") },
+    // A TLB shootdown's participant faults before it reads the invalidation; then a
+    // two-phase operation names the faulted core (issue M9).
+    Run {
+        test: "tlb.faulted_participant_does_not_hang,twophase.faulted_participant_aborts",
+        ..all("tlbfault4", 4, "256M")
+    },
     Run { test: "frames.returns_survive_a_full_channel", ..all("deaf2", 2, "256M") },
     // A million fuzzed system calls (issue 9), in a run of its own: two fuzzers, two cores
     // for what they start.

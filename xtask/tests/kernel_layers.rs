@@ -20,6 +20,7 @@ const LAYERS: &[&str] = &[
     "monitor",    // URPC channels, remote calls, frame returns
     "smp",        // starting cores, work on chosen cores
     "knowledge",  // the SKB and boot facts
+    "twophase",   // two-phase commit between the monitors
     "bench",      // in-kernel experiments
     "user",       // Corey's objects, user contexts, system calls
     "interrupts", // where traps land (above the user layer they call into)

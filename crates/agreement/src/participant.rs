@@ -26,8 +26,9 @@ pub struct Participant<K: Ord + Copy> {
 }
 
 impl<K: Ord + Copy> Participant<K> {
-    /// A participant holding no locks.
-    pub fn new() -> Self {
+    /// A participant holding no locks (`const`, so a kernel can keep one per core in a
+    /// static).
+    pub const fn new() -> Self {
         Participant { locks: BTreeMap::new(), ops: BTreeMap::new() }
     }
 

@@ -16,6 +16,7 @@ mod interrupts;
 mod monitor;
 mod tlb;
 mod traps;
+mod twophase;
 mod user;
 
 use crate::arch::{cpu, power, timer};
@@ -84,8 +85,18 @@ pub fn run(selector: &str) -> ! {
 }
 
 /// The layers, bottom up: the first word of a test's name (`heap.cross_core_free`).
-const LAYERS: &[&str] =
-    &["boot", "frames", "heap", "interrupts", "trap", "monitor", "tlb", "user", "console"];
+const LAYERS: &[&str] = &[
+    "boot",
+    "frames",
+    "heap",
+    "interrupts",
+    "trap",
+    "monitor",
+    "tlb",
+    "twophase",
+    "user",
+    "console",
+];
 
 /// Where a test's layer comes in [`LAYERS`] (an unknown layer last).
 fn layer_rank(name: &str) -> usize {

@@ -183,6 +183,7 @@ pub fn init_this_core(cores: usize) {
         m.reassemblers.push(Reassembler::new(buffer));
     }
     MONITORS.with(|slot| *slot = Some(m));
+    tlb::init_this_core();
 }
 
 /// Every core's monitor (touched only by its own core; set up after its heap).
@@ -362,6 +363,14 @@ fn serve(from: usize, request: Request) {
                 reject(from, Rejection::Malformed);
             }
         }
+        Request::TwoPhase(words) => match TWO_PHASE_HANDLER.get() {
+            Some(handle) => {
+                if handle(from, words).is_err() {
+                    reject(from, Rejection::Malformed);
+                }
+            }
+            None => reject(from, Rejection::Malformed),
+        },
         Request::Sched(words) => match SCHED_HANDLER.get() {
             Some(handle) => {
                 if handle(from, words).is_err() {
@@ -465,6 +474,16 @@ pub fn set_sched_handler(handle: SchedHandler) {
 /// (installed at boot by the user layer, which sits above this one). Returns whether it
 /// ran any.
 static IDLE_WORK: spin::Once<fn() -> bool> = spin::Once::new();
+
+/// What handles `TWO_PHASE` messages (`twophase::on_message`, above the monitor).
+pub type TwoPhaseHandler = fn(usize, [u64; PAYLOAD_WORDS]) -> Result<(), ()>;
+
+static TWO_PHASE_HANDLER: spin::Once<TwoPhaseHandler> = spin::Once::new();
+
+/// Installs the handler of `TWO_PHASE` messages (once, at boot).
+pub fn set_two_phase_handler(handle: TwoPhaseHandler) {
+    TWO_PHASE_HANDLER.call_once(|| handle);
+}
 
 /// Installs the idle loop's work (once, at boot).
 pub fn set_idle_work(work: fn() -> bool) {

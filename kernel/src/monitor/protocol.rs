@@ -46,6 +46,9 @@ pub mod kind {
     /// `[id, acked, failed]`: the cores (masks) that invalidated for operation `id`, and
     /// those that faulted before they could.
     pub const TLB_ACK: u32 = 14;
+    /// `[kind, op, words...]`: two-phase commit traffic (prepare, vote, decide, ack); the
+    /// handler the boot installs (`twophase::on_message`) decodes it.
+    pub const TWO_PHASE: u32 = 15;
 }
 
 /// Frames in one `FRAME_RETURN` message.
@@ -85,6 +88,8 @@ pub enum Request {
     TlbInvalidate { id: u64, start: u64, pages: u64, global: bool, members: u64 },
     /// Cores (masks) that invalidated for shootdown `id`, and cores that faulted.
     TlbAck { id: u64, acked: u64, failed: u64 },
+    /// Two-phase commit traffic, decoded by its handler.
+    TwoPhase([u64; PAYLOAD_WORDS]),
 }
 
 /// Why a message was rejected.
@@ -153,6 +158,7 @@ pub fn decode(from: usize, tag: u32, p: &[u64; PAYLOAD_WORDS]) -> Result<Request
             }
         }
         kind::TLB_ACK => Request::TlbAck { id: p[0], acked: p[1], failed: p[2] },
+        kind::TWO_PHASE => Request::TwoPhase(*p),
         kind::REPLY => return Err(Rejection::Malformed), // replies come as bytes
         _ => return Err(Rejection::UnknownKind),
     };
@@ -218,6 +224,10 @@ pub fn encode(request: &Request) -> (u32, [u64; PAYLOAD_WORDS]) {
         Request::TlbAck { id, acked, failed } => {
             p[..3].copy_from_slice(&[id, acked, failed]);
             kind::TLB_ACK
+        }
+        Request::TwoPhase(words) => {
+            p = words;
+            kind::TWO_PHASE
         }
     };
     (tag, p)

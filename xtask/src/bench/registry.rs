@@ -382,6 +382,20 @@ pub const EXPERIMENTS: &[Experiment] = &[
         rows_by: &["config"],
         variants: &[],
     },
+    // Two-phase commit between the monitors (issue M9, Figure 8): one operation at a time
+    // and pipelined, against the participants.
+    Experiment {
+        name: "twophase",
+        min_cores: 2,
+        atoll: Some("bench twophase 50"),
+        linux: None,
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 300,
+        plot: Plot::Lines { series: "config" },
+        rows_by: &["config"],
+        variants: &[],
+    },
     Experiment {
         name: "memclone",
         min_cores: 1,

@@ -1,0 +1,303 @@
+//! Two-phase commit between the cores' monitors (Multikernel §4.7–§4.8): an operation that
+//! needs one global order on every core that holds the state it changes. The coordinator
+//! sends *prepare* to every participant; each locks the objects the operation names (or
+//! votes No if another operation holds one: conflicting operations are serialised, one
+//! aborts and may retry) and votes; the coordinator decides (Commit only if all voted Yes),
+//! sends the decision, and the operation is over when every live participant has
+//! acknowledged. The protocol is `agreement::TwoPhase` (coordinator) and
+//! `agreement::Participant` (the per-object locks); this module carries their messages
+//! (the monitor's `TWO_PHASE` kind, handed here by the handler the boot installs) and keeps
+//! each core's replicas.
+//!
+//! What an operation changes is each participant's replica of one **register**: a
+//! replicated object whose state is the number of operations applied and an order-sensitive
+//! digest of their values. Every replica of a register ends the same only if every core
+//! applied the same operations in the same order, which is what the tests check, and the
+//! `twophase` experiment measures (Figure 8). Capability retype and revoke are the next
+//! operations to run over this engine (issue M9).
+//!
+//! Failure: a participant found `Faulted` while votes are collected makes the operation
+//! abort (a faulted core cannot vote Yes); one found faulted later is not waited for. A
+//! live participant that does not answer by the deadline counts as a No, and so never
+//! makes the coordinator wait forever.
+
+use crate::arch::{cpu, timer};
+use crate::monitor;
+use crate::percpu::{self, this_core, CoreState};
+use agreement::{op_id, CoreSet, Decision, OpId, Participant, TwoPhase, TwoPhaseStatus, Vote};
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use urpc::PAYLOAD_WORDS;
+
+/// How long votes and acknowledgements may take (16 vCPUs under TCG on 2 host CPUs can
+/// take seconds to get to a message).
+pub const TIMEOUT_US: u64 = 10_000_000;
+
+/// One register's replica on one core.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Register {
+    /// Operations applied.
+    pub applied: u64,
+    /// Order-sensitive digest of their values.
+    pub digest: u64,
+}
+
+impl Register {
+    fn apply(&mut self, value: u64) {
+        self.applied += 1;
+        self.digest = (self.digest.rotate_left(7) ^ value).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// The message kinds inside the monitor's `TWO_PHASE` messages (word 0).
+mod op {
+    pub const PREPARE: u64 = 1; // [op, register, value]
+    pub const VOTE: u64 = 2; // [op, yes]
+    pub const DECIDE: u64 = 3; // [op, commit]
+    pub const ACK: u64 = 4; // [op]
+}
+
+/// An operation this core coordinates, and whether its decision has been sent.
+struct Coordinated {
+    t: TwoPhase,
+    told: bool,
+}
+
+/// This core's coordinated operations, participant locks and register replicas.
+struct State {
+    next_seq: u64,
+    coordinating: Vec<Coordinated>,
+    locks: Participant<u64>,
+    /// Prepared operations' payloads: (op, register, value).
+    prepared: Vec<(OpId, u64, u64)>,
+    registers: BTreeMap<u64, Register>,
+}
+
+static STATE: percpu::PerCoreState<State> = crate::per_core_state!(State {
+    next_seq: 1,
+    coordinating: Vec::new(),
+    locks: Participant::new(),
+    prepared: Vec::new(),
+    registers: BTreeMap::new(),
+});
+
+/// Sizes this core's tables at start-up (see `tlb::init_this_core`: a table that first
+/// grows during a burst pins the heap's top).
+pub fn init_this_core() {
+    STATE.with(|s| {
+        s.coordinating.reserve(16);
+        s.prepared.reserve(16);
+    });
+}
+
+/// This core's replica of register `register`.
+pub fn register(register: u64) -> Register {
+    STATE.with(|s| s.registers.get(&register).copied().unwrap_or_default())
+}
+
+/// Operations this core holds prepared (locked) right now: 0 once every operation it took
+/// part in has ended.
+pub fn prepared_here() -> usize {
+    STATE.with(|s| s.locks.prepared())
+}
+
+fn send(to: usize, words: [u64; 4]) -> bool {
+    let mut payload = [0u64; PAYLOAD_WORDS];
+    payload[..4].copy_from_slice(&words);
+    let sent = monitor::send(to, &monitor::protocol::Request::TwoPhase(payload)).is_ok();
+    if sent {
+        monitor::notify(to);
+    }
+    sent
+}
+
+// ---------------------------------------------------------------------------------------
+// The coordinator.
+
+/// Starts a two-phase operation applying `value` to register `register` on every core in
+/// `participants` (this one included if listed); returns its id at once.
+pub fn start(participants: CoreSet, register: u64, value: u64) -> OpId {
+    let me = this_core().index;
+    let now = cpu::rdtsc();
+    let op = STATE.with(|s| {
+        let op = op_id(me, s.next_seq);
+        s.next_seq += 1;
+        let t = TwoPhase::new(op, participants, now, timer::us_to_tsc(TIMEOUT_US));
+        s.coordinating.push(Coordinated { t, told: false });
+        op
+    });
+    for p in participants.iter() {
+        if p == me {
+            let vote = on_prepare(op, register, value);
+            let _ = coordinator_vote(op, me, vote);
+        } else if !send(p, [op::PREPARE, op, register, value]) {
+            // Its channel stayed full for seconds: it will not answer.
+            STATE.with(|s| {
+                s.coordinating.iter_mut().filter(|c| c.t.op() == op).for_each(|c| c.t.fail(p))
+            });
+        }
+    }
+    op
+}
+
+/// Advances operation `op` (declares faulted participants failed, applies deadlines,
+/// sends the decision once made); its decision once it is over.
+pub fn poll(op: OpId) -> Option<Decision> {
+    let me = this_core().index;
+    let now = cpu::rdtsc();
+    let (status, tell) = STATE.with(|s| {
+        let c = s.coordinating.iter_mut().find(|c| c.t.op() == op)?;
+        let t = &mut c.t;
+        let waiting = t.stragglers();
+        for c in t.participants().iter() {
+            let faulted = percpu::core(c).is_none_or(|c| c.state() == CoreState::Faulted);
+            if faulted && (waiting.contains(c) || t.decision().is_none()) {
+                t.fail(c);
+            }
+        }
+        t.tick(now);
+        // The decision goes out once (channels are FIFO, so it follows the prepare).
+        let tell = if t.decision().is_some() && !c.told {
+            c.told = true;
+            t.to_tell()
+        } else {
+            CoreSet::EMPTY
+        };
+        Some((c.t.status(), tell))
+    })?;
+    match status {
+        TwoPhaseStatus::Preparing => None,
+        TwoPhaseStatus::Decided(d) | TwoPhaseStatus::Finished { decision: d, .. }
+            if !tell.is_empty() =>
+        {
+            for p in tell.iter() {
+                if p == me {
+                    on_decide(op, d);
+                    let _ = coordinator_ack(op, me);
+                } else {
+                    send(p, [op::DECIDE, op, (d == Decision::Commit) as u64, 0]);
+                }
+            }
+            None
+        }
+        TwoPhaseStatus::Decided(_) => None,
+        TwoPhaseStatus::Finished { decision, .. } => {
+            STATE.with(|s| s.coordinating.retain(|c| c.t.op() != op));
+            Some(decision)
+        }
+    }
+}
+
+/// Waits (serving this core's channels) until operation `op` is over; its decision.
+pub fn finish(op: OpId) -> Decision {
+    loop {
+        if let Some(d) = poll(op) {
+            return d;
+        }
+        monitor::poll();
+        cpu::pause();
+    }
+}
+
+/// Runs one operation to its end ([`start`], then [`finish`]).
+pub fn commit(participants: CoreSet, register: u64, value: u64) -> Decision {
+    finish(start(participants, register, value))
+}
+
+/// Runs an operation until it commits, backing off between aborts; the number of attempts
+/// it took, or `None` if `attempts` all aborted. The wait is `agreement::retry_backoff`
+/// (exponential, different on every core, so cores that keep colliding drift apart) in
+/// units of how long the aborted attempt took: an operation's cost depends on the machine
+/// (a 16-vCPU VM under TCG takes milliseconds), and a shorter wait cannot separate the
+/// colliders.
+pub fn commit_retrying(
+    participants: CoreSet,
+    register: u64,
+    value: u64,
+    attempts: u32,
+) -> Option<u32> {
+    let me = this_core().index;
+    for attempt in 0..attempts {
+        let start = cpu::rdtsc();
+        if commit(participants, register, value) == Decision::Commit {
+            return Some(attempt + 1);
+        }
+        let took = cpu::rdtsc() - start;
+        // `retry_backoff` starts at 4096 cycles and doubles per attempt (capped).
+        let wait = took.saturating_mul(agreement::retry_backoff(me, attempt) / 4096);
+        let until = cpu::rdtsc() + wait.min(timer::us_to_tsc(TIMEOUT_US));
+        while cpu::rdtsc() < until {
+            monitor::poll();
+            cpu::pause();
+        }
+    }
+    None
+}
+
+fn coordinator_vote(op: OpId, from: usize, vote: Vote) -> Result<(), ()> {
+    STATE.with(|s| match s.coordinating.iter_mut().find(|c| c.t.op() == op) {
+        // A vote after an early abort is expected (WrongPhase): ignored.
+        Some(c) => match c.t.vote(from, vote) {
+            Ok(()) | Err(agreement::ProtocolError::WrongPhase) => Ok(()),
+            Err(_) => Err(()),
+        },
+        None => Ok(()), // over already
+    })
+}
+
+fn coordinator_ack(op: OpId, from: usize) -> Result<(), ()> {
+    STATE.with(|s| match s.coordinating.iter_mut().find(|c| c.t.op() == op) {
+        Some(c) => c.t.ack(from).map_err(|_| ()),
+        None => Ok(()),
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// The participants.
+
+/// Prepare: lock the register for `op`, keep its payload; the vote.
+fn on_prepare(op: OpId, register: u64, value: u64) -> Vote {
+    STATE.with(|s| {
+        let vote = s.locks.prepare(op, &[register], true);
+        if vote == Vote::Yes && !s.prepared.iter().any(|p| p.0 == op) {
+            s.prepared.push((op, register, value));
+        }
+        vote
+    })
+}
+
+/// The decision: apply a commit to this core's replica, release the lock.
+fn on_decide(op: OpId, decision: Decision) {
+    STATE.with(|s| {
+        s.locks.decide(op, decision);
+        if let Some(i) = s.prepared.iter().position(|p| p.0 == op) {
+            let (_, register, value) = s.prepared.swap_remove(i);
+            if decision == Decision::Commit {
+                s.registers.entry(register).or_default().apply(value);
+            }
+        }
+    });
+}
+
+/// A `TWO_PHASE` message from core `from` (the monitor hands it here); `Err` if it makes
+/// no sense, for the monitor to count.
+pub fn on_message(from: usize, words: [u64; PAYLOAD_WORDS]) -> Result<(), ()> {
+    let op = words[1];
+    match words[0] {
+        op::PREPARE => {
+            let vote = on_prepare(op, words[2], words[3]);
+            send(from, [op::VOTE, op, (vote == Vote::Yes) as u64, 0]);
+            Ok(())
+        }
+        op::VOTE if words[2] <= 1 => {
+            coordinator_vote(op, from, if words[2] == 1 { Vote::Yes } else { Vote::No })
+        }
+        op::DECIDE if words[2] <= 1 => {
+            on_decide(op, if words[2] == 1 { Decision::Commit } else { Decision::Abort });
+            send(from, [op::ACK, op, 0, 0]);
+            Ok(())
+        }
+        op::ACK => coordinator_ack(op, from),
+        _ => Err(()),
+    }
+}
