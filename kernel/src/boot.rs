@@ -279,9 +279,9 @@ fn enter_core_zero(pml4: u64, cores: usize) -> &'static percpu::PerCore {
             monitor::poll();
         },
         pick: |source, participants| {
-            knowledge::get().map(|skb| skb.pick_protocol(source, participants))
+            knowledge::get().map(|skb| skb.pick_protocol(source, participants.iter()))
         },
-        tree: |source| knowledge::get().map(|skb| skb.multicast_tree(source)),
+        trees: knowledge::trees,
     });
     bsp
 }

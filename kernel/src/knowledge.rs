@@ -14,7 +14,7 @@ use crate::arch::{cpu, timer};
 use crate::percpu::{self, CoreState};
 use crate::smp::all_ok;
 use crate::{monitor, println, smp};
-use ::skb::{CoreInfo, Skb};
+use ::skb::{CoreInfo, MulticastTree, Skb};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -55,6 +55,16 @@ fn boot_round_trips(cores: usize) -> usize {
 }
 /// Time limit for one measurement job.
 const JOB_TIMEOUT_US: u64 = 60_000_000;
+
+/// Each core's multicast trees from itself (the SKB's, NUMA-aware; and the plain one),
+/// computed once when its replica is made, so a shootdown builds none.
+static TREES: [spin::Once<(MulticastTree, MulticastTree)>; crate::percpu::MAX_CORES] =
+    [const { spin::Once::new() }; crate::percpu::MAX_CORES];
+
+/// This core's multicast trees from itself: (NUMA-aware, plain), once measured.
+pub fn trees() -> Option<&'static (MulticastTree, MulticastTree)> {
+    TREES.get(percpu::this_core().index)?.get()
+}
 
 /// This core's replica of the knowledge base, once measured and copied here.
 pub fn get() -> Option<&'static Skb> {
@@ -102,7 +112,8 @@ pub fn remeasure_speeds() -> Result<(), String> {
 fn replicate(skb: &Skb) -> Result<(), String> {
     let cores = smp::online_cores();
     let copy = |i: usize| {
-        REPLICAS[i].call_once(|| skb.clone());
+        let mine = REPLICAS[i].call_once(|| skb.clone());
+        TREES[i].call_once(|| (mine.multicast_tree(i), mine.plain_multicast_tree(i)));
         Ok(())
     };
     all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &copy))

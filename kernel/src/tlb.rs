@@ -104,9 +104,9 @@ pub struct Transport {
     /// Serves this core's channels once (`monitor::poll`).
     pub poll: fn(),
     /// The SKB's choice of protocol from a source to participants, once it is measured.
-    pub pick: fn(usize, &[usize]) -> Option<Protocol>,
-    /// The SKB's multicast tree from a source, once it is measured.
-    pub tree: fn(usize) -> Option<MulticastTree>,
+    pub pick: fn(usize, CoreSet) -> Option<Protocol>,
+    /// This core's multicast trees from itself, (NUMA-aware, plain), once measured.
+    pub trees: fn() -> Option<&'static (MulticastTree, MulticastTree)>,
 }
 
 static TRANSPORT: spin::Once<Transport> = spin::Once::new();
@@ -150,8 +150,10 @@ fn protocol_for(participants: CoreSet) -> Protocol {
     if let Some(p) = protocol_override() {
         return p;
     }
-    let list: Vec<usize> = participants.iter().collect();
-    TRANSPORT.get().and_then(|t| (t.pick)(this_core().index, &list)).unwrap_or(Protocol::Unicast)
+    TRANSPORT
+        .get()
+        .and_then(|t| (t.pick)(this_core().index, participants))
+        .unwrap_or(Protocol::Unicast)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -385,23 +387,16 @@ fn send_invalidate(to: usize, id: u64, flush: Flush, members: CoreSet) {
 /// Multicast (Multikernel §5.1): one message per package to its aggregator, which gets the
 /// package's other participants as `members`; this core's own package gets direct messages.
 fn multicast(me: usize, id: u64, flush: Flush, participants: CoreSet, protocol: Protocol) {
-    let Some(mut tree) = TRANSPORT.get().and_then(|t| (t.tree)(me)) else {
+    let Some((numa, plain)) = TRANSPORT.get().and_then(|t| (t.trees)()) else {
         // No topology known yet (early boot): unicast.
         for c in participants.iter() {
             send_invalidate(c, id, flush, CoreSet::EMPTY);
         }
         return;
     };
-    if protocol == Protocol::Multicast {
-        // Plain multicast: packages in ascending order, each package's lowest core
-        // aggregates (no latency knowledge used).
-        for a in tree.aggregators.iter_mut().filter(|a| a.core != me) {
-            a.members.push(a.core);
-            a.members.sort_unstable();
-            a.core = a.members.remove(0);
-        }
-        tree.aggregators.sort_by_key(|a| if a.core == me { usize::MAX } else { a.core });
-    }
+    // Plain multicast: packages in ascending order, each package's lowest core aggregates
+    // (`Skb::plain_multicast_tree`); NUMA-aware: the SKB's tree.
+    let tree = if protocol == Protocol::Multicast { plain } else { numa };
     let mut reached = CoreSet::EMPTY;
     for branch in &tree.aggregators {
         let mut wanted = CoreSet::EMPTY;

@@ -50,10 +50,15 @@ impl Skb {
     /// packages: NUMA-aware multicast, one cross-package message per package, the farthest
     /// first, which Figure 6 shows is the flattest as cores grow. Out-of-range cores count
     /// as remote (the tree then sends to them directly).
-    pub fn pick_protocol(&self, source: usize, participants: &[usize]) -> Protocol {
+    pub fn pick_protocol(
+        &self,
+        source: usize,
+        participants: impl IntoIterator<Item = usize>,
+    ) -> Protocol {
         let home = self.core(source).map(|c| c.package);
-        let all_local =
-            participants.iter().all(|&p| home.is_some() && self.core(p).map(|c| c.package) == home);
+        let all_local = participants
+            .into_iter()
+            .all(|p| home.is_some() && self.core(p).map(|c| c.package) == home);
         if all_local {
             Protocol::Unicast
         } else {
@@ -93,12 +98,12 @@ mod tests {
     #[test]
     fn one_package_is_unicast_and_several_are_numa_multicast() {
         let one = machine(1, 4);
-        assert_eq!(one.pick_protocol(0, &[1, 2, 3]), Protocol::Unicast);
+        assert_eq!(one.pick_protocol(0, [1, 2, 3]), Protocol::Unicast);
         let two = machine(2, 2);
-        assert_eq!(two.pick_protocol(0, &[1]), Protocol::Unicast);
-        assert_eq!(two.pick_protocol(0, &[1, 2]), Protocol::NumaMulticast);
-        assert_eq!(two.pick_protocol(3, &[2]), Protocol::Unicast);
-        assert_eq!(two.pick_protocol(0, &[99]), Protocol::NumaMulticast);
-        assert_eq!(two.pick_protocol(99, &[1]), Protocol::NumaMulticast);
+        assert_eq!(two.pick_protocol(0, [1]), Protocol::Unicast);
+        assert_eq!(two.pick_protocol(0, [1, 2]), Protocol::NumaMulticast);
+        assert_eq!(two.pick_protocol(3, [2]), Protocol::Unicast);
+        assert_eq!(two.pick_protocol(0, [99]), Protocol::NumaMulticast);
+        assert_eq!(two.pick_protocol(99, [1]), Protocol::NumaMulticast);
     }
 }

@@ -137,6 +137,23 @@ impl Skb {
     }
 }
 
+impl Skb {
+    /// The plain multicast tree (Multikernel §5.1, Figure 6 "multicast"): one aggregator
+    /// per package, the package's lowest core, packages in ascending order, no latency
+    /// knowledge used; the source's own package last, sent to directly, as in
+    /// [`Skb::multicast_tree`].
+    pub fn plain_multicast_tree(&self, source: usize) -> MulticastTree {
+        let mut tree = self.multicast_tree(source);
+        for a in tree.aggregators.iter_mut().filter(|a| a.core != source) {
+            a.members.push(a.core);
+            a.members.sort_unstable();
+            a.core = a.members.remove(0);
+        }
+        tree.aggregators.sort_by_key(|a| if a.core == source { usize::MAX } else { a.core });
+        tree
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,5 +323,22 @@ mod tests {
         assert_eq!(t.aggregators[0].members, vec![3, 5]);
         assert_eq!(t.aggregators[1].members, vec![0, 4]);
         assert_eq!(t.destinations(), vec![1, 3, 5, 0, 4]);
+    }
+
+    #[test]
+    fn plain_tree_takes_each_package_lowest_core_in_ascending_order() {
+        // The SKB's tree from core 5 of Figure 2 sends farthest first to nearest cores;
+        // the plain one ignores latency.
+        let s = figure2();
+        let t = s.plain_multicast_tree(5);
+        assert_eq!(agg_cores(&t), vec![0, 8, 12, 16, 20, 24, 28, 5]);
+        assert_eq!(t.aggregators[0].members, vec![1, 2, 3]);
+        assert_eq!(t.aggregators[7].members, vec![4, 6, 7]);
+        let mut all = t.destinations();
+        all.sort_unstable();
+        assert_eq!(all, (0..32).filter(|&c| c != 5).collect::<Vec<_>>());
+        // One package: the same flat tree as the SKB's.
+        let flat = machine(1, 4);
+        assert_eq!(flat.plain_multicast_tree(2), flat.multicast_tree(2));
     }
 }

@@ -100,7 +100,8 @@ pub fn section(out: &mut String, records: &[&Record]) {
         "\nThe model (`crates/agreement-sim`) beside the measurement: costs fitted from the \
          one-way latencies `bench shootdown` measured in the same boot (send {:.0}, receive \
          {:.0}, transit local {:.0} / remote {:.0}, shared line per reader {:.0} cycles). \
-         {within} of {total} measured points are within {:.0}% (the goal: all).\n\n\
+         {within} of {total} measured points are within {:.0}% (the goal: all). Error is \
+         (measured − predicted) / measured.\n\n\
          | packages×cores | cores | protocol | measured (cycles) | predicted | error |\n\
          | --- | --- | --- | --- | --- | --- |",
         costs.send,
