@@ -6,6 +6,7 @@
 //! | function | stands for | paper |
 //! | --- | --- | --- |
 //! | [`thread_switch`] | a `yield` ping-pong of two threads on one core | thread costs |
+//! | [`lrpc`] | a call and its reply between two threads on one core, through the kernel (`wait`/`wake`, futex) | Multikernel Table 1, issue M9 |
 //! | [`thread_create`] | creating and joining an empty thread | thread costs |
 //! | [`jobs`] | `4N` short single-threaded jobs at once (Kernbench) | Table 2, Figure 5 |
 //! | [`omp`] | `N` threads, a data-parallel step and a barrier per iteration (SPEC OMP) | Table 2, Figure 5 |
@@ -79,6 +80,52 @@ pub fn thread_switch<P: Platform + ?Sized>(
         samples.push(longest / (2 * rounds.max(1)));
     }
     Ok(median(&mut samples).unwrap_or(0))
+}
+
+/// The two words of an [`lrpc`] call, each on a cache line of its own.
+#[repr(C, align(64))]
+struct CallWords {
+    call: AtomicU32,
+    _pad: [u32; 15],
+    reply: AtomicU32,
+}
+
+/// Sleeps (in the kernel) until `word` holds `value`.
+fn wait_for<P: Platform + ?Sized>(p: &P, word: &AtomicU32, value: u32) {
+    loop {
+        let seen = word.load(Ordering::Acquire);
+        if seen == value {
+            return;
+        }
+        p.wait_word(word, seen);
+    }
+}
+
+/// Multikernel Table 1's LRPC (Bershad's lightweight RPC, the paper's comparison for a
+/// call within one core): median one-way cycles of a call between two threads on core 0
+/// through the kernel. The caller writes the request word and wakes the callee, asleep in
+/// the kernel (`wait_word`: Atoll's `wait`, Linux's futex), then sleeps until the reply
+/// word changes; one way is half the round trip, each a wake-up and a switch on one core.
+pub fn lrpc<P: Platform + ?Sized>(p: &P, rounds: u32) -> Result<u64, String> {
+    let words = CallWords { call: AtomicU32::new(0), _pad: [0; 15], reply: AtomicU32::new(0) };
+    let samples: Vec<AtomicU64> = (0..rounds.max(1)).map(|_| AtomicU64::new(0)).collect();
+    p.run_threads(2, Some(0), &|i| {
+        for (r, sample) in (1..).zip(&samples) {
+            if i == 0 {
+                let start = p.cycles();
+                words.call.store(r, Ordering::Release);
+                p.wake_word(&words.call, 1);
+                wait_for(p, &words.reply, r);
+                sample.store(p.cycles() - start, Ordering::Relaxed);
+            } else {
+                wait_for(p, &words.call, r);
+                words.reply.store(r, Ordering::Release);
+                p.wake_word(&words.reply, 1);
+            }
+        }
+    })?;
+    let mut rtts: Vec<u64> = samples.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+    Ok(median(&mut rtts).unwrap_or(0) / 2)
 }
 
 /// Median cycles to create an empty thread and join it, over `n` in a row.
@@ -251,7 +298,8 @@ pub struct Setting {
 }
 
 impl Setting {
-    fn extra(&self) -> String {
+    /// The fields every result line of this setting carries (`config`, `asym`).
+    pub fn extra(&self) -> String {
         format!(",\"config\":\"{}\",\"asym\":\"{}\"", self.sched, self.asym)
     }
 }
@@ -291,6 +339,11 @@ fn run_one<P: Platform + ?Sized>(
         }
         "thread_create" => {
             alloc::vec![line("cycles_per_create_join", thread_create(p, 101)?, "cycles")]
+        }
+        "lrpc" => {
+            // UNITS, when given, is the number of calls (1000 by default).
+            let calls = if units == DEFAULT_JOB_UNITS { 1000 } else { units.clamp(1, 100_000) };
+            alloc::vec![line("one_way_cycles", lrpc(p, calls as u32)?, "cycles")]
         }
         "amps_jobs" => alloc::vec![line("makespan_kcycles", jobs(p, units)? / 1000, "kcycles")],
         "amps_omp" => {
@@ -335,6 +388,7 @@ fn run_one<P: Platform + ?Sized>(
 pub const EXPERIMENTS: &[&str] = &[
     "thread_switch",
     "thread_create",
+    "lrpc",
     "thread_migrate",
     "amps_jobs",
     "amps_omp",

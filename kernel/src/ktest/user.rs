@@ -28,6 +28,20 @@ kernel_test!(PCORES, "user.corey_pcores_run_and_halt", 2, false, pcores_run_and_
 kernel_test!(IPC_BENCH, "user.ipc_benchmarks_report", 2, false, ipc_benchmarks_report);
 kernel_test!(MULTICAST, "user.multicast_program", 2, true, multicast_program);
 kernel_test!(UNMAP_BENCH, "user.unmap_benchmark_reports", 2, false, unmap_benchmark_reports);
+kernel_test!(LRPC_BENCH, "user.lrpc_benchmark_reports", 1, false, lrpc_benchmark_reports);
+
+/// `ampsbench lrpc 50` (Multikernel Table 1's LRPC, the `workloads::amps::lrpc` code the
+/// Linux guest runs over futexes): 50 calls between two threads on core 0 through `wait`
+/// and `wake`; it exits 0 and prints one `one_way_cycles` line with a positive value, and
+/// every core's frames, heap bytes and objects balance (a lost wake-up would hang it until
+/// the job's time limit).
+fn lrpc_benchmark_reports() -> Result<(), String> {
+    balanced(|| {
+        let lines = results("ampsbench", "lrpc 50", 1)?;
+        let want = [("experiment", "lrpc"), ("metric", "one_way_cycles"), ("unit", "cycles")];
+        check_fields(&lines[0], &want)
+    })
+}
 kernel_test!(FDS, "user.corey_descriptors", 1, false, descriptors);
 kernel_test!(THREADS, "user.threads", 1, false, threads);
 kernel_test!(MCRT, "user.mcrt_runtime", 1, false, mcrt_runtime);

@@ -27,7 +27,7 @@ experiments (N: iterations or size, default in brackets):
                   shared-as and separate-as
   fdbench [20000] Corey Figure 1: N dup+close pairs per core, one descriptor table shared by
                   threads (shared) or one per process (private)
-  thread_switch, thread_create, thread_migrate, amps_jobs, amps_omp, amps_fairness,
+  thread_switch, thread_create, lrpc, thread_migrate, amps_jobs, amps_omp, amps_fairness,
   amps_server, amps_numa [20000]
                   the scheduler experiments (issue M7; N: units of work per job), with
                   pthreads; `bench=NAME,N,LABEL` labels the lines' config (default cfs)
@@ -84,7 +84,22 @@ fn main() -> ExitCode {
                 asym: words.get(3).cloned().unwrap_or_else(|| "none".into()),
             };
             let units = count.map_or(amps::DEFAULT_JOB_UNITS, |n| n as u64);
-            amps::run(&platform, name, units, &setting)
+            let mut lines = amps::run(&platform, name, units, &setting)?;
+            if name == "lrpc" {
+                // Linux's other way to call a thread on the same core: a pipe each way.
+                let cycles = linux::ipc::pipe_latency_one_core(&platform, 1000)?;
+                let extra = format!("{},\"impl\":\"pipe\"", setting.extra());
+                lines.push(workloads::result::line(
+                    "linux",
+                    "lrpc",
+                    workloads::Platform::cores(&platform),
+                    "one_way_cycles",
+                    cycles,
+                    "cycles",
+                    &extra,
+                ));
+            }
+            Ok(lines)
         }),
         "all" => run("nullsys", || nullsys::run(&platform, nullsys::DEFAULT_BATCHES))
             .and_then(|_| run("urpc", || urpc(&platform, pingpong::DEFAULT_ITERATIONS)))
@@ -143,6 +158,7 @@ mod tests {
             "mempass",
             "fdbench",
             "thread_switch",
+            "lrpc",
             "amps_fairness",
             "mcrt_micro",
             "mcrt_policies",

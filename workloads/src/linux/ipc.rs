@@ -76,6 +76,37 @@ pub fn pipe_latency(p: &Linux, a: usize, b: usize, iterations: usize) -> Result<
     Ok(median(&mut rtts).unwrap_or(0) / 2)
 }
 
+/// Median one-way latency in cycles of an 8-byte call and reply over two pipes between two
+/// threads on core 0 (Multikernel Table 1's single-core comparison, `lrpc`'s Linux-only
+/// peer: each read sleeps in the kernel until the other thread's write wakes it).
+pub fn pipe_latency_one_core(p: &Linux, iterations: usize) -> Result<u64, String> {
+    let (ping_rx, ping_tx) = pipe()?;
+    let (pong_rx, pong_tx) = pipe()?;
+    let samples: Vec<AtomicU64> = (0..iterations.max(1)).map(|_| AtomicU64::new(0)).collect();
+    let failed = AtomicU64::new(0);
+    p.run_threads(2, Some(0), &|i| {
+        for (n, sample) in samples.iter().enumerate() {
+            if i == 0 {
+                let start = p.cycles();
+                if !put(&ping_tx, n as u64) || take(&pong_rx) != Some(n as u64) {
+                    return failed.store(1, Ordering::Relaxed);
+                }
+                sample.store(p.cycles() - start, Ordering::Relaxed);
+            } else {
+                match take(&ping_rx) {
+                    Some(v) if put(&pong_tx, v) => {}
+                    _ => return failed.store(1, Ordering::Relaxed),
+                }
+            }
+        }
+    })?;
+    if failed.load(Ordering::Relaxed) != 0 {
+        return Err("the pipe ping-pong failed".into());
+    }
+    let mut rtts: Vec<u64> = samples.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+    Ok(median(&mut rtts).unwrap_or(0) / 2)
+}
+
 /// The two futex words of a ping-pong, each on its own cache line.
 #[derive(Debug, Default)]
 #[repr(C, align(64))]

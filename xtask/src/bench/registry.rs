@@ -464,6 +464,12 @@ pub const EXPERIMENTS: &[Experiment] = &[
     mcrt("mcrt_larson", "run mcrtbench mcrt_larson"),
     amps("thread_switch", "run ampsbench thread_switch", "thread_switch,1", THREAD_VARIANTS),
     amps("thread_create", "run ampsbench thread_create", "thread_create,1", THREAD_VARIANTS),
+    // Multikernel Table 1's LRPC (issue M9): a call between two threads on one core through
+    // the kernel (Atoll `wait`/`wake`, Linux futex; Linux's pipe peer beside it).
+    Experiment {
+        kernel_entry: true,
+        ..amps("lrpc", "run ampsbench lrpc 1000", "lrpc,1000", THREAD_VARIANTS)
+    },
     Experiment {
         min_cores: 2,
         ..amps(

@@ -16,7 +16,7 @@ use libatoll::platform::Atoll;
 use libatoll::{args, println};
 use workloads::amps::{self, Setting, DEFAULT_JOB_UNITS, EXPERIMENTS};
 
-const HELP: &str = "usage: ampsbench thread_switch|thread_create|thread_migrate|amps_jobs|amps_omp|amps_fairness|amps_server|amps_numa|all [UNITS] [--config NAME] [--asym TEXT]";
+const HELP: &str = "usage: ampsbench thread_switch|thread_create|lrpc|thread_migrate|amps_jobs|amps_omp|amps_fairness|amps_server|amps_numa|all [UNITS] [--config NAME] [--asym TEXT]";
 
 fn main() -> i32 {
     let line = args::arg_string();
