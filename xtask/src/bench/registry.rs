@@ -382,6 +382,20 @@ pub const EXPERIMENTS: &[Experiment] = &[
         rows_by: &["config"],
         variants: &[],
     },
+    // Polling then blocking (issue M9, Multikernel §5.2): latency and overhead against the
+    // gap between messages, P = C.
+    Experiment {
+        name: "polling",
+        min_cores: 2,
+        atoll: Some("bench polling 30"),
+        linux: None,
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 300,
+        plot: Plot::Bars,
+        rows_by: &["config"],
+        variants: &[],
+    },
     // Two-phase commit between the monitors (issue M9, Figure 8): one operation at a time
     // and pipelined, against the participants.
     Experiment {
