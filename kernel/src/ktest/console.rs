@@ -26,7 +26,7 @@ const HOSTILE_WORDS: &[&str] = &[
 ];
 
 /// The benchmark experiments, whose iteration counts are checked one by one.
-const EXPERIMENTS: &[&str] = &["urpc", "multicast", "shm"];
+const EXPERIMENTS: &[&str] = &["urpc", "multicast", "shootdown", "twophase", "polling", "shm"];
 
 /// Feeds every command hostile arguments and checks each line is refused (an accepted one
 /// is a failure; a panic or a hang ends the run without a verdict); then checks that
@@ -66,6 +66,10 @@ fn hostile_arguments() -> Result<(), String> {
         "run no-such-program",
         "frobnicate",
         "mem\u{1b}[2J",
+        "tlb protocol",
+        "tlb protocol Unicast",
+        "tlb protocol unicast unicast",
+        "tlb set unicast",
     ] {
         refuse(line);
     }
@@ -93,7 +97,10 @@ fn hostile_arguments() -> Result<(), String> {
         "ls",
         "tests",
         "uptime",
-        "run hello"
+        "run hello",
+        "tlb",
+        "tlb protocol broadcast",
+        "tlb protocol auto",
     ];
     // One iteration of each experiment: each sweeps every pair of cores or core count,
     // which takes seconds under TCG at 16 cores, so only up to 8.
