@@ -88,7 +88,7 @@ pub fn section(out: &mut String, records: &[&Record]) {
             within += 1;
         }
         rows.push(format!(
-            "| {}×{} | {k} | {protocol} | {measured:.0} | {predicted:.0} | {:+.0}% |",
+            "| {}×{} | {k} | {protocol} | {measured:.0} | {predicted:.0} | {:.0}% |",
             vm.1,
             vm.0 / vm.1,
             error * 100.0
@@ -101,7 +101,7 @@ pub fn section(out: &mut String, records: &[&Record]) {
          one-way latencies `bench shootdown` measured in the same boot (send {:.0}, receive \
          {:.0}, transit local {:.0} / remote {:.0}, shared line per reader {:.0} cycles). \
          {within} of {total} measured points are within {:.0}% (the goal: all). Error is \
-         (measured − predicted) / measured.\n\n\
+         |predicted − measured| / measured.\n\n\
          | packages×cores | cores | protocol | measured (cycles) | predicted | error |\n\
          | --- | --- | --- | --- | --- | --- |",
         costs.send,
@@ -162,7 +162,7 @@ mod tests {
         let mut out = String::new();
         section(&mut out, &refs);
         // Unicast at 2 cores in one package is the local round trip exactly.
-        assert!(out.contains("| 2×2 | 2 | unicast | 2000 | 2000 | +0% |"), "{out}");
+        assert!(out.contains("| 2×2 | 2 | unicast | 2000 | 2000 | 0% |"), "{out}");
         assert!(out.contains("1 of 1 measured points are within 25%"), "{out}");
         assert!(out.contains("| 64 |"), "{out}");
     }
