@@ -61,37 +61,9 @@ impl Costs {
     }
 }
 
-/// The four protocols of Multikernel §5.1, Figure 6 (the same names as the SKB's).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Protocol {
-    /// One shared line written by the source and read by every participant; each
-    /// acknowledges on its own channel.
-    Broadcast,
-    /// One message per participant on its own channel, acknowledged on the way back.
-    Unicast,
-    /// One message per remote package to its first core, which forwards within its
-    /// package and acknowledges once for all; packages in ascending order.
-    Multicast,
-    /// Multicast with the channel buffers on the aggregator's node and the most distant
-    /// package sent first.
-    NumaMulticast,
-}
-
-impl Protocol {
-    /// Every protocol, in Figure 6's order.
-    pub const ALL: [Protocol; 4] =
-        [Protocol::Broadcast, Protocol::Unicast, Protocol::Multicast, Protocol::NumaMulticast];
-
-    /// Its name in commands and in `RESULT` lines (as the SKB's `Protocol::name`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::Broadcast => "broadcast",
-            Protocol::Unicast => "unicast",
-            Protocol::Multicast => "multicast",
-            Protocol::NumaMulticast => "numa-multicast",
-        }
-    }
-}
+/// The four protocols of Multikernel §5.1, Figure 6: the SKB's own (`skb::Protocol`), so
+/// the model, the kernel and the report name them alike.
+pub use skb::Protocol;
 
 /// A machine of `packages` packages with `cores_per_package` cores each; cores are
 /// numbered package by package (cores `0..C` are package 0, and so on).

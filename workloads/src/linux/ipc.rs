@@ -46,52 +46,38 @@ fn take(fd: &OwnedFd) -> Option<u64> {
 /// Median one-way latency in cycles of an 8-byte message over a pipe each way between
 /// cores `a` and `b`.
 pub fn pipe_latency(p: &Linux, a: usize, b: usize, iterations: usize) -> Result<u64, String> {
-    let (ping_rx, ping_tx) = pipe()?;
-    let (pong_rx, pong_tx) = pipe()?;
-    let samples: Vec<AtomicU64> = (0..iterations.max(1)).map(|_| AtomicU64::new(0)).collect();
-    let failed = AtomicU64::new(0);
-    p.run_on(&[a, b], &|core| {
-        if core == a {
-            for (i, sample) in samples.iter().enumerate() {
-                let start = p.cycles();
-                if !put(&ping_tx, i as u64) || take(&pong_rx) != Some(i as u64) {
-                    failed.store(1, Ordering::Relaxed);
-                    return;
-                }
-                sample.store(p.cycles() - start, Ordering::Relaxed);
-            }
-        } else {
-            for _ in 0..samples.len() {
-                match take(&ping_rx) {
-                    Some(v) if put(&pong_tx, v) => {}
-                    _ => return failed.store(1, Ordering::Relaxed),
-                }
-            }
-        }
-    })?;
-    if failed.load(Ordering::Relaxed) != 0 {
-        return Err("the pipe ping-pong failed".into());
-    }
-    let mut rtts: Vec<u64> = samples.iter().map(|s| s.load(Ordering::Relaxed)).collect();
-    Ok(median(&mut rtts).unwrap_or(0) / 2)
+    pipe_ping_pong(p, iterations, &|side| p.run_on(&[a, b], &|core| side(core == a)))
 }
 
 /// Median one-way latency in cycles of an 8-byte call and reply over two pipes between two
 /// threads on core 0 (Multikernel Table 1's single-core comparison, `lrpc`'s Linux-only
 /// peer: each read sleeps in the kernel until the other thread's write wakes it).
 pub fn pipe_latency_one_core(p: &Linux, iterations: usize) -> Result<u64, String> {
+    pipe_ping_pong(p, iterations, &|side| p.run_threads(2, Some(0), &|i| side(i == 0)))
+}
+
+/// One side of a ping-pong: `true` for the caller, `false` for the echo.
+type Side<'a> = dyn Fn(bool) + Sync + 'a;
+
+/// Starts both sides of a ping-pong at once, wherever the caller places them.
+type StartSides<'a> = dyn Fn(&Side<'_>) -> Result<(), String> + 'a;
+
+/// A pipe ping-pong of `iterations` round trips; `start(side)` runs `side(true)` (the
+/// caller, which times each round trip) and `side(false)` (the echo) at once, wherever the
+/// caller places them. Median round trip / 2.
+fn pipe_ping_pong(p: &Linux, iterations: usize, start: &StartSides<'_>) -> Result<u64, String> {
     let (ping_rx, ping_tx) = pipe()?;
     let (pong_rx, pong_tx) = pipe()?;
     let samples: Vec<AtomicU64> = (0..iterations.max(1)).map(|_| AtomicU64::new(0)).collect();
     let failed = AtomicU64::new(0);
-    p.run_threads(2, Some(0), &|i| {
-        for (n, sample) in samples.iter().enumerate() {
-            if i == 0 {
-                let start = p.cycles();
-                if !put(&ping_tx, n as u64) || take(&pong_rx) != Some(n as u64) {
+    start(&|caller| {
+        for (i, sample) in samples.iter().enumerate() {
+            if caller {
+                let begin = p.cycles();
+                if !put(&ping_tx, i as u64) || take(&pong_rx) != Some(i as u64) {
                     return failed.store(1, Ordering::Relaxed);
                 }
-                sample.store(p.cycles() - start, Ordering::Relaxed);
+                sample.store(p.cycles() - begin, Ordering::Relaxed);
             } else {
                 match take(&ping_rx) {
                     Some(v) if put(&pong_tx, v) => {}

@@ -270,6 +270,29 @@ const fn mcrt(name: &'static str, atoll: &'static str) -> Experiment {
     }
 }
 
+/// An Atoll-only experiment of the kernel's own `bench` command (issue M9: the protocols
+/// Linux has no message-based peer for), on 2 cores and up, rows by `rows_by`, a line per
+/// `series` value.
+const fn kernel_bench(
+    name: &'static str,
+    atoll: &'static str,
+    series: &'static str,
+    rows_by: &'static [&'static str],
+) -> Experiment {
+    Experiment {
+        name,
+        min_cores: 2,
+        atoll: Some(atoll),
+        linux: None,
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 300,
+        plot: Plot::Lines { series },
+        rows_by,
+        variants: &[],
+    }
+}
+
 /// Every experiment, in the order they run and appear in the report. `urpc_kernel` and
 /// `shm_vs_msg_kernel` are Atoll-only: the kernel's own measurement of the same channels in
 /// ring 0 (`bench urpc`, `bench shm`), beside the like-for-like `urpc` and `shm_vs_msg`,
@@ -355,18 +378,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
     },
     // TLB shootdown by message (issue M9): the real 1PC invalidation by each protocol, and
     // the simulator's prediction beside it (`model.rs`). Run it with SOCKETS=S for trees.
-    Experiment {
-        name: "shootdown",
-        min_cores: 2,
-        atoll: Some("bench shootdown 50"),
-        linux: None,
-        host: false,
-        kernel_entry: false,
-        timeout_secs: 300,
-        plot: Plot::Lines { series: "protocol" },
-        rows_by: &["link"],
-        variants: &[],
-    },
+    kernel_bench("shootdown", "bench shootdown 50", "protocol", &["link"]),
     // Multikernel Figure 7: a page's write access taken away (and given back) while
     // 1..=all cores map it: Atoll's `ar_set_seg`, shot down by message before it returns,
     // against Linux's `mprotect`, shot down by IPI; the same `workloads::unmap` code.
@@ -385,31 +397,12 @@ pub const EXPERIMENTS: &[Experiment] = &[
     // Polling then blocking (issue M9, Multikernel §5.2): latency and overhead against the
     // gap between messages, P = C.
     Experiment {
-        name: "polling",
-        min_cores: 2,
-        atoll: Some("bench polling 30"),
-        linux: None,
-        host: false,
-        kernel_entry: false,
-        timeout_secs: 300,
         plot: Plot::Bars,
-        rows_by: &["config"],
-        variants: &[],
+        ..kernel_bench("polling", "bench polling 30", "config", &["config"])
     },
     // Two-phase commit between the monitors (issue M9, Figure 8): one operation at a time
     // and pipelined, against the participants.
-    Experiment {
-        name: "twophase",
-        min_cores: 2,
-        atoll: Some("bench twophase 50"),
-        linux: None,
-        host: false,
-        kernel_entry: false,
-        timeout_secs: 300,
-        plot: Plot::Lines { series: "config" },
-        rows_by: &["config"],
-        variants: &[],
-    },
+    kernel_bench("twophase", "bench twophase 50", "config", &["config"]),
     Experiment {
         name: "memclone",
         min_cores: 1,
