@@ -32,6 +32,9 @@ pub struct Edited<H: Host> {
     pub unmapped: Vec<H::Frame>,
     /// Whether a nested range's link was taken out of the tables.
     pub unlinked: bool,
+    /// The offsets `[start, end)` (in this range) spanned by the pages it unmapped, if any:
+    /// what a shootdown must invalidate, unless a link went too.
+    pub span: Option<(u64, u64)>,
 }
 
 impl<H: Host> Edited<H> {
@@ -146,14 +149,20 @@ impl<H: Host> RangeState<H> {
         self.held.entry(H::id(&target)).or_insert(target);
         let mut unmapped = Vec::new();
         let mut unlinked = false;
+        let mut span: Option<(u64, u64)> = None;
         for m in &removed {
-            unmapped.extend(self.unmap_span(m.start, m.end()));
+            let offsets: Vec<u64> = self.mapped.range(m.start..m.end()).map(|(&o, _)| o).collect();
+            if let (Some(&first), Some(&last)) = (offsets.first(), offsets.last()) {
+                let (lo, hi) = span.unwrap_or((first, last + PAGE_SIZE));
+                span = Some((lo.min(first), hi.max(last + PAGE_SIZE)));
+            }
+            unmapped.extend(offsets.into_iter().filter_map(|o| self.unmap(o)));
             if let Target::Range { .. } = m.target {
                 self.tables.unlink(m.start);
                 unlinked = true;
             }
         }
-        Ok(Edited { released, unmapped, unlinked })
+        Ok(Edited { released, unmapped, unlinked, span })
     }
 
     /// Where a fault at `va` of this root range goes (`None` if nothing maps it).
@@ -260,12 +269,6 @@ impl<H: Host> RangeState<H> {
         let frame = self.mapped.remove(&offset)?;
         self.tables.unmap(offset);
         Some(frame)
-    }
-
-    /// Unmaps every page in `[start, end)`; returns their frames.
-    fn unmap_span(&mut self, start: u64, end: u64) -> Vec<H::Frame> {
-        let offsets: Vec<u64> = self.mapped.range(start..end).map(|(&o, _)| o).collect();
-        offsets.into_iter().filter_map(|o| self.unmap(o)).collect()
     }
 }
 

@@ -207,6 +207,33 @@ pub struct Range {
     /// Cores with a thread waiting (`wait`) on a word of this root range's address space:
     /// where a `wake` must look besides its own core.
     waiters: AtomicU64,
+    /// For a slot range, where roots have spliced it (its address in their address
+    /// spaces), so a shootdown can name the pages it changed; an address stays after an
+    /// unsplice (invalidating it again costs little). `None`: more than [`MOST_SPLICES`]
+    /// places, and a shootdown flushes everything.
+    splices: McsLock<Option<Vec<u64>>>,
+}
+
+/// Most splice addresses a slot range tracks (see `Range::splices`).
+const MOST_SPLICES: usize = 4;
+
+impl Range {
+    /// What a shootdown after an edit that unmapped the offsets `span` must invalidate:
+    /// those pages at the range's address (a root: its own; a slot: where its one root
+    /// splices it), else everything.
+    fn flush_for(&self, span: Option<(u64, u64)>, root: bool) -> crate::tlb::Flush {
+        let everything = crate::tlb::Flush::everything(false);
+        let Some((start, end)) = span else { return everything };
+        let base = if root {
+            0
+        } else {
+            match self.splices.with(|s| s.as_ref().and_then(|v| (v.len() == 1).then(|| v[0]))) {
+                Some(base) => base,
+                None => return everything,
+            }
+        };
+        crate::tlb::Flush { start: base + start, pages: (end - start) / PAGE, global: false }
+    }
 }
 
 /// A range's page tables (Corey §3.1: an address range is a page-table subtree that
@@ -500,6 +527,7 @@ fn new_range(root: bool) -> Result<Range, Error> {
         state: McsLock::new(RangeState::new(map, tables)),
         cores: AtomicU64::new(0),
         waiters: AtomicU64::new(0),
+        splices: McsLock::new(Some(Vec::new())),
     })
 }
 
@@ -806,7 +834,8 @@ fn edit_range(
     link: Option<SlotLink>,
 ) -> Result<(), Error> {
     let r = range(ar).ok_or(Error::InvalidArgument)?;
-    let (edited, linked) = r.state.with(|s| {
+    let (edited, linked, root) = r.state.with(|s| {
+        let root = matches!(s.tables(), Tables::Root(_));
         if let Some(l) = &link {
             match s.tables_mut() {
                 Tables::Root(t) => t.reserve_slot(l.va)?,
@@ -817,19 +846,36 @@ fn edit_range(
         let linked = match (&link, s.tables_mut()) {
             (Some(l), Tables::Root(t)) => {
                 let old = t.install_slot(l.va, l.pd, l.rights);
-                // Cores running this root now reach the slot's pages.
+                // Cores running this root now reach the slot's pages, at `l.va`.
                 l.slot.cores.fetch_or(r.cores.load(Ordering::Acquire), Ordering::AcqRel);
+                l.slot.splices.with(|s| {
+                    if let Some(v) = s.as_mut().filter(|v| !v.contains(&l.va)) {
+                        if v.len() < MOST_SPLICES {
+                            v.push(l.va);
+                        } else {
+                            *s = None;
+                        }
+                    }
+                });
                 old
             }
             _ => Ok(Vec::new()),
         };
-        Ok::<_, Error>((edited, linked))
+        Ok::<_, Error>((edited, linked, root))
     })?;
     let old_tables = linked.as_deref().unwrap_or(&[]);
     // Every core that may hold a translation through these tables (a removed slot's
-    // pages included) forgets it before a frame or table is freed.
+    // pages included) forgets it before a frame or table is freed: just the pages the edit
+    // unmapped when they are known (a whole-TLB flush costs more than the edit, and every
+    // later access refills), everything when a link went too.
+    let flush = if edited.unlinked || !old_tables.is_empty() {
+        crate::tlb::Flush::everything(false)
+    } else {
+        r.flush_for(edited.span, root)
+    };
+    let cores = agreement::CoreSet(r.cores.load(Ordering::Acquire));
     if (edited.needs_shootdown() || !old_tables.is_empty())
-        && crate::tlb::shootdown(r.cores.load(Ordering::Acquire)).is_err()
+        && crate::tlb::Shootdown::start_with(cores, flush, None).wait().is_err()
     {
         // A core never flushed (Multikernel §4.7: the agreement timed out): it may still
         // reach these frames and tables, so they are never reused.
