@@ -63,6 +63,7 @@ const PROGRAMS: &[&str] = &[
     "cowshared",
     "longcall",
     "sharedrange",
+    "remaptest",
     "pcoretest",
     "threadtest",
     "mcrttest",

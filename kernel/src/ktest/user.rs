@@ -24,6 +24,7 @@ kernel_test!(MEMCLONE, "user.corey_memclone_every_page", 1, false, memclone);
 kernel_test!(COW, "user.corey_cfork_copy_on_write", 2, false, cfork_copy_on_write);
 kernel_test!(COW_SHARED, "user.corey_copy_never_changes", 2, false, copy_never_changes);
 kernel_test!(SHARED_RANGE, "user.corey_shared_range_no_fault", 2, false, shared_range);
+kernel_test!(REMAP, "user.remap_reaches_other_cores", 2, false, remap_reaches_other_cores);
 kernel_test!(PCORES, "user.corey_pcores_run_and_halt", 2, false, pcores_run_and_halt);
 kernel_test!(IPC_BENCH, "user.ipc_benchmarks_report", 2, false, ipc_benchmarks_report);
 kernel_test!(MULTICAST, "user.multicast_program", 2, true, multicast_program);
@@ -310,6 +311,14 @@ fn copy_never_changes() -> Result<(), String> {
 /// sharing the range with no fault there; a privately mapped segment faults on each.
 fn shared_range() -> Result<(), String> {
     balanced(|| expect("sharedrange", "", ExitStatus::Exited(0)))
+}
+
+/// `remaptest` (issue M9): a page core 1 keeps reading is remapped to another segment's
+/// page by `ar_set_seg` on core 0, in a slot range spliced into the root and in the root
+/// range; every read core 1 starts after the call returned sees the new page (the
+/// shootdown named the right address in core 1's address space).
+fn remap_reaches_other_cores() -> Result<(), String> {
+    balanced(|| expect("remaptest", "", ExitStatus::Exited(0)))
 }
 
 /// `threadtest` (issue M7): more threads than cores all finish; a spinning thread does
