@@ -223,6 +223,34 @@ pub fn init_this_core() {
     });
 }
 
+/// Makes room for one more entry in this core's tables before a `STATE.with` pushes one:
+/// a push that allocated there could grow the heap, whose trim check opens `STATE` again
+/// (a re-entry panic). The bigger table is allocated outside, then swapped in.
+fn make_room() {
+    let (ops, aggregations) = STATE.with(|s| {
+        let full = |len: usize, cap: usize| (len == cap).then_some(2 * len + 8);
+        (full(s.ops.len(), s.ops.capacity()), full(s.aggregations.len(), s.aggregations.capacity()))
+    });
+    if let Some(cap) = ops {
+        let mut bigger = Vec::with_capacity(cap);
+        STATE.with(|s| {
+            if bigger.capacity() > s.ops.len() {
+                bigger.append(&mut s.ops);
+                core::mem::swap(&mut s.ops, &mut bigger);
+            }
+        });
+    }
+    if let Some(cap) = aggregations {
+        let mut bigger = Vec::with_capacity(cap);
+        STATE.with(|s| {
+            if bigger.capacity() > s.aggregations.len() {
+                bigger.append(&mut s.aggregations);
+                core::mem::swap(&mut s.aggregations, &mut bigger);
+            }
+        });
+    }
+}
+
 /// Counters for tests and the console.
 static STRANDED_SHOOTDOWNS: AtomicU64 = AtomicU64::new(0);
 
@@ -234,7 +262,7 @@ pub fn timed_out_shootdowns() -> u64 {
 // ---------------------------------------------------------------------------------------
 // The initiator.
 
-/// A shootdown in flight (split phase: [`Shootdown::start`], then [`Shootdown::done`] or
+/// A shootdown in flight (split phase: [`Shootdown::start`], then [`Shootdown::outcome`] or
 /// [`Shootdown::wait`]).
 #[must_use = "frames may be freed only once the shootdown is done"]
 pub struct Shootdown {
@@ -261,6 +289,7 @@ impl Shootdown {
             }
         }
         let protocol = protocol.unwrap_or_else(|| protocol_for(participants));
+        make_room();
         let now = cpu::rdtsc();
         let timeout = timer::us_to_tsc(TIMEOUT_US);
         let (id, line_free) = STATE.with(|s| {
@@ -307,10 +336,15 @@ impl Shootdown {
         })
     }
 
-    /// Whether every participant has acknowledged (or faulted, or the time ran out). Reads
-    /// no messages: the caller's core must poll (its idle loop does).
-    pub fn done(&self) -> bool {
-        self.status() != OnePhaseStatus::Pending
+    /// How it ended, or `None` while it is out (reads no messages: the caller's core must
+    /// poll, as its idle loop does): `Ok` once every live participant has
+    /// acknowledged, `Err` with the cores that never did (see [`Shootdown::wait`]).
+    pub fn outcome(&self) -> Option<Result<(), CoreSet>> {
+        match self.status() {
+            OnePhaseStatus::Pending => None,
+            OnePhaseStatus::Complete | OnePhaseStatus::CompleteWithFailures(_) => Some(Ok(())),
+            OnePhaseStatus::TimedOut(cores) => Some(Err(cores)),
+        }
     }
 
     /// Waits, serving this core's channels meanwhile (so two cores shooting each other
@@ -453,19 +487,16 @@ pub fn broadcast_pending() -> bool {
     STATE.with(|s| s.broadcasts_seen != now)
 }
 
-/// Reads the broadcast lines if any moved, and carries out those that name this core.
+/// Reads the broadcast lines if any moved, and carries out those that name this core. Each
+/// line's sequence number is recorded as seen before its acknowledgement is sent (a send
+/// may serve messages, and so come back here), so no line is carried out twice.
 pub fn poll_broadcasts() {
     let now = BROADCASTS.load(Ordering::Acquire);
     let me = this_core().index;
-    let mut seen = STATE.with(|s| {
-        if s.broadcasts_seen == now {
-            None
-        } else {
-            s.broadcasts_seen = now;
-            Some(s.lines_seen)
-        }
-    });
-    let Some(lines_seen) = seen.as_mut() else { return };
+    let moved = STATE.with(|s| core::mem::replace(&mut s.broadcasts_seen, now) != now);
+    if !moved {
+        return;
+    }
     for (owner, line) in LINES.iter().enumerate().take(percpu::core_count()) {
         if owner == me {
             continue;
@@ -475,16 +506,12 @@ pub fn poll_broadcasts() {
             STATE.with(|s| s.broadcasts_seen = now.wrapping_sub(1));
             continue;
         };
-        if seq == lines_seen[owner] {
-            continue;
-        }
-        lines_seen[owner] = seq;
-        if targets.contains(me) {
+        let fresh = STATE.with(|s| core::mem::replace(&mut s.lines_seen[owner], seq) != seq);
+        if fresh && targets.contains(me) {
             flush.apply();
             ack(owner, id, CoreSet::single(me), CoreSet::EMPTY);
         }
     }
-    STATE.with(|s| s.lines_seen = *lines_seen);
 }
 
 /// A consistent read of a line: `None` while it is being written.
@@ -516,6 +543,7 @@ pub fn on_invalidate(from: usize, id: u64, flush: Flush, members: CoreSet) {
         ack(from, id, CoreSet::single(me), CoreSet::EMPTY);
         return;
     }
+    make_room();
     STATE.with(|s| s.aggregations.push((id, Aggregation::new(from, me, members))));
     for m in members.iter() {
         if percpu::core(m).is_some_and(|c| c.state() == CoreState::Online) {

@@ -154,14 +154,20 @@ impl CoreHeap {
     /// flushed them from its TLB (never waits). Returns the frames given back.
     fn release_trimmed(&mut self) -> u64 {
         let Some(t) = self.trimmed.take() else { return 0 };
-        if !t.flush.done() {
-            self.trimmed = Some(t);
-            return 0;
-        }
-        if t.flush.wait().is_err() {
-            // A core never flushed: it may still reach these pages, so they are never
-            // reused (the chain is dropped without freeing its frames; `tlb` reported it).
-            return 0;
+        match t.flush.as_ref().and_then(tlb::Shootdown::outcome) {
+            Some(Ok(())) => {}
+            Some(Err(_)) => {
+                // A core never flushed: it may still reach these pages through its stale
+                // entries, so they go back at their own addresses (what those entries
+                // say), never to other frames.
+                self.trimmed = Some(Trimmed { flush: None, ..t });
+                self.restore_trimmed();
+                return 0;
+            }
+            None => {
+                self.trimmed = Some(t); // still out (or not yet sent)
+                return 0;
+            }
         }
         let mut frames = t.frames;
         let count = frames.len() as u64;
@@ -202,7 +208,9 @@ pub struct Trimmed {
     start: u64,
     end: u64,
     frames: FrameChain,
-    flush: tlb::Shootdown,
+    /// The shootdown of those pages (`None` until it is sent: the trim is recorded first,
+    /// so a grow in between undoes it rather than mapping other frames there).
+    flush: Option<tlb::Shootdown>,
 }
 
 /// Gives the free top of this core's heap back to its frame list (Corey §4.1: a core's
@@ -216,26 +224,35 @@ pub fn trim_this_core() -> u64 {
     if released > 0 {
         return released;
     }
-    let Some((start, end)) = HEAPS.with(|h| {
+    // The trim is cut, unmapped and recorded in one hold of the heap: sending the
+    // shootdown below may allocate or serve messages, and a grow then must find it.
+    let Some(start) = HEAPS.with(|h| {
         take_returns(core, h);
-        h.trim()
+        let (start, end) = h.trim()?;
+        let pml4 = KERNEL_PML4.load(Ordering::Relaxed);
+        let mut frames = FrameChain::new();
+        let mut va = start;
+        while va < end {
+            // Every page below the heap's top is mapped (`grow` maps whole steps), so the
+            // chain holds one frame per page, in address order (`restore_trimmed` relies
+            // on it).
+            if let Some((pa, _)) = paging::translate(pml4, va) {
+                paging::unmap_page(pml4, va);
+                frames.push(pa); // no longer used by the heap
+            }
+            va += 4096;
+        }
+        h.trimmed = Some(Trimmed { start, end, frames, flush: None });
+        Some(start)
     }) else {
         return 0;
     };
-    let pml4 = KERNEL_PML4.load(Ordering::Relaxed);
-    let mut frames = FrameChain::new();
-    let mut va = start;
-    while va < end {
-        // Every page below the heap's top is mapped (`grow` maps whole steps), so the chain
-        // holds one frame per page, in address order (`restore_trimmed` relies on it).
-        if let Some((pa, _)) = paging::translate(pml4, va) {
-            paging::unmap_page(pml4, va);
-            frames.push(pa); // no longer used by the heap
-        }
-        va += 4096;
-    }
     let flush = tlb::Shootdown::start(tlb::all_online(), true);
-    HEAPS.with(|h| h.trimmed = Some(Trimmed { start, end, frames, flush }));
+    HEAPS.with(|h| match h.trimmed.as_mut() {
+        Some(t) if t.start == start && t.flush.is_none() => t.flush = Some(flush),
+        // A grow undid the trim meanwhile: nothing to flush for.
+        _ => drop(flush),
+    });
     0
 }
 

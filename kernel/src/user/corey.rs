@@ -845,8 +845,9 @@ fn edit_range(
         let edited = s.edit(target, edit).map_err(ar_error)?;
         let linked = match (&link, s.tables_mut()) {
             (Some(l), Tables::Root(t)) => {
-                let old = t.install_slot(l.va, l.pd, l.rights);
-                // Cores running this root now reach the slot's pages, at `l.va`.
+                // Cores running this root reach the slot's pages, at `l.va`, from the
+                // moment the link is in: recorded first, so a concurrent edit of the slot
+                // shoots them down there.
                 l.slot.cores.fetch_or(r.cores.load(Ordering::Acquire), Ordering::AcqRel);
                 l.slot.splices.with(|s| {
                     if let Some(v) = s.as_mut().filter(|v| !v.contains(&l.va)) {
@@ -857,7 +858,7 @@ fn edit_range(
                         }
                     }
                 });
-                old
+                t.install_slot(l.va, l.pd, l.rights)
             }
             _ => Ok(Vec::new()),
         };
