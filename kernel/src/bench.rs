@@ -156,7 +156,7 @@ struct Deadline(u64);
 
 impl Deadline {
     fn after_us(us: u64) -> Deadline {
-        Deadline(cpu::rdtsc().saturating_add(us.saturating_mul(timer::tsc_hz() / 1_000_000)))
+        Deadline(cpu::rdtsc().saturating_add(timer::us_to_tsc(us)))
     }
 
     /// `Err` once the deadline has passed.
@@ -382,12 +382,8 @@ fn multicast(rounds: usize, deadline: Deadline) -> Result<(), String> {
     let tree = skb.multicast_tree(source);
     for k in 2..=cores.len() {
         let targets: Vec<usize> = cores.iter().copied().filter(|&c| c != source && c < k).collect();
-        let mut packages: Vec<u32> =
-            (0..k).filter_map(|c| skb.core(c)).map(|c| c.package).collect();
-        packages.sort_unstable();
-        packages.dedup();
-        let line =
-            |protocol: &str, cycles: u64| multicast_result(k, packages.len(), protocol, cycles);
+        let packages = packages_below(skb, k);
+        let line = |protocol: &str, cycles: u64| multicast_result(k, packages, protocol, cycles);
         let unicast = time_rounds(rounds, |round| unicast_round(&targets, round, deadline))?;
         line("unicast", unicast);
         let multicast = time_rounds(rounds, |round| tree_round(&tree, k, round, deadline))?;
@@ -396,6 +392,14 @@ fn multicast(rounds: usize, deadline: Deadline) -> Result<(), String> {
         line("broadcast", broadcast);
     }
     Ok(())
+}
+
+/// How many packages the cores below `k` span (the `packages` of Figure 6's lines).
+fn packages_below(skb: &skb::Skb, k: usize) -> usize {
+    let mut packages: Vec<u32> = (0..k).filter_map(|c| skb.core(c)).map(|c| c.package).collect();
+    packages.sort_unstable();
+    packages.dedup();
+    packages.len()
 }
 
 /// Prints the median latency of `protocol` to `k` cores in `packages` packages. The lines
@@ -489,12 +493,8 @@ fn shootdown(rounds: usize, deadline: Deadline) -> Result<(), String> {
     // A page nothing maps: invalidating it costs what invalidating a mapped page does.
     let flush = Flush { start: 0xffff_e000_0000_0000, pages: 1, global: false };
     for k in 2..=cores.len() {
-        let targets = cores.iter().filter(|&&c| c != source && c < k && c < 64);
-        let targets = CoreSet(targets.fold(0, |mask, &c| mask | 1 << c));
-        let mut packages: Vec<u32> =
-            (0..k).filter_map(|c| skb.core(c)).map(|c| c.package).collect();
-        packages.sort_unstable();
-        packages.dedup();
+        let targets: CoreSet = cores.iter().copied().filter(|&c| c != source && c < k).collect();
+        let packages = packages_below(skb, k);
         for protocol in Protocol::ALL {
             let cycles = time_rounds(rounds, |_| {
                 deadline.check()?;
@@ -502,8 +502,7 @@ fn shootdown(rounds: usize, deadline: Deadline) -> Result<(), String> {
                     .wait()
                     .map_err(|c| format!("cores {:#x} never acknowledged", c.0))
             })?;
-            let extra =
-                format!(",\"protocol\":\"{}\",\"packages\":{}", protocol.name(), packages.len());
+            let extra = format!(",\"protocol\":\"{}\",\"packages\":{}", protocol.name(), packages);
             result("shootdown", k, "latency_cycles", cycles, "cycles", &extra);
         }
     }
@@ -565,8 +564,7 @@ fn two_phase(rounds: usize, deadline: Deadline) -> Result<(), String> {
     // Registers of their own: a run never conflicts with an earlier one.
     let base = 1 << 40 | this_core().ticks() << 16;
     for k in 2..=cores.len() {
-        let participants = cores.iter().filter(|&&c| c < k && c < 64);
-        let participants = CoreSet(participants.fold(0, |mask, &c| mask | 1 << c));
+        let participants: CoreSet = cores.iter().copied().filter(|&c| c < k).collect();
         let single = time_rounds(rounds, |round| {
             deadline.check()?;
             match crate::twophase::commit(participants, base + round, round) {

@@ -225,38 +225,34 @@ pub fn init_this_core() {
 
 /// Makes room for one more entry in this core's tables before a `STATE.with` pushes one:
 /// a push that allocated there could grow the heap, whose trim check opens `STATE` again
-/// (a re-entry panic). The bigger table is allocated outside, then swapped in.
+/// (a re-entry panic). A bigger table is allocated outside, then swapped in.
 fn make_room() {
-    let (ops, aggregations) = STATE.with(|s| {
-        let full = |len: usize, cap: usize| (len == cap).then_some(2 * len + 8);
-        (full(s.ops.len(), s.ops.capacity()), full(s.aggregations.len(), s.aggregations.capacity()))
+    room_in(|s| &mut s.ops);
+    room_in(|s| &mut s.aggregations);
+}
+
+/// [`make_room`] for the table `table` picks out of this core's state.
+fn room_in<T>(table: fn(&mut TlbState) -> &mut Vec<T>) {
+    let (len, cap) = STATE.with(|s| (table(s).len(), table(s).capacity()));
+    if len < cap {
+        return;
+    }
+    let mut bigger = Vec::with_capacity(2 * len + 8);
+    STATE.with(|s| {
+        let t = table(s);
+        if bigger.capacity() > t.len() {
+            bigger.append(t);
+            core::mem::swap(t, &mut bigger);
+        }
     });
-    if let Some(cap) = ops {
-        let mut bigger = Vec::with_capacity(cap);
-        STATE.with(|s| {
-            if bigger.capacity() > s.ops.len() {
-                bigger.append(&mut s.ops);
-                core::mem::swap(&mut s.ops, &mut bigger);
-            }
-        });
-    }
-    if let Some(cap) = aggregations {
-        let mut bigger = Vec::with_capacity(cap);
-        STATE.with(|s| {
-            if bigger.capacity() > s.aggregations.len() {
-                bigger.append(&mut s.aggregations);
-                core::mem::swap(&mut s.aggregations, &mut bigger);
-            }
-        });
-    }
 }
 
 /// Counters for tests and the console.
-static STRANDED_SHOOTDOWNS: AtomicU64 = AtomicU64::new(0);
+static TIMED_OUT_SHOOTDOWNS: AtomicU64 = AtomicU64::new(0);
 
 /// Shootdowns that timed out (machine-wide): their frames were kept, not freed.
 pub fn timed_out_shootdowns() -> u64 {
-    STRANDED_SHOOTDOWNS.load(Ordering::Relaxed)
+    TIMED_OUT_SHOOTDOWNS.load(Ordering::Relaxed)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -371,7 +367,7 @@ impl Shootdown {
             cpu::pause();
         };
         if let Err(cores) = outcome {
-            STRANDED_SHOOTDOWNS.fetch_add(1, Ordering::Relaxed);
+            TIMED_OUT_SHOOTDOWNS.fetch_add(1, Ordering::Relaxed);
             crate::println!("tlb: cores {:#x} never flushed; their frames are kept", cores.0);
         }
         outcome

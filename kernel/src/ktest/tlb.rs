@@ -82,7 +82,7 @@ fn no_stale_entry() -> Result<(), String> {
             paging::unmap_page(pml4, va);
             map(pml4, va, b)?;
             let stale_before = readers_not_seeing(&others, va, MARK_NEW)?;
-            let cores = CoreSet(others.iter().fold(0, |m, &c| m | 1 << c));
+            let cores: CoreSet = others.iter().copied().collect();
             let flush = Flush { start: va, pages: 1, global: false };
             Shootdown::start_with(cores, flush, protocol)
                 .wait()
@@ -149,7 +149,7 @@ fn faulted_participant_does_not_hang() -> Result<(), String> {
         crate::monitor::poll();
         core::hint::spin_loop();
     }
-    let all = CoreSet(cores.iter().filter(|&&c| c != me).fold(0, |m, &c| m | 1 << c));
+    let all: CoreSet = cores.iter().copied().filter(|&c| c != me).collect();
     let start = crate::arch::cpu::rdtsc();
     let shootdown = Shootdown::start_with(all, Flush::everything(false), Some(Protocol::Unicast));
     go.store(true, Ordering::Release);

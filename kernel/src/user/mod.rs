@@ -134,7 +134,7 @@ impl Running {
         regs: UserRegs,
         limit_us: u64,
     ) -> Box<Running> {
-        let limit_cycles = limit_us.saturating_mul(crate::arch::timer::tsc_hz() / 1_000_000);
+        let limit_cycles = crate::arch::timer::us_to_tsc(limit_us);
         Box::new(Running {
             name,
             args: String::new(),

@@ -1176,7 +1176,7 @@ pub fn sleep(frame: &SyscallFrame, us: u64) -> SysResult {
         return Err(Error::InvalidArgument);
     }
     let uid = with_current(|r| r.shared.uid).ok_or(Error::NotPermitted)?;
-    let deadline = cpu::rdtsc().saturating_add(us.saturating_mul(timer::tsc_hz() / 1_000_000));
+    let deadline = cpu::rdtsc().saturating_add(timer::us_to_tsc(us));
     let after =
         After::Park { key: (SLEEP_SPACE, uid), deadline: Some(deadline), on_wake: OnWake::Sleep };
     switch_out(frame, 0, after)

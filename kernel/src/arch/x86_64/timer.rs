@@ -104,7 +104,7 @@ pub fn tsc_to_us(ticks: u64) -> u64 {
 
 /// TSC ticks in `us` microseconds.
 pub fn us_to_tsc(us: u64) -> u64 {
-    us.saturating_mul(tsc_hz()) / 1_000_000
+    us.saturating_mul(tsc_hz() / 1_000_000)
 }
 
 /// Waits `us` microseconds, spinning on the TSC.
