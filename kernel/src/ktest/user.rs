@@ -316,9 +316,14 @@ fn shared_range() -> Result<(), String> {
 /// `remaptest` (issue M9): a page core 1 keeps reading is remapped to another segment's
 /// page by `ar_set_seg` on core 0, in a slot range spliced into the root and in the root
 /// range; every read core 1 starts after the call returned sees the new page (the
-/// shootdown named the right address in core 1's address space).
+/// shootdown named the right address in core 1's address space). An argument gets the
+/// usage (exit 2; `--help` exit 0).
 fn remap_reaches_other_cores() -> Result<(), String> {
-    balanced(|| expect("remaptest", "", ExitStatus::Exited(0)))
+    balanced(|| {
+        expect("remaptest", "junk", ExitStatus::Exited(2))?;
+        expect("remaptest", "--help", ExitStatus::Exited(0))?;
+        expect("remaptest", "", ExitStatus::Exited(0))
+    })
 }
 
 /// `threadtest` (issue M7): more threads than cores all finish; a spinning thread does

@@ -14,7 +14,7 @@ use core::sync::atomic::{AtomicU64, Ordering::*};
 use libatoll::abi::{map, ArSetSeg};
 use libatoll::obj::{self, root_share, segment_alloc};
 use libatoll::thread::Builder;
-use libatoll::{cores_online, println, shared};
+use libatoll::{args, cores_online, println, shared};
 
 const PAGE: u64 = 4096;
 /// Where the root-range case maps its page (257 GiB, clear of everything else).
@@ -23,6 +23,7 @@ const ROOT_VA: u64 = 0x40_4000_0000;
 const STAGING_VA: u64 = 0x40_8000_0000;
 const OLD: u64 = 0x01d0_01d0;
 const NEW: u64 = 0x0e70_0e70;
+const HELP: &str = "usage: remaptest   (no arguments; needs 2 cores)";
 
 /// The reader's state: the address it reads, the reads it made, what the last one saw.
 static TARGET: AtomicU64 = AtomicU64::new(0);
@@ -31,6 +32,11 @@ static SEEN: AtomicU64 = AtomicU64::new(0);
 static STOP: AtomicU64 = AtomicU64::new(0);
 
 fn main() -> i32 {
+    let line = args::arg_string();
+    if let Some(word) = line.split_whitespace().next() {
+        println!("{HELP}");
+        return if word == "--help" { 0 } else { 2 };
+    }
     if cores_online() < 2 {
         println!("remaptest: skipped (1 core)");
         return 0;
