@@ -557,6 +557,7 @@ fn polling(rounds: usize, deadline: Deadline) -> Result<(), String> {
 /// registers are in flight at once (`pipelined`: what a retype-heavy workload sees).
 fn two_phase(rounds: usize, deadline: Deadline) -> Result<(), String> {
     const PIPELINE: usize = 8;
+    let reg = |register, value| crate::twophase::Operation::Register { register, value };
     let cores = smp::online_cores();
     if cores.len() < 2 {
         return Err(NEEDS_TWO_CORES.into());
@@ -567,7 +568,7 @@ fn two_phase(rounds: usize, deadline: Deadline) -> Result<(), String> {
         let participants: CoreSet = cores.iter().copied().filter(|&c| c < k).collect();
         let single = time_rounds(rounds, |round| {
             deadline.check()?;
-            match crate::twophase::commit(participants, base + round, round) {
+            match crate::twophase::commit(participants, reg(base + round, round)) {
                 agreement::Decision::Commit => Ok(()),
                 agreement::Decision::Abort => Err("an operation without conflict aborted".into()),
             }
@@ -578,7 +579,7 @@ fn two_phase(rounds: usize, deadline: Deadline) -> Result<(), String> {
             deadline.check()?;
             let first = base + (1 << 20) + round * PIPELINE as u64;
             let ops: Vec<_> = (0..PIPELINE as u64)
-                .map(|i| crate::twophase::start(participants, first + i, i))
+                .map(|i| crate::twophase::start(participants, reg(first + i, i)))
                 .collect();
             for op in ops {
                 if crate::twophase::finish(op) != agreement::Decision::Commit {

@@ -73,6 +73,12 @@ const COMMANDS: &[Command] = &[
         help: "TLB shootdowns by message: the protocol in use, or set it (auto: the SKB's)",
         run: tlb,
     },
+    Command {
+        name: "retype",
+        args: "BLOCKS CORE",
+        help: "give free memory (256 KiB blocks) of this core to another, by two-phase commit",
+        run: retype,
+    },
     Command { name: "ls", args: "", help: "the programs in the initrd", run: ls },
     Command {
         name: "run",
@@ -280,6 +286,33 @@ fn mem(args: &str) -> Result<(), String> {
     );
     let (mapped, used) = crate::mem::heap::stats_this_core();
     println!("kernel heap of this core: {} KiB mapped, {} KiB in use", mapped >> 10, used >> 10);
+    let retyped = mem::frames::retyped_here();
+    print!("blocks retyped since boot (this core's replica): {}", retyped.len());
+    for (block, owner) in retyped.iter().take(8) {
+        print!(" {block:#x}->{owner}");
+    }
+    println!("{}", if retyped.len() > 8 { " ..." } else { "" });
+    Ok(())
+}
+
+/// `retype BLOCKS CORE`: gives that many blocks of this core's free memory to `CORE`.
+fn retype(args: &str) -> Result<(), String> {
+    const USAGE: &str = "usage: retype BLOCKS CORE (BLOCKS of 256 KiB, 1-64)";
+    let mut words = args.split_whitespace();
+    let (Some(blocks), Some(to), None) = (words.next(), words.next(), words.next()) else {
+        return Err(USAGE.into());
+    };
+    let (Ok(blocks), Ok(to)) = (blocks.parse::<u64>(), to.parse::<usize>()) else {
+        return Err(USAGE.into());
+    };
+    let start = crate::arch::cpu::rdtsc();
+    let first = crate::retype::give(blocks, to).map_err(|e| format!("retype: {e}"))?;
+    let us = crate::arch::timer::us_since(start);
+    let end = first + blocks * physmem::BLOCK_SIZE;
+    println!(
+        "retype: core {} gave {blocks} block(s) {first:#x}..{end:#x} to core {to} in {us} us",
+        percpu::this_core().index
+    );
     Ok(())
 }
 

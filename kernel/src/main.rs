@@ -18,6 +18,7 @@ mod mem;
 mod monitor;
 mod percpu;
 mod print;
+mod retype;
 mod smp;
 mod testing;
 mod throttle;

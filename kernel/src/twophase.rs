@@ -9,12 +9,14 @@
 //! (the monitor's `TWO_PHASE` kind, handed here by the handler the boot installs) and keeps
 //! each core's replicas.
 //!
-//! What an operation changes is each participant's replica of one **register**: a
-//! replicated object whose state is the number of operations applied and an order-sensitive
-//! digest of their values. Every replica of a register ends the same only if every core
-//! applied the same operations in the same order, which is what the tests check, and the
-//! `twophase` experiment measures (Figure 8). Capability retype and revoke are the next
-//! operations to run over this engine (issue M9).
+//! What an operation changes is an [`Operation`]:
+//! - a **register**: a replicated object whose state is the number of operations applied
+//!   and an order-sensitive digest of their values. Every replica of a register ends the
+//!   same only if every core applied the same operations in the same order, which is what
+//!   the tests check, and the `twophase` experiment measures (Figure 8);
+//! - a **retype** (`crate::retype`): blocks of frames change owner in every core's replica
+//!   of the frame owner table;
+//! - a **revoke** (`crate::user::corey`): an object is taken back from every share.
 //!
 //! Failure: a participant found `Faulted` while votes are collected makes the operation
 //! abort (a faulted core cannot vote Yes); one found faulted later is not waited for. A
@@ -49,9 +51,99 @@ impl Register {
     }
 }
 
+/// What a two-phase operation changes on every participant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    /// Applies `value` to register `register`.
+    Register {
+        /// Which register.
+        register: u64,
+        /// The value applied.
+        value: u64,
+    },
+    /// Retype: `blocks` blocks of frames from `first` move from core `from` to core `to`
+    /// (the giver has taken them off its list already).
+    Retype {
+        /// The first block's address (aligned to `physmem::BLOCK_SIZE`).
+        first: u64,
+        /// How many contiguous blocks (at most `physmem::MAX_ADOPTED_BLOCKS`).
+        blocks: u64,
+        /// The giving core (the coordinator).
+        from: usize,
+        /// The receiving core.
+        to: usize,
+    },
+}
+
+/// What a participant locks for an operation: conflicting operations lock the same key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Key {
+    Register(u64),
+    /// A retype block, by address.
+    Block(u64),
+}
+
+impl Operation {
+    /// Word 2 of a prepare: which kind.
+    const REGISTER: u64 = 1;
+    const RETYPE: u64 = 2;
+
+    /// The operation as the four words a prepare carries after its kind.
+    fn encode(self) -> [u64; 5] {
+        match self {
+            Operation::Register { register, value } => [Self::REGISTER, register, value, 0, 0],
+            Operation::Retype { first, blocks, from, to } => {
+                [Self::RETYPE, first, blocks, from as u64, to as u64]
+            }
+        }
+    }
+
+    /// The operation a prepare names, if it is well formed.
+    fn decode(w: &[u64]) -> Option<Operation> {
+        match w[0] {
+            Self::REGISTER => Some(Operation::Register { register: w[1], value: w[2] }),
+            Self::RETYPE => {
+                let (first, blocks) = (w[1], w[2]);
+                let cores = percpu::MAX_CORES as u64;
+                let well_formed = first.is_multiple_of(physmem::BLOCK_SIZE)
+                    && (1..=physmem::MAX_ADOPTED_BLOCKS as u64).contains(&blocks)
+                    && w[3] < cores
+                    && w[4] < cores;
+                well_formed.then_some(Operation::Retype {
+                    first,
+                    blocks,
+                    from: w[3] as usize,
+                    to: w[4] as usize,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The keys it locks.
+    fn keys(self) -> Vec<Key> {
+        match self {
+            Operation::Register { register, .. } => alloc::vec![Key::Register(register)],
+            Operation::Retype { first, blocks, .. } => {
+                (0..blocks).map(|b| Key::Block(first + b * physmem::BLOCK_SIZE)).collect()
+            }
+        }
+    }
+
+    /// The local check a participant votes by.
+    fn can_apply(self) -> bool {
+        match self {
+            Operation::Register { .. } => true,
+            Operation::Retype { first, blocks, to, .. } => {
+                crate::mem::frames::can_retype(first, blocks, to)
+            }
+        }
+    }
+}
+
 /// The message kinds inside the monitor's `TWO_PHASE` messages (word 0).
 mod op {
-    pub const PREPARE: u64 = 1; // [op, register, value]
+    pub const PREPARE: u64 = 1; // [op, kind, 4 words of the operation]
     pub const VOTE: u64 = 2; // [op, yes]
     pub const DECIDE: u64 = 3; // [op, commit]
     pub const ACK: u64 = 4; // [op]
@@ -67,9 +159,9 @@ struct Coordinated {
 struct State {
     next_seq: u64,
     coordinating: Vec<Coordinated>,
-    locks: Participant<u64>,
-    /// Prepared operations' payloads: (op, register, value).
-    prepared: Vec<(OpId, u64, u64)>,
+    locks: Participant<Key>,
+    /// Prepared operations.
+    prepared: Vec<(OpId, Operation)>,
     registers: BTreeMap<u64, Register>,
 }
 
@@ -101,9 +193,9 @@ pub fn prepared_here() -> usize {
     STATE.with(|s| s.locks.prepared())
 }
 
-fn send(to: usize, words: [u64; 4]) -> bool {
+fn send(to: usize, words: &[u64]) -> bool {
     let mut payload = [0u64; PAYLOAD_WORDS];
-    payload[..4].copy_from_slice(&words);
+    payload[..words.len()].copy_from_slice(words);
     let sent = monitor::send(to, &monitor::protocol::Request::TwoPhase(payload)).is_ok();
     if sent {
         monitor::notify(to);
@@ -114,9 +206,9 @@ fn send(to: usize, words: [u64; 4]) -> bool {
 // ---------------------------------------------------------------------------------------
 // The coordinator.
 
-/// Starts a two-phase operation applying `value` to register `register` on every core in
-/// `participants` (this one included if listed); returns its id at once.
-pub fn start(participants: CoreSet, register: u64, value: u64) -> OpId {
+/// Starts two-phase operation `operation` on every core in `participants` (this one
+/// included if listed); returns its id at once.
+pub fn start(participants: CoreSet, operation: Operation) -> OpId {
     let me = this_core().index;
     let now = cpu::rdtsc();
     let op = STATE.with(|s| {
@@ -126,11 +218,12 @@ pub fn start(participants: CoreSet, register: u64, value: u64) -> OpId {
         s.coordinating.push(Coordinated { t, told: false });
         op
     });
+    let w = operation.encode();
     for p in participants.iter() {
         if p == me {
-            let vote = on_prepare(op, register, value);
+            let vote = on_prepare(op, operation);
             let _ = coordinator_vote(op, me, vote);
-        } else if !send(p, [op::PREPARE, op, register, value]) {
+        } else if !send(p, &[op::PREPARE, op, w[0], w[1], w[2], w[3], w[4]]) {
             // Its channel stayed full for seconds: it will not answer.
             STATE.with(|s| {
                 s.coordinating.iter_mut().filter(|c| c.t.op() == op).for_each(|c| c.t.fail(p))
@@ -175,7 +268,7 @@ pub fn poll(op: OpId) -> Option<Decision> {
                     on_decide(op, d);
                     let _ = coordinator_ack(op, me);
                 } else {
-                    send(p, [op::DECIDE, op, (d == Decision::Commit) as u64, 0]);
+                    send(p, &[op::DECIDE, op, (d == Decision::Commit) as u64]);
                 }
             }
             None
@@ -200,8 +293,8 @@ pub fn finish(op: OpId) -> Decision {
 }
 
 /// Runs one operation to its end ([`start`], then [`finish`]).
-pub fn commit(participants: CoreSet, register: u64, value: u64) -> Decision {
-    finish(start(participants, register, value))
+pub fn commit(participants: CoreSet, operation: Operation) -> Decision {
+    finish(start(participants, operation))
 }
 
 /// Runs an operation until it commits, backing off between aborts; the number of attempts
@@ -210,16 +303,11 @@ pub fn commit(participants: CoreSet, register: u64, value: u64) -> Decision {
 /// units of how long the aborted attempt took: an operation's cost depends on the machine
 /// (a 16-vCPU VM under TCG takes milliseconds), and a shorter wait cannot separate the
 /// colliders.
-pub fn commit_retrying(
-    participants: CoreSet,
-    register: u64,
-    value: u64,
-    attempts: u32,
-) -> Option<u32> {
+pub fn commit_retrying(participants: CoreSet, operation: Operation, attempts: u32) -> Option<u32> {
     let me = this_core().index;
     for attempt in 0..attempts {
         let start = cpu::rdtsc();
-        if commit(participants, register, value) == Decision::Commit {
+        if commit(participants, operation) == Decision::Commit {
             return Some(attempt + 1);
         }
         let took = cpu::rdtsc() - start;
@@ -255,28 +343,38 @@ fn coordinator_ack(op: OpId, from: usize) -> Result<(), ()> {
 // ---------------------------------------------------------------------------------------
 // The participants.
 
-/// Prepare: lock the register for `op`, keep its payload; the vote.
-fn on_prepare(op: OpId, register: u64, value: u64) -> Vote {
+/// Prepare: lock what `operation` changes, keep it; the vote.
+fn on_prepare(op: OpId, operation: Operation) -> Vote {
+    // Outside STATE: the checks read other layers' state.
+    let keys = operation.keys();
+    let can_apply = operation.can_apply();
     STATE.with(|s| {
-        let vote = s.locks.prepare(op, &[register], true);
+        let vote = s.locks.prepare(op, &keys, can_apply);
         if vote == Vote::Yes && !s.prepared.iter().any(|p| p.0 == op) {
-            s.prepared.push((op, register, value));
+            s.prepared.push((op, operation));
         }
         vote
     })
 }
 
-/// The decision: apply a commit to this core's replica, release the lock.
+/// The decision: apply a commit to this core's replica, release the locks.
 fn on_decide(op: OpId, decision: Decision) {
-    STATE.with(|s| {
+    let operation = STATE.with(|s| {
         s.locks.decide(op, decision);
-        if let Some(i) = s.prepared.iter().position(|p| p.0 == op) {
-            let (_, register, value) = s.prepared.swap_remove(i);
-            if decision == Decision::Commit {
-                s.registers.entry(register).or_default().apply(value);
-            }
+        let i = s.prepared.iter().position(|p| p.0 == op)?;
+        let (_, operation) = s.prepared.swap_remove(i);
+        if decision == Decision::Abort {
+            return None;
         }
+        if let Operation::Register { register, value } = operation {
+            s.registers.entry(register).or_default().apply(value);
+        }
+        Some(operation)
     });
+    // Other layers' replicas, outside STATE.
+    if let Some(Operation::Retype { first, blocks, from, to }) = operation {
+        crate::mem::frames::apply_retype(first, blocks, from, to);
+    }
 }
 
 /// A `TWO_PHASE` message from core `from` (the monitor hands it here); `Err` if it makes
@@ -285,16 +383,17 @@ pub fn on_message(from: usize, words: [u64; PAYLOAD_WORDS]) -> Result<(), ()> {
     let op = words[1];
     match words[0] {
         op::PREPARE => {
-            let vote = on_prepare(op, words[2], words[3]);
-            send(from, [op::VOTE, op, (vote == Vote::Yes) as u64, 0]);
-            Ok(())
+            let operation = Operation::decode(&words[2..]);
+            let vote = operation.map_or(Vote::No, |o| on_prepare(op, o));
+            send(from, &[op::VOTE, op, (vote == Vote::Yes) as u64]);
+            operation.map(|_| ()).ok_or(())
         }
         op::VOTE if words[2] <= 1 => {
             coordinator_vote(op, from, if words[2] == 1 { Vote::Yes } else { Vote::No })
         }
         op::DECIDE if words[2] <= 1 => {
             on_decide(op, if words[2] == 1 { Decision::Commit } else { Decision::Abort });
-            send(from, [op::ACK, op, 0, 0]);
+            send(from, &[op::ACK, op]);
             Ok(())
         }
         op::ACK => coordinator_ack(op, from),

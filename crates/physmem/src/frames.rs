@@ -8,7 +8,13 @@
 use core::fmt;
 
 use crate::range::PhysRange;
+use crate::retype::{BLOCK_FRAMES, BLOCK_SIZE};
 use crate::{FRAME_SIZE, MAX_RANGES_PER_CORE};
+
+/// Most blocks from outside its boot share one core can hold at once (retype, Multikernel
+/// §4.8): 64 blocks of 256 KiB, 16 MiB. A retype that would exceed it is refused by the
+/// receiving core's vote.
+pub const MAX_ADOPTED_BLOCKS: usize = 64;
 
 /// Why freeing or marking a frame failed. The bitmap is unchanged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +27,8 @@ pub enum FrameError {
     DoubleFree,
     /// `mark_used` on a frame that is already in use.
     NotFree,
+    /// A block to adopt is this core's already, or there is no room for another.
+    CannotAdopt,
 }
 
 impl fmt::Display for FrameError {
@@ -30,6 +38,7 @@ impl fmt::Display for FrameError {
             FrameError::NotOwned => "frame is not owned by this core",
             FrameError::DoubleFree => "frame is already free",
             FrameError::NotFree => "frame is already in use",
+            FrameError::CannotAdopt => "block cannot be adopted here",
         })
     }
 }
@@ -76,8 +85,24 @@ pub fn bitmap_words(ranges: &[PhysRange]) -> usize {
     frames.div_ceil(64) as usize
 }
 
+/// A block of [`BLOCK_FRAMES`] frames from outside the boot share, given to this core by a
+/// retype: its address and one word of bitmap (1 = free).
+#[derive(Clone, Copy, Debug, Default)]
+struct Adopted {
+    start: u64,
+    bits: u64,
+}
+
 /// One core's free frames: a bitmap over its ranges, with the ranges' frames numbered
-/// consecutively (range 0's frames first), one bit each, 1 = free.
+/// consecutively (range 0's frames first), one bit each, 1 = free; plus the blocks other
+/// cores gave it since boot (retype), one bitmap word each.
+///
+/// Retype moves whole blocks ([`BLOCK_SIZE`], aligned): the giver takes a run of wholly
+/// free blocks out of its bitmap ([`take_free_blocks`](Self::take_free_blocks)) and, once
+/// every core has agreed, forgets them ([`disown_block`](Self::disown_block)); the
+/// receiver adopts them with every frame in use ([`adopt_block`](Self::adopt_block)) and
+/// its frames arrive one by one through [`free`](Self::free), the path every frame takes
+/// home. A block given back to a core whose boot share holds it needs no adoption entry.
 pub struct CoreFrames<'a> {
     core: usize,
     /// The ranges, sorted by address, non-empty and frame-aligned.
@@ -92,6 +117,11 @@ pub struct CoreFrames<'a> {
     /// Word where the next search starts (next-fit): just-freed frames are not reused at
     /// once, and a scan does not restart from the densely used beginning each time.
     hint: usize,
+    /// Blocks from outside the boot share, sorted by address.
+    adopted: [Adopted; MAX_ADOPTED_BLOCKS],
+    nadopted: usize,
+    /// Frames of the boot share given away (retype): counted out of `total`.
+    given: u64,
 }
 
 impl<'a> CoreFrames<'a> {
@@ -152,6 +182,9 @@ impl<'a> CoreFrames<'a> {
             total,
             free: total,
             hint: 0,
+            adopted: [Adopted::default(); MAX_ADOPTED_BLOCKS],
+            nadopted: 0,
+            given: 0,
         })
     }
 
@@ -177,16 +210,25 @@ impl<'a> CoreFrames<'a> {
                 w = 0;
             }
         }
+        for a in &mut self.adopted[..self.nadopted] {
+            if a.bits != 0 {
+                let b = a.bits.trailing_zeros() as u64;
+                a.bits &= !(1 << b);
+                self.free -= 1;
+                return Some(a.start + b * FRAME_SIZE);
+            }
+        }
         None // unreachable while `free` counts the set bits
     }
 
     /// Returns the frame at `addr` to the free bitmap.
     pub fn free(&mut self, addr: u64) -> Result<(), FrameError> {
-        let (w, mask) = self.locate(addr)?;
-        if self.bits[w] & mask != 0 {
+        let (word, mask) = self.locate(addr)?;
+        let word = self.word_mut(word);
+        if *word & mask != 0 {
             return Err(FrameError::DoubleFree);
         }
-        self.bits[w] |= mask;
+        *word |= mask;
         self.free += 1;
         Ok(())
     }
@@ -194,26 +236,115 @@ impl<'a> CoreFrames<'a> {
     /// Takes the free frame at `addr` out of the allocator without allocating it, e.g. for
     /// the frames holding this bitmap.
     pub fn mark_used(&mut self, addr: u64) -> Result<(), FrameError> {
-        let (w, mask) = self.locate(addr)?;
-        if self.bits[w] & mask == 0 {
+        let (word, mask) = self.locate(addr)?;
+        let word = self.word_mut(word);
+        if *word & mask == 0 {
             return Err(FrameError::NotFree);
         }
-        self.bits[w] &= !mask;
+        *word &= !mask;
         self.free -= 1;
         Ok(())
     }
 
     /// Whether the frame holding `addr` is this core's and free.
     pub fn is_free(&self, addr: u64) -> bool {
-        match self.bit_of(addr) {
-            Some(bit) => self.bits[(bit / 64) as usize] & (1 << (bit % 64)) != 0,
-            None => false,
+        match self.locate(addr & !(FRAME_SIZE - 1)) {
+            Ok((Word::Boot(w), mask)) => self.bits[w] & mask != 0,
+            Ok((Word::Adopted(i), mask)) => self.adopted[i].bits & mask != 0,
+            Err(_) => false,
         }
     }
 
-    /// Whether the frame holding `addr` is in this core's share.
+    /// Whether the frame holding `addr` is in this core's share (its boot share, given
+    /// away or not, or a block it adopted).
     pub fn owns(&self, addr: u64) -> bool {
-        self.bit_of(addr).is_some()
+        self.locate(addr & !(FRAME_SIZE - 1)).is_ok()
+    }
+
+    /// Retype, the giver's first step: takes a run of `count` contiguous, aligned blocks
+    /// whose frames are all free out of the allocator (as if allocated) and returns the
+    /// first block's address; `None` if there is no such run. Searched from the top of
+    /// memory down, away from where allocation starts.
+    pub fn take_free_blocks(&mut self, count: u64) -> Option<u64> {
+        if count == 0 || count * BLOCK_FRAMES > self.free {
+            return None;
+        }
+        let start = self.find_free_run(count)?;
+        for f in 0..count * BLOCK_FRAMES {
+            // Cannot fail: every frame of the run was just seen free.
+            let _ = self.mark_used(start + f * FRAME_SIZE);
+        }
+        Some(start)
+    }
+
+    /// Undoes [`take_free_blocks`](Self::take_free_blocks) (the retype aborted).
+    pub fn return_blocks(&mut self, start: u64, count: u64) -> Result<(), FrameError> {
+        for f in 0..count * BLOCK_FRAMES {
+            self.free(start + f * FRAME_SIZE)?;
+        }
+        Ok(())
+    }
+
+    /// Whether `count` more blocks from outside the boot share would fit.
+    pub fn can_adopt(&self, count: u64) -> bool {
+        self.nadopted as u64 + count <= MAX_ADOPTED_BLOCKS as u64
+    }
+
+    /// Retype, the receiver's step once every core agreed: block `start` is this core's
+    /// from now on, every frame in use until it is freed here. A block of the boot share
+    /// (given away before, now given back) needs no entry.
+    pub fn adopt_block(&mut self, start: u64) -> Result<(), FrameError> {
+        if !start.is_multiple_of(BLOCK_SIZE) {
+            return Err(FrameError::Unaligned);
+        }
+        if let Some(first) = self.bit_of(start) {
+            if (0..BLOCK_FRAMES).any(|f| self.bit(first + f)) {
+                return Err(FrameError::CannotAdopt); // ours and not given away
+            }
+            self.given -= BLOCK_FRAMES.min(self.given);
+            self.total += BLOCK_FRAMES;
+            return Ok(());
+        }
+        let i = self.adopted[..self.nadopted].partition_point(|a| a.start < start);
+        if self.nadopted == MAX_ADOPTED_BLOCKS
+            || (i < self.nadopted && self.adopted[i].start == start)
+        {
+            return Err(FrameError::CannotAdopt);
+        }
+        self.adopted.copy_within(i..self.nadopted, i + 1);
+        self.adopted[i] = Adopted { start, bits: 0 };
+        self.nadopted += 1;
+        self.total += BLOCK_FRAMES;
+        Ok(())
+    }
+
+    /// Retype, the giver's step once every core agreed: block `start` (taken with
+    /// [`take_free_blocks`](Self::take_free_blocks)) is no longer this core's.
+    pub fn disown_block(&mut self, start: u64) -> Result<(), FrameError> {
+        let (word, _) = self.locate(start)?;
+        match word {
+            Word::Boot(_) => {
+                let first = self.bit_of(start).ok_or(FrameError::NotOwned)?;
+                if (0..BLOCK_FRAMES).any(|f| self.bit(first + f)) {
+                    return Err(FrameError::NotFree);
+                }
+                self.given += BLOCK_FRAMES;
+            }
+            Word::Adopted(i) => {
+                if self.adopted[i].bits != 0 {
+                    return Err(FrameError::NotFree);
+                }
+                self.adopted.copy_within(i + 1..self.nadopted, i);
+                self.nadopted -= 1;
+            }
+        }
+        self.total -= BLOCK_FRAMES;
+        Ok(())
+    }
+
+    /// The blocks adopted from outside the boot share, in address order.
+    pub fn adopted_blocks(&self) -> impl Iterator<Item = u64> + '_ {
+        self.adopted[..self.nadopted].iter().map(|a| a.start)
     }
 
     /// Number of free frames.
@@ -221,7 +352,8 @@ impl<'a> CoreFrames<'a> {
         self.free
     }
 
-    /// Number of frames in the share.
+    /// Number of frames in the share (the boot share less what was given away, plus the
+    /// blocks adopted).
     pub fn total(&self) -> u64 {
         self.total
     }
@@ -254,13 +386,74 @@ impl<'a> CoreFrames<'a> {
     }
 
     /// The bitmap word and mask of the frame starting at `addr`.
-    fn locate(&self, addr: u64) -> Result<(usize, u64), FrameError> {
+    fn locate(&self, addr: u64) -> Result<(Word, u64), FrameError> {
         if !addr.is_multiple_of(FRAME_SIZE) {
             return Err(FrameError::Unaligned);
         }
-        let bit = self.bit_of(addr).ok_or(FrameError::NotOwned)?;
-        Ok(((bit / 64) as usize, 1 << (bit % 64)))
+        if let Some(bit) = self.bit_of(addr) {
+            return Ok((Word::Boot((bit / 64) as usize), 1 << (bit % 64)));
+        }
+        let block = addr & !(BLOCK_SIZE - 1);
+        let adopted = &self.adopted[..self.nadopted];
+        let i = adopted.partition_point(|a| a.start < block);
+        if i < adopted.len() && adopted[i].start == block {
+            return Ok((Word::Adopted(i), 1 << ((addr - block) / FRAME_SIZE)));
+        }
+        Err(FrameError::NotOwned)
     }
+
+    fn word_mut(&mut self, word: Word) -> &mut u64 {
+        match word {
+            Word::Boot(w) => &mut self.bits[w],
+            Word::Adopted(i) => &mut self.adopted[i].bits,
+        }
+    }
+
+    /// Whether boot bit `bit` is set (the frame is free).
+    fn bit(&self, bit: u64) -> bool {
+        self.bits[(bit / 64) as usize] & (1 << (bit % 64)) != 0
+    }
+
+    /// The highest run of `count` contiguous, aligned blocks whose frames are all free:
+    /// inside one boot range, or among the adopted blocks.
+    fn find_free_run(&self, count: u64) -> Option<u64> {
+        for k in (0..self.nranges).rev() {
+            let r = self.ranges[k];
+            let lowest = r.start.next_multiple_of(BLOCK_SIZE);
+            let mut block = r.end & !(BLOCK_SIZE - 1);
+            let mut run = 0;
+            while block >= lowest + BLOCK_SIZE {
+                block -= BLOCK_SIZE;
+                let first = self.first_bit[k] + (block - r.start) / FRAME_SIZE;
+                run = if (0..BLOCK_FRAMES).all(|f| self.bit(first + f)) { run + 1 } else { 0 };
+                if run == count {
+                    return Some(block);
+                }
+            }
+        }
+        let adopted = &self.adopted[..self.nadopted];
+        let mut run = 0;
+        for i in (0..adopted.len()).rev() {
+            let contiguous =
+                i + 1 < adopted.len() && adopted[i].start + BLOCK_SIZE == adopted[i + 1].start;
+            if adopted[i].bits != u64::MAX {
+                run = 0;
+                continue;
+            }
+            run = if run > 0 && contiguous { run + 1 } else { 1 };
+            if run == count {
+                return Some(adopted[i].start);
+            }
+        }
+        None
+    }
+}
+
+/// Where a frame's bit is: a word of the boot bitmap, or an adopted block's word.
+#[derive(Clone, Copy)]
+enum Word {
+    Boot(usize),
+    Adopted(usize),
 }
 
 impl fmt::Debug for CoreFrames<'_> {
@@ -355,5 +548,90 @@ mod tests {
         assert_eq!(CoreFrames::new(0, &many, &mut storage).err(), Some(SetupError::TooManyRanges));
         let mut none = CoreFrames::new(0, &[r(4, 4)], &mut []).unwrap();
         assert_eq!((none.total(), none.alloc()), (0, None));
+    }
+
+    /// Block-sized runs, in frames.
+    const BF: u64 = BLOCK_FRAMES;
+
+    #[test]
+    fn retype_moves_a_block_from_giver_to_receiver() {
+        // Giver: frames 0..3*64 plus a stray frame, blocks 0, 1, 2; receiver: 10 blocks up.
+        let gr = [r(0, 3 * BF + 1)];
+        let mut gs = vec![0; bitmap_words(&gr)];
+        let mut giver = CoreFrames::new(0, &gr, &mut gs).unwrap();
+        let rr = [r(10 * BF, 11 * BF)];
+        let mut rs = vec![0; bitmap_words(&rr)];
+        let mut receiver = CoreFrames::new(1, &rr, &mut rs).unwrap();
+        giver.mark_used(5 * K).unwrap(); // block 0 is not wholly free
+                                         // The highest run of two free blocks: blocks 1 and 2.
+        assert_eq!(giver.take_free_blocks(3), None);
+        let first = giver.take_free_blocks(2).unwrap();
+        assert_eq!(first, BF * K);
+        assert_eq!(giver.free_count(), 3 * BF + 1 - 1 - 2 * BF);
+        assert!(!giver.is_free(first) && giver.owns(first));
+        for b in 0..2 {
+            giver.disown_block(first + b * BLOCK_SIZE).unwrap();
+            receiver.adopt_block(first + b * BLOCK_SIZE).unwrap();
+        }
+        assert_eq!((giver.total(), receiver.total()), (BF + 1, 3 * BF));
+        // Its frames arrive in use and are freed into the receiver one by one.
+        assert!(receiver.owns(first) && !receiver.is_free(first));
+        for f in 0..2 * BF {
+            receiver.free(first + f * K).unwrap();
+        }
+        assert_eq!(receiver.free(first), Err(FrameError::DoubleFree));
+        assert_eq!(receiver.free_count(), 3 * BF);
+        assert_eq!(receiver.adopted_blocks().count(), 2);
+        // Every frame comes out once: its own block first, then the adopted ones.
+        let mut got = std::collections::BTreeSet::new();
+        while let Some(a) = receiver.alloc() {
+            assert!(got.insert(a), "frame {a:#x} handed out twice");
+        }
+        assert_eq!(got.len() as u64, 3 * BF);
+        assert!(got.contains(&first) && got.contains(&(first + 2 * BLOCK_SIZE - K)));
+    }
+
+    #[test]
+    fn adopted_blocks_are_given_on_and_back() {
+        let rr = [r(0, BF)];
+        let mut rs = vec![0; bitmap_words(&rr)];
+        let mut c = CoreFrames::new(0, &rr, &mut rs).unwrap();
+        // Its own boot block cannot be adopted while it holds it...
+        assert_eq!(c.adopt_block(0), Err(FrameError::CannotAdopt));
+        assert_eq!(c.adopt_block(BLOCK_SIZE + K), Err(FrameError::Unaligned));
+        // ...but can once given away.
+        assert_eq!(c.take_free_blocks(1), Some(0));
+        c.disown_block(0).unwrap();
+        assert_eq!((c.total(), c.free_count()), (0, 0));
+        c.adopt_block(0).unwrap();
+        assert_eq!(c.total(), BF);
+        c.free(0).unwrap();
+        assert_eq!(c.alloc(), Some(0));
+        // A foreign block: adopted, freed, given on (it must be wholly free first).
+        let far = 100 * BLOCK_SIZE;
+        c.adopt_block(far).unwrap();
+        assert_eq!(c.adopt_block(far), Err(FrameError::CannotAdopt));
+        for f in 0..BF {
+            c.free(far + f * K).unwrap();
+        }
+        assert_eq!(c.disown_block(far), Err(FrameError::NotFree));
+        assert_eq!(c.take_free_blocks(1), Some(far));
+        assert_eq!(c.return_blocks(far, 1), Ok(()));
+        assert_eq!(c.take_free_blocks(1), Some(far));
+        c.disown_block(far).unwrap();
+        assert!(!c.owns(far) && c.adopted_blocks().next().is_none());
+        assert_eq!(c.free(far), Err(FrameError::NotOwned));
+    }
+
+    #[test]
+    fn adoption_is_bounded() {
+        let mut none = CoreFrames::new(0, &[], &mut []).unwrap();
+        for b in 0..MAX_ADOPTED_BLOCKS as u64 {
+            assert!(none.can_adopt(1));
+            none.adopt_block((b + 1) * 2 * BLOCK_SIZE).unwrap();
+        }
+        assert!(!none.can_adopt(1));
+        assert_eq!(none.adopt_block(BLOCK_SIZE), Err(FrameError::CannotAdopt));
+        assert_eq!(none.total(), MAX_ADOPTED_BLOCKS as u64 * BF);
     }
 }

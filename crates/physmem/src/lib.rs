@@ -10,6 +10,8 @@
 //!    foreign core can be sent home (see the `return-stack` crate).
 //! 3. [`frames`]: [`CoreFrames`] is one core's bitmap allocator over its share, touched by
 //!    that core alone: no atomics, no locks.
+//! 4. [`retype`]: after boot, blocks of frames move between cores (Multikernel §4.8);
+//!    [`BlockOwners`] is each core's replica of who owns what moved.
 //!
 //! Everything here is hardware-neutral, allocation-free (the kernel calls it before it has a
 //! heap) and tested on the host: `cargo test -p physmem`.
@@ -22,10 +24,12 @@ extern crate std;
 pub mod frames;
 pub mod partition;
 pub mod range;
+pub mod retype;
 
-pub use frames::{bitmap_words, CoreFrames, FrameError, SetupError};
+pub use frames::{bitmap_words, CoreFrames, FrameError, SetupError, MAX_ADOPTED_BLOCKS};
 pub use partition::{partition, CoreShare, FrameOwners, NodeMemory, OwnersError, PartitionError};
 pub use range::{usable_frames, CapacityError, PhysRange, RangeSet};
+pub use retype::{BlockOwners, BLOCK_FRAMES, BLOCK_SIZE, MAX_RETYPED_BLOCKS};
 
 /// Size of a physical frame (a base page) in bytes.
 pub const FRAME_SIZE: u64 = 4096;

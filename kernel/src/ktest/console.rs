@@ -70,6 +70,13 @@ fn hostile_arguments() -> Result<(), String> {
         "tlb protocol Unicast",
         "tlb protocol unicast unicast",
         "tlb set unicast",
+        "retype 0 1",
+        "retype 65 1",
+        "retype 1 0",
+        "retype 1 64",
+        "retype 1 99999999999999",
+        "retype -1 1",
+        "retype 1 1 1",
     ] {
         refuse(line);
     }

@@ -14,6 +14,7 @@ mod frames;
 mod heap;
 mod interrupts;
 mod monitor;
+mod retype;
 mod tlb;
 mod traps;
 mod twophase;
@@ -94,6 +95,7 @@ const LAYERS: &[&str] = &[
     "monitor",
     "tlb",
     "twophase",
+    "retype",
     "user",
     "console",
 ];

@@ -4,7 +4,7 @@
 
 use super::{all_ok, JOB_TIMEOUT_US};
 use crate::percpu::this_core;
-use crate::twophase::{self, Register};
+use crate::twophase::{self, Operation, Register};
 use crate::{kernel_test, println, smp};
 use agreement::{CoreSet, Decision};
 use alloc::format;
@@ -35,7 +35,7 @@ fn faulted_participant_aborts() -> Result<(), String> {
     let mut with_victim = live;
     with_victim.insert(victim);
     let start = crate::arch::cpu::rdtsc();
-    let decision = twophase::commit(with_victim, 7, 1);
+    let decision = twophase::commit(with_victim, reg(7, 1));
     let us = crate::arch::timer::us_since(start);
     if decision != Decision::Abort {
         return Err(format!("an operation with faulted core {victim} committed"));
@@ -43,7 +43,7 @@ fn faulted_participant_aborts() -> Result<(), String> {
     if us >= twophase::TIMEOUT_US {
         return Err(format!("the abort took {us} us: it waited for the time limit"));
     }
-    if twophase::commit(live, 7, 2) != Decision::Commit {
+    if twophase::commit(live, reg(7, 2)) != Decision::Commit {
         return Err("an operation among live cores aborted after the faulted one".into());
     }
     let locks = AtomicU64::new(0);
@@ -79,12 +79,12 @@ fn one_order() -> Result<(), String> {
     let run = |core: usize| -> Result<(), String> {
         for i in 0..per_core {
             let value = ((core as u64) << 32) | i;
-            let tries = twophase::commit_retrying(all, shared, value, 500)
+            let tries = twophase::commit_retrying(all, reg(shared, value), 500)
                 .ok_or_else(|| format!("core {core}: operation {i} never committed"))?;
             attempts.fetch_add(u64::from(tries), Ordering::Relaxed);
         }
         // Its own register: nobody else's operation conflicts.
-        match twophase::commit(all, shared + 1 + core as u64, core as u64) {
+        match twophase::commit(all, reg(shared + 1 + core as u64, core as u64)) {
             Decision::Commit => Ok(()),
             Decision::Abort => Err(format!("core {core}: an operation without conflict aborted")),
         }
@@ -119,4 +119,9 @@ fn one_order() -> Result<(), String> {
         attempts.load(Ordering::Relaxed)
     );
     Ok(())
+}
+
+/// The operation applying `value` to register `register`.
+fn reg(register: u64, value: u64) -> Operation {
+    Operation::Register { register, value }
 }

@@ -7,25 +7,120 @@
 //! it back on the owner's list. The queue is a chain through the frames themselves (each
 //! one's first word links the next: a freed frame is the freeing core's to write until it
 //! is sent), so queueing never allocates and never fails: no frame is dropped.
+//!
+//! Ownership is the boot partition, read-only and shared by explicit choice, overridden
+//! by each core's own replica of the blocks retyped since (`physmem::BlockOwners`). A
+//! retype (Multikernel §4.8) changes every replica by two-phase commit (`crate::retype`);
+//! the steps it takes on a core are [`take_free_blocks`], [`apply_retype`] and
+//! [`return_blocks`] here.
 
 use crate::arch::paging::phys_to_virt;
 use crate::percpu::{self, this_core, PerCoreState};
-use physmem::{FrameError, FrameOwners};
+use physmem::{BlockOwners, FrameError, FrameOwners, BLOCK_FRAMES, BLOCK_SIZE, FRAME_SIZE};
 
 /// Most (range, owner) entries in the owner table.
 pub const MAX_OWNER_RANGES: usize = percpu::MAX_CORES * physmem::MAX_RANGES_PER_CORE;
 
-/// Which core owns each frame; written once at boot, read-only afterwards.
+/// Which core owns each frame at boot; written once, read-only afterwards.
 static OWNERS: spin::Once<FrameOwners<MAX_OWNER_RANGES>> = spin::Once::new();
+
+/// Each core's replica of the blocks retyped since boot (read and written by its core
+/// alone; every replica takes the same changes in the same order, by two-phase commit).
+static RETYPED: PerCoreState<BlockOwners<{ physmem::MAX_RETYPED_BLOCKS }>> =
+    crate::per_core_state!(BlockOwners::new());
 
 /// Records the frame ownership table (boot core, once, before other cores start).
 pub fn set_owners(owners: FrameOwners<MAX_OWNER_RANGES>) {
     OWNERS.call_once(|| owners);
 }
 
-/// The core that owns frame `pa`.
+/// The core that owns frame `pa`, by this core's replica.
 pub fn owner_of(pa: u64) -> Option<usize> {
-    OWNERS.get()?.owner_of(pa)
+    RETYPED.with(|t| t.owner_of(pa)).or_else(|| OWNERS.get()?.owner_of(pa))
+}
+
+/// Retype, the giver's first step: takes `blocks` contiguous, wholly free blocks off this
+/// core's list (as if allocated); the first one's address.
+pub fn take_free_blocks(blocks: u64) -> Option<u64> {
+    let core = this_core();
+    core.frames.with(|frames| {
+        let first = frames.take_free_blocks(blocks);
+        core.set_free_frames(frames.free_count());
+        first
+    })
+}
+
+/// Retype aborted: the giver puts the blocks it took back on its list.
+pub fn return_blocks(first: u64, blocks: u64) {
+    let core = this_core();
+    core.frames.with(|frames| {
+        // Cannot fail: the giver took exactly these frames and nobody else had them.
+        let _ = frames.return_blocks(first, blocks);
+        core.set_free_frames(frames.free_count());
+    })
+}
+
+/// Whether this core can take part in retyping `blocks` blocks from `first` to `to`: its
+/// replica has room for them, and if it is `to`, its allocator can adopt them. A prepare
+/// votes by this.
+pub fn can_retype(first: u64, blocks: u64, to: usize) -> bool {
+    let room = RETYPED.with(|t| t.has_room(first, blocks));
+    room && (to != this_core().index || this_core().frames.with(|f| f.can_adopt(blocks)))
+}
+
+/// Retype committed: this core's replica says `to` owns the blocks from now on; the giver
+/// forgets them, the receiver adopts them with every frame in use (they arrive later by
+/// `FRAME_RETURN`, once every core has the change, and are freed into it then).
+pub fn apply_retype(first: u64, blocks: u64, from: usize, to: usize) {
+    let me = this_core();
+    RETYPED.with(|t| t.set(first, blocks, to));
+    if me.index != from && me.index != to {
+        return;
+    }
+    me.frames.with(|frames| {
+        for b in 0..blocks {
+            let block = first + b * BLOCK_SIZE;
+            // Cannot fail: the prepare checked the room, and the giver took the blocks.
+            let _ =
+                if me.index == to { frames.adopt_block(block) } else { frames.disown_block(block) };
+        }
+        me.set_free_frames(frames.free_count());
+    });
+}
+
+/// Retype finished: the giver sends the blocks' frames to their new owner, the way every
+/// frame goes home (the monitor's `FRAME_RETURN`).
+pub fn send_blocks(first: u64, blocks: u64, to: usize) {
+    let frames: alloc::vec::Vec<u64> =
+        (0..blocks * BLOCK_FRAMES).map(|f| first + f * FRAME_SIZE).collect();
+    queue_for_home(to, &frames);
+}
+
+/// This core's frames: (free, total). Total is its boot share less what it gave away,
+/// plus what it adopted.
+pub fn counts_here() -> (u64, u64) {
+    this_core().frames.with(|f| (f.free_count(), f.total()))
+}
+
+/// Whether frame `pa` is on this core's free list (tests).
+pub fn is_free_here(pa: u64) -> bool {
+    this_core().frames.with(|f| f.is_free(pa))
+}
+
+/// Takes free frame `pa` of this core off its list, as if allocated (tests); whether it
+/// was there.
+pub fn claim_here(pa: u64) -> bool {
+    let core = this_core();
+    core.frames.with(|frames| {
+        let taken = frames.mark_used(pa).is_ok();
+        core.set_free_frames(frames.free_count());
+        taken
+    })
+}
+
+/// The blocks this core's replica records as retyped, as (block, owner).
+pub fn retyped_here() -> alloc::vec::Vec<(u64, usize)> {
+    RETYPED.with(|t| t.iter().collect())
 }
 
 /// Allocates a frame from the calling core's own list. Returns its physical address.
@@ -47,7 +142,7 @@ pub fn free(pa: u64) -> Result<(), FrameError> {
         return Err(FrameError::Unaligned);
     }
     if owner == this_core().index {
-        return take_back(pa);
+        return free_here(pa);
     }
     OUTGOING.with(|q| {
         q.chains[owner].push(pa);
@@ -157,8 +252,24 @@ pub fn queued_for_home() -> usize {
 }
 
 /// Puts a frame this core owns back on its list (the monitor calls this for frames that
-/// came home).
-pub fn take_back(pa: u64) -> Result<(), FrameError> {
+/// came home). A frame of a block retyped away from this core meanwhile (sent by a core
+/// whose replica was behind) goes on to its new owner; any other frame this core does not
+/// own is refused. `Ok(true)`: sent on (the caller flushes the queue).
+pub fn take_back(pa: u64) -> Result<bool, FrameError> {
+    let me = this_core().index;
+    match RETYPED.with(|t| t.owner_of(pa)) {
+        Some(owner) if owner != me && pa.is_multiple_of(FRAME_SIZE) => {
+            queue_for_home(owner, &[pa]);
+            Ok(true)
+        }
+        Some(owner) if owner != me => Err(FrameError::Unaligned),
+        _ if owner_of(pa) != Some(me) => Err(FrameError::NotOwned),
+        _ => free_here(pa).map(|()| false),
+    }
+}
+
+/// Puts frame `pa`, which this core owns, back on its list.
+fn free_here(pa: u64) -> Result<(), FrameError> {
     let core = this_core();
     core.frames.with(|frames| {
         let r = frames.free(pa);

@@ -325,12 +325,19 @@ fn serve(from: usize, request: Request) {
         Request::Pong(seq) => with(|m| m.pongs[from] = m.pongs[from].max(seq)),
         Request::Call { id, body } => run_call(from, id, body),
         Request::FrameReturn { frames: list, count } => {
+            let mut forwarded = false;
             for &pa in &list[..count] {
-                if frames::take_back(pa).is_err() {
-                    reject(from, Rejection::Malformed);
-                } else {
-                    with(|m| m.stats.frames_returned += 1);
+                match frames::take_back(pa) {
+                    Ok(sent_on) => {
+                        forwarded |= sent_on;
+                        with(|m| m.stats.frames_returned += 1);
+                    }
+                    Err(_) => reject(from, Rejection::Malformed),
                 }
+            }
+            // Frames of a block retyped away go on to their owner now, not in a batch.
+            if forwarded {
+                flush_frame_returns();
             }
         }
         Request::SetPollBudget(cycles) => with(|m| m.poll_budget = cycles.max(1000)),

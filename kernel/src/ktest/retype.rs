@@ -1,0 +1,199 @@
+//! Tests of retype (Multikernel §4.8; issue M9): blocks of frames change owner by
+//! two-phase commit, every core's replica of the owner table ends the same, frames
+//! balance, and a frame freed anywhere afterwards goes to its new owner.
+
+use super::{all_ok, JOB_TIMEOUT_US};
+use crate::arch::{cpu, timer};
+use crate::mem::frames;
+use crate::percpu::this_core;
+use crate::retype::{self, RetypeError};
+use crate::twophase::{self, Operation};
+use crate::{kernel_test, monitor, println, smp};
+use agreement::{CoreSet, Decision};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+use physmem::{BLOCK_FRAMES, BLOCK_SIZE, FRAME_SIZE, MAX_ADOPTED_BLOCKS};
+
+kernel_test!(MOVES, "retype.blocks_change_owner_on_every_core", 2, false, blocks_change_owner);
+kernel_test!(REFUSES, "retype.refuses_and_aborts_cleanly", 2, false, refuses_and_aborts);
+
+/// Per test core: (free, total) frames, read on that core.
+fn counts(cores: &[usize]) -> Result<Vec<(u64, u64)>, String> {
+    let cells: Vec<spin::Mutex<(u64, u64)>> =
+        cores.iter().map(|_| spin::Mutex::new((0, 0))).collect();
+    let read = |core: usize| -> Result<(), String> {
+        let i = cores.iter().position(|&c| c == core).ok_or("not a test core")?;
+        *cells[i].lock() = frames::counts_here();
+        Ok(())
+    };
+    all_ok(cores, &smp::run_on(cores, JOB_TIMEOUT_US, &read))?;
+    Ok(cells.iter().map(|c| *c.lock()).collect())
+}
+
+/// Serves this core's channels until `done` holds (frames travel by message), or fails
+/// after 10 s.
+fn wait_for(what: &str, done: impl Fn() -> bool) -> Result<(), String> {
+    let start = cpu::rdtsc();
+    while !done() {
+        if timer::us_since(start) > 10_000_000 {
+            return Err(format!("core {}: {what} never happened", this_core().index));
+        }
+        monitor::flush_frame_returns();
+        monitor::poll();
+        cpu::pause();
+    }
+    Ok(())
+}
+
+/// Every core at once gives blocks to the next (core 0 two, the others one); then every
+/// core's replica names the same owners, each core's total moved by what it got less what
+/// it gave, every received frame is free on its receiver, and a frame of a received block,
+/// taken by the receiver and freed on the giver, goes to the receiver.
+fn blocks_change_owner() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let n = cores.len();
+    let next = |i: usize| cores[(i + 1) % n];
+    let given: Vec<spin::Mutex<u64>> = cores.iter().map(|_| spin::Mutex::new(0)).collect();
+    let before = counts(&cores)?;
+    let give = |core: usize| -> Result<(), String> {
+        let i = cores.iter().position(|&c| c == core).ok_or("not a test core")?;
+        let blocks = if i == 0 { 2 } else { 1 };
+        let first = retype::give(blocks, next(i)).map_err(|e| format!("core {core}: {e}"))?;
+        *given[i].lock() = first;
+        Ok(())
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &give))?;
+    let blocks_of = |i: usize| if i == 0 { 2 } else { 1 };
+    // Every replica the same, naming each receiver.
+    let replicas: Vec<spin::Mutex<Vec<(u64, usize)>>> =
+        cores.iter().map(|_| spin::Mutex::new(Vec::new())).collect();
+    let arrive = |core: usize| -> Result<(), String> {
+        let i = cores.iter().position(|&c| c == core).ok_or("not a test core")?;
+        // The frames given to this core arrive by message.
+        let from = (i + n - 1) % n;
+        let first = *given[from].lock();
+        let last = first + blocks_of(from) * BLOCK_SIZE - FRAME_SIZE;
+        wait_for("the given frames' arrival", || {
+            frames::is_free_here(first) && frames::is_free_here(last)
+        })?;
+        *replicas[i].lock() = frames::retyped_here();
+        Ok(())
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &arrive))?;
+    let first_replica = replicas[0].lock().clone();
+    for (i, r) in replicas.iter().enumerate() {
+        if *r.lock() != first_replica {
+            return Err(format!("core {}'s replica differs from core {}'s", cores[i], cores[0]));
+        }
+    }
+    for (i, g) in given.iter().enumerate() {
+        let first = *g.lock();
+        for b in 0..blocks_of(i) {
+            let block = first + b * BLOCK_SIZE;
+            let row = first_replica.iter().find(|r| r.0 == block);
+            if row.map(|r| r.1) != Some(next(i)) {
+                return Err(format!(
+                    "block {block:#x}: replicas say {row:?}, not core {}",
+                    next(i)
+                ));
+            }
+        }
+    }
+    // Totals moved by exactly what was given and received.
+    let after = counts(&cores)?;
+    for i in 0..n {
+        let from = (i + n - 1) % n;
+        let want = before[i].1 + BLOCK_FRAMES * blocks_of(from) - BLOCK_FRAMES * blocks_of(i);
+        if after[i].1 != want {
+            return Err(format!(
+                "core {}: {} frames in its share, want {want}",
+                cores[i], after[i].1
+            ));
+        }
+    }
+    let sum = |c: &[(u64, u64)]| c.iter().map(|x| x.1).sum::<u64>();
+    if sum(&before) != sum(&after) {
+        return Err(format!("frames appeared or vanished: {} then {}", sum(&before), sum(&after)));
+    }
+    // A frame of core 0's gift: taken on its receiver, freed on core 0, goes back to it.
+    let pa = *given[0].lock() + 5 * FRAME_SIZE;
+    let receiver = next(0);
+    let claim = |_| if frames::claim_here(pa) { Ok(()) } else { Err(format!("{pa:#x} not free")) };
+    all_ok(&[receiver], &smp::run_on(&[receiver], JOB_TIMEOUT_US, &claim))?;
+    let free_on_giver = |_| {
+        frames::free(pa).map_err(|e| format!("free on the giver: {e}"))?;
+        monitor::flush_frame_returns(); // (frames go home in batches otherwise)
+        Ok(())
+    };
+    all_ok(&[cores[0]], &smp::run_on(&[cores[0]], JOB_TIMEOUT_US, &free_on_giver))?;
+    let back = |_| wait_for("the freed frame's return", || frames::is_free_here(pa));
+    all_ok(&[receiver], &smp::run_on(&[receiver], JOB_TIMEOUT_US, &back))?;
+    // A frame of it sent to the giver, as a core whose replica was behind would: the giver
+    // sends it on to the receiver rather than taking it.
+    let giver = cores[0];
+    let send_to_giver = |_| {
+        if !frames::claim_here(pa) {
+            return Err(format!("{pa:#x} not free on the receiver"));
+        }
+        let mut list = [0u64; monitor::protocol::FRAMES_PER_RETURN];
+        list[0] = pa;
+        let request = monitor::protocol::Request::FrameReturn { frames: list, count: 1 };
+        monitor::send(giver, &request).map_err(|e| format!("send: {e:?}"))?;
+        wait_for("the frame's return through the giver", || frames::is_free_here(pa))
+    };
+    all_ok(&[receiver], &smp::run_on(&[receiver], JOB_TIMEOUT_US, &send_to_giver))?;
+    println!(
+        "retype: {} blocks changed owner on {n} cores; {} rows in every replica",
+        n + 1,
+        first_replica.len()
+    );
+    Ok(())
+}
+
+/// Bad requests are refused with nothing changed. A retype of a block another operation
+/// holds locked aborts (a participant votes No), and the giver gets its block back.
+fn refuses_and_aborts() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let me = this_core().index;
+    let other = cores.iter().copied().find(|&c| c != me).ok_or("needs another core")?;
+    let (free_before, total_before) = frames::counts_here();
+    for (blocks, to) in [(0, other), (MAX_ADOPTED_BLOCKS as u64 + 1, other), (1, me), (1, 999)] {
+        if retype::give(blocks, to) != Err(RetypeError::BadArgument) {
+            return Err(format!("give({blocks}, {to}) was not refused"));
+        }
+    }
+    if frames::counts_here() != (free_before, total_before) {
+        return Err("a refused retype changed this core's frames".into());
+    }
+    // Another operation holds the block: one whose participants include a core that does
+    // not exist, so it aborts when the votes are in, but holds its locks until then.
+    let first = frames::take_free_blocks(1).ok_or("no free block")?;
+    let mut holders: CoreSet = cores.iter().copied().collect();
+    holders.insert(crate::percpu::MAX_CORES - 1);
+    let holder = Operation::Retype { first, blocks: 1, from: me, to: other };
+    let op = twophase::start(holders, holder);
+    let conflicting = retype::give_taken(first, 1, other);
+    let held = twophase::finish(op);
+    if conflicting != Err(RetypeError::Aborted) || held != Decision::Abort {
+        return Err(format!("conflicting retypes ended {conflicting:?} and {held:?}"));
+    }
+    if frames::counts_here() != (free_before, total_before) || !frames::is_free_here(first) {
+        return Err("the aborted retype did not give the giver its block back".into());
+    }
+    let locks = AtomicU64::new(0);
+    let rows = AtomicU64::new(0);
+    let count = |_| -> Result<(), String> {
+        locks.fetch_add(twophase::prepared_here() as u64, Ordering::Relaxed);
+        let row = frames::retyped_here().iter().any(|r| r.0 == first);
+        rows.fetch_add(row as u64, Ordering::Relaxed);
+        Ok(())
+    };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &count))?;
+    if locks.load(Ordering::Relaxed) != 0 || rows.load(Ordering::Relaxed) != 0 {
+        return Err("an aborted retype left a lock or a replica row".into());
+    }
+    println!("retype: refused bad requests; a conflicting retype aborted, nothing changed");
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! Retype (Multikernel §4.8, as Barrelfish retypes capabilities to move memory): blocks of
+//! physical frames move from one core's ownership to another's after boot. Every core
+//! keeps its own replica of who owns which retyped block (`mem::frames`); a retype changes
+//! them all by two-phase commit, so concurrent retypes of the same block end in one order
+//! on every core, and a retype either happens everywhere or nowhere.
+//!
+//! The steps, on the giving core (the coordinator):
+//! 1. take a run of wholly free blocks off its own list (no other core can hold them);
+//! 2. prepare on every online core: each locks the blocks and votes Yes if its replica has
+//!    room (the receiver also checks it can adopt them);
+//! 3. commit: each core's replica names the receiver; the giver forgets the blocks, the
+//!    receiver adopts them with every frame in use;
+//! 4. once every core has acknowledged, the giver sends the frames to the receiver the way
+//!    every frame goes home (`FRAME_RETURN`), and the receiver frees them into its list.
+//!
+//! Step 4 waits for every acknowledgement so that no core can still route a freed frame of
+//! the blocks to the giver: a frame freed anywhere after the receiver could allocate it
+//! goes to the receiver by that core's replica. (One that does reach the giver is sent on.)
+//! An abort puts the blocks back on the giver's list.
+
+use crate::mem::frames;
+use crate::percpu::{self, this_core, CoreState};
+use crate::twophase::{self, Operation};
+use agreement::{CoreSet, Decision};
+use physmem::MAX_ADOPTED_BLOCKS;
+
+/// Why a retype did not happen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetypeError {
+    /// Block count outside 1..=`MAX_ADOPTED_BLOCKS`, or the receiver is this core, not a
+    /// core, or not online.
+    BadArgument,
+    /// This core has no run of that many wholly free blocks.
+    NoFreeBlocks,
+    /// A participant voted No (another retype holds a block, or a replica or the receiver
+    /// has no room) or did not answer: nothing changed.
+    Aborted,
+}
+
+impl core::fmt::Display for RetypeError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            RetypeError::BadArgument => "bad block count or receiving core",
+            RetypeError::NoFreeBlocks => "no run of that many wholly free blocks here",
+            RetypeError::Aborted => "a core refused or did not answer: nothing changed",
+        })
+    }
+}
+
+/// Gives `blocks` blocks (each `physmem::BLOCK_FRAMES` frames) of this core's free memory
+/// to core `to`, by two-phase commit among every online core; the first block's address.
+pub fn give(blocks: u64, to: usize) -> Result<u64, RetypeError> {
+    let me = this_core().index;
+    let online = percpu::core(to).is_some_and(|c| c.state() == CoreState::Online);
+    if !(1..=MAX_ADOPTED_BLOCKS as u64).contains(&blocks) || to == me || !online {
+        return Err(RetypeError::BadArgument);
+    }
+    let first = frames::take_free_blocks(blocks).ok_or(RetypeError::NoFreeBlocks)?;
+    give_taken(first, blocks, to)
+}
+
+/// [`give`] of blocks this core has taken off its list already (steps 2–4); on an abort
+/// they go back on it.
+pub fn give_taken(first: u64, blocks: u64, to: usize) -> Result<u64, RetypeError> {
+    let me = this_core().index;
+    let participants: CoreSet = crate::smp::online_cores().into_iter().collect();
+    let operation = Operation::Retype { first, blocks, from: me, to };
+    match twophase::commit(participants, operation) {
+        Decision::Commit => {
+            frames::send_blocks(first, blocks, to);
+            crate::monitor::flush_frame_returns();
+            Ok(first)
+        }
+        Decision::Abort => {
+            frames::return_blocks(first, blocks);
+            Err(RetypeError::Aborted)
+        }
+    }
+}
