@@ -29,6 +29,7 @@ use crate::percpu::{self, this_core, CoreState};
 use agreement::{op_id, CoreSet, Decision, OpId, Participant, TwoPhase, TwoPhaseStatus, Vote};
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, Ordering};
 use urpc::PAYLOAD_WORDS;
 
 /// How long votes and acknowledgements may take (16 vCPUs under TCG on 2 host CPUs can
@@ -73,6 +74,16 @@ pub enum Operation {
         /// The receiving core.
         to: usize,
     },
+    /// Revoke: object `object` leaves every share except entry ⟨`share`, `entry`⟩
+    /// (`objects::revoke`).
+    Revoke {
+        /// The object's id.
+        object: u64,
+        /// The share of the entry that stays.
+        share: u64,
+        /// The entry that stays (the object's id, or a descriptor's).
+        entry: u64,
+    },
 }
 
 /// What a participant locks for an operation: conflicting operations lock the same key.
@@ -81,12 +92,16 @@ enum Key {
     Register(u64),
     /// A retype block, by address.
     Block(u64),
+    /// Every revocation: they are serialised machine-wide, so every core's log numbers
+    /// them alike (`objects::revoke`).
+    Revocations,
 }
 
 impl Operation {
     /// Word 2 of a prepare: which kind.
     const REGISTER: u64 = 1;
     const RETYPE: u64 = 2;
+    const REVOKE: u64 = 3;
 
     /// The operation as the four words a prepare carries after its kind.
     fn encode(self) -> [u64; 5] {
@@ -95,6 +110,7 @@ impl Operation {
             Operation::Retype { first, blocks, from, to } => {
                 [Self::RETYPE, first, blocks, from as u64, to as u64]
             }
+            Operation::Revoke { object, share, entry } => [Self::REVOKE, object, share, entry, 0],
         }
     }
 
@@ -116,6 +132,7 @@ impl Operation {
                     to: w[4] as usize,
                 })
             }
+            Self::REVOKE => Some(Operation::Revoke { object: w[1], share: w[2], entry: w[3] }),
             _ => None,
         }
     }
@@ -127,6 +144,7 @@ impl Operation {
             Operation::Retype { first, blocks, .. } => {
                 (0..blocks).map(|b| Key::Block(first + b * physmem::BLOCK_SIZE)).collect()
             }
+            Operation::Revoke { .. } => alloc::vec![Key::Revocations],
         }
     }
 
@@ -137,6 +155,7 @@ impl Operation {
             Operation::Retype { first, blocks, to, .. } => {
                 crate::mem::frames::can_retype(first, blocks, to)
             }
+            Operation::Revoke { .. } => crate::user::corey::revocation_fits(),
         }
     }
 }
@@ -343,6 +362,16 @@ fn coordinator_ack(op: OpId, from: usize) -> Result<(), ()> {
 // ---------------------------------------------------------------------------------------
 // The participants.
 
+/// Revocations prepared on each core (read by its system calls: while one is prepared,
+/// calls wait for its decision; `objects::revoke`). Each core writes only its own.
+static REVOCATIONS_PREPARED: [AtomicU32; percpu::MAX_CORES] =
+    [const { AtomicU32::new(0) }; percpu::MAX_CORES];
+
+/// Whether a revocation is prepared on this core (its decision not yet here).
+pub fn revocation_prepared_here() -> bool {
+    REVOCATIONS_PREPARED[this_core().index].load(Ordering::Relaxed) != 0
+}
+
 /// Prepare: lock what `operation` changes, keep it; the vote.
 fn on_prepare(op: OpId, operation: Operation) -> Vote {
     // Outside STATE: the checks read other layers' state.
@@ -352,6 +381,9 @@ fn on_prepare(op: OpId, operation: Operation) -> Vote {
         let vote = s.locks.prepare(op, &keys, can_apply);
         if vote == Vote::Yes && !s.prepared.iter().any(|p| p.0 == op) {
             s.prepared.push((op, operation));
+            if let Operation::Revoke { .. } = operation {
+                REVOCATIONS_PREPARED[this_core().index].fetch_add(1, Ordering::Relaxed);
+            }
         }
         vote
     })
@@ -363,6 +395,9 @@ fn on_decide(op: OpId, decision: Decision) {
         s.locks.decide(op, decision);
         let i = s.prepared.iter().position(|p| p.0 == op)?;
         let (_, operation) = s.prepared.swap_remove(i);
+        if let Operation::Revoke { .. } = operation {
+            REVOCATIONS_PREPARED[this_core().index].fetch_sub(1, Ordering::Relaxed);
+        }
         if decision == Decision::Abort {
             return None;
         }
@@ -372,8 +407,14 @@ fn on_decide(op: OpId, decision: Decision) {
         Some(operation)
     });
     // Other layers' replicas, outside STATE.
-    if let Some(Operation::Retype { first, blocks, from, to }) = operation {
-        crate::mem::frames::apply_retype(first, blocks, from, to);
+    match operation {
+        Some(Operation::Retype { first, blocks, from, to }) => {
+            crate::mem::frames::apply_retype(first, blocks, from, to)
+        }
+        Some(Operation::Revoke { object, share, entry }) => {
+            crate::user::corey::apply_revocation(object, share, entry)
+        }
+        _ => {}
     }
 }
 

@@ -64,6 +64,7 @@ const PROGRAMS: &[&str] = &[
     "longcall",
     "sharedrange",
     "remaptest",
+    "revoketest",
     "pcoretest",
     "threadtest",
     "mcrttest",

@@ -160,8 +160,15 @@ pub mod nr {
     /// `thread_stat(ref_share, ref_obj, &mut ThreadStat)`: where the thread is and how
     /// often it moved; ⟨0, 0⟩ is the caller.
     pub const THREAD_STAT: u64 = 50;
+    /// `obj_revoke(ref_share, ref_obj)`: takes the object back from every share and share
+    /// set on every core, by two-phase commit among the cores (Multikernel §4.8), except
+    /// the entry ⟨ref_share, ref_obj⟩ itself, which stays. Every other holder loses it
+    /// before its next call names an object; entries made afterwards are not touched.
+    /// Shares cannot be revoked (`InvalidArgument`); `Busy` if the cores did not agree
+    /// (another revocation kept colliding), with nothing changed.
+    pub const OBJ_REVOKE: u64 = 51;
     /// The highest call number.
-    pub const LAST: u64 = THREAD_STAT;
+    pub const LAST: u64 = OBJ_REVOKE;
 }
 
 /// What `pcore_status` reports (one word): the state in the high 32 bits, a detail in the

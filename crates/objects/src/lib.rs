@@ -15,6 +15,8 @@
 //!    check [`ShareSet::resolve`] of an [`ObjRef`] = ⟨share id, object id⟩, and the calls
 //!    `share_alloc`, `share_addobj`, `share_dupobj`, `share_delobj`, `self_drop`,
 //!    `obj_get_name`.
+//! 5. [`revoke`]: `obj_revoke`, a core's [`RevokeLog`] replica and how share sets and
+//!    shares catch up with it (Multikernel §4.8).
 //!
 //! # Who holds a reference
 //! Objects live in kernel memory every core can reach (Corey §4.1 "kernels on all cores
@@ -41,6 +43,7 @@ use core::fmt;
 pub mod id;
 pub mod idmap;
 pub mod object;
+pub mod revoke;
 pub mod share;
 
 pub use id::{IdAllocator, ObjName, ObjectId, ObjectKind, CORE_SHIFT, NAME_MAX};
@@ -49,6 +52,7 @@ pub use object::{
     release, release_one, Body, Census, CensusToken, Creator, Entry, ObjPtr, Object, Payload,
     ShareMap, ShareTable,
 };
+pub use revoke::{Revocation, RevokeLog, MAX_REVOCATIONS};
 pub use share::{ObjInfo, ObjRef, ShareSet};
 
 /// Why an object operation failed. Every operation checks everything before it changes

@@ -8,12 +8,13 @@
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use locks::RwLock;
 
 use crate::id::{IdAllocator, ObjName, ObjectId, ObjectKind};
 use crate::idmap::{IdMap, Refused};
+use crate::revoke::Revocation;
 use crate::ObjError;
 
 /// A counted pointer to an object: one per holder (see the crate docs).
@@ -191,17 +192,69 @@ pub type ShareMap<P> = IdMap<Entry<P>>;
 /// core's own slot, adds and removes the writer lock.
 pub struct ShareTable<P: Payload> {
     map: RwLock<ShareMap<P>>,
+    /// The revocations it is caught up with ([`crate::revoke`]); written under the writer
+    /// lock, read without it to skip a share that is up to date.
+    seen: AtomicU64,
 }
 
 impl<P: Payload> ShareTable<P> {
     /// An empty table.
     pub fn new() -> Self {
-        ShareTable { map: RwLock::new(IdMap::new()) }
+        ShareTable { map: RwLock::new(IdMap::new()), seen: AtomicU64::new(0) }
     }
 
     /// An empty table whose lock has `readers` reader slots ([`RwLock::with_readers`]).
     pub fn with_readers(readers: usize) -> Self {
-        ShareTable { map: RwLock::with_readers(IdMap::new(), readers) }
+        ShareTable { map: RwLock::with_readers(IdMap::new(), readers), seen: AtomicU64::new(0) }
+    }
+
+    /// The same, caught up with the first `seen` revocations (a new share holds nothing
+    /// older than its creating core's log).
+    pub fn caught_up_to(self, seen: u64) -> Self {
+        self.seen.store(seen, Ordering::Relaxed);
+        self
+    }
+
+    /// The revocations it is caught up with.
+    pub fn seen(&self) -> u64 {
+        // Acquire: pairs with the Release in `catch_up`.
+        self.seen.load(Ordering::Acquire)
+    }
+
+    /// Takes out the entries `revocations` (those after its own number) remove, and counts
+    /// it caught up with `committed`; the references taken out, for the caller to release.
+    /// `id` is this share's own id (a revocation keeps one ⟨share, entry⟩).
+    pub fn catch_up(
+        &self,
+        id: ObjectId,
+        revocations: &[Revocation],
+        committed: u64,
+    ) -> Vec<ObjPtr<P>> {
+        if self.seen() >= committed {
+            return Vec::new();
+        }
+        self.map.write(|m| {
+            // Another core may have scrubbed it meanwhile.
+            let seen = self.seen.load(Ordering::Relaxed);
+            if seen >= committed {
+                return Vec::new();
+            }
+            let removed = remove_revoked(m, id, revocations, seen);
+            // Release: a core that reads the number sees the entries gone.
+            self.seen.store(committed, Ordering::Release);
+            removed
+        })
+    }
+
+    /// The shares among its entries, read in reader slot `core`.
+    pub fn child_shares(&self, core: usize) -> Vec<ObjPtr<P>> {
+        self.map.read(core, |m| {
+            m.keys()
+                .filter_map(|k| m.get(k))
+                .filter(|e| e.ptr.kind() == ObjectKind::Share)
+                .map(|e| e.ptr.clone())
+                .collect()
+        })
     }
 
     /// The pointer for entry `id`, read in reader slot `core`.
@@ -249,6 +302,30 @@ impl<P: Payload> Default for ShareTable<P> {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// Takes out of `map` (share `share`'s entries) every entry the revocations after number
+/// `seen` remove; the references taken out.
+pub(crate) fn remove_revoked<P: Payload>(
+    map: &mut ShareMap<P>,
+    share: ObjectId,
+    revocations: &[Revocation],
+    seen: u64,
+) -> Vec<ObjPtr<P>> {
+    let mut removed = Vec::new();
+    for r in revocations.iter().filter(|r| r.seq > seen) {
+        let doomed: Vec<ObjectId> = map
+            .keys()
+            .copied()
+            .filter(|k| map.get(k).is_some_and(|e| r.removes(share, *k, e.ptr.id())))
+            .collect();
+        for k in doomed {
+            if let Some(e) = map.remove(&k) {
+                removed.push(e.into_ptr());
+            }
+        }
+    }
+    removed
 }
 
 /// What an object is: a share (its table) or a kernel object (the kernel's payload).

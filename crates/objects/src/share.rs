@@ -25,8 +25,10 @@ use locks::McsLock;
 
 use crate::id::{ObjName, ObjectId, ObjectKind};
 use crate::object::{
-    insert_bounded, release, release_one, Body, Creator, Entry, ObjPtr, Payload, ShareMap,
+    insert_bounded, release, release_one, remove_revoked, Body, Creator, Entry, ObjPtr, Payload,
+    ShareMap,
 };
+use crate::revoke::Revocation;
 use crate::ObjError;
 
 /// A reference to an object as system calls take it (Figure 5: "share, seg, ar, pcore,
@@ -65,6 +67,10 @@ pub struct ShareSet<P: Payload> {
     root_id: ObjectId,
     root: ShareMap<P>,
     shared: BTreeMap<ObjectId, ObjPtr<P>>,
+    /// The revocations the root share is caught up with ([`crate::revoke`]).
+    root_seen: u64,
+    /// The revocations every share it reaches was last caught up with.
+    shares_seen: u64,
 }
 
 impl<P: Payload> ShareSet<P> {
@@ -72,7 +78,62 @@ impl<P: Payload> ShareSet<P> {
     /// pcore on `core`.
     pub fn new(core: usize, creator: &mut Creator) -> Result<Self, ObjError> {
         let root_id = creator.next_id()?;
-        Ok(ShareSet { core, root_id, root: ShareMap::new(), shared: BTreeMap::new() })
+        Ok(ShareSet {
+            core,
+            root_id,
+            root: ShareMap::new(),
+            shared: BTreeMap::new(),
+            root_seen: 0,
+            shares_seen: 0,
+        })
+    }
+
+    /// Counts the (fresh) root share caught up with the first `committed` revocations: it
+    /// holds nothing older. The shares the set reaches are still checked at the next
+    /// [`catch_up`](Self::catch_up).
+    pub fn start_at(&mut self, committed: u64) {
+        self.root_seen = committed;
+    }
+
+    /// Whether the set is caught up with the first `committed` revocations.
+    pub fn is_caught_up(&self, committed: u64) -> bool {
+        self.root_seen >= committed && self.shares_seen >= committed
+    }
+
+    /// Revocation (see [`crate::revoke`]): takes every entry `revocations` remove out of
+    /// the root share and out of every share the set reaches (in the set, in the root
+    /// share, or inside those, however deep), and counts the set caught up with
+    /// `committed`. `revocations` must hold every one after the set's own numbers whose
+    /// object may still be alive. Returns the references taken out, for the caller to
+    /// release where that is safe.
+    pub fn catch_up(&mut self, revocations: &[Revocation], committed: u64) -> Vec<ObjPtr<P>> {
+        let mut removed = Vec::new();
+        if self.root_seen < committed {
+            let root = self.root_id;
+            removed.extend(remove_revoked(&mut self.root, root, revocations, self.root_seen));
+            self.root_seen = committed;
+        }
+        if self.shares_seen < committed {
+            let mut work: Vec<ObjPtr<P>> = self.shared.values().cloned().collect();
+            work.extend(
+                self.root
+                    .keys()
+                    .filter_map(|k| self.root.get(k))
+                    .filter(|e| e.ptr().kind() == ObjectKind::Share)
+                    .map(|e| e.ptr().clone()),
+            );
+            let mut visited = BTreeSet::new();
+            while let Some(share) = work.pop() {
+                let Some(table) = share.share() else { continue };
+                if !visited.insert(share.id()) {
+                    continue;
+                }
+                removed.extend(table.catch_up(share.id(), revocations, committed));
+                work.extend(table.child_shares(self.core));
+            }
+            self.shares_seen = committed;
+        }
+        removed
     }
 
     /// The id of the private root share.
@@ -201,7 +262,8 @@ impl<P: Payload> ShareSet<P> {
         name: ObjName,
     ) -> Result<ObjectId, ObjError> {
         self.check_share(parent)?;
-        let table = alloc::boxed::Box::new(creator.share_table());
+        // It holds nothing older than the set's revocations.
+        let table = alloc::boxed::Box::new(creator.share_table().caught_up_to(self.root_seen));
         let ptr = creator.make(ObjectKind::Share, name, Body::Share(table))?;
         let id = ptr.id();
         self.place(parent, ptr)?;

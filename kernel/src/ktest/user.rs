@@ -25,6 +25,7 @@ kernel_test!(COW, "user.corey_cfork_copy_on_write", 2, false, cfork_copy_on_writ
 kernel_test!(COW_SHARED, "user.corey_copy_never_changes", 2, false, copy_never_changes);
 kernel_test!(SHARED_RANGE, "user.corey_shared_range_no_fault", 2, false, shared_range);
 kernel_test!(REMAP, "user.remap_reaches_other_cores", 2, false, remap_reaches_other_cores);
+kernel_test!(REVOKE, "user.revoke_reaches_other_cores", 2, false, revoke_reaches_other_cores);
 kernel_test!(PCORES, "user.corey_pcores_run_and_halt", 2, false, pcores_run_and_halt);
 kernel_test!(IPC_BENCH, "user.ipc_benchmarks_report", 2, false, ipc_benchmarks_report);
 kernel_test!(MULTICAST, "user.multicast_program", 2, true, multicast_program);
@@ -323,6 +324,18 @@ fn remap_reaches_other_cores() -> Result<(), String> {
         expect("remaptest", "junk", ExitStatus::Exited(2))?;
         expect("remaptest", "--help", ExitStatus::Exited(0))?;
         expect("remaptest", "", ExitStatus::Exited(0))
+    })
+}
+
+/// `revoketest` (issue M9): a segment core 1 names through the threads' common share is
+/// revoked on core 0 keeping its root entry; core 1 can no longer name it, core 0's
+/// descriptor of it is gone, the kept entry works, and an entry made afterwards survives.
+/// Bad arguments are refused; an argument gets the usage (exit 2; `--help` exit 0).
+fn revoke_reaches_other_cores() -> Result<(), String> {
+    balanced(|| {
+        expect("revoketest", "junk", ExitStatus::Exited(2))?;
+        expect("revoketest", "--help", ExitStatus::Exited(0))?;
+        expect("revoketest", "", ExitStatus::Exited(0))
     })
 }
 

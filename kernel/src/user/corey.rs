@@ -36,7 +36,10 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use locks::McsLock;
-use objects::{Census, Creator, ObjError, ObjName, ObjPtr, ObjRef, ObjectId, ObjectKind, ShareSet};
+use objects::{
+    Census, Creator, ObjError, ObjName, ObjPtr, ObjRef, Object, ObjectId, ObjectKind, RevokeLog,
+    ShareSet,
+};
 use vm::{RangeState, SegmentState, VmError};
 use x86_64::structures::paging::PageTableFlags as PageFlags;
 
@@ -535,6 +538,7 @@ fn new_range(root: bool) -> Result<Range, Error> {
 pub fn new_context(root_ar: Ptr, shares: Vec<Ptr>) -> Result<ProgramObjects, Error> {
     let core = this_core().index;
     let mut set = with_creator(|c| ShareSet::new(core, c)).map_err(to_abi)?;
+    set.start_at(revocations_committed());
     for share in shares {
         set.add_share_ptr(share).map_err(to_abi)?;
     }
@@ -545,6 +549,7 @@ pub fn new_context(root_ar: Ptr, shares: Vec<Ptr>) -> Result<ProgramObjects, Err
 pub fn new_program() -> Result<ProgramObjects, Error> {
     let core = this_core().index;
     let mut set: ShareSet<Payload> = with_creator(|c| ShareSet::new(core, c)).map_err(to_abi)?;
+    set.start_at(revocations_committed());
     let root = set.root_id();
     room_above(LOAD_RESERVE_FRAMES)?;
     let id = with_creator(|c| {
@@ -668,6 +673,73 @@ pub fn self_drop(p: &mut ProgramObjects, share: u64) -> Result<u64, Error> {
 /// `set_add_share(⟨ref_share, ref_obj⟩)`.
 pub fn set_add_share(p: &mut ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> {
     p.set.add_share(reference(rs, ro)).map(|id| id.0).map_err(to_abi)
+}
+
+// ---------------------------------------------------------------------------------------
+// Revocation (Multikernel §4.8; `objects::revoke` says how it works).
+
+/// Each core's replica of the committed revocations (written by the two-phase commit's
+/// decision on this core, read by this core's calls).
+static REVOCATIONS: PerCoreState<RevokeLog<Payload>> = crate::per_core_state!(RevokeLog::new());
+
+/// Objects being revoked right now, so each core's log entry can hold a weak pointer to
+/// its object and let the entry go with it. Objects live in memory every core reaches
+/// (Corey §4.1); this hands a pointer over, it is no replica.
+static REVOKING: spin::Mutex<Vec<(ObjectId, alloc::sync::Weak<Object<Payload>>)>> =
+    spin::Mutex::new(Vec::new());
+
+/// How many revocations this core has committed.
+pub fn revocations_committed() -> u64 {
+    REVOCATIONS.with(|l| l.committed())
+}
+
+/// Whether this core's log has room for another revocation (its prepare's vote).
+pub fn revocation_fits() -> bool {
+    REVOCATIONS.with(|l| l.has_room())
+}
+
+/// A committed revocation reaches this core: the next one in its log.
+pub fn apply_revocation(object: u64, share: u64, entry: u64) {
+    let object = ObjectId(object);
+    let weak = REVOKING.lock().iter().find(|r| r.0 == object).map(|r| r.1.clone());
+    REVOCATIONS.with(|l| l.append(object, reference(share, entry), weak));
+}
+
+/// Brings `p`'s share set up to date with this core's revocations (before a call names an
+/// object); the references it took out are released here.
+pub fn catch_up(p: &mut ProgramObjects) {
+    let committed = revocations_committed();
+    if p.set.is_caught_up(committed) {
+        return;
+    }
+    let revocations = REVOCATIONS.with(|l| l.since(0));
+    objects::release(p.set.catch_up(&revocations, committed));
+}
+
+/// Most attempts `obj_revoke` makes when other revocations collide with it.
+const REVOKE_ATTEMPTS: u32 = 20;
+
+/// `obj_revoke(⟨ref_share, ref_obj⟩)`: takes the object back from every share on every
+/// core except that entry, by two-phase commit among the online cores.
+pub fn obj_revoke(p: &mut ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> {
+    let ptr = resolve(p, rs, ro)?;
+    if ptr.kind() == ObjectKind::Share {
+        return Err(Error::InvalidArgument);
+    }
+    REVOKING.lock().push((ptr.id(), Arc::downgrade(&ptr)));
+    let operation = crate::twophase::Operation::Revoke { object: ptr.id().0, share: rs, entry: ro };
+    let participants = crate::smp::online_cores().into_iter().collect();
+    let outcome = crate::twophase::commit_retrying(participants, operation, REVOKE_ATTEMPTS);
+    {
+        let mut revoking = REVOKING.lock();
+        if let Some(i) = revoking.iter().position(|r| r.0 == ptr.id()) {
+            revoking.swap_remove(i);
+        }
+    }
+    drop(ptr);
+    outcome.ok_or(Error::Busy)?;
+    catch_up(p);
+    Ok(0)
 }
 
 /// `obj_get_name(⟨ref_share, ref_obj⟩)`: the kind as an `abi::ObjectKind` code.

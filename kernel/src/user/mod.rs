@@ -562,7 +562,12 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         leave(ExitStatus::Faulted(13));
     }
     let (a, b, c) = (frame.rdi, frame.rsi, frame.rdx);
+    // Calls that may name objects first see the revocations this core committed.
+    let names_objects =
+        !matches!(frame.rax, nr::NULL | nr::CYCLES | nr::PCORE_CURRENT | nr::WRITE | nr::EXIT);
+    let barrier = if names_objects { revocation_barrier() } else { Ok(()) };
     let result: SysResult = match frame.rax {
+        _ if barrier.is_err() => Err(Error::Busy),
         nr::NULL => Ok(0),
         nr::WRITE => write(a, b),
         nr::EXIT => leave(ExitStatus::Exited(a as i32)),
@@ -589,7 +594,8 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         nr::THREAD_STAT => sched::thread_stat(a, b, c),
         nr::ROOT_SHARE..=nr::PAGE_FAULTS
         | nr::SEGMENT_COPY..=nr::SEGMENT_READ
-        | nr::SHARE_DUPOBJ => object_call(frame),
+        | nr::SHARE_DUPOBJ
+        | nr::OBJ_REVOKE => object_call(frame),
         _ => Err(Error::NoSuchCall),
     };
     // Only a call that took steps can have outlived a tick's checks (a plain load keeps
@@ -600,6 +606,27 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         stop_if_due();
     }
     abi::encode(result)
+}
+
+/// Revocation's barrier before a call that may name objects (`objects::revoke`): while a
+/// revocation is prepared on this core the call waits for its decision (so no new entry
+/// of the object appears behind a scrub; `Busy` if none comes in time), then the caller's
+/// share set catches up with the revocations this core committed.
+fn revocation_barrier() -> Result<(), Error> {
+    if crate::twophase::revocation_prepared_here() {
+        let start = cpu::rdtsc();
+        while crate::twophase::revocation_prepared_here() {
+            if crate::arch::timer::us_since(start) > crate::twophase::TIMEOUT_US {
+                return Err(Error::Busy);
+            }
+            crate::monitor::poll();
+            cpu::pause();
+        }
+    }
+    if corey::revocations_committed() != 0 {
+        with_running_mut(|r, _| corey::catch_up(&mut r.objects));
+    }
+    Ok(())
 }
 
 /// `write(ptr, len)`: prints at most [`WRITE_CALL_MAX`] bytes and returns the count. Those
@@ -672,6 +699,7 @@ fn object_call(frame: &SyscallFrame) -> SysResult {
             nr::SHARE_ADDOBJ => corey::share_addobj(p, a, b, c),
             nr::SHARE_DELOBJ => corey::share_delobj(p, a, b),
             nr::SHARE_DUPOBJ => corey::share_dupobj(p, a, b, c),
+            nr::OBJ_REVOKE => corey::obj_revoke(p, a, b),
             nr::SELF_DROP => corey::self_drop(p, a),
             nr::OBJ_GET_NAME => corey::obj_get_name(p, a, b),
             nr::SEGMENT_ALLOC => corey::segment_alloc(p, a, b),

@@ -122,6 +122,12 @@ pub fn share_free(share: u64) {
     let _ = share_delobj(ObjRef::root(share));
 }
 
+/// `obj_revoke`: takes `obj`'s object back from every other share on every core; the
+/// entry `obj` itself stays.
+pub fn obj_revoke(obj: ObjRef) -> SysResult {
+    syscall3(nr::OBJ_REVOKE, obj.share, obj.object, 0)
+}
+
 /// `obj_get_name`: the object's kind code (`abi::ObjectKind`).
 pub fn obj_get_name(obj: ObjRef) -> SysResult {
     syscall3(nr::OBJ_GET_NAME, obj.share, obj.object, 0)

@@ -1,0 +1,154 @@
+//! `revoketest` (issue M9): `obj_revoke` takes an object back from every share on every
+//! core, by two-phase commit among the cores, except the one entry it names. A thread on
+//! core 1 names a segment through the share the program's threads hold in common; core 0
+//! revokes it, keeping its root-share entry: afterwards the thread can no longer name it,
+//! core 0's own descriptor of it is gone too, and the kept entry still works. Shared again
+//! afterwards, the thread names it again (a late catch-up never takes a newer entry). Bad
+//! arguments are refused. Prints `revoketest: ok`, `revoketest: FAIL <why>` (exit 1), or
+//! `revoketest: skipped (1 core)`.
+#![no_std]
+#![no_main]
+
+use core::sync::atomic::{AtomicU64, Ordering::*};
+use libatoll::abi::Error;
+use libatoll::obj::{self, root_share, segment_alloc, ObjRef};
+use libatoll::thread::Builder;
+use libatoll::{args, cores_online, println};
+
+const HELP: &str = "usage: revoketest   (no arguments; needs 2 cores)";
+
+/// The segment's id and the common share's, for the thread.
+static SEG: AtomicU64 = AtomicU64::new(0);
+static HOME: AtomicU64 = AtomicU64::new(0);
+/// Where the two sides are: core 0 sets 1 (revoked) and 2 (shared again); the thread sets
+/// 10 + n once it has checked phase n, or 99 on a failure.
+static PHASE: AtomicU64 = AtomicU64::new(0);
+static SEEN: AtomicU64 = AtomicU64::new(0);
+
+fn main() -> i32 {
+    let line = args::arg_string();
+    if let Some(word) = line.split_whitespace().next() {
+        println!("{HELP}");
+        return if word == "--help" { 0 } else { 2 };
+    }
+    if cores_online() < 2 {
+        println!("revoketest: skipped (1 core)");
+        return 0;
+    }
+    match run() {
+        Ok(()) => {
+            println!("revoketest: ok");
+            0
+        }
+        Err(why) => {
+            println!("revoketest: FAIL {why}");
+            1
+        }
+    }
+}
+
+libatoll::main!(main);
+
+/// Waits until the thread reports `n` (true) or a failure / 20 s (false).
+fn wait_seen(n: u64) -> bool {
+    let start = libatoll::rdtsc();
+    loop {
+        match SEEN.load(Acquire) {
+            s if s == n => return true,
+            99 => return false,
+            _ if libatoll::rdtsc() - start > 40_000_000_000 => return false,
+            _ => core::hint::spin_loop(),
+        }
+    }
+}
+
+/// What the thread on core 1 does: name the segment through the common share, and through
+/// a descriptor in its own root share (which only its own core can take out), before the
+/// revocation (yes), after it (no), and through the common share after it was shared
+/// again (yes).
+fn thread() -> i32 {
+    let at = ObjRef { share: HOME.load(Acquire), object: SEG.load(Acquire) };
+    let Ok(desc) = obj::share_dupobj(root_share(), at) else {
+        println!("revoketest: core 1: share_dupobj failed");
+        SEEN.store(99, Release);
+        return 1;
+    };
+    let own = ObjRef { share: root_share(), object: desc };
+    for (phase, want) in [(0, true), (1, false), (2, true)] {
+        while PHASE.load(Acquire) != phase {
+            core::hint::spin_loop();
+        }
+        // The descriptor stays revoked after the segment is shared again.
+        let checks = [(own, want && phase == 0), (at, want)];
+        for (what, want) in checks {
+            let named = obj::obj_get_name(what);
+            let ok = match named {
+                Ok(_) => want,
+                Err(Error::NoSuchObject) => !want,
+                Err(_) => false,
+            };
+            if !ok {
+                println!("revoketest: core 1, phase {phase}: obj_get_name({what:?}) gave {named:?}");
+                SEEN.store(99, Release);
+                return 1;
+            }
+        }
+        SEEN.store(10 + phase, Release);
+    }
+    0
+}
+
+fn run() -> Result<(), &'static str> {
+    let root = root_share();
+    let seg = segment_alloc(root, 4096).map_err(|_| "segment_alloc failed")?;
+    let kept = ObjRef { share: root, object: seg };
+    let reader = Builder::new().core(1).affinity(1 << 1).spawn(thread).map_err(|_| "no thread")?;
+    // Threads run: the common share is set now.
+    let home = obj::home_share();
+    let result = (|| {
+        if home == root {
+            return Err("no common share while a thread runs");
+        }
+        obj::share_addobj(home, kept).map_err(|_| "share_addobj to the common share failed")?;
+        let desc = obj::share_dupobj(root, kept).map_err(|_| "share_dupobj failed")?;
+        SEG.store(seg, Release);
+        HOME.store(home, Release);
+        PHASE.store(0, Release);
+        if !wait_seen(10) {
+            return Err("core 1 could not name the segment before the revocation");
+        }
+        // Bad arguments first: nothing may change.
+        if obj::obj_revoke(ObjRef { share: root, object: home }) != Err(Error::InvalidArgument) {
+            return Err("a share was revoked");
+        }
+        if obj::obj_revoke(ObjRef { share: root, object: 0xdead }) != Err(Error::NoSuchObject) {
+            return Err("a missing object was revoked");
+        }
+        if obj::obj_revoke(ObjRef { share: 0, object: seg }).is_ok() {
+            return Err("an object named through no share was revoked");
+        }
+        obj::obj_revoke(kept).map_err(|_| "obj_revoke failed")?;
+        if obj::obj_get_name(ObjRef { share: root, object: desc }) != Err(Error::NoSuchObject) {
+            return Err("core 0's descriptor survived the revocation");
+        }
+        if obj::obj_get_name(ObjRef { share: home, object: seg }) != Err(Error::NoSuchObject) {
+            return Err("the common share's entry survived on core 0");
+        }
+        if obj::obj_get_name(kept).is_err() {
+            return Err("the kept entry went too");
+        }
+        PHASE.store(1, Release);
+        if !wait_seen(11) {
+            return Err("core 1 could still name the segment after the revocation");
+        }
+        obj::share_addobj(home, kept).map_err(|_| "sharing it again failed")?;
+        PHASE.store(2, Release);
+        if !wait_seen(12) {
+            return Err("core 1 could not name the segment shared again");
+        }
+        Ok(())
+    })();
+    PHASE.store(3, Release);
+    let _ = reader.join();
+    result
+}
