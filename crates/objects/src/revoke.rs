@@ -80,9 +80,13 @@ impl<P: Payload> RevokeLog<P> {
         self.committed
     }
 
-    /// Whether another revocation fits, after dropping those whose object is gone.
+    /// Whether another revocation fits, after dropping those whose object is gone (and
+    /// the memory of an emptied log).
     pub fn has_room(&mut self) -> bool {
         self.entries.retain(|(_, weak)| weak.as_ref().is_none_or(|w| w.strong_count() > 0));
+        if self.entries.is_empty() {
+            self.entries = Vec::new();
+        }
         self.entries.len() < MAX_REVOCATIONS
     }
 

@@ -40,10 +40,12 @@ impl Snapshot {
 }
 
 /// Each listed core's resources. Every core first sends the foreign frames it freed
-/// home; then every core takes in what came home and counts.
+/// home and lets go of what it holds lazily (as it does when it goes idle: revocation log
+/// entries of objects that are gone); then every core takes in what came home and counts.
 pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
     let flush = |_| {
         crate::monitor::flush_frame_returns();
+        crate::user::corey::prune_revocations();
         Ok(())
     };
     all_ok(cores, &smp::run_on(cores, JOB_TIMEOUT_US, &flush))?;

@@ -497,6 +497,15 @@ pub fn set_idle_work(work: fn() -> bool) {
     IDLE_WORK.call_once(|| work);
 }
 
+/// What the idle loop lets go of before the core sleeps (the user layer's revocation log
+/// entries of objects that are gone; installed at boot).
+static IDLE_PRUNE: spin::Once<fn()> = spin::Once::new();
+
+/// Installs what the idle loop lets go of before sleeping (once, at boot).
+pub fn set_idle_prune(prune: fn()) {
+    IDLE_PRUNE.call_once(|| prune);
+}
+
 /// Whether calls or starts wait for this core's running thread to leave it (the
 /// scheduler then ends the thread's slice at the next tick).
 pub fn has_deferred() -> bool {
@@ -798,7 +807,11 @@ pub fn idle_once(core: &PerCore) {
         cpu::pause();
     }
     flush_frame_returns();
-    // Before sleeping, the heap's free top goes back to the frame list.
+    // Before sleeping, what is held lazily goes: revocation log entries of objects that
+    // are gone, then the heap's free top (back to the frame list).
+    if let Some(prune) = IDLE_PRUNE.get() {
+        prune();
+    }
     crate::mem::heap::trim_this_core();
     cpu::disable_interrupts();
     core.set_asleep(true);

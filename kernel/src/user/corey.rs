@@ -682,11 +682,15 @@ pub fn set_add_share(p: &mut ProgramObjects, rs: u64, ro: u64) -> Result<u64, Er
 /// decision on this core, read by this core's calls).
 static REVOCATIONS: PerCoreState<RevokeLog<Payload>> = crate::per_core_state!(RevokeLog::new());
 
-/// Objects being revoked right now, so each core's log entry can hold a weak pointer to
-/// its object and let the entry go with it. Objects live in memory every core reaches
-/// (Corey §4.1); this hands a pointer over, it is no replica.
-static REVOKING: spin::Mutex<Vec<(ObjectId, alloc::sync::Weak<Object<Payload>>)>> =
-    spin::Mutex::new(Vec::new());
+/// The object each core is revoking right now (one call at a time per core), so every
+/// core's log entry can hold a weak pointer to it and let the entry go with the object.
+/// Objects live in memory every core reaches (Corey §4.1): this hands a pointer over, it is
+/// no replica. Fixed slots: a revocation allocates nothing shared.
+static REVOKING: [spin::Mutex<Option<Revoking>>; crate::percpu::MAX_CORES] =
+    [const { spin::Mutex::new(None) }; crate::percpu::MAX_CORES];
+
+/// An object being revoked: its id and a weak pointer to it.
+type Revoking = (ObjectId, alloc::sync::Weak<Object<Payload>>);
 
 /// How many revocations this core has committed.
 pub fn revocations_committed() -> u64 {
@@ -701,8 +705,18 @@ pub fn revocation_fits() -> bool {
 /// A committed revocation reaches this core: the next one in its log.
 pub fn apply_revocation(object: u64, share: u64, entry: u64) {
     let object = ObjectId(object);
-    let weak = REVOKING.lock().iter().find(|r| r.0 == object).map(|r| r.1.clone());
+    let weak = REVOKING.iter().find_map(|slot| {
+        slot.lock().as_ref().filter(|(id, _)| *id == object).map(|(_, weak)| weak.clone())
+    });
     REVOCATIONS.with(|l| l.append(object, reference(share, entry), weak));
+}
+
+/// Lets go of the log entries whose objects are gone (the memory they kept): at each
+/// vote, when the core goes idle, and when a test counts what the kernel holds.
+pub fn prune_revocations() {
+    REVOCATIONS.with(|l| {
+        l.has_room();
+    });
 }
 
 /// Brings `p`'s share set up to date with this core's revocations (before a call names an
@@ -726,16 +740,12 @@ pub fn obj_revoke(p: &mut ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error
     if ptr.kind() == ObjectKind::Share {
         return Err(Error::InvalidArgument);
     }
-    REVOKING.lock().push((ptr.id(), Arc::downgrade(&ptr)));
+    let me = this_core().index;
+    *REVOKING[me].lock() = Some((ptr.id(), Arc::downgrade(&ptr)));
     let operation = crate::twophase::Operation::Revoke { object: ptr.id().0, share: rs, entry: ro };
     let participants = crate::smp::online_cores().into_iter().collect();
     let outcome = crate::twophase::commit_retrying(participants, operation, REVOKE_ATTEMPTS);
-    {
-        let mut revoking = REVOKING.lock();
-        if let Some(i) = revoking.iter().position(|r| r.0 == ptr.id()) {
-            revoking.swap_remove(i);
-        }
-    }
+    *REVOKING[me].lock() = None;
     drop(ptr);
     outcome.ok_or(Error::Busy)?;
     catch_up(p);

@@ -218,7 +218,9 @@ impl Fuzzer {
                 a[0] = self.share();
                 (a[1], a[2]) = self.reference(None);
             }
-            nr::SHARE_DELOBJ | nr::OBJ_GET_NAME => (a[0], a[1]) = self.reference(None),
+            nr::SHARE_DELOBJ | nr::OBJ_GET_NAME | nr::OBJ_REVOKE => {
+                (a[0], a[1]) = self.reference(None)
+            }
             nr::SHARE_DUPOBJ => {
                 a[0] = self.share();
                 (a[1], a[2]) = self.reference(None);

@@ -79,6 +79,17 @@ fn objects(f: &mut Fuzzer, call: &mut Call) {
         {
             a[2] = f.stale()
         }
+        // A revocation takes every other entry of the object, on every core: none of its
+        // own objects, range, machine device, pcores or threads (it joins them through
+        // the entries it keeps; a sibling's entries are that fuzzer's).
+        nr::OBJ_REVOKE
+            if f.must_keep(a[1])
+                || f.machine == Some(a[1])
+                || a[1] == f.root_ar
+                || matches!(f.kind_of(a[1]), Some(Kind::Pcore | Kind::Thread)) =>
+        {
+            a[1] = f.stale()
+        }
         // `poweroff` with the machine device ends the machine: every other reference.
         nr::POWEROFF if f.machine == Some(a[1]) => {
             a[1] = f.pooled_of(Some(Kind::Device)).unwrap_or(f.root_ar)
