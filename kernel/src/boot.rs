@@ -270,6 +270,10 @@ fn enter_core_zero(pml4: u64, cores: usize) -> &'static percpu::PerCore {
     monitor::set_idle_work(crate::user::sched::idle_work);
     monitor::set_idle_prune(crate::user::corey::prune_revocations);
     monitor::set_two_phase_handler(crate::twophase::on_message);
+    crate::twophase::set_revocation_hooks(crate::twophase::RevocationHooks {
+        fits: crate::user::corey::revocation_fits,
+        apply: crate::user::corey::apply_revocation,
+    });
     crate::user::set_kernel_console(console::execute_and_report);
     // TLB shootdowns (below the heap) travel through the monitor and ask the SKB, both
     // above them.

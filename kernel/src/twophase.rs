@@ -155,7 +155,7 @@ impl Operation {
             Operation::Retype { first, blocks, to, .. } => {
                 crate::mem::frames::can_retype(first, blocks, to)
             }
-            Operation::Revoke { .. } => crate::user::corey::revocation_fits(),
+            Operation::Revoke { .. } => REVOCATION.get().is_some_and(|h| (h.fits)()),
         }
     }
 }
@@ -362,6 +362,23 @@ fn coordinator_ack(op: OpId, from: usize) -> Result<(), ()> {
 // ---------------------------------------------------------------------------------------
 // The participants.
 
+/// What a revocation does on a participant: the user layer (above this one) keeps the
+/// revocation logs, and installs this at boot.
+pub struct RevocationHooks {
+    /// Whether this core's log has room for another (its vote).
+    pub fits: fn() -> bool,
+    /// Records a committed revocation: object, kept share, kept entry.
+    pub apply: fn(u64, u64, u64),
+}
+
+static REVOCATION: spin::Once<RevocationHooks> = spin::Once::new();
+
+/// Installs what revocations do (once, at boot). Before it, a revocation's prepare is
+/// voted No.
+pub fn set_revocation_hooks(hooks: RevocationHooks) {
+    REVOCATION.call_once(|| hooks);
+}
+
 /// Revocations prepared on each core (read by its system calls: while one is prepared,
 /// calls wait for its decision; `objects::revoke`). Each core writes only its own.
 static REVOCATIONS_PREPARED: [AtomicU32; percpu::MAX_CORES] =
@@ -412,7 +429,9 @@ fn on_decide(op: OpId, decision: Decision) {
             crate::mem::frames::apply_retype(first, blocks, from, to)
         }
         Some(Operation::Revoke { object, share, entry }) => {
-            crate::user::corey::apply_revocation(object, share, entry)
+            if let Some(h) = REVOCATION.get() {
+                (h.apply)(object, share, entry)
+            }
         }
         _ => {}
     }

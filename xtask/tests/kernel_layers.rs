@@ -21,6 +21,7 @@ const LAYERS: &[&str] = &[
     "smp",        // starting cores, work on chosen cores
     "knowledge",  // the SKB and boot facts
     "twophase",   // two-phase commit between the monitors
+    "retype",     // frames change owner by two-phase commit
     "bench",      // in-kernel experiments
     "user",       // Corey's objects, user contexts, system calls
     "interrupts", // where traps land (above the user layer they call into)
