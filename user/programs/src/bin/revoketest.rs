@@ -20,9 +20,10 @@ const HELP: &str = "usage: revoketest   (no arguments; needs 2 cores)";
 /// The segment's id and the common share's, for the thread.
 static SEG: AtomicU64 = AtomicU64::new(0);
 static HOME: AtomicU64 = AtomicU64::new(0);
-/// Where the two sides are: core 0 sets 1 (revoked) and 2 (shared again); the thread sets
-/// 10 + n once it has checked phase n, or 99 on a failure.
-static PHASE: AtomicU64 = AtomicU64::new(0);
+/// Where the two sides are: core 0 sets 0 (the ids are published), 1 (revoked) and 2
+/// (shared again); the thread sets 10 + n once it has checked phase n, or 99 on a failure.
+static PHASE: AtomicU64 = AtomicU64::new(NOT_YET);
+const NOT_YET: u64 = u64::MAX;
 static SEEN: AtomicU64 = AtomicU64::new(0);
 
 fn main() -> i32 {
@@ -63,22 +64,26 @@ fn wait_seen(n: u64) -> bool {
 }
 
 /// What the thread on core 1 does: name the segment through the common share, and through
-/// a descriptor in its own root share (which only its own core can take out), before the
+/// its own root share (whose entry only its own core can take out), before the
 /// revocation (yes), after it (no), and through the common share after it was shared
 /// again (yes).
 fn thread() -> i32 {
+    while PHASE.load(Acquire) == NOT_YET {
+        core::hint::spin_loop();
+    }
     let at = ObjRef { share: HOME.load(Acquire), object: SEG.load(Acquire) };
-    let Ok(desc) = obj::share_dupobj(root_share(), at) else {
-        println!("revoketest: core 1: share_dupobj failed");
+    // Its own root share's entry.
+    let own = ObjRef { share: root_share(), object: at.object };
+    if obj::share_addobj(root_share(), at).is_err() {
+        println!("revoketest: core 1: share_addobj to its root share failed");
         SEEN.store(99, Release);
         return 1;
-    };
-    let own = ObjRef { share: root_share(), object: desc };
+    }
     for (phase, want) in [(0, true), (1, false), (2, true)] {
         while PHASE.load(Acquire) != phase {
             core::hint::spin_loop();
         }
-        // The descriptor stays revoked after the segment is shared again.
+        // Its root entry stays revoked after the segment is shared again.
         let checks = [(own, want && phase == 0), (at, want)];
         for (what, want) in checks {
             let named = obj::obj_get_name(what);
