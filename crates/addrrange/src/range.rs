@@ -70,6 +70,26 @@ impl AddressRange {
         Ok(removed)
     }
 
+    /// `set_seg(va, seg, first_page, pages, perms, false)` when the range maps exactly
+    /// that run of that segment at `va` already (one mapping, not copy-on-write) and only
+    /// the rights change: they change in place. Returns the rights it had, or `None` (and
+    /// changes nothing) when the call would be more than that.
+    pub fn set_perms(
+        &mut self,
+        va: u64,
+        seg: u64,
+        first_page: u64,
+        pages: u64,
+        perms: Perms,
+    ) -> Option<Perms> {
+        let m = self.maps.get_mut(&va)?;
+        let same = Target::Segment { seg, first_page, cow: false };
+        if m.pages != pages || m.target != same {
+            return None;
+        }
+        Some(core::mem::replace(&mut m.perms, perms))
+    }
+
     /// `ar_set_ar(ar, voff, ar1, ...)`: splices range `ar` into the slot at `va` (aligned
     /// to the granularity), its offset 0 at `va`, replacing whatever was mapped in the
     /// slot. Accesses through it get at most `perms`. The slot is a window on offsets

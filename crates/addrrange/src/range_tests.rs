@@ -180,3 +180,21 @@ fn one_segment_mapped_twice_is_one_target() {
     let removed = ar.unmap(8 * P, 2).unwrap();
     assert_eq!(ar.released(&removed), [5]);
 }
+
+#[test]
+fn set_perms_changes_only_an_exact_remap_in_place() {
+    let mut r = AddressRange::new(1 << 30, 1 << 21).unwrap();
+    r.set_seg(0, 7, 2, 3, Perms::RW, false).unwrap();
+    r.set_seg(3 * PAGE_SIZE, 8, 0, 1, Perms::RW, true).unwrap();
+    // Another run, another segment, a part, or copy-on-write: not a rights change.
+    assert_eq!(r.set_perms(0, 7, 2, 2, Perms::R), None);
+    assert_eq!(r.set_perms(0, 7, 3, 3, Perms::R), None);
+    assert_eq!(r.set_perms(0, 9, 2, 3, Perms::R), None);
+    assert_eq!(r.set_perms(PAGE_SIZE, 7, 3, 2, Perms::R), None);
+    assert_eq!(r.set_perms(3 * PAGE_SIZE, 8, 0, 1, Perms::R), None);
+    assert_eq!(r.get(0).unwrap().perms, Perms::RW, "a refused change changed nothing");
+    assert_eq!(r.set_perms(0, 7, 2, 3, Perms::R), Some(Perms::RW));
+    let m = *r.get(2 * PAGE_SIZE).unwrap();
+    assert_eq!((m.start, m.pages, m.perms), (0, 3, Perms::R));
+    assert_eq!(r.set_perms(0, 7, 2, 3, Perms::RX), Some(Perms::R));
+}

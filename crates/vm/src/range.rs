@@ -32,15 +32,16 @@ pub struct Edited<H: Host> {
     pub unmapped: Vec<H::Frame>,
     /// Whether a nested range's link was taken out of the tables.
     pub unlinked: bool,
-    /// The offsets `[start, end)` (in this range) spanned by the pages it unmapped, if any:
-    /// what a shootdown must invalidate, unless a link went too.
+    /// The offsets `[start, end)` (in this range) spanned by the pages it unmapped or took
+    /// rights from, if any: what a shootdown must invalidate, unless a link went too.
     pub span: Option<(u64, u64)>,
 }
 
 impl<H: Host> Edited<H> {
-    /// Whether some core may still hold a translation the edit took out.
+    /// Whether some core may still hold a translation the edit took out (or took rights
+    /// from).
     pub fn needs_shootdown(&self) -> bool {
-        !self.unmapped.is_empty() || self.unlinked
+        self.span.is_some() || !self.unmapped.is_empty() || self.unlinked
     }
 }
 
@@ -163,6 +164,67 @@ impl<H: Host> RangeState<H> {
             }
         }
         Ok(Edited { released, unmapped, unlinked, span })
+    }
+
+    /// The rights change of `ar_set_seg` when it maps the same pages of the same segment
+    /// again (Multikernel §5.1, Figure 7's rights reduction; Linux's `mprotect`): the
+    /// mapping's rights change in place, and so do the entries already in the tables,
+    /// which keep their frames: each gets the new rights, less write for a page that is
+    /// copy-on-write in `segment` (the segment the mapping names, locked by the caller
+    /// inside this range's lock, as a fault locks them). An entry whose page the segment
+    /// no longer holds goes (it faults in again). What it returns is an edit that released
+    /// no object, whose `span` covers the entries that lost rights or went (what a
+    /// shootdown must invalidate; entries that only gained rights need none: a stale
+    /// entry with fewer rights faults, and the fault finds the new one). `None` when the
+    /// call is more than a rights change: make it with [`RangeState::edit`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn set_perms(
+        &mut self,
+        va: u64,
+        seg: u64,
+        first_page: u64,
+        pages: u64,
+        perms: Perms,
+        segment: &SegmentState<H>,
+    ) -> Option<Edited<H>> {
+        self.map.set_perms(va, seg, first_page, pages, perms)?;
+        let mut edited =
+            Edited { released: Vec::new(), unmapped: Vec::new(), unlinked: false, span: None };
+        let end = va.saturating_add(pages.saturating_mul(PAGE_SIZE));
+        // Each entry's page, and whether the segment still holds its frame (copy-on-write
+        // or not).
+        let entries: Vec<(u64, Option<bool>)> = self
+            .mapped
+            .range(va..end)
+            .map(|(&o, f)| (o, segment.holds(first_page + (o - va) / PAGE_SIZE, f)))
+            .collect();
+        let lost = |edited: &mut Edited<H>, offset: u64| {
+            let (lo, hi) = edited.span.unwrap_or((offset, offset + PAGE_SIZE));
+            edited.span = Some((lo.min(offset), hi.max(offset + PAGE_SIZE)));
+        };
+        for (offset, held) in entries {
+            let Some((addr, had)) = self.tables.translate(offset) else { continue };
+            let now = held.map(|cow| Perms { write: perms.write && !cow, exec: perms.exec });
+            if now == Some(had) {
+                continue;
+            }
+            // The entry goes and comes back with its new rights (as `install` replaces
+            // one); a table it needs is there already, but should the map fail all the
+            // same, the page stays unmapped (it faults in again).
+            self.tables.unmap(offset);
+            match now {
+                Some(now) if self.tables.map(offset, addr, now).is_ok() => {
+                    if now.intersect(had) != had {
+                        lost(&mut edited, offset);
+                    }
+                }
+                _ => {
+                    edited.unmapped.extend(self.mapped.remove(&offset));
+                    lost(&mut edited, offset);
+                }
+            }
+        }
+        Some(edited)
     }
 
     /// Where a fault at `va` of this root range goes (`None` if nothing maps it).

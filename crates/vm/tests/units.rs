@@ -151,6 +151,43 @@ fn a_remap_unmaps_the_old_pages() {
 }
 
 #[test]
+fn the_same_mapping_again_changes_rights_in_place() {
+    // Multikernel §5.1, Figure 7: a rights reduction as `mprotect` makes it. The entries
+    // keep their frames (no fault afterwards for what is still allowed) and a TLB with the
+    // right taken away is shot down; rights given back are in the entries at once.
+    let sim = Sim::new();
+    let (root, seg) = (sim.root(), sim.segment(2));
+    sim.set_seg(&root, 0, &seg, 0, 2, Perms::RW).unwrap();
+    let (a, b) = (sim.run(&root), sim.run(&root));
+    sim.write(a, 0, 1).unwrap();
+    sim.write(b, P, 2).unwrap();
+    assert_eq!(sim.peek(b, 0), Some((1, true)), "b's TLB or tables: writable");
+    let before = faults(&sim);
+    sim.set_seg(&root, 0, &seg, 0, 2, Perms::R).unwrap();
+    assert_eq!(sim.peek(a, P), Some((2, false)), "no stale writable translation");
+    assert_eq!(sim.write(b, 0, 3), Err(Refused));
+    assert_eq!((sim.read(a, 0), sim.read(b, P)), (Ok(1), Ok(2)));
+    // Given back in place: the writes find writable entries in the tables (a TLB entry
+    // with fewer rights is walked past, as the MMU refaults and the fault retries).
+    sim.set_seg(&root, 0, &seg, 0, 2, Perms::RW).unwrap();
+    sim.write(a, 0, 4).unwrap();
+    sim.write(b, P, 5).unwrap();
+    assert_eq!(faults(&sim) - before, 1, "only the refused write faulted");
+    assert_eq!(sim.contents(&seg), vec![4, 5]);
+    // A copy-on-write page stays read-only when write is given back: the write copies.
+    let copy = sim.copy_cow(&seg);
+    assert_eq!(sim.read(a, 0), Ok(4)); // mapped again, read-only
+    sim.set_seg(&root, 0, &seg, 0, 2, Perms::R).unwrap();
+    sim.set_seg(&root, 0, &seg, 0, 2, Perms::RW).unwrap();
+    sim.write(a, 0, 6).unwrap();
+    assert_eq!((sim.contents(&copy), sim.contents(&seg)), (vec![4, 5], vec![6, 5]));
+    sim.end(a);
+    sim.end(b);
+    drop((root, seg, copy));
+    all_freed(&sim);
+}
+
+#[test]
 fn a_write_through_a_read_only_mapping_is_refused() {
     let sim = Sim::new();
     let (root, seg) = (sim.root(), sim.segment(1));
@@ -226,7 +263,12 @@ fn a_copy_made_while_a_write_fills_the_page_never_changes() {
     sim.set_seg(&root, 0, &seg, 0, 1, Perms::RW).unwrap();
     let a = sim.run(&root);
     sim.write(a, 0, 1).unwrap();
-    sim.set_seg(&root, 0, &seg, 0, 1, Perms::RW).unwrap(); // unmapped: the next write faults
+    // Another segment there and back: the page is unmapped, so the next write faults. (The
+    // same mapping again would only change rights, in place.)
+    let other = sim.segment(1);
+    sim.set_seg(&root, 0, &other, 0, 1, Perms::RW).unwrap();
+    sim.set_seg(&root, 0, &seg, 0, 1, Perms::RW).unwrap();
+    drop(other);
     let copy = std::sync::Arc::new(std::sync::Mutex::new(None));
     let made = copy.clone();
     // The copy is made after the write's fault looked at the page, before it is mapped.

@@ -905,14 +905,15 @@ struct SlotLink<'a> {
 
 /// Applies `edit` to range `ar`, which maps `target` afterwards (`vm::RangeState::edit`:
 /// the range's references, and the pages of every removed mapping unmapped from its
-/// tables, removed slots unlinked), and links `link`'s slot into its tables, all under
+/// tables, removed slots unlinked; or `vm::RangeState::set_perms`: entries' rights changed
+/// in place), and links `link`'s slot into its tables, all under
 /// the range's lock. The table the link needs is made before the edit, so a refusal
 /// leaves everything as it was. The cores that may hold what was taken out are shot down
 /// before any of it is freed, whatever happened after the edit.
 fn edit_range(
     ar: &Ptr,
     target: Ptr,
-    edit: impl FnOnce(&mut AddressRange) -> Result<Vec<addrrange::Mapping>, ArError>,
+    edit: impl FnOnce(&mut RangeState<Kernel>, Ptr) -> Result<vm::Edited<Kernel>, ArError>,
     link: Option<SlotLink>,
 ) -> Result<(), Error> {
     let r = range(ar).ok_or(Error::InvalidArgument)?;
@@ -924,7 +925,7 @@ fn edit_range(
                 Tables::Slot(_) => return Err(Error::InvalidArgument),
             }
         }
-        let edited = s.edit(target, edit).map_err(ar_error)?;
+        let edited = edit(s, target).map_err(ar_error)?;
         let linked = match (&link, s.tables_mut()) {
             (Some(l), Tables::Root(t)) => {
                 // Cores running this root reach the slot's pages, at `l.va`, from the
@@ -988,8 +989,20 @@ fn set_seg(p: &mut ProgramObjects, a: ArSetSeg) -> Result<(), Error> {
         return Err(Error::InvalidArgument);
     }
     let id = seg.id().0;
-    let edit =
-        |r: &mut AddressRange| r.set_seg(a.va, id, a.first_page, a.pages, perms(a.flags), false);
+    let (va, first, pages, perms) = (a.va, a.first_page, a.pages, perms(a.flags));
+    // The same pages of the same segment again: a rights change, made in place (as
+    // `mprotect` does; Figure 7), the segment locked inside the range's lock as a fault
+    // locks them; anything else replaces what was mapped there.
+    let edit = |s: &mut RangeState<Kernel>, target: Ptr| {
+        let changed = <Kernel as vm::Host>::with_segment(&Kernel, &target, |seg| {
+            s.set_perms(va, id, first, pages, perms, seg)
+        })
+        .flatten();
+        match changed {
+            Some(changed) => Ok(changed),
+            None => s.edit(target, |r| r.set_seg(va, id, first, pages, perms, false)),
+        }
+    };
     edit_range(&ar, seg, edit, None)
 }
 
@@ -1016,7 +1029,9 @@ pub fn ar_set_ar(p: &mut ProgramObjects, a: ArSetAr) -> Result<u64, Error> {
     }
     let (id, va) = (child.id().0, a.va);
     let link = SlotLink { va, pd, rights: rights(perms(a.flags)), slot };
-    edit_range(&ar, child.clone(), |r| r.set_ar(va, id, perms(a.flags)), Some(link))?;
+    let edit =
+        |s: &mut RangeState<Kernel>, target| s.edit(target, |r| r.set_ar(va, id, perms(a.flags)));
+    edit_range(&ar, child.clone(), edit, Some(link))?;
     Ok(0)
 }
 

@@ -395,12 +395,12 @@ impl Sim {
         &self,
         ar: &Ptr,
         target: Ptr,
-        edit: impl FnOnce(&mut AddressRange) -> Result<Vec<addrrange::Mapping>, ArError>,
+        edit: impl FnOnce(&mut RangeState<Sim>, Ptr) -> Result<vm::Edited<Sim>, ArError>,
         link: impl FnOnce(&mut Tables),
     ) -> Result<(), ArError> {
         let edited = self
             .with_range(ar, |s| {
-                let edited = s.edit(target, edit)?;
+                let edited = edit(s, target)?;
                 link(s.tables_mut());
                 Ok(edited)
             })
@@ -423,7 +423,16 @@ impl Sim {
         perms: Perms,
     ) -> Result<(), ArError> {
         let id = seg.id;
-        let edit = |r: &mut AddressRange| r.set_seg(va, id, first_page, pages, perms, false);
+        // As the kernel: the same pages of the same segment again change rights in place.
+        let edit = |s: &mut RangeState<Sim>, target: Ptr| {
+            let changed = self
+                .with_segment(&target, |seg| s.set_perms(va, id, first_page, pages, perms, seg))
+                .flatten();
+            match changed {
+                Some(changed) => Ok(changed),
+                None => s.edit(target, |r| r.set_seg(va, id, first_page, pages, perms, false)),
+            }
+        };
         self.edit(ar, seg.clone(), edit, |_| {})
     }
 
@@ -433,7 +442,7 @@ impl Sim {
         // As the kernel's `install_slot`: the root's entry carries the splice's rights.
         let link = (Arc::downgrade(slot), perms);
         let id = slot.id;
-        let edit = |r: &mut AddressRange| r.set_ar(va, id, perms);
+        let edit = |s: &mut RangeState<Sim>, target| s.edit(target, |r| r.set_ar(va, id, perms));
         self.edit(root, slot.clone(), edit, |t| {
             t.links.insert(va, link);
         })
