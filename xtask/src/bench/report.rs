@@ -351,6 +351,11 @@ pub fn render(
             .filter(|r| text(r, "experiment") == e.name && text(r, "system") != "host")
             .collect();
         section(&mut out, e, &mine, paper, meta, &mut linux_wins);
+        if e.name == "unmap" {
+            let shootdown: Vec<&Record> =
+                records.iter().filter(|r| text(r, "experiment") == "shootdown").collect();
+            super::model::unmap_section(&mut out, &mine, &shootdown);
+        }
     }
     if let Some(e) = experiments.iter().find(|e| e.host) {
         let mine: Vec<&Record> = records.iter().filter(|r| text(r, "system") == "host").collect();
