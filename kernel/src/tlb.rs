@@ -263,6 +263,11 @@ pub fn timed_out_shootdowns() -> u64 {
 #[must_use = "frames may be freed only once the shootdown is done"]
 pub struct Shootdown {
     id: u64,
+    /// What it invalidates (sent again, straight to the cores still waiting, when one
+    /// faults: it may have been the aggregator their multicast branch went through).
+    flush: Flush,
+    /// Whether it was sent again so.
+    resent: core::cell::Cell<bool>,
 }
 
 impl Shootdown {
@@ -298,8 +303,9 @@ impl Shootdown {
             }
             (id, line_free)
         });
+        let shootdown = Shootdown { id, flush, resent: core::cell::Cell::new(false) };
         if participants.is_empty() {
-            return Shootdown { id };
+            return shootdown;
         }
         match protocol {
             // The line holds one operation at a time: while it is busy, unicast.
@@ -313,23 +319,38 @@ impl Shootdown {
                 multicast(me, id, flush, participants, protocol)
             }
         }
-        Shootdown { id }
+        shootdown
     }
 
-    /// Where the operation stands now (after declaring faulted participants failed).
+    /// Where the operation stands now (after declaring faulted participants failed). The
+    /// first time one is found faulted, the invalidation goes again straight to every core
+    /// still waiting: a faulted aggregator never forwards or answers for its branch, whose
+    /// cores would otherwise be waited for until the time limit. (A core that then hears
+    /// it twice flushes twice; an acknowledgement for cores already counted is ignored.)
     fn status(&self) -> OnePhaseStatus {
         let now = cpu::rdtsc();
-        STATE.with(|s| {
+        let (status, resend) = STATE.with(|s| {
             let Some((_, op)) = s.ops.iter_mut().find(|(id, _)| *id == self.id) else {
-                return OnePhaseStatus::Complete;
+                return (OnePhaseStatus::Complete, CoreSet::EMPTY);
             };
+            let mut faulted = false;
             for c in op.waiting_for().iter() {
                 if percpu::core(c).is_none_or(|c| c.state() == CoreState::Faulted) {
                     op.fail(c);
+                    faulted = true;
                 }
             }
-            op.status(now)
-        })
+            let resend =
+                if faulted && !self.resent.get() { op.waiting_for() } else { CoreSet::EMPTY };
+            (op.status(now), resend)
+        });
+        if !resend.is_empty() {
+            self.resent.set(true);
+            for c in resend.iter() {
+                send_invalidate(c, self.id, self.flush, CoreSet::EMPTY);
+            }
+        }
+        status
     }
 
     /// How it ended, or `None` while it is out (reads no messages: the caller's core must
@@ -594,7 +615,9 @@ pub fn on_ack(from: usize, id: u64, acked: CoreSet, failed: CoreSet) -> Result<(
             });
         }
         if let Some((_, op)) = s.ops.iter_mut().find(|(o, _)| *o == id) {
-            op.ack_many(acked).map_err(|_| ())?;
+            // Cores counted already (they heard the operation twice: see `status`) are
+            // not counted again.
+            op.ack_many(acked.minus(op.acked())).map_err(|_| ())?;
             for f in failed.iter() {
                 op.fail(f);
             }

@@ -87,6 +87,12 @@ const RUNS: &[Run] = &[
         test: "tlb.faulted_participant_does_not_hang,twophase.faulted_participant_aborts",
         ..all("tlbfault4", 4, "256M")
     },
+    // A multicast's aggregator faults before it forwards (issue M9): 2 packages of 2.
+    Run {
+        test: "tlb.faulted_aggregator_does_not_hang",
+        sockets: Some(2),
+        ..all("tlbfault4s2", 4, "256M")
+    },
     Run { test: "frames.returns_survive_a_full_channel", ..all("deaf2", 2, "256M") },
     // A million fuzzed system calls (issue 9), in a run of its own: two fuzzers, two cores
     // for what they start.
