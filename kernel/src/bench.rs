@@ -12,6 +12,7 @@
 //! (DESIGN principle 5).
 
 use crate::arch::{cpu, timer};
+use crate::mem::frames;
 use crate::monitor::protocol::Request;
 use crate::monitor::{self, CallId};
 use crate::percpu::this_core;
@@ -591,6 +592,42 @@ fn two_phase(rounds: usize, deadline: Deadline) -> Result<(), String> {
         let per_op = batch / PIPELINE as u64;
         result("twophase", k, "latency_cycles", per_op, "cycles", ",\"config\":\"pipelined\"");
     }
+    retype_rounds(&cores, rounds.min(RETYPE_ROUNDS), deadline)
+}
+
+/// Most timed retypes in one run (each moves a block there and back).
+const RETYPE_ROUNDS: usize = 20;
+
+/// A retype over two-phase commit among every online core (`config` `retype`): this core
+/// gives one block to the next core, timed until the commit is done and the frames are
+/// sent; then, untimed, that core gives the same block back once its frames arrived, so a
+/// run leaves the ownership as it found it.
+fn retype_rounds(cores: &[usize], rounds: usize, deadline: Deadline) -> Result<(), String> {
+    let me = this_core().index;
+    let to = *cores.iter().find(|&&c| c != me).ok_or(NEEDS_TWO_CORES)?;
+    let mut samples = try_vec(rounds, || 0u64)?;
+    for sample in samples.iter_mut() {
+        deadline.check()?;
+        let start = cpu::rdtsc();
+        let first = crate::retype::give(1, to).map_err(|e| format!("retype: {e}"))?;
+        *sample = cpu::rdtsc() - start;
+        let back = |_| -> Result<(), String> {
+            let last = first + physmem::BLOCK_SIZE - physmem::FRAME_SIZE;
+            while !(frames::is_free_here(first) && frames::is_free_here(last)) {
+                deadline.check()?;
+                monitor::flush_frame_returns();
+                monitor::poll();
+                cpu::pause();
+            }
+            if !frames::take_blocks_at(first, 1) {
+                return Err(format!("block {first:#x} did not arrive whole"));
+            }
+            crate::retype::give_taken(first, 1, me).map(|_| ()).map_err(|e| format!("{e}"))
+        };
+        smp::all_ok(&[to], &smp::run_on(&[to], JOB_TIMEOUT_US, &back))?;
+    }
+    let cycles = median(&mut samples).unwrap_or(0);
+    result("twophase", cores.len(), "latency_cycles", cycles, "cycles", ",\"config\":\"retype\"");
     Ok(())
 }
 

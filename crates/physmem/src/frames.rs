@@ -277,6 +277,27 @@ impl<'a> CoreFrames<'a> {
         Some(start)
     }
 
+    /// [`take_free_blocks`](Self::take_free_blocks) of the run at `start` (aligned): all or
+    /// nothing, `NotFree` if a frame of it is in use, `NotOwned` if it is not all this
+    /// core's.
+    pub fn take_blocks_at(&mut self, start: u64, count: u64) -> Result<(), FrameError> {
+        if !start.is_multiple_of(BLOCK_SIZE) {
+            return Err(FrameError::Unaligned);
+        }
+        let frames = count.checked_mul(BLOCK_FRAMES).ok_or(FrameError::NotOwned)?;
+        for f in 0..frames {
+            let addr = start.checked_add(f * FRAME_SIZE).ok_or(FrameError::NotOwned)?;
+            self.locate(addr)?;
+            if !self.is_free(addr) {
+                return Err(FrameError::NotFree);
+            }
+        }
+        for f in 0..frames {
+            self.mark_used(start + f * FRAME_SIZE)?;
+        }
+        Ok(())
+    }
+
     /// Undoes [`take_free_blocks`](Self::take_free_blocks) (the retype aborted).
     pub fn return_blocks(&mut self, start: u64, count: u64) -> Result<(), FrameError> {
         for f in 0..count * BLOCK_FRAMES {
@@ -621,6 +642,21 @@ mod tests {
         c.disown_block(far).unwrap();
         assert!(!c.owns(far) && c.adopted_blocks().next().is_none());
         assert_eq!(c.free(far), Err(FrameError::NotOwned));
+    }
+
+    #[test]
+    fn a_given_block_is_taken_back_by_address() {
+        let rr = [r(0, 2 * BF)];
+        let mut rs = vec![0; bitmap_words(&rr)];
+        let mut c = CoreFrames::new(0, &rr, &mut rs).unwrap();
+        c.mark_used(3 * K).unwrap();
+        assert_eq!(c.take_blocks_at(0, 1), Err(FrameError::NotFree));
+        assert_eq!(c.take_blocks_at(K, 1), Err(FrameError::Unaligned));
+        assert_eq!(c.take_blocks_at(BLOCK_SIZE, 2), Err(FrameError::NotOwned));
+        assert_eq!(c.free_count(), 2 * BF - 1, "a refused take takes nothing");
+        assert_eq!(c.take_blocks_at(BLOCK_SIZE, 1), Ok(()));
+        assert_eq!(c.free_count(), BF - 1);
+        assert_eq!(c.return_blocks(BLOCK_SIZE, 1), Ok(()));
     }
 
     #[test]

@@ -50,6 +50,16 @@ pub fn take_free_blocks(blocks: u64) -> Option<u64> {
     })
 }
 
+/// [`take_free_blocks`] of the run at `first`, if it is this core's and wholly free.
+pub fn take_blocks_at(first: u64, blocks: u64) -> bool {
+    let core = this_core();
+    core.frames.with(|frames| {
+        let taken = frames.take_blocks_at(first, blocks).is_ok();
+        core.set_free_frames(frames.free_count());
+        taken
+    })
+}
+
 /// Retype aborted: the giver puts the blocks it took back on its list.
 pub fn return_blocks(first: u64, blocks: u64) {
     let core = this_core();
