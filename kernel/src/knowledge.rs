@@ -89,13 +89,7 @@ pub fn compute_speed(core: usize) -> Option<u64> {
 /// the new table to every core's replica.
 pub fn remeasure_speeds() -> Result<(), String> {
     let cores = smp::online_cores();
-    let measured: Vec<AtomicU64> = (0..percpu::core_count()).map(|_| AtomicU64::new(0)).collect();
-    let measure = |i: usize| {
-        measured[i].store(compute_speed_here(), Ordering::Relaxed);
-        Ok(())
-    };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &measure))?;
-    let table: Vec<u64> = measured.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+    let table = measure_speeds(&cores)?;
     // Each core copies the table into its own replica (the call lends `table` until then).
     let store = |_| {
         SPEEDS_NOW.with(|s| {
@@ -106,6 +100,23 @@ pub fn remeasure_speeds() -> Result<(), String> {
         Ok(())
     };
     all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &store))
+}
+
+/// Each of `cores`' compute speed (indexed by core; 0 for the others), measured one core
+/// at a time: measured all at once, the cores compete for the host's CPUs when they are
+/// vCPUs (under TCG, 3 vCPUs on 2 host CPUs once measured a full-speed core at a third of
+/// its speed, below a core slowed to half), so the speeds said more about the host's
+/// scheduler than about the cores.
+fn measure_speeds(cores: &[usize]) -> Result<Vec<u64>, String> {
+    let speeds: Vec<AtomicU64> = (0..percpu::core_count()).map(|_| AtomicU64::new(0)).collect();
+    let measure = |i: usize| {
+        speeds[i].store(compute_speed_here(), Ordering::Relaxed);
+        Ok(())
+    };
+    for &core in cores {
+        all_ok(&[core], &smp::run_on(&[core], JOB_TIMEOUT_US, &measure))?;
+    }
+    Ok(speeds.iter().map(|s| s.load(Ordering::Relaxed)).collect())
 }
 
 /// Gives every online core its own replica of `skb` (each clones it into its own heap).
@@ -223,15 +234,10 @@ pub fn measure_at_boot() -> Result<(), String> {
         .collect();
     let mut skb = Skb::new(infos);
 
-    // Compute speed, all cores at once.
-    let speeds: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
-    let measure_speed = |i: usize| {
-        speeds[i].store(compute_speed_here(), Ordering::Relaxed);
-        Ok(())
-    };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &measure_speed))?;
+    // Compute speed, one core at a time.
+    let speeds = measure_speeds(&cores)?;
     for &i in &cores {
-        skb.set_compute_speed(i, speeds[i].load(Ordering::Relaxed));
+        skb.set_compute_speed(i, speeds[i]);
     }
 
     // Latency, one source core at a time so measurements do not disturb each other.
