@@ -268,7 +268,10 @@ fn enter_core_zero(pml4: u64, cores: usize) -> &'static percpu::PerCore {
     monitor::set_start_handler(crate::user::start_job);
     monitor::set_sched_handler(crate::user::sched::on_message);
     monitor::set_idle_work(crate::user::sched::idle_work);
-    monitor::set_idle_prune(crate::user::corey::prune_revocations);
+    monitor::set_idle_housekeeping(|| {
+        crate::user::corey::prune_revocations();
+        crate::twophase::resolve_orphans();
+    });
     monitor::set_two_phase_handler(crate::twophase::on_message);
     crate::twophase::set_revocation_hooks(crate::twophase::RevocationHooks {
         fits: crate::user::corey::revocation_fits,

@@ -26,7 +26,10 @@
 use crate::arch::{cpu, timer};
 use crate::monitor;
 use crate::percpu::{self, this_core, CoreState};
-use agreement::{op_id, CoreSet, Decision, OpId, Participant, TwoPhase, TwoPhaseStatus, Vote};
+use agreement::{
+    op_id, CoreSet, Decision, Knowledge, OpId, Participant, Termination, TwoPhase, TwoPhaseStatus,
+    Vote,
+};
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -103,14 +106,14 @@ impl Operation {
     const RETYPE: u64 = 2;
     const REVOKE: u64 = 3;
 
-    /// The operation as the four words a prepare carries after its kind.
-    fn encode(self) -> [u64; 5] {
+    /// The operation as the four words a prepare carries: its kind and three more.
+    fn encode(self) -> [u64; 4] {
         match self {
-            Operation::Register { register, value } => [Self::REGISTER, register, value, 0, 0],
+            Operation::Register { register, value } => [Self::REGISTER, register, value, 0],
             Operation::Retype { first, blocks, from, to } => {
-                [Self::RETYPE, first, blocks, from as u64, to as u64]
+                [Self::RETYPE, first, blocks, (from as u64) << 32 | to as u64]
             }
-            Operation::Revoke { object, share, entry } => [Self::REVOKE, object, share, entry, 0],
+            Operation::Revoke { object, share, entry } => [Self::REVOKE, object, share, entry],
         }
     }
 
@@ -120,17 +123,12 @@ impl Operation {
             Self::REGISTER => Some(Operation::Register { register: w[1], value: w[2] }),
             Self::RETYPE => {
                 let (first, blocks) = (w[1], w[2]);
-                let cores = percpu::MAX_CORES as u64;
+                let (from, to) = ((w[3] >> 32) as usize, (w[3] & u64::from(u32::MAX)) as usize);
                 let well_formed = first.is_multiple_of(physmem::BLOCK_SIZE)
                     && (1..=physmem::MAX_ADOPTED_BLOCKS as u64).contains(&blocks)
-                    && w[3] < cores
-                    && w[4] < cores;
-                well_formed.then_some(Operation::Retype {
-                    first,
-                    blocks,
-                    from: w[3] as usize,
-                    to: w[4] as usize,
-                })
+                    && from < percpu::MAX_CORES
+                    && to < percpu::MAX_CORES;
+                well_formed.then_some(Operation::Retype { first, blocks, from, to })
             }
             Self::REVOKE => Some(Operation::Revoke { object: w[1], share: w[2], entry: w[3] }),
             _ => None,
@@ -162,11 +160,18 @@ impl Operation {
 
 /// The message kinds inside the monitor's `TWO_PHASE` messages (word 0).
 mod op {
-    pub const PREPARE: u64 = 1; // [op, kind, 4 words of the operation]
+    pub const PREPARE: u64 = 1; // [op, kind, 3 words of the operation, participants]
     pub const VOTE: u64 = 2; // [op, yes]
     pub const DECIDE: u64 = 3; // [op, commit]
     pub const ACK: u64 = 4; // [op]
+    pub const QUERY: u64 = 5; // [op]: what do you know of it? (its coordinator faulted)
+    pub const KNOW: u64 = 6; // [op, agreement::Knowledge code]
 }
+
+/// Decisions a core remembers, to answer a participant whose coordinator faulted.
+const REMEMBERED: usize = 512;
+/// How often an uncertain participant asks again those that have not answered.
+const ASK_AGAIN_US: u64 = 2_000;
 
 /// An operation this core coordinates, and whether its decision has been sent.
 struct Coordinated {
@@ -179,8 +184,13 @@ struct State {
     next_seq: u64,
     coordinating: Vec<Coordinated>,
     locks: Participant<Key>,
-    /// Prepared operations.
-    prepared: Vec<(OpId, Operation)>,
+    /// Prepared operations, with their participants.
+    prepared: Vec<(OpId, Operation, CoreSet)>,
+    /// The last decisions applied here, newest last.
+    decided: alloc::collections::VecDeque<(OpId, Decision)>,
+    /// Prepared operations whose coordinator faulted, being terminated with the other
+    /// participants, and when they were last asked.
+    terminating: Vec<(Termination, u64)>,
     registers: BTreeMap<u64, Register>,
 }
 
@@ -189,6 +199,8 @@ static STATE: percpu::PerCoreState<State> = crate::per_core_state!(State {
     coordinating: Vec::new(),
     locks: Participant::new(),
     prepared: Vec::new(),
+    decided: alloc::collections::VecDeque::new(),
+    terminating: Vec::new(),
     registers: BTreeMap::new(),
 });
 
@@ -198,6 +210,8 @@ pub fn init_this_core() {
     STATE.with(|s| {
         s.coordinating.reserve(16);
         s.prepared.reserve(16);
+        s.decided.reserve(REMEMBERED);
+        s.terminating.reserve(4);
     });
 }
 
@@ -240,9 +254,9 @@ pub fn start(participants: CoreSet, operation: Operation) -> OpId {
     let w = operation.encode();
     for p in participants.iter() {
         if p == me {
-            let vote = on_prepare(op, operation);
+            let vote = on_prepare(op, operation, participants);
             let _ = coordinator_vote(op, me, vote);
-        } else if !send(p, &[op::PREPARE, op, w[0], w[1], w[2], w[3], w[4]]) {
+        } else if !send(p, &[op::PREPARE, op, w[0], w[1], w[2], w[3], participants.0]) {
             // Its channel stayed full for seconds: it will not answer.
             STATE.with(|s| {
                 s.coordinating.iter_mut().filter(|c| c.t.op() == op).for_each(|c| c.t.fail(p))
@@ -390,14 +404,14 @@ pub fn revocation_prepared_here() -> bool {
 }
 
 /// Prepare: lock what `operation` changes, keep it; the vote.
-fn on_prepare(op: OpId, operation: Operation) -> Vote {
+fn on_prepare(op: OpId, operation: Operation, participants: CoreSet) -> Vote {
     // Outside STATE: the checks read other layers' state.
     let keys = operation.keys();
     let can_apply = operation.can_apply();
     STATE.with(|s| {
         let vote = s.locks.prepare(op, &keys, can_apply);
         if vote == Vote::Yes && !s.prepared.iter().any(|p| p.0 == op) {
-            s.prepared.push((op, operation));
+            s.prepared.push((op, operation, participants));
             if let Operation::Revoke { .. } = operation {
                 REVOCATIONS_PREPARED[this_core().index].fetch_add(1, Ordering::Relaxed);
             }
@@ -411,7 +425,12 @@ fn on_decide(op: OpId, decision: Decision) {
     let operation = STATE.with(|s| {
         s.locks.decide(op, decision);
         let i = s.prepared.iter().position(|p| p.0 == op)?;
-        let (_, operation) = s.prepared.swap_remove(i);
+        let (_, operation, _) = s.prepared.swap_remove(i);
+        s.terminating.retain(|(t, _)| t.op() != op);
+        if s.decided.len() == REMEMBERED {
+            s.decided.pop_front();
+        }
+        s.decided.push_back((op, decision));
         if let Operation::Revoke { .. } = operation {
             REVOCATIONS_PREPARED[this_core().index].fetch_sub(1, Ordering::Relaxed);
         }
@@ -443,8 +462,8 @@ pub fn on_message(from: usize, words: [u64; PAYLOAD_WORDS]) -> Result<(), ()> {
     let op = words[1];
     match words[0] {
         op::PREPARE => {
-            let operation = Operation::decode(&words[2..]);
-            let vote = operation.map_or(Vote::No, |o| on_prepare(op, o));
+            let operation = Operation::decode(&words[2..6]);
+            let vote = operation.map_or(Vote::No, |o| on_prepare(op, o, CoreSet(words[6])));
             send(from, &[op::VOTE, op, (vote == Vote::Yes) as u64]);
             operation.map(|_| ()).ok_or(())
         }
@@ -457,6 +476,116 @@ pub fn on_message(from: usize, words: [u64; PAYLOAD_WORDS]) -> Result<(), ()> {
             Ok(())
         }
         op::ACK => coordinator_ack(op, from),
+        op::QUERY => {
+            on_query(from, op);
+            Ok(())
+        }
+        op::KNOW => match Knowledge::from_code(words[2]) {
+            Some(knows) => {
+                on_know(op, from, knows);
+                Ok(())
+            }
+            None => Err(()),
+        },
         _ => Err(()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// A faulted coordinator (`agreement::Termination`): its participants that voted Yes ask
+// each other what they know instead of holding their locks forever.
+
+fn faulted(core: usize) -> bool {
+    percpu::core(core).is_none_or(|c| c.state() == CoreState::Faulted)
+}
+
+/// A participant asks what this core knows of `op`. It answers only once it has read
+/// everything the operation's (faulted) coordinator sent it, so no decision on its way
+/// can arrive after its answer; until then the asker asks again.
+fn on_query(from: usize, op: OpId) {
+    let coordinator = agreement::op_initiator(op);
+    if monitor::has_messages_from(coordinator) {
+        return;
+    }
+    let knows = STATE.with(|s| {
+        if s.prepared.iter().any(|p| p.0 == op) {
+            Knowledge::Uncertain
+        } else {
+            match s.decided.iter().rev().find(|d| d.0 == op) {
+                Some((_, Decision::Commit)) => Knowledge::Committed,
+                Some((_, Decision::Abort)) => Knowledge::Aborted,
+                None => Knowledge::NeverPrepared,
+            }
+        }
+    });
+    send(from, &[op::KNOW, op, knows.code()]);
+}
+
+/// Core `from` answered a query of this core's.
+fn on_know(op: OpId, from: usize, knows: Knowledge) {
+    let decision = STATE.with(|s| {
+        let (t, _) = s.terminating.iter_mut().find(|(t, _)| t.op() == op)?;
+        t.answer(from, knows)
+    });
+    if let Some(d) = decision {
+        on_decide(op, d);
+    }
+}
+
+/// Terminates the operations this core holds prepared whose coordinator faulted: asks the
+/// other participants (again, every [`ASK_AGAIN_US`], those that have not answered), and
+/// applies the outcome once there is one. The idle loop and calls waiting for a
+/// revocation's decision run it.
+pub fn resolve_orphans() {
+    let me = this_core().index;
+    let now = cpu::rdtsc();
+    let again = timer::us_to_tsc(ASK_AGAIN_US);
+    let mut ask: Vec<(OpId, CoreSet)> = Vec::new();
+    let mut decided: Vec<(OpId, Decision)> = Vec::new();
+    let orphans: Vec<(OpId, CoreSet)> = STATE.with(|s| {
+        s.prepared
+            .iter()
+            .filter(|p| faulted(agreement::op_initiator(p.0)))
+            .map(|p| (p.0, p.2))
+            .collect()
+    });
+    for (op, participants) in orphans {
+        let coordinator = agreement::op_initiator(op);
+        // Whatever the coordinator sent is read first: its decision may be among it.
+        if monitor::has_messages_from(coordinator) {
+            continue;
+        }
+        STATE.with(|s| {
+            if !s.prepared.iter().any(|p| p.0 == op) {
+                return; // decided meanwhile
+            }
+            if !s.terminating.iter().any(|(t, _)| t.op() == op) {
+                s.terminating.push((Termination::new(op, participants, me, coordinator), 0));
+            }
+            let Some((t, asked)) = s.terminating.iter_mut().find(|(t, _)| t.op() == op) else {
+                return;
+            };
+            for c in t.waiting().iter() {
+                if faulted(c) {
+                    t.fail(c);
+                }
+            }
+            match t.decision() {
+                Some(d) => decided.push((op, d)),
+                None if now.saturating_sub(*asked) >= again => {
+                    *asked = now;
+                    ask.push((op, t.waiting()));
+                }
+                None => {}
+            }
+        });
+    }
+    for (op, d) in decided {
+        on_decide(op, d);
+    }
+    for (op, cores) in ask {
+        for c in cores.iter() {
+            send(c, &[op::QUERY, op]);
+        }
     }
 }

@@ -84,7 +84,8 @@ const RUNS: &[Run] = &[
     // A TLB shootdown's participant faults before it reads the invalidation; then a
     // two-phase operation names the faulted core (issue M9).
     Run {
-        test: "tlb.faulted_participant_does_not_hang,twophase.faulted_participant_aborts",
+        test: "tlb.faulted_participant_does_not_hang,twophase.faulted_participant_aborts,\
+               twophase.faulted_coordinator_leaves_no_lock",
         ..all("tlbfault4", 4, "256M")
     },
     // A multicast's aggregator faults before it forwards (issue M9): 2 packages of 2.

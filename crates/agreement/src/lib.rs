@@ -51,6 +51,7 @@ mod backoff;
 mod coreset;
 mod one_phase;
 mod participant;
+mod termination;
 mod two_phase;
 
 pub use aggregation::Aggregation;
@@ -58,6 +59,7 @@ pub use backoff::{retry_backoff, BACKOFF_BASE, BACKOFF_MAX_SHIFT};
 pub use coreset::{CoreIter, CoreSet};
 pub use one_phase::{OnePhase, OnePhaseStatus};
 pub use participant::Participant;
+pub use termination::{Knowledge, Termination};
 pub use two_phase::{op_id, op_initiator, Decision, OpId, TwoPhase, TwoPhaseStatus, Vote};
 
 /// Why an acknowledgement or vote was refused. Messages come from other cores, so a bad one

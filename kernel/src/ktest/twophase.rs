@@ -20,6 +20,13 @@ kernel_test!(
     true,
     faulted_participant_aborts
 );
+kernel_test!(
+    FAULTED_COORDINATOR,
+    "twophase.faulted_coordinator_leaves_no_lock",
+    3,
+    true,
+    faulted_coordinator_leaves_no_lock
+);
 
 /// (Run after `tlb.faulted_participant_does_not_hang` left a core faulted, run `tlbfault4`.)
 /// An operation naming the faulted core as a participant aborts at once (a faulted core
@@ -56,6 +63,78 @@ fn faulted_participant_aborts() -> Result<(), String> {
         return Err("a live core still holds a lock of the aborted operation".into());
     }
     println!("twophase: an operation with faulted core {victim} aborted in {us} us");
+    Ok(())
+}
+
+/// (Run after the shootdown test, in `tlbfault4`.) A coordinator prepares an operation on
+/// every live core and faults before it decides. Its participants, each holding the lock,
+/// ask each other (`agreement::Termination`), find all uncertain and abort: every lock goes,
+/// no replica applied the operation, and a new operation on the same register commits.
+fn faulted_coordinator_leaves_no_lock() -> Result<(), String> {
+    let me = this_core().index;
+    let live = smp::online_cores();
+    let coordinator = *live.iter().rev().find(|&&c| c != me).ok_or("no other core")?;
+    let others: Vec<usize> = live.iter().copied().filter(|&c| c != coordinator).collect();
+    if others.len() < 2 {
+        return Err(format!("needs 3 live cores, {} are", live.len()));
+    }
+    let all: CoreSet = live.iter().copied().collect();
+    let register = 5_000_000 + this_core().ticks();
+    let crash = |_| -> Result<(), String> {
+        let _ = twophase::start(all, reg(register, 1));
+        let wild = 0x0000_0000_dead_0000 as *mut u64;
+        // SAFETY: deliberately not safe: this write must fault and stop this core.
+        unsafe { wild.write_volatile(1) };
+        Err("the wild write did not fault".into())
+    };
+    let call = crate::monitor::call_async(coordinator, &crash).map_err(|e| format!("{e:?}"))?;
+    let start = crate::arch::cpu::rdtsc();
+    let faulted = || {
+        crate::percpu::core(coordinator).map(|c| c.state())
+            == Some(crate::percpu::CoreState::Faulted)
+    };
+    // Until the coordinator is dead, everything it sent here read (its prepare among it),
+    // and this core no longer prepared: meanwhile this core serves its channels and
+    // terminates what it holds (the others do so when idle).
+    while !faulted()
+        || crate::monitor::has_messages_from(coordinator)
+        || twophase::prepared_here() != 0
+    {
+        if crate::arch::timer::us_since(start) > twophase::TIMEOUT_US {
+            return Err(format!(
+                "core {me} still holds {} prepared operations (coordinator faulted: {})",
+                twophase::prepared_here(),
+                faulted()
+            ));
+        }
+        crate::monitor::poll();
+        twophase::resolve_orphans();
+        core::hint::spin_loop();
+    }
+    let _ = crate::monitor::wait(call, JOB_TIMEOUT_US);
+    let waited_us = crate::arch::timer::us_since(start);
+    // Every other participant ended it too, the same way.
+    let ended = |core: usize| -> Result<(), String> {
+        let begin = crate::arch::cpu::rdtsc();
+        while twophase::prepared_here() != 0 {
+            if crate::arch::timer::us_since(begin) > twophase::TIMEOUT_US {
+                return Err(format!("core {core} still holds the faulted coordinator's lock"));
+            }
+            crate::monitor::poll();
+            twophase::resolve_orphans();
+            core::hint::spin_loop();
+        }
+        match twophase::register(register).applied {
+            0 => Ok(()),
+            n => Err(format!("core {core} applied the undecided operation {n} times")),
+        }
+    };
+    all_ok(&others, &smp::run_on(&others, JOB_TIMEOUT_US, &ended))?;
+    let survivors: CoreSet = others.iter().copied().collect();
+    if twophase::commit(survivors, reg(register, 2)) != Decision::Commit {
+        return Err("an operation on the register aborted after the termination".into());
+    }
+    println!("twophase: coordinator {coordinator} faulted undecided; its participants aborted in {waited_us} us");
     Ok(())
 }
 

@@ -497,13 +497,14 @@ pub fn set_idle_work(work: fn() -> bool) {
     IDLE_WORK.call_once(|| work);
 }
 
-/// What the idle loop lets go of before the core sleeps (the user layer's revocation log
-/// entries of objects that are gone; installed at boot).
-static IDLE_PRUNE: spin::Once<fn()> = spin::Once::new();
+/// What the upper layers do before this core sleeps (let go of revocation log entries of
+/// objects that are gone; terminate two-phase operations whose coordinator faulted;
+/// installed at boot).
+static IDLE_HOUSEKEEPING: spin::Once<fn()> = spin::Once::new();
 
-/// Installs what the idle loop lets go of before sleeping (once, at boot).
-pub fn set_idle_prune(prune: fn()) {
-    IDLE_PRUNE.call_once(|| prune);
+/// Installs what the upper layers do before the core sleeps (once, at boot).
+pub fn set_idle_housekeeping(work: fn()) {
+    IDLE_HOUSEKEEPING.call_once(|| work);
 }
 
 /// Whether calls or starts wait for this core's running thread to leave it (the
@@ -531,6 +532,12 @@ pub fn notify(to: usize) {
             apic::send_ipi(core.apic_id, trap::VECTOR_WAKE);
         }
     }
+}
+
+/// Whether core `from`'s channel to this core has a message waiting (headers only). Once a
+/// faulted core's channel says no, every message it ever sent here has been read.
+pub fn has_messages_from(from: usize) -> bool {
+    with(|m| m.receivers.get(from).and_then(Option::as_ref).is_some_and(|rx| rx.has_message()))
 }
 
 /// Whether this core has a message waiting (headers only) or a broadcast to read.
@@ -807,10 +814,11 @@ pub fn idle_once(core: &PerCore) {
         cpu::pause();
     }
     flush_frame_returns();
-    // Before sleeping, what is held lazily goes: revocation log entries of objects that
-    // are gone, then the heap's free top (back to the frame list).
-    if let Some(prune) = IDLE_PRUNE.get() {
-        prune();
+    // Before sleeping, the upper layers' housekeeping (what they hold lazily goes,
+    // operations orphaned by a faulted core end), then the heap's free top goes back to
+    // the frame list.
+    if let Some(work) = IDLE_HOUSEKEEPING.get() {
+        work();
     }
     crate::mem::heap::trim_this_core();
     cpu::disable_interrupts();

@@ -620,6 +620,8 @@ fn revocation_barrier() -> Result<(), Error> {
                 return Err(Error::Busy);
             }
             crate::monitor::poll();
+            // Its coordinator may have faulted: then the participants decide among them.
+            crate::twophase::resolve_orphans();
             cpu::pause();
         }
     }
