@@ -42,32 +42,18 @@ pub fn owner_of(pa: u64) -> Option<usize> {
 /// Retype, the giver's first step: takes `blocks` contiguous, wholly free blocks off this
 /// core's list (as if allocated); the first one's address.
 pub fn take_free_blocks(blocks: u64) -> Option<u64> {
-    let core = this_core();
-    core.frames.with(|frames| {
-        let first = frames.take_free_blocks(blocks);
-        core.set_free_frames(frames.free_count());
-        first
-    })
+    with_frames(|frames| frames.take_free_blocks(blocks))
 }
 
 /// [`take_free_blocks`] of the run at `first`, if it is this core's and wholly free.
 pub fn take_blocks_at(first: u64, blocks: u64) -> bool {
-    let core = this_core();
-    core.frames.with(|frames| {
-        let taken = frames.take_blocks_at(first, blocks).is_ok();
-        core.set_free_frames(frames.free_count());
-        taken
-    })
+    with_frames(|frames| frames.take_blocks_at(first, blocks).is_ok())
 }
 
 /// Retype aborted: the giver puts the blocks it took back on its list.
 pub fn return_blocks(first: u64, blocks: u64) {
-    let core = this_core();
-    core.frames.with(|frames| {
-        // Cannot fail: the giver took exactly these frames and nobody else had them.
-        let _ = frames.return_blocks(first, blocks);
-        core.set_free_frames(frames.free_count());
-    })
+    // Cannot fail: the giver took exactly these frames and nobody else had them.
+    let _ = with_frames(|frames| frames.return_blocks(first, blocks));
 }
 
 /// Whether this core can take part in retyping `blocks` blocks from `first` to `to`: its
@@ -87,14 +73,13 @@ pub fn apply_retype(first: u64, blocks: u64, from: usize, to: usize) {
     if me.index != from && me.index != to {
         return;
     }
-    me.frames.with(|frames| {
+    with_frames(|frames| {
         for b in 0..blocks {
             let block = first + b * BLOCK_SIZE;
             // Cannot fail: the prepare checked the room, and the giver took the blocks.
             let _ =
                 if me.index == to { frames.adopt_block(block) } else { frames.disown_block(block) };
         }
-        me.set_free_frames(frames.free_count());
     });
 }
 
@@ -120,12 +105,7 @@ pub fn is_free_here(pa: u64) -> bool {
 /// Takes free frame `pa` of this core off its list, as if allocated (tests); whether it
 /// was there.
 pub fn claim_here(pa: u64) -> bool {
-    let core = this_core();
-    core.frames.with(|frames| {
-        let taken = frames.mark_used(pa).is_ok();
-        core.set_free_frames(frames.free_count());
-        taken
-    })
+    with_frames(|frames| frames.mark_used(pa).is_ok())
 }
 
 /// The blocks this core's replica records as retyped, as (block, owner).
@@ -135,12 +115,7 @@ pub fn retyped_here() -> alloc::vec::Vec<(u64, usize)> {
 
 /// Allocates a frame from the calling core's own list. Returns its physical address.
 pub fn alloc() -> Option<u64> {
-    let core = this_core();
-    core.frames.with(|frames| {
-        let pa = frames.alloc();
-        core.set_free_frames(frames.free_count());
-        pa
-    })
+    with_frames(|frames| frames.alloc())
 }
 
 /// Frees frame `pa`: into the local list if this core owns it, otherwise into this core's
@@ -280,9 +255,15 @@ pub fn take_back(pa: u64) -> Result<bool, FrameError> {
 
 /// Puts frame `pa`, which this core owns, back on its list.
 fn free_here(pa: u64) -> Result<(), FrameError> {
+    with_frames(|frames| frames.free(pa))
+}
+
+/// Runs `f` on this core's frame list, then publishes its free count (what other cores
+/// and the object layer's reserve checks read).
+fn with_frames<R>(f: impl FnOnce(&mut physmem::CoreFrames<'static>) -> R) -> R {
     let core = this_core();
     core.frames.with(|frames| {
-        let r = frames.free(pa);
+        let r = f(frames);
         core.set_free_frames(frames.free_count());
         r
     })
