@@ -166,6 +166,29 @@ impl<H: Host> RangeState<H> {
         Ok(Edited { released, unmapped, unlinked, span })
     }
 
+    /// `ar_set_seg(va, target, first_page, pages, perms)`: a rights change in place
+    /// (`set_perms`, below) when the range maps these very pages of the segment
+    /// already, the segment locked through `host` inside this range's lock, as a fault
+    /// locks them; otherwise the mapping is replaced ([`RangeState::edit`]).
+    pub fn set_seg(
+        &mut self,
+        host: &H,
+        target: Arc<H::Object>,
+        va: u64,
+        first_page: u64,
+        pages: u64,
+        perms: Perms,
+    ) -> Result<Edited<H>, ArError> {
+        let id = H::id(&target);
+        let changed = host
+            .with_segment(&target, |seg| self.set_perms(va, id, first_page, pages, perms, seg))
+            .flatten();
+        match changed {
+            Some(changed) => Ok(changed),
+            None => self.edit(target, |r| r.set_seg(va, id, first_page, pages, perms, false)),
+        }
+    }
+
     /// The rights change of `ar_set_seg` when it maps the same pages of the same segment
     /// again (Multikernel §5.1, Figure 7's rights reduction; Linux's `mprotect`): the
     /// mapping's rights change in place, and so do the entries already in the tables,
@@ -177,8 +200,7 @@ impl<H: Host> RangeState<H> {
     /// shootdown must invalidate; entries that only gained rights need none: a stale
     /// entry with fewer rights faults, and the fault finds the new one). `None` when the
     /// call is more than a rights change: make it with [`RangeState::edit`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn set_perms(
+    fn set_perms(
         &mut self,
         va: u64,
         seg: u64,

@@ -905,7 +905,7 @@ struct SlotLink<'a> {
 
 /// Applies `edit` to range `ar`, which maps `target` afterwards (`vm::RangeState::edit`:
 /// the range's references, and the pages of every removed mapping unmapped from its
-/// tables, removed slots unlinked; or `vm::RangeState::set_perms`: entries' rights changed
+/// tables, removed slots unlinked; or `vm::RangeState::set_seg`'s rights change
 /// in place), and links `link`'s slot into its tables, all under
 /// the range's lock. The table the link needs is made before the edit, so a refusal
 /// leaves everything as it was. The cores that may hold what was taken out are shot down
@@ -988,21 +988,9 @@ fn set_seg(p: &mut ProgramObjects, a: ArSetSeg) -> Result<(), Error> {
     if a.flags & !(map::WRITE | map::EXEC) != 0 {
         return Err(Error::InvalidArgument);
     }
-    let id = seg.id().0;
     let (va, first, pages, perms) = (a.va, a.first_page, a.pages, perms(a.flags));
-    // The same pages of the same segment again: a rights change, made in place (as
-    // `mprotect` does; Figure 7), the segment locked inside the range's lock as a fault
-    // locks them; anything else replaces what was mapped there.
-    let edit = |s: &mut RangeState<Kernel>, target: Ptr| {
-        let changed = <Kernel as vm::Host>::with_segment(&Kernel, &target, |seg| {
-            s.set_perms(va, id, first, pages, perms, seg)
-        })
-        .flatten();
-        match changed {
-            Some(changed) => Ok(changed),
-            None => s.edit(target, |r| r.set_seg(va, id, first, pages, perms, false)),
-        }
-    };
+    let edit =
+        |s: &mut RangeState<Kernel>, target| s.set_seg(&Kernel, target, va, first, pages, perms);
     edit_range(&ar, seg, edit, None)
 }
 

@@ -422,17 +422,8 @@ impl Sim {
         pages: u64,
         perms: Perms,
     ) -> Result<(), ArError> {
-        let id = seg.id;
-        // As the kernel: the same pages of the same segment again change rights in place.
-        let edit = |s: &mut RangeState<Sim>, target: Ptr| {
-            let changed = self
-                .with_segment(&target, |seg| s.set_perms(va, id, first_page, pages, perms, seg))
-                .flatten();
-            match changed {
-                Some(changed) => Ok(changed),
-                None => s.edit(target, |r| r.set_seg(va, id, first_page, pages, perms, false)),
-            }
-        };
+        let edit =
+            |s: &mut RangeState<Sim>, target| s.set_seg(self, target, va, first_page, pages, perms);
         self.edit(ar, seg.clone(), edit, |_| {})
     }
 
