@@ -276,8 +276,7 @@ pub fn poll(op: OpId) -> Option<Decision> {
         let t = &mut c.t;
         let waiting = t.stragglers();
         for c in t.participants().iter() {
-            let faulted = percpu::core(c).is_none_or(|c| c.state() == CoreState::Faulted);
-            if faulted && (waiting.contains(c) || t.decision().is_none()) {
+            if faulted(c) && (waiting.contains(c) || t.decision().is_none()) {
                 t.fail(c);
             }
         }

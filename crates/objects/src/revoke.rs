@@ -80,13 +80,18 @@ impl<P: Payload> RevokeLog<P> {
         self.committed
     }
 
-    /// Whether another revocation fits, after dropping those whose object is gone (and
-    /// the memory of an emptied log).
-    pub fn has_room(&mut self) -> bool {
+    /// Drops the entries whose object is gone (and the memory of an emptied log): no holder
+    /// can need them.
+    pub fn prune(&mut self) {
         self.entries.retain(|(_, weak)| weak.as_ref().is_none_or(|w| w.strong_count() > 0));
         if self.entries.is_empty() {
             self.entries = Vec::new();
         }
+    }
+
+    /// Whether another revocation fits, after [`prune`](Self::prune).
+    pub fn has_room(&mut self) -> bool {
+        self.prune();
         self.entries.len() < MAX_REVOCATIONS
     }
 

@@ -714,9 +714,7 @@ pub fn apply_revocation(object: u64, share: u64, entry: u64) {
 /// Lets go of the log entries whose objects are gone (the memory they kept): at each
 /// vote, when the core goes idle, and when a test counts what the kernel holds.
 pub fn prune_revocations() {
-    REVOCATIONS.with(|l| {
-        l.has_room();
-    });
+    REVOCATIONS.with(|l| l.prune());
 }
 
 /// Brings `p`'s share set up to date with this core's revocations (before a call names an
