@@ -306,7 +306,7 @@ fn retype(args: &str) -> Result<(), String> {
         return Err(USAGE.into());
     };
     let start = crate::arch::cpu::rdtsc();
-    let first = crate::retype::give(blocks, to).map_err(|e| format!("retype: {e}"))?;
+    let first = crate::retype::give(blocks, to).map_err(|e| format!("{e}"))?;
     let us = crate::arch::timer::us_since(start);
     let end = first + blocks * physmem::BLOCK_SIZE;
     println!(

@@ -42,7 +42,10 @@ impl core::fmt::Display for RetypeError {
         f.write_str(match self {
             RetypeError::BadArgument => "bad block count or receiving core",
             RetypeError::NoFreeBlocks => "no run of that many wholly free blocks here",
-            RetypeError::Aborted => "a core refused or did not answer: nothing changed",
+            RetypeError::Aborted => {
+                "a core refused (a block is being retyped, or a replica or the receiver has no \
+                 room: a core adopts at most 64 blocks) or did not answer: nothing changed"
+            }
         })
     }
 }
