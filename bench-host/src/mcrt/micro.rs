@@ -1,13 +1,14 @@
 //! `mcrt_micro`, McRT Table 1: thread create (255), mutex lock/release (1000), and a
 //! context switch between two threads (1000: `mcrt` is a yield through the scheduler,
-//! `mcrt-context` the bare switch under it), in µs for those iterations as the paper
+//! `mcrt-context` the bare switch under it; `-shared-fpu` the same with
+//! `FpuControl::Shared`, which does not keep each thread's MXCSR and x87 control word), in µs for those iterations as the paper
 //! reports them; McRT against `std::thread` (Linux's native threads), `corosensei` and
 //! `generator` coroutines, and `parking_lot`/`std` mutexes, in one run on one CPU.
 
 use super::{line, median_of};
 use mcrt::hosted::LinuxHost;
 use mcrt::sync::{Mutex, MutexKind};
-use mcrt::{Config, Policy};
+use mcrt::{Config, FpuControl, Policy};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -96,9 +97,11 @@ fn std_mutex() -> f64 {
     us(start)
 }
 
-/// McRT: two threads on one processor yield to each other 1000 times in all.
-pub fn mcrt_switch() -> f64 {
-    on_mcrt(|| {
+/// McRT: two threads on one processor yield to each other 1000 times in all, with switches
+/// keeping the FPU control state as `fpu` says.
+pub fn mcrt_switch(fpu: FpuControl) -> f64 {
+    let config = Config::new(Policy::Local, 1).with_fpu(fpu);
+    mcrt::run(config, &LinuxHost::pinned(), || {
         let go = Arc::new(AtomicU32::new(0));
         let g = go.clone();
         let other = mcrt::spawn(move || {
@@ -117,6 +120,7 @@ pub fn mcrt_switch() -> f64 {
         other.join();
         t
     })
+    .expect("mcrt runs")
 }
 
 /// The two stack pointers of a bare context switch.
@@ -125,18 +129,43 @@ struct SwitchPair {
     other_sp: usize,
 }
 
-/// The other side of a bare switch: switches straight back, forever.
-extern "C" fn bounce(pair: usize) -> ! {
-    let pair = pair as *mut SwitchPair;
-    loop {
-        // SAFETY: `pair` outlives every switch into this context (see `mcrt_context`).
-        unsafe { mcrt::context::switch(&raw mut (*pair).other_sp, (*pair).main_sp) };
+/// McRT's switch (`FpuControl::Shared` if `SHARED`) from the context saved in `*save` to
+/// `next`, inlined into the loops that time it.
+///
+/// # Safety
+/// As `mcrt::context::switch`.
+#[inline(always)]
+unsafe fn bare_switch<const SHARED: bool>(save: *mut usize, next: usize) {
+    // SAFETY: as the caller promised.
+    unsafe {
+        if SHARED {
+            mcrt::context::switch_sharing_fpu(save, next)
+        } else {
+            mcrt::context::switch(save, next)
+        }
     }
 }
 
-/// McRT's switch alone (`mcrt::context::switch`, with the FPU control words), no scheduler:
-/// 500 switch-and-back pairs (1000 switches), the mechanism corosensei's resume+yield is.
-pub fn mcrt_context() -> f64 {
+/// The other side of a bare switch: switches straight back, forever.
+extern "C" fn bounce<const SHARED: bool>(pair: usize) -> ! {
+    let pair = pair as *mut SwitchPair;
+    loop {
+        // SAFETY: `pair` outlives every switch into this context (see `mcrt_context`).
+        unsafe { bare_switch::<SHARED>(&raw mut (*pair).other_sp, (*pair).main_sp) }
+    }
+}
+
+/// McRT's switch alone, no scheduler: 500 switch-and-back pairs (1000 switches), the
+/// mechanism corosensei's resume+yield is; with the FPU control words kept (`Saved`) or
+/// not (`Shared`, as corosensei).
+pub fn mcrt_context(fpu: FpuControl) -> f64 {
+    match fpu {
+        FpuControl::Saved => bare_switches::<false>(),
+        FpuControl::Shared => bare_switches::<true>(),
+    }
+}
+
+fn bare_switches<const SHARED: bool>() -> f64 {
     let stack = mcrt::context::Stack::new().expect("stack");
     let top = stack.base() as usize + mcrt::context::STACK_BYTES - mcrt::context::STACK_RESERVED;
     let mut pair = Box::new(SwitchPair { main_sp: 0, other_sp: 0 });
@@ -145,10 +174,10 @@ pub fn mcrt_context() -> f64 {
     // after the last switch back, and the suspended context holds nothing that needs
     // dropping, so freeing its stack then is sound.
     unsafe {
-        (*p).other_sp = mcrt::context::prepare(top & !15, bounce, p as usize);
+        (*p).other_sp = mcrt::context::prepare(top & !15, bounce::<SHARED>, p as usize);
         let start = Instant::now();
         for _ in 0..SWITCHES / 2 {
-            mcrt::context::switch(&raw mut (*p).main_sp, (*p).other_sp);
+            bare_switch::<SHARED>(&raw mut (*p).main_sp, (*p).other_sp);
         }
         let t = us(start);
         drop(stack);
@@ -240,8 +269,14 @@ pub fn run(quick: bool) -> Vec<String> {
     }
     put("mutex1000", "parking_lot", median_of(trials, parking_lot_mutex));
     put("mutex1000", "std-mutex", median_of(trials, std_mutex));
-    put("switch1000", "mcrt", median_of(trials, mcrt_switch));
-    put("switch1000", "mcrt-context", median_of(trials, mcrt_context));
+    for (fpu, suffix) in [(FpuControl::Saved, ""), (FpuControl::Shared, "-shared-fpu")] {
+        put("switch1000", &format!("mcrt{suffix}"), median_of(trials, || mcrt_switch(fpu)));
+        put(
+            "switch1000",
+            &format!("mcrt-context{suffix}"),
+            median_of(trials, || mcrt_context(fpu)),
+        );
+    }
     put("switch1000", "std-thread", median_of(trials, std_switch));
     put("switch1000", "corosensei", median_of(trials, corosensei_switch));
     put("switch1000", "generator", median_of(trials, generator_switch));

@@ -14,6 +14,21 @@ pub enum QueueLock {
     Ticket,
 }
 
+/// Whether a thread switch keeps each thread's FPU control state (MXCSR and the x87
+/// control word, which the System V ABI makes callee-saved).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FpuControl {
+    /// Each thread keeps its own (`mcrt::context::switch`): a switch reads both words.
+    Saved,
+    /// All threads share one (`mcrt::context::switch_sharing_fpu`), as coroutine libraries
+    /// such as `corosensei` do: a thread that changes rounding or exception masks must put
+    /// them back before it yields or blocks (a new thread's first run loads the defaults).
+    /// Reading MXCSR (`stmxcsr`) alone costs more
+    /// than the rest of a switch on some x86 cores (3.4 ns on the EPYC this was measured
+    /// on, against 1.1 ns for the switch; `make bench-host`, `mcrt_micro`).
+    Shared,
+}
+
 /// A named mapping of processors to queues (§2.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
@@ -70,6 +85,8 @@ pub struct Config {
     pub lock: QueueLock,
     /// The policy this mapping came from (for reports), if any.
     pub policy: Option<Policy>,
+    /// Whether switches keep each thread's FPU control state (default: yes).
+    pub fpu: FpuControl,
 }
 
 impl Config {
@@ -120,6 +137,7 @@ impl Config {
             spawn_to,
             lock: QueueLock::Tts,
             policy: Some(policy),
+            fpu: FpuControl::Saved,
         }
     }
 
@@ -141,6 +159,7 @@ impl Config {
             spawn_to: if spawn_to.is_empty() { alloc::vec![alloc::vec![0]] } else { spawn_to },
             lock: QueueLock::Tts,
             policy: None,
+            fpu: FpuControl::Saved,
         }
     }
 
@@ -150,12 +169,19 @@ impl Config {
         self
     }
 
-    /// Parses words such as `stealing p=4 lock=ticket` (policy, then options; defaults:
-    /// `stealing`, `default_processors`, `lock=tts`).
+    /// The same mapping with switches keeping the FPU control state as `fpu` says.
+    pub fn with_fpu(mut self, fpu: FpuControl) -> Config {
+        self.fpu = fpu;
+        self
+    }
+
+    /// Parses words such as `stealing p=4 lock=ticket fpu=shared` (policy, then options;
+    /// defaults: `stealing`, `default_processors`, `lock=tts`, `fpu=saved`).
     pub fn parse(text: &str, default_processors: usize) -> Result<Config, &'static str> {
         let mut policy = Policy::Stealing;
         let mut p = default_processors;
         let mut lock = QueueLock::Tts;
+        let mut fpu = FpuControl::Saved;
         for word in text.split_whitespace() {
             if let Some(n) = word.strip_prefix("p=") {
                 p = n.parse().map_err(|_| "p= wants a number")?;
@@ -168,12 +194,18 @@ impl Config {
                     "ticket" => QueueLock::Ticket,
                     _ => return Err("lock= wants tts or ticket"),
                 };
+            } else if let Some(f) = word.strip_prefix("fpu=") {
+                fpu = match f {
+                    "saved" => FpuControl::Saved,
+                    "shared" => FpuControl::Shared,
+                    _ => return Err("fpu= wants saved or shared"),
+                };
             } else {
                 policy = Policy::parse(word)
                     .ok_or("unknown policy (single, local, sharing, stealing, neighbour)")?;
             }
         }
-        Ok(Config::new(policy, p).with_lock(lock))
+        Ok(Config::new(policy, p).with_lock(lock).with_fpu(fpu))
     }
 
     /// Checks the mapping: every queue index is below Q, every processor snoops at least
@@ -232,5 +264,8 @@ mod tests {
         assert!(Config::parse("p=0", 1).is_err());
         assert!(Config::parse("bogus", 1).is_err());
         assert!(Config::parse("lock=mcs", 1).is_err());
+        assert_eq!(Config::parse("local", 1).unwrap().fpu, FpuControl::Saved);
+        assert_eq!(Config::parse("local fpu=shared", 1).unwrap().fpu, FpuControl::Shared);
+        assert!(Config::parse("fpu=none", 1).is_err());
     }
 }

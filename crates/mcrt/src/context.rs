@@ -165,21 +165,13 @@ pub fn stack_base_of_sp() -> usize {
 /// # Safety
 /// `top` is the 16-aligned top of a stack the caller owns, with at least 64 bytes below it.
 pub unsafe fn prepare(top: usize, entry: extern "C" fn(usize) -> !, task: usize) -> usize {
-    // The frame `mcrt_switch` pops: FPU word, r15, r14, r13, r12, rbx, rbp, return address.
-    // After its `ret` the stack pointer is `top`, 16-aligned, as `mcrt_trampoline`'s call
-    // needs.
-    let sp = top - 64;
+    // The frame a switch resumes (see [`switch`]): the resume address, here the trampoline,
+    // then the FPU word; the trampoline then finds the function and its argument. After
+    // it has taken them the stack pointer is `top`, 16-aligned, as its `call` needs.
+    let sp = top - 32;
     let frame = sp as *mut u64;
-    let words = [
-        INITIAL_FPU,
-        0,
-        0,
-        task as u64,               // r13: the argument
-        entry as *const () as u64, // r12: the function
-        0,
-        0,
-        mcrt_trampoline as *const () as u64,
-    ];
+    let words =
+        [mcrt_trampoline as *const () as u64, INITIAL_FPU, entry as *const () as u64, task as u64];
     for (i, w) in words.iter().enumerate() {
         // SAFETY: the caller owns the 64 bytes below `top`.
         unsafe { frame.add(i).write(*w) };
@@ -188,69 +180,103 @@ pub unsafe fn prepare(top: usize, entry: extern "C" fn(usize) -> !, task: usize)
 }
 
 extern "C" {
-    /// Saves the callee-saved registers and FPU control state on the current stack, stores
-    /// the stack pointer in `*save`, and continues on the stack `next` with the state saved
-    /// there.
-    fn mcrt_switch(save: *mut usize, next: usize);
-    /// A new thread's first return address: calls `r12(r13)`.
+    /// A new thread's first resume address: loads its FPU word, then calls `entry(task)`
+    /// from the frame [`prepare`] made.
     fn mcrt_trampoline();
 }
 
 global_asm!(
-    ".globl mcrt_switch",
-    "mcrt_switch:",
-    "push rbp",
-    "push rbx",
-    "push r12",
-    "push r13",
-    "push r14",
-    "push r15",
-    "sub rsp, 8",
-    "stmxcsr [rsp]",
-    "fnstcw [rsp + 4]",
-    // Reloading the control words costs more than comparing them: most threads never
-    // change them, so reload only what differs. (Each is read back at the size it was
-    // stored, so the loads are forwarded from the stores.)
-    "mov eax, [rsp]",
-    "movzx ecx, word ptr [rsp + 4]",
-    "mov [rdi], rsp",
-    "mov rsp, rsi",
-    "cmp eax, [rsp]",
-    "jne 3f",
-    "cmp cx, [rsp + 4]",
-    "je 2f",
-    "3:",
-    "ldmxcsr [rsp]",
-    "fldcw [rsp + 4]",
-    "2:",
-    "add rsp, 8",
-    "pop r15",
-    "pop r14",
-    "pop r13",
-    "pop r12",
-    "pop rbx",
-    "pop rbp",
-    // Not `ret`: the return stack buffer predicts the address this context called from,
-    // and we resume another context's call site. An indirect jump is predicted from the
-    // branch history instead, which a ping-pong of threads repeats (6 ns against 10 ns a
-    // switch, measured on the host).
-    "pop rdx",
-    "jmp rdx",
     ".globl mcrt_trampoline",
     "mcrt_trampoline:",
-    "mov rdi, r13",
-    "call r12",
+    "ldmxcsr [rsp]",
+    "fldcw [rsp + 4]",
+    "mov rax, [rsp + 8]",
+    "mov rdi, [rsp + 16]",
+    "add rsp, 24",
+    "xor ebp, ebp",
+    "call rax",
     "ud2",
 );
 
+/// The switch, as inline assembly that tells the compiler every register is clobbered
+/// except the two it cannot be told of (rbp, rbx), which it pushes: so the compiler saves
+/// only the registers live across the switch, and in a loop saves most of them once, in
+/// the caller's prologue, instead of at every switch (as `corosensei` does). The frame left
+/// on the suspended stack: resume address, FPU word (MXCSR, x87 control word), rbx, rbp.
+/// `$save` stores the FPU word (or not) and leaves its two halves in eax and ecx for the
+/// resumed side; `$restore` is what the resumed side does with them.
+macro_rules! switch_asm {
+    ($save:expr, $restore:expr, $from:expr, $to:expr) => {
+        core::arch::asm!(
+            "push rbp",
+            "push rbx",
+            "sub rsp, 8",
+            $save,
+            "lea rdx, [rip + 2f]",
+            "push rdx",
+            "mov [rdi], rsp",
+            "mov rsp, rsi",
+            // Not `ret`: the return stack buffer predicts the address this context called
+            // from, and we resume another context's. An indirect jump is predicted from
+            // the branch history instead, which a ping-pong of threads repeats.
+            "pop rdx",
+            "jmp rdx",
+            "2:",
+            $restore,
+            "add rsp, 8",
+            "pop rbx",
+            "pop rbp",
+            inout("rdi") $from => _,
+            inout("rsi") $to => _,
+            out("r12") _,
+            out("r13") _,
+            out("r14") _,
+            out("r15") _,
+            clobber_abi("C"),
+        )
+    };
+}
+
+/// Saves the FPU word and carries it to the resumed side in eax:ecx.
+macro_rules! save_fpu {
+    () => {
+        "stmxcsr [rsp]\nfnstcw [rsp + 4]\nmov eax, [rsp]\nmovzx ecx, word ptr [rsp + 4]"
+    };
+}
+
+/// The resumed side: reloading the control words costs more than comparing them, and most
+/// threads never change them, so reload only if they differ from the switcher's.
+macro_rules! restore_fpu {
+    () => {
+        "cmp eax, [rsp]\njne 3f\ncmp cx, [rsp + 4]\nje 4f\n3:\nldmxcsr [rsp]\nfldcw [rsp + 4]\n4:"
+    };
+}
+
 /// Switches from the running context (its stack pointer saved in `*save`) to the one whose
-/// stack pointer is `next`; returns when something switches back.
+/// stack pointer is `next`, keeping each context's FPU control state (MXCSR and the x87
+/// control word are callee-saved in the System V ABI); returns when something switches
+/// back.
 ///
 /// # Safety
-/// `next` is a stack pointer saved by `switch` or made by [`prepare`], of a context that is
+/// `next` is a stack pointer saved by a switch or made by [`prepare`], of a context that is
 /// not running; `save` stays valid until this context is resumed.
 #[inline(always)]
 pub unsafe fn switch(save: *mut usize, next: usize) {
-    // SAFETY: as the caller promised; `mcrt_switch` follows the C ABI.
-    unsafe { mcrt_switch(save, next) }
+    // SAFETY: as the caller promised. The stack below the stack pointer is ours (no
+    // `nostack`), and every register the resumed context may change is declared clobbered.
+    unsafe { switch_asm!(save_fpu!(), restore_fpu!(), save, next) }
+}
+
+/// As [`switch`], but the contexts share one FPU control state ([`crate::FpuControl::Shared`]):
+/// neither word is read or written (`stmxcsr` alone costs more than the rest of a switch
+/// on some x86 cores). A context this suspends and a [`switch`] resumes carries on with the
+/// switcher's control state; one that `switch` suspended still gets its own back, since
+/// eax is left all ones, which no MXCSR is.
+///
+/// # Safety
+/// As [`switch`].
+#[inline(always)]
+pub unsafe fn switch_sharing_fpu(save: *mut usize, next: usize) {
+    // SAFETY: as for `switch`.
+    unsafe { switch_asm!("mov eax, -1", "", save, next) }
 }

@@ -47,7 +47,7 @@ pub mod stm;
 pub mod sync;
 pub mod thread;
 
-pub use config::{Config, Policy, QueueLock};
+pub use config::{Config, FpuControl, Policy, QueueLock};
 pub use host::Host;
 pub use predicate::Op;
 pub use runtime::{

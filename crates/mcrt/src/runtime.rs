@@ -233,7 +233,12 @@ fn switch_to(me: &Task, next: *const Task, pending: Pending) {
             (*next).on_cpu.store(true, Ordering::Relaxed);
         }
         (*next).processor.set(p.index);
-        context::switch(me.sp.get(), *(*next).sp.get());
+        match me.rt().config.fpu {
+            crate::FpuControl::Saved => context::switch(me.sp.get(), *(*next).sp.get()),
+            crate::FpuControl::Shared => {
+                context::switch_sharing_fpu(me.sp.get(), *(*next).sp.get())
+            }
+        }
     }
     after_switch(me);
 }

@@ -1,7 +1,7 @@
 //! Hosted tests of the threads, the scheduler's policies, predicate yield and futures.
 
 use mcrt::hosted::LinuxHost;
-use mcrt::{Config, Policy, QueueLock};
+use mcrt::{Config, FpuControl, Policy, QueueLock};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -113,34 +113,72 @@ fn thread_local_keys_are_per_thread_and_destructed() {
     assert_eq!(FREED.load(Ordering::Acquire), (100..110).sum::<usize>() + 1);
 }
 
-#[test]
-fn fpu_control_state_is_per_thread() {
-    fn mxcsr() -> u32 {
-        let mut v: u32 = 0;
-        unsafe { std::arch::asm!("stmxcsr [{}]", in(reg) &mut v) };
-        v
-    }
-    fn set_mxcsr(v: u32) {
-        unsafe { std::arch::asm!("ldmxcsr [{}]", in(reg) &v) };
-    }
+fn mxcsr() -> u32 {
+    let mut v: u32 = 0;
+    // SAFETY: stores MXCSR into `v`.
+    unsafe { std::arch::asm!("stmxcsr [{}]", in(reg) &mut v) };
+    v
+}
+
+fn set_mxcsr(v: u32) {
+    // SAFETY: `v` is a valid MXCSR (reserved bits clear).
+    unsafe { std::arch::asm!("ldmxcsr [{}]", in(reg) &v) };
+}
+
+fn x87_control() -> u16 {
+    let mut v: u16 = 0;
+    // SAFETY: stores the x87 control word into `v`.
+    unsafe { std::arch::asm!("fnstcw [{}]", in(reg) &mut v) };
+    v
+}
+
+fn set_x87_control(v: u16) {
+    // SAFETY: `v` masks every exception; only rounding and precision change.
+    unsafe { std::arch::asm!("fldcw [{}]", in(reg) &v) };
+}
+
+/// Rounding toward zero, in MXCSR and in the x87 control word.
+const MXCSR_TRUNC: u32 = 0x6000;
+const X87_TRUNC: u16 = 0x0C00;
+
+/// Thread a rounds toward zero (both units), thread b keeps the default; both yield in
+/// between; what each saw at the end (a's modes held, b's modes at default).
+fn rounding_seen(fpu: FpuControl) -> (bool, bool) {
     let host = LinuxHost::unpinned();
-    let ok = mcrt::run(Config::new(Policy::Local, 1), &host, || {
-        // Thread a rounds toward zero; thread b keeps the default; both yield between.
+    let r = mcrt::run(Config::new(Policy::Local, 1).with_fpu(fpu), &host, || {
         let a = mcrt::spawn(|| {
-            set_mxcsr(0x1F80 | 0x6000);
+            set_mxcsr(0x1F80 | MXCSR_TRUNC);
+            set_x87_control(0x037F | X87_TRUNC);
             mcrt::yield_now();
             mcrt::yield_now();
-            mxcsr() & 0x6000 == 0x6000
+            let held =
+                mxcsr() & MXCSR_TRUNC == MXCSR_TRUNC && x87_control() & X87_TRUNC == X87_TRUNC;
+            set_mxcsr(0x1F80);
+            set_x87_control(0x037F);
+            held
         })
         .unwrap();
         let b = mcrt::spawn(|| {
             mcrt::yield_now();
-            mxcsr() & 0x6000 == 0
+            mxcsr() & MXCSR_TRUNC == 0 && x87_control() & X87_TRUNC == 0
         })
         .unwrap();
-        a.join().unwrap() && b.join().unwrap()
+        (a.join().unwrap(), b.join().unwrap())
     });
-    assert_eq!(ok, Ok(true));
+    r.unwrap()
+}
+
+#[test]
+fn fpu_control_state_is_per_thread() {
+    assert_eq!(rounding_seen(FpuControl::Saved), (true, true));
+}
+
+/// With `FpuControl::Shared` the switch keeps nothing per thread, as documented: b's first
+/// run loads the initial words, and a, resumed by a switch that leaves them alone, goes on
+/// with b's (which is why `Saved` is the default).
+#[test]
+fn shared_fpu_control_state_is_not_kept() {
+    assert_eq!(rounding_seen(FpuControl::Shared), (false, true));
 }
 
 #[test]
