@@ -1,6 +1,7 @@
 //! `mcrt_futures`, McRT Figure 3: batches of empty futures against batches of empty
-//! threads (spawn all, then read/join all), and the per-operation cost of a future
-//! against `rayon::join` and a `tokio` spawn + await, on 1 and 2 processors.
+//! threads (spawn all, then read/join all; the median of many batches in one run), and the
+//! per-operation cost of a future against `rayon::join` and a `tokio` spawn + await, on 1
+//! and 2 processors.
 
 use super::{cpus, line, median_of};
 use mcrt::hosted::LinuxHost;
@@ -14,26 +15,54 @@ fn ns_per(start: Instant, n: usize) -> f64 {
     start.elapsed().as_secs_f64() * 1e9 / n as f64
 }
 
+/// Batches one timed sample covers: enough for 1,000 operations, so the clock's own cost
+/// (about 20 ns a reading) does not swamp a batch of 10 empty futures.
+fn batches_per_sample(batch: usize) -> usize {
+    (1000 / batch).max(1)
+}
+
+/// The median over samples of `batch()`'s ns per operation (samples of
+/// [`batches_per_sample`] batches, about 200,000 operations in all, 5 samples at least),
+/// after one sample to warm up: the paper timed batches in a running program, and a
+/// runtime's first batch also pays for its start.
+fn median_batch(batch: usize, mut one_batch: impl FnMut()) -> f64 {
+    let per_sample = batches_per_sample(batch);
+    let mut sample = || {
+        let start = Instant::now();
+        for _ in 0..per_sample {
+            one_batch();
+        }
+        ns_per(start, batch * per_sample)
+    };
+    sample();
+    let samples = (200_000 / (batch * per_sample)).clamp(5, 200);
+    let mut v: Vec<f64> = (0..samples).map(|_| sample()).collect();
+    record::median(&mut v).unwrap_or(f64::NAN)
+}
+
+/// ns per future: batches of `batch` empty futures spawned, then all read, on `p`
+/// processors.
 fn mcrt_futures(p: usize, batch: usize) -> f64 {
     mcrt::run(Config::new(Policy::Stealing, p), &LinuxHost::pinned(), move || {
-        let start = Instant::now();
-        let fs: Vec<_> = (0..batch).map(|i| mcrt::future::spawn(|x: usize| x, i)).collect();
-        for f in fs {
-            black_box(f.read());
-        }
-        ns_per(start, batch)
+        median_batch(batch, || {
+            let fs: Vec<_> = (0..batch).map(|i| mcrt::future::spawn(|x: usize| x, i)).collect();
+            for f in fs {
+                black_box(f.read());
+            }
+        })
     })
     .expect("mcrt runs")
 }
 
+/// ns per thread: batches of `batch` empty threads created, then all joined.
 fn mcrt_threads(p: usize, batch: usize) -> f64 {
     mcrt::run(Config::new(Policy::Stealing, p), &LinuxHost::pinned(), move || {
-        let start = Instant::now();
-        let hs: Vec<_> = (0..batch).map(|i| mcrt::spawn(move || i).expect("spawn")).collect();
-        for h in hs {
-            black_box(h.join());
-        }
-        ns_per(start, batch)
+        median_batch(batch, || {
+            let hs: Vec<_> = (0..batch).map(|i| mcrt::spawn(move || i).expect("spawn")).collect();
+            for h in hs {
+                black_box(h.join());
+            }
+        })
     })
     .expect("mcrt runs")
 }
@@ -51,13 +80,13 @@ fn rayon_join(p: usize, n: usize) -> f64 {
 
 fn tokio_spawn(p: usize, batch: usize) -> f64 {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(p).build().expect("tokio");
-    rt.block_on(async move {
-        let start = Instant::now();
-        let hs: Vec<_> = (0..batch).map(|i| tokio::spawn(async move { i })).collect();
-        for h in hs {
-            black_box(h.await.expect("task"));
-        }
-        ns_per(start, batch)
+    median_batch(batch, || {
+        rt.block_on(async {
+            let hs: Vec<_> = (0..batch).map(|i| tokio::spawn(async move { i })).collect();
+            for h in hs {
+                black_box(h.await.expect("task"));
+            }
+        })
     })
 }
 

@@ -1,7 +1,7 @@
 //! Futures (McrtFuture, §2.1): `spawn(f, arg)` returns a handle and `read(handle)` the value
 //! of `f(arg)`, with serial semantics, so the runtime may evaluate `f` whenever it likes:
-//! - **eagerly**, inline at `spawn`, when every processor is busy (no parallel work would
-//!   be gained, so none is made);
+//! - **eagerly**, inline at `spawn`, when no idle processor is left without a future
+//!   queued for it (no parallel work would be gained, so none is made);
 //! - **on an idle processor**, which takes queued futures when it has no thread to run,
 //!   running them on its own stack (no thread is made: that is why a future costs a small
 //!   fraction of a thread, Figure 3);
@@ -26,6 +26,14 @@ const DONE: u32 = 2;
 trait Job: Send + Sync {
     /// Evaluates it if nobody has started it; true if this call did.
     fn run_if_pending(&self) -> bool;
+}
+
+/// A future as its reader sees it: a [`Job`] with a state and, once DONE, a value.
+trait Evaluation<T>: Job {
+    /// PENDING, RUNNING or DONE.
+    fn state(&self) -> &AtomicU32;
+    /// The value (once, after DONE was seen).
+    fn take(&self) -> Option<T>;
 }
 
 /// A future's state, function and value.
@@ -61,18 +69,30 @@ impl<F: FnOnce() -> T + Send, T: Send> Job for Cell<F, T> {
     }
 }
 
-/// A future's handle.
+impl<F: FnOnce() -> T + Send, T: Send> Evaluation<T> for Cell<F, T> {
+    fn state(&self) -> &AtomicU32 {
+        &self.state
+    }
+
+    fn take(&self) -> Option<T> {
+        if self.state.load(Ordering::Acquire) != DONE {
+            return None;
+        }
+        // SAFETY: DONE was published (Release) after the value was written, and the
+        // future's one handle is the only reader.
+        unsafe { (*self.value.get()).take() }
+    }
+}
+
+/// A future's handle. (Two words for a word-sized value, so it is returned in registers.)
 pub struct Future<T>(Handle<T>);
 
 enum Handle<T> {
     /// Evaluated eagerly at `spawn`: the value itself, nothing shared, nothing allocated.
     Ready(T),
     /// Queued for an idle processor or for `read`.
-    Queued { job: Arc<dyn Job>, value: *const UnsafeCell<Option<T>>, state: *const AtomicU32 },
+    Queued(Arc<dyn Evaluation<T>>),
 }
-
-// SAFETY: the pointers point into `job`, which the handle keeps alive; `T: Send`.
-unsafe impl<T: Send> Send for Future<T> {}
 
 /// Each processor's queue of futures not yet started.
 pub(crate) struct FutureQueues {
@@ -92,6 +112,7 @@ impl FutureQueues {
 }
 
 /// `spawn(f, arg)`: a future of `f(arg)`.
+#[inline(always)]
 pub fn spawn<A: Send + 'static, T: Send + 'static>(
     f: impl FnOnce(A) -> T + Send + 'static,
     arg: A,
@@ -99,42 +120,58 @@ pub fn spawn<A: Send + 'static, T: Send + 'static>(
     spawn_with(move || f(arg))
 }
 
-/// A future of `f()`.
+/// A future of `f()`. (Inlined: an eager future then costs the call of `f` and two loads;
+/// returned from a call, its handle came back through memory, which cost as much again.)
+#[inline(always)]
 pub fn spawn_with<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Future<T> {
     let rt = runtime::shared();
-    if rt.idle_processors.load(Ordering::Relaxed) == 0 {
-        // Every processor is busy: evaluate now (§2.1, eagerly). No parallelism is lost,
-        // and the future costs a call, which is why it is so much cheaper than a thread.
+    // Offer a future only to a processor that has none waiting for it: when every idle
+    // processor already has one queued (or none is idle), evaluate now (§2.1, eagerly). No
+    // parallelism is lost, since nobody could start it sooner, and the future costs a
+    // call, which is why it is so much cheaper than a thread. A queued future costs
+    // cache-line transfers to whoever takes it, so small futures are mostly run here,
+    // while every idle processor is kept fed.
+    let idle = rt.idle_processors.load(Ordering::Relaxed);
+    if idle == 0 || rt.futures.queued.load(Ordering::Relaxed) >= idle {
         return Future(Handle::Ready(f()));
     }
+    Future(Handle::Queued(queue(rt, f)))
+}
+
+/// `f()`, queued on this processor for an idle one (or for `read`). (It returns the cell,
+/// two words in registers, not the handle: a handle returned through memory and then
+/// copied stalls the eager path's store forwarding where the two paths meet.)
+#[inline(never)]
+fn queue<T: Send + 'static>(
+    rt: &Shared,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Arc<dyn Evaluation<T>> {
     let cell = Arc::new(Cell {
         state: AtomicU32::new(PENDING),
         f: UnsafeCell::new(Some(f)),
         value: UnsafeCell::new(None),
     });
-    let value = &cell.value as *const UnsafeCell<Option<T>>;
-    let state = &cell.state as *const AtomicU32;
-    let job: Arc<dyn Job> = cell;
+    let job: Arc<dyn Job> = cell.clone();
     let p = runtime::processor();
     rt.futures.queues[p].with(|q| {
-        q.push_back(job.clone());
+        q.push_back(job);
         rt.futures.queued.fetch_add(1, Ordering::Relaxed);
     });
     runtime::notify_if_parked(rt);
-    Future(Handle::Queued { job, value, state })
+    cell
 }
 
 impl<T> Future<T> {
     /// `read(handle)`: the value, evaluated here if nobody has started it (§2.1, on demand);
     /// if an idle processor is evaluating it, the caller yields until it is done.
+    #[inline]
     pub fn read(self) -> T {
-        let (job, value, state) = match self.0 {
+        let job = match self.0 {
             Handle::Ready(v) => return v,
-            Handle::Queued { job, value, state } => (job, value, state),
+            Handle::Queued(job) => job,
         };
         if !job.run_if_pending() {
-            // SAFETY: `state` points into `job`, alive while `job` is.
-            let state = unsafe { &*state };
+            let state = job.state();
             while state.load(Ordering::Acquire) != DONE {
                 if crate::in_runtime() && runtime::on_thread_stack() {
                     crate::thread::yield_until(state, crate::Op::Eq, DONE);
@@ -143,19 +180,14 @@ impl<T> Future<T> {
                 }
             }
         }
-        // SAFETY: DONE was published after the value was written; we are the only reader,
-        // and `job` keeps the cell alive.
-        let v = unsafe { (*(*value).get()).take() };
-        drop(job);
-        v.expect("mcrt: a future's value was read twice")
+        job.take().expect("mcrt: a future's value was read twice")
     }
 
     /// True once its value is ready.
     pub fn is_ready(&self) -> bool {
         match &self.0 {
             Handle::Ready(_) => true,
-            // SAFETY: as in `read`.
-            Handle::Queued { state, .. } => unsafe { (**state).load(Ordering::Acquire) == DONE },
+            Handle::Queued(job) => job.state().load(Ordering::Acquire) == DONE,
         }
     }
 
