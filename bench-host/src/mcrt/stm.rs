@@ -9,7 +9,7 @@
 //! variant supplies the memory. Node `k` holds key `k` (nodes live in an arena indexed by
 //! key, since a key is in the tree at most once), so no variant allocates.
 
-use super::{line, median_of};
+use super::line;
 use mcrt::hosted::LinuxHost;
 use mcrt::stm::{self, Granularity, TCell};
 use mcrt::sync::{Mutex, MutexKind};
@@ -134,7 +134,11 @@ fn stm_core(cores: usize, ops: u64) -> f64 {
 /// An implementation, its configuration, and one trial (ops/s).
 type Variant<'a> = (&'static str, Option<&'static str>, &'a dyn Fn() -> f64);
 
-/// The experiment's RESULT lines: ops/s per variant at 1 and 2 cores (medians of 3).
+/// Trials of each McRT variant (interleaved).
+const TRIALS: usize = 5;
+
+/// The experiment's RESULT lines: ops/s per variant at 1 and 2 cores (medians of
+/// [`TRIALS`]).
 /// `stm-core` runs a twentieth of the operations (it is far slower, and livelock-prone
 /// under contention).
 pub fn run(quick: bool) -> Vec<String> {
@@ -147,9 +151,18 @@ pub fn run(quick: bool) -> Vec<String> {
             ("mcrt-stm", Some("object"), &|| mcrt_stm(cores, ops, Granularity::Object)),
             ("mcrt-stm", Some("cacheline"), &|| mcrt_stm(cores, ops, Granularity::CacheLine)),
         ];
-        for (implementation, config, f) in variants {
-            let v = median_of(3, f);
-            out.push(line(EXPERIMENT, implementation, config, cores, "ops_per_s", v, "ops/s"));
+        // Trials interleaved (lock, STM, STM, lock, ...): the host's speed drifts (two
+        // vCPUs may share one physical core for a while), and each variant's median
+        // should see the same drift.
+        let mut trials: Vec<Vec<f64>> = variants.iter().map(|_| Vec::new()).collect();
+        for _ in 0..TRIALS {
+            for (i, (_, _, f)) in variants.iter().enumerate() {
+                trials[i].push(f());
+            }
+        }
+        for ((implementation, config, _), mut v) in variants.into_iter().zip(trials) {
+            let m = record::median(&mut v).unwrap_or(f64::NAN);
+            out.push(line(EXPERIMENT, implementation, config, cores, "ops_per_s", m, "ops/s"));
         }
     }
     // The peer last: a livelocked trial leaves its threads spinning.

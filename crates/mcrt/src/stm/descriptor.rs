@@ -148,6 +148,7 @@ pub(crate) fn give_back(d: &Desc) {
 
 impl Desc {
     /// The owner word's payload: this descriptor's address.
+    #[inline]
     pub(crate) fn addr(&self) -> usize {
         self as *const Desc as usize
     }
@@ -160,9 +161,9 @@ impl Desc {
         self.status.store(ACTIVE, Ordering::Release);
         // Published as 0 first so that a reclaimer never misses a reader that is starting
         // (limbo: reclaim needs every start later than the free): the 0 before our read
-        // of the clock, one fence for all.
-        self.start.store(0, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
+        // of the clock, both in the single SeqCst order the reclaimer's loads are in. (A
+        // SeqCst swap is one locked instruction; a store and a fence cost two barriers.)
+        self.start.swap(0, Ordering::SeqCst);
         let s = clock.load(Ordering::SeqCst);
         // A reclaimer that still sees 0 only waits longer.
         self.start.store(s, Ordering::Release);
@@ -193,13 +194,27 @@ impl Desc {
     }
 }
 
+/// The descriptor an owned lock word `seen` points to.
+fn owner_of(seen: usize) -> &'static Desc {
+    // SAFETY: an owned word holds a descriptor's address, and descriptors are never freed.
+    unsafe { &*((seen & !super::protocol::OWNED) as *const Desc) }
+}
+
+/// True if the transaction owning word `seen` began its `atomic` before `me` did (ties go
+/// by address): the older of two transactions, which the younger never makes wait or
+/// abort. (A stale answer, if the owner has moved on since, costs one needless abort.)
+pub(crate) fn is_older(seen: usize, me: &Desc) -> bool {
+    let owner = owner_of(seen);
+    (owner.birth.load(Ordering::Relaxed), owner.addr())
+        < (me.birth.load(Ordering::Relaxed), me.addr())
+}
+
 /// McRT §2.4: `me` asks the transaction owning `lock` (seen as `seen`) to abort, which is
 /// allowed only while the owner's thread has yielded the processor, and (so that a
 /// transaction that yields inside is not starved) only if the owner is younger than `me`.
 /// True if the request was made.
 pub(crate) fn request_abort(me: &Desc, lock: &AtomicUsize, seen: usize) -> bool {
-    // SAFETY: an owned word holds a descriptor's address, and descriptors are never freed.
-    let owner = unsafe { &*((seen & !super::protocol::OWNED) as *const Desc) };
+    let owner = owner_of(seen);
     owner.pins.fetch_add(1, Ordering::SeqCst);
     let mut killed = false;
     // Still owned (so still in a transaction that cannot end while we hold the pin)?

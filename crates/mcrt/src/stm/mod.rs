@@ -77,7 +77,7 @@ const STRIPES: usize = 1 << 12;
 /// Spins on an owned word between looks at whether its owner has yielded.
 const SPIN_TRIES: u32 = 64;
 /// Rounds of spinning (and yielding) before a waiting transaction aborts itself.
-const WAIT_ROUNDS: u32 = 32;
+const WAIT_ROUNDS: u32 = 4;
 
 /// The global version clock (the times of commits, McRT-STM's timestamps).
 static CLOCK: AtomicU64 = AtomicU64::new(0);
@@ -176,6 +176,7 @@ impl<T: Copy> TCell<T> {
 ///
 /// # Safety
 /// `src` is 8-aligned and valid for `len` bytes; `dst` is valid for `len` bytes.
+#[inline]
 unsafe fn load_bytes(dst: *mut u8, src: *const u8, len: usize) {
     let mut i = 0;
     // SAFETY: (all four) in bounds, and `src + i` is aligned to the width (8-aligned base,
@@ -208,6 +209,7 @@ unsafe fn load_bytes(dst: *mut u8, src: *const u8, len: usize) {
 /// # Safety
 /// `dst` is 8-aligned, valid for `len` bytes, and its lock word is owned by the caller;
 /// `src` is valid for `len` bytes.
+#[inline]
 unsafe fn store_bytes(dst: *mut u8, src: *const u8, len: usize) {
     let mut i = 0;
     // SAFETY: (all four) as in `load_bytes`, the other way round.
@@ -252,6 +254,7 @@ pub struct Tx<'env> {
 
 impl<'env> Tx<'env> {
     /// Reads `cell` (optimistically: no lock taken, McRT-STM).
+    #[inline]
     pub fn read<T: Copy>(&mut self, cell: &'env TCell<T>) -> Result<T, Abort> {
         self.alive()?;
         let lock = cell.lock_word();
@@ -286,6 +289,7 @@ impl<'env> Tx<'env> {
 
     /// Writes `value` into `cell` in place, after taking its lock word (held to the end:
     /// strict two-phase locking) and logging the old value for an abort.
+    #[inline]
     pub fn write<T: Copy>(&mut self, cell: &'env TCell<T>, value: T) -> Result<(), Abort> {
         self.alive()?;
         self.own(cell.lock_word())?;
@@ -368,6 +372,7 @@ impl<'env> Tx<'env> {
     }
 
     /// Fails once the transaction has been killed (seen by [`on_resume`]).
+    #[inline]
     fn alive(&self) -> Result<(), Abort> {
         if self.d.doomed.load(Ordering::Relaxed) {
             Err(Abort::Killed)
@@ -377,6 +382,7 @@ impl<'env> Tx<'env> {
     }
 
     /// Takes `lock` for writing (or finds it already ours).
+    #[inline]
     fn own(&mut self, lock: &AtomicUsize) -> Result<(), Abort> {
         let me = self.d.addr();
         let mut tries = 0;
@@ -428,9 +434,16 @@ impl<'env> Tx<'env> {
     }
 
     /// Waits for the owner of `lock` (seen as `seen`), McRT §2.4: asks it to abort if its
-    /// thread has yielded; spins, yields, and in the end aborts itself (two running
-    /// transactions waiting for each other must not deadlock).
+    /// thread has yielded; spins, yields, and in the end aborts itself (an owner that
+    /// yielded and is older may not come back soon).
     fn contend(&mut self, lock: &AtomicUsize, seen: usize, tries: &mut u32) -> Result<(), Abort> {
+        // Wait-die: a transaction that holds words never waits for an older one (it
+        // aborts, releasing them, and runs again later, keeping its age), so waits only
+        // ever go from older to younger and two writers cannot wait for each other (they
+        // did, until both timed out, whenever two updates of the tree met on one path).
+        if *tries == 0 && !self.l.writes.is_empty() && descriptor::is_older(seen, self.d) {
+            return Err(Abort::Conflict);
+        }
         if (*tries).is_multiple_of(SPIN_TRIES) {
             descriptor::request_abort(self.d, lock, seen);
             if *tries > 0 {
@@ -467,7 +480,11 @@ impl<'env> Tx<'env> {
     fn commit(&mut self) -> Result<(), Abort> {
         self.alive()?;
         if self.l.writes.is_empty() {
-            limbo::defer(protocol::now(&CLOCK), &mut self.l.frees);
+            // (The clock only when there is something to stamp: its line moves between
+            // cores with every update's commit.)
+            if !self.l.frees.is_empty() {
+                limbo::defer(protocol::now(&CLOCK), &mut self.l.frees);
+            }
             return Ok(());
         }
         if !self.d.enter_commit() {

@@ -20,32 +20,38 @@ use super::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 pub(crate) const OWNED: usize = 1;
 
 /// The lock word of version `v`.
+#[inline]
 pub(crate) fn version_word(v: u64) -> usize {
     (v as usize) << 1
 }
 
 /// The lock word owned by the descriptor at `owner` (an even address).
+#[inline]
 pub(crate) fn owner_word(owner: usize) -> usize {
     owner | OWNED
 }
 
 /// True when word `w` is owned by a writer.
+#[inline]
 pub(crate) fn is_owned(w: usize) -> bool {
     w & OWNED != 0
 }
 
 /// The version in an unowned word `w`.
+#[inline]
 pub(crate) fn version_of(w: usize) -> u64 {
     (w >> 1) as u64
 }
 
 /// The clock's present time: a transaction's snapshot (McRT-STM's timestamp).
+#[inline]
 pub(crate) fn now(clock: &AtomicU64) -> u64 {
     clock.load(Ordering::Acquire)
 }
 
 /// A new time for a commit (or for the words an abort releases): strictly later than every
 /// snapshot taken before.
+#[inline]
 pub(crate) fn tick(clock: &AtomicU64) -> u64 {
     clock.fetch_add(1, Ordering::AcqRel) + 1
 }
@@ -53,6 +59,7 @@ pub(crate) fn tick(clock: &AtomicU64) -> u64 {
 /// An optimistic read: runs `copy` (which must copy the data with Relaxed atomic loads)
 /// until it copied one version's data, and returns that version; `Err(word)` without
 /// copying if a writer owns the word.
+#[inline]
 pub(crate) fn read(lock: &AtomicUsize, mut copy: impl FnMut()) -> Result<u64, usize> {
     loop {
         let w1 = lock.load(Ordering::Acquire);
@@ -72,6 +79,7 @@ pub(crate) fn read(lock: &AtomicUsize, mut copy: impl FnMut()) -> Result<u64, us
 
 /// Takes the lock word for writing if it still holds `seen` (an unowned word); the caller
 /// may store in place once this returns true (strict two-phase locking: held to the end).
+#[inline]
 pub(crate) fn try_acquire(lock: &AtomicUsize, seen: usize, owner: usize) -> bool {
     let taken =
         lock.compare_exchange(seen, owner_word(owner), Ordering::AcqRel, Ordering::Relaxed).is_ok();
@@ -84,6 +92,7 @@ pub(crate) fn try_acquire(lock: &AtomicUsize, seen: usize, owner: usize) -> bool
 
 /// Releases an owned word with version `v` (the commit's time, or a fresh one on abort):
 /// the in-place stores before it are visible to whoever sees the new version.
+#[inline]
 pub(crate) fn release(lock: &AtomicUsize, v: u64) {
     lock.store(version_word(v), Ordering::Release);
 }
@@ -101,6 +110,7 @@ pub(crate) enum Check {
 }
 
 /// Validates a read of version `v` of `lock` by the transaction `owner`.
+#[inline]
 pub(crate) fn check(lock: &AtomicUsize, v: u64, owner: usize) -> Check {
     let w = lock.load(Ordering::Acquire);
     if w == version_word(v) {
