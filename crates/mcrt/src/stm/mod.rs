@@ -33,7 +33,10 @@
 //!   younger (began its `atomic` later: the oldest transaction is never aborted by others,
 //!   so one that yields inside is not starved); else it spins, then yields, then aborts
 //!   itself. A thread switched back in checks for such a request
-//!   before it goes on ([`on_resume`]).
+//!   before it goes on ([`on_resume`]). Between writers, wait-die: a transaction that
+//!   holds words and finds one held by an older transaction aborts at once rather than
+//!   wait, so waits only go from older to younger and two writers never wait for each
+//!   other.
 //! - **The allocator** (§2.4 "STM and memory allocator"): [`Tx::alloc`] memory is freed if
 //!   the transaction (or the nested part that allocated it) aborts; [`Tx::free`] memory is
 //!   freed only after the transaction commits, and only once every transaction active at
