@@ -115,6 +115,28 @@ fn tlb(args: &str) -> Result<(), String> {
     }
     let chosen = crate::tlb::protocol_override().map_or("auto (the SKB picks)", |p| p.name());
     println!("tlb: protocol {chosen}; {} shootdowns timed out", crate::tlb::timed_out_shootdowns());
+    // What the SKB's choice within a package rests on (measured at boot).
+    if let Some(skb) = crate::knowledge::get().filter(|s| !s.shootdown_costs().is_empty()) {
+        let mut line = String::from("tlb: measured within the package (cycles):");
+        for &(p, n, cycles) in skb.shootdown_costs() {
+            line += &format!(" {} to {n}: {cycles};", p.name());
+        }
+        let me = crate::percpu::this_core().index;
+        let local: Vec<usize> = (0..skb.cores())
+            .filter(|&c| {
+                c != me && skb.core(c).map(|c| c.package) == skb.core(me).map(|c| c.package)
+            })
+            .collect();
+        if let Some(&peer) = local.first() {
+            line += &format!(
+                " to 1 core the SKB picks {}, to {} {}",
+                skb.pick_protocol(me, [peer]).name(),
+                local.len(),
+                skb.pick_protocol(me, local.iter().copied()).name()
+            );
+        }
+        println!("{line}");
+    }
     Ok(())
 }
 

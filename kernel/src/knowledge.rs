@@ -13,8 +13,8 @@
 use crate::arch::{cpu, timer};
 use crate::percpu::{self, CoreState};
 use crate::smp::all_ok;
-use crate::{monitor, println, smp};
-use ::skb::{CoreInfo, MulticastTree, Skb};
+use crate::{monitor, println, smp, tlb};
+use ::skb::{CoreInfo, MulticastTree, Protocol, Skb};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -213,6 +213,61 @@ fn ipi_cost(target: usize) -> Option<u64> {
     Some(asleep.saturating_sub(awake))
 }
 
+/// Shootdowns timed per protocol and size at boot (the median is kept).
+const SHOOTDOWN_ROUNDS: usize = 9;
+/// Untimed shootdowns per protocol and size before those.
+const SHOOTDOWN_WARM_ROUNDS: usize = 4;
+
+/// Multikernel §5.1 on this machine: times one-phase shootdowns from this core to one core
+/// of its package and to all of them, by broadcast and by unicast, and records the medians
+/// in `skb`, whose protocol choice within a package then follows them
+/// (`Skb::pick_protocol`). A page nothing maps is invalidated: that costs what a mapped
+/// one does. A shootdown that fails (a core never answered) leaves that size unmeasured.
+fn measure_shootdowns(skb: &mut Skb, cores: &[usize]) {
+    let me = percpu::this_core().index;
+    let home = skb.core(me).map(|c| c.package);
+    let peers: Vec<usize> = cores
+        .iter()
+        .copied()
+        .filter(|&c| c != me && skb.core(c).map(|c| c.package) == home)
+        .collect();
+    let mut sizes = Vec::from([1, peers.len()]);
+    sizes.dedup();
+    let flush = tlb::Flush { start: 0xffff_e000_0000_0000, pages: 1, global: false };
+    let mut line = String::new();
+    const PROTOCOLS: [Protocol; 2] = [Protocol::Broadcast, Protocol::Unicast];
+    for &n in sizes.iter().filter(|&&n| n > 0) {
+        let targets: agreement::CoreSet = peers[..n].iter().copied().collect();
+        let once = |protocol| {
+            let start = cpu::rdtsc();
+            let ok = tlb::Shootdown::start_with(targets, flush, Some(protocol)).wait().is_ok();
+            ok.then(|| cpu::rdtsc() - start)
+        };
+        // Untimed rounds first (under an emulator the first runs of each path pay for
+        // their translation), then the protocols in turn, so that both see the same drift.
+        let mut samples = [const { Vec::new() }; PROTOCOLS.len()];
+        for round in 0..SHOOTDOWN_WARM_ROUNDS + SHOOTDOWN_ROUNDS {
+            for (i, &protocol) in PROTOCOLS.iter().enumerate() {
+                match once(protocol) {
+                    Some(c) if round >= SHOOTDOWN_WARM_ROUNDS => samples[i].push(c),
+                    Some(_) => {}
+                    None => samples[i].clear(),
+                }
+            }
+        }
+        for (i, &protocol) in PROTOCOLS.iter().enumerate() {
+            if samples[i].len() == SHOOTDOWN_ROUNDS {
+                let cycles = median(&mut samples[i]).unwrap_or(0);
+                skb.set_shootdown_cost(protocol, n, cycles);
+                line += &format!(" {} to {n}: {cycles};", protocol.name());
+            }
+        }
+    }
+    if !line.is_empty() {
+        println!("skb: shootdowns within the package (cycles):{line}");
+    }
+}
+
 /// Measures everything and publishes the knowledge base (boot core, once, all cores up).
 pub fn measure_at_boot() -> Result<(), String> {
     let start = cpu::rdtsc();
@@ -265,6 +320,8 @@ pub fn measure_at_boot() -> Result<(), String> {
         }
     }
     monitor::broadcast_poll_budget(skb.poll_budget_cycles());
+    // With the poll budget in force: idle cores then poll between rounds as they will.
+    measure_shootdowns(&mut skb, &cores);
     println!(
         "skb: {} pairs measured, IPI wake-up cost {} cycles, idle poll budget {} cycles ({} us); \
          measured in {} us",

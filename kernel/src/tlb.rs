@@ -282,7 +282,6 @@ impl Shootdown {
     /// user code again, and one not started has no entries. Never waits.
     pub fn start_with(cores: CoreSet, flush: Flush, protocol: Option<Protocol>) -> Shootdown {
         let me = this_core().index;
-        flush.apply();
         let mut participants = CoreSet::EMPTY;
         for c in cores.iter() {
             if c != me && percpu::core(c).is_some_and(|c| c.state() == CoreState::Online) {
@@ -305,6 +304,7 @@ impl Shootdown {
         });
         let shootdown = Shootdown { id, flush, resent: core::cell::Cell::new(false) };
         if participants.is_empty() {
+            flush.apply();
             return shootdown;
         }
         match protocol {
@@ -319,6 +319,8 @@ impl Shootdown {
                 multicast(me, id, flush, participants, protocol)
             }
         }
+        // This core's own flush after the messages are out, while the others flush theirs.
+        flush.apply();
         shootdown
     }
 
@@ -504,16 +506,18 @@ pub fn broadcast_pending() -> bool {
     STATE.with(|s| s.broadcasts_seen != now)
 }
 
-/// Reads the broadcast lines if any moved, and carries out those that name this core. Each
-/// line's sequence number is recorded as seen before its acknowledgement is sent (a send
-/// may serve messages, and so come back here), so no line is carried out twice.
-pub fn poll_broadcasts() {
+/// Reads the broadcast lines if any moved, and carries out those that name this core; true
+/// if it carried one out (work, as a message is, for the idle loop's polling). Each line's
+/// sequence number is recorded as seen before its acknowledgement is sent (a send may serve
+/// messages, and so come back here), so no line is carried out twice.
+pub fn poll_broadcasts() -> bool {
     let now = BROADCASTS.load(Ordering::Acquire);
     let me = this_core().index;
     let moved = STATE.with(|s| core::mem::replace(&mut s.broadcasts_seen, now) != now);
     if !moved {
-        return;
+        return false;
     }
+    let mut any = false;
     for (owner, line) in LINES.iter().enumerate().take(percpu::core_count()) {
         if owner == me {
             continue;
@@ -527,8 +531,10 @@ pub fn poll_broadcasts() {
         if fresh && targets.contains(me) {
             flush.apply();
             ack(owner, id, CoreSet::single(me), CoreSet::EMPTY);
+            any = true;
         }
     }
+    any
 }
 
 /// A consistent read of a line: `None` while it is being written.

@@ -54,13 +54,22 @@ pub struct Skb {
     speed: Vec<Option<u64>>,
     /// Cycles to wake a halted core with an IPI.
     ipi_cost: Option<u64>,
+    /// Measured one-phase shootdowns within one package: (protocol, participants,
+    /// cycles), at most one per protocol and size ([`Skb::set_shootdown_cost`]).
+    shootdown_costs: Vec<(protocol::Protocol, usize, u64)>,
 }
 
 impl Skb {
     /// A knowledge base for `cores` (index = kernel core number), nothing measured yet.
     pub fn new(cores: Vec<CoreInfo>) -> Self {
         let n = cores.len();
-        Skb { cores, latency: vec![None; n * n], speed: vec![None; n], ipi_cost: None }
+        Skb {
+            cores,
+            latency: vec![None; n * n],
+            speed: vec![None; n],
+            ipi_cost: None,
+            shootdown_costs: Vec::new(),
+        }
     }
 
     /// Number of cores.

@@ -13,6 +13,13 @@ kernel_test!(CORES_ONLINE, "boot.cores_online", 1, false, cores_online);
 kernel_test!(CORE_IDENTITY, "boot.core_identity", 1, false, core_identity);
 kernel_test!(NUMA_LOCAL_FRAMES, "boot.numa_local_frames", 1, false, numa_local_frames);
 kernel_test!(MULTICAST_TREE, "boot.multicast_tree_per_package", 1, false, multicast_tree);
+kernel_test!(
+    SHOOTDOWN_COSTS,
+    "boot.skb_picks_the_measured_cheaper_protocol",
+    2,
+    false,
+    skb_picks_the_measured_cheaper_protocol
+);
 
 /// Every core the firmware lists is online.
 fn cores_online() -> Result<(), String> {
@@ -130,5 +137,44 @@ fn multicast_tree() -> Result<(), String> {
             crate::println!("skb: multicast tree from core 0 (aggregator>members):{text}");
         }
     }
+    Ok(())
+}
+
+/// The SKB measured shootdowns from the boot core to its package (Multikernel §5.1; issue
+/// M9: the protocol is picked "from the topology and the measured latencies"): broadcast
+/// and unicast to one core, and to all of them; and for a core of the package it picks the
+/// one that measured cheaper (unicast on a tie).
+fn skb_picks_the_measured_cheaper_protocol() -> Result<(), String> {
+    use skb::Protocol;
+    let skb = crate::knowledge::get().ok_or("the SKB is not measured")?;
+    let home = skb.core(0).map(|i| i.package);
+    let peers: Vec<usize> = smp::online_cores()
+        .into_iter()
+        .filter(|&c| c != 0 && skb.core(c).map(|i| i.package) == home)
+        .collect();
+    let Some(&peer) = peers.first() else {
+        return Ok(()); // every other core is in another package: nothing to measure
+    };
+    let mut sizes = Vec::from([1, peers.len()]);
+    sizes.dedup();
+    for n in sizes {
+        let cost = |p| {
+            skb.shootdown_costs()
+                .iter()
+                .find(|&&(q, m, _)| (q, m) == (p, n))
+                .map(|&(_, _, c)| c)
+                .ok_or(format!("no {} to {n} measured", p.name()))
+        };
+        let (b, u) = (cost(Protocol::Broadcast)?, cost(Protocol::Unicast)?);
+        let want = if b < u { Protocol::Broadcast } else { Protocol::Unicast };
+        let got = skb.pick_protocol(0, peers[..n].iter().copied());
+        if got != want {
+            return Err(format!("to {n}: broadcast {b}, unicast {u}, picked {}", got.name()));
+        }
+    }
+    crate::println!(
+        "skb: from core 0 the SKB picks {} to core {peer}",
+        skb.pick_protocol(0, [peer]).name()
+    );
     Ok(())
 }

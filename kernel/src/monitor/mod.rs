@@ -245,12 +245,12 @@ impl Monitor {
     }
 }
 
-/// Handles every message waiting now, and sends full batches of freed frames home.
-/// Returns whether there was any message.
+/// Handles every message waiting now (and the TLB broadcasts that name this core), and
+/// sends full batches of freed frames home. Returns whether there was any of either.
 pub fn poll() -> bool {
     send_full_frame_batches();
-    crate::tlb::poll_broadcasts();
-    let mut any = false;
+    // A broadcast carried out is work as a message is: the idle loop polls on afresh.
+    let mut any = crate::tlb::poll_broadcasts();
     while let Some(incoming) = with(|m| m.take_message()) {
         any = true;
         dispatch(incoming);
