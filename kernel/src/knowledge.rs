@@ -231,12 +231,15 @@ fn measure_shootdowns(skb: &mut Skb, cores: &[usize]) {
         .copied()
         .filter(|&c| c != me && skb.core(c).map(|c| c.package) == home)
         .collect();
+    if peers.is_empty() {
+        return; // alone in its package: nothing to measure (1 core, or 1 core a package)
+    }
     let mut sizes = Vec::from([1, peers.len()]);
     sizes.dedup();
     let flush = tlb::Flush { start: 0xffff_e000_0000_0000, pages: 1, global: false };
     let mut line = String::new();
     const PROTOCOLS: [Protocol; 2] = [Protocol::Broadcast, Protocol::Unicast];
-    for &n in sizes.iter().filter(|&&n| n > 0) {
+    for &n in &sizes {
         let targets: agreement::CoreSet = peers[..n].iter().copied().collect();
         let once = |protocol| {
             let start = cpu::rdtsc();
