@@ -53,18 +53,28 @@ impl core::fmt::Display for RetypeError {
 /// Gives `blocks` blocks (each `physmem::BLOCK_FRAMES` frames) of this core's free memory
 /// to core `to`, by two-phase commit among every online core; the first block's address.
 pub fn give(blocks: u64, to: usize) -> Result<u64, RetypeError> {
-    let me = this_core().index;
-    let online = percpu::core(to).is_some_and(|c| c.state() == CoreState::Online);
-    if !(1..=MAX_ADOPTED_BLOCKS as u64).contains(&blocks) || to == me || !online {
-        return Err(RetypeError::BadArgument);
-    }
+    check_arguments(blocks, to)?;
     let first = frames::take_free_blocks(blocks).ok_or(RetypeError::NoFreeBlocks)?;
     give_taken(first, blocks, to)
 }
 
-/// [`give`] of blocks this core has taken off its list already (steps 2–4); on an abort
-/// they go back on it.
+/// `BadArgument` unless `blocks` is 1 ..= `MAX_ADOPTED_BLOCKS` and `to` is another core,
+/// online.
+fn check_arguments(blocks: u64, to: usize) -> Result<(), RetypeError> {
+    let online = percpu::core(to).is_some_and(|c| c.state() == CoreState::Online);
+    if !(1..=MAX_ADOPTED_BLOCKS as u64).contains(&blocks) || to == this_core().index || !online {
+        return Err(RetypeError::BadArgument);
+    }
+    Ok(())
+}
+
+/// [`give`] of blocks this core has taken off its list already (steps 2–4); on an abort,
+/// or arguments [`give`] would refuse, they go back on it.
 pub fn give_taken(first: u64, blocks: u64, to: usize) -> Result<u64, RetypeError> {
+    if let Err(e) = check_arguments(blocks, to) {
+        frames::return_blocks(first, blocks);
+        return Err(e);
+    }
     let me = this_core().index;
     let participants: CoreSet = crate::smp::online_cores().into_iter().collect();
     let operation = Operation::Retype { first, blocks, from: me, to };

@@ -191,6 +191,11 @@ struct State {
     /// Prepared operations whose coordinator faulted, being terminated with the other
     /// participants, and when they were last asked.
     terminating: Vec<(Termination, u64)>,
+    /// Decisions this core coordinated that found their participant's channel full: (the
+    /// participant, the `DECIDE` message), sent again until there is room
+    /// ([`deliver_decisions`]), so a participant behind on its messages for a while is
+    /// not left holding its locks.
+    undelivered: Vec<(usize, [u64; 3])>,
     registers: BTreeMap<u64, Register>,
 }
 
@@ -201,6 +206,7 @@ static STATE: percpu::PerCoreState<State> = crate::per_core_state!(State {
     prepared: Vec::new(),
     decided: alloc::collections::VecDeque::new(),
     terminating: Vec::new(),
+    undelivered: Vec::new(),
     registers: BTreeMap::new(),
 });
 
@@ -212,6 +218,7 @@ pub fn init_this_core() {
         s.prepared.reserve(16);
         s.decided.reserve(REMEMBERED);
         s.terminating.reserve(4);
+        s.undelivered.reserve(16);
     });
 }
 
@@ -300,7 +307,7 @@ pub fn poll(op: OpId) -> Option<Decision> {
                     on_decide(op, d);
                     let _ = coordinator_ack(op, me);
                 } else {
-                    send(p, &[op::DECIDE, op, (d == Decision::Commit) as u64]);
+                    tell_decision(p, [op::DECIDE, op, (d == Decision::Commit) as u64]);
                 }
             }
             None
@@ -313,12 +320,55 @@ pub fn poll(op: OpId) -> Option<Decision> {
     }
 }
 
+/// Sends a decision to participant `to` if its channel has room now; otherwise keeps it
+/// for [`deliver_decisions`]. (Not a blocking send: a participant that reads no messages
+/// for longer than a send waits would otherwise never hear it, and hold its locks forever.)
+fn tell_decision(to: usize, decide: [u64; 3]) {
+    let mut payload = [0u64; PAYLOAD_WORDS];
+    payload[..3].copy_from_slice(&decide);
+    match monitor::try_send(to, &monitor::protocol::Request::TwoPhase(payload)) {
+        Ok(()) => monitor::notify(to),
+        Err(monitor::SendError::Full) => STATE.with(|s| s.undelivered.push((to, decide))),
+        Err(_) => {} // no channel to it: it takes part in nothing
+    }
+}
+
+/// Sends again the decisions that found their participant's channel full, in order, while
+/// there is room (dropping those to a core that faulted). The coordinator's wait, the idle
+/// loop and calls waiting on a revocation run it.
+pub fn deliver_decisions() {
+    loop {
+        let next = STATE.with(|s| s.undelivered.first().copied());
+        let Some((to, decide)) = next else { return };
+        let mut payload = [0u64; PAYLOAD_WORDS];
+        payload[..3].copy_from_slice(&decide);
+        let request = monitor::protocol::Request::TwoPhase(payload);
+        if !faulted(to) {
+            if monitor::try_send(to, &request).is_err() {
+                return; // still full: later
+            }
+            monitor::notify(to);
+        }
+        STATE.with(|s| {
+            if s.undelivered.first() == Some(&(to, decide)) {
+                s.undelivered.remove(0);
+            }
+        });
+    }
+}
+
+/// Decisions waiting for room in a participant's channel here (tests).
+pub fn undelivered_here() -> usize {
+    STATE.with(|s| s.undelivered.len())
+}
+
 /// Waits (serving this core's channels) until operation `op` is over; its decision.
 pub fn finish(op: OpId) -> Decision {
     loop {
         if let Some(d) = poll(op) {
             return d;
         }
+        deliver_decisions();
         monitor::poll();
         cpu::pause();
     }
@@ -531,11 +581,13 @@ fn on_know(op: OpId, from: usize, knows: Knowledge) {
     }
 }
 
-/// Terminates the operations this core holds prepared whose coordinator faulted: asks the
-/// other participants (again, every [`ASK_AGAIN_US`], those that have not answered), and
-/// applies the outcome once there is one. The idle loop and calls waiting for a
-/// revocation's decision run it.
+/// Sends again the decisions this core coordinated that found no room
+/// ([`deliver_decisions`]); then terminates the operations this core holds prepared whose
+/// coordinator faulted: asks the other participants (again, every [`ASK_AGAIN_US`], those
+/// that have not answered), and applies the outcome once there is one. The idle loop and
+/// calls waiting for a revocation's decision run it.
 pub fn resolve_orphans() {
+    deliver_decisions();
     let me = this_core().index;
     let now = cpu::rdtsc();
     let again = timer::us_to_tsc(ASK_AGAIN_US);

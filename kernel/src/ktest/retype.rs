@@ -164,6 +164,16 @@ fn refuses_and_aborts() -> Result<(), String> {
             return Err(format!("give({blocks}, {to}) was not refused"));
         }
     }
+    // Blocks already taken, with arguments `give` refuses: refused too, and given back.
+    for to in [me, 999] {
+        let first = frames::take_free_blocks(1).ok_or("no free block")?;
+        if retype::give_taken(first, 1, to) != Err(RetypeError::BadArgument) {
+            return Err(format!("give_taken(.., 1, {to}) was not refused"));
+        }
+        if !frames::is_free_here(first) {
+            return Err(format!("give_taken(.., 1, {to}) kept the block it refused"));
+        }
+    }
     if frames::counts_here() != (free_before, total_before) {
         return Err("a refused retype changed this core's frames".into());
     }

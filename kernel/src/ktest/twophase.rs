@@ -14,6 +14,13 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 kernel_test!(ONE_ORDER, "twophase.conflicting_operations_end_in_one_order", 2, false, one_order);
 kernel_test!(
+    DECISION_WAITS,
+    "twophase.decision_waits_for_room_in_a_full_channel",
+    2,
+    false,
+    decision_waits_for_room
+);
+kernel_test!(
     FAULTED_ABORTS,
     "twophase.faulted_participant_aborts",
     2,
@@ -203,4 +210,63 @@ fn one_order() -> Result<(), String> {
 /// The operation applying `value` to register `register`.
 fn reg(register: u64, value: u64) -> Operation {
     Operation::Register { register, value }
+}
+
+/// A participant that reads no messages for a while, its channel full when the decision
+/// is made: the coordinator does not block on it, keeps the decision (one undelivered),
+/// and delivers it once there is room; the operation commits on both cores and no lock is
+/// left. (A blocking send gave up after its time limit, and the participant then held its
+/// locks forever.)
+fn decision_waits_for_room() -> Result<(), String> {
+    let me = this_core().index;
+    let other = smp::online_cores().into_iter().find(|&c| c != me).ok_or("needs two cores")?;
+    let pair: CoreSet = [me, other].into_iter().collect();
+    let op = twophase::start(pair, reg(11, 3));
+    // Its answer comes after its vote (channels are FIFO): the vote is here once it is.
+    let prepared = |_| -> Result<(), String> {
+        match twophase::prepared_here() {
+            1 => Ok(()),
+            n => Err(format!("{n} operations prepared on core {}", this_core().index)),
+        }
+    };
+    all_ok(&[other], &smp::run_on(&[other], JOB_TIMEOUT_US, &prepared))?;
+    let deaf = |_| -> Result<(), String> {
+        crate::arch::timer::spin_us(300_000);
+        Ok(())
+    };
+    let call = crate::monitor::call_async(other, &deaf).map_err(|e| format!("{e:?}"))?;
+    crate::arch::timer::spin_us(20_000); // `other` is spinning now
+    let mut filled = 0;
+    while crate::monitor::try_send(other, &crate::monitor::protocol::Request::Ping(0)).is_ok() {
+        filled += 1;
+        if filled > 100_000 {
+            return Err(format!("core {other}'s channel never filled"));
+        }
+    }
+    let early = twophase::poll(op);
+    let kept = twophase::undelivered_here();
+    let decision = twophase::finish(op);
+    all_ok(&[other], &[crate::monitor::wait(call, JOB_TIMEOUT_US)])?;
+    if early.is_some() || kept != 1 || decision != Decision::Commit {
+        return Err(format!(
+            "with the channel full: poll gave {early:?}, {kept} decisions kept, then {decision:?}"
+        ));
+    }
+    let expected = twophase::register(11);
+    let left = AtomicU64::new(0);
+    let check = |_| -> Result<(), String> {
+        left.fetch_add(twophase::prepared_here() as u64, Ordering::Relaxed);
+        if twophase::register(11) != expected {
+            return Err(format!("core {}: register 11 differs", this_core().index));
+        }
+        Ok(())
+    };
+    all_ok(&[me, other], &smp::run_on(&[me, other], JOB_TIMEOUT_US, &check))?;
+    if left.load(Ordering::Relaxed) != 0 || twophase::undelivered_here() != 0 {
+        return Err("a lock or an undelivered decision was left".into());
+    }
+    println!(
+        "twophase: a decision waited for room in a full channel ({filled} pings), then committed"
+    );
+    Ok(())
 }
