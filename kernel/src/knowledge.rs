@@ -222,7 +222,7 @@ const SHOOTDOWN_WARM_ROUNDS: usize = 4;
 /// of its package and to all of them, by broadcast and by unicast, and records the medians
 /// in `skb`, whose protocol choice within a package then follows them
 /// (`Skb::pick_protocol`). A page nothing maps is invalidated: that costs what a mapped
-/// one does. A shootdown that fails (a core never answered) leaves that size unmeasured.
+/// one does. A shootdown that fails (a core never answered) leaves the rest unmeasured.
 fn measure_shootdowns(skb: &mut Skb, cores: &[usize]) {
     let me = percpu::this_core().index;
     let home = skb.core(me).map(|c| c.package);
@@ -237,7 +237,6 @@ fn measure_shootdowns(skb: &mut Skb, cores: &[usize]) {
     let mut sizes = Vec::from([1, peers.len()]);
     sizes.dedup();
     let flush = tlb::Flush { start: 0xffff_e000_0000_0000, pages: 1, global: false };
-    let mut line = String::new();
     const PROTOCOLS: [Protocol; 2] = [Protocol::Broadcast, Protocol::Unicast];
     for &n in &sizes {
         let targets: agreement::CoreSet = peers[..n].iter().copied().collect();
@@ -248,25 +247,27 @@ fn measure_shootdowns(skb: &mut Skb, cores: &[usize]) {
         };
         // Untimed rounds first (under an emulator the first runs of each path pay for
         // their translation), then the protocols in turn, so that both see the same drift.
+        // A failed round (a core did not answer for 10 s) ends the measuring: the SKB then
+        // keeps what it has (unicast, when nothing), and the boot goes on.
         let mut samples = [const { Vec::new() }; PROTOCOLS.len()];
         for round in 0..SHOOTDOWN_WARM_ROUNDS + SHOOTDOWN_ROUNDS {
             for (i, &protocol) in PROTOCOLS.iter().enumerate() {
                 match once(protocol) {
                     Some(c) if round >= SHOOTDOWN_WARM_ROUNDS => samples[i].push(c),
                     Some(_) => {}
-                    None => samples[i].clear(),
+                    None => {
+                        println!("skb: a shootdown to {n} cores failed; measuring stops");
+                        return;
+                    }
                 }
             }
         }
+        let mut line = String::new();
         for (i, &protocol) in PROTOCOLS.iter().enumerate() {
-            if samples[i].len() == SHOOTDOWN_ROUNDS {
-                let cycles = median(&mut samples[i]).unwrap_or(0);
-                skb.set_shootdown_cost(protocol, n, cycles);
-                line += &format!(" {} to {n}: {cycles};", protocol.name());
-            }
+            let cycles = median(&mut samples[i]).unwrap_or(0);
+            skb.set_shootdown_cost(protocol, n, cycles);
+            line += &format!(" {} to {n}: {cycles};", protocol.name());
         }
-    }
-    if !line.is_empty() {
         println!("skb: shootdowns within the package (cycles):{line}");
     }
 }

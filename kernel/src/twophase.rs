@@ -258,6 +258,9 @@ pub fn start(participants: CoreSet, operation: Operation) -> OpId {
         s.coordinating.push(Coordinated { t, told: false });
         op
     });
+    // Decisions still kept go first where they can (a participant holding an earlier
+    // operation's locks would vote No on a conflicting one).
+    deliver_decisions();
     let w = operation.encode();
     for p in participants.iter() {
         if p == me {
@@ -324,6 +327,17 @@ pub fn poll(op: OpId) -> Option<Decision> {
 /// for [`deliver_decisions`]. (Not a blocking send: a participant that reads no messages
 /// for longer than a send waits would otherwise never hear it, and hold its locks forever.)
 fn tell_decision(to: usize, decide: [u64; 3]) {
+    // Behind any decision still kept for it: each participant hears them in order.
+    let behind = STATE.with(|s| {
+        let kept = s.undelivered.iter().any(|&(t, _)| t == to);
+        if kept {
+            s.undelivered.push((to, decide));
+        }
+        kept
+    });
+    if behind {
+        return;
+    }
     let mut payload = [0u64; PAYLOAD_WORDS];
     payload[..3].copy_from_slice(&decide);
     match monitor::try_send(to, &monitor::protocol::Request::TwoPhase(payload)) {
@@ -333,27 +347,37 @@ fn tell_decision(to: usize, decide: [u64; 3]) {
     }
 }
 
-/// Sends again the decisions that found their participant's channel full, in order, while
-/// there is room (dropping those to a core that faulted). The coordinator's wait, the idle
-/// loop and calls waiting on a revocation run it.
+/// Sends again the decisions that found their participant's channel full, each
+/// participant's in order, while its channel has room (a full one holds back only its
+/// own; those to a core that faulted are dropped). The coordinator's wait, ticks in user
+/// mode, the idle loop and calls waiting on a revocation run it.
 pub fn deliver_decisions() {
+    let mut i = 0;
+    let mut full = CoreSet::EMPTY;
     loop {
-        let next = STATE.with(|s| s.undelivered.first().copied());
-        let Some((to, decide)) = next else { return };
+        let Some((to, decide)) = STATE.with(|s| s.undelivered.get(i).copied()) else {
+            return;
+        };
+        if full.contains(to) {
+            i += 1;
+            continue;
+        }
         let mut payload = [0u64; PAYLOAD_WORDS];
         payload[..3].copy_from_slice(&decide);
         let request = monitor::protocol::Request::TwoPhase(payload);
-        if !faulted(to) {
-            if monitor::try_send(to, &request).is_err() {
-                return; // still full: later
+        let gone = faulted(to) || monitor::try_send(to, &request).is_ok();
+        if gone {
+            if !faulted(to) {
+                monitor::notify(to);
             }
-            monitor::notify(to);
+            // Nothing here runs this layer again: entry `i` is still this one.
+            STATE.with(|s| {
+                s.undelivered.remove(i);
+            });
+        } else {
+            full.insert(to);
+            i += 1;
         }
-        STATE.with(|s| {
-            if s.undelivered.first() == Some(&(to, decide)) {
-                s.undelivered.remove(0);
-            }
-        });
     }
 }
 

@@ -1,6 +1,8 @@
 //! Stacks and the context switch (McRT §2: user-level threads are cooperative, so a switch
-//! saves only what the System V ABI says a callee keeps: rbx, rbp, r12–r15, the stack
-//! pointer, and the FPU control state, MXCSR and the x87 control word).
+//! keeps only what the System V ABI says a callee keeps: rbx and rbp, which it pushes;
+//! r12–r15, which the compiler saves around it where they are live; the stack pointer; and
+//! the FPU control state, MXCSR and the x87 control word, unless the runtime runs with
+//! `FpuControl::Shared`).
 //!
 //! Every McRT stack is [`STACK_BYTES`] long and aligned to its length, and its highest
 //! bytes hold the thread's header ([`crate::runtime`]'s `Task`), just above where the

@@ -2,7 +2,6 @@
 //! to reach its participants: the SKB's policy, from the topology it knows.
 
 use crate::Skb;
-use alloc::vec::Vec;
 
 /// The four ways of §5.1 (Figure 6) to send one message to many cores and collect their
 /// acknowledgements.
@@ -61,27 +60,31 @@ impl Skb {
     /// The measured cost of a shootdown by `protocol` to `participants` cores of one
     /// package: the measurement itself, or a line through the two measured sizes nearest
     /// it (one measured size: that cost, whatever the size). `None` when unmeasured.
+    /// Allocates nothing (a shootdown asks it, the heap's own trim included).
     pub fn shootdown_cost(&self, protocol: Protocol, participants: usize) -> Option<u64> {
-        let mut points: Vec<(usize, u64)> = self
-            .shootdown_costs
-            .iter()
-            .filter(|&&(p, _, _)| p == protocol)
-            .map(|&(_, n, c)| (n, c))
-            .collect();
-        points.sort_unstable_by_key(|&(n, _)| n.abs_diff(participants));
-        match points[..] {
-            [] => None,
-            [(_, c)] => Some(c),
-            [(n0, c0), (n1, c1), ..] => {
-                if n0 == participants || n0 == n1 {
-                    return Some(c0);
-                }
-                // c0 + (c1 - c0) * (x - n0) / (n1 - n0), in signed arithmetic, not below 0.
-                let slope = (c1 as i128 - c0 as i128) * (participants as i128 - n0 as i128);
-                let at = c0 as i128 + slope / (n1 as i128 - n0 as i128);
-                Some(at.clamp(0, u64::MAX as i128) as u64)
+        // The nearest measured size, then the nearest other one.
+        let mut nearest: Option<(usize, u64)> = None;
+        let mut second: Option<(usize, u64)> = None;
+        for &(p, n, c) in &self.shootdown_costs {
+            if p != protocol {
+                continue;
+            }
+            let d = n.abs_diff(participants);
+            if nearest.is_none_or(|(m, _)| d < m.abs_diff(participants)) {
+                second = nearest;
+                nearest = Some((n, c));
+            } else if second.is_none_or(|(m, _)| d < m.abs_diff(participants)) {
+                second = Some((n, c));
             }
         }
+        let (n0, c0) = nearest?;
+        let Some((n1, c1)) = second.filter(|&(n1, _)| n0 != participants && n1 != n0) else {
+            return Some(c0);
+        };
+        // c0 + (c1 - c0) * (x - n0) / (n1 - n0), in signed arithmetic, never below 0.
+        let rise = (c1 as i128 - c0 as i128).saturating_mul(participants as i128 - n0 as i128);
+        let at = (c0 as i128).saturating_add(rise / (n1 as i128 - n0 as i128));
+        Some(at.clamp(0, u64::MAX as i128) as u64)
     }
 
     /// The protocol for a one-phase operation from `source` to `participants` (Multikernel
@@ -193,5 +196,10 @@ mod tests {
         assert_eq!(m.shootdown_cost(Protocol::Unicast, 50), Some(0));
         assert_eq!(m.shootdown_cost(Protocol::Unicast, 0), Some(1_900));
         assert_eq!(m.shootdown_cost(Protocol::Multicast, 1), None);
+        // Extreme costs and sizes saturate instead of overflowing.
+        m.set_shootdown_cost(Protocol::Broadcast, 1, u64::MAX);
+        m.set_shootdown_cost(Protocol::Broadcast, 2, 0);
+        assert_eq!(m.shootdown_cost(Protocol::Broadcast, usize::MAX), Some(0));
+        assert_eq!(m.shootdown_cost(Protocol::Broadcast, 0), Some(u64::MAX));
     }
 }

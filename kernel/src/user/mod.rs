@@ -492,6 +492,8 @@ pub fn on_tick_in_user(frame: &TrapFrame) {
     // The monitor's turn while a context holds the core (Barrelfish's monitor is likewise
     // scheduled beside applications): frame returns and pings must not wait for it to end.
     crate::monitor::poll_at_tick();
+    // Two-phase decisions this core coordinated that waited for room in a channel.
+    crate::twophase::deliver_decisions();
     stop_if_due();
     sched::on_tick(frame);
 }

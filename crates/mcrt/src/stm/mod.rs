@@ -444,7 +444,8 @@ impl<'env> Tx<'env> {
         // aborts, releasing them, and runs again later, keeping its age), so waits only
         // ever go from older to younger and two writers cannot wait for each other (they
         // did, until both timed out, whenever two updates of the tree met on one path).
-        if *tries == 0 && !self.l.writes.is_empty() && descriptor::is_older(seen, self.d) {
+        // Checked at every look, as the word may have passed to another owner meanwhile.
+        if !self.l.writes.is_empty() && descriptor::is_older(seen, self.d) {
             return Err(Abort::Conflict);
         }
         if (*tries).is_multiple_of(SPIN_TRIES) {
