@@ -59,3 +59,35 @@ pub fn spread(
         None => Ok(statuses),
     }
 }
+
+/// The `main` of a test program that needs two cores: refuses any argument (`--help`
+/// prints `help` and exits 0, anything else prints it and exits 2; `help: None` takes
+/// arguments as given), skips on one core, runs `test` and prints `NAME: ok`,
+/// `NAME: FAIL <why>` or `NAME: skipped (1 core)`, which the kernel's tests look for.
+pub fn two_core_test<E: core::fmt::Display>(
+    name: &str,
+    help: Option<&str>,
+    test: impl FnOnce() -> Result<(), E>,
+) -> i32 {
+    if let Some(help) = help {
+        let line = crate::args::arg_string();
+        if let Some(word) = line.split_whitespace().next() {
+            crate::println!("{help}");
+            return if word == "--help" { 0 } else { 2 };
+        }
+    }
+    if cores_online() < 2 {
+        crate::println!("{name}: skipped (1 core)");
+        return 0;
+    }
+    match test() {
+        Ok(()) => {
+            crate::println!("{name}: ok");
+            0
+        }
+        Err(why) => {
+            crate::println!("{name}: FAIL {why}");
+            1
+        }
+    }
+}

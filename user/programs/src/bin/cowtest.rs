@@ -10,7 +10,7 @@ extern crate alloc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering::*};
 use libatoll::shared::{SharedStatic, ZeroInit};
-use libatoll::{cfork, cores_online, pcore_current, println, CforkOptions, Child, Status};
+use libatoll::{cfork, cores_online, pcore_current, CforkOptions, Child, Status};
 
 /// Words in the heap buffer (four pages).
 const WORDS: usize = 2048;
@@ -44,20 +44,7 @@ const WHY: [&str; 5] = [
 ];
 
 fn main() -> i32 {
-    if cores_online() < 2 {
-        println!("cowtest: skipped (1 core)");
-        return 0;
-    }
-    match test() {
-        Ok(()) => {
-            println!("cowtest: ok");
-            0
-        }
-        Err(why) => {
-            println!("cowtest: FAIL {why}");
-            1
-        }
-    }
+    libatoll::cores::two_core_test("cowtest", None, test)
 }
 
 fn test() -> Result<(), &'static str> {

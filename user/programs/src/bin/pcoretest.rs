@@ -17,20 +17,7 @@ use libatoll::{cores_online, pcore_current, println, ObjRef, Status};
 const PAGE_FAULT: u32 = 14;
 
 fn main() -> i32 {
-    if cores_online() < 2 {
-        println!("pcoretest: skipped (1 core)");
-        return 0;
-    }
-    match test() {
-        Ok(()) => {
-            println!("pcoretest: ok");
-            0
-        }
-        Err(why) => {
-            println!("pcoretest: FAIL {why}");
-            1
-        }
-    }
+    libatoll::cores::two_core_test("pcoretest", None, test)
 }
 
 fn test() -> Result<(), &'static str> {

@@ -14,7 +14,7 @@ use core::sync::atomic::{AtomicU64, Ordering::*};
 use libatoll::abi::{map, ArSetSeg};
 use libatoll::obj::{self, root_share, segment_alloc};
 use libatoll::thread::Builder;
-use libatoll::{args, cores_online, println, shared};
+use libatoll::{println, shared};
 
 const PAGE: u64 = 4096;
 /// Where the root-range case maps its page (257 GiB, clear of everything else).
@@ -32,25 +32,9 @@ static SEEN: AtomicU64 = AtomicU64::new(0);
 static STOP: AtomicU64 = AtomicU64::new(0);
 
 fn main() -> i32 {
-    let line = args::arg_string();
-    if let Some(word) = line.split_whitespace().next() {
-        println!("{HELP}");
-        return if word == "--help" { 0 } else { 2 };
-    }
-    if cores_online() < 2 {
-        println!("remaptest: skipped (1 core)");
-        return 0;
-    }
-    match slot_case().and_then(|()| root_case()) {
-        Ok(()) => {
-            println!("remaptest: ok");
-            0
-        }
-        Err(why) => {
-            println!("remaptest: FAIL {why}");
-            1
-        }
-    }
+    libatoll::cores::two_core_test("remaptest", Some(HELP), || {
+        slot_case().and_then(|()| root_case())
+    })
 }
 
 libatoll::main!(main);

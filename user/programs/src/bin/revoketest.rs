@@ -12,8 +12,8 @@
 use core::sync::atomic::{AtomicU64, Ordering::*};
 use libatoll::abi::Error;
 use libatoll::obj::{self, root_share, segment_alloc, ObjRef};
+use libatoll::println;
 use libatoll::thread::Builder;
-use libatoll::{args, cores_online, println};
 
 const HELP: &str = "usage: revoketest   (no arguments; needs 2 cores)";
 
@@ -27,25 +27,7 @@ const NOT_YET: u64 = u64::MAX;
 static SEEN: AtomicU64 = AtomicU64::new(0);
 
 fn main() -> i32 {
-    let line = args::arg_string();
-    if let Some(word) = line.split_whitespace().next() {
-        println!("{HELP}");
-        return if word == "--help" { 0 } else { 2 };
-    }
-    if cores_online() < 2 {
-        println!("revoketest: skipped (1 core)");
-        return 0;
-    }
-    match run() {
-        Ok(()) => {
-            println!("revoketest: ok");
-            0
-        }
-        Err(why) => {
-            println!("revoketest: FAIL {why}");
-            1
-        }
-    }
+    libatoll::cores::two_core_test("revoketest", Some(HELP), run)
 }
 
 libatoll::main!(main);
@@ -93,7 +75,9 @@ fn thread() -> i32 {
                 Err(_) => false,
             };
             if !ok {
-                println!("revoketest: core 1, phase {phase}: obj_get_name({what:?}) gave {named:?}");
+                println!(
+                    "revoketest: core 1, phase {phase}: obj_get_name({what:?}) gave {named:?}"
+                );
                 SEEN.store(99, Release);
                 return 1;
             }
