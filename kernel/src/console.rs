@@ -122,11 +122,7 @@ fn tlb(args: &str) -> Result<(), String> {
             line += &format!(" {} to {n}: {cycles};", p.name());
         }
         let me = crate::percpu::this_core().index;
-        let local: Vec<usize> = (0..skb.cores())
-            .filter(|&c| {
-                c != me && skb.core(c).map(|c| c.package) == skb.core(me).map(|c| c.package)
-            })
-            .collect();
+        let local = skb.package_mates(me);
         if let Some(&peer) = local.first() {
             line += &format!(
                 " to 1 core the SKB picks {}, to {} {}",

@@ -225,12 +225,8 @@ const SHOOTDOWN_WARM_ROUNDS: usize = 4;
 /// one does. A shootdown that fails (a core never answered) leaves the rest unmeasured.
 fn measure_shootdowns(skb: &mut Skb, cores: &[usize]) {
     let me = percpu::this_core().index;
-    let home = skb.core(me).map(|c| c.package);
-    let peers: Vec<usize> = cores
-        .iter()
-        .copied()
-        .filter(|&c| c != me && skb.core(c).map(|c| c.package) == home)
-        .collect();
+    let mut peers = skb.package_mates(me);
+    peers.retain(|c| cores.contains(c));
     if peers.is_empty() {
         return; // alone in its package: nothing to measure (1 core, or 1 core a package)
     }

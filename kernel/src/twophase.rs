@@ -233,10 +233,15 @@ pub fn prepared_here() -> usize {
     STATE.with(|s| s.locks.prepared())
 }
 
-fn send(to: usize, words: &[u64]) -> bool {
+/// A `TWO_PHASE` message of `words` (the rest of the payload zero).
+fn request(words: &[u64]) -> monitor::protocol::Request {
     let mut payload = [0u64; PAYLOAD_WORDS];
     payload[..words.len()].copy_from_slice(words);
-    let sent = monitor::send(to, &monitor::protocol::Request::TwoPhase(payload)).is_ok();
+    monitor::protocol::Request::TwoPhase(payload)
+}
+
+fn send(to: usize, words: &[u64]) -> bool {
+    let sent = monitor::send(to, &request(words)).is_ok();
     if sent {
         monitor::notify(to);
     }
@@ -338,9 +343,7 @@ fn tell_decision(to: usize, decide: [u64; 3]) {
     if behind {
         return;
     }
-    let mut payload = [0u64; PAYLOAD_WORDS];
-    payload[..3].copy_from_slice(&decide);
-    match monitor::try_send(to, &monitor::protocol::Request::TwoPhase(payload)) {
+    match monitor::try_send(to, &request(&decide)) {
         Ok(()) => monitor::notify(to),
         Err(monitor::SendError::Full) => STATE.with(|s| s.undelivered.push((to, decide))),
         Err(_) => {} // no channel to it: it takes part in nothing
@@ -362,10 +365,7 @@ pub fn deliver_decisions() {
             i += 1;
             continue;
         }
-        let mut payload = [0u64; PAYLOAD_WORDS];
-        payload[..3].copy_from_slice(&decide);
-        let request = monitor::protocol::Request::TwoPhase(payload);
-        let gone = faulted(to) || monitor::try_send(to, &request).is_ok();
+        let gone = faulted(to) || monitor::try_send(to, &request(&decide)).is_ok();
         if gone {
             if !faulted(to) {
                 monitor::notify(to);

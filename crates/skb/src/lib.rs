@@ -148,6 +148,15 @@ impl Skb {
         ps
     }
 
+    /// The other cores of `core`'s package, ascending (empty for a core it does not know).
+    pub fn package_mates(&self, core: usize) -> Vec<usize> {
+        self.core(core).map_or(Vec::new(), |c| {
+            let mut mates = self.cores_in_package(c.package);
+            mates.retain(|&m| m != core);
+            mates
+        })
+    }
+
     /// The cores of package `p`, ascending (empty if there is no such package).
     pub fn cores_in_package(&self, p: u32) -> Vec<usize> {
         let mut out = Vec::new();
@@ -237,6 +246,9 @@ mod tests {
         assert_eq!(s.cores_in_package(3), vec![0, 2]);
         assert_eq!(s.cores_in_package(1), vec![1, 4]);
         assert_eq!(s.cores_in_package(2), Vec::<usize>::new());
+        assert_eq!(s.package_mates(2), vec![0]);
+        assert_eq!(s.package_mates(3), Vec::<usize>::new());
+        assert_eq!(s.package_mates(99), Vec::<usize>::new());
     }
 
     #[test]

@@ -147,11 +147,9 @@ fn multicast_tree() -> Result<(), String> {
 fn skb_picks_the_measured_cheaper_protocol() -> Result<(), String> {
     use skb::Protocol;
     let skb = crate::knowledge::get().ok_or("the SKB is not measured")?;
-    let home = skb.core(0).map(|i| i.package);
-    let peers: Vec<usize> = smp::online_cores()
-        .into_iter()
-        .filter(|&c| c != 0 && skb.core(c).map(|i| i.package) == home)
-        .collect();
+    let online = smp::online_cores();
+    let mut peers = skb.package_mates(0);
+    peers.retain(|c| online.contains(c));
     let Some(&peer) = peers.first() else {
         return Ok(()); // every other core is in another package: nothing to measure
     };
