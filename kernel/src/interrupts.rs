@@ -29,15 +29,17 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
             } else if frame.cs & 3 == 3 {
                 // A slowed core's phase change: messages that came while it halted (a
                 // pull, a wake-up) are read now, not at the next tick.
-                crate::user::on_kick_in_user(frame);
+                crate::user::on_kick_in_user(frame, || {});
             }
         }
         VECTOR_WAKE => {
-            apic::eoi();
-            // A kick while a thread runs: the scheduler reads its messages now (a pull
-            // for the running thread is answered at once, not at the next tick).
+            // A kick while a thread runs: the monitor reads its messages now (a shootdown
+            // or a pull for the running thread is answered at once, not at the next
+            // tick), and signals the end of interrupt once they are answered.
             if frame.cs & 3 == 3 {
-                crate::user::on_kick_in_user(frame);
+                crate::user::on_kick_in_user(frame, apic::eoi);
+            } else {
+                apic::eoi();
             }
         }
         VECTOR_TEST => {

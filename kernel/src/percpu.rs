@@ -142,6 +142,8 @@ pub struct PerCore {
     unexpected_interrupts: AtomicU64,
     /// Test IPIs received, per sending core.
     test_ipis: [AtomicU32; MAX_CORES],
+    /// What this core last wrote to its APIC's ICR high half (only this core sends).
+    pub icr_destination: arch::apic::IcrDestination,
     /// Set while the core is halted in its idle loop: a sender must wake it with an IPI.
     asleep: AtomicBool,
     /// Times the core woke from an idle halt.
@@ -221,6 +223,7 @@ pub unsafe fn publish(frame_va: u64, setup: CoreSetup) -> &'static PerCore {
         stepped: AtomicBool::new(false),
         unexpected_interrupts: AtomicU64::new(0),
         test_ipis: [const { AtomicU32::new(0) }; MAX_CORES],
+        icr_destination: arch::apic::IcrDestination::new(),
         asleep: AtomicBool::new(false),
         wakeups: AtomicU64::new(0),
         rejected: AtomicU64::new(0),

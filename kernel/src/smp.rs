@@ -37,7 +37,12 @@ pub fn start_application_processors() -> usize {
     let mut started = 0;
     for core in percpu::all_cores().skip(1) {
         core.set_state(CoreState::Starting);
-        match start_ap::start(core.apic_id, core.index, core.stack_range().1) {
+        match start_ap::start(
+            &percpu::this_core().icr_destination,
+            core.apic_id,
+            core.index,
+            core.stack_range().1,
+        ) {
             Ok(()) => started += 1,
             Err(e) => {
                 core.set_state(CoreState::Offline);

@@ -513,11 +513,16 @@ pub fn has_deferred() -> bool {
     with(|m| !m.deferred.is_empty())
 }
 
+/// Sends core `core` the wake-up IPI (§5.2), the only interrupt one core sends another.
+fn send_wake(core: &PerCore) {
+    apic::send_ipi(&this_core().icr_destination, core.apic_id, trap::VECTOR_WAKE);
+}
+
 /// Interrupts core `to` with the wake-up vector whether or not it sleeps: a core running
 /// a thread then reads its messages at once (the scheduler's pull of a running thread).
 pub fn kick(to: usize) {
     if let Some(core) = percpu::core(to) {
-        apic::send_ipi(core.apic_id, trap::VECTOR_WAKE);
+        send_wake(core);
     }
 }
 
@@ -529,7 +534,7 @@ pub fn notify(to: usize) {
     fence(Ordering::SeqCst);
     if let Some(core) = percpu::core(to) {
         if core.is_asleep() || core.in_context.load(Ordering::Acquire) {
-            apic::send_ipi(core.apic_id, trap::VECTOR_WAKE);
+            send_wake(core);
         }
     }
 }
@@ -569,7 +574,7 @@ fn wake_if_asleep(to: usize) {
     fence(Ordering::SeqCst);
     if let Some(core) = percpu::core(to) {
         if core.is_asleep() {
-            apic::send_ipi(core.apic_id, trap::VECTOR_WAKE);
+            send_wake(core);
         }
     }
 }

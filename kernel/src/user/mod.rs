@@ -498,10 +498,14 @@ pub fn on_tick_in_user(frame: &TrapFrame) {
     sched::on_tick(frame);
 }
 
-/// A wake-up IPI that interrupted user mode (after its EOI): another core kicked this one
-/// (a pull for its running thread): the monitor and the scheduler run now.
-pub fn on_kick_in_user(frame: &TrapFrame) {
+/// A wake-up IPI (or a throttled core's phase change) that interrupted user mode: another
+/// core kicked this one (a TLB shootdown, a pull for its running thread): the monitor and
+/// the scheduler run now. `end_of_interrupt` runs between the two, after the messages are
+/// read and answered: a shootdown's acknowledgement then goes out before the EOI's APIC
+/// access (an MMIO exit under TCG), and before the scheduler may switch threads.
+pub fn on_kick_in_user(frame: &TrapFrame, end_of_interrupt: impl FnOnce()) {
     crate::monitor::poll();
+    end_of_interrupt();
     sched::on_kick(frame);
 }
 

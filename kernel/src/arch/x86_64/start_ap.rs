@@ -140,14 +140,20 @@ pub enum StartError {
     NoResponse,
 }
 
-/// Starts the core with `apic_id` on `stack_top`; it enters `ap_main(core)`. Returns once
+/// Starts the core with `apic_id` on `stack_top` (`sent`: the calling core's
+/// [`apic::IcrDestination`]); it enters `ap_main(core)`. Returns once
 /// the core has taken its parameters (so the block can be reused for the next core).
-pub fn start(apic_id: u32, core: usize, stack_top: u64) -> Result<(), StartError> {
+pub fn start(
+    sent: &apic::IcrDestination,
+    apic_id: u32,
+    core: usize,
+    stack_top: u64,
+) -> Result<(), StartError> {
     write_param(&raw const tramp_stack, stack_top);
     write_param(&raw const tramp_core, core as u64);
     ACK.store(usize::MAX, Ordering::SeqCst);
-    apic::send_init(apic_id);
-    apic::send_startup(apic_id, TRAMPOLINE_PAGE);
+    apic::send_init(sent, apic_id);
+    apic::send_startup(sent, apic_id, TRAMPOLINE_PAGE);
     // A second SIPI only if the first went unanswered (the MP spec's fallback); a core
     // already running ignores it.
     for wait_us in [2_000, 1_000_000] {
@@ -158,7 +164,7 @@ pub fn start(apic_id: u32, core: usize, stack_top: u64) -> Result<(), StartError
             }
             cpu::pause();
         }
-        apic::send_startup(apic_id, TRAMPOLINE_PAGE);
+        apic::send_startup(sent, apic_id, TRAMPOLINE_PAGE);
     }
     Err(StartError::NoResponse)
 }
