@@ -271,6 +271,7 @@ fn enter_core_zero(pml4: u64, cores: usize) -> &'static percpu::PerCore {
     monitor::set_idle_housekeeping(|| {
         crate::user::corey::prune_revocations();
         crate::twophase::resolve_orphans();
+        crate::retype::recover_lost_frames();
     });
     monitor::set_two_phase_handler(crate::twophase::on_message);
     crate::twophase::set_revocation_hooks(crate::twophase::RevocationHooks {

@@ -17,6 +17,10 @@
 //! the blocks to the giver: a frame freed anywhere after the receiver could allocate it
 //! goes to the receiver by that core's replica. (One that does reach the giver is sent on.)
 //! An abort puts the blocks back on the giver's list.
+//!
+//! A giver that faults after the commit may have sent some of the frames, or none: the
+//! receiver counts which came, and once the giver is dead and every message it sent has
+//! been read, frees the rest itself ([`recover_lost_frames`], from the idle loop).
 
 use crate::mem::frames;
 use crate::percpu::{self, this_core, CoreState};
@@ -89,4 +93,21 @@ pub fn give_taken(first: u64, blocks: u64, to: usize) -> Result<u64, RetypeError
             Err(RetypeError::Aborted)
         }
     }
+}
+
+/// Frees here the frames of blocks given to this core whose giver faulted before sending
+/// them all, once every message it sent has been read (the idle loop calls this; tests
+/// too). Returns how many frames that was.
+pub fn recover_lost_frames() -> u64 {
+    let mut recovered = 0;
+    for giver in frames::givers_on_the_way() {
+        let dead = percpu::core(giver).is_none_or(|c| c.state() == CoreState::Faulted);
+        if dead && !crate::monitor::has_messages_from(giver) {
+            recovered += frames::give_up_on(giver);
+        }
+    }
+    if recovered > 0 {
+        crate::println!("retype: freed {recovered} frames a faulted core gave here but never sent");
+    }
+    recovered
 }

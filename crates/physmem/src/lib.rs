@@ -29,7 +29,7 @@ pub mod retype;
 pub use frames::{bitmap_words, CoreFrames, FrameError, SetupError, MAX_ADOPTED_BLOCKS};
 pub use partition::{partition, CoreShare, FrameOwners, NodeMemory, OwnersError, PartitionError};
 pub use range::{usable_frames, CapacityError, PhysRange, RangeSet};
-pub use retype::{BlockOwners, BLOCK_FRAMES, BLOCK_SIZE, MAX_RETYPED_BLOCKS};
+pub use retype::{Arrival, BlockOwners, InTransit, BLOCK_FRAMES, BLOCK_SIZE, MAX_RETYPED_BLOCKS};
 
 /// Size of a physical frame (a base page) in bytes.
 pub const FRAME_SIZE: u64 = 4096;

@@ -73,7 +73,11 @@ fn ipi_all_pairs() -> Result<(), String> {
                 let target = percpu::core(to).ok_or("no such core")?;
                 let before = target.test_ipis_from(from);
                 target.test_ipi_sender.store(from, Ordering::Release);
-                apic::send_ipi(&percpu::this_core().icr_destination, target.apic_id, trap::VECTOR_TEST);
+                apic::send_ipi(
+                    &percpu::this_core().icr_destination,
+                    target.apic_id,
+                    trap::VECTOR_TEST,
+                );
                 let t0 = cpu::rdtsc();
                 while target.test_ipis_from(from) == before {
                     if timer::us_since(t0) > 5_000_000 {

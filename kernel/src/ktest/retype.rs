@@ -18,6 +18,13 @@ use physmem::{BLOCK_FRAMES, BLOCK_SIZE, FRAME_SIZE, MAX_ADOPTED_BLOCKS};
 
 kernel_test!(MOVES, "retype.blocks_change_owner_on_every_core", 2, false, blocks_change_owner);
 kernel_test!(REFUSES, "retype.refuses_and_aborts_cleanly", 2, false, refuses_and_aborts);
+kernel_test!(
+    FAULTED_GIVER,
+    "retype.frames_a_faulted_giver_never_sent_are_freed",
+    2,
+    true,
+    faulted_giver
+);
 
 /// Per test core: (free, total) frames, read on that core.
 fn counts(cores: &[usize]) -> Result<Vec<(u64, u64)>, String> {
@@ -205,5 +212,60 @@ fn refuses_and_aborts() -> Result<(), String> {
         return Err("an aborted retype left a lock or a replica row".into());
     }
     println!("retype: refused bad requests; a conflicting retype aborted, nothing changed");
+    Ok(())
+}
+
+/// (Destructive: run `tlbfault4`, last.) A giver commits a retype of one block to this core,
+/// sends half of its frames, and faults before sending the rest. This core frees the other
+/// half itself once the giver is dead and its messages read, and none twice: afterwards
+/// every frame of the block is free here, and this core's counts grew by one block.
+fn faulted_giver() -> Result<(), String> {
+    let me = this_core().index;
+    let live = smp::online_cores();
+    let giver = *live.iter().rev().find(|&&c| c != me).ok_or("needs 2 live cores")?;
+    let all: CoreSet = live.iter().copied().collect();
+    let (free_before, total_before) = frames::counts_here();
+    let given = AtomicU64::new(0);
+    let crash = |_| -> Result<(), String> {
+        let first = frames::take_free_blocks(1).ok_or("no free block")?;
+        let retype = Operation::Retype { first, blocks: 1, from: giver, to: me };
+        if twophase::commit(all, retype) != Decision::Commit {
+            frames::return_blocks(first, 1);
+            return Err("the retype aborted".into());
+        }
+        // Step 4, half done: the even frames go, then the giver dies.
+        let half: Vec<u64> = (0..BLOCK_FRAMES).step_by(2).map(|f| first + f * FRAME_SIZE).collect();
+        frames::queue_for_home(me, &half);
+        monitor::flush_frame_returns();
+        given.store(first, Ordering::Release);
+        let wild = 0x0000_0000_dead_0000 as *mut u64;
+        // SAFETY: deliberately not safe: this write must fault and stop this core.
+        unsafe { wild.write_volatile(1) };
+        Err("the wild write did not fault".into())
+    };
+    let call = monitor::call_async(giver, &crash).map_err(|e| format!("{e:?}"))?;
+    let faulted =
+        || crate::percpu::core(giver).map(|c| c.state()) == Some(crate::percpu::CoreState::Faulted);
+    let recovered = core::cell::Cell::new(0);
+    wait_for("the faulted giver's frames' recovery", || {
+        recovered.set(recovered.get() + retype::recover_lost_frames());
+        let first = given.load(Ordering::Acquire);
+        faulted()
+            && first != 0
+            && (0..BLOCK_FRAMES).all(|f| frames::is_free_here(first + f * FRAME_SIZE))
+    })?;
+    let _ = monitor::wait(call, JOB_TIMEOUT_US);
+    let counts = frames::counts_here();
+    if counts != (free_before + BLOCK_FRAMES, total_before + BLOCK_FRAMES) {
+        return Err(format!(
+            "after the block came, (free, total) = {counts:?}, not ({}, {})",
+            free_before + BLOCK_FRAMES,
+            total_before + BLOCK_FRAMES
+        ));
+    }
+    if recovered.get() != BLOCK_FRAMES / 2 {
+        return Err(format!("freed {} frames the giver never sent, not 32", recovered.get()));
+    }
+    println!("retype: giver {giver} faulted after sending half a block; the rest was freed here");
     Ok(())
 }

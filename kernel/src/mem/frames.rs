@@ -16,7 +16,10 @@
 
 use crate::arch::paging::phys_to_virt;
 use crate::percpu::{self, this_core, PerCoreState};
-use physmem::{BlockOwners, FrameError, FrameOwners, BLOCK_FRAMES, BLOCK_SIZE, FRAME_SIZE};
+use physmem::{
+    Arrival, BlockOwners, FrameError, FrameOwners, InTransit, BLOCK_FRAMES, BLOCK_SIZE, FRAME_SIZE,
+    MAX_ADOPTED_BLOCKS,
+};
 
 /// Most (range, owner) entries in the owner table.
 pub const MAX_OWNER_RANGES: usize = percpu::MAX_CORES * physmem::MAX_RANGES_PER_CORE;
@@ -28,6 +31,11 @@ static OWNERS: spin::Once<FrameOwners<MAX_OWNER_RANGES>> = spin::Once::new();
 /// alone; every replica takes the same changes in the same order, by two-phase commit).
 static RETYPED: PerCoreState<BlockOwners<{ physmem::MAX_RETYPED_BLOCKS }>> =
     crate::per_core_state!(BlockOwners::new());
+
+/// The blocks retyped to this core whose frames its giver has not all sent yet, and which
+/// of them came (read and written by its core alone).
+static ON_THE_WAY: PerCoreState<InTransit<MAX_ADOPTED_BLOCKS>> =
+    crate::per_core_state!(InTransit::new());
 
 /// Records the frame ownership table (boot core, once, before other cores start).
 pub fn set_owners(owners: FrameOwners<MAX_OWNER_RANGES>) {
@@ -61,17 +69,25 @@ pub fn return_blocks(first: u64, blocks: u64) {
 /// votes by this.
 pub fn can_retype(first: u64, blocks: u64, to: usize) -> bool {
     let room = RETYPED.with(|t| t.has_room(first, blocks));
-    room && (to != this_core().index || this_core().frames.with(|f| f.can_adopt(blocks)))
+    let receiver_room = || {
+        this_core().frames.with(|f| f.can_adopt(blocks)) && ON_THE_WAY.with(|t| t.has_room(blocks))
+    };
+    room && (to != this_core().index || receiver_room())
 }
 
 /// Retype committed: this core's replica says `to` owns the blocks from now on; the giver
 /// forgets them, the receiver adopts them with every frame in use (they arrive later by
-/// `FRAME_RETURN`, once every core has the change, and are freed into it then).
+/// `FRAME_RETURN`, once every core has the change, and are freed into it then; until all
+/// have, the receiver keeps count of them in case the giver faults: [`give_up_on`]).
 pub fn apply_retype(first: u64, blocks: u64, from: usize, to: usize) {
     let me = this_core();
     RETYPED.with(|t| t.set(first, blocks, to));
     if me.index != from && me.index != to {
         return;
+    }
+    if me.index == to {
+        // Cannot fail: the prepare checked the room.
+        let _ = ON_THE_WAY.with(|t| t.expect(first, blocks, from));
     }
     with_frames(|frames| {
         for b in 0..blocks {
@@ -249,8 +265,35 @@ pub fn take_back(pa: u64) -> Result<bool, FrameError> {
         }
         Some(owner) if owner != me => Err(FrameError::Unaligned),
         _ if owner_of(pa) != Some(me) => Err(FrameError::NotOwned),
-        _ => free_here(pa).map(|()| false),
+        _ => match ON_THE_WAY.with(|t| t.arrive(pa)) {
+            Arrival::Again => Err(FrameError::DoubleFree),
+            Arrival::Arrived | Arrival::NotInTransit => free_here(pa).map(|()| false),
+        },
     }
+}
+
+/// The cores whose retyped blocks have frames still on their way here.
+pub fn givers_on_the_way() -> alloc::vec::Vec<usize> {
+    ON_THE_WAY.with(|t| {
+        let mut givers: alloc::vec::Vec<usize> = t.senders().collect();
+        givers.sort_unstable();
+        givers.dedup();
+        givers
+    })
+}
+
+/// Core `from` will never send the rest of the blocks it gave this core (it faulted, and
+/// every message it sent here has been read): frees here every frame of them that never
+/// came; how many that was. The blocks were wholly free when the giver took them, so no
+/// one else holds those frames.
+pub fn give_up_on(from: usize) -> u64 {
+    let mut lost = alloc::vec::Vec::new();
+    let n = ON_THE_WAY.with(|t| t.give_up_on(from, |pa| lost.push(pa)));
+    for pa in lost {
+        // Cannot fail: the frames are this core's, adopted and never freed here.
+        let _ = free_here(pa);
+    }
+    n
 }
 
 /// Puts frame `pa`, which this core owns, back on its list.
