@@ -23,9 +23,9 @@ pub enum FpuControl {
     /// All threads share one (`mcrt::context::switch_sharing_fpu`), as coroutine libraries
     /// such as `corosensei` do: a thread that changes rounding or exception masks must put
     /// them back before it yields or blocks (a new thread's first run loads the defaults).
-    /// Reading MXCSR (`stmxcsr`) alone costs more
-    /// than the rest of a switch on some x86 cores (3.4 ns on the EPYC this was measured
-    /// on, against 1.1 ns for the switch; `make bench-host`, `mcrt_micro`).
+    /// Reading MXCSR (`stmxcsr`) alone costs more than the rest of a switch on some x86
+    /// cores (2.8 ns on the EPYC this was measured on, against 1.1 ns for the switch;
+    /// `make bench-host`, `mcrt_micro`).
     Shared,
 }
 
