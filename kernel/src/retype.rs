@@ -22,6 +22,7 @@
 //! receiver counts which came, and once the giver is dead and every message it sent has
 //! been read, frees the rest itself ([`recover_lost_frames`], from the idle loop).
 
+use crate::arch::{cpu, timer};
 use crate::mem::frames;
 use crate::percpu::{self, this_core, CoreState};
 use crate::twophase::{self, Operation};
@@ -85,13 +86,43 @@ pub fn give_taken(first: u64, blocks: u64, to: usize) -> Result<u64, RetypeError
     match twophase::commit(participants, operation) {
         Decision::Commit => {
             frames::send_blocks(first, blocks, to);
-            crate::monitor::flush_frame_returns();
+            send_queued_now(to);
             Ok(first)
         }
         Decision::Abort => {
             frames::return_blocks(first, blocks);
             Err(RetypeError::Aborted)
         }
+    }
+}
+
+/// How long a giver waits for room in the receiver's channel for the frames it gave.
+const SEND_LIMIT_US: u64 = 1_000_000;
+
+/// How often a waiting giver kicks a receiver that runs user code (which reads its
+/// messages only at its ticks otherwise).
+const KICK_EVERY_US: u64 = 200;
+
+/// Step 4, to the end: sends the frames queued for `to` until every one is in its channel,
+/// serving this core's channels meanwhile (the receiver may be sending here too). A
+/// channel holds 32 messages of 6 frames, so a retype of many blocks waits for the receiver
+/// to read: it is kicked if it runs user code. Past [`SEND_LIMIT_US`] the rest stays
+/// queued, for later polls to send (a receiver that faulted gets nothing more).
+fn send_queued_now(to: usize) {
+    let start = cpu::rdtsc();
+    let mut kicked = start;
+    loop {
+        crate::monitor::flush_frame_returns();
+        let dead = percpu::core(to).is_none_or(|c| c.state() == CoreState::Faulted);
+        if frames::queued_for(to) == 0 || dead || timer::us_since(start) > SEND_LIMIT_US {
+            return;
+        }
+        if timer::us_since(kicked) > KICK_EVERY_US {
+            crate::monitor::notify(to);
+            kicked = cpu::rdtsc();
+        }
+        crate::monitor::poll();
+        cpu::pause();
     }
 }
 

@@ -252,6 +252,11 @@ pub fn queued_for_home() -> usize {
     OUTGOING.with(|q| q.total)
 }
 
+/// Frames queued on this core for `owner`.
+pub fn queued_for(owner: usize) -> usize {
+    OUTGOING.with(|q| q.chains.get(owner).map_or(0, FrameChain::len))
+}
+
 /// Puts a frame this core owns back on its list (the monitor calls this for frames that
 /// came home). A frame of a block retyped away from this core meanwhile (sent by a core
 /// whose replica was behind) goes on to its new owner; any other frame this core does not
