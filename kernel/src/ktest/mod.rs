@@ -108,5 +108,15 @@ fn layer_rank(name: &str) -> usize {
 
 pub use crate::smp::all_ok;
 
+/// Stops the calling core with a page fault (a write to an address below the direct map,
+/// mapped by nothing): how the destructive tests make a core fail in the middle of a
+/// protocol. Returns only if the write did not fault, with that error.
+pub fn fault_this_core() -> Result<(), alloc::string::String> {
+    let wild = 0x0000_0000_dead_0000 as *mut u64;
+    // SAFETY: deliberately not safe: this write must fault and stop this core.
+    unsafe { wild.write_volatile(1) };
+    Err("the wild write did not fault".into())
+}
+
 /// Time limit for one job in a test (generous: 16 vCPUs under TCG on two host cores).
 pub const JOB_TIMEOUT_US: u64 = 60_000_000;

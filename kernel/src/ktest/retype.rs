@@ -280,10 +280,7 @@ fn faulted_giver() -> Result<(), String> {
         frames::queue_for_home(me, &half);
         monitor::flush_frame_returns();
         given.store(first, Ordering::Release);
-        let wild = 0x0000_0000_dead_0000 as *mut u64;
-        // SAFETY: deliberately not safe: this write must fault and stop this core.
-        unsafe { wild.write_volatile(1) };
-        Err("the wild write did not fault".into())
+        super::fault_this_core()
     };
     let call = monitor::call_async(giver, &crash).map_err(|e| format!("{e:?}"))?;
     let faulted =

@@ -165,10 +165,7 @@ fn shootdown_with_faulted(victim: usize, protocol: Protocol) -> Result<(), Strin
         while !go.load(Ordering::Acquire) {
             core::hint::spin_loop();
         }
-        let wild = 0x0000_0000_dead_0000 as *mut u64;
-        // SAFETY: deliberately not safe: this write must fault and stop this core.
-        unsafe { wild.write_volatile(1) };
-        Err("the wild write did not fault".into())
+        super::fault_this_core()
     };
     let call = crate::monitor::call_async(victim, &crash).map_err(|e| format!("{e:?}"))?;
     while !started.load(Ordering::Acquire) {

@@ -15,13 +15,7 @@ kernel_test!(STACK_OVERFLOW, "trap.stack_overflow", 2, true, stack_overflow);
 /// The last core writes to an unmapped address. Its page fault is reported, the core stops,
 /// and every other core then runs and finishes a frame-allocation job.
 fn fault_isolation() -> Result<(), String> {
-    fault_stops_only_the_victim(VECTOR_PAGE_FAULT, &|_| {
-        // An address below the direct map, mapped by nothing.
-        let wild = 0x0000_0000_dead_0000 as *mut u64;
-        // SAFETY: deliberately not safe: this write must fault and stop this core.
-        unsafe { wild.write_volatile(1) };
-        Err("the wild write did not fault".into())
-    })
+    fault_stops_only_the_victim(VECTOR_PAGE_FAULT, &|_| super::fault_this_core())
 }
 
 /// The last core overflows its kernel stack into the guard page. The page fault cannot be

@@ -89,10 +89,7 @@ fn faulted_coordinator_leaves_no_lock() -> Result<(), String> {
     let register = 5_000_000 + this_core().ticks();
     let crash = |_| -> Result<(), String> {
         let _ = twophase::start(all, reg(register, 1));
-        let wild = 0x0000_0000_dead_0000 as *mut u64;
-        // SAFETY: deliberately not safe: this write must fault and stop this core.
-        unsafe { wild.write_volatile(1) };
-        Err("the wild write did not fault".into())
+        super::fault_this_core()
     };
     let call = crate::monitor::call_async(coordinator, &crash).map_err(|e| format!("{e:?}"))?;
     let start = crate::arch::cpu::rdtsc();
