@@ -29,6 +29,7 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
             } else if frame.cs & 3 == 3 {
                 // A slowed core's phase change: messages that came while it halted (a
                 // pull, a wake-up) are read now, not at the next tick.
+                // (`throttle::on_timer` signalled the end of interrupt.)
                 crate::user::on_kick_in_user(frame, || {});
             }
         }

@@ -142,7 +142,8 @@ pub struct PerCore {
     unexpected_interrupts: AtomicU64,
     /// Test IPIs received, per sending core.
     test_ipis: [AtomicU32; MAX_CORES],
-    /// What this core last wrote to its APIC's ICR high half (only this core sends).
+    /// What this core last wrote to its APIC's ICR high half (only this core reads or
+    /// writes it).
     pub icr_destination: arch::apic::IcrDestination,
     /// Set while the core is halted in its idle loop: a sender must wake it with an IPI.
     asleep: AtomicBool,

@@ -20,7 +20,8 @@
 //!
 //! A giver that faults after the commit may have sent some of the frames, or none: the
 //! receiver counts which came, and once the giver is dead and every message it sent has
-//! been read, frees the rest itself ([`recover_lost_frames`], from the idle loop).
+//! been read, frees the rest itself ([`recover_lost_frames`], from the idle loop and the
+//! tick).
 
 use crate::arch::{cpu, timer};
 use crate::mem::frames;
@@ -114,7 +115,14 @@ fn send_queued_now(to: usize) {
     loop {
         crate::monitor::flush_frame_returns();
         let dead = percpu::core(to).is_none_or(|c| c.state() == CoreState::Faulted);
-        if frames::queued_for(to) == 0 || dead || timer::us_since(start) > SEND_LIMIT_US {
+        if frames::queued_for(to) == 0 || dead {
+            return;
+        }
+        if timer::us_since(start) > SEND_LIMIT_US {
+            crate::println!(
+                "retype: core {to} read too slowly; {} frames go at later polls",
+                frames::queued_for(to)
+            );
             return;
         }
         if timer::us_since(kicked) > KICK_EVERY_US {
@@ -127,9 +135,12 @@ fn send_queued_now(to: usize) {
 }
 
 /// Frees here the frames of blocks given to this core whose giver faulted before sending
-/// them all, once every message it sent has been read (the idle loop calls this; tests
-/// too). Returns how many frames that was.
+/// them all, once every message it sent has been read (the idle loop and the tick in user
+/// mode call this; tests too). Returns how many frames that was.
 pub fn recover_lost_frames() -> u64 {
+    if !frames::anything_on_the_way() {
+        return 0;
+    }
     let mut recovered = 0;
     for giver in frames::givers_on_the_way() {
         let dead = percpu::core(giver).is_none_or(|c| c.state() == CoreState::Faulted);

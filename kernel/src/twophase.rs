@@ -146,12 +146,23 @@ impl Operation {
         }
     }
 
-    /// The local check a participant votes by.
-    fn can_apply(self) -> bool {
+    /// The local check a participant votes by. `prepared` are the operations this core
+    /// voted Yes on and has not heard the decision of: their room is spoken for (two
+    /// retypes to one receiver may both be prepared before either commits).
+    fn can_apply(self, prepared: &[Operation]) -> bool {
         match self {
             Operation::Register { .. } => true,
             Operation::Retype { first, blocks, to, .. } => {
-                crate::mem::frames::can_retype(first, blocks, to)
+                let mut pending = crate::mem::frames::RetypesPending::default();
+                for &p in prepared {
+                    if let Operation::Retype { blocks, to: receiver, .. } = p {
+                        pending.blocks += blocks;
+                        if receiver == to {
+                            pending.to_same_receiver += blocks;
+                        }
+                    }
+                }
+                crate::mem::frames::can_retype(first, blocks, to, pending)
             }
             Operation::Revoke { .. } => REVOCATION.get().is_some_and(|h| (h.fits)()),
         }
@@ -478,9 +489,11 @@ pub fn revocation_prepared_here() -> bool {
 
 /// Prepare: lock what `operation` changes, keep it; the vote.
 fn on_prepare(op: OpId, operation: Operation, participants: CoreSet) -> Vote {
-    // Outside STATE: the checks read other layers' state.
+    // Outside STATE: the checks read other layers' state. (This core alone prepares here,
+    // one operation at a time, so `prepared` cannot change before the vote is recorded.)
     let keys = operation.keys();
-    let can_apply = operation.can_apply();
+    let prepared: Vec<Operation> = STATE.with(|s| s.prepared.iter().map(|p| p.1).collect());
+    let can_apply = operation.can_apply(&prepared);
     STATE.with(|s| {
         let vote = s.locks.prepare(op, &keys, can_apply);
         if vote == Vote::Yes && !s.prepared.iter().any(|p| p.0 == op) {

@@ -248,12 +248,12 @@ macro_rules! save_fpu {
 /// The resumed side reloads MXCSR always and the x87 control word only if it differs from
 /// the switcher's. `stmxcsr` waits for the SSE instructions before it (their status flags),
 /// and comparing its result means waiting for it; a plain reload does not wait: on an AMD
-/// EPYC (`crates/mcrt` bench `mcrt_micro`, `mcrt-context`) the switch went from 6.1 to 3.9
+/// EPYC (`bench-host` `mcrt_micro`, `mcrt-context`) the switch went from 6.1 to 3.9
 /// ns, of which `stmxcsr` is 2.8. `fnstcw` is cheap, and `fldcw` is not: that one is
 /// compared.
 macro_rules! restore_fpu {
     () => {
-        "ldmxcsr [rsp]\ncmp cx, [rsp + 4]\nje 4f\nfldcw [rsp + 4]\n4:"
+        "ldmxcsr [rsp]\nmovzx edx, word ptr [rsp + 4]\ncmp ecx, edx\nje 4f\nfldcw [rsp + 4]\n4:"
     };
 }
 
@@ -276,8 +276,7 @@ pub unsafe fn switch(save: *mut usize, next: usize) {
 /// neither word is read or written (`stmxcsr` alone costs more than the rest of a switch
 /// on some x86 cores). A context this suspends and a [`switch`] resumes carries on with the
 /// switcher's control state; one that `switch` suspended still gets its own back: MXCSR is
-/// always reloaded, and cx is left all ones, which no x87 control word is (bits 13–15 are
-/// reserved, stored as zero).
+/// always reloaded, and ecx is left all ones, which no 16-bit control word equals.
 ///
 /// # Safety
 /// As [`switch`].

@@ -100,9 +100,9 @@ impl<const N: usize> Default for BlockOwners<N> {
 
 /// Blocks a retype gave this core whose frames are still on their way from the giver
 /// (step 4 of a retype: the giver sends them one by one, the way every frame goes home).
-/// It records which have arrived, so that if the giver faults before it has sent them all,
-/// the receiver can free the rest itself without freeing any frame twice: one that arrived
-/// may be in use again by then.
+/// It records which have arrived (mark a frame once it is on the free list), so that if the
+/// giver faults before it has sent them all, the receiver can free the rest itself without
+/// freeing any frame twice: one that arrived may be in use again by then.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InTransit<const N: usize> {
     blocks: [Transit; N],
@@ -127,7 +127,7 @@ pub enum Arrival {
     NotInTransit,
     /// The first time this frame came: free it here.
     Arrived,
-    /// It came before: the giver sent it twice. Free it not again.
+    /// It came before (it arrived, was used and was freed again since).
     Again,
 }
 

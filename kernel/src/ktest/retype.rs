@@ -258,9 +258,11 @@ fn large_retype() -> Result<(), String> {
 }
 
 /// (Destructive: run `tlbfault4`, last.) A giver commits a retype of one block to this core,
-/// sends half of its frames, and faults before sending the rest. This core frees the other
-/// half itself once the giver is dead and its messages read, and none twice: afterwards
-/// every frame of the block is free here, and this core's counts grew by one block.
+/// sends half of its frames, and faults before sending the rest; meanwhile this core takes
+/// one frame that arrived into use, and the giver frees it, so it comes back while its block
+/// is still on its way (it must be taken back, not refused as sent twice). This core frees
+/// the other half itself once the giver is dead and its messages read, and none twice:
+/// afterwards every frame of the block is free here, and its counts grew by one block.
 fn faulted_giver() -> Result<(), String> {
     let me = this_core().index;
     let live = smp::online_cores();
@@ -268,6 +270,7 @@ fn faulted_giver() -> Result<(), String> {
     let all: CoreSet = live.iter().copied().collect();
     let (free_before, total_before) = frames::counts_here();
     let given = AtomicU64::new(0);
+    let claimed = core::sync::atomic::AtomicBool::new(false);
     let crash = |_| -> Result<(), String> {
         let first = frames::take_free_blocks(1).ok_or("no free block")?;
         let retype = Operation::Retype { first, blocks: 1, from: giver, to: me };
@@ -275,11 +278,23 @@ fn faulted_giver() -> Result<(), String> {
             frames::return_blocks(first, 1);
             return Err("the retype aborted".into());
         }
-        // Step 4, half done: the even frames go, then the giver dies.
+        // Step 4, half done: the even frames go.
         let half: Vec<u64> = (0..BLOCK_FRAMES).step_by(2).map(|f| first + f * FRAME_SIZE).collect();
         frames::queue_for_home(me, &half);
         monitor::flush_frame_returns();
         given.store(first, Ordering::Release);
+        // The receiver takes the first frame into use; it is freed here, so it comes back
+        // while its block is still on its way. Then the giver dies.
+        let start = cpu::rdtsc();
+        while !claimed.load(Ordering::Acquire) {
+            if timer::us_since(start) > 5_000_000 {
+                return Err("the receiver never took the first frame".into());
+            }
+            monitor::poll();
+            cpu::pause();
+        }
+        frames::free(first).map_err(|e| format!("freeing a frame of the receiver's: {e:?}"))?;
+        monitor::flush_frame_returns();
         super::fault_this_core()
     };
     let call = monitor::call_async(giver, &crash).map_err(|e| format!("{e:?}"))?;
@@ -287,8 +302,11 @@ fn faulted_giver() -> Result<(), String> {
         || crate::percpu::core(giver).map(|c| c.state()) == Some(crate::percpu::CoreState::Faulted);
     let recovered = core::cell::Cell::new(0);
     wait_for("the faulted giver's frames' recovery", || {
-        recovered.set(recovered.get() + retype::recover_lost_frames());
         let first = given.load(Ordering::Acquire);
+        if first != 0 && !claimed.load(Ordering::Relaxed) && frames::claim_here(first) {
+            claimed.store(true, Ordering::Release);
+        }
+        recovered.set(recovered.get() + retype::recover_lost_frames());
         faulted()
             && first != 0
             && (0..BLOCK_FRAMES).all(|f| frames::is_free_here(first + f * FRAME_SIZE))

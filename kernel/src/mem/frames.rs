@@ -17,7 +17,7 @@
 use crate::arch::paging::phys_to_virt;
 use crate::percpu::{self, this_core, PerCoreState};
 use physmem::{
-    Arrival, BlockOwners, FrameError, FrameOwners, InTransit, BLOCK_FRAMES, BLOCK_SIZE, FRAME_SIZE,
+    BlockOwners, FrameError, FrameOwners, InTransit, BLOCK_FRAMES, BLOCK_SIZE, FRAME_SIZE,
     MAX_ADOPTED_BLOCKS,
 };
 
@@ -64,13 +64,25 @@ pub fn return_blocks(first: u64, blocks: u64) {
     let _ = with_frames(|frames| frames.return_blocks(first, blocks));
 }
 
+/// The retypes this core has voted Yes on and not yet heard the decision of: the room
+/// they will take if they commit.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RetypesPending {
+    /// Their blocks, all together (each may need a row in the replica).
+    pub blocks: u64,
+    /// Those of them going to the same receiver as the retype being voted on.
+    pub to_same_receiver: u64,
+}
+
 /// Whether this core can take part in retyping `blocks` blocks from `first` to `to`: its
-/// replica has room for them, and if it is `to`, its allocator can adopt them. A prepare
-/// votes by this.
-pub fn can_retype(first: u64, blocks: u64, to: usize) -> bool {
-    let room = RETYPED.with(|t| t.has_room(first, blocks));
+/// replica has room for them, and if it is `to`, its allocator can adopt them and it can
+/// keep count of their frames' arrival, with the room of the retypes it already voted Yes
+/// on kept for them. A prepare votes by this.
+pub fn can_retype(first: u64, blocks: u64, to: usize, pending: RetypesPending) -> bool {
+    let room = RETYPED.with(|t| t.has_room(first, blocks + pending.blocks));
     let receiver_room = || {
-        this_core().frames.with(|f| f.can_adopt(blocks)) && ON_THE_WAY.with(|t| t.has_room(blocks))
+        let total = blocks + pending.to_same_receiver;
+        this_core().frames.with(|f| f.can_adopt(total)) && ON_THE_WAY.with(|t| t.has_room(total))
     };
     room && (to != this_core().index || receiver_room())
 }
@@ -85,9 +97,10 @@ pub fn apply_retype(first: u64, blocks: u64, from: usize, to: usize) {
     if me.index != from && me.index != to {
         return;
     }
-    if me.index == to {
-        // Cannot fail: the prepare checked the room.
-        let _ = ON_THE_WAY.with(|t| t.expect(first, blocks, from));
+    if me.index == to && !ON_THE_WAY.with(|t| t.expect(first, blocks, from)) {
+        // Not expected (the prepare kept room for it): should the giver fault before
+        // sending them all, the rest would not be recovered.
+        crate::println!("retype: no room to count the arrival of blocks from {first:#x}");
     }
     with_frames(|frames| {
         for b in 0..blocks {
@@ -270,11 +283,21 @@ pub fn take_back(pa: u64) -> Result<bool, FrameError> {
         }
         Some(owner) if owner != me => Err(FrameError::Unaligned),
         _ if owner_of(pa) != Some(me) => Err(FrameError::NotOwned),
-        _ => match ON_THE_WAY.with(|t| t.arrive(pa)) {
-            Arrival::Again => Err(FrameError::DoubleFree),
-            Arrival::Arrived | Arrival::NotInTransit => free_here(pa).map(|()| false),
-        },
+        _ => {
+            free_here(pa)?;
+            // Counted as arrived only once it is on the list. A frame of a block still on
+            // its way may come a second time: it arrived, was allocated and was freed
+            // since (the giver sends each frame once; a true double free was refused above).
+            ON_THE_WAY.with(|t| t.arrive(pa));
+            Ok(false)
+        }
     }
+}
+
+/// Whether any block retyped to this core still has frames on their way (no allocation:
+/// checked at every tick).
+pub fn anything_on_the_way() -> bool {
+    !ON_THE_WAY.with(|t| t.is_empty())
 }
 
 /// The cores whose retyped blocks have frames still on their way here.

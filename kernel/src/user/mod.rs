@@ -494,6 +494,8 @@ pub fn on_tick_in_user(frame: &TrapFrame) {
     crate::monitor::poll_at_tick();
     // Two-phase decisions this core coordinated that waited for room in a channel.
     crate::twophase::deliver_decisions();
+    // Frames of blocks given here whose giver faulted (a core that never idles, too).
+    crate::retype::recover_lost_frames();
     stop_if_due();
     sched::on_tick(frame);
 }
@@ -505,6 +507,9 @@ pub fn on_tick_in_user(frame: &TrapFrame) {
 /// access (an MMIO exit under TCG), and before the scheduler may switch threads.
 pub fn on_kick_in_user(frame: &TrapFrame, end_of_interrupt: impl FnOnce()) {
     crate::monitor::poll();
+    // The interrupt is still in service: interrupts on inside `poll` would hold the timer
+    // (same priority class) off until the end of interrupt.
+    debug_assert!(!cpu::interrupts_enabled(), "the monitor's poll turned interrupts on");
     end_of_interrupt();
     sched::on_kick(frame);
 }

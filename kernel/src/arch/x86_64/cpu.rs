@@ -106,6 +106,14 @@ pub fn disable_interrupts() -> bool {
     flags & (1 << 9) != 0
 }
 
+/// Whether interrupts are enabled (RFLAGS.IF).
+pub fn interrupts_enabled() -> bool {
+    let flags: u64;
+    // SAFETY: reads RFLAGS; no memory effects.
+    unsafe { asm!("pushfq; pop {}", out(reg) flags, options(nomem, preserves_flags)) };
+    flags & (1 << 9) != 0
+}
+
 /// Runs `f` with interrupts disabled, restoring the previous state.
 pub fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
     let was_enabled = disable_interrupts();
