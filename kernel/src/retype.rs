@@ -86,8 +86,7 @@ pub fn give_taken(first: u64, blocks: u64, to: usize) -> Result<u64, RetypeError
     let operation = Operation::Retype { first, blocks, from: me, to };
     match twophase::commit(participants, operation) {
         Decision::Commit => {
-            frames::send_blocks(first, blocks, to);
-            send_queued_now(to);
+            send_committed(first, blocks, to);
             Ok(first)
         }
         Decision::Abort => {
@@ -95,6 +94,13 @@ pub fn give_taken(first: u64, blocks: u64, to: usize) -> Result<u64, RetypeError
             Err(RetypeError::Aborted)
         }
     }
+}
+
+/// Step 4 of a committed retype: sends the blocks' frames to `to`, each into its channel
+/// before this returns (see [`send_queued_now`]).
+pub fn send_committed(first: u64, blocks: u64, to: usize) {
+    frames::send_blocks(first, blocks, to);
+    send_queued_now(to);
 }
 
 /// How long a giver waits for room in the receiver's channel for the frames it gave.

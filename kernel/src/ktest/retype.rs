@@ -19,6 +19,7 @@ use physmem::{BLOCK_FRAMES, BLOCK_SIZE, FRAME_SIZE, MAX_ADOPTED_BLOCKS};
 kernel_test!(MOVES, "retype.blocks_change_owner_on_every_core", 2, false, blocks_change_owner);
 kernel_test!(REFUSES, "retype.refuses_and_aborts_cleanly", 2, false, refuses_and_aborts);
 kernel_test!(LARGE, "retype.a_large_retype_hands_over_every_frame", 2, false, large_retype);
+kernel_test!(ROOM, "retype.prepared_retypes_do_not_share_room", 2, false, prepared_share_no_room);
 kernel_test!(
     FAULTED_GIVER,
     "retype.frames_a_faulted_giver_never_sent_are_freed",
@@ -254,6 +255,67 @@ fn large_retype() -> Result<(), String> {
         ));
     }
     println!("retype: {blocks} blocks ({frames_given} frames) handed over before give returned, and back");
+    Ok(())
+}
+
+/// Two retypes to one receiver, the first prepared (holding its Yes) while the second is
+/// voted on, that together need more room than the receiver has left to adopt blocks: the
+/// second aborts, the first commits, and the receiver adopts all of the first's blocks.
+/// (Each vote used to check the room alone, so both committed and the second's blocks were
+/// never adopted: their frames were refused when they came.) Skipped where this core has no
+/// run of that many free blocks (`mem64m-smp16`).
+fn prepared_share_no_room() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let me = this_core().index;
+    let other = cores.iter().copied().find(|&c| c != me).ok_or("needs another core")?;
+    let room = core::sync::atomic::AtomicU64::new(0);
+    let read_room = |_| -> Result<(), String> {
+        room.store(frames::adoption_room_here(), Ordering::Relaxed);
+        Ok(())
+    };
+    all_ok(&[other], &smp::run_on(&[other], JOB_TIMEOUT_US, &read_room))?;
+    let room = room.load(Ordering::Relaxed);
+    if room == 0 {
+        return Err(format!("core {other} can adopt no more blocks before the test"));
+    }
+    let Some(first) = frames::take_free_blocks(room) else {
+        println!("retype: skipped the room test: no run of {room} free blocks here");
+        return Ok(());
+    };
+    let all: CoreSet = cores.iter().copied().collect();
+    let op = twophase::start(all, Operation::Retype { first, blocks: room, from: me, to: other });
+    let second = retype::give(1, other);
+    let decision = twophase::finish(op);
+    if decision == Decision::Commit {
+        retype::send_committed(first, room, other);
+    } else {
+        frames::return_blocks(first, room);
+    }
+    if let Ok(b) = second {
+        return Err(format!(
+            "the second retype (block {b:#x}) committed too, with room for {room} blocks on \
+             core {other} and {room} of them prepared"
+        ));
+    }
+    if decision != Decision::Commit || second != Err(RetypeError::Aborted) {
+        return Err(format!("the retypes ended {decision:?} and {second:?}"));
+    }
+    // The receiver adopted every block and gives them back once they are all there.
+    let frames_given = room * BLOCK_FRAMES;
+    let back = |_| -> Result<(), String> {
+        wait_for("the first retype's arrival", || {
+            (0..frames_given).all(|f| frames::is_free_here(first + f * FRAME_SIZE))
+        })?;
+        if !frames::take_blocks_at(first, room) {
+            return Err(format!("the {room} blocks did not arrive whole"));
+        }
+        retype::give_taken(first, room, me).map(|_| ()).map_err(|e| format!("giving back: {e}"))
+    };
+    all_ok(&[other], &smp::run_on(&[other], JOB_TIMEOUT_US, &back))?;
+    wait_for("the blocks' return", || {
+        (0..frames_given).all(|f| frames::is_free_here(first + f * FRAME_SIZE))
+    })?;
+    println!("retype: {room} blocks prepared for core {other} left no room for one more");
     Ok(())
 }
 

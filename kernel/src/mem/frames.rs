@@ -126,6 +126,12 @@ pub fn counts_here() -> (u64, u64) {
     this_core().frames.with(|f| (f.free_count(), f.total()))
 }
 
+/// How many more blocks from outside its boot share this core can adopt (tests).
+pub fn adoption_room_here() -> u64 {
+    let adopted = this_core().frames.with(|f| f.adopted_blocks().count()) as u64;
+    (MAX_ADOPTED_BLOCKS as u64).saturating_sub(adopted)
+}
+
 /// Whether frame `pa` is on this core's free list (tests).
 pub fn is_free_here(pa: u64) -> bool {
     this_core().frames.with(|f| f.is_free(pa))
