@@ -77,13 +77,17 @@ pub fn section(out: &mut String, records: &[&Record]) {
     }
     let mut rows = Vec::new();
     let (mut within, mut total, mut oversubscribed) = (0, 0, 0);
-    let mut biggest: Option<(Vm, Costs)> = None;
+    let mut biggest: Option<(Vm, bool, Costs)> = None;
     for ((vm, k, protocol), (values, crowded)) in points {
         let (Some(costs), Some(p)) = (costs_of(&atoll, vm), protocol_named(&protocol)) else {
             continue;
         };
-        if biggest.is_none_or(|(b, _)| vm.0 >= b.0) {
-            biggest = Some((vm, costs));
+        // The costs to extrapolate with: from the biggest VM that is not oversubscribed
+        // (its one-way latencies are the host's scheduling otherwise), if there is one.
+        if biggest.is_none_or(|(b, b_crowded, _)| {
+            (b_crowded && !crowded) || (b_crowded == crowded && vm.0 >= b.0)
+        }) {
+            biggest = Some((vm, crowded, costs));
         }
         let topo = Topology { packages: vm.1 as usize, cores_per_package: (vm.0 / vm.1) as usize };
         let measured = median(values);
@@ -107,7 +111,7 @@ pub fn section(out: &mut String, records: &[&Record]) {
             error * 100.0
         ));
     }
-    let Some((vm, costs)) = biggest else { return };
+    let Some((vm, _, costs)) = biggest else { return };
     let crowded_note = if oversubscribed > 0 {
         format!(
             " {oversubscribed} more come from VMs with more vCPUs than the host has CPUs \
@@ -330,6 +334,20 @@ mod tests {
         assert!(out.contains("| 2×2 | 4 (oversubscribed) | unicast | 150000 |"), "{out}");
         assert!(out.contains("0 of 0 measured points are within 25%"), "{out}");
         assert!(out.contains(" 2 more come from VMs with more vCPUs"), "{out}");
+        // With a 2-core VM beside it, the extrapolation uses that one's costs.
+        let two = [
+            rec(
+                r#"{"experiment":"shootdown","system":"atoll","cores":2,"metric":"one_way_cycles","value":1000,"link":"local"}"#,
+            ),
+            rec(
+                r#"{"experiment":"shootdown","system":"atoll","cores":2,"active_cores":2,"metric":"latency_cycles","value":2000,"protocol":"unicast"}"#,
+            ),
+        ];
+        let refs: Vec<&Record> = records.iter().chain(two.iter()).collect();
+        let mut out = String::new();
+        section(&mut out, &refs);
+        assert!(out.contains("1 of 1 measured points are within 25%"), "{out}");
+        assert!(out.contains("with the costs of the 2-core VM"), "{out}");
     }
 
     #[test]
