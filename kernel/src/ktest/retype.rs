@@ -218,6 +218,23 @@ fn refuses_and_aborts() -> Result<(), String> {
     Ok(())
 }
 
+/// Core `holder`, given `blocks` blocks from `first` by this core, waits until every frame
+/// of them has arrived free there and gives them back; then they all arrive free here.
+fn give_back(first: u64, blocks: u64, holder: usize) -> Result<(), String> {
+    let me = this_core().index;
+    let all_free_here =
+        || (0..blocks * BLOCK_FRAMES).all(|f| frames::is_free_here(first + f * FRAME_SIZE));
+    let back = |_| -> Result<(), String> {
+        wait_for("the given blocks' arrival", all_free_here)?;
+        if !frames::take_blocks_at(first, blocks) {
+            return Err(format!("the {blocks} blocks did not arrive whole"));
+        }
+        retype::give_taken(first, blocks, me).map(|_| ()).map_err(|e| format!("giving back: {e}"))
+    };
+    all_ok(&[holder], &smp::run_on(&[holder], JOB_TIMEOUT_US, &back))?;
+    wait_for("the blocks' return", all_free_here)
+}
+
 /// A retype of more frames than the receiver's channel holds (32 blocks: 2,048 frames in
 /// 342 messages, against 32 slots; fewer where memory is short, as in `mem64m-smp16`): when
 /// `give` returns, none of them is still queued on the giver, and all arrive free on the
@@ -236,19 +253,7 @@ fn large_retype() -> Result<(), String> {
     };
     let queued = frames::queued_for(other);
     let frames_given = blocks * BLOCK_FRAMES;
-    let back = |_| -> Result<(), String> {
-        wait_for("the large retype's arrival", || {
-            (0..frames_given).all(|f| frames::is_free_here(first + f * FRAME_SIZE))
-        })?;
-        if !frames::take_blocks_at(first, blocks) {
-            return Err(format!("the {blocks} blocks did not arrive whole"));
-        }
-        retype::give_taken(first, blocks, me).map(|_| ()).map_err(|e| format!("giving back: {e}"))
-    };
-    all_ok(&[other], &smp::run_on(&[other], JOB_TIMEOUT_US, &back))?;
-    wait_for("the blocks' return", || {
-        (0..frames_given).all(|f| frames::is_free_here(first + f * FRAME_SIZE))
-    })?;
+    give_back(first, blocks, other)?;
     if queued != 0 {
         return Err(format!(
             "{queued} of {frames_given} frames were still queued when give returned"
@@ -300,21 +305,8 @@ fn prepared_share_no_room() -> Result<(), String> {
     if decision != Decision::Commit || second != Err(RetypeError::Aborted) {
         return Err(format!("the retypes ended {decision:?} and {second:?}"));
     }
-    // The receiver adopted every block and gives them back once they are all there.
-    let frames_given = room * BLOCK_FRAMES;
-    let back = |_| -> Result<(), String> {
-        wait_for("the first retype's arrival", || {
-            (0..frames_given).all(|f| frames::is_free_here(first + f * FRAME_SIZE))
-        })?;
-        if !frames::take_blocks_at(first, room) {
-            return Err(format!("the {room} blocks did not arrive whole"));
-        }
-        retype::give_taken(first, room, me).map(|_| ()).map_err(|e| format!("giving back: {e}"))
-    };
-    all_ok(&[other], &smp::run_on(&[other], JOB_TIMEOUT_US, &back))?;
-    wait_for("the blocks' return", || {
-        (0..frames_given).all(|f| frames::is_free_here(first + f * FRAME_SIZE))
-    })?;
+    // The receiver adopted every block: they all arrive, and go back.
+    give_back(first, room, other)?;
     println!("retype: {room} blocks prepared for core {other} left no room for one more");
     Ok(())
 }
