@@ -129,6 +129,16 @@ const RUNS: &[Run] = &[
         check: Some(four_packages),
         ..all("sockets8", 8, "256M")
     },
+    // The issue's largest (M9): 16 vCPUs in 8 packages of 2, so the tree has 8 aggregators
+    // and NUMA-aware multicast reaches the farthest first; a shootdown by every protocol, and
+    // conflicting two-phase operations from every core.
+    Run {
+        sockets: Some(8),
+        test: "boot.multicast_tree_per_package,tlb.no_stale_entry_after_shootdown,\
+               twophase.conflicting_operations_end_in_one_order",
+        check: Some(eight_packages),
+        ..all("sockets16", 16, "512M")
+    },
 ];
 
 /// The boot line says the tick is 250 Hz, as `hz=250` asked.
@@ -171,6 +181,11 @@ fn two_packages(log: &str) -> Result {
 /// `sockets8`: 4 packages.
 fn four_packages(log: &str) -> Result {
     packages_are(log, 4)
+}
+
+/// `sockets16`: 8 packages.
+fn eight_packages(log: &str) -> Result {
+    packages_are(log, 8)
 }
 
 /// Atoll's user-space multicast lines (`experiment` `multicast`, no `impl`): a positive
