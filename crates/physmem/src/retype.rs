@@ -47,8 +47,14 @@ impl<const N: usize> BlockOwners<N> {
 
     /// Whether [`set`](Self::set) of `count` blocks from `first` would fit.
     pub fn has_room(&self, first: u64, count: u64) -> bool {
+        self.has_room_beside(first, count, 0)
+    }
+
+    /// Whether [`set`](Self::set) of `count` blocks from `first` would fit with `kept` rows
+    /// kept free besides (for changes voted on and not yet made).
+    pub fn has_room_beside(&self, first: u64, count: u64, kept: u64) -> bool {
         let new = (0..count).filter(|b| self.row(first + b * BLOCK_SIZE).is_err()).count();
-        self.len + new <= N
+        (self.len + new) as u64 + kept <= N as u64
     }
 
     /// Records that `count` blocks from `first` (aligned) belong to `core` now; all or
@@ -258,6 +264,8 @@ mod tests {
         let mut t = BlockOwners::<3>::new();
         assert!(t.set(0, 2, 1));
         assert!(!t.has_room(10 * B, 2));
+        assert!(t.has_room(0, 2) && !t.has_room_beside(0, 2, 2), "two rows kept fill it");
+        assert!(t.has_room_beside(0, 2, 1));
         assert!(!t.set(10 * B, 2, 2), "two new rows do not fit in one");
         assert_eq!(t.len(), 2);
         assert!(t.set(B, 1, 2), "an existing row needs no room");

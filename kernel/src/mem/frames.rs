@@ -79,7 +79,7 @@ pub struct RetypesPending {
 /// keep count of their frames' arrival, with the room of the retypes it already voted Yes
 /// on kept for them. A prepare votes by this.
 pub fn can_retype(first: u64, blocks: u64, to: usize, pending: RetypesPending) -> bool {
-    let room = RETYPED.with(|t| t.has_room(first, blocks + pending.blocks));
+    let room = RETYPED.with(|t| t.has_room_beside(first, blocks, pending.blocks));
     let receiver_room = || {
         let total = blocks + pending.to_same_receiver;
         this_core().frames.with(|f| f.can_adopt(total)) && ON_THE_WAY.with(|t| t.has_room(total))
