@@ -263,6 +263,12 @@ pub fn core(index: usize) -> Option<&'static PerCore> {
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
+/// Whether core `index` will never answer: there is no such core, or it faulted. (The
+/// agreement protocols count such a participant failed instead of waiting for it.)
+pub fn has_faulted(index: usize) -> bool {
+    core(index).is_none_or(|c| c.state() == CoreState::Faulted)
+}
+
 /// Number of cores with a block (online or not).
 pub fn core_count() -> usize {
     CORE_COUNT.load(Ordering::Acquire)

@@ -120,7 +120,7 @@ fn send_queued_now(to: usize) {
     let mut kicked = start;
     loop {
         crate::monitor::flush_frame_returns();
-        let dead = percpu::core(to).is_none_or(|c| c.state() == CoreState::Faulted);
+        let dead = percpu::has_faulted(to);
         if frames::queued_for(to) == 0 || dead {
             return;
         }
@@ -149,7 +149,7 @@ pub fn recover_lost_frames() -> u64 {
     }
     let mut recovered = 0;
     for giver in frames::givers_on_the_way() {
-        let dead = percpu::core(giver).is_none_or(|c| c.state() == CoreState::Faulted);
+        let dead = percpu::has_faulted(giver);
         if dead && !crate::monitor::has_messages_from(giver) {
             recovered += frames::give_up_on(giver);
         }

@@ -337,7 +337,7 @@ impl Shootdown {
             };
             let mut faulted = false;
             for c in op.waiting_for().iter() {
-                if percpu::core(c).is_none_or(|c| c.state() == CoreState::Faulted) {
+                if percpu::has_faulted(c) {
                     op.fail(c);
                     faulted = true;
                 }

@@ -25,7 +25,7 @@
 
 use crate::arch::{cpu, timer};
 use crate::monitor;
-use crate::percpu::{self, this_core, CoreState};
+use crate::percpu::{self, this_core};
 use agreement::{
     op_id, CoreSet, Decision, Knowledge, OpId, Participant, Termination, TwoPhase, TwoPhaseStatus,
     Vote,
@@ -302,7 +302,7 @@ pub fn poll(op: OpId) -> Option<Decision> {
         let t = &mut c.t;
         let waiting = t.stragglers();
         for c in t.participants().iter() {
-            if faulted(c) && (waiting.contains(c) || t.decision().is_none()) {
+            if percpu::has_faulted(c) && (waiting.contains(c) || t.decision().is_none()) {
                 t.fail(c);
             }
         }
@@ -376,9 +376,9 @@ pub fn deliver_decisions() {
             i += 1;
             continue;
         }
-        let gone = faulted(to) || monitor::try_send(to, &request(&decide)).is_ok();
+        let gone = percpu::has_faulted(to) || monitor::try_send(to, &request(&decide)).is_ok();
         if gone {
-            if !faulted(to) {
+            if !percpu::has_faulted(to) {
                 monitor::notify(to);
             }
             // Nothing here runs this layer again: entry `i` is still this one.
@@ -581,10 +581,6 @@ pub fn on_message(from: usize, words: [u64; PAYLOAD_WORDS]) -> Result<(), ()> {
 // A faulted coordinator (`agreement::Termination`): its participants that voted Yes ask
 // each other what they know instead of holding their locks forever.
 
-fn faulted(core: usize) -> bool {
-    percpu::core(core).is_none_or(|c| c.state() == CoreState::Faulted)
-}
-
 /// A participant asks what this core knows of `op`. It answers only once it has read
 /// everything the operation's (faulted) coordinator sent it, so no decision on its way
 /// can arrive after its answer; until then the asker asks again.
@@ -633,7 +629,7 @@ pub fn resolve_orphans() {
     let orphans: Vec<(OpId, CoreSet)> = STATE.with(|s| {
         s.prepared
             .iter()
-            .filter(|p| faulted(agreement::op_initiator(p.0)))
+            .filter(|p| percpu::has_faulted(agreement::op_initiator(p.0)))
             .map(|p| (p.0, p.2))
             .collect()
     });
@@ -654,7 +650,7 @@ pub fn resolve_orphans() {
                 return;
             };
             for c in t.waiting().iter() {
-                if faulted(c) {
+                if percpu::has_faulted(c) {
                     t.fail(c);
                 }
             }
