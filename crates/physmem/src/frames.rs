@@ -308,7 +308,12 @@ impl<'a> CoreFrames<'a> {
 
     /// Whether `count` more blocks from outside the boot share would fit.
     pub fn can_adopt(&self, count: u64) -> bool {
-        self.nadopted as u64 + count <= MAX_ADOPTED_BLOCKS as u64
+        count <= self.adoption_room()
+    }
+
+    /// How many more blocks from outside the boot share fit.
+    pub fn adoption_room(&self) -> u64 {
+        (MAX_ADOPTED_BLOCKS - self.nadopted) as u64
     }
 
     /// Retype, the receiver's step once every core agreed: block `start` is this core's

@@ -128,8 +128,7 @@ pub fn counts_here() -> (u64, u64) {
 
 /// How many more blocks from outside its boot share this core can adopt (tests).
 pub fn adoption_room_here() -> u64 {
-    let adopted = this_core().frames.with(|f| f.adopted_blocks().count()) as u64;
-    (MAX_ADOPTED_BLOCKS as u64).saturating_sub(adopted)
+    this_core().frames.with(|f| f.adoption_room())
 }
 
 /// Whether frame `pa` is on this core's free list (tests).
