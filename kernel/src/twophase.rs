@@ -376,11 +376,12 @@ pub fn deliver_decisions() {
             i += 1;
             continue;
         }
-        let gone = percpu::has_faulted(to) || monitor::try_send(to, &request(&decide)).is_ok();
-        if gone {
-            if !percpu::has_faulted(to) {
-                monitor::notify(to);
-            }
+        let faulted = percpu::has_faulted(to);
+        let sent = !faulted && monitor::try_send(to, &request(&decide)).is_ok();
+        if sent {
+            monitor::notify(to);
+        }
+        if faulted || sent {
             // Nothing here runs this layer again: entry `i` is still this one.
             STATE.with(|s| {
                 s.undelivered.remove(i);
