@@ -106,15 +106,26 @@ pub fn remeasure_speeds() -> Result<(), String> {
 /// at a time: measured all at once, the cores compete for the host's CPUs when they are
 /// vCPUs (under TCG, 3 vCPUs on 2 host CPUs once measured a full-speed core at a third of
 /// its speed, below a core slowed to half), so the speeds said more about the host's
-/// scheduler than about the cores.
+/// scheduler than about the cores. For the same reason this core sleeps while another
+/// measures: spinning, it measured core 1 of 2 at half speed whenever one other program
+/// kept one of the host's 2 CPUs busy.
 fn measure_speeds(cores: &[usize]) -> Result<Vec<u64>, String> {
     let speeds: Vec<AtomicU64> = (0..percpu::core_count()).map(|_| AtomicU64::new(0)).collect();
     let measure = |i: usize| {
         speeds[i].store(compute_speed_here(), Ordering::Relaxed);
         Ok(())
     };
+    let me = percpu::this_core().index;
     for &core in cores {
-        all_ok(&[core], &smp::run_on(&[core], JOB_TIMEOUT_US, &measure))?;
+        let outcome = if core == me {
+            monitor::Outcome::Done(measure(me))
+        } else {
+            match monitor::call_async(core, &measure) {
+                Ok(id) => monitor::wait_sleeping(id, JOB_TIMEOUT_US),
+                Err(_) => monitor::Outcome::NotOnline,
+            }
+        };
+        all_ok(&[core], &[outcome])?;
     }
     Ok(speeds.iter().map(|s| s.load(Ordering::Relaxed)).collect())
 }

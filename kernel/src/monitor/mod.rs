@@ -676,31 +676,73 @@ pub fn wait(id: CallId, timeout_us: u64) -> Outcome {
     let start = cpu::rdtsc();
     loop {
         poll();
-        // Kernel code waiting here (outside any thread) lends the core to its threads: a
-        // thread placed on this core must not wait for the kernel's wait to end.
-        if !this_core().in_context.load(Ordering::Acquire) {
-            if let Some(work) = IDLE_WORK.get() {
-                work();
-            }
-        }
-        let (done, target) = with(|m| match m.calls.iter_mut().find(|c| c.id == id.0) {
-            Some(c) => (c.result.take(), c.target),
-            None => (Some(Err("unknown call".into())), usize::MAX),
-        });
-        if let Some(result) = done {
-            forget_call(id.0, true);
-            return Outcome::Done(result);
-        }
-        if let Some(vector) = percpu::core(target).and_then(|c| c.fault_vector()) {
-            forget_call(id.0, false);
-            return Outcome::Faulted(vector);
-        }
-        if timer::us_since(start) > timeout_us && cancel(id.0) {
-            forget_call(id.0, false); // the target frees the body when it sees it
-            return Outcome::TimedOut;
+        lend_core_to_threads();
+        if let Some(outcome) = call_outcome(id, start, timeout_us) {
+            return outcome;
         }
         cpu::pause();
     }
+}
+
+/// [`wait`], but once the poll budget has passed the caller's core sleeps until a message
+/// (or a tick) comes (Multikernel §5.2: poll for P, then block). For a long call whose
+/// cost is what is measured (a core's compute speed): a spinning caller would take a
+/// host CPU from the target when the cores are vCPUs. A caller with interrupts off (it
+/// may hold what a handler takes) never sleeps: it waits as [`wait`] does.
+pub fn wait_sleeping(id: CallId, timeout_us: u64) -> Outcome {
+    let start = cpu::rdtsc();
+    let may_sleep = cpu::interrupts_enabled();
+    loop {
+        poll();
+        let lent = lend_core_to_threads();
+        if let Some(outcome) = call_outcome(id, start, timeout_us) {
+            return outcome;
+        }
+        if !may_sleep || lent || cpu::rdtsc() - start < poll_budget() {
+            cpu::pause();
+            continue;
+        }
+        // As in `idle_once`: the reply's sender sees the flag and wakes us, or we see its
+        // message before halting.
+        let core = this_core();
+        cpu::disable_interrupts();
+        core.set_asleep(true);
+        fence(Ordering::SeqCst);
+        if has_messages() {
+            cpu::enable_interrupts();
+        } else {
+            cpu::enable_and_halt();
+        }
+        core.set_asleep(false);
+    }
+}
+
+/// Kernel code waiting outside any thread lends the core to its threads: a thread placed
+/// on this core must not wait for the kernel's wait to end. Whether a thread ran.
+fn lend_core_to_threads() -> bool {
+    !this_core().in_context.load(Ordering::Acquire) && IDLE_WORK.get().is_some_and(|work| work())
+}
+
+/// How call `id` ended, if it has: its result, its target's fault, or its cancellation
+/// once `timeout_us` from `start` has passed without the target starting it.
+fn call_outcome(id: CallId, start: u64, timeout_us: u64) -> Option<Outcome> {
+    let (done, target) = with(|m| match m.calls.iter_mut().find(|c| c.id == id.0) {
+        Some(c) => (c.result.take(), c.target),
+        None => (Some(Err("unknown call".into())), usize::MAX),
+    });
+    if let Some(result) = done {
+        forget_call(id.0, true);
+        return Some(Outcome::Done(result));
+    }
+    if let Some(vector) = percpu::core(target).and_then(|c| c.fault_vector()) {
+        forget_call(id.0, false);
+        return Some(Outcome::Faulted(vector));
+    }
+    if timer::us_since(start) > timeout_us && cancel(id.0) {
+        forget_call(id.0, false); // the target frees the body when it sees it
+        return Some(Outcome::TimedOut);
+    }
+    None
 }
 
 /// Tries to cancel call `id` before its target starts it; `false` if the target is running
