@@ -673,15 +673,7 @@ fn forget_call(id: u64, free_body: bool) -> Option<PendingCall> {
 /// cancelled and ends `TimedOut` (the target will not run it). One the target has started
 /// is waited for however long it takes: its work may borrow the caller's memory.
 pub fn wait(id: CallId, timeout_us: u64) -> Outcome {
-    let start = cpu::rdtsc();
-    loop {
-        poll();
-        lend_core_to_threads();
-        if let Some(outcome) = call_outcome(id, start, timeout_us) {
-            return outcome;
-        }
-        cpu::pause();
-    }
+    wait_for_call(id, timeout_us, false)
 }
 
 /// [`wait`], but once the poll budget has passed the caller's core sleeps until a message
@@ -690,13 +682,35 @@ pub fn wait(id: CallId, timeout_us: u64) -> Outcome {
 /// host CPU from the target when the cores are vCPUs. A caller with interrupts off (it
 /// may hold what a handler takes) never sleeps: it waits as [`wait`] does.
 pub fn wait_sleeping(id: CallId, timeout_us: u64) -> Outcome {
+    wait_for_call(id, timeout_us, cpu::interrupts_enabled())
+}
+
+/// [`wait`], sleeping past the poll budget if `may_sleep`.
+fn wait_for_call(id: CallId, timeout_us: u64, may_sleep: bool) -> Outcome {
     let start = cpu::rdtsc();
-    let may_sleep = cpu::interrupts_enabled();
     loop {
         poll();
-        let lent = lend_core_to_threads();
-        if let Some(outcome) = call_outcome(id, start, timeout_us) {
-            return outcome;
+        // Kernel code waiting here (outside any thread) lends the core to its threads: a
+        // thread placed on this core must not wait for the kernel's wait to end.
+        let mut lent = false;
+        if !this_core().in_context.load(Ordering::Acquire) {
+            lent = IDLE_WORK.get().is_some_and(|work| work());
+        }
+        let (done, target) = with(|m| match m.calls.iter_mut().find(|c| c.id == id.0) {
+            Some(c) => (c.result.take(), c.target),
+            None => (Some(Err("unknown call".into())), usize::MAX),
+        });
+        if let Some(result) = done {
+            forget_call(id.0, true);
+            return Outcome::Done(result);
+        }
+        if let Some(vector) = percpu::core(target).and_then(|c| c.fault_vector()) {
+            forget_call(id.0, false);
+            return Outcome::Faulted(vector);
+        }
+        if timer::us_since(start) > timeout_us && cancel(id.0) {
+            forget_call(id.0, false); // the target frees the body when it sees it
+            return Outcome::TimedOut;
         }
         if !may_sleep || lent || cpu::rdtsc() - start < poll_budget() {
             cpu::pause();
@@ -715,34 +729,6 @@ pub fn wait_sleeping(id: CallId, timeout_us: u64) -> Outcome {
         }
         core.set_asleep(false);
     }
-}
-
-/// Kernel code waiting outside any thread lends the core to its threads: a thread placed
-/// on this core must not wait for the kernel's wait to end. Whether a thread ran.
-fn lend_core_to_threads() -> bool {
-    !this_core().in_context.load(Ordering::Acquire) && IDLE_WORK.get().is_some_and(|work| work())
-}
-
-/// How call `id` ended, if it has: its result, its target's fault, or its cancellation
-/// once `timeout_us` from `start` has passed without the target starting it.
-fn call_outcome(id: CallId, start: u64, timeout_us: u64) -> Option<Outcome> {
-    let (done, target) = with(|m| match m.calls.iter_mut().find(|c| c.id == id.0) {
-        Some(c) => (c.result.take(), c.target),
-        None => (Some(Err("unknown call".into())), usize::MAX),
-    });
-    if let Some(result) = done {
-        forget_call(id.0, true);
-        return Some(Outcome::Done(result));
-    }
-    if let Some(vector) = percpu::core(target).and_then(|c| c.fault_vector()) {
-        forget_call(id.0, false);
-        return Some(Outcome::Faulted(vector));
-    }
-    if timer::us_since(start) > timeout_us && cancel(id.0) {
-        forget_call(id.0, false); // the target frees the body when it sees it
-        return Some(Outcome::TimedOut);
-    }
-    None
 }
 
 /// Tries to cancel call `id` before its target starts it; `false` if the target is running
