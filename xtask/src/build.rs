@@ -67,6 +67,7 @@ const PROGRAMS: &[&str] = &[
     "revoketest",
     "pcoretest",
     "threadtest",
+    "lifetest",
     "mcrttest",
     "mcrtbench",
     "ampsbench",

@@ -123,8 +123,10 @@ pub mod nr {
     /// `poweroff(machine_share, machine_obj)`: turns the machine off; the same capability
     /// as `kernel_command`.
     pub const POWEROFF: u64 = 39;
-    /// `console_read(buf, len)`: bytes typed on the serial console since the last call
-    /// (never waits; returns 0 when there are none).
+    /// `console_read(keyboard_share, keyboard_obj, buf, len)`: bytes typed on the serial
+    /// console since the last call (never waits; returns 0 when there are none). A
+    /// capability: ⟨keyboard_share, keyboard_obj⟩ must name a device object of kind
+    /// [`device_kind::KEYBOARD`], else `NotPermitted`.
     pub const CONSOLE_READ: u64 = 40;
     /// `share_dupobj(share, ref_share, ref_obj)`: enters the object ⟨ref_share, ref_obj⟩
     /// into `share` again under a fresh id (a descriptor: one more reference, no new
@@ -414,6 +416,11 @@ pub mod device_kind {
     /// makes one (for `init`, at boot); `device_alloc` of it is `NotPermitted`, and a
     /// holder hands it on through shares or `program_run`'s `give`.
     pub const MACHINE: u64 = 4;
+    /// The keyboard: the serial console's input. Holding a device object of this kind is
+    /// the capability `console_read` asks for, so only the shell reads what is typed. Only
+    /// the kernel makes one (for `init`, at boot, its second start argument);
+    /// `device_alloc` of it is `NotPermitted`.
+    pub const KEYBOARD: u64 = 5;
 }
 
 /// One device as `device_list` writes it (four words; `name` is up to 8 ASCII bytes).

@@ -1,6 +1,6 @@
 //! What a test must leave as it found it, on every core: the frames (free, or held by
-//! the core's kernel heap), the kernel heap bytes in use, and the live kernel objects the
-//! core's programs created. xv6's `usertests` checks free pages around each test the same
+//! the core's kernel heap), the kernel heap bytes in use, the live kernel objects the
+//! core's programs created, the live threads it made and the threads parked on it. xv6's `usertests` checks free pages around each test the same
 //! way; counting heap bytes and objects too makes leaked metadata visible, not only
 //! leaked pages.
 
@@ -23,6 +23,10 @@ pub struct CoreResources {
     pub heap_bytes: u64,
     /// Live kernel objects made by this core's programs.
     pub objects: u64,
+    /// Live threads made on this core (wherever they run now).
+    pub threads: u64,
+    /// Threads parked in this core's wait queues.
+    pub parked: u64,
 }
 
 /// Every listed core's resources, by position in the list. Held on the stack: a
@@ -52,8 +56,9 @@ pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
     if cores.len() > percpu::MAX_CORES {
         return Err("too many cores".into());
     }
-    let counts = [const { Mutex::new(CoreResources { frames: 0, heap_bytes: 0, objects: 0 }) };
-        percpu::MAX_CORES];
+    let counts = [const {
+        Mutex::new(CoreResources { frames: 0, heap_bytes: 0, objects: 0, threads: 0, parked: 0 })
+    }; percpu::MAX_CORES];
     let count = |index: usize| {
         crate::monitor::poll();
         let me = percpu::this_core();
@@ -63,6 +68,8 @@ pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
             frames: me.free_frames() + heap_frames,
             heap_bytes,
             objects: crate::user::corey::live_objects(index) as u64,
+            threads: crate::user::sched::live_threads(index),
+            parked: crate::user::sched::parked_here(),
         };
         Ok(())
     };
@@ -91,8 +98,18 @@ pub fn check(cores: &[usize], before: &Snapshot) -> Result<(), String> {
     for ((core, b), a) in cores.iter().zip(before.as_slice()).zip(after.as_slice()) {
         if a != b {
             diffs += &format!(
-                " core {core}: frames {} -> {}, heap bytes {} -> {}, objects {} -> {};",
-                b.frames, a.frames, b.heap_bytes, a.heap_bytes, b.objects, a.objects
+                " core {core}: frames {} -> {}, heap bytes {} -> {}, objects {} -> {}, \
+                 threads {} -> {}, parked {} -> {};",
+                b.frames,
+                a.frames,
+                b.heap_bytes,
+                a.heap_bytes,
+                b.objects,
+                a.objects,
+                b.threads,
+                a.threads,
+                b.parked,
+                a.parked
             );
         }
     }

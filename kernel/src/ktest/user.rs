@@ -50,6 +50,33 @@ kernel_test!(MCRT, "user.mcrt_runtime", 1, false, mcrt_runtime);
 kernel_test!(ASYM, "user.asym_placement", 3, true, asym_placement);
 kernel_test!(LOADS, "user.load_reports_reach_every_core", 2, false, load_reports_reach_every_core);
 kernel_test!(ASYM_NOW, "user.asym_at_run_time_is_measured", 2, true, asym_at_run_time);
+kernel_test!(SECOND_SHELL, "user.second_shell_leaves_the_keyboard", 1, false, second_shell);
+
+/// Issue M14: a second `init` (the shell's `run -c 1 init`) holds no keyboard, so it says
+/// so and exits 1 at once, instead of taking every later keystroke from the first shell.
+fn second_shell() -> Result<(), String> {
+    balanced(|| expect("init", "", ExitStatus::Exited(1)))
+}
+
+kernel_test!(LIFETIMES, "user.program_end_reaches_every_thread", 1, false, program_end_reaches);
+
+/// Issue M14: a program's end reaches every thread of it, wherever it is. `lifetest
+/// orphans` leaves threads parked in `wait`, `join` and `sleep` (no time limit of their
+/// own) on every core and exits: they end with it. `lifetest halt` halts the pcore of a
+/// program parked on another core: it ends `Halted`. `lifetest successors`, a chain of
+/// threads each starting the next while the main thread waits with no timeout, ends at
+/// the program's time limit, which every thread inherits. Every core's threads, parked
+/// threads, objects and frames come back.
+fn program_end_reaches() -> Result<(), String> {
+    balanced(|| {
+        expect("lifetest", "orphans", ExitStatus::Exited(0))?;
+        expect("lifetest", "halt", ExitStatus::Exited(0))?;
+        match user::run_with_limit("lifetest", "successors", 500_000) {
+            Ok(ExitStatus::TimedOut) => Ok(()),
+            other => Err(format!("lifetest successors with a 0.5 s limit: {other:?}")),
+        }
+    })
+}
 
 fn expect(name: &str, args: &str, want: ExitStatus) -> Result<(), String> {
     match user::run(name, args) {

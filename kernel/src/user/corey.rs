@@ -1146,7 +1146,8 @@ pub fn device_alloc(p: &mut ProgramObjects, share: u64, hwid: u64) -> Result<u64
     if !super::devices::exists(hwid) {
         return Err(Error::InvalidArgument);
     }
-    if hwid == super::devices::MACHINE {
+    // Capabilities only the kernel makes.
+    if hwid == super::devices::MACHINE || hwid == super::devices::KEYBOARD {
         return Err(Error::NotPermitted);
     }
     alloc(p, share, ObjectKind::Device, Payload::Device(Device { hwid }))
@@ -1164,6 +1165,20 @@ pub fn machine_device() -> Result<Ptr, Error> {
 /// Whether ⟨rs, ro⟩ names a machine device object in `p`'s share set (the capability).
 pub fn holds_machine(p: &ProgramObjects, rs: u64, ro: u64) -> bool {
     device_hwid(p, rs, ro) == Ok(super::devices::MACHINE)
+}
+
+/// A new keyboard device object (the capability for `console_read`), for the kernel to
+/// give the program it starts on the console (`init`).
+pub fn keyboard_device() -> Result<Ptr, Error> {
+    room()?;
+    let payload = Payload::Device(Device { hwid: super::devices::KEYBOARD });
+    with_creator(|c| c.make(ObjectKind::Device, name(), objects::Body::Kernel(payload)))
+        .map_err(to_abi)
+}
+
+/// Whether ⟨rs, ro⟩ names a keyboard device object in `p`'s share set.
+pub fn holds_keyboard(p: &ProgramObjects, rs: u64, ro: u64) -> bool {
+    device_hwid(p, rs, ro) == Ok(super::devices::KEYBOARD)
 }
 
 /// Puts `ptr` into the program's root share (an object handed to it at start); its id.

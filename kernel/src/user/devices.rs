@@ -1,6 +1,6 @@
 //! The devices user programs can see (Corey §4.4 `device_list`, `device_stat`): the serial
-//! console, the initrd, the machine (its kernel console and power: a capability) and each
-//! core's timer. Drivers for network devices come with
+//! console, the initrd, the machine (its kernel console and power: a capability), the
+//! keyboard (the console's input: a capability) and each core's timer. Drivers for network devices come with
 //! kernel cores (M8); until then these are the machine's devices.
 
 use crate::arch::{serial, timer};
@@ -17,6 +17,14 @@ pub fn count_machine_command() {
     MACHINE_COMMANDS.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Bytes programs read through the keyboard device (its `device_stat` count).
+static KEYBOARD_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Counts `n` bytes read through the keyboard device.
+pub fn count_keyboard_bytes(n: u64) {
+    KEYBOARD_BYTES.fetch_add(n, Ordering::Relaxed);
+}
+
 /// Hardware id of the serial console.
 const SERIAL: u64 = 1;
 /// Hardware id of the initrd.
@@ -24,6 +32,9 @@ const INITRD: u64 = 2;
 /// Hardware id of the machine: a device object of it is the capability for
 /// `kernel_command` and `poweroff`.
 pub const MACHINE: u64 = 3;
+/// Hardware id of the keyboard (the serial console's input): a device object of it is the
+/// capability for `console_read`.
+pub const KEYBOARD: u64 = 4;
 /// Hardware id of core 0's timer; core k's is `TIMER_BASE + k`.
 const TIMER_BASE: u64 = 16;
 
@@ -56,6 +67,12 @@ pub fn list() -> Vec<DeviceInfo> {
         core: u64::MAX,
         name: short_name("machine"),
     });
+    out.push(DeviceInfo {
+        hwid: KEYBOARD,
+        kind: device_kind::KEYBOARD,
+        core: u64::MAX,
+        name: short_name("keyboard"),
+    });
     for core in percpu::all_cores() {
         out.push(DeviceInfo {
             hwid: TIMER_BASE + core.index as u64,
@@ -83,6 +100,7 @@ pub fn stat(hwid: u64) -> Option<DeviceStat> {
         device_kind::MACHINE => {
             (MACHINE_COMMANDS.load(Ordering::Relaxed), percpu::core_count() as u64)
         }
+        device_kind::KEYBOARD => (KEYBOARD_BYTES.load(Ordering::Relaxed), 0),
         _ => {
             let core = percpu::core(info.core as usize)?;
             (core.ticks(), timer::tick_hz())

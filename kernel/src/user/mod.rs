@@ -12,6 +12,7 @@ pub mod corey;
 pub mod devices;
 pub mod elf;
 pub mod initrd;
+pub mod program;
 pub mod sched;
 pub mod space;
 
@@ -26,6 +27,7 @@ use abi::{nr, pcore_status, Error, ObjectKind, SysResult, ARGS_MAX};
 use abi::{USER_STACK_BYTES, USER_STACK_TOP};
 use alloc::boxed::Box;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 use corey::Ptr;
@@ -104,9 +106,11 @@ pub struct Running {
     /// The scheduler loop's saved kernel context while the thread is on the CPU.
     context: *const KernelContext,
     objects: corey::ProgramObjects,
-    /// TSC value past which the context is stopped.
-    deadline: u64,
-    /// The pcore object it runs on, if it was started through one.
+    /// The program it belongs to: its time limit, and whether it was stopped.
+    program: Arc<program::Program>,
+    /// Whether it is its program's main thread (whose end ends the program).
+    role: Role,
+    /// The pcore object it runs on, if it was started through one (a main thread).
     pcore: Option<Ptr>,
     /// Its user registers while it is off the CPU.
     regs: UserRegs,
@@ -124,17 +128,26 @@ pub struct Running {
 // followed by the core it runs on, while it runs there.
 unsafe impl Send for Running {}
 
+/// A thread's place in its program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// The context the program started as: its end ends the program.
+    Main,
+    /// Made by `thread_create`: its end is its own.
+    Spawned,
+}
+
 impl Running {
-    /// A thread of `objects` that starts with `regs`, allowed where `shared` says, stopped
-    /// once it has run for `limit_us`.
+    /// A thread of `program` with `objects` that starts with `regs`, allowed where
+    /// `shared` says.
     fn new_thread(
         name: String,
         objects: corey::ProgramObjects,
         shared: alloc::sync::Arc<sched::ThreadShared>,
         regs: UserRegs,
-        limit_us: u64,
+        program: Arc<program::Program>,
+        role: Role,
     ) -> Box<Running> {
-        let limit_cycles = crate::arch::timer::us_to_tsc(limit_us);
         Box::new(Running {
             name,
             args: String::new(),
@@ -142,7 +155,8 @@ impl Running {
             space: AddressSpace::view(0),
             context: core::ptr::null(),
             objects,
-            deadline: cpu::rdtsc().saturating_add(limit_cycles),
+            program,
+            role,
             pcore: None,
             regs,
             fpu: FpuState::initial(),
@@ -156,9 +170,11 @@ impl Running {
     /// context, keeps Corey's meaning: it runs on the core it was started on).
     fn from_context(context: Context) -> Box<Running> {
         let shared = sched::ThreadShared::new(1 << this_core().index);
-        let regs = UserRegs::start(context.entry, context.stack, context.arg);
+        let mut regs = UserRegs::start(context.entry, context.stack, context.arg);
+        regs.rsi = context.arg2;
+        let program = program::Program::new(context.limit_us, context.pcore.clone());
         let mut t =
-            Running::new_thread(context.name, context.objects, shared, regs, context.limit_us);
+            Running::new_thread(context.name, context.objects, shared, regs, program, Role::Main);
         t.args = context.args;
         t.pcore = context.pcore;
         t
@@ -172,6 +188,8 @@ pub struct Context {
     entry: u64,
     stack: u64,
     arg: u64,
+    /// A second start argument (`rsi`): the keyboard, for `init`.
+    arg2: u64,
     objects: corey::ProgramObjects,
     limit_us: u64,
     pcore: Option<Ptr>,
@@ -196,14 +214,16 @@ pub fn run(name: &str, args: &str) -> Result<ExitStatus, Error> {
 /// Like [`run`], stopping the program (`TimedOut`) once it has run for `limit_us`: the
 /// timer tick checks, so a program that never makes a system call cannot keep its core.
 pub fn run_with_limit(name: &str, args: &str, limit_us: u64) -> Result<ExitStatus, Error> {
-    run_giving(name, args, limit_us, None)
+    run_giving(name, args, limit_us, &[])
 }
 
 /// Like [`run_with_limit`], giving the program the machine device (the capability for
-/// `kernel_command` and `poweroff`): its id in the program's root share is the program's
-/// start argument. The kernel starts `init` this way.
+/// `kernel_command` and `poweroff`) and the keyboard (for `console_read`): their ids in
+/// the program's root share are its start arguments (`rdi`, `rsi`). The kernel starts
+/// `init` this way.
 pub fn run_with_machine(name: &str, args: &str, limit_us: u64) -> Result<ExitStatus, Error> {
-    run_giving(name, args, limit_us, Some(corey::machine_device()?))
+    let given = [corey::machine_device()?, corey::keyboard_device()?];
+    run_giving(name, args, limit_us, &given)
 }
 
 /// Most bytes of a program's output [`run_capturing`] keeps (later lines are dropped).
@@ -224,25 +244,21 @@ pub fn run_capturing(name: &str, args: &str, limit_us: u64) -> Result<(ExitStatu
 }
 
 /// Loads program `name`, handing it `give`, and runs it on this core until it ends.
-fn run_giving(
-    name: &str,
-    args: &str,
-    limit_us: u64,
-    give: Option<Ptr>,
-) -> Result<ExitStatus, Error> {
+fn run_giving(name: &str, args: &str, limit_us: u64, give: &[Ptr]) -> Result<ExitStatus, Error> {
     let context = load_program(name, args, limit_us, None, give)?;
     Ok(run_context(context))
 }
 
 /// Loads program `name`: each ELF segment becomes a segment in a fresh root share, mapped
-/// by a fresh root address range, and so does the stack (filled on first touch). An
-/// object in `give` goes into the root share too, its id the program's start argument.
+/// by a fresh root address range, and so does the stack (filled on first touch). The
+/// objects in `give` (at most two) go into the root share too, their ids the program's
+/// start arguments (`rdi`, then `rsi`; 0 for none).
 fn load_program(
     name: &str,
     args: &str,
     limit_us: u64,
     pcore: Option<Ptr>,
-    give: Option<Ptr>,
+    give: &[Ptr],
 ) -> Result<Context, Error> {
     // Refused, not cut: a shortened command line would run something else.
     if args.len() > ARGS_MAX {
@@ -271,10 +287,11 @@ fn load_program(
     let stack_pages = USER_STACK_BYTES / 4096;
     let stack_va = USER_STACK_TOP - USER_STACK_BYTES;
     corey::load_segment(&mut objects, stack_va, stack_pages, &[], abi::map::WRITE)?;
-    let arg = match give {
-        Some(ptr) => corey::give(&mut objects, ptr)?,
-        None => 0,
-    };
+    let mut start_args = [0u64; 2];
+    for (arg, ptr) in start_args.iter_mut().zip(give) {
+        *arg = corey::give(&mut objects, ptr.clone())?;
+    }
+    let [arg, arg2] = start_args;
     Ok(Context {
         name: name.into(),
         args: args.into(),
@@ -282,6 +299,7 @@ fn load_program(
         // As if `_start` had been called (8 below a 16-byte boundary).
         stack: USER_STACK_TOP - 8,
         arg,
+        arg2,
         objects,
         limit_us,
         pcore,
@@ -298,14 +316,28 @@ pub fn run_context(context: Context) -> ExitStatus {
     ExitStatus::from_status_word(shared.status())
 }
 
+/// Whether this core's CR3 may still hold an ending thread's root tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cr3 {
+    /// The core switched away from them: it leaves the root's cores.
+    SwitchedAway,
+    /// The thread ended off the CPU (parked or queued when its program stopped): the
+    /// tables loaded now may be its root's, shared with the thread that runs, so the core
+    /// stays among the root's cores (the scheduler's loaded root leaves when replaced).
+    MayHoldThem,
+}
+
 /// Takes an ended context apart: its last output line, its objects (the core leaves its
-/// root), then its pcore's status.
-pub(crate) fn finish(running: Running, status: ExitStatus) {
+/// root if `cr3` says it switched away), then its pcore's status.
+pub(crate) fn finish(running: Running, status: ExitStatus, cr3: Cr3) {
     let Running { line, objects, pcore, .. } = running;
     if !line.is_empty() {
         crate::println!("{}", String::from_utf8_lossy(&line));
     }
-    corey::end_context(objects);
+    match cr3 {
+        Cr3::SwitchedAway => corey::end_context(objects),
+        Cr3::MayHoldThem => drop(objects),
+    }
     publish_status(pcore, status);
 }
 
@@ -365,6 +397,7 @@ pub fn start_job(raw: u64) {
                     entry,
                     stack,
                     arg,
+                    arg2: 0,
                     objects,
                     limit_us: DEFAULT_LIMIT_US,
                     pcore: Some(pcore),
@@ -374,7 +407,7 @@ pub fn start_job(raw: u64) {
         }
         StartWhat::Program { line, give } => {
             let (name, args) = line.split_once(' ').unwrap_or((&line, ""));
-            load_program(name, args.trim_start(), DEFAULT_LIMIT_US, Some(pcore), give)
+            load_program(name, args.trim_start(), DEFAULT_LIMIT_US, Some(pcore), give.as_slice())
         }
     };
     match context {
@@ -544,25 +577,22 @@ pub fn step() {
     }
 }
 
-/// Leaves the running context if it is past its time limit or its pcore was halted: at a
-/// tick in user mode, and at the end of a system call that took steps (a long call may
-/// have passed either). Nothing is held there.
+/// Leaves the running thread if its program was stopped, its pcore halted or its time
+/// limit passed: at a tick in user mode, and at the end of a system call that took steps
+/// (a long call may have passed any of them). Nothing is held there.
 fn stop_if_due() {
-    let (late, halted) = with_running(|r, _| {
-        let halted =
-            r.pcore.as_ref().and_then(corey::pcore).is_some_and(|p| p.halt.load(Ordering::Acquire));
-        (cpu::rdtsc() > r.deadline, halted)
-    })
-    .unwrap_or((false, false));
-    if halted {
-        leave(ExitStatus::Halted);
+    if let Some(status) = with_running(|r, _| r.program.stopping()).flatten() {
+        if status == ExitStatus::TimedOut {
+            report_timeout();
+        }
+        leave(status);
     }
-    if late {
-        let name = with_running(|r, _| r.name.clone()).unwrap_or_default();
-        println!("USER TIMEOUT core={} program={}", this_core().index, name);
-        drop(name); // `leave` unwinds nothing
-        leave(ExitStatus::TimedOut);
-    }
+}
+
+/// Prints the line that tells a thread was stopped at its program's time limit.
+fn report_timeout() {
+    let name = with_running(|r, _| r.name.clone()).unwrap_or_default();
+    println!("USER TIMEOUT core={} program={}", this_core().index, name);
 }
 
 /// Entry from `syscall_entry`: runs one system call, returns the result word.
@@ -590,7 +620,7 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         nr::CORES_ONLINE => Ok(crate::smp::online_cores().len() as u64),
         nr::KERNEL_COMMAND => kernel_command(a, b, c, frame.r10),
         nr::POWEROFF => poweroff(a, b),
-        nr::CONSOLE_READ => console_read(a, b),
+        nr::CONSOLE_READ => console_read(a, b, c, frame.r10),
         nr::FILE_LIST => file_list(a, b),
         nr::DEVICE_LIST => device_list(a, b),
         nr::PCORE_HALT => pcore_halt(a, b),
@@ -882,7 +912,8 @@ fn start_program(
         let what = StartWhat::Program { line: text.clone(), give };
         return send_job(pc.core, StartJob { pcore: pcore_ptr.clone(), what }).map(|_| None);
     }
-    match load_program(name, args.trim_start(), DEFAULT_LIMIT_US, Some(pcore_ptr.clone()), give) {
+    let pcore = Some(pcore_ptr.clone());
+    match load_program(name, args.trim_start(), DEFAULT_LIMIT_US, pcore, give.as_slice()) {
         Ok(context) => {
             let t = Running::from_context(context);
             let program = t.shared.clone();
@@ -909,7 +940,10 @@ fn pcore_halt(share: u64, obj: u64) -> SysResult {
         drop(ptr);
         leave(ExitStatus::Halted);
     }
-    corey::pcore(&ptr).ok_or(Error::InvalidArgument)?.halt.store(true, Ordering::Release);
+    corey::pcore(&ptr).ok_or(Error::InvalidArgument)?.halt.store(true, Ordering::SeqCst);
+    // Its program's threads that are parked or queued anywhere end now; running ones at
+    // their next tick (`stop_if_due`).
+    sched::reap_on(u64::MAX);
     Ok(0)
 }
 
@@ -957,10 +991,16 @@ pub fn set_kernel_console(execute: ConsoleExecute) {
     KERNEL_CONSOLE.call_once(|| execute);
 }
 
-/// `console_read(buf, len)`: bytes typed so far, without waiting. A program that reads
-/// wants what it printed so far (a prompt, an echo) on the screen: its unfinished line is
-/// printed first, as stdio flushes before input.
-fn console_read(ptr: u64, len: u64) -> SysResult {
+/// `console_read(keyboard_share, keyboard_obj, buf, len)`: bytes typed so far, without
+/// waiting; ⟨keyboard_share, keyboard_obj⟩ must name the keyboard device (the kernel gives
+/// it to `init` alone), so no other program reads keystrokes meant for the shell. A
+/// program that reads wants what it printed so far (a prompt, an echo) on the screen: its
+/// unfinished line is printed first, as stdio flushes before input.
+fn console_read(share: u64, obj: u64, ptr: u64, len: u64) -> SysResult {
+    match with_running(|r, _| corey::holds_keyboard(&r.objects, share, obj)) {
+        Some(true) => {}
+        _ => return Err(Error::NotPermitted),
+    }
     let pending = sched::with_current(|r| core::mem::take(&mut r.line));
     if let Some(bytes) = pending.filter(|b| !b.is_empty()) {
         crate::print!("{}", String::from_utf8_lossy(&bytes));
@@ -974,6 +1014,7 @@ fn console_read(ptr: u64, len: u64) -> SysResult {
     }
     with_running_mut(|r, space| copy_out(&mut r.objects, space, ptr, &bytes))
         .ok_or(Error::NotPermitted)??;
+    devices::count_keyboard_bytes(bytes.len() as u64);
     Ok(bytes.len() as u64)
 }
 

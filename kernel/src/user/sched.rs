@@ -384,6 +384,9 @@ mod op {
     /// patience before it asks again: a source whose extra threads are pinned would
     /// otherwise be asked at every turn).
     pub const NONE: u64 = 6;
+    /// `[REAP]`: a program was stopped (its main thread ended, its pcore was halted):
+    /// end the threads of stopped programs parked or queued here (issue M14).
+    pub const REAP: u64 = 7;
 }
 
 /// Messages filed for the scheduler, read between threads and at every tick. Load
@@ -400,6 +403,8 @@ struct Inbox {
     loads: [Option<(u64, u64, bool, bool)>; percpu::MAX_CORES],
     /// Per sender: its pull, and whether it may take the running thread.
     pulls: [Option<bool>; percpu::MAX_CORES],
+    /// A program was stopped: look for its threads here.
+    reap: bool,
     /// Whether anything above is filed.
     any: bool,
 }
@@ -412,6 +417,7 @@ impl Inbox {
             joined: Vec::new(),
             loads: [None; percpu::MAX_CORES],
             pulls: [None; percpu::MAX_CORES],
+            reap: false,
             any: false,
         }
     }
@@ -454,6 +460,7 @@ pub fn on_message(from: usize, w: [u64; urpc::PAYLOAD_WORDS]) -> Result<(), ()> 
             }
             op::PULL => inbox.pulls[from] = Some(w[1] != 0),
             op::NONE => {}
+            op::REAP => inbox.reap = true,
             _ => return Err(()),
         }
         Ok(())
@@ -478,7 +485,11 @@ fn read_inbox() {
     let mut outgoing: Vec<(usize, Request)> = Vec::new();
     let mut ships: Vec<(Box<Running>, usize)> = Vec::new();
     let mut forwards: Vec<(usize, u64, u64, bool)> = Vec::new();
+    let mut stopped: Vec<Box<Running>> = Vec::new();
     with_sched(|s| {
+        if inbox.reap {
+            stopped = take_stopped(s);
+        }
         for t in inbox.arrivals {
             t.shared.core.store(me as u64, Ordering::Relaxed);
             s.stats.migrations_in += 1;
@@ -540,6 +551,38 @@ fn read_inbox() {
     for (to, request) in outgoing {
         let _ = monitor::send(to, &request);
     }
+    for t in stopped {
+        end_off_cpu(t);
+    }
+}
+
+/// Takes out every thread parked or queued here whose program was stopped.
+fn take_stopped(s: &mut Scheduler) -> Vec<Box<Running>> {
+    let mut stopped = Vec::new();
+    while let Some(t) = s.waits.remove(|t| t.program.stopping().is_some()) {
+        stopped.push(t);
+    }
+    while let Some(t) = s.queue.remove(|t| t.program.stopping().is_some()) {
+        stopped.push(t);
+    }
+    stopped
+}
+
+/// Asks `cores` (bit i: core i; this one included) to end the threads of stopped
+/// programs they hold off the CPU (`REAP`). This core does it at its next housekeeping.
+pub fn reap_on(cores: u64) {
+    let me = this_core().index;
+    if me < 64 && cores & (1 << me) != 0 {
+        INBOX.with(|i| {
+            i.reap = true;
+            i.any = true;
+        });
+    }
+    for c in crate::smp::online_cores() {
+        if c != me && c < 64 && cores & (1 << c) != 0 {
+            let _ = monitor::send(c, &message(&[op::REAP]));
+        }
+    }
 }
 
 /// The lowest core in `cores` other than `me`.
@@ -576,12 +619,18 @@ fn clear_waiter_bit(root: &Ptr) {
     }
 }
 
-/// Threads whose deadline passed return from `wait` (timed out) or `sleep`.
-fn expire_deadlines(s: &mut Scheduler) {
+/// Threads whose deadline passed return from `wait` (timed out) or `sleep`; those whose
+/// program's time limit passed (a park never outlasts it) are returned, to be ended.
+fn expire_deadlines(s: &mut Scheduler) -> Vec<Box<Running>> {
+    let mut stopped = Vec::new();
     if s.waits.is_empty() {
-        return;
+        return stopped;
     }
     for mut t in s.waits.expire(cpu::rdtsc()) {
+        if t.program.stopping().is_some() {
+            stopped.push(t);
+            continue;
+        }
         t.regs.rax = match t.on_wake {
             Some(OnWake::Wait) => wait_result::TIMED_OUT,
             _ => 0,
@@ -589,6 +638,7 @@ fn expire_deadlines(s: &mut Scheduler) {
         t.on_wake = None;
         s.queue.push(t);
     }
+    stopped
 }
 
 /// Sends thread `t` to core `to` (a migration: counted). If the message cannot go, the
@@ -722,7 +772,9 @@ fn balance() {
 /// What the scheduler does between threads and at ticks: its inbox, deadlines, load.
 fn housekeeping() {
     read_inbox();
-    with_sched(expire_deadlines);
+    for t in with_sched(expire_deadlines) {
+        end_off_cpu(t);
+    }
     report_load();
 }
 
@@ -841,13 +893,23 @@ fn dedicated_mask() -> u64 {
 fn run_next() -> bool {
     let core = this_core();
     let me = core.index;
-    let Some(misplaced) = with_sched(|s| {
+    let Some((misplaced, stopping)) = with_sched(|s| {
         s.queue.switch()?;
         let t = s.queue.running()?;
-        Some(!t.shared.allowed_on(me))
+        // Marked before the check (both SeqCst): a stop that missed this core's mark
+        // is seen here (`Program::stop`).
+        t.program.touch(me);
+        Some((!t.shared.allowed_on(me), t.program.stopping()))
     }) else {
         return false;
     };
+    if let Some(status) = stopping {
+        // Its program was stopped while it was queued, parked or on its way here.
+        if let Some(t) = with_sched(|s| s.queue.take_running()) {
+            end_thread(t, status);
+        }
+        return true;
+    }
     if misplaced {
         // Its affinity changed: it runs elsewhere (AMPS places it among its cores).
         let t = with_sched(|s| s.queue.take_running());
@@ -920,6 +982,9 @@ fn run_next() -> bool {
             After::Ready => with_sched(|s| s.queue.push(t)),
             After::Park { key, deadline, on_wake } => {
                 t.on_wake = Some(on_wake);
+                // A park never outlasts the program's time limit (it ends the thread).
+                let limit = t.program.deadline();
+                let deadline = Some(deadline.map_or(limit, |d| d.min(limit)));
                 with_sched(|s| s.waits.park(key, t, deadline));
             }
             After::Ship(to) => ship(t, to),
@@ -930,13 +995,34 @@ fn run_next() -> bool {
     true
 }
 
-/// An ended thread: the core leaves its tables (before its root forgets this core), its
-/// objects go, its status is published, and its joiners wake (by message elsewhere).
+/// An ended thread that was on the CPU (or about to be): the core leaves its tables
+/// (before its root forgets this core), then [`retire`].
 fn end_thread(t: Box<Running>, status: ExitStatus) {
     unload_tables();
+    retire(t, status, super::Cr3::SwitchedAway);
+}
+
+/// A thread of a stopped program, taken from a wait or run queue here: it ends with its
+/// program's status; the tables in CR3 stay (the running thread may share them).
+fn end_off_cpu(t: Box<Running>) {
+    let status = t.program.stopping().unwrap_or(ExitStatus::Halted);
+    let root = t.objects.root_ar.clone();
+    retire(t, status, super::Cr3::MayHoldThem);
+    // It may have been the last waiter of its address space here.
+    if !with_sched(|s| s.waits.has_space(root.id().0)) {
+        clear_waiter_bit(&root);
+    }
+}
+
+/// An ended thread's last steps: its objects go, its status is published, its joiners
+/// wake (by message elsewhere); a main thread's end stops the rest of its program.
+fn retire(t: Box<Running>, status: ExitStatus, cr3: super::Cr3) {
     let shared = t.shared.clone();
     undedicate(&shared);
-    super::finish(*t, status);
+    // Stopped before its status is published: whoever sees the status finds the rest of
+    // the program stopping.
+    let reap = (t.role == super::Role::Main).then(|| t.program.stop(ExitStatus::Halted));
+    super::finish(*t, status, cr3);
     let word = status.status_word();
     shared.status.store(word, Ordering::SeqCst);
     let joiners = shared.joiners.swap(0, Ordering::SeqCst);
@@ -948,6 +1034,9 @@ fn end_thread(t: Box<Running>, status: ExitStatus) {
         if c != me && joiners & (1 << c) != 0 {
             let _ = monitor::send(c, &message(&[op::JOINED, shared.uid]));
         }
+    }
+    if let Some(cores) = reap {
+        reap_on(cores);
     }
 }
 
@@ -1112,7 +1201,9 @@ pub fn thread_create(ptr: u64) -> SysResult {
         let mut name = r.name.clone();
         name.push_str("/thread");
         let regs = UserRegs::start(a.entry, a.stack, a.arg);
-        let t = Running::new_thread(name, objects, shared, regs, super::DEFAULT_LIMIT_US);
+        // It lives within its program's time limit, and ends when its program does.
+        let program = r.program.clone();
+        let t = Running::new_thread(name, objects, shared, regs, program, super::Role::Spawned);
         Ok((t, (id, a.core)))
     })
     .ok_or(Error::NotPermitted)??;
@@ -1295,6 +1386,17 @@ pub fn change_duty(groups: &[(usize, u8)]) -> Result<(), String> {
         Ok(())
     };
     crate::smp::all_ok(&cores, &crate::smp::run_on(&cores, 10_000_000, &refresh))
+}
+
+/// Live threads made on core `core` (wherever they are now): tests check they come back
+/// to a baseline.
+pub fn live_threads(core: usize) -> u64 {
+    LIVE_THREADS.get(core).map_or(0, |n| n.load(Ordering::Relaxed))
+}
+
+/// Threads parked in this core's wait queues.
+pub fn parked_here() -> u64 {
+    with_sched(|s| s.waits.len() as u64)
 }
 
 /// Reports `length` as this core's load now (the kernel test of the report tree), and

@@ -1,6 +1,7 @@
 //! The serial console from user space: formatted output (`print!`, `println!`) and line
 //! input with echo and backspace over the non-blocking `console_read`.
 
+use crate::obj::ObjRef;
 use crate::sys::{console_read, write};
 use abi::Error;
 use core::fmt::{self, Write};
@@ -64,6 +65,8 @@ macro_rules! println {
 /// Reads typed lines: `console_read` never waits, so this polls, keeping bytes that came
 /// after a line's end for the next line.
 pub struct LineReader {
+    /// The keyboard device (`console_read`'s capability).
+    keyboard: ObjRef,
     pending: [u8; 64],
     start: usize,
     end: usize,
@@ -72,9 +75,9 @@ pub struct LineReader {
 }
 
 impl LineReader {
-    /// A reader with nothing pending.
-    pub const fn new() -> Self {
-        LineReader { pending: [0; 64], start: 0, end: 0, after_cr: false }
+    /// A reader of the keyboard device `keyboard` ([`crate::keyboard`]), nothing pending.
+    pub const fn new(keyboard: ObjRef) -> Self {
+        LineReader { keyboard, pending: [0; 64], start: 0, end: 0, after_cr: false }
     }
 
     /// Reads one line into `buf` (echoing it, with backspace), without its end; returns
@@ -113,7 +116,7 @@ impl LineReader {
     /// The next typed byte, polling until there is one.
     fn next_byte(&mut self) -> u8 {
         while self.start == self.end {
-            match console_read(&mut self.pending) {
+            match console_read(self.keyboard, &mut self.pending) {
                 Ok(n) if n > 0 => {
                     self.start = 0;
                     self.end = (n as usize).min(self.pending.len());
@@ -129,11 +132,5 @@ impl LineReader {
         let b = self.pending[self.start];
         self.start += 1;
         b
-    }
-}
-
-impl Default for LineReader {
-    fn default() -> Self {
-        LineReader::new()
     }
 }

@@ -55,8 +55,8 @@ static HEAP: heap::Heap = heap::Heap::new();
 macro_rules! main {
     ($main:path) => {
         #[no_mangle]
-        pub extern "C" fn _start(start_arg: u64) -> ! {
-            $crate::sys::set_start_arg(start_arg);
+        pub extern "C" fn _start(start_arg: u64, start_arg2: u64) -> ! {
+            $crate::sys::set_start_args(start_arg, start_arg2);
             let code = $main();
             $crate::cfork::halt_children();
             $crate::exit(code)

@@ -122,10 +122,14 @@ pub fn file_list(buf: &mut [u8]) -> SysResult {
 /// object whoever started it gave it (`program_run`'s `give`; the kernel gives `init` the
 /// machine device), or 0.
 static START_ARG: AtomicU64 = AtomicU64::new(0);
+/// The second start argument (`rsi`): the keyboard device's id, which the kernel gives
+/// `init` alone, or 0.
+static START_ARG2: AtomicU64 = AtomicU64::new(0);
 
-/// Records the start argument (called by [`crate::main!`]'s `_start`).
-pub fn set_start_arg(arg: u64) {
+/// Records the start arguments (called by [`crate::main!`]'s `_start`).
+pub fn set_start_args(arg: u64, arg2: u64) {
     START_ARG.store(arg, Ordering::Relaxed);
+    START_ARG2.store(arg2, Ordering::Relaxed);
 }
 
 /// The object the program was given at start, as ⟨root share, id⟩, if any.
@@ -144,6 +148,18 @@ pub fn machine() -> Option<ObjRef> {
     (stat.kind == abi::device_kind::MACHINE).then_some(given)
 }
 
+/// The keyboard device, if this program holds it: the capability for [`console_read`]
+/// (the kernel gives it to `init`; see `abi::device_kind::KEYBOARD`).
+pub fn keyboard() -> Option<ObjRef> {
+    let id = START_ARG2.load(Ordering::Relaxed);
+    if id == 0 {
+        return None;
+    }
+    let given = ObjRef::new(crate::obj::root_share(), id);
+    let stat = crate::obj::device_stat(given).ok()?;
+    (stat.kind == abi::device_kind::KEYBOARD).then_some(given)
+}
+
 /// Runs one line of the kernel console (`mem`, `monitor`, `bench urpc 2000`, ...) with the
 /// machine device `machine`; its output goes to the console. `NotPermitted` without the
 /// capability, `InvalidArgument` for a line the console refuses.
@@ -157,8 +173,9 @@ pub fn poweroff(machine: ObjRef) -> SysResult {
     syscall3(nr::POWEROFF, machine.share, machine.object, 0)
 }
 
-/// Bytes typed on the serial console since the last call, copied into `buf`; never waits
-/// (0 when nothing was typed).
-pub fn console_read(buf: &mut [u8]) -> SysResult {
-    syscall3(nr::CONSOLE_READ, buf_addr(buf), buf.len() as u64, 0)
+/// Bytes typed on the serial console since the last call, copied into `buf`, with the
+/// keyboard device `keyboard`; never waits (0 when nothing was typed). `NotPermitted`
+/// without the capability.
+pub fn console_read(keyboard: ObjRef, buf: &mut [u8]) -> SysResult {
+    syscall5(nr::CONSOLE_READ, keyboard.share, keyboard.object, buf_addr(buf), buf.len() as u64, 0)
 }

@@ -45,7 +45,13 @@ fn main() -> i32 {
         poweroff();
         return 0;
     }
-    let mut reader = LineReader::new();
+    // Only the shell the kernel started holds the keyboard: a second `init` (`run -c 1
+    // init`) would otherwise take every later keystroke from the first.
+    let Some(keyboard) = libatoll::keyboard() else {
+        println!("init: this shell does not hold the keyboard (the first shell does); bye");
+        return 1;
+    };
+    let mut reader = LineReader::new(keyboard);
     let mut buf = [0u8; LINE_MAX];
     loop {
         print!("atoll> ");
@@ -291,12 +297,18 @@ fn devices() {
             device_kind::SERIAL => ("serial", "bytes out", "bytes in"),
             device_kind::INITRD => ("initrd", "bytes", "files"),
             device_kind::MACHINE => ("machine", "kernel commands", "cores"),
+            device_kind::KEYBOARD => ("keyboard", "bytes read", "-"),
             _ => ("timer", "ticks", "hz"),
         };
         let core =
             if d.core == u64::MAX { String::from("-") } else { alloc::format!("{}", d.core) };
-        // The machine device cannot be allocated, only held: read it through ours.
-        let held = libatoll::machine().filter(|_| d.kind == device_kind::MACHINE);
+        // The machine and keyboard devices cannot be allocated, only held: read them
+        // through ours.
+        let held = match d.kind {
+            device_kind::MACHINE => libatoll::machine(),
+            device_kind::KEYBOARD => libatoll::keyboard(),
+            _ => None,
+        };
         let stat = match held {
             Some(machine) => obj::device_stat(machine),
             None => obj::device_alloc(root, d.hwid).and_then(|id| {

@@ -136,15 +136,30 @@ fn main() -> i32 {
     check!(ar_set_seg(&bad) == Err(Error::InvalidArgument), "an unaligned mapping is refused");
     check!(segment_alloc(root, u64::MAX) == Err(Error::NoResources), "a huge segment is refused");
 
-    // Devices (Corey §4.4): the serial console, the initrd, the machine and a timer per
-    // core (the machine device is a capability: nobody allocates it); a device
+    // Devices (Corey §4.4): the serial console, the initrd, the machine, the keyboard and a
+    // timer per core (the machine and keyboard are capabilities: nobody allocates them); a device
     // object reports its counters.
     let mut devices = [libatoll::abi::DeviceInfo::default(); 64];
     let n = libatoll::obj::device_list(&mut devices).unwrap_or(0);
     check!(
-        n == 3 + libatoll::cores_online(),
-        "device_list: serial, initrd, machine, one timer per core"
+        n == 4 + libatoll::cores_online(),
+        "device_list: serial, initrd, machine, keyboard, one timer per core"
     );
+    // The keyboard is a capability too (issue M14): only `init` reads what is typed.
+    check!(
+        devices[..n].iter().any(|d| d.kind == libatoll::abi::device_kind::KEYBOARD)
+            && libatoll::obj::device_alloc(root, 4) == Err(Error::NotPermitted),
+        "the keyboard is listed and cannot be allocated"
+    );
+    check!(libatoll::keyboard().is_none(), "a program the kernel did not start holds no keyboard");
+    let mut typed = [0u8; 8];
+    let serial_ref = ObjRef::new(root, libatoll::obj::device_alloc(root, 1).unwrap_or(0));
+    check!(
+        libatoll::console_read(serial_ref, &mut typed) == Err(Error::NotPermitted)
+            && libatoll::console_read(ObjRef::new(root, 0), &mut typed) == Err(Error::NotPermitted),
+        "console_read without the keyboard is refused"
+    );
+    let _ = libatoll::obj::share_delobj(serial_ref);
     check!(
         devices[..n].iter().any(|d| d.kind == libatoll::abi::device_kind::MACHINE)
             && libatoll::obj::device_alloc(root, 3) == Err(Error::NotPermitted),

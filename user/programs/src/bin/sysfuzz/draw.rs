@@ -209,9 +209,15 @@ impl Fuzzer {
         let mut a = [0u64; 5];
         match number {
             nr::EXIT => a[0] = self.rng.next(),
-            nr::ARGS | nr::FILE_LIST | nr::CONSOLE_READ => {
+            nr::ARGS | nr::FILE_LIST => {
                 a[0] = self.out_pointer();
                 a[1] = self.length();
+            }
+            // The keyboard is a capability the fuzzer never holds: any device reference.
+            nr::CONSOLE_READ => {
+                (a[0], a[1]) = self.machine_reference();
+                a[2] = self.out_pointer();
+                a[3] = self.length();
             }
             nr::SHARE_ALLOC | nr::SELF_DROP => a[0] = self.share(),
             nr::SHARE_ADDOBJ => {

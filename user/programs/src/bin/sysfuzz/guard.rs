@@ -128,7 +128,8 @@ fn objects(f: &mut Fuzzer, call: &mut Call) {
 /// memory.
 fn out_buffer_of(number: u64) -> Option<(usize, Option<usize>, u64)> {
     Some(match number {
-        nr::ARGS | nr::FILE_LIST | nr::CONSOLE_READ => (0, Some(1), 1),
+        nr::ARGS | nr::FILE_LIST => (0, Some(1), 1),
+        nr::CONSOLE_READ => (2, Some(3), 1),
         nr::DEVICE_LIST => (0, Some(1), 32),
         nr::LOCALITY_GET => (1, None, 48),
         nr::AR_MAPPINGS => (2, Some(3), 48),
