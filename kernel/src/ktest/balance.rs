@@ -1,6 +1,7 @@
 //! What a test must leave as it found it, on every core: the frames (free, or held by
 //! the core's kernel heap), the kernel heap bytes in use, the live kernel objects the
-//! core's programs created, the live threads it made and the threads parked on it. xv6's `usertests` checks free pages around each test the same
+//! core's programs created, the live threads it made, the threads parked on it, and the
+//! root ranges it dropped with a `wait` waiter bit left set. xv6's `usertests` checks free pages around each test the same
 //! way; counting heap bytes and objects too makes leaked metadata visible, not only
 //! leaked pages.
 
@@ -27,6 +28,8 @@ pub struct CoreResources {
     pub threads: u64,
     /// Threads parked in this core's wait queues.
     pub parked: u64,
+    /// Root ranges this core dropped with a `wait` waiter bit left set (only ever grows).
+    pub stale_waiter_bits: u64,
 }
 
 /// Every listed core's resources, by position in the list. Held on the stack: a
@@ -57,7 +60,14 @@ pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
         return Err("too many cores".into());
     }
     let counts = [const {
-        Mutex::new(CoreResources { frames: 0, heap_bytes: 0, objects: 0, threads: 0, parked: 0 })
+        Mutex::new(CoreResources {
+            frames: 0,
+            heap_bytes: 0,
+            objects: 0,
+            threads: 0,
+            parked: 0,
+            stale_waiter_bits: 0,
+        })
     }; percpu::MAX_CORES];
     let count = |index: usize| {
         crate::monitor::poll();
@@ -70,6 +80,7 @@ pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
             objects: crate::user::corey::live_objects(index) as u64,
             threads: crate::user::sched::live_threads(index),
             parked: crate::user::sched::parked_here(),
+            stale_waiter_bits: crate::user::corey::stale_waiter_bits(index),
         };
         Ok(())
     };
@@ -99,7 +110,7 @@ pub fn check(cores: &[usize], before: &Snapshot) -> Result<(), String> {
         if a != b {
             diffs += &format!(
                 " core {core}: frames {} -> {}, heap bytes {} -> {}, objects {} -> {}, \
-                 threads {} -> {}, parked {} -> {};",
+                 threads {} -> {}, parked {} -> {}, stale waiter bits {} -> {};",
                 b.frames,
                 a.frames,
                 b.heap_bytes,
@@ -109,7 +120,9 @@ pub fn check(cores: &[usize], before: &Snapshot) -> Result<(), String> {
                 b.threads,
                 a.threads,
                 b.parked,
-                a.parked
+                a.parked,
+                b.stale_waiter_bits,
+                a.stale_waiter_bits
             );
         }
     }

@@ -217,6 +217,25 @@ pub struct Range {
     splices: McsLock<Option<Vec<u64>>>,
 }
 
+/// Root ranges that went with a waiter bit still set, by the core that dropped them. No
+/// thread can be parked on a range that goes (a parked thread holds its root), so each is
+/// a bit a `wait` left behind (issue M14); the tests check the count stays put.
+static STALE_WAITER_BITS: [AtomicU64; percpu::MAX_CORES] =
+    [const { AtomicU64::new(0) }; percpu::MAX_CORES];
+
+/// Root ranges core `core` dropped with a waiter bit still set (see [`STALE_WAITER_BITS`]).
+pub fn stale_waiter_bits(core: usize) -> u64 {
+    STALE_WAITER_BITS.get(core).map_or(0, |n| n.load(Ordering::Relaxed))
+}
+
+impl Drop for Range {
+    fn drop(&mut self) {
+        if *self.waiters.get_mut() != 0 {
+            STALE_WAITER_BITS[this_core().index].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Most splice addresses a slot range tracks (see `Range::splices`).
 const MOST_SPLICES: usize = 4;
 

@@ -626,7 +626,10 @@ fn expire_deadlines(s: &mut Scheduler) -> Vec<Box<Running>> {
     if s.waits.is_empty() {
         return stopped;
     }
-    for mut t in s.waits.expire(cpu::rdtsc()) {
+    let expired = s.waits.expire(cpu::rdtsc());
+    // Their address spaces may have no waiter left here: those lose this core's bit.
+    let roots: Vec<Ptr> = expired.iter().map(|t| t.objects.root_ar.clone()).collect();
+    for mut t in expired {
         if t.program.stopping().is_some() {
             stopped.push(t);
             continue;
@@ -637,6 +640,11 @@ fn expire_deadlines(s: &mut Scheduler) -> Vec<Box<Running>> {
         };
         t.on_wake = None;
         s.queue.push(t);
+    }
+    for root in roots {
+        if !s.waits.has_space(root.id().0) {
+            clear_waiter_bit(&root);
+        }
     }
     stopped
 }
@@ -1291,11 +1299,22 @@ pub fn wait(frame: &SyscallFrame, addr: u64, expected: u64, timeout_us: u64) -> 
         (root, word)
     })
     .ok_or(Error::NotPermitted)?;
-    let word = word?;
-    if u64::from(word) != expected {
+    // Not parking (the word changed, or it cannot be read): the bit set above goes again
+    // unless another thread here waits in this address space.
+    let not_parking = |space: &Ptr| {
         if !with_sched(|s| s.waits.has_space(space.id().0)) {
-            clear_waiter_bit(&space);
+            clear_waiter_bit(space);
         }
+    };
+    let word = match word {
+        Ok(word) => word,
+        Err(e) => {
+            not_parking(&space);
+            return Err(e);
+        }
+    };
+    if u64::from(word) != expected {
+        not_parking(&space);
         return Ok(wait_result::CHANGED);
     }
     let deadline = (timeout_us > 0)

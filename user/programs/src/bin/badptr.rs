@@ -56,6 +56,10 @@ fn main() -> i32 {
         (nr::POWEROFF, [root, dev, 0, 0, 0], Error::NotPermitted),
         (nr::POWEROFF, [KERNEL, u64::MAX, 0, 0, 0], Error::NotPermitted),
         (nr::DEVICE_ALLOC, [root, 3, 0, 0, 0], Error::NotPermitted),
+        // A wait on a word it cannot read (issue M14: it once left its waiter bit set).
+        (nr::WAIT, [UNMAPPED, 0, 0, 0, 0], Error::BadAddress),
+        (nr::WAIT, [KERNEL, 0, 1000, 0, 0], Error::BadAddress),
+        (nr::CONSOLE_READ, [0, 0, UNMAPPED, 4, 0], Error::NotPermitted),
     ];
     // Given the machine device (the kernel test runs it both ways), the pointer is next.
     if let Some(m) = libatoll::machine() {
