@@ -922,7 +922,12 @@ fn run_next() -> bool {
         // Its affinity changed: it runs elsewhere (AMPS places it among its cores).
         let t = with_sched(|s| s.queue.take_running());
         if let Some(t) = t {
-            let to = place(&t.shared).unwrap_or(me);
+            // With no core to place it on (its cores became dedicated since), it goes to
+            // its first online core anyway, where it shares the core with the context
+            // (as a thread pinned there does), rather than waiting here for ever.
+            let to = place(&t.shared)
+                .or_else(|| crate::smp::online_cores().into_iter().find(|&c| t.shared.allowed_on(c)))
+                .unwrap_or(me);
             if to == me {
                 with_sched(|s| s.queue.push(t));
             } else {
@@ -1202,6 +1207,9 @@ pub fn thread_create(ptr: u64) -> SysResult {
         if a.core != abi::ANY_CORE && dedicated & (1 << a.core) != 0 {
             return Err(Error::Busy); // Corey §4.4: that pcore runs one context
         }
+        if affinity & !dedicated == 0 {
+            return Err(Error::Busy); // only dedicated cores: nowhere to place it
+        }
         let shares = corey::shares_for_child(&r.objects, &a.shares[..n])?;
         let objects = corey::new_context(root_ar, shares)?;
         let shared = ThreadShared::new(affinity);
@@ -1356,6 +1364,9 @@ pub fn set_affinity(frame: &SyscallFrame, rs: u64, ro: u64, mask: u64) -> SysRes
     let mask = mask & online_mask();
     if mask == 0 {
         return Err(Error::InvalidArgument);
+    }
+    if mask & !dedicated_mask() == 0 {
+        return Err(Error::Busy); // only dedicated cores (Corey §4.4): nowhere to run it
     }
     t.affinity.store(mask, Ordering::Relaxed);
     let me = this_core().index;

@@ -541,7 +541,9 @@ libatoll::main!(main);
 
 /// What the caller's part of `dedicated` may fail with (a context cannot return a
 /// string across cores, but an index).
-const DEDICATED_FAILS: [&str; 7] = [
+const DEDICATED_FAILS: [&str; 9] = [
+    "a thread allowed only on the dedicated core was not refused",
+    "an affinity of only the dedicated core was not refused",
     "the pcore_run context never started",
     "threads on a dedicated core did not move off it",
     "thread_create failed oddly",
@@ -640,6 +642,20 @@ fn dedicated() -> Check {
             }
             if !refused {
                 return Err("thread_create on a dedicated core was not refused");
+            }
+            // Issue M14: allowed on the dedicated core alone, placed anywhere, a thread has
+            // nowhere to run: refused (it once sat misplaced on this core, retried at
+            // every turn of its scheduler).
+            match Builder::new().affinity(1 << target).spawn(|| 0) {
+                Err(Error::Busy) => {}
+                Ok(t) => {
+                    let _ = t.join();
+                    return Err("a thread allowed only on the dedicated core was not refused");
+                }
+                Err(_) => return Err("thread_create failed oddly"),
+            }
+            if thread::set_my_affinity(1 << target) != Err(Error::Busy) {
+                return Err("an affinity of only the dedicated core was not refused");
             }
             // Placed threads run anywhere but the dedicated core.
             let seen = Arc::new(AtomicU64::new(0));
