@@ -98,6 +98,8 @@ const RUNS: &[Run] = &[
         ..all("tlbfault4s2", 4, "256M")
     },
     Run { test: "frames.returns_survive_a_full_channel", ..all("deaf2", 2, "256M") },
+    // Kernel memory grown by system calls until refused, on both cores (issue M14).
+    Run { test: "user.kernel_memory_is_refused", ..all("kmem2", 2, "64M") },
     // A million fuzzed system calls (issue 9), in a run of its own: two fuzzers, two cores
     // for what they start.
     Run { test: "user.sysfuzz_million", timeout_secs: 600, ..all("fuzz4", 4, "256M") },

@@ -30,6 +30,8 @@ pub struct CoreResources {
     pub parked: u64,
     /// Root ranges this core dropped with a `wait` waiter bit left set (only ever grows).
     pub stale_waiter_bits: u64,
+    /// Resident-page uncharges here that found their count at zero (only ever grows).
+    pub resident_underflows: u64,
 }
 
 /// Every listed core's resources, by position in the list. Held on the stack: a
@@ -67,6 +69,7 @@ pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
             threads: 0,
             parked: 0,
             stale_waiter_bits: 0,
+            resident_underflows: 0,
         })
     }; percpu::MAX_CORES];
     let count = |index: usize| {
@@ -81,6 +84,7 @@ pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
             threads: crate::user::sched::live_threads(index),
             parked: crate::user::sched::parked_here(),
             stale_waiter_bits: crate::user::corey::stale_waiter_bits(index),
+            resident_underflows: crate::user::sched::resident_underflows(index),
         };
         Ok(())
     };
@@ -110,7 +114,8 @@ pub fn check(cores: &[usize], before: &Snapshot) -> Result<(), String> {
         if a != b {
             diffs += &format!(
                 " core {core}: frames {} -> {}, heap bytes {} -> {}, objects {} -> {}, \
-                 threads {} -> {}, parked {} -> {}, stale waiter bits {} -> {};",
+                 threads {} -> {}, parked {} -> {}, stale waiter bits {} -> {}, \
+                 resident underflows {} -> {};",
                 b.frames,
                 a.frames,
                 b.heap_bytes,
@@ -122,7 +127,9 @@ pub fn check(cores: &[usize], before: &Snapshot) -> Result<(), String> {
                 b.parked,
                 a.parked,
                 b.stale_waiter_bits,
-                a.stale_waiter_bits
+                a.stale_waiter_bits,
+                b.resident_underflows,
+                a.resident_underflows
             );
         }
     }

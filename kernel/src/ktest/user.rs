@@ -50,6 +50,22 @@ kernel_test!(MCRT, "user.mcrt_runtime", 1, false, mcrt_runtime);
 kernel_test!(ASYM, "user.asym_placement", 3, true, asym_placement);
 kernel_test!(LOADS, "user.load_reports_reach_every_core", 2, false, load_reports_reach_every_core);
 kernel_test!(ASYM_NOW, "user.asym_at_run_time_is_measured", 2, true, asym_at_run_time);
+kernel_test!(KERNEL_MEMORY, "user.kernel_memory_is_refused", 1, true, kernel_memory_is_refused);
+
+/// Issue M14: calls that grow the kernel's own memory (here `ar_set_seg`'s mappings, in
+/// fresh slot ranges) are refused with `NoResources` at the core's reserve, on every core
+/// at once: `exhaust kernel` exits 0 (it once drained the heap, and the next allocation
+/// stopped the core). Each core then still runs a program, and every core's resources
+/// balance. In a run of its own on a small VM (`kmem2`), where running dry takes seconds.
+fn kernel_memory_is_refused() -> Result<(), String> {
+    let cores = smp::online_cores();
+    let work = |_| -> Result<(), String> {
+        expect("exhaust", "kernel", ExitStatus::Exited(0))?;
+        expect("hello", "after exhaust kernel", ExitStatus::Exited(0))
+    };
+    balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
+}
+
 kernel_test!(SECOND_SHELL, "user.second_shell_leaves_the_keyboard", 1, false, second_shell);
 
 /// Issue M14: a second `init` (the shell's `run -c 1 init`) holds no keyboard, so it says

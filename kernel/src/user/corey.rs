@@ -61,6 +61,10 @@ const LOAD_RESERVE_FRAMES: u64 = 64;
 /// page fault, reported as out of memory) rather than filled: what is left is for the
 /// kernel heap, whose allocations must not fail.
 pub const FAULT_RESERVE_FRAMES: u64 = 64;
+/// Most mappings one address range holds (`ar_set_seg` past it: `NoResources`): each is
+/// a node of the range's tree in the kernel heap, like an entry of a share (whose cap,
+/// `objects::SHARE_MAX`, is the same).
+pub const MAX_MAPPINGS: usize = 16_384;
 /// Largest segment (in pages) one call may create or grow to.
 const MAX_SEGMENT_PAGES: u64 = 1 << 20;
 
@@ -665,8 +669,10 @@ pub fn share_alloc(p: &mut ProgramObjects, parent: u64) -> Result<u64, Error> {
     with_creator(|c| p.set.share_alloc(c, ObjectId(parent), name())).map(|id| id.0).map_err(to_abi)
 }
 
-/// `share_addobj(share, ⟨ref_share, ref_obj⟩)`.
+/// `share_addobj(share, ⟨ref_share, ref_obj⟩)`. The share's table grows on this core's
+/// heap: refused at the core's reserve, like a new object (issue M14).
 pub fn share_addobj(p: &mut ProgramObjects, share: u64, rs: u64, ro: u64) -> Result<u64, Error> {
+    room()?;
     p.set.share_addobj(ObjectId(share), reference(rs, ro)).map(|_| 0).map_err(to_abi)
 }
 
@@ -689,8 +695,9 @@ pub fn self_drop(p: &mut ProgramObjects, share: u64) -> Result<u64, Error> {
     p.set.self_drop(ObjectId(share)).map(|_| 0).map_err(to_abi)
 }
 
-/// `set_add_share(⟨ref_share, ref_obj⟩)`.
+/// `set_add_share(⟨ref_share, ref_obj⟩)`: the set grows, so the core's reserve is checked.
 pub fn set_add_share(p: &mut ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> {
+    room()?;
     p.set.add_share(reference(rs, ro)).map(|id| id.0).map_err(to_abi)
 }
 
@@ -855,6 +862,8 @@ pub fn segment_set_nbytes(
     if pages > MAX_SEGMENT_PAGES || pages > this_core().free_frames() {
         return Err(Error::NoResources);
     }
+    // Growing or shrinking edits the segment's page map on this core's heap.
+    room()?;
     let s = lookup(p, rs, ro, ObjectKind::Segment)?;
     vm::set_nbytes(&Kernel, &s, nbytes).map_err(vm_error)?;
     Ok(0)
@@ -1006,6 +1015,13 @@ fn set_seg(p: &mut ProgramObjects, a: ArSetSeg) -> Result<(), Error> {
         return Err(Error::InvalidArgument);
     }
     let (va, first, pages, perms) = (a.va, a.first_page, a.pages, perms(a.flags));
+    // A new mapping is a node of the range's tree on this core's heap (issue M14): at
+    // most `MAX_MAPPINGS` a range, and never past the core's reserve.
+    room()?;
+    let full = range(&ar).is_some_and(|r| r.state.with(|s| s.map().len() >= MAX_MAPPINGS));
+    if full {
+        return Err(Error::NoResources);
+    }
     let edit =
         |s: &mut RangeState<Kernel>, target| s.set_seg(&Kernel, target, va, first, pages, perms);
     edit_range(&ar, seg, edit, None)
@@ -1047,13 +1063,23 @@ pub fn ar_get(p: &ProgramObjects, rs: u64, ro: u64, va: u64) -> Result<u64, Erro
     Ok(r.state.with(|s| s.map().get(va).map_or(0, |m| m.target.id())))
 }
 
-/// `ar_mappings(⟨rs, ro⟩)`: the range's mappings (Figure 5's `ar_get(ar)`).
-pub fn ar_mappings(p: &ProgramObjects, rs: u64, ro: u64) -> Result<Vec<MappingInfo>, Error> {
+/// `ar_mappings(⟨rs, ro⟩, max)`: how many mappings the range has, and the first `max` of
+/// them (Figure 5's `ar_get(ar)`); only those are collected (issue M14: all of them once
+/// were, whatever `max` said).
+pub fn ar_mappings(
+    p: &ProgramObjects,
+    rs: u64,
+    ro: u64,
+    max: usize,
+) -> Result<(usize, Vec<MappingInfo>), Error> {
     let ar = lookup(p, rs, ro, ObjectKind::AddressRange)?;
     let r = range(&ar).ok_or(Error::InvalidArgument)?;
     Ok(r.state.with(|s| {
-        s.map()
+        let total = s.map().len();
+        let listed = s
+            .map()
             .mappings()
+            .take(max)
             .map(|m| {
                 let mut flags = 0;
                 if m.perms.write {
@@ -1075,7 +1101,8 @@ pub fn ar_mappings(p: &ProgramObjects, rs: u64, ro: u64) -> Result<Vec<MappingIn
                     kind: kind as u64,
                 }
             })
-            .collect()
+            .collect();
+        (total, listed)
     }))
 }
 

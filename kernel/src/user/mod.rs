@@ -761,11 +761,12 @@ fn object_call(frame: &SyscallFrame) -> SysResult {
             }
             nr::AR_GET => corey::ar_get(p, a, b, c),
             nr::AR_MAPPINGS => {
-                let all = corey::ar_mappings(p, a, b)?;
-                let n = (d as usize).min(all.len());
-                let words: Vec<u64> = all[..n].iter().flat_map(|m| m.to_words()).collect();
+                // At most what the caller has room for is collected.
+                let max = usize::try_from(d).unwrap_or(usize::MAX);
+                let (total, listed) = corey::ar_mappings(p, a, b, max)?;
+                let words: Vec<u64> = listed.iter().flat_map(|m| m.to_words()).collect();
                 write_words(p, space, c, &words)?;
-                Ok(all.len() as u64)
+                Ok(total as u64)
             }
             nr::PAGE_FAULTS => Ok(p.fault_count),
             nr::SET_ADD_SHARE => corey::set_add_share(p, a, b),

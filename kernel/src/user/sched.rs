@@ -82,15 +82,31 @@ impl Resident {
         self.pages[node.min(NODES_MAX - 1)].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// One page fewer on `node` (its frame was freed).
+    /// One page fewer on `node` (its frame was freed). Every frame uncharges the node it
+    /// charged, so the count cannot go below zero; if it would, the counter stays at zero
+    /// and the mistake is counted ([`resident_underflows`]), never hidden.
     pub fn uncharge(&self, node: usize) {
         let counter = &self.pages[node.min(NODES_MAX - 1)];
-        let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        let fell = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        if fell.is_err() {
+            RESIDENT_UNDERFLOWS[this_core().index].fetch_add(1, Ordering::Relaxed);
+            crate::println!("sched: a resident-page count went below zero on node {node}");
+        }
     }
 
     fn counts(&self) -> [u64; NODES_MAX] {
         core::array::from_fn(|i| self.pages[i].load(Ordering::Relaxed))
     }
+}
+
+/// Resident-page uncharges that found their count at zero, by the core that freed the
+/// frame (tests check it stays 0).
+static RESIDENT_UNDERFLOWS: [AtomicU64; percpu::MAX_CORES] =
+    [const { AtomicU64::new(0) }; percpu::MAX_CORES];
+
+/// Resident-page uncharges on core `core` that found their count at zero (a bug if not 0).
+pub fn resident_underflows(core: usize) -> u64 {
+    RESIDENT_UNDERFLOWS.get(core).map_or(0, |n| n.load(Ordering::Relaxed))
 }
 
 /// What every core knows of a thread, wherever it runs: shared by its thread object
@@ -926,7 +942,9 @@ fn run_next() -> bool {
             // its first online core anyway, where it shares the core with the context
             // (as a thread pinned there does), rather than waiting here for ever.
             let to = place(&t.shared)
-                .or_else(|| crate::smp::online_cores().into_iter().find(|&c| t.shared.allowed_on(c)))
+                .or_else(|| {
+                    crate::smp::online_cores().into_iter().find(|&c| t.shared.allowed_on(c))
+                })
                 .unwrap_or(me);
             if to == me {
                 with_sched(|s| s.queue.push(t));

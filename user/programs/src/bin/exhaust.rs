@@ -4,22 +4,31 @@
 //! Without an argument: shares until creation is refused, then a segment larger than
 //! memory. Exits 0; the kernel then frees everything it made.
 //!
+//! `exhaust kernel`: grows the kernel's own memory (issue M14) until refused: mappings of
+//! one page at every page of fresh 1 GiB slot ranges (each range to its cap of 16,384
+//! mappings), until `ar_alloc` or `ar_set_seg` says `NoResources` short of a cap. Then
+//! `ar_mappings` with room for none counts them without collecting them, and everything
+//! goes. Exits 0; a kernel that ran its heap dry would have stopped the core instead.
+//!
 //! `exhaust memory`: maps segments as large as the kernel allows and writes every page
 //! until memory runs out. The kernel must stop the program with a page fault (reported as
 //! out of memory) and stay up; it never returns normally (exit 1 if it does).
 #![no_std]
 #![no_main]
 
-use libatoll::abi::Error;
-use libatoll::println;
+extern crate alloc;
+
+use libatoll::abi::{ar_kind, ArSetSeg, Error};
 use libatoll::{args, obj, private};
+use libatoll::{println, ObjRef};
 
 fn main() -> i32 {
     match args::arg_string().trim() {
         "" => objects(),
         "memory" => memory(),
+        "kernel" => kernel(),
         _ => {
-            println!("usage: exhaust [memory]");
+            println!("usage: exhaust [memory|kernel]");
             2
         }
     }
@@ -48,6 +57,76 @@ fn objects() -> i32 {
         return 1;
     }
     println!("exhaust: ok ({shares} shares before NoResources)");
+    0
+}
+
+/// Most mappings one address range holds (the kernel's `corey::MAX_MAPPINGS`).
+const MAX_MAPPINGS: u64 = 16_384;
+
+/// Mappings in fresh slot ranges until the kernel refuses one short of a range's cap.
+fn kernel() -> i32 {
+    let root = obj::root_share();
+    let Ok(seg) = obj::segment_alloc(root, 4096) else {
+        println!("exhaust: no segment");
+        return 1;
+    };
+    let mut ranges = alloc::vec::Vec::new();
+    let mut mappings = 0u64;
+    let mut capped = 0u64;
+    let refusal = 'more: loop {
+        let ar = match obj::ar_alloc(root, ar_kind::SLOT) {
+            Ok(ar) => ar,
+            Err(e) => break e,
+        };
+        ranges.push(ar);
+        for page in 0..=MAX_MAPPINGS {
+            let args = ArSetSeg {
+                ar: [root, ar],
+                va: page * 4096,
+                seg: [root, seg],
+                first_page: 0,
+                pages: 1,
+                flags: 0,
+            };
+            match obj::ar_set_seg(&args) {
+                Ok(_) => mappings += 1,
+                Err(Error::NoResources) if page == MAX_MAPPINGS => {
+                    capped += 1;
+                    break;
+                }
+                Err(e) if page == MAX_MAPPINGS => {
+                    println!("exhaust: a range's mapping {} refused with {e:?}", page + 1);
+                    return 1;
+                }
+                Err(e) => break 'more e,
+            }
+            if page == MAX_MAPPINGS {
+                println!("exhaust: a range took {} mappings, past its cap", page + 1);
+                return 1;
+            }
+        }
+        if ranges.len() > 100_000 {
+            println!("exhaust: 100,000 ranges and no refusal");
+            return 1;
+        }
+    };
+    if refusal != Error::NoResources {
+        println!("exhaust: refused with {refusal:?}, expected NoResources");
+        return 1;
+    }
+    // The count comes back without a buffer to collect into.
+    if let Some(&first) = ranges.first() {
+        let want = if capped > 0 { MAX_MAPPINGS as usize } else { mappings as usize };
+        let ar = ObjRef::new(root, first);
+        if obj::ar_mappings(ar, &mut []) != Ok(want) {
+            println!("exhaust: ar_mappings with no room did not count {want}");
+            return 1;
+        }
+    }
+    for ar in ranges {
+        let _ = obj::share_delobj(ObjRef::new(root, ar));
+    }
+    println!("exhaust: ok ({mappings} mappings, {capped} ranges at the cap, before NoResources)");
     0
 }
 
