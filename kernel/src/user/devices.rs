@@ -48,31 +48,32 @@ fn short_name(s: &str) -> u64 {
 
 /// Every device, in hardware-id order.
 pub fn list() -> Vec<DeviceInfo> {
-    let mut out = Vec::new();
-    out.push(DeviceInfo {
-        hwid: SERIAL,
-        kind: device_kind::SERIAL,
-        core: u64::MAX,
-        name: short_name("com1"),
-    });
-    out.push(DeviceInfo {
-        hwid: INITRD,
-        kind: device_kind::INITRD,
-        core: u64::MAX,
-        name: short_name("initrd"),
-    });
-    out.push(DeviceInfo {
-        hwid: MACHINE,
-        kind: device_kind::MACHINE,
-        core: u64::MAX,
-        name: short_name("machine"),
-    });
-    out.push(DeviceInfo {
-        hwid: KEYBOARD,
-        kind: device_kind::KEYBOARD,
-        core: u64::MAX,
-        name: short_name("keyboard"),
-    });
+    let mut out = alloc::vec![
+        DeviceInfo {
+            hwid: SERIAL,
+            kind: device_kind::SERIAL,
+            core: u64::MAX,
+            name: short_name("com1"),
+        },
+        DeviceInfo {
+            hwid: INITRD,
+            kind: device_kind::INITRD,
+            core: u64::MAX,
+            name: short_name("initrd"),
+        },
+        DeviceInfo {
+            hwid: MACHINE,
+            kind: device_kind::MACHINE,
+            core: u64::MAX,
+            name: short_name("machine"),
+        },
+        DeviceInfo {
+            hwid: KEYBOARD,
+            kind: device_kind::KEYBOARD,
+            core: u64::MAX,
+            name: short_name("keyboard"),
+        },
+    ];
     for core in percpu::all_cores() {
         out.push(DeviceInfo {
             hwid: TIMER_BASE + core.index as u64,

@@ -573,6 +573,8 @@ fn read_inbox() {
 }
 
 /// Takes out every thread parked or queued here whose program was stopped.
+// Threads stay in their boxes: each moves between queues and cores by pointer.
+#[allow(clippy::vec_box)]
 fn take_stopped(s: &mut Scheduler) -> Vec<Box<Running>> {
     let mut stopped = Vec::new();
     while let Some(t) = s.waits.remove(|t| t.program.stopping().is_some()) {
@@ -637,6 +639,8 @@ fn clear_waiter_bit(root: &Ptr) {
 
 /// Threads whose deadline passed return from `wait` (timed out) or `sleep`; those whose
 /// program's time limit passed (a park never outlasts it) are returned, to be ended.
+// Threads stay in their boxes: each moves between queues and cores by pointer.
+#[allow(clippy::vec_box)]
 fn expire_deadlines(s: &mut Scheduler) -> Vec<Box<Running>> {
     let mut stopped = Vec::new();
     if s.waits.is_empty() {
