@@ -43,6 +43,18 @@ impl fmt::Display for FrameError {
     }
 }
 
+/// Why [`CoreFrames::take_free_blocks_keeping`] took nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TakeError {
+    /// Taking the blocks would leave fewer free frames than the reserve.
+    Reserve {
+        /// Free frames now.
+        free: u64,
+    },
+    /// There is no run of that many contiguous, wholly free blocks.
+    NoRun,
+}
+
 /// Why [`CoreFrames::new`] refused its ranges or storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SetupError {
@@ -275,6 +287,16 @@ impl<'a> CoreFrames<'a> {
             let _ = self.mark_used(start + f * FRAME_SIZE);
         }
         Some(start)
+    }
+
+    /// [`take_free_blocks`](Self::take_free_blocks), unless fewer than `reserve` frames would
+    /// stay free (a giver keeps enough to go on working: the kernel decides how many).
+    pub fn take_free_blocks_keeping(&mut self, count: u64, reserve: u64) -> Result<u64, TakeError> {
+        let left = self.free.checked_sub(count.saturating_mul(BLOCK_FRAMES));
+        if left.is_none_or(|left| left < reserve) {
+            return Err(TakeError::Reserve { free: self.free });
+        }
+        self.take_free_blocks(count).ok_or(TakeError::NoRun)
     }
 
     /// [`take_free_blocks`](Self::take_free_blocks) of the run at `start` (aligned): all or
@@ -615,6 +637,29 @@ mod tests {
         }
         assert_eq!(got.len() as u64, 3 * BF);
         assert!(got.contains(&first) && got.contains(&(first + 2 * BLOCK_SIZE - K)));
+    }
+
+    #[test]
+    fn a_giver_keeps_its_reserve() {
+        // Four free blocks and a stray frame; block 3 not wholly free.
+        let rr = [r(0, 4 * BF + 1)];
+        let mut rs = vec![0; bitmap_words(&rr)];
+        let mut c = CoreFrames::new(0, &rr, &mut rs).unwrap();
+        c.mark_used(3 * BF * K).unwrap();
+        let free = 4 * BF;
+        // Two blocks would leave 2 * BF: more than a reserve of 2 * BF refuses them, and takes
+        // nothing.
+        assert_eq!(c.take_free_blocks_keeping(2, 2 * BF + 1), Err(TakeError::Reserve { free }));
+        assert_eq!(c.take_free_blocks_keeping(5, 0), Err(TakeError::Reserve { free }));
+        assert_eq!(c.take_free_blocks_keeping(u64::MAX, 0), Err(TakeError::Reserve { free }));
+        assert_eq!(c.free_count(), free);
+        // Exactly the reserve left is allowed.
+        assert_eq!(c.take_free_blocks_keeping(2, 2 * BF), Ok(BF * K));
+        assert_eq!(c.free_count(), 2 * BF);
+        // Enough frames, but no run of wholly free blocks: block 0 is the only one left.
+        assert_eq!(c.take_free_blocks_keeping(2, 0), Err(TakeError::NoRun));
+        assert_eq!(c.take_free_blocks_keeping(1, BF + 1), Err(TakeError::Reserve { free: 2 * BF }));
+        assert_eq!(c.take_free_blocks_keeping(1, BF), Ok(0));
     }
 
     #[test]

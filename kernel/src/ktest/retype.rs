@@ -20,6 +20,7 @@ kernel_test!(MOVES, "retype.blocks_change_owner_on_every_core", 2, false, blocks
 kernel_test!(REFUSES, "retype.refuses_and_aborts_cleanly", 2, false, refuses_and_aborts);
 kernel_test!(LARGE, "retype.a_large_retype_hands_over_every_frame", 2, false, large_retype);
 kernel_test!(ROOM, "retype.prepared_retypes_do_not_share_room", 2, false, prepared_share_no_room);
+kernel_test!(RESERVE, "retype.giver_keeps_its_reserve", 2, false, giver_keeps_its_reserve);
 kernel_test!(
     FAULTED_GIVER,
     "retype.frames_a_faulted_giver_never_sent_are_freed",
@@ -247,7 +248,9 @@ fn large_retype() -> Result<(), String> {
     let first = loop {
         match retype::give(blocks, other) {
             Ok(first) => break first,
-            Err(RetypeError::NoFreeBlocks) if blocks > 1 => blocks /= 2,
+            Err(RetypeError::NoFreeBlocks | RetypeError::BelowReserve { .. }) if blocks > 1 => {
+                blocks /= 2
+            }
             Err(e) => return Err(format!("a retype of {blocks} blocks: {e}")),
         }
     };
@@ -309,6 +312,77 @@ fn prepared_share_no_room() -> Result<(), String> {
     give_back(first, room, other)?;
     println!("retype: {room} blocks prepared for core {other} left no room for one more");
     Ok(())
+}
+
+/// With only a few blocks above its reserve left free, this core gives blocks away one at a
+/// time until a retype is refused: it is refused for the reserve, and leaves at least the
+/// reserve free; the core still runs `hello`; every block given comes back, and every core
+/// balances. (A giver used to give its last free block: `retype` then `run hello` failed
+/// with `NoResources`.)
+fn giver_keeps_its_reserve() -> Result<(), String> {
+    let me = this_core().index;
+    let other = *smp::online_cores().iter().find(|&&c| c != me).ok_or("needs 2 cores")?;
+    super::balance::balanced(|| {
+        let borrowed =
+            Borrowed::leaving(frames::RETYPE_RESERVE_FRAMES + 4 * BLOCK_FRAMES + BLOCK_FRAMES / 2);
+        let mut given: Vec<u64> = Vec::new();
+        // (A bound, so a giver that never stops cannot loop: it would fail below.)
+        let refused = loop {
+            match retype::give(1, other) {
+                Ok(first) => given.push(first),
+                Err(e) => break Some(e),
+            }
+            if given.len() >= MAX_ADOPTED_BLOCKS {
+                break None;
+            }
+        };
+        let free = frames::counts_here().0;
+        let ran = crate::user::run("hello", "with its reserve");
+        let back = given.iter().try_for_each(|&first| give_back(first, 1, other));
+        drop(borrowed);
+        back?;
+        if given.is_empty() {
+            return Err(format!("no block given ({refused:?}) with {free} frames free"));
+        }
+        if free < frames::RETYPE_RESERVE_FRAMES {
+            return Err(format!(
+                "gave {} blocks, leaving {free} free frames, below the reserve of {} \
+                 (then refused: {refused:?})",
+                given.len(),
+                frames::RETYPE_RESERVE_FRAMES
+            ));
+        }
+        if !matches!(refused, Some(RetypeError::BelowReserve { .. })) {
+            return Err(format!("after {} blocks the retype ended {refused:?}", given.len()));
+        }
+        if ran != Ok(crate::user::ExitStatus::Exited(0)) {
+            return Err(format!("with {free} frames left, hello ended {ran:?}"));
+        }
+        println!("retype: gave {} blocks, kept {free} free frames, ran hello", given.len());
+        Ok(())
+    })
+}
+
+/// Frames taken from this core's list (a frame chain: no heap), freed when dropped.
+struct Borrowed(frames::FrameChain);
+
+impl Borrowed {
+    /// Takes frames until only `left` are free (the next-fit allocator takes them in
+    /// address order, so the frames left are mostly one run, with whole blocks in it).
+    fn leaving(left: u64) -> Borrowed {
+        let mut chain = frames::FrameChain::new();
+        while frames::counts_here().0 > left {
+            let Some(pa) = frames::alloc() else { break };
+            chain.push(pa);
+        }
+        Borrowed(chain)
+    }
+}
+
+impl Drop for Borrowed {
+    fn drop(&mut self) {
+        self.0.free_all();
+    }
 }
 
 /// (Destructive: run `tlbfault4`, last.) A giver commits a retype of one block to this core,

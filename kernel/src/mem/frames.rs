@@ -11,7 +11,7 @@
 //! Ownership is the boot partition, read-only and shared by explicit choice, overridden
 //! by each core's own replica of the blocks retyped since (`physmem::BlockOwners`). A
 //! retype (Multikernel §4.8) changes every replica by two-phase commit (`crate::retype`);
-//! the steps it takes on a core are [`take_free_blocks`], [`apply_retype`] and
+//! the steps it takes on a core are [`take_blocks_to_give`], [`apply_retype`] and
 //! [`return_blocks`] here.
 
 use crate::arch::paging::phys_to_virt;
@@ -51,6 +51,19 @@ pub fn owner_of(pa: u64) -> Option<usize> {
 /// core's list (as if allocated); the first one's address.
 pub fn take_free_blocks(blocks: u64) -> Option<u64> {
     with_frames(|frames| frames.take_free_blocks(blocks))
+}
+
+/// Free frames a core keeps when it gives blocks away (8 blocks, 2 MiB): as many as the
+/// user layer keeps back from programs' objects for the kernel heap
+/// (`user::corey::RESERVE_FRAMES`), so a giver can still grow its heap and run a program
+/// (`hello` needs about 400). A core of a 64 MiB VM with 16 cores has about 840 free, and
+/// can still give two blocks.
+pub const RETYPE_RESERVE_FRAMES: u64 = 512;
+
+/// Retype, the giver's first step: [`take_free_blocks`], unless fewer than
+/// [`RETYPE_RESERVE_FRAMES`] frames would stay free (then it takes nothing).
+pub fn take_blocks_to_give(blocks: u64) -> Result<u64, physmem::TakeError> {
+    with_frames(|frames| frames.take_free_blocks_keeping(blocks, RETYPE_RESERVE_FRAMES))
 }
 
 /// [`take_free_blocks`] of the run at `first`, if it is this core's and wholly free.
