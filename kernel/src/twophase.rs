@@ -152,7 +152,7 @@ impl Operation {
     fn can_apply(self, prepared: &[Operation]) -> bool {
         match self {
             Operation::Register { .. } => true,
-            Operation::Retype { first, blocks, to, .. } => {
+            Operation::Retype { first, blocks, from, to } => {
                 let mut pending = crate::mem::frames::RetypesPending::default();
                 for &p in prepared {
                     if let Operation::Retype { blocks, to: receiver, .. } = p {
@@ -162,7 +162,7 @@ impl Operation {
                         }
                     }
                 }
-                crate::mem::frames::can_retype(first, blocks, to, pending)
+                crate::mem::frames::can_retype(first, blocks, from, to, pending)
             }
             Operation::Revoke { .. } => REVOCATION.get().is_some_and(|h| (h.fits)()),
         }
@@ -528,7 +528,12 @@ fn on_prepare(op: OpId, operation: Operation, participants: CoreSet) -> Vote {
     // one operation at a time, so `prepared` cannot change before the vote is recorded.)
     let keys = operation.keys();
     let prepared: Vec<Operation> = STATE.with(|s| s.prepared.iter().map(|p| p.1).collect());
-    let can_apply = operation.can_apply(&prepared);
+    // A retype's giver is its coordinator: no other core took its blocks off its list.
+    let own_giver = match operation {
+        Operation::Retype { from, .. } => from == agreement::op_initiator(op),
+        _ => true,
+    };
+    let can_apply = own_giver && operation.can_apply(&prepared);
     STATE.with(|s| {
         let vote = s.locks.prepare(op, &keys, can_apply);
         if vote == Vote::Yes && !s.prepared.iter().any(|p| p.0 == op) {

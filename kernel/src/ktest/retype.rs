@@ -22,6 +22,13 @@ kernel_test!(LARGE, "retype.a_large_retype_hands_over_every_frame", 2, false, la
 kernel_test!(ROOM, "retype.prepared_retypes_do_not_share_room", 2, false, prepared_share_no_room);
 kernel_test!(RESERVE, "retype.giver_keeps_its_reserve", 2, false, giver_keeps_its_reserve);
 kernel_test!(
+    UNAPPLICABLE,
+    "retype.a_retype_that_cannot_be_applied_aborts",
+    2,
+    false,
+    unapplicable_retype_aborts
+);
+kernel_test!(
     FAULTED_GIVER,
     "retype.frames_a_faulted_giver_never_sent_are_freed",
     2,
@@ -154,6 +161,7 @@ fn blocks_change_owner() -> Result<(), String> {
         wait_for("the frame's return through the giver", || frames::is_free_here(pa))
     };
     all_ok(&[receiver], &smp::run_on(&[receiver], JOB_TIMEOUT_US, &send_to_giver))?;
+    no_failed_steps()?;
     println!(
         "retype: {} blocks changed owner on {n} cores; {} rows in every replica",
         n + 1,
@@ -361,6 +369,55 @@ fn giver_keeps_its_reserve() -> Result<(), String> {
         println!("retype: gave {} blocks, kept {free} free frames, ran hello", given.len());
         Ok(())
     })
+}
+
+/// A retype this core coordinates of a block it never took, one of the receiver's own
+/// boot share, free there: the giver cannot disown it and the receiver cannot adopt it,
+/// so their votes refuse it and it aborts, with no replica row left and every core's
+/// frames as they were. (Every core voted Yes: it committed, and both steps failed
+/// unseen, `let _ =` in `frames::apply_retype`.)
+fn unapplicable_retype_aborts() -> Result<(), String> {
+    let me = this_core().index;
+    let cores = smp::online_cores();
+    let other = *cores.iter().find(|&&c| c != me).ok_or("needs 2 cores")?;
+    let block = AtomicU64::new(0);
+    // A free block of the receiver's: taken to learn its address, and put back.
+    let find = |_| -> Result<(), String> {
+        let first = frames::take_free_blocks(1).ok_or("no free block")?;
+        frames::return_blocks(first, 1);
+        block.store(first, Ordering::Relaxed);
+        Ok(())
+    };
+    all_ok(&[other], &smp::run_on(&[other], JOB_TIMEOUT_US, &find))?;
+    let first = block.load(Ordering::Relaxed);
+    let before = counts(&cores)?;
+    let all: CoreSet = cores.iter().copied().collect();
+    let decision =
+        twophase::commit(all, Operation::Retype { first, blocks: 1, from: me, to: other });
+    let after = counts(&cores)?;
+    if decision != Decision::Abort {
+        return Err(format!(
+            "a retype of block {first:#x} (core {other}'s, free there, never taken by core \
+             {me}) from core {me} to core {other} committed"
+        ));
+    }
+    if after != before {
+        return Err(format!("the aborted retype changed (free, total): {before:?} -> {after:?}"));
+    }
+    no_failed_steps()?;
+    println!("retype: a retype of a block its giver never took aborted");
+    Ok(())
+}
+
+/// No core has had a retype step (adopting or disowning a block) fail since boot.
+fn no_failed_steps() -> Result<(), String> {
+    for c in smp::online_cores() {
+        let failed = frames::retype_failures(c);
+        if failed != 0 {
+            return Err(format!("core {c}: {failed} retype steps failed (see `mem`)"));
+        }
+    }
+    Ok(())
 }
 
 /// Frames taken from this core's list (a frame chain: no heap), freed when dropped.
