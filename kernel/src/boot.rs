@@ -273,7 +273,9 @@ fn enter_core_zero(pml4: u64, cores: usize) -> &'static percpu::PerCore {
         crate::twophase::resolve_orphans();
         crate::retype::recover_lost_frames();
     });
-    monitor::set_two_phase_handler(crate::twophase::on_message);
+    monitor::set_two_phase_handler(|from, words| {
+        crate::twophase::on_message(from, words).map_err(Into::into)
+    });
     crate::twophase::set_revocation_hooks(crate::twophase::RevocationHooks {
         fits: crate::user::corey::revocation_fits,
         apply: crate::user::corey::apply_revocation,

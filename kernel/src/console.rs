@@ -284,14 +284,15 @@ fn cores(args: &str) -> Result<(), String> {
 fn mem(args: &str) -> Result<(), String> {
     no_arguments(args)?;
     let facts = crate::knowledge::FACTS.get();
-    println!("core  node  free frames  free MiB");
+    println!("core  node  free frames  free MiB  retype failures");
     for c in percpu::all_cores() {
         println!(
-            "{:>4}  {:>4}  {:>11}  {:>8}",
+            "{:>4}  {:>4}  {:>11}  {:>8}  {:>15}",
             c.index,
             c.node,
             c.free_frames(),
-            (c.free_frames() * 4096) >> 20
+            (c.free_frames() * 4096) >> 20,
+            mem::frames::retype_failures(c.index)
         );
     }
     let total = mem::frames::total_free();

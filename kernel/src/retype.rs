@@ -5,7 +5,8 @@
 //! on every core, and a retype either happens everywhere or nowhere.
 //!
 //! The steps, on the giving core (the coordinator):
-//! 1. take a run of wholly free blocks off its own list (no other core can hold them);
+//! 1. take a run of wholly free blocks off its own list (no other core can hold them),
+//!    keeping a reserve of free frames for itself;
 //! 2. prepare on every online core: each locks the blocks and votes Yes if its replica has
 //!    room (the receiver also checks it can adopt them);
 //! 3. commit: each core's replica names the receiver; the giver forgets the blocks, the
@@ -38,6 +39,12 @@ pub enum RetypeError {
     BadArgument,
     /// This core has no run of that many wholly free blocks.
     NoFreeBlocks,
+    /// Giving that many would leave this core fewer than `frames::RETYPE_RESERVE_FRAMES`
+    /// free frames (its kernel heap and its programs need them): nothing changed.
+    BelowReserve {
+        /// This core's free frames.
+        free: u64,
+    },
     /// A participant voted No (another retype holds a block, or a replica or the receiver
     /// has no room) or did not answer: nothing changed.
     Aborted,
@@ -45,22 +52,32 @@ pub enum RetypeError {
 
 impl core::fmt::Display for RetypeError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(match self {
-            RetypeError::BadArgument => "bad block count or receiving core",
-            RetypeError::NoFreeBlocks => "no run of that many wholly free blocks here",
-            RetypeError::Aborted => {
+        match self {
+            RetypeError::BadArgument => f.write_str("bad block count or receiving core"),
+            RetypeError::NoFreeBlocks => f.write_str("no run of that many wholly free blocks here"),
+            RetypeError::BelowReserve { free } => write!(
+                f,
+                "this core has {free} free frames and keeps {} for its kernel heap and \
+                 programs: too few to give that many blocks, nothing changed",
+                frames::RETYPE_RESERVE_FRAMES
+            ),
+            RetypeError::Aborted => f.write_str(
                 "a core refused (a block is being retyped, or a replica or the receiver has no \
-                 room: a core adopts at most 64 blocks) or did not answer: nothing changed"
-            }
-        })
+                 room: a core adopts at most 64 blocks) or did not answer: nothing changed",
+            ),
+        }
     }
 }
 
 /// Gives `blocks` blocks (each `physmem::BLOCK_FRAMES` frames) of this core's free memory
 /// to core `to`, by two-phase commit among every online core; the first block's address.
+/// This core keeps at least `frames::RETYPE_RESERVE_FRAMES` free.
 pub fn give(blocks: u64, to: usize) -> Result<u64, RetypeError> {
     check_arguments(blocks, to)?;
-    let first = frames::take_free_blocks(blocks).ok_or(RetypeError::NoFreeBlocks)?;
+    let first = frames::take_blocks_to_give(blocks).map_err(|e| match e {
+        physmem::TakeError::Reserve { free } => RetypeError::BelowReserve { free },
+        physmem::TakeError::NoRun => RetypeError::NoFreeBlocks,
+    })?;
     give_taken(first, blocks, to)
 }
 

@@ -152,7 +152,7 @@ impl Operation {
     fn can_apply(self, prepared: &[Operation]) -> bool {
         match self {
             Operation::Register { .. } => true,
-            Operation::Retype { first, blocks, to, .. } => {
+            Operation::Retype { first, blocks, from, to } => {
                 let mut pending = crate::mem::frames::RetypesPending::default();
                 for &p in prepared {
                     if let Operation::Retype { blocks, to: receiver, .. } = p {
@@ -162,15 +162,16 @@ impl Operation {
                         }
                     }
                 }
-                crate::mem::frames::can_retype(first, blocks, to, pending)
+                crate::mem::frames::can_retype(first, blocks, from, to, pending)
             }
             Operation::Revoke { .. } => REVOCATION.get().is_some_and(|h| (h.fits)()),
         }
     }
 }
 
-/// The message kinds inside the monitor's `TWO_PHASE` messages (word 0).
-mod op {
+/// The message kinds inside the monitor's `TWO_PHASE` messages (word 0; tests send them
+/// raw).
+pub mod op {
     pub const PREPARE: u64 = 1; // [op, kind, 3 words of the operation, participants]
     pub const VOTE: u64 = 2; // [op, yes]
     pub const DECIDE: u64 = 3; // [op, commit]
@@ -440,21 +441,54 @@ pub fn commit_retrying(participants: CoreSet, operation: Operation, attempts: u3
     None
 }
 
-fn coordinator_vote(op: OpId, from: usize, vote: Vote) -> Result<(), ()> {
+/// Why a `TWO_PHASE` message was refused (the monitor counts it as rejected).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MessageError {
+    /// Not a message of the protocol, or a field out of range.
+    Malformed,
+    /// A vote or acknowledgement naming an operation this core never coordinated (not one
+    /// that is over: a late message for one of those is expected, and ignored).
+    UnknownOperation,
+    /// The operation refused it: the sender is not a participant, or answered twice.
+    Refused(agreement::ProtocolError),
+}
+
+impl From<MessageError> for monitor::protocol::Rejection {
+    fn from(e: MessageError) -> Self {
+        match e {
+            MessageError::UnknownOperation => monitor::protocol::Rejection::UnknownOperation,
+            MessageError::Malformed | MessageError::Refused(_) => {
+                monitor::protocol::Rejection::Malformed
+            }
+        }
+    }
+}
+
+/// A vote or acknowledgement for `op` that names no operation this core coordinates now:
+/// one it coordinated that is over (a late message, fine) or `UnknownOperation`.
+fn over_or_unknown(s: &State, op: OpId) -> Result<(), MessageError> {
+    if agreement::op_started_by(op, this_core().index, s.next_seq) {
+        Ok(())
+    } else {
+        Err(MessageError::UnknownOperation)
+    }
+}
+
+fn coordinator_vote(op: OpId, from: usize, vote: Vote) -> Result<(), MessageError> {
     STATE.with(|s| match s.coordinating.iter_mut().find(|c| c.t.op() == op) {
         // A vote after an early abort is expected (WrongPhase): ignored.
         Some(c) => match c.t.vote(from, vote) {
             Ok(()) | Err(agreement::ProtocolError::WrongPhase) => Ok(()),
-            Err(_) => Err(()),
+            Err(e) => Err(MessageError::Refused(e)),
         },
-        None => Ok(()), // over already
+        None => over_or_unknown(s, op),
     })
 }
 
-fn coordinator_ack(op: OpId, from: usize) -> Result<(), ()> {
+fn coordinator_ack(op: OpId, from: usize) -> Result<(), MessageError> {
     STATE.with(|s| match s.coordinating.iter_mut().find(|c| c.t.op() == op) {
-        Some(c) => c.t.ack(from).map_err(|_| ()),
-        None => Ok(()),
+        Some(c) => c.t.ack(from).map_err(MessageError::Refused),
+        None => over_or_unknown(s, op),
     })
 }
 
@@ -494,7 +528,12 @@ fn on_prepare(op: OpId, operation: Operation, participants: CoreSet) -> Vote {
     // one operation at a time, so `prepared` cannot change before the vote is recorded.)
     let keys = operation.keys();
     let prepared: Vec<Operation> = STATE.with(|s| s.prepared.iter().map(|p| p.1).collect());
-    let can_apply = operation.can_apply(&prepared);
+    // A retype's giver is its coordinator: no other core took its blocks off its list.
+    let own_giver = match operation {
+        Operation::Retype { from, .. } => from == agreement::op_initiator(op),
+        _ => true,
+    };
+    let can_apply = own_giver && operation.can_apply(&prepared);
     STATE.with(|s| {
         let vote = s.locks.prepare(op, &keys, can_apply);
         if vote == Vote::Yes && !s.prepared.iter().any(|p| p.0 == op) {
@@ -545,14 +584,14 @@ fn on_decide(op: OpId, decision: Decision) {
 
 /// A `TWO_PHASE` message from core `from` (the monitor hands it here); `Err` if it makes
 /// no sense, for the monitor to count.
-pub fn on_message(from: usize, words: [u64; PAYLOAD_WORDS]) -> Result<(), ()> {
+pub fn on_message(from: usize, words: [u64; PAYLOAD_WORDS]) -> Result<(), MessageError> {
     let op = words[1];
     match words[0] {
         op::PREPARE => {
             let operation = Operation::decode(&words[2..6]);
             let vote = operation.map_or(Vote::No, |o| on_prepare(op, o, CoreSet(words[6])));
             send(from, &[op::VOTE, op, (vote == Vote::Yes) as u64]);
-            operation.map(|_| ()).ok_or(())
+            operation.map(|_| ()).ok_or(MessageError::Malformed)
         }
         op::VOTE if words[2] <= 1 => {
             coordinator_vote(op, from, if words[2] == 1 { Vote::Yes } else { Vote::No })
@@ -572,9 +611,9 @@ pub fn on_message(from: usize, words: [u64; PAYLOAD_WORDS]) -> Result<(), ()> {
                 on_know(op, from, knows);
                 Ok(())
             }
-            None => Err(()),
+            None => Err(MessageError::Malformed),
         },
-        _ => Err(()),
+        _ => Err(MessageError::Malformed),
     }
 }
 

@@ -83,11 +83,13 @@ const RUNS: &[Run] = &[
     Run { test: "trap.stack_overflow", ..all("overflow4", 4, "256M") },
     // A TLB shootdown's participant faults before it reads the invalidation; then a
     // two-phase operation names the faulted core, a coordinator faults undecided, and a
-    // retype's giver faults half-way through sending its block (issue M9).
+    // retype's giver faults half-way through sending its block (issue M9); last, `asym`
+    // naming the faulted cores changes nothing (issue M14).
     Run {
         test: "tlb.faulted_participant_does_not_hang,twophase.faulted_participant_aborts,\
                twophase.faulted_coordinator_leaves_no_lock,\
-               retype.frames_a_faulted_giver_never_sent_are_freed",
+               retype.frames_a_faulted_giver_never_sent_are_freed,\
+               console.asym_changes_nothing_unless_every_core_is_online",
         ..all("tlbfault4", 4, "256M")
     },
     // A multicast's aggregator faults before it forwards (issue M9): 2 packages of 2.

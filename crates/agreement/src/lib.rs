@@ -60,7 +60,9 @@ pub use coreset::{CoreIter, CoreSet};
 pub use one_phase::{OnePhase, OnePhaseStatus};
 pub use participant::Participant;
 pub use termination::{Knowledge, Termination};
-pub use two_phase::{op_id, op_initiator, Decision, OpId, TwoPhase, TwoPhaseStatus, Vote};
+pub use two_phase::{
+    op_id, op_initiator, op_sequence, op_started_by, Decision, OpId, TwoPhase, TwoPhaseStatus, Vote,
+};
 
 /// Why an acknowledgement or vote was refused. Messages come from other cores, so a bad one
 /// is answered with one of these, never a panic.

@@ -9,15 +9,32 @@ use crate::{CoreSet, ProtocolError};
 /// the initiator counting its own operations so no counter is shared (see [`op_id`]).
 pub type OpId = u64;
 
+/// The bits of an [`OpId`] that hold its sequence number.
+const SEQUENCE_MASK: u64 = (1 << 48) - 1;
+
 /// The [`OpId`] of the `sequence`-th operation started by core `initiator` (the sequence
 /// keeps its low 48 bits).
 pub fn op_id(initiator: usize, sequence: u64) -> OpId {
-    ((initiator as u64) << 48) | (sequence & ((1 << 48) - 1))
+    ((initiator as u64) << 48) | (sequence & SEQUENCE_MASK)
 }
 
 /// The core that started operation `op`.
 pub fn op_initiator(op: OpId) -> usize {
     (op >> 48) as usize
+}
+
+/// The sequence number of operation `op` among its initiator's.
+pub fn op_sequence(op: OpId) -> u64 {
+    op & SEQUENCE_MASK
+}
+
+/// Whether `op` is an operation core `initiator` has started, if it numbers its operations
+/// from 1 and its next one is `next`. A vote or acknowledgement naming one that is no
+/// longer running is late (the operation is over); one naming an operation this says was
+/// never started is an error. (Once the sequence has wrapped, every number was used.)
+pub fn op_started_by(op: OpId, initiator: usize, next: u64) -> bool {
+    let sequence = op_sequence(op);
+    op_initiator(op) == initiator && sequence != 0 && (sequence < next || next > SEQUENCE_MASK)
 }
 
 /// A participant's answer to *prepare*.
@@ -285,6 +302,22 @@ mod tests {
         assert_eq!(op_initiator(op), 5);
         assert_eq!(op_initiator(op_id(63, u64::MAX)), 63);
         assert_ne!(op_id(1, 0), op_id(2, 0));
+        assert_eq!(op_sequence(op), 17);
+    }
+
+    #[test]
+    fn only_ids_an_initiator_gave_count_as_started() {
+        // Core 3 has started operations 1..=9 (its next is 10).
+        for seq in 1..10 {
+            assert!(op_started_by(op_id(3, seq), 3, 10), "operation {seq}");
+        }
+        assert!(!op_started_by(op_id(3, 10), 3, 10), "not yet started");
+        assert!(!op_started_by(op_id(3, 1_000), 3, 10));
+        assert!(!op_started_by(op_id(3, 0), 3, 10), "sequences start at 1");
+        assert!(!op_started_by(op_id(4, 5), 3, 10), "another core's");
+        assert!(!op_started_by(op_id(3, 1), 3, 1), "none started yet");
+        // Past the 48 bits every number has been used.
+        assert!(op_started_by(op_id(3, 12345), 3, SEQUENCE_MASK + 2));
     }
 
     #[test]

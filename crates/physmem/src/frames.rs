@@ -43,6 +43,18 @@ impl fmt::Display for FrameError {
     }
 }
 
+/// Why [`CoreFrames::take_free_blocks_keeping`] took nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TakeError {
+    /// Taking the blocks would leave fewer free frames than the reserve.
+    Reserve {
+        /// Free frames now.
+        free: u64,
+    },
+    /// There is no run of that many contiguous, wholly free blocks.
+    NoRun,
+}
+
 /// Why [`CoreFrames::new`] refused its ranges or storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SetupError {
@@ -277,6 +289,16 @@ impl<'a> CoreFrames<'a> {
         Some(start)
     }
 
+    /// [`take_free_blocks`](Self::take_free_blocks), unless fewer than `reserve` frames would
+    /// stay free (a giver keeps enough to go on working: the kernel decides how many).
+    pub fn take_free_blocks_keeping(&mut self, count: u64, reserve: u64) -> Result<u64, TakeError> {
+        let left = self.free.checked_sub(count.saturating_mul(BLOCK_FRAMES));
+        if left.is_none_or(|left| left < reserve) {
+            return Err(TakeError::Reserve { free: self.free });
+        }
+        self.take_free_blocks(count).ok_or(TakeError::NoRun)
+    }
+
     /// [`take_free_blocks`](Self::take_free_blocks) of the run at `start` (aligned): all or
     /// nothing, `NotFree` if a frame of it is in use, `NotOwned` if it is not all this
     /// core's.
@@ -316,10 +338,11 @@ impl<'a> CoreFrames<'a> {
         (MAX_ADOPTED_BLOCKS - self.nadopted) as u64
     }
 
-    /// Retype, the receiver's step once every core agreed: block `start` is this core's
-    /// from now on, every frame in use until it is freed here. A block of the boot share
-    /// (given away before, now given back) needs no entry.
-    pub fn adopt_block(&mut self, start: u64) -> Result<(), FrameError> {
+    /// Whether [`adopt_block`](Self::adopt_block) of `start` would succeed now (what it
+    /// would fail with): a retype's receiver votes by this, so a retype it could not apply
+    /// aborts instead of committing. Room for the block is [`can_adopt`](Self::can_adopt)'s
+    /// to say, counting the retypes already prepared.
+    pub fn check_adopt(&self, start: u64) -> Result<(), FrameError> {
         if !start.is_multiple_of(BLOCK_SIZE) {
             return Err(FrameError::Unaligned);
         }
@@ -327,8 +350,6 @@ impl<'a> CoreFrames<'a> {
             if (0..BLOCK_FRAMES).any(|f| self.bit(first + f)) {
                 return Err(FrameError::CannotAdopt); // ours and not given away
             }
-            self.given -= BLOCK_FRAMES.min(self.given);
-            self.total += BLOCK_FRAMES;
             return Ok(());
         }
         let i = self.adopted[..self.nadopted].partition_point(|a| a.start < start);
@@ -337,6 +358,20 @@ impl<'a> CoreFrames<'a> {
         {
             return Err(FrameError::CannotAdopt);
         }
+        Ok(())
+    }
+
+    /// Retype, the receiver's step once every core agreed: block `start` is this core's
+    /// from now on, every frame in use until it is freed here. A block of the boot share
+    /// (given away before, now given back) needs no entry.
+    pub fn adopt_block(&mut self, start: u64) -> Result<(), FrameError> {
+        self.check_adopt(start)?;
+        if self.bit_of(start).is_some() {
+            self.given -= BLOCK_FRAMES.min(self.given);
+            self.total += BLOCK_FRAMES;
+            return Ok(());
+        }
+        let i = self.adopted[..self.nadopted].partition_point(|a| a.start < start);
         self.adopted.copy_within(i..self.nadopted, i + 1);
         self.adopted[i] = Adopted { start, bits: 0 };
         self.nadopted += 1;
@@ -344,22 +379,33 @@ impl<'a> CoreFrames<'a> {
         Ok(())
     }
 
-    /// Retype, the giver's step once every core agreed: block `start` (taken with
-    /// [`take_free_blocks`](Self::take_free_blocks)) is no longer this core's.
-    pub fn disown_block(&mut self, start: u64) -> Result<(), FrameError> {
-        let (word, _) = self.locate(start)?;
-        match word {
+    /// Whether [`disown_block`](Self::disown_block) of `start` would succeed now (what it
+    /// would fail with): the block is this core's, aligned, and no frame of it is free
+    /// (the giver took them all). A retype's giver votes by this.
+    pub fn check_disown(&self, start: u64) -> Result<(), FrameError> {
+        if !start.is_multiple_of(BLOCK_SIZE) {
+            return Err(FrameError::Unaligned);
+        }
+        match self.locate(start)?.0 {
             Word::Boot(_) => {
                 let first = self.bit_of(start).ok_or(FrameError::NotOwned)?;
                 if (0..BLOCK_FRAMES).any(|f| self.bit(first + f)) {
                     return Err(FrameError::NotFree);
                 }
-                self.given += BLOCK_FRAMES;
             }
+            Word::Adopted(i) if self.adopted[i].bits != 0 => return Err(FrameError::NotFree),
+            Word::Adopted(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Retype, the giver's step once every core agreed: block `start` (taken with
+    /// [`take_free_blocks`](Self::take_free_blocks)) is no longer this core's.
+    pub fn disown_block(&mut self, start: u64) -> Result<(), FrameError> {
+        self.check_disown(start)?;
+        match self.locate(start)?.0 {
+            Word::Boot(_) => self.given += BLOCK_FRAMES,
             Word::Adopted(i) => {
-                if self.adopted[i].bits != 0 {
-                    return Err(FrameError::NotFree);
-                }
                 self.adopted.copy_within(i + 1..self.nadopted, i);
                 self.nadopted -= 1;
             }
@@ -618,6 +664,29 @@ mod tests {
     }
 
     #[test]
+    fn a_giver_keeps_its_reserve() {
+        // Four free blocks and a stray frame; block 3 not wholly free.
+        let rr = [r(0, 4 * BF + 1)];
+        let mut rs = vec![0; bitmap_words(&rr)];
+        let mut c = CoreFrames::new(0, &rr, &mut rs).unwrap();
+        c.mark_used(3 * BF * K).unwrap();
+        let free = 4 * BF;
+        // Two blocks would leave 2 * BF: more than a reserve of 2 * BF refuses them, and takes
+        // nothing.
+        assert_eq!(c.take_free_blocks_keeping(2, 2 * BF + 1), Err(TakeError::Reserve { free }));
+        assert_eq!(c.take_free_blocks_keeping(5, 0), Err(TakeError::Reserve { free }));
+        assert_eq!(c.take_free_blocks_keeping(u64::MAX, 0), Err(TakeError::Reserve { free }));
+        assert_eq!(c.free_count(), free);
+        // Exactly the reserve left is allowed.
+        assert_eq!(c.take_free_blocks_keeping(2, 2 * BF), Ok(BF * K));
+        assert_eq!(c.free_count(), 2 * BF);
+        // Enough frames, but no run of wholly free blocks: block 0 is the only one left.
+        assert_eq!(c.take_free_blocks_keeping(2, 0), Err(TakeError::NoRun));
+        assert_eq!(c.take_free_blocks_keeping(1, BF + 1), Err(TakeError::Reserve { free: 2 * BF }));
+        assert_eq!(c.take_free_blocks_keeping(1, BF), Ok(0));
+    }
+
+    #[test]
     fn adopted_blocks_are_given_on_and_back() {
         let rr = [r(0, BF)];
         let mut rs = vec![0; bitmap_words(&rr)];
@@ -647,6 +716,38 @@ mod tests {
         c.disown_block(far).unwrap();
         assert!(!c.owns(far) && c.adopted_blocks().next().is_none());
         assert_eq!(c.free(far), Err(FrameError::NotOwned));
+    }
+
+    #[test]
+    fn checks_say_what_adopt_and_disown_would_do() {
+        // A core with two boot blocks, one of which (block 1) it took to give.
+        let rr = [r(0, 2 * BF)];
+        let mut rs = vec![0; bitmap_words(&rr)];
+        let mut c = CoreFrames::new(0, &rr, &mut rs).unwrap();
+        assert_eq!(c.take_free_blocks(1), Some(BLOCK_SIZE));
+        let far = 100 * BLOCK_SIZE;
+        // Disown: only what it owns and took whole; a check changes nothing.
+        assert_eq!(c.check_disown(0), Err(FrameError::NotFree), "not taken: free frames");
+        assert_eq!(c.check_disown(far), Err(FrameError::NotOwned));
+        assert_eq!(c.check_disown(BLOCK_SIZE + K), Err(FrameError::Unaligned));
+        assert_eq!(c.check_disown(BLOCK_SIZE), Ok(()));
+        assert_eq!((c.total(), c.free_count()), (2 * BF, BF));
+        // Adopt: not its own boot block while it holds it, not one it adopted already.
+        assert_eq!(c.check_adopt(0), Err(FrameError::CannotAdopt));
+        assert_eq!(c.check_adopt(far + K), Err(FrameError::Unaligned));
+        assert_eq!(c.check_adopt(far), Ok(()));
+        // The checks agree with the steps.
+        for block in [0, far, BLOCK_SIZE + K] {
+            assert_eq!(c.check_disown(block), c.disown_block(block));
+        }
+        assert_eq!(c.check_disown(BLOCK_SIZE), c.disown_block(BLOCK_SIZE));
+        assert_eq!(c.check_adopt(BLOCK_SIZE), Ok(()), "given away: can come back");
+        assert_eq!(c.check_adopt(far), c.adopt_block(far));
+        assert_eq!(c.check_adopt(far), Err(FrameError::CannotAdopt), "adopted already");
+        assert_eq!(c.check_adopt(0), c.adopt_block(0));
+        assert_eq!(c.check_adopt(BLOCK_SIZE), c.adopt_block(BLOCK_SIZE));
+        assert_eq!(c.check_disown(far), Ok(()), "adopted, every frame in use");
+        assert_eq!(c.total(), 3 * BF);
     }
 
     #[test]

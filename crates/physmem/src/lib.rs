@@ -26,7 +26,7 @@ pub mod partition;
 pub mod range;
 pub mod retype;
 
-pub use frames::{bitmap_words, CoreFrames, FrameError, SetupError, MAX_ADOPTED_BLOCKS};
+pub use frames::{bitmap_words, CoreFrames, FrameError, SetupError, TakeError, MAX_ADOPTED_BLOCKS};
 pub use partition::{partition, CoreShare, FrameOwners, NodeMemory, OwnersError, PartitionError};
 pub use range::{usable_frames, CapacityError, PhysRange, RangeSet};
 pub use retype::{Arrival, BlockOwners, InTransit, BLOCK_FRAMES, BLOCK_SIZE, MAX_RETYPED_BLOCKS};

@@ -20,6 +20,14 @@ kernel_test!(MOVES, "retype.blocks_change_owner_on_every_core", 2, false, blocks
 kernel_test!(REFUSES, "retype.refuses_and_aborts_cleanly", 2, false, refuses_and_aborts);
 kernel_test!(LARGE, "retype.a_large_retype_hands_over_every_frame", 2, false, large_retype);
 kernel_test!(ROOM, "retype.prepared_retypes_do_not_share_room", 2, false, prepared_share_no_room);
+kernel_test!(RESERVE, "retype.giver_keeps_its_reserve", 2, false, giver_keeps_its_reserve);
+kernel_test!(
+    UNAPPLICABLE,
+    "retype.a_retype_that_cannot_be_applied_aborts",
+    2,
+    false,
+    unapplicable_retype_aborts
+);
 kernel_test!(
     FAULTED_GIVER,
     "retype.frames_a_faulted_giver_never_sent_are_freed",
@@ -153,6 +161,7 @@ fn blocks_change_owner() -> Result<(), String> {
         wait_for("the frame's return through the giver", || frames::is_free_here(pa))
     };
     all_ok(&[receiver], &smp::run_on(&[receiver], JOB_TIMEOUT_US, &send_to_giver))?;
+    no_failed_steps()?;
     println!(
         "retype: {} blocks changed owner on {n} cores; {} rows in every replica",
         n + 1,
@@ -247,7 +256,9 @@ fn large_retype() -> Result<(), String> {
     let first = loop {
         match retype::give(blocks, other) {
             Ok(first) => break first,
-            Err(RetypeError::NoFreeBlocks) if blocks > 1 => blocks /= 2,
+            Err(RetypeError::NoFreeBlocks | RetypeError::BelowReserve { .. }) if blocks > 1 => {
+                blocks /= 2
+            }
             Err(e) => return Err(format!("a retype of {blocks} blocks: {e}")),
         }
     };
@@ -309,6 +320,126 @@ fn prepared_share_no_room() -> Result<(), String> {
     give_back(first, room, other)?;
     println!("retype: {room} blocks prepared for core {other} left no room for one more");
     Ok(())
+}
+
+/// With only a few blocks above its reserve left free, this core gives blocks away one at a
+/// time until a retype is refused: it is refused for the reserve, and leaves at least the
+/// reserve free; the core still runs `hello`; every block given comes back, and every core
+/// balances. (A giver used to give its last free block: `retype` then `run hello` failed
+/// with `NoResources`.)
+fn giver_keeps_its_reserve() -> Result<(), String> {
+    let me = this_core().index;
+    let other = *smp::online_cores().iter().find(|&&c| c != me).ok_or("needs 2 cores")?;
+    super::balance::balanced(|| {
+        let borrowed =
+            Borrowed::leaving(frames::RETYPE_RESERVE_FRAMES + 4 * BLOCK_FRAMES + BLOCK_FRAMES / 2);
+        let mut given: Vec<u64> = Vec::new();
+        // (A bound, so a giver that never stops cannot loop: it would fail below.)
+        let refused = loop {
+            match retype::give(1, other) {
+                Ok(first) => given.push(first),
+                Err(e) => break Some(e),
+            }
+            if given.len() >= MAX_ADOPTED_BLOCKS {
+                break None;
+            }
+        };
+        let free = frames::counts_here().0;
+        let ran = crate::user::run("hello", "with its reserve");
+        let back = given.iter().try_for_each(|&first| give_back(first, 1, other));
+        drop(borrowed);
+        back?;
+        if given.is_empty() {
+            return Err(format!("no block given ({refused:?}) with {free} frames free"));
+        }
+        if free < frames::RETYPE_RESERVE_FRAMES {
+            return Err(format!(
+                "gave {} blocks, leaving {free} free frames, below the reserve of {} \
+                 (then refused: {refused:?})",
+                given.len(),
+                frames::RETYPE_RESERVE_FRAMES
+            ));
+        }
+        if !matches!(refused, Some(RetypeError::BelowReserve { .. })) {
+            return Err(format!("after {} blocks the retype ended {refused:?}", given.len()));
+        }
+        if ran != Ok(crate::user::ExitStatus::Exited(0)) {
+            return Err(format!("with {free} frames left, hello ended {ran:?}"));
+        }
+        println!("retype: gave {} blocks, kept {free} free frames, ran hello", given.len());
+        Ok(())
+    })
+}
+
+/// A retype this core coordinates of a block it never took, one of the receiver's own
+/// boot share, free there: the giver cannot disown it and the receiver cannot adopt it,
+/// so their votes refuse it and it aborts, with no replica row left and every core's
+/// frames as they were. (Every core voted Yes: it committed, and both steps failed
+/// unseen, `let _ =` in `frames::apply_retype`.)
+fn unapplicable_retype_aborts() -> Result<(), String> {
+    let me = this_core().index;
+    let cores = smp::online_cores();
+    let other = *cores.iter().find(|&&c| c != me).ok_or("needs 2 cores")?;
+    let block = AtomicU64::new(0);
+    // A free block of the receiver's: taken to learn its address, and put back.
+    let find = |_| -> Result<(), String> {
+        let first = frames::take_free_blocks(1).ok_or("no free block")?;
+        frames::return_blocks(first, 1);
+        block.store(first, Ordering::Relaxed);
+        Ok(())
+    };
+    all_ok(&[other], &smp::run_on(&[other], JOB_TIMEOUT_US, &find))?;
+    let first = block.load(Ordering::Relaxed);
+    let before = counts(&cores)?;
+    let all: CoreSet = cores.iter().copied().collect();
+    let decision =
+        twophase::commit(all, Operation::Retype { first, blocks: 1, from: me, to: other });
+    let after = counts(&cores)?;
+    if decision != Decision::Abort {
+        return Err(format!(
+            "a retype of block {first:#x} (core {other}'s, free there, never taken by core \
+             {me}) from core {me} to core {other} committed"
+        ));
+    }
+    if after != before {
+        return Err(format!("the aborted retype changed (free, total): {before:?} -> {after:?}"));
+    }
+    no_failed_steps()?;
+    println!("retype: a retype of a block its giver never took aborted");
+    Ok(())
+}
+
+/// No core has had a retype step (adopting or disowning a block) fail since boot.
+fn no_failed_steps() -> Result<(), String> {
+    for c in smp::online_cores() {
+        let failed = frames::retype_failures(c);
+        if failed != 0 {
+            return Err(format!("core {c}: {failed} retype steps failed (see `mem`)"));
+        }
+    }
+    Ok(())
+}
+
+/// Frames taken from this core's list (a frame chain: no heap), freed when dropped.
+struct Borrowed(frames::FrameChain);
+
+impl Borrowed {
+    /// Takes frames until only `left` are free (the next-fit allocator takes them in
+    /// address order, so the frames left are mostly one run, with whole blocks in it).
+    fn leaving(left: u64) -> Borrowed {
+        let mut chain = frames::FrameChain::new();
+        while frames::counts_here().0 > left {
+            let Some(pa) = frames::alloc() else { break };
+            chain.push(pa);
+        }
+        Borrowed(chain)
+    }
+}
+
+impl Drop for Borrowed {
+    fn drop(&mut self) {
+        self.0.free_all();
+    }
 }
 
 /// (Destructive: run `tlbfault4`, last.) A giver commits a retype of one block to this core,

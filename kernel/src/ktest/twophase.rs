@@ -21,6 +21,13 @@ kernel_test!(
     decision_waits_for_room
 );
 kernel_test!(
+    UNKNOWN_OPERATIONS,
+    "twophase.votes_for_unknown_operations_are_refused",
+    2,
+    false,
+    votes_for_unknown_operations_are_refused
+);
+kernel_test!(
     FAULTED_ABORTS,
     "twophase.faulted_participant_aborts",
     2,
@@ -205,6 +212,85 @@ fn one_order() -> Result<(), String> {
 }
 
 /// The operation applying `value` to register `register`.
+/// A coordinator (another core) commits an operation; then this core sends it votes and
+/// acknowledgements as raw `TWO_PHASE` messages: for that operation, over already (late:
+/// accepted, as a vote after an early abort is), and for operations it never started (a
+/// sequence number it has not reached, another core's id): each of those is refused and
+/// counted as rejected by the coordinator's monitor. (They used to be taken silently as
+/// "over already".)
+fn votes_for_unknown_operations_are_refused() -> Result<(), String> {
+    use crate::monitor::{self, protocol::kind};
+    use twophase::{op, MessageError};
+    let me = this_core().index;
+    let cores = smp::online_cores();
+    let coordinator = *cores.iter().rev().find(|&&c| c != me).ok_or("needs 2 cores")?;
+    let all: CoreSet = cores.iter().copied().collect();
+    let register = 7_000_000 + this_core().ticks();
+    let finished = AtomicU64::new(0);
+    let coordinate = |_| -> Result<(), String> {
+        let op = twophase::start(all, reg(register, 1));
+        if twophase::finish(op) != Decision::Commit {
+            return Err("the operation aborted".into());
+        }
+        finished.store(op, Ordering::Relaxed);
+        Ok(())
+    };
+    all_ok(&[coordinator], &smp::run_on(&[coordinator], JOB_TIMEOUT_US, &coordinate))?;
+    let done = finished.load(Ordering::Relaxed);
+    let seq = agreement::op_sequence(done);
+    let never = agreement::op_id(coordinator, seq + 1_000);
+    let not_its_own = agreement::op_id(me, seq);
+    let victim = crate::percpu::core(coordinator).ok_or("no such core")?;
+    let send = |words: [u64; 3]| {
+        let payload = [words[0], words[1], words[2], 0, 0, 0, 0];
+        monitor::send_raw(coordinator, kind::TWO_PHASE, &payload).map_err(|e| format!("{e:?}"))
+    };
+    let rejected_after = |words: [u64; 3]| -> Result<u64, String> {
+        let before = victim.rejected();
+        send(words)?;
+        monitor::ping(coordinator, 5_000_000).ok_or("the coordinator stopped answering")?;
+        Ok(victim.rejected() - before)
+    };
+    for (what, words, want) in [
+        ("a late vote for its finished operation", [op::VOTE, done, 1], 0),
+        ("a late acknowledgement of it", [op::ACK, done, 0], 0),
+        ("a vote for a sequence number it never reached", [op::VOTE, never, 1], 1),
+        ("an acknowledgement of it", [op::ACK, never, 0], 1),
+        ("a vote for another core's operation", [op::VOTE, not_its_own, 0], 1),
+        ("an acknowledgement of it", [op::ACK, not_its_own, 0], 1),
+    ] {
+        let got = rejected_after(words)?;
+        if got != want {
+            return Err(format!("{what} ({:#x}): {got} messages rejected, want {want}", words[1]));
+        }
+    }
+    // The same on this core, handed straight to the handler: the reason is precise.
+    let mine = twophase::start(all, reg(register, 2));
+    if twophase::finish(mine) != Decision::Commit {
+        return Err("this core's operation aborted".into());
+    }
+    let message = |kind: u64, id: u64| {
+        let mut words = [0; urpc::PAYLOAD_WORDS];
+        words[..3].copy_from_slice(&[kind, id, 1]);
+        twophase::on_message(coordinator, words)
+    };
+    let unknown = agreement::op_id(me, agreement::op_sequence(mine) + 1);
+    for (kind, id, want) in [
+        (op::VOTE, mine, Ok(())),
+        (op::ACK, mine, Ok(())),
+        (op::VOTE, unknown, Err(MessageError::UnknownOperation)),
+        (op::ACK, unknown, Err(MessageError::UnknownOperation)),
+        (op::VOTE, done, Err(MessageError::UnknownOperation)),
+    ] {
+        let got = message(kind, id);
+        if got != want {
+            return Err(format!("message {kind} for {id:#x} here: {got:?}, want {want:?}"));
+        }
+    }
+    println!("twophase: votes and acks for operations core {coordinator} never started refused");
+    Ok(())
+}
+
 fn reg(register: u64, value: u64) -> Operation {
     Operation::Register { register, value }
 }

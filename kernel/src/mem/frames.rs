@@ -11,11 +11,12 @@
 //! Ownership is the boot partition, read-only and shared by explicit choice, overridden
 //! by each core's own replica of the blocks retyped since (`physmem::BlockOwners`). A
 //! retype (Multikernel §4.8) changes every replica by two-phase commit (`crate::retype`);
-//! the steps it takes on a core are [`take_free_blocks`], [`apply_retype`] and
+//! the steps it takes on a core are [`take_blocks_to_give`], [`apply_retype`] and
 //! [`return_blocks`] here.
 
 use crate::arch::paging::phys_to_virt;
 use crate::percpu::{self, this_core, PerCoreState};
+use core::sync::atomic::{AtomicU64, Ordering};
 use physmem::{
     BlockOwners, FrameError, FrameOwners, InTransit, BLOCK_FRAMES, BLOCK_SIZE, FRAME_SIZE,
     MAX_ADOPTED_BLOCKS,
@@ -53,6 +54,19 @@ pub fn take_free_blocks(blocks: u64) -> Option<u64> {
     with_frames(|frames| frames.take_free_blocks(blocks))
 }
 
+/// Free frames a core keeps when it gives blocks away (8 blocks, 2 MiB): as many as the
+/// user layer keeps back from programs' objects for the kernel heap
+/// (`user::corey::RESERVE_FRAMES`), so a giver can still grow its heap and run a program
+/// (`hello` needs about 400). A core of a 64 MiB VM with 16 cores has about 840 free, and
+/// can still give two blocks.
+pub const RETYPE_RESERVE_FRAMES: u64 = 512;
+
+/// Retype, the giver's first step: [`take_free_blocks`], unless fewer than
+/// [`RETYPE_RESERVE_FRAMES`] frames would stay free (then it takes nothing).
+pub fn take_blocks_to_give(blocks: u64) -> Result<u64, physmem::TakeError> {
+    with_frames(|frames| frames.take_free_blocks_keeping(blocks, RETYPE_RESERVE_FRAMES))
+}
+
 /// [`take_free_blocks`] of the run at `first`, if it is this core's and wholly free.
 pub fn take_blocks_at(first: u64, blocks: u64) -> bool {
     with_frames(|frames| frames.take_blocks_at(first, blocks).is_ok())
@@ -74,17 +88,41 @@ pub struct RetypesPending {
     pub to_same_receiver: u64,
 }
 
-/// Whether this core can take part in retyping `blocks` blocks from `first` to `to`: its
-/// replica has room for them, and if it is `to`, its allocator can adopt them and it can
-/// keep count of their frames' arrival, with the room of the retypes it already voted Yes
-/// on kept for them. A prepare votes by this.
-pub fn can_retype(first: u64, blocks: u64, to: usize, pending: RetypesPending) -> bool {
+/// Whether this core can take part in retyping `blocks` blocks from `first` from core
+/// `from` to `to`: its replica has room for them; if it is `from`, it can disown every
+/// block (it took them all); if it is `to`, it can adopt every block and keep count of
+/// their frames' arrival, with the room of the retypes it already voted Yes on kept for
+/// them. A prepare votes by this, so a retype that commits can be applied everywhere.
+pub fn can_retype(
+    first: u64,
+    blocks: u64,
+    from: usize,
+    to: usize,
+    pending: RetypesPending,
+) -> bool {
+    let me = this_core().index;
     let room = RETYPED.with(|t| t.has_room_beside(first, blocks, pending.blocks));
-    let receiver_room = || {
-        let total = blocks + pending.to_same_receiver;
-        this_core().frames.with(|f| f.can_adopt(total)) && ON_THE_WAY.with(|t| t.has_room(total))
+    let each = |check: fn(&physmem::CoreFrames<'static>, u64) -> Result<(), FrameError>| {
+        this_core().frames.with(|f| (0..blocks).all(|b| check(f, first + b * BLOCK_SIZE).is_ok()))
     };
-    room && (to != this_core().index || receiver_room())
+    let giver_can = || each(physmem::CoreFrames::check_disown);
+    let receiver_can = || {
+        let total = blocks + pending.to_same_receiver;
+        this_core().frames.with(|f| f.can_adopt(total))
+            && ON_THE_WAY.with(|t| t.has_room(total))
+            && each(physmem::CoreFrames::check_adopt)
+    };
+    from != to && room && (me != from || giver_can()) && (me != to || receiver_can())
+}
+
+/// Per core: retype steps (recording the new owner in its replica, adopting or disowning
+/// a block) that failed on it, which the votes should make impossible (`mem` shows them; the tests check they stay 0).
+static RETYPE_FAILURES: [AtomicU64; percpu::MAX_CORES] =
+    [const { AtomicU64::new(0) }; percpu::MAX_CORES];
+
+/// How many retype steps failed on core `core` since boot (see [`apply_retype`]).
+pub fn retype_failures(core: usize) -> u64 {
+    RETYPE_FAILURES.get(core).map_or(0, |c| c.load(Ordering::Relaxed))
 }
 
 /// Retype committed: this core's replica says `to` owns the blocks from now on; the giver
@@ -93,7 +131,14 @@ pub fn can_retype(first: u64, blocks: u64, to: usize, pending: RetypesPending) -
 /// have, the receiver keeps count of them in case the giver faults: [`give_up_on`]).
 pub fn apply_retype(first: u64, blocks: u64, from: usize, to: usize) {
     let me = this_core();
-    RETYPED.with(|t| t.set(first, blocks, to));
+    // Should not fail either: the vote checked the replica's room.
+    if !RETYPED.with(|t| t.set(first, blocks, to)) {
+        RETYPE_FAILURES[me.index].fetch_add(1, Ordering::Relaxed);
+        crate::println!(
+            "retype: core {}'s replica has no room for blocks from {first:#x}",
+            me.index
+        );
+    }
     if me.index != from && me.index != to {
         return;
     }
@@ -102,14 +147,25 @@ pub fn apply_retype(first: u64, blocks: u64, from: usize, to: usize) {
         // sending them all, the rest would not be recovered.
         crate::println!("retype: no room to count the arrival of blocks from {first:#x}");
     }
+    let mut failed = 0;
     with_frames(|frames| {
         for b in 0..blocks {
             let block = first + b * BLOCK_SIZE;
-            // Cannot fail: the prepare checked the room, and the giver took the blocks.
-            let _ =
+            // Should not fail: this core's vote checked the step ([`can_retype`]).
+            let step =
                 if me.index == to { frames.adopt_block(block) } else { frames.disown_block(block) };
+            if let Err(e) = step {
+                failed += 1;
+                crate::println!(
+                    "retype: core {} could not {} block {block:#x} (from core {from} to core \
+                     {to}): {e}",
+                    me.index,
+                    if me.index == to { "adopt" } else { "disown" }
+                );
+            }
         }
     });
+    RETYPE_FAILURES[me.index].fetch_add(failed, Ordering::Relaxed);
 }
 
 /// Retype finished: the giver sends the blocks' frames to their new owner, the way every

@@ -372,8 +372,8 @@ fn serve(from: usize, request: Request) {
         }
         Request::TwoPhase(words) => match TWO_PHASE_HANDLER.get() {
             Some(handle) => {
-                if handle(from, words).is_err() {
-                    reject(from, Rejection::Malformed);
+                if let Err(why) = handle(from, words) {
+                    reject(from, why);
                 }
             }
             None => reject(from, Rejection::Malformed),
@@ -482,8 +482,9 @@ pub fn set_sched_handler(handle: SchedHandler) {
 /// ran any.
 static IDLE_WORK: spin::Once<fn() -> bool> = spin::Once::new();
 
-/// What handles `TWO_PHASE` messages (`twophase::on_message`, above the monitor).
-pub type TwoPhaseHandler = fn(usize, [u64; PAYLOAD_WORDS]) -> Result<(), ()>;
+/// What handles `TWO_PHASE` messages (`twophase::on_message`, above the monitor); an
+/// `Err` is counted and reported as rejected, with its reason.
+pub type TwoPhaseHandler = fn(usize, [u64; PAYLOAD_WORDS]) -> Result<(), Rejection>;
 
 static TWO_PHASE_HANDLER: spin::Once<TwoPhaseHandler> = spin::Once::new();
 

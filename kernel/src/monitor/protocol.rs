@@ -101,6 +101,8 @@ pub enum Rejection {
     NotAllowed,
     /// The payload does not make sense (bad count, pointer outside the kernel, bad bytes).
     Malformed,
+    /// A two-phase vote or acknowledgement for an operation the receiver never coordinated.
+    UnknownOperation,
 }
 
 /// Who may send a message kind: the boot core only for replicated settings, anyone else.

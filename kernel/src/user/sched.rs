@@ -1420,9 +1420,14 @@ pub fn thread_stat(rs: u64, ro: u64, out: u64) -> SysResult {
 /// Changes cores' duty cycles at run time (`groups`: core and eighths, as `asym=`), then
 /// measures every core's speed again and gives every scheduler the new powers (AMPS
 /// §2.2: power is re-measured when a core's speed changes; every core's replica is
-/// updated by a call to that core).
+/// updated by a call to that core). Refused, changing nothing, unless every listed core
+/// is online (one that is not could not restart its timer at the new duty).
 pub fn change_duty(groups: &[(usize, u8)]) -> Result<(), String> {
     let listed: Vec<usize> = groups.iter().map(|&(c, _)| c).collect();
+    let online = |c: usize| percpu::core(c).is_some_and(|p| p.state() == CoreState::Online);
+    if let Some(down) = listed.iter().find(|&&c| !online(c)) {
+        return Err(alloc::format!("core {down} is not online: no core's duty changed"));
+    }
     for &(core, eighths) in groups {
         crate::throttle::configure(core, eighths);
     }
