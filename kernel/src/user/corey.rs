@@ -1187,7 +1187,7 @@ pub fn pcore_alloc(p: &mut ProgramObjects, share: u64, core: u64) -> Result<u64,
 }
 
 /// The device objects `device_alloc` makes. The machine device is a capability only the
-/// kernel makes ([`give_machine`]): allocating it is `NotPermitted`.
+/// kernel makes ([`capability_device`]): allocating it is `NotPermitted`.
 pub fn device_alloc(p: &mut ProgramObjects, share: u64, hwid: u64) -> Result<u64, Error> {
     if !super::devices::exists(hwid) {
         return Err(Error::InvalidArgument);
@@ -1199,32 +1199,19 @@ pub fn device_alloc(p: &mut ProgramObjects, share: u64, hwid: u64) -> Result<u64
     alloc(p, share, ObjectKind::Device, Payload::Device(Device { hwid }))
 }
 
-/// A new machine device object (the capability for `kernel_command` and `poweroff`), for
-/// the kernel to give a program it starts (`init`).
-pub fn machine_device() -> Result<Ptr, Error> {
+/// A new device object of `hwid` that only the kernel makes: the machine device (the
+/// capability for `kernel_command` and `poweroff`) or the keyboard (for `console_read`),
+/// for the kernel to give the program it starts on the console (`init`).
+pub fn capability_device(hwid: u64) -> Result<Ptr, Error> {
     room()?;
-    let payload = Payload::Device(Device { hwid: super::devices::MACHINE });
+    let payload = Payload::Device(Device { hwid });
     with_creator(|c| c.make(ObjectKind::Device, name(), objects::Body::Kernel(payload)))
         .map_err(to_abi)
 }
 
-/// Whether ⟨rs, ro⟩ names a machine device object in `p`'s share set (the capability).
-pub fn holds_machine(p: &ProgramObjects, rs: u64, ro: u64) -> bool {
-    device_hwid(p, rs, ro) == Ok(super::devices::MACHINE)
-}
-
-/// A new keyboard device object (the capability for `console_read`), for the kernel to
-/// give the program it starts on the console (`init`).
-pub fn keyboard_device() -> Result<Ptr, Error> {
-    room()?;
-    let payload = Payload::Device(Device { hwid: super::devices::KEYBOARD });
-    with_creator(|c| c.make(ObjectKind::Device, name(), objects::Body::Kernel(payload)))
-        .map_err(to_abi)
-}
-
-/// Whether ⟨rs, ro⟩ names a keyboard device object in `p`'s share set.
-pub fn holds_keyboard(p: &ProgramObjects, rs: u64, ro: u64) -> bool {
-    device_hwid(p, rs, ro) == Ok(super::devices::KEYBOARD)
+/// Whether ⟨rs, ro⟩ names a device object of `hwid` in `p`'s share set (a capability).
+pub fn holds_device(p: &ProgramObjects, rs: u64, ro: u64, hwid: u64) -> bool {
+    device_hwid(p, rs, ro) == Ok(hwid)
 }
 
 /// Puts `ptr` into the program's root share (an object handed to it at start); its id.

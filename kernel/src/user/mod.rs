@@ -222,7 +222,8 @@ pub fn run_with_limit(name: &str, args: &str, limit_us: u64) -> Result<ExitStatu
 /// the program's root share are its start arguments (`rdi`, `rsi`). The kernel starts
 /// `init` this way.
 pub fn run_with_machine(name: &str, args: &str, limit_us: u64) -> Result<ExitStatus, Error> {
-    let given = [corey::machine_device()?, corey::keyboard_device()?];
+    let given =
+        [corey::capability_device(devices::MACHINE)?, corey::capability_device(devices::KEYBOARD)?];
     run_giving(name, args, limit_us, &given)
 }
 
@@ -951,7 +952,7 @@ fn pcore_halt(share: u64, obj: u64) -> SysResult {
 /// Checks that ⟨share, obj⟩ names a machine device in the running context's share set:
 /// the capability `kernel_command` and `poweroff` ask for.
 fn check_machine(share: u64, obj: u64) -> Result<(), Error> {
-    match with_running(|r, _| corey::holds_machine(&r.objects, share, obj)) {
+    match with_running(|r, _| corey::holds_device(&r.objects, share, obj, devices::MACHINE)) {
         Some(true) => Ok(()),
         _ => Err(Error::NotPermitted),
     }
@@ -998,7 +999,7 @@ pub fn set_kernel_console(execute: ConsoleExecute) {
 /// program that reads wants what it printed so far (a prompt, an echo) on the screen: its
 /// unfinished line is printed first, as stdio flushes before input.
 fn console_read(share: u64, obj: u64, ptr: u64, len: u64) -> SysResult {
-    match with_running(|r, _| corey::holds_keyboard(&r.objects, share, obj)) {
+    match with_running(|r, _| corey::holds_device(&r.objects, share, obj, devices::KEYBOARD)) {
         Some(true) => {}
         _ => return Err(Error::NotPermitted),
     }
