@@ -296,6 +296,12 @@ pub fn start(participants: CoreSet, operation: Operation) -> OpId {
 /// Advances operation `op` (declares faulted participants failed, applies deadlines,
 /// sends the decision once made); its decision once it is over.
 pub fn poll(op: OpId) -> Option<Decision> {
+    poll_outcome(op).map(|(decision, _)| decision)
+}
+
+/// [`poll`], with the participants declared failed that never acknowledged the decision
+/// (they may apply it later, or never: `obj_revoke` reports them).
+pub fn poll_outcome(op: OpId) -> Option<(Decision, CoreSet)> {
     let me = this_core().index;
     let now = cpu::rdtsc();
     let (status, tell) = STATE.with(|s| {
@@ -333,9 +339,9 @@ pub fn poll(op: OpId) -> Option<Decision> {
             None
         }
         TwoPhaseStatus::Decided(_) => None,
-        TwoPhaseStatus::Finished { decision, .. } => {
+        TwoPhaseStatus::Finished { decision, failed } => {
             STATE.with(|s| s.coordinating.retain(|c| c.t.op() != op));
-            Some(decision)
+            Some((decision, failed))
         }
     }
 }

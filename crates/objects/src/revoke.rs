@@ -254,6 +254,25 @@ mod tests {
     }
 
     #[test]
+    fn catching_up_in_steps_steps_once_per_share_and_removes_the_same() {
+        let mut w = world();
+        let root = w.a.root_id();
+        let mut log = RevokeLog::<Seg>::new();
+        log.append(w.seg, r(root, w.seg), None);
+        let mut steps = 0;
+        let removed = w.b.catch_up_in_steps(&log.since(0), log.committed(), &mut || steps += 1);
+        // Set `b`: its root share, then `s` and the share nested in it.
+        assert_eq!(steps, 3);
+        assert_eq!(removed.len(), 2, "the entries in `s` and `n`");
+        release(removed);
+        assert!(w.b.is_caught_up(1));
+        assert!(w.b.resolve(r(w.s, w.seg)).is_err());
+        // Caught up: no work, no step.
+        let again = w.b.catch_up_in_steps(&log.since(0), log.committed(), &mut || steps += 1);
+        assert!(again.is_empty() && steps == 3);
+    }
+
+    #[test]
     fn the_log_forgets_gone_objects_and_is_bounded() {
         let mut log = RevokeLog::<Seg>::new();
         let mut c = creator(3);

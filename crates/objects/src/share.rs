@@ -107,11 +107,26 @@ impl<P: Payload> ShareSet<P> {
     /// object may still be alive. Returns the references taken out, for the caller to
     /// release where that is safe.
     pub fn catch_up(&mut self, revocations: &[Revocation], committed: u64) -> Vec<ObjPtr<P>> {
+        self.catch_up_in_steps(revocations, committed, &mut || {})
+    }
+
+    /// [`catch_up`](Self::catch_up), calling `step` after the root share and after each
+    /// share it scrubs: the work grows with the shares the set reaches, so a kernel lets
+    /// the rest of the machine in between (issue M14: a core catching up with interrupts
+    /// off once went silent long enough to be declared failed). `step` must not touch this
+    /// set; revocations committed meanwhile wait for the next catch-up.
+    pub fn catch_up_in_steps(
+        &mut self,
+        revocations: &[Revocation],
+        committed: u64,
+        step: &mut dyn FnMut(),
+    ) -> Vec<ObjPtr<P>> {
         let mut removed = Vec::new();
         if self.root_seen < committed {
             let root = self.root_id;
             removed.extend(remove_revoked(&mut self.root, root, revocations, self.root_seen));
             self.root_seen = committed;
+            step();
         }
         if self.shares_seen < committed {
             let mut work: Vec<ObjPtr<P>> = self.shared.values().cloned().collect();
@@ -130,6 +145,7 @@ impl<P: Payload> ShareSet<P> {
                 }
                 removed.extend(table.catch_up(share.id(), revocations, committed));
                 work.extend(table.child_shares(self.core));
+                step();
             }
             self.shares_seen = committed;
         }

@@ -32,6 +32,8 @@ pub struct CoreResources {
     pub stale_waiter_bits: u64,
     /// Resident-page uncharges here that found their count at zero (only ever grows).
     pub resident_underflows: u64,
+    /// Entries of its revocation log (after letting go of those of gone objects).
+    pub revocation_log: u64,
 }
 
 /// Every listed core's resources, by position in the list. Held on the stack: a
@@ -70,6 +72,7 @@ pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
             parked: 0,
             stale_waiter_bits: 0,
             resident_underflows: 0,
+            revocation_log: 0,
         })
     }; percpu::MAX_CORES];
     let count = |index: usize| {
@@ -85,6 +88,7 @@ pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
             parked: crate::user::sched::parked_here(),
             stale_waiter_bits: crate::user::corey::stale_waiter_bits(index),
             resident_underflows: crate::user::sched::resident_underflows(index),
+            revocation_log: crate::user::corey::revocation_log_len() as u64,
         };
         Ok(())
     };
@@ -115,7 +119,7 @@ pub fn check(cores: &[usize], before: &Snapshot) -> Result<(), String> {
             diffs += &format!(
                 " core {core}: frames {} -> {}, heap bytes {} -> {}, objects {} -> {}, \
                  threads {} -> {}, parked {} -> {}, stale waiter bits {} -> {}, \
-                 resident underflows {} -> {};",
+                 resident underflows {} -> {}, revocation log {} -> {};",
                 b.frames,
                 a.frames,
                 b.heap_bytes,
@@ -129,7 +133,9 @@ pub fn check(cores: &[usize], before: &Snapshot) -> Result<(), String> {
                 b.stale_waiter_bits,
                 a.stale_waiter_bits,
                 b.resident_underflows,
-                a.resident_underflows
+                a.resident_underflows,
+                b.revocation_log,
+                a.revocation_log
             );
         }
     }

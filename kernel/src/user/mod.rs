@@ -356,6 +356,21 @@ fn publish_status(pcore: Option<Ptr>, status: ExitStatus) {
 pub struct StartJob {
     pcore: Ptr,
     what: StartWhat,
+    /// The revocations the sender's share set had seen when it resolved the objects the
+    /// job carries: any revoked since must not reach the new context (issue M14).
+    seen: u64,
+}
+
+impl StartJob {
+    /// The objects it hands to the new context.
+    fn carried(&self) -> Vec<&Ptr> {
+        match &self.what {
+            StartWhat::Context { root_ar, shares, .. } => {
+                core::iter::once(root_ar).chain(shares.iter()).collect()
+            }
+            StartWhat::Program { give, .. } => give.iter().collect(),
+        }
+    }
 }
 
 enum StartWhat {
@@ -385,7 +400,17 @@ pub fn start_job(raw: u64) {
     // SAFETY: `send_job` made this pointer with `Box::into_raw` and gave it to us alone
     // (the protocol checked it lies in the kernel half).
     let job = unsafe { Box::from_raw(raw as *mut StartJob) };
-    let StartJob { pcore, what } = *job;
+    // A carried object revoked after the sender resolved it: the context does not start
+    // (this core may have committed the revocation before this message was read, and a
+    // share set made now starts caught up with it, so it would never be scrubbed).
+    if corey::revoked_since(job.seen, &job.carried()) {
+        println!("start: core {}: an object it was given was revoked", this_core().index);
+        if let Some(p) = corey::pcore(&job.pcore) {
+            p.status.store(pcore_status::FAILED, Ordering::Release);
+        }
+        return;
+    }
+    let StartJob { pcore, what, .. } = *job;
     let cell = corey::pcore(&pcore).map(|p| p.status.clone());
     // Corey §4.4: a `pcore_run` context has its core to itself.
     let dedicate = matches!(what, StartWhat::Context { .. });
@@ -664,14 +689,21 @@ fn revocation_barrier() -> Result<(), Error> {
             crate::monitor::poll();
             // Its coordinator may have faulted: then the participants decide among them.
             crate::twophase::resolve_orphans();
-            cpu::pause();
+            step(); // not seconds with interrupts off
         }
     }
     if corey::revocations_committed() != 0 {
         with_running_mut(|r, _| corey::catch_up(&mut r.objects));
     }
+    CAUGHT_UP.with(|c| *c = corey::revocations_committed());
     Ok(())
 }
+
+/// The revocations the running call's share set was caught up with at its barrier. An
+/// object the call resolves may have been revoked after that (a step in the call serves
+/// two-phase messages): a call that hands objects to a new holder (`program_run`'s
+/// `give`, `pcore_run`'s range and shares) checks them against the log from there.
+static CAUGHT_UP: PerCoreState<u64> = crate::per_core_state!(0);
 
 /// `write(ptr, len)`: prints at most [`WRITE_CALL_MAX`] bytes and returns the count. Those
 /// bytes are checked first, then copied in pieces into the program's line buffer; control
@@ -849,7 +881,8 @@ fn pcore_run(p: &mut corey::ProgramObjects, space: &mut AddressSpace, ptr: u64) 
     let shares = corey::shares_for_child(p, &a.shares[..n])?;
     claim(pc)?;
     let what = StartWhat::Context { entry: a.entry, stack: a.stack, arg: a.arg, root_ar, shares };
-    send_job(pc.core, StartJob { pcore: pcore_ptr.clone(), what }).map(|_| 0)
+    let seen = CAUGHT_UP.with(|c| *c);
+    send_job(pc.core, StartJob { pcore: pcore_ptr.clone(), what, seen }).map(|_| 0)
 }
 
 /// Marks `pc` running, or `Busy` if it is already.
@@ -909,10 +942,15 @@ fn start_program(
     if initrd::find(name).is_none() {
         return Err(Error::NoSuchObject);
     }
+    let seen = CAUGHT_UP.with(|c| *c);
+    // Revoked since the barrier (a step while reading the line served it): not given.
+    if give.as_ref().is_some_and(|g| corey::revoked_since(seen, &[g])) {
+        return Err(Error::NoSuchObject);
+    }
     claim(pc)?;
     if pc.core != this_core().index {
         let what = StartWhat::Program { line: text.clone(), give };
-        return send_job(pc.core, StartJob { pcore: pcore_ptr.clone(), what }).map(|_| None);
+        return send_job(pc.core, StartJob { pcore: pcore_ptr.clone(), what, seen }).map(|_| None);
     }
     let pcore = Some(pcore_ptr.clone());
     match load_program(name, args.trim_start(), DEFAULT_LIMIT_US, pcore, give.as_slice()) {

@@ -1233,6 +1233,14 @@ pub fn thread_create(ptr: u64) -> SysResult {
             return Err(Error::Busy); // only dedicated cores: nowhere to place it
         }
         let shares = corey::shares_for_child(&r.objects, &a.shares[..n])?;
+        // Revoked while the call read its block (a step serves two-phase messages): the
+        // new set would start caught up with that revocation and keep them (issue M14).
+        let seen = super::CAUGHT_UP.with(|c| *c);
+        let carried: Vec<&Ptr> = core::iter::once(&root_ar).chain(shares.iter()).collect();
+        if corey::revoked_since(seen, &carried) {
+            return Err(Error::NoSuchObject);
+        }
+        drop(carried);
         let objects = corey::new_context(root_ar, shares)?;
         let shared = ThreadShared::new(affinity);
         let id = corey::thread_alloc(&mut r.objects, a.share, shared.clone())?;

@@ -4,8 +4,17 @@
 //! revokes it, keeping its root-share entry: afterwards the thread can no longer name it,
 //! core 0's own descriptor of it is gone too, and the kept entry still works. Shared again
 //! afterwards, the thread names it again (a late catch-up never takes a newer entry). Bad
-//! arguments are refused. Prints `revoketest: ok`, `revoketest: FAIL <why>` (exit 1), or
-//! `revoketest: skipped (1 core)`.
+//! arguments are refused.
+//!
+//! Then the race of issue M14, forced: a thread on core 1 sits in one long system call
+//! (a `segment_copy` of several MiB), so a `program_run` start sent there waits; the start
+//! is to give the new program a segment, which core 0 revokes meanwhile (core 1 votes and
+//! commits from inside its call). When core 1 serves the start, after the revocation, the
+//! new program (`revoketest given`) must not hold the segment: it does not start, or it
+//! starts without it (`revoketest given` exits 3 if it holds what it was given).
+//!
+//! Prints `revoketest: ok`, `revoketest: FAIL <why>` (exit 1), or `revoketest: skipped (1
+//! core)`.
 #![no_std]
 #![no_main]
 
@@ -17,6 +26,11 @@ use libatoll::thread::Builder;
 
 const HELP: &str = "usage: revoketest   (no arguments; needs 2 cores)";
 
+/// The race test's long call: set once the thread on core 1 is about to make it, and once
+/// it returned.
+static IN_CALL: AtomicU64 = AtomicU64::new(0);
+static CALL_DONE: AtomicU64 = AtomicU64::new(0);
+
 /// The segment's id and the common share's, for the thread.
 static SEG: AtomicU64 = AtomicU64::new(0);
 static HOME: AtomicU64 = AtomicU64::new(0);
@@ -27,7 +41,99 @@ const NOT_YET: u64 = u64::MAX;
 static SEEN: AtomicU64 = AtomicU64::new(0);
 
 fn main() -> i32 {
-    libatoll::cores::two_core_test("revoketest", Some(HELP), run)
+    // The program the race test starts: whether it holds the object it was given.
+    if libatoll::args::arg_string().trim() == "given" {
+        return match libatoll::given_object() {
+            Some(given) if obj::obj_get_name(given).is_ok() => 3,
+            _ => 0,
+        };
+    }
+    libatoll::cores::two_core_test("revoketest", Some(HELP), || {
+        run()?;
+        escape()
+    })
+}
+
+/// The thread on core 1 for [`escape`]: `mib` MiB written, then copied in one call.
+fn long_call(mib: u64) -> i32 {
+    let Ok(m) = libatoll::private::map_new(mib << 20) else { return 1 };
+    let mut va = m.va;
+    while va < m.va + m.bytes {
+        // SAFETY: a fresh read-write mapping of our own root range.
+        unsafe { core::ptr::write_volatile(va as *mut u64, va) };
+        va += 4096;
+    }
+    let Some(seg) = libatoll::private::named(m.segment) else { return 1 };
+    IN_CALL.store(1, Release);
+    let copy = obj::segment_copy(root_share(), seg, libatoll::abi::copy_mode::PLAIN);
+    CALL_DONE.store(1, Release);
+    if let Ok(copy) = copy {
+        let _ = obj::share_delobj(ObjRef::new(root_share(), copy));
+    }
+    0
+}
+
+/// The forced race (see the module comment); up to three tries with a longer call each,
+/// should core 1's call end before the revocation did.
+fn escape() -> Result<(), &'static str> {
+    let root = root_share();
+    let pcore = ObjRef::new(
+        root,
+        libatoll::cfork::patiently(|| obj::pcore_alloc(root, 1)).map_err(|_| "pcore_alloc(1)")?,
+    );
+    let mut result = Err("the start never waited for core 1's long call");
+    for mib in [4, 8, 16] {
+        match escape_once(root, pcore, mib) {
+            Ok(true) => {
+                result = Ok(());
+                break;
+            }
+            Ok(false) => continue, // the call ended first: not forced
+            Err(why) => {
+                result = Err(why);
+                break;
+            }
+        }
+    }
+    let _ = obj::share_delobj(pcore);
+    result
+}
+
+/// One try: whether the race was forced (and the segment stayed out of the new program).
+fn escape_once(root: u64, pcore: ObjRef, mib: u64) -> Result<bool, &'static str> {
+    let seg = segment_alloc(root, 4096).map_err(|_| "segment_alloc failed")?;
+    let given = ObjRef { share: root, object: seg };
+    IN_CALL.store(0, Release);
+    CALL_DONE.store(0, Release);
+    let busy = Builder::new()
+        .core(1)
+        .affinity(1 << 1)
+        .spawn(move || long_call(mib))
+        .map_err(|_| "no thread on core 1")?;
+    while IN_CALL.load(Acquire) == 0 {
+        core::hint::spin_loop();
+    }
+    let started = obj::program_run_giving(pcore, "revoketest given", seg);
+    let revoked = obj::obj_revoke(given);
+    let forced = CALL_DONE.load(Acquire) == 0;
+    let _ = busy.join();
+    let _ = obj::share_delobj(given);
+    started.map_err(|_| "program_run failed")?;
+    revoked.map_err(|_| "obj_revoke failed")?;
+    let status = loop {
+        match obj::pcore_status(pcore) {
+            Ok(libatoll::Status::Running) => core::hint::spin_loop(),
+            Ok(status) => break status,
+            Err(_) => return Err("pcore_status failed"),
+        }
+    };
+    match status {
+        libatoll::Status::Exited(3) => {
+            Err("a given object escaped a revocation committed before it was given")
+        }
+        libatoll::Status::Exited(0) | libatoll::Status::Failed => Ok(forced),
+        _ => Err("revoketest given ended oddly"),
+    }
 }
 
 libatoll::main!(main);
