@@ -629,3 +629,93 @@ fn check_fields(line: &str, want: &[(&str, &str)]) -> Result<(), String> {
 fn multicast_program() -> Result<(), String> {
     balanced(|| expect("mcbench", "3", ExitStatus::Exited(0)))
 }
+
+kernel_test!(
+    LATE_REVOKE,
+    "user.a_late_revocation_is_reported_and_forgotten",
+    2,
+    true,
+    late_revocation
+);
+
+/// How long core 1 stays deaf in [`late_revocation`]: past the coordinator's deadline for
+/// acknowledgements (a timeout for the votes, then one more from there: `agreement`'s
+/// `TwoPhase`).
+const DEAF_US: u64 = 2 * crate::twophase::TIMEOUT_US + 2_000_000;
+
+/// Issue M14 (defect 4): core 1 votes Yes on a revocation, then is silent past the
+/// coordinator's deadline for acknowledgements (a remote call that serves its channels
+/// until it has prepared, then spins). `obj_revoke` commits and says core 1 was not reached; core 1
+/// applies the revocation when it reads the decision, and its log entry goes with the
+/// object (it was once kept for good: the coordinator had let go of the object's weak
+/// pointer by then, and 1,024 such entries made a core refuse every revocation). Every
+/// core's resources, revocation logs included, balance. Isolated (run `deaf2`): 22 s.
+fn late_revocation() -> Result<(), String> {
+    use crate::user::corey;
+    let cores = smp::online_cores();
+    // One revocation first: every core's two-phase state grows once (its list of decided
+    // operations), and the baseline is taken after that.
+    let mut warm = corey::new_program().map_err(|e| format!("new_program: {e:?}"))?;
+    let root = warm.set.root_id().0;
+    let seg = corey::segment_alloc(&mut warm, root, 4096).map_err(|e| format!("{e:?}"))?;
+    if corey::obj_revoke(&mut warm, root, seg) != Ok(0) {
+        return Err("a revocation with every core listening did not reach them all".into());
+    }
+    corey::end_context(warm);
+    let before = super::balance::snapshot(&cores)?;
+    let mut p = corey::new_program().map_err(|e| format!("new_program: {e:?}"))?;
+    let root = p.set.root_id().0;
+    let seg = corey::segment_alloc(&mut p, root, 4096).map_err(|e| format!("{e:?}"))?;
+    // Core 1 serves its channels until it has prepared the revocation (voted Yes), then
+    // is deaf: the decision waits in its channel.
+    let deaf = |_| -> Result<(), String> {
+        for _ in 0..5000 {
+            crate::monitor::poll();
+            if crate::twophase::revocation_prepared_here() {
+                // Interrupts off too: a wake-up IPI would serve the channel.
+                let were_on = crate::arch::cpu::disable_interrupts();
+                crate::arch::timer::spin_us(DEAF_US);
+                if were_on {
+                    crate::arch::cpu::enable_interrupts();
+                }
+                return Ok(());
+            }
+            crate::arch::timer::spin_us(1000);
+        }
+        Err("core 1 never prepared the revocation".into())
+    };
+    let call = core::cell::Cell::new(None);
+    let agree = |participants, operation| {
+        call.set(crate::monitor::call_async(1, &deaf).ok());
+        let op = crate::twophase::start(participants, operation);
+        loop {
+            if let Some((decision, failed)) = crate::twophase::poll_outcome(op) {
+                return (decision == agreement::Decision::Commit).then_some(failed);
+            }
+            crate::twophase::deliver_decisions();
+            crate::monitor::poll();
+        }
+    };
+    let unreached = corey::obj_revoke_with(&mut p, root, seg, &agree);
+    let call = call.take().ok_or("the deaf call could not be sent")?;
+    all_ok(&[1], &[crate::monitor::wait(call, JOB_TIMEOUT_US)])?;
+    if unreached != Ok(1 << 1) {
+        return Err(format!("obj_revoke with core 1 deaf: {unreached:?}, want Ok(core 1's bit)"));
+    }
+    // Core 1 reads the decision now and applies it, while the segment still lives.
+    let committed = corey::revocations_committed();
+    let caught_up = |_| -> Result<(), String> {
+        for _ in 0..2000 {
+            crate::monitor::poll();
+            if corey::revocations_committed() == committed {
+                return Ok(());
+            }
+            crate::arch::timer::spin_us(1000);
+        }
+        Err(format!("core 1 never applied revocation {committed}"))
+    };
+    all_ok(&[1], &smp::run_on(&[1], JOB_TIMEOUT_US, &caught_up))?;
+    // The segment goes with the program's objects; so must every log entry of it.
+    corey::end_context(p);
+    super::balance::check(&cores, &before)
+}

@@ -798,6 +798,23 @@ const REVOKE_ATTEMPTS: u32 = 20;
 /// core applied it): such a core applies it when it hears the decision, or never if it
 /// faulted. The wait takes steps, so the caller's core answers the machine throughout.
 pub fn obj_revoke(p: &mut ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> {
+    obj_revoke_with(p, rs, ro, &|participants, operation| {
+        commit_in_steps(participants, operation, REVOKE_ATTEMPTS)
+    })
+}
+
+/// How `obj_revoke` runs its agreement: the cores declared failed before they
+/// acknowledged the commit, or `None` if it never committed.
+pub type Agree<'a> =
+    &'a dyn Fn(agreement::CoreSet, crate::twophase::Operation) -> Option<agreement::CoreSet>;
+
+/// [`obj_revoke`] with the agreement run by `agree` (a test makes a participant late).
+pub fn obj_revoke_with(
+    p: &mut ProgramObjects,
+    rs: u64,
+    ro: u64,
+    agree: Agree<'_>,
+) -> Result<u64, Error> {
     let ptr = resolve(p, rs, ro)?;
     if ptr.kind() == ObjectKind::Share {
         return Err(Error::InvalidArgument);
@@ -807,7 +824,7 @@ pub fn obj_revoke(p: &mut ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error
     REVOKED[me].lock().push((ptr.id(), Arc::downgrade(&ptr)));
     let operation = crate::twophase::Operation::Revoke { object: ptr.id().0, share: rs, entry: ro };
     let participants = crate::smp::online_cores().into_iter().collect();
-    let outcome = commit_in_steps(participants, operation, REVOKE_ATTEMPTS);
+    let outcome = agree(participants, operation);
     if outcome.is_none() {
         // Aborted everywhere: no core applies it, so no core looks for the object here.
         let mut list = REVOKED[me].lock();
