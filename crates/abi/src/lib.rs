@@ -166,8 +166,9 @@ pub mod nr {
     /// set on every core, by two-phase commit among the cores (Multikernel §4.8), except
     /// the entry ⟨ref_share, ref_obj⟩ itself, which stays. Every other holder loses it
     /// before its next call names an object; entries made afterwards are not touched.
-    /// Shares cannot be revoked (`InvalidArgument`); `Busy` if the cores did not agree
-    /// (another revocation kept colliding), with nothing changed.
+    /// Returns the cores that did not acknowledge it in time (bit i: core i; 0 when every
+    /// core applied it). Shares cannot be revoked (`InvalidArgument`); `Busy` if the cores
+    /// did not agree (another revocation kept colliding), with nothing changed.
     pub const OBJ_REVOKE: u64 = 51;
     /// The highest call number.
     pub const LAST: u64 = OBJ_REVOKE;

@@ -123,7 +123,8 @@ pub fn share_free(share: u64) {
 }
 
 /// `obj_revoke`: takes `obj`'s object back from every other share on every core; the
-/// entry `obj` itself stays.
+/// entry `obj` itself stays. Returns the cores that did not acknowledge it in time (bit
+/// i: core i; 0 when every core applied it).
 pub fn obj_revoke(obj: ObjRef) -> SysResult {
     syscall3(nr::OBJ_REVOKE, obj.share, obj.object, 0)
 }
