@@ -51,9 +51,20 @@ const GRANULARITY: u64 = 1 << 30;
 /// Most live objects one core's programs may create (their metadata is kernel heap: a
 /// program must not be able to exhaust it).
 const MAX_OBJECTS_PER_CORE: usize = 16_384;
-/// Free frames a core keeps back from object creation by programs (2 MiB: room for the
-/// kernel heap).
+/// Free frames a core keeps back from calls that grow kernel memory (2 MiB: room for the
+/// kernel heap), or a quarter of a small core's frames, but never fewer than
+/// [`RESERVE_FRAMES_MIN`] (see [`reserve_frames`]).
 const RESERVE_FRAMES: u64 = 512;
+/// The least a core keeps back (1 MiB): more than any one call's kernel allocation.
+const RESERVE_FRAMES_MIN: u64 = 256;
+
+/// What this core keeps back from calls that grow kernel memory: [`RESERVE_FRAMES`], or on
+/// a core with little memory (a 64 MiB VM of 16 cores has 4 MiB each) a quarter of its
+/// frames, at least [`RESERVE_FRAMES_MIN`]. A fixed 2 MiB left such a core half its memory.
+fn reserve_frames() -> u64 {
+    let (_, total) = frames::counts_here();
+    (total / 4).clamp(RESERVE_FRAMES_MIN, RESERVE_FRAMES)
+}
 /// Free frames the kernel keeps back when it loads a program (less than programs may use,
 /// so a program that took objects up to the reserve does not stop the next from loading).
 const LOAD_RESERVE_FRAMES: u64 = 64;
@@ -499,9 +510,9 @@ fn with_creator<R>(f: impl FnOnce(&mut Creator) -> R) -> R {
 }
 
 /// `NoResources` when this core's programs already keep [`MAX_OBJECTS_PER_CORE`] objects,
-/// or it has fewer than [`RESERVE_FRAMES`] free frames left for its own heap.
+/// or it has fewer than [`reserve_frames`] free frames left for its own heap.
 fn room() -> Result<(), Error> {
-    room_above(RESERVE_FRAMES)
+    room_above(reserve_frames())
 }
 
 /// `NoResources` at the object cap or with fewer than `reserve` frames to spare: free
@@ -898,7 +909,7 @@ pub fn segment_alloc(p: &mut ProgramObjects, share: u64, nbytes: u64) -> Result<
 /// A segment holding the bytes `data` (an initrd file: `file_open`).
 pub fn segment_from(p: &mut ProgramObjects, share: u64, data: &[u8]) -> Result<u64, Error> {
     let pages = (data.len() as u64).div_ceil(PAGE);
-    if pages + RESERVE_FRAMES > this_core().free_frames() {
+    if pages + reserve_frames() > this_core().free_frames() {
         return Err(Error::NoResources);
     }
     let state = filled_segment(data.len() as u64, &[(0, data)])?;
@@ -924,7 +935,7 @@ pub fn segment_copy(
                 .state
                 .with(|s| Ok::<_, VmError>((s.frames()?, s.nbytes(), s.touched())))
                 .map_err(vm_error)?;
-            if touched + RESERVE_FRAMES > this_core().free_frames() {
+            if touched + reserve_frames() > this_core().free_frames() {
                 return Err(Error::NoResources);
             }
             let mut copy = segment_state(nbytes)?;
