@@ -563,8 +563,10 @@ fn two_phase(rounds: usize, deadline: Deadline) -> Result<(), String> {
     if cores.len() < 2 {
         return Err(NEEDS_TWO_CORES.into());
     }
-    // Registers of their own: a run never conflicts with an earlier one.
-    let base = 1 << 40 | this_core().ticks() << 16;
+    // Registers of this core's own: a run never conflicts with one from another core, and
+    // every run here reuses them, since every core's replica keeps each register it ever
+    // saw (fresh ones per run grew every core's heap by each run's registers).
+    let base = 1 << 40 | (this_core().index as u64) << 32;
     for k in 2..=cores.len() {
         let participants: CoreSet = cores.iter().copied().filter(|&c| c < k).collect();
         let single = time_rounds(rounds, |round| {
