@@ -68,6 +68,7 @@ const PROGRAMS: &[&str] = &[
     "pcoretest",
     "threadtest",
     "lifetest",
+    "consoletest",
     "mcrttest",
     "mcrtbench",
     "ampsbench",

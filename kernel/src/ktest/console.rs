@@ -2,7 +2,9 @@
 //! a line the console refuses is an `Err`, never a panic or a hang, and the console goes
 //! on answering.
 
+use super::balance::balanced;
 use crate::percpu::{self, CoreState};
+use crate::user::{self, ExitStatus};
 use crate::{console, kernel_test, smp, throttle};
 use alloc::format;
 use alloc::string::String;
@@ -17,119 +19,38 @@ kernel_test!(
     asym_needs_every_core_online
 );
 
-/// Words that are no command's argument: huge numbers (`u64::MAX` and one past it),
-/// negative, zero, not numbers, a hex and a float spelling, and a non-ASCII word.
-const HOSTILE_WORDS: &[&str] = &[
-    "99999999999999",
-    "18446744073709551615",
-    "18446744073709551616",
-    "-1",
-    "0",
-    "garbage",
-    "1e9",
-    "0x10",
-    "3.5",
-    "--help",
-    "\u{e9}t\u{e9}",
-];
-
-/// The benchmark experiments, whose iteration counts are checked one by one.
-const EXPERIMENTS: &[&str] = &["urpc", "multicast", "shootdown", "twophase", "polling", "shm"];
-
-/// Feeds every command hostile arguments and checks each line is refused (an accepted one
-/// is a failure; a panic or a hang ends the run without a verdict); then checks that
-/// ordinary lines are still accepted and the console still answers.
+/// The console through its real path: `consoletest`, holding the machine device, sends
+/// every line as a thread's `kernel_command` call. Every command (the names passed are
+/// the console's own) gets hostile arguments it must refuse; then lines it must accept
+/// with hostile values, each change undone by the program: every TLB protocol forced, then
+/// `auto`; every core slowed to 12.5 %, then back, and one core to half; one block and 64
+/// blocks retyped to the last core and given back from there; `sched`; one iteration of
+/// each `bench` experiment on 2 to 8 cores (on one, `bench urpc 1` is refused). The
+/// program must exit 0; afterwards every core's throttle and the TLB protocol are as
+/// before, and every core's frames, heap bytes, objects and threads balance.
 fn hostile_arguments() -> Result<(), String> {
-    let mut accepted: Vec<String> = Vec::new();
-    let mut refuse = |line: &str| {
-        if console::execute(line).is_ok() {
-            accepted.push(line.chars().take(60).collect());
-        }
-    };
-    let many_words = "x ".repeat(100);
-    for experiment in EXPERIMENTS {
-        for word in HOSTILE_WORDS {
-            refuse(&format!("bench {experiment} {word}"));
-        }
-        refuse(&format!("bench {experiment} 1 1"));
-        refuse(&format!("bench {experiment} 1 {many_words}"));
-    }
-    for name in console::command_names() {
-        for word in HOSTILE_WORDS {
-            refuse(&format!("{name} {word}"));
-        }
-        refuse(&format!("{name} {many_words}"));
-    }
-    // (Core 0 is a good core list.)
-    for word in HOSTILE_WORDS.iter().filter(|&&w| w != "0") {
-        refuse(&format!("run -c {word} hello"));
-    }
-    for line in [
-        "bench",
-        "run",
-        "run -c",
-        "run -c 0",
-        "run -c 0-1-2 hello",
-        "run -c 0-99999999999999 hello",
-        "run no-such-program",
-        "frobnicate",
-        "mem\u{1b}[2J",
-        "tlb protocol",
-        "tlb protocol Unicast",
-        "tlb protocol unicast unicast",
-        "tlb set unicast",
-        "retype 0 1",
-        "retype 65 1",
-        "retype 1 0",
-        "retype 1 64",
-        "retype 1 99999999999999",
-        "retype -1 1",
-        "retype 1 1 1",
-    ] {
-        refuse(line);
-    }
-    refuse(&"x".repeat(256));
-    refuse(&format!("mem {}", "9".repeat(252)));
-    refuse(&format!("bench urpc {}", "9".repeat(245)));
-    refuse(&"mem ".repeat(1024));
-    if !accepted.is_empty() {
+    let names: Vec<&str> = console::command_names().collect();
+    let args = names.join(" ");
+    let throttles_before = throttles();
+    let protocol_before = crate::tlb::protocol_override();
+    let result =
+        balanced(|| match user::run_with_machine("consoletest", &args, super::JOB_TIMEOUT_US) {
+            Ok(ExitStatus::Exited(0)) => Ok(()),
+            other => Err(format!("consoletest {args}: {other:?}")),
+        });
+    let throttles_after = throttles();
+    if throttles_after != throttles_before {
+        restore_throttles(&throttles_before);
         return Err(format!(
-            "{} hostile lines accepted, first {:?}",
-            accepted.len(),
-            &accepted[..accepted.len().min(3)]
+            "throttles (asked, running) {throttles_before:?} became {throttles_after:?}"
         ));
     }
-
-    // The console still answers, and accepts what it should.
-    let online = smp::online_cores().len();
-    let mut ordinary = alloc::vec![
-        "",
-        "help",
-        "cores",
-        "mem",
-        "skb",
-        "monitor",
-        "ls",
-        "tests",
-        "uptime",
-        "run hello",
-        "tlb",
-        "tlb protocol broadcast",
-        "tlb protocol auto",
-    ];
-    // One iteration of each experiment: each sweeps every pair of cores or core count,
-    // which takes seconds under TCG at 16 cores, so only up to 8.
-    let benches: Vec<String> = EXPERIMENTS.iter().map(|e| format!("bench {e} 1")).collect();
-    if (2..=8).contains(&online) {
-        ordinary.extend(benches.iter().map(String::as_str));
+    let protocol_after = crate::tlb::protocol_override();
+    if protocol_after != protocol_before {
+        crate::tlb::set_protocol(protocol_before);
+        return Err(format!("TLB protocol {protocol_before:?} became {protocol_after:?}"));
     }
-    for line in ordinary {
-        console::execute(line).map_err(|e| format!("`{line}` refused: {e}"))?;
-    }
-    if online == 1 && console::execute("bench urpc 1").is_ok() {
-        return Err("`bench urpc 1` accepted on one core".into());
-    }
-    console::execute("mem").map_err(|e| format!("`mem` after all that: {e}"))
+    result
 }
 
 /// Every core's throttle, and one past the last: (duty asked, duty its timer runs).
