@@ -34,6 +34,8 @@ pub struct CoreResources {
     pub resident_underflows: u64,
     /// Entries of its revocation log (after letting go of those of gone objects).
     pub revocation_log: u64,
+    /// 1 while the core is reserved for a `pcore_run` context (Corey §4.4), else 0.
+    pub reserved: u64,
 }
 
 /// Every listed core's resources, by position in the list. Held on the stack: a
@@ -73,6 +75,7 @@ pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
             stale_waiter_bits: 0,
             resident_underflows: 0,
             revocation_log: 0,
+            reserved: 0,
         })
     }; percpu::MAX_CORES];
     let count = |index: usize| {
@@ -89,6 +92,7 @@ pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
             stale_waiter_bits: crate::user::corey::stale_waiter_bits(index),
             resident_underflows: crate::user::sched::resident_underflows(index),
             revocation_log: crate::user::corey::revocation_log_len() as u64,
+            reserved: u64::from(crate::user::sched::reserved_here()),
         };
         Ok(())
     };
@@ -119,7 +123,7 @@ pub fn check(cores: &[usize], before: &Snapshot) -> Result<(), String> {
             diffs += &format!(
                 " core {core}: frames {} -> {}, heap bytes {} -> {}, objects {} -> {}, \
                  threads {} -> {}, parked {} -> {}, stale waiter bits {} -> {}, \
-                 resident underflows {} -> {}, revocation log {} -> {};",
+                 resident underflows {} -> {}, revocation log {} -> {}, reserved {} -> {};",
                 b.frames,
                 a.frames,
                 b.heap_bytes,
@@ -135,7 +139,9 @@ pub fn check(cores: &[usize], before: &Snapshot) -> Result<(), String> {
                 b.resident_underflows,
                 a.resident_underflows,
                 b.revocation_log,
-                a.revocation_log
+                a.revocation_log,
+                b.reserved,
+                a.reserved
             );
         }
     }

@@ -1459,6 +1459,11 @@ pub fn live_threads(core: usize) -> u64 {
     LIVE_THREADS.get(core).map_or(0, |n| n.load(Ordering::Relaxed))
 }
 
+/// Whether this core is reserved for a `pcore_run` context (dedicated to it).
+pub fn reserved_here() -> bool {
+    with_sched(|s| s.dedicated.is_some())
+}
+
 /// Threads parked in this core's wait queues.
 pub fn parked_here() -> u64 {
     with_sched(|s| s.waits.len() as u64)
