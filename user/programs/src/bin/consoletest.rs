@@ -166,7 +166,12 @@ fn accepted(c: &mut Console, on: &dyn Fn(&str) -> bool) {
         c.accept(&format!("asym 0-{last}:12.5"));
         c.accept("sched");
         c.accept(&format!("asym 0-{last}:100"));
-        c.accept(&format!("asym {last}:50/0:100"));
+        if last > 0 {
+            // (Naming a core twice is refused: at one core there is no second core.)
+            c.accept(&format!("asym {last}:50/0:100"));
+        } else {
+            c.accept("asym 0:50");
+        }
         c.accept(&format!("asym {last}:100"));
     }
     if cores >= 2 && on("retype") {
