@@ -17,6 +17,25 @@ pub struct KernelTest {
     pub run: fn() -> Result<(), String>,
 }
 
+/// Why the running test could check nothing, if it said so ([`skip`]).
+static SKIPPED: spin::Mutex<Option<String>> = spin::Mutex::new(None);
+
+/// Says that the running test can check nothing in this machine (too little memory, one
+/// core), and why; it returns `Ok(())` for the test to return. The runner then reports
+/// the test `TEST SKIP <name>: <reason>`, which never counts as passed; a test that
+/// fails after this still fails. Call it only when the test's check did not run, never
+/// for part of a test that checked something else (split such a test in two).
+pub fn skip(reason: impl Into<String>) -> Result<(), String> {
+    *SKIPPED.lock() = Some(reason.into());
+    Ok(())
+}
+
+/// Takes the reason the last test gave for skipping, if it gave one (the runner, after
+/// each test; also before, so a reason never carries over).
+pub fn take_skip() -> Option<String> {
+    SKIPPED.lock().take()
+}
+
 /// Registers a kernel test: `kernel_test!(STATIC_NAME, "layer.what", min_cores, isolated, function);`
 #[macro_export]
 macro_rules! kernel_test {
