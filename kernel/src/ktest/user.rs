@@ -197,19 +197,14 @@ const MILLION_JOB_US: u64 = 400_000_000;
 /// fuzzers at once on cores 0 and 1, the one on core 0 holding the machine device; cores 2
 /// and 3 stay free for the programs, contexts and `cfork` children they start (on a core
 /// running a fuzzer those would wait until it ends). Then every core is back to its
-/// resources. A short run first settles what grows once (see `balanced`), so the long one
-/// balances on its first try. A failure names the seed: `sysfuzz --seed S --calls N`
-/// repeats the run (`make run CMD=...`).
+/// resources, on the first try (no warm-up run: see `balanced`). A failure names the seed:
+/// `sysfuzz --seed S --calls N` repeats the run (`make run CMD=...`).
 fn sysfuzz_million() -> Result<(), String> {
     let cores = [0, 1];
-    let run = |calls: u64| {
-        move |core: usize| {
-            let args = format!("--seed {} --calls {calls} --others 2-3", 7000 + core);
-            fuzz(core, &args, core == 0, MILLION_LIMIT_US)
-        }
+    let long = |core: usize| {
+        let args = format!("--seed {} --calls {MILLION_CALLS_PER_CORE} --others 2-3", 7000 + core);
+        fuzz(core, &args, core == 0, MILLION_LIMIT_US)
     };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &run(20_000)))?;
-    let long = run(MILLION_CALLS_PER_CORE);
     balanced(|| all_ok(&cores, &smp::run_on(&cores, MILLION_JOB_US, &long)))
 }
 
