@@ -423,6 +423,20 @@ fn threads() -> Result<(), String> {
     balanced(|| expect("threadtest", "-dedicated", ExitStatus::Exited(0)))
 }
 
+kernel_test!(PEER_DEATH, "user.waits_see_a_dead_peer", 1, false, waits_see_a_dead_peer);
+
+/// Issue M14: `threadtest peerdeath`: one of 3 threads at a barrier (libatoll's platform
+/// `wait_word`) faults, which ends that thread alone; the other two must see it and give
+/// up, so the program ends well inside a 10 s limit (before, they waited until the
+/// program's time limit, and the shell's `run` hung for its ten minutes). Every core
+/// balances.
+fn waits_see_a_dead_peer() -> Result<(), String> {
+    balanced(|| match user::run_with_limit("threadtest", "peerdeath", 10_000_000) {
+        Ok(ExitStatus::Exited(0)) => Ok(()),
+        other => Err(format!("threadtest peerdeath with a 10 s limit: {other:?}")),
+    })
+}
+
 kernel_test!(DEDICATED, "user.threads_dedicated_core", 1, false, threads_dedicated_core);
 
 /// `threadtest dedicated` (issue M7): a `pcore_run` context has its core to itself: the

@@ -17,6 +17,11 @@
 //!   (`Busy`), placed threads never run there, the context is never switched out; once
 //!   it ends, the core takes threads again.
 //!
+//! - `peerdeath` (not in the default set: a thread of it faults on purpose; issue M14):
+//!   3 threads meet at a barrier (`workloads::amps::Barrier` over the Atoll platform's
+//!   `wait_word`), then one faults and the other two wait at the barrier for it again.
+//!   The library's wait must see the dead peer: the two give up and `run_threads` fails
+//!   (before, they waited until the program's time limit).
 //! - `placement` (not in the default set: it needs slow cores, `asym=`): the SKB measures
 //!   the slowed cores slower (under 0.7 of the fastest), and a new thread the scheduler
 //!   places (AMPS) starts on the fastest core.
@@ -55,7 +60,7 @@ fn main() -> i32 {
         args.split_whitespace().partition(|word| word.starts_with('-'));
     let left_out: Vec<&str> = left_out.iter().map(|word| &word[1..]).collect();
     for name in chosen.iter().chain(&left_out) {
-        if !all.contains(name) && *name != "placement" {
+        if !all.contains(name) && !["placement", "peerdeath"].contains(name) {
             println!("threadtest: unknown test {name}; tests: {all:?}");
             return 2;
         }
@@ -75,6 +80,7 @@ fn main() -> i32 {
             "waitwake" => waitwake(),
             "errors" => errors(),
             "placement" => placement(),
+            "peerdeath" => peer_death(),
             "resident" => resident(),
             "dedicated" => dedicated(),
             _ => many(),
@@ -598,6 +604,30 @@ fn spinner_on(
         }
         0
     })
+}
+
+/// `peerdeath`: a thread faults while its peers will wait for it at a barrier; the
+/// peers' waits must end and `run_threads` report the failure.
+fn peer_death() -> Check {
+    use workloads::Platform;
+    let p = libatoll::platform::Atoll::new(libatoll::cores::all_cores());
+    let barrier = workloads::amps::Barrier::new(3);
+    let result = p.run_threads(3, None, &|i| {
+        barrier.wait(&p);
+        if i == 1 {
+            // SAFETY: deliberately not safe: this write faults, which ends this thread
+            // alone (its peers then wait at the barrier for a thread that is gone).
+            unsafe { core::ptr::write_volatile(0x10 as *mut u64, 1) };
+        }
+        barrier.wait(&p);
+    });
+    match result {
+        Err(why) => {
+            println!("threadtest: peerdeath: run_threads failed, as it must: {why}");
+            Ok(())
+        }
+        Ok(()) => Err("every thread passed a barrier a faulted thread never reached"),
+    }
 }
 
 fn dedicated() -> Check {
