@@ -17,6 +17,38 @@ pub struct KernelTest {
     pub run: fn() -> Result<(), String>,
 }
 
+/// Longest skip reason kept, in bytes (a longer one is cut at a character boundary).
+const SKIP_REASON_MAX: usize = 200;
+
+/// Why the running test could check nothing, if it said so ([`skip`]): its bytes and
+/// length. A fixed buffer, not a `String`: a test skips from inside the balance check,
+/// whose count of kernel heap bytes the reason must not change.
+static SKIPPED: spin::Mutex<Option<([u8; SKIP_REASON_MAX], usize)>> = spin::Mutex::new(None);
+
+/// Says that the running test can check nothing in this machine (too little memory, one
+/// core), and why; it returns `Ok(())` for the test to return. The runner then reports
+/// the test `TEST SKIP <name>: <reason>`, which never counts as passed; a test that
+/// fails after this still fails. Call it only when the test's check did not run, never
+/// for part of a test that checked something else (split such a test in two).
+pub fn skip(reason: impl AsRef<str>) -> Result<(), String> {
+    let reason = reason.as_ref();
+    let mut len = reason.len().min(SKIP_REASON_MAX);
+    while !reason.is_char_boundary(len) {
+        len -= 1;
+    }
+    let mut bytes = [0; SKIP_REASON_MAX];
+    bytes[..len].copy_from_slice(&reason.as_bytes()[..len]);
+    *SKIPPED.lock() = Some((bytes, len));
+    Ok(())
+}
+
+/// Takes the reason the last test gave for skipping, if it gave one (the runner, after
+/// each test; also before, so a reason never carries over).
+pub fn take_skip() -> Option<String> {
+    let (bytes, len) = SKIPPED.lock().take()?;
+    Some(String::from_utf8_lossy(&bytes[..len]).into_owned())
+}
+
 /// Registers a kernel test: `kernel_test!(STATIC_NAME, "layer.what", min_cores, isolated, function);`
 #[macro_export]
 macro_rules! kernel_test {

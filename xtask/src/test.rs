@@ -4,14 +4,15 @@
 //! Each entry of [`RUNS`] boots one virtual machine with `-append test=<selector>`,
 //! captures COM1 in `target/test-logs/<label>.log` and lets `verdict::judge` decide. The
 //! last line printed is always `N passed, M failed`, followed by `, K skipped` when a
-//! host test was ignored (skipped tests never count as passed).
+//! host test was ignored or a kernel test reported `TEST SKIP` (it could check nothing in
+//! its run's machine): skipped tests never count as passed.
 
 use std::fs::{self, File};
 use std::path::Path;
 use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 
-use verdict::judge::{judge, Verdict};
+use verdict::judge::{judge, Outcome, Verdict};
 
 use crate::qemu::{self, Accel, Serial, Vm};
 use crate::{build, host, Options, Result};
@@ -235,7 +236,8 @@ pub struct Tally {
     pub passed: u32,
     /// Tests that failed, plus runs that failed as a whole or could not run.
     pub failed: u32,
-    /// Tests their harness ignored (e.g. ones that need two CPUs, on a one-CPU host).
+    /// Tests their harness ignored (e.g. ones that need two CPUs, on a one-CPU host), and
+    /// kernel tests that could check nothing in their run (`TEST SKIP`).
     pub skipped: u32,
 }
 
@@ -373,14 +375,8 @@ fn boot_and_judge(run: &Run, vm: &Vm, log: &Path, timeout: Duration) -> Result<(
 
 /// Prints a line per test, a line for a failed run, and the log's tail on failure.
 fn report(run: &Run, verdict: &Verdict, seconds: f64, log: &Path, tally: &mut Tally) {
-    for test in &verdict.tests {
-        if test.passed {
-            println!("PASS {}/{}", run.label, test.name);
-            tally.passed += 1;
-        } else {
-            println!("FAIL {}/{}: {}", run.label, test.name, test.detail);
-            tally.failed += 1;
-        }
+    for line in count_tests(run.label, verdict, tally) {
+        println!("{line}");
     }
     if verdict.run_failed() {
         println!("FAIL {}: {} ({seconds:.1} s)", run.label, verdict.why_run());
@@ -401,6 +397,28 @@ fn report(run: &Run, verdict: &Verdict, seconds: f64, log: &Path, tally: &mut Ta
     if !verdict.passed() || checked.is_some_and(|c| c.is_err()) {
         print_tail(log, 40);
     }
+}
+
+/// Adds a run's tests to `tally`, each by its outcome; the line to print for each.
+fn count_tests(label: &str, verdict: &Verdict, tally: &mut Tally) -> Vec<String> {
+    let mut lines = Vec::new();
+    for test in &verdict.tests {
+        lines.push(match test.outcome {
+            Outcome::Passed => {
+                tally.passed += 1;
+                format!("PASS {label}/{}", test.name)
+            }
+            Outcome::Failed => {
+                tally.failed += 1;
+                format!("FAIL {label}/{}: {}", test.name, test.detail)
+            }
+            Outcome::Skipped => {
+                tally.skipped += 1;
+                format!("SKIP {label}/{}: {}", test.name, test.detail)
+            }
+        });
+    }
+    lines
 }
 
 /// Prints the last `count` lines of a log file.
@@ -425,6 +443,19 @@ mod tests {
         assert_eq!(tally.summary(), "5 passed, 1 failed");
         tally.skipped = 3;
         assert_eq!(tally.summary(), "5 passed, 1 failed, 3 skipped");
+    }
+
+    #[test]
+    fn kernel_skips_count_as_skipped_never_as_passed() {
+        let log = "CORES ONLINE 1\nTEST PASS a.one cores=1 us=5\n\
+                   TEST SKIP a.two: under 16 MiB free\nTEST FAIL a.three: wrong\n\
+                   TESTS DONE passed=1 failed=1 skipped=1\n";
+        let verdict = judge(log, Some(verdict::ExitCode::Failure.qemu_status()), false, Some(1));
+        let mut tally = Tally::default();
+        let lines = count_tests("smp1", &verdict, &mut tally);
+        assert_eq!((tally.passed, tally.failed, tally.skipped), (1, 1, 1));
+        assert_eq!(lines[1], "SKIP smp1/a.two: under 16 MiB free");
+        assert_eq!(tally.summary(), "1 passed, 1 failed, 1 skipped");
     }
 
     #[test]

@@ -11,6 +11,11 @@
 /// this); the kernel refuses a longer one with `InvalidArgument` rather than cut it.
 pub const ARGS_MAX: usize = 256;
 
+/// The exit status of a test program that could check nothing on this machine (one core,
+/// too little memory): automake's "skipped" code. The kernel test that ran it reports
+/// `TEST SKIP`, never a pass; the program prints why.
+pub const EXIT_SKIPPED: i32 = 77;
+
 /// System call numbers.
 pub mod nr {
     /// `null()`: does nothing (measures the syscall path).

@@ -66,6 +66,13 @@ impl<K: Ord + Copy> Participant<K> {
         for object in &held {
             self.locks.remove(object);
         }
+        if self.ops.is_empty() {
+            // A `BTreeMap` emptied by `remove` keeps its root node: a participant holding
+            // nothing should hold no memory either, or a kernel's first operation on a
+            // core shows as a leak in its balance check.
+            self.locks = BTreeMap::new();
+            self.ops = BTreeMap::new();
+        }
         held
     }
 

@@ -8,9 +8,10 @@
 //! 1. the runner did not time out;
 //! 2. QEMU exited with [`ExitCode::Success`] (a triple fault under `-no-reboot` exits 0);
 //! 3. the summary line [`SUMMARY_MARKER`] was seen;
-//! 4. its counts equal the number of PASS and FAIL lines;
+//! 4. its counts equal the number of PASS, FAIL and SKIP lines;
 //! 5. no FAIL line;
-//! 6. at least one test ran;
+//! 6. at least one test reported (a run whose every test was skipped passes, but counts
+//!    no test as passed);
 //! 7. no PANIC line;
 //! 8. if a core count is expected, [`ONLINE_MARKER`] reported exactly that number.
 //!
@@ -21,17 +22,43 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::{ExitCode, FAIL_MARKER, ONLINE_MARKER, PANIC_MARKER, PASS_MARKER, SUMMARY_MARKER};
+use crate::{
+    ExitCode, FAIL_MARKER, ONLINE_MARKER, PANIC_MARKER, PASS_MARKER, SKIP_MARKER, SUMMARY_MARKER,
+};
+
+/// How one test ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A `TEST PASS` line: it checked what it claims, and that held.
+    Passed,
+    /// A `TEST FAIL` line.
+    Failed,
+    /// A `TEST SKIP` line: it could check nothing in this machine; never a pass.
+    Skipped,
+}
 
 /// One test as the serial log reported it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TestResult {
     /// The test's registered name, e.g. `frames.concurrent`.
     pub name: String,
-    /// True for a `TEST PASS` line, false for a `TEST FAIL` line.
-    pub passed: bool,
-    /// The rest of the line: `cores=4 us=1234` for a pass, the reason for a failure.
+    /// Which marker line reported it.
+    pub outcome: Outcome,
+    /// The rest of the line: `cores=4 us=1234` for a pass, the reason for a failure or
+    /// a skip.
     pub detail: String,
+}
+
+/// The number of tests of each outcome, as the summary line states them or as the test
+/// lines show them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// `TEST PASS` lines.
+    pub passed: u32,
+    /// `TEST FAIL` lines.
+    pub failed: u32,
+    /// `TEST SKIP` lines.
+    pub skipped: u32,
 }
 
 /// Why a run did not pass. A run can fail for several reasons at once.
@@ -45,16 +72,16 @@ pub enum Failure {
     NoSummary,
     /// The `TESTS DONE` line is there but its counts cannot be read.
     BadSummary(String),
-    /// The summary counts disagree with the PASS/FAIL lines actually printed.
+    /// The summary counts disagree with the PASS/FAIL/SKIP lines actually printed.
     SummaryMismatch {
-        /// `(passed, failed)` as the summary line states them.
-        claimed: (u32, u32),
-        /// `(passed, failed)` as counted from the PASS and FAIL lines.
-        seen: (u32, u32),
+        /// The counts as the summary line states them.
+        claimed: Counts,
+        /// The counts of the PASS, FAIL and SKIP lines.
+        seen: Counts,
     },
     /// This many `TEST FAIL` lines were printed.
     TestsFailed(u32),
-    /// Not a single PASS or FAIL line: nothing was tested.
+    /// Not a single PASS, FAIL or SKIP line: nothing was tested.
     NoTests,
     /// The kernel panicked; the first `PANIC` line.
     Panic(String),
@@ -91,8 +118,14 @@ impl fmt::Display for Failure {
             Failure::BadSummary(line) => write!(f, "unreadable summary line `{line}`"),
             Failure::SummaryMismatch { claimed, seen } => write!(
                 f,
-                "summary says passed={} failed={} but the log shows passed={} failed={}",
-                claimed.0, claimed.1, seen.0, seen.1
+                "summary says passed={} failed={} skipped={} but the log shows passed={} \
+                 failed={} skipped={}",
+                claimed.passed,
+                claimed.failed,
+                claimed.skipped,
+                seen.passed,
+                seen.failed,
+                seen.skipped
             ),
             Failure::TestsFailed(n) => write!(f, "{n} test(s) failed"),
             Failure::NoTests => write!(f, "no test ran"),
@@ -110,7 +143,7 @@ impl fmt::Display for Failure {
 /// The judgement of one run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
-    /// Every PASS and FAIL line, in log order.
+    /// Every PASS, FAIL and SKIP line, in log order.
     pub tests: Vec<TestResult>,
     /// The number from the `CORES ONLINE` line, if there was one.
     pub online: Option<u32>,
@@ -119,6 +152,11 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// How many tests the log reported with each outcome.
+    pub fn counts(&self) -> Counts {
+        count(&self.tests)
+    }
+
     /// True when the run passed every rule.
     pub fn passed(&self) -> bool {
         self.failures.is_empty()
@@ -161,8 +199,8 @@ pub fn judge(
     expect_online: Option<u32>,
 ) -> Verdict {
     let log = scan(serial_log);
-    let passed = log.tests.iter().filter(|t| t.passed).count() as u32;
-    let failed = log.tests.len() as u32 - passed;
+    let seen = count(&log.tests);
+    let failed = seen.failed;
     let mut failures = Vec::new();
 
     // The most telling reasons first: they lead the one-line explanation.
@@ -183,8 +221,8 @@ pub fn judge(
         None => failures.push(Failure::NoSummary),
         Some(line) => match parse_summary(line) {
             None => failures.push(Failure::BadSummary(line.clone())),
-            Some(claimed) if claimed != (passed, failed) => {
-                failures.push(Failure::SummaryMismatch { claimed, seen: (passed, failed) })
+            Some(claimed) if claimed != seen => {
+                failures.push(Failure::SummaryMismatch { claimed, seen })
             }
             Some(_) => {}
         },
@@ -205,6 +243,19 @@ pub fn judge(
     Verdict { tests: log.tests, online: log.online, failures }
 }
 
+/// Counts the tests of each outcome.
+fn count(tests: &[TestResult]) -> Counts {
+    let mut counts = Counts::default();
+    for test in tests {
+        match test.outcome {
+            Outcome::Passed => counts.passed += 1,
+            Outcome::Failed => counts.failed += 1,
+            Outcome::Skipped => counts.skipped += 1,
+        }
+    }
+    counts
+}
+
 /// Collects the marker lines of a serial log.
 fn scan(serial_log: &str) -> Log {
     let mut log = Log { tests: Vec::new(), summary_line: None, online: None, panic: None };
@@ -212,13 +263,15 @@ fn scan(serial_log: &str) -> Log {
         let line = raw.trim_start().trim_end_matches('\r');
         if let Some(rest) = line.strip_prefix(PASS_MARKER) {
             let (name, detail) = split_word(rest);
-            log.tests.push(TestResult { name: name.to_string(), passed: true, detail });
-        } else if let Some(rest) = line.strip_prefix(FAIL_MARKER) {
-            let (name, detail) = match rest.split_once(':') {
-                Some((name, reason)) => (name.trim(), reason.trim().to_string()),
-                None => split_word(rest),
-            };
-            log.tests.push(TestResult { name: name.to_string(), passed: false, detail });
+            let outcome = Outcome::Passed;
+            log.tests.push(TestResult { name: name.to_string(), outcome, detail });
+        } else if let Some((rest, outcome)) = line
+            .strip_prefix(FAIL_MARKER)
+            .map(|rest| (rest, Outcome::Failed))
+            .or_else(|| line.strip_prefix(SKIP_MARKER).map(|rest| (rest, Outcome::Skipped)))
+        {
+            let (name, detail) = name_and_reason(rest);
+            log.tests.push(TestResult { name: name.to_string(), outcome, detail });
         } else if let Some(rest) = line.strip_prefix(SUMMARY_MARKER) {
             // Printed once; if a confused kernel prints it again, the last one counts.
             log.summary_line = Some(rest.trim().to_string());
@@ -231,6 +284,14 @@ fn scan(serial_log: &str) -> Log {
     log
 }
 
+/// Splits `name: reason` (or, without a colon, `name reason`).
+fn name_and_reason(text: &str) -> (&str, String) {
+    match text.split_once(':') {
+        Some((name, reason)) => (name.trim(), reason.trim().to_string()),
+        None => split_word(text),
+    }
+}
+
 /// Splits `name rest of line` at the first blank.
 fn split_word(text: &str) -> (&str, String) {
     let text = text.trim();
@@ -240,18 +301,21 @@ fn split_word(text: &str) -> (&str, String) {
     }
 }
 
-/// Reads `passed=<p> failed=<f>` (in any order; other `key=value` words are ignored).
-fn parse_summary(text: &str) -> Option<(u32, u32)> {
+/// Reads `passed=<p> failed=<f> skipped=<s>` (in any order; other `key=value` words are
+/// ignored; `skipped=` may be missing, as in logs from before skips, and then is 0).
+fn parse_summary(text: &str) -> Option<Counts> {
     let mut passed = None;
     let mut failed = None;
+    let mut skipped = 0;
     for word in text.split_whitespace() {
         match word.split_once('=') {
             Some(("passed", n)) => passed = Some(n.parse().ok()?),
             Some(("failed", n)) => failed = Some(n.parse().ok()?),
+            Some(("skipped", n)) => skipped = n.parse().ok()?,
             _ => {}
         }
     }
-    Some((passed?, failed?))
+    Some(Counts { passed: passed?, failed: failed?, skipped })
 }
 
 #[cfg(test)]
@@ -285,7 +349,7 @@ TESTS DONE passed=2 failed=0
         assert_eq!(v.online, Some(4));
         assert_eq!(v.tests.len(), 2);
         assert_eq!(v.tests[0].name, "frames.concurrent");
-        assert!(v.tests[0].passed);
+        assert_eq!(v.tests[0].outcome, Outcome::Passed);
         assert_eq!(v.tests[0].detail, "cores=4 us=1234");
         assert_eq!(v.why(), "");
     }
@@ -328,11 +392,15 @@ TESTS DONE passed=2 failed=0
 
     #[test]
     fn summary_must_match_the_test_lines() {
+        let counts = |passed, failed, skipped| Counts { passed, failed, skipped };
         let log = GOOD.replace("passed=2", "passed=3");
-        let expected = Failure::SummaryMismatch { claimed: (3, 0), seen: (2, 0) };
+        let expected = Failure::SummaryMismatch { claimed: counts(3, 0, 0), seen: counts(2, 0, 0) };
         assert_eq!(failures(&log, OK, false, 4), vec![expected]);
         let log = GOOD.replace("failed=0", "failed=1");
-        let expected = Failure::SummaryMismatch { claimed: (2, 1), seen: (2, 0) };
+        let expected = Failure::SummaryMismatch { claimed: counts(2, 1, 0), seen: counts(2, 0, 0) };
+        assert_eq!(failures(&log, OK, false, 4), vec![expected]);
+        let log = GOOD.replace("failed=0", "failed=0 skipped=1");
+        let expected = Failure::SummaryMismatch { claimed: counts(2, 0, 1), seen: counts(2, 0, 0) };
         assert_eq!(failures(&log, OK, false, 4), vec![expected]);
     }
 
@@ -345,7 +413,7 @@ TESTS DONE passed=2 failed=0
         assert_eq!(v.failures, vec![Failure::TestsFailed(1)]);
         assert!(!v.run_failed());
         assert_eq!(v.tests[1].name, "timer.ticks");
-        assert!(!v.tests[1].passed);
+        assert_eq!(v.tests[1].outcome, Outcome::Failed);
         assert_eq!(v.tests[1].detail, "core 3 stuck");
         // Even if the kernel wrongly claims success at exit.
         assert_eq!(failures(&log, OK, false, 4), vec![Failure::TestsFailed(1)]);
@@ -390,5 +458,56 @@ TESTS DONE passed=2 failed=0
         assert!(why.contains("summary"), "{why}");
         assert!(why.contains("no test ran"), "{why}");
         assert!(why.contains("CORES ONLINE 4"), "{why}");
+    }
+
+    /// [`GOOD`] with its second test skipped.
+    fn with_a_skip() -> String {
+        GOOD.replace(
+            "TEST PASS timer.ticks cores=4 us=99",
+            "TEST SKIP timer.ticks: one core, nothing to compare",
+        )
+        .replace("passed=2 failed=0", "passed=1 failed=0 skipped=1")
+    }
+
+    #[test]
+    fn a_skipped_test_is_neither_passed_nor_failed() {
+        let v = judge(&with_a_skip(), OK, false, Some(4));
+        assert!(v.passed(), "{}", v.why());
+        assert_eq!(v.tests[1].name, "timer.ticks");
+        assert_eq!(v.tests[1].outcome, Outcome::Skipped);
+        assert_eq!(v.tests[1].detail, "one core, nothing to compare");
+        assert_eq!(v.counts(), Counts { passed: 1, failed: 0, skipped: 1 });
+    }
+
+    #[test]
+    fn a_skip_must_be_in_the_summary() {
+        // The old summary, without `skipped=`, reads as 0 skipped: one line too many.
+        let log = with_a_skip().replace(" skipped=1", "");
+        let expected = Failure::SummaryMismatch {
+            claimed: Counts { passed: 1, failed: 0, skipped: 0 },
+            seen: Counts { passed: 1, failed: 0, skipped: 1 },
+        };
+        assert_eq!(failures(&log, OK, false, 4), vec![expected]);
+        let log = with_a_skip().replace("skipped=1", "skipped=x");
+        assert!(matches!(failures(&log, OK, false, 4)[..], [Failure::BadSummary(_)]));
+    }
+
+    #[test]
+    fn a_run_of_skips_alone_passes_but_a_run_of_nothing_does_not() {
+        let log =
+            "CORES ONLINE 1\nTEST SKIP a.b: too small\nTESTS DONE passed=0 failed=0 skipped=1\n";
+        let v = judge(log, OK, false, Some(1));
+        assert!(v.passed(), "{}", v.why());
+        assert_eq!(v.counts(), Counts { passed: 0, failed: 0, skipped: 1 });
+        let log = "CORES ONLINE 1\nTESTS DONE passed=0 failed=0 skipped=0\n";
+        assert_eq!(failures(log, OK, false, 1), vec![Failure::NoTests]);
+    }
+
+    #[test]
+    fn a_skip_marker_counts_only_at_the_start_of_a_line() {
+        let log = GOOD.replace("ATOLL READY\n", "ATOLL READY\nsaid: TEST SKIP x: y\n");
+        let v = judge(&log, OK, false, Some(4));
+        assert!(v.passed(), "{}", v.why());
+        assert_eq!(v.counts(), Counts { passed: 2, failed: 0, skipped: 0 });
     }
 }

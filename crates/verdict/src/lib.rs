@@ -36,7 +36,11 @@ impl ExitCode {
 pub const PASS_MARKER: &str = "TEST PASS ";
 /// `TEST FAIL <name>: <reason>`: one line per failed test.
 pub const FAIL_MARKER: &str = "TEST FAIL ";
-/// `TESTS DONE passed=<p> failed=<f>`: the summary, printed once after the last test.
+/// `TEST SKIP <name>: <reason>`: one line per test that could check nothing in this
+/// machine (too little memory, one core); it counts neither as passed nor as failed.
+pub const SKIP_MARKER: &str = "TEST SKIP ";
+/// `TESTS DONE passed=<p> failed=<f> skipped=<s>`: the summary, printed once after the
+/// last test (`skipped=` may be missing in logs from before skips: then 0).
 pub const SUMMARY_MARKER: &str = "TESTS DONE ";
 /// Printed when the kernel has booted and its console is ready for commands.
 pub const READY_MARKER: &str = "ATOLL READY";

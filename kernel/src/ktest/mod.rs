@@ -24,7 +24,7 @@ use crate::arch::{cpu, power, timer};
 use crate::{println, smp};
 use verdict::ExitCode;
 
-pub use crate::testing::{all, KernelTest};
+pub use crate::testing::{all, skip, KernelTest};
 
 /// Runs the tests `selector` names (`all`, or test names separated by commas), prints the
 /// verdict lines and exits QEMU with the verdict. `list` prints the names instead.
@@ -39,7 +39,7 @@ pub fn run(selector: &str) -> ! {
     let mut tests: alloc::vec::Vec<&KernelTest> = all().iter().collect();
     tests.sort_by_key(|t| (layer_rank(t.name), t.name));
     let named: alloc::vec::Vec<&str> = selector.split(',').collect();
-    let (mut passed, mut failed) = (0, 0);
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     // A misspelt name in a list fails the run, even when the other names run.
     for name in named.iter().filter(|&&n| n != "all" && !tests.iter().any(|t| t.name == n)) {
         println!("{}{}: no such test", verdict::FAIL_MARKER, name);
@@ -55,13 +55,18 @@ pub fn run(selector: &str) -> ! {
             continue;
         }
         let start = cpu::rdtsc();
+        crate::testing::take_skip();
         let result = if online < test.min_cores {
             Err(alloc::format!("needs {} cores, {} online", test.min_cores, online))
         } else {
             (test.run)()
         };
-        match result {
-            Ok(()) => {
+        match (result, crate::testing::take_skip()) {
+            (Ok(()), Some(why)) => {
+                skipped += 1;
+                println!("{}{}: {}", verdict::SKIP_MARKER, test.name, why);
+            }
+            (Ok(()), None) => {
                 passed += 1;
                 println!(
                     "{}{} cores={} us={}",
@@ -71,17 +76,17 @@ pub fn run(selector: &str) -> ! {
                     timer::us_since(start)
                 );
             }
-            Err(why) => {
+            (Err(why), _) => {
                 failed += 1;
                 println!("{}{}: {}", verdict::FAIL_MARKER, test.name, why);
             }
         }
     }
-    if passed + failed == 0 {
+    if passed + failed + skipped == 0 {
         println!("{}{}: no such test", verdict::FAIL_MARKER, selector);
         failed = 1;
     }
-    println!("{}passed={} failed={}", verdict::SUMMARY_MARKER, passed, failed);
+    println!("{}passed={} failed={} skipped={}", verdict::SUMMARY_MARKER, passed, failed, skipped);
     power::exit_qemu(if failed == 0 { ExitCode::Success } else { ExitCode::Failure })
 }
 

@@ -295,8 +295,7 @@ fn prepared_share_no_room() -> Result<(), String> {
         return Err(format!("core {other} can adopt no more blocks before the test"));
     }
     let Some(first) = frames::take_free_blocks(room) else {
-        println!("retype: skipped the room test: no run of {room} free blocks here");
-        return Ok(());
+        return super::skip(format!("core {me} has no run of {room} free blocks to prepare"));
     };
     let all: CoreSet = cores.iter().copied().collect();
     let op = twophase::start(all, Operation::Retype { first, blocks: room, from: me, to: other });

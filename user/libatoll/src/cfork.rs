@@ -101,6 +101,17 @@ impl Child {
     }
 }
 
+/// A child this context started and has not joined that ended badly (see
+/// [`Status::ended_badly`]): its core and how it ended. Children of another context (their
+/// pcores in a root share this one cannot name) are not seen.
+pub fn child_ended_badly() -> Option<(usize, Status)> {
+    let root = obj::root_share();
+    LIVE.iter().map(|slot| slot.load(Ordering::Acquire)).filter(|&id| id != 0).find_map(|id| {
+        let status = pcore_status(ObjRef::new(root, id)).ok()?;
+        status.ended_badly().then_some((id as usize, status))
+    })
+}
+
 /// Halts every child this context started and has not joined (their pcores are in its
 /// root share): a program's end is its children's end. Called on `exit` from `main` and
 /// on a panic.

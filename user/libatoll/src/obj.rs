@@ -337,6 +337,13 @@ impl Status {
     pub fn ok(&self) -> bool {
         *self == Status::Exited(0)
     }
+
+    /// Whether it ended, and not with `exit(0)`: a fault, its time limit, a halt, a
+    /// failed start or an exit code that reports a failure (a panic's 101). A peer that
+    /// ended so will not do what others wait for.
+    pub fn ended_badly(&self) -> bool {
+        !matches!(self, Status::Idle | Status::Running | Status::Exited(0))
+    }
 }
 
 /// Every mapping of `ar` (asks again with a bigger buffer while the list grows).

@@ -320,8 +320,15 @@ impl Platform for Atoll {
         crate::thread::yield_now();
     }
 
+    /// Waits for peers ([`crate::thread::wait_for_peers`]): if one ended badly (a fault
+    /// ends only the thread that faulted), the caller will never be woken, so it says so
+    /// and ends with [`crate::thread::PEER_ENDED_EXIT`] (a spawned thread ends alone and
+    /// its joiner sees the code; the main thread ends the program).
     fn wait_word(&self, word: &core::sync::atomic::AtomicU32, expected: u32) {
-        let _ = crate::thread::wait(word, expected, 0);
+        if let Err(peer) = crate::thread::wait_for_peers(word, expected) {
+            crate::println!("libatoll: {peer} while this thread waited for it; giving up");
+            crate::exit(crate::thread::PEER_ENDED_EXIT);
+        }
     }
 
     fn wake_word(&self, word: &core::sync::atomic::AtomicU32, n: u32) {

@@ -27,6 +27,38 @@ static LIVE: AtomicU64 = AtomicU64::new(0);
 /// objects back into its root share (another thread's root share dies with it).
 static HOME_OWNER: AtomicU64 = AtomicU64::new(0);
 
+/// The thread objects (in the home share) spawned and not yet joined, so a thread waiting
+/// for its peers can see one of them end badly ([`wait_for_peers`]). 0 marks a free
+/// slot; a thread spawned while all are taken is not watched.
+static SPAWNED: [AtomicU64; 256] = [const { AtomicU64::new(0) }; 256];
+
+/// How long [`wait_for_peers`] sleeps before it looks at the peers again: a dead peer is
+/// noticed this long after it died, and a live wait costs a system call this often.
+pub const PEER_CHECK_US: u64 = 10_000;
+
+/// The exit code of a thread that gave up waiting because a peer ended badly
+/// (`platform`'s `wait_word`): sysexits' `EX_SOFTWARE`.
+pub const PEER_ENDED_EXIT: i32 = 70;
+
+/// A peer ended badly while a thread waited for it ([`wait_for_peers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerEnded {
+    /// A thread this program spawned and has not joined: its object id, how it ended.
+    Thread(u64, Status),
+    /// A context this one started (`cfork`, `threads::run`) and has not joined: its
+    /// pcore's id, how it ended.
+    Child(usize, Status),
+}
+
+impl core::fmt::Display for PeerEnded {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            PeerEnded::Thread(id, status) => write!(f, "thread {id} ended {status:?}"),
+            PeerEnded::Child(id, status) => write!(f, "child (pcore {id}) ended {status:?}"),
+        }
+    }
+}
+
 /// What a new thread runs, boxed in the spawner's heap; the thread takes it.
 struct Start {
     work: Box<dyn FnOnce() -> i32 + Send>,
@@ -83,7 +115,13 @@ impl Builder {
         args.shares[0] = home;
         let words = args.to_words();
         match syscall3(nr::THREAD_CREATE, words.as_ptr() as u64, 0, 0) {
-            Ok(id) => Ok(Thread { obj: ObjRef::new(home, id), stack: stack.va }),
+            Ok(id) => {
+                // Watched until joined (in the first free slot, if any).
+                let _ = SPAWNED.iter().any(|slot| {
+                    slot.compare_exchange(0, id, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+                });
+                Ok(Thread { obj: ObjRef::new(home, id), stack: stack.va })
+            }
             Err(e) => {
                 // SAFETY: the thread was not created, so the box is still ours alone.
                 drop(unsafe { Box::from_raw(start) });
@@ -158,6 +196,10 @@ impl Thread {
     pub fn join(self) -> Status {
         let word = syscall3(nr::THREAD_JOIN, self.obj.share, self.obj.object, 0);
         let status = word.map_or(Status::Failed, Status::from_word);
+        // Joined: how it ended is the joiner's to handle now, not its peers'.
+        for slot in &SPAWNED {
+            let _ = slot.compare_exchange(self.obj.object, 0, Ordering::AcqRel, Ordering::Relaxed);
+        }
         let _ = share_delobj(self.obj);
         private::free(self.stack, STACK_BYTES);
         leave_threaded();
@@ -228,6 +270,45 @@ pub fn wait(word: &AtomicU32, expected: u32, timeout_us: u64) -> Result<Woken, E
         wait_result::CHANGED => Ok(Woken::Changed),
         _ => Ok(Woken::TimedOut),
     }
+}
+
+/// Like [`wait`] with no timeout, for a word the program's other threads will change (a
+/// barrier, a join by word): it waits in slices of [`PEER_CHECK_US`], and after each looks
+/// whether a peer it may be waiting for ended badly ([`Status::ended_badly`]: a fault, its
+/// time limit, a halt, a failing exit): a thread this program spawned and has not joined,
+/// or a context this one started. Then it returns that peer instead of waiting for a
+/// wake that may never come (a spawned thread's fault ends only that thread, so its peers
+/// would otherwise wait until the program's time limit). `Ok` as [`wait`] returns it, but
+/// never `TimedOut`.
+pub fn wait_for_peers(word: &AtomicU32, expected: u32) -> Result<Woken, PeerEnded> {
+    loop {
+        match wait(word, expected, PEER_CHECK_US) {
+            Ok(Woken::TimedOut) => {}
+            Ok(woken) => return Ok(woken),
+            // A word `wait` refuses (unaligned, unmapped) is the caller's bug: say
+            // "changed" and let it look at the word itself.
+            Err(_) => return Ok(Woken::Changed),
+        }
+        if let Some(peer) = peer_ended_badly() {
+            return Err(peer);
+        }
+    }
+}
+
+/// A peer of the caller that ended badly (see [`wait_for_peers`]), if one did.
+pub fn peer_ended_badly() -> Option<PeerEnded> {
+    let home = obj::current_home();
+    if home != 0 {
+        for id in SPAWNED.iter().map(|slot| slot.load(Ordering::Acquire)).filter(|&id| id != 0) {
+            let word = syscall3(nr::THREAD_STATUS, home, id, 0);
+            if let Ok(status) = word.map(Status::from_word) {
+                if status.ended_badly() {
+                    return Some(PeerEnded::Thread(id, status));
+                }
+            }
+        }
+    }
+    crate::cfork::child_ended_badly().map(|(id, status)| PeerEnded::Child(id, status))
 }
 
 /// Wakes up to `n` threads waiting on `word`; returns how many it woke on this core

@@ -5,7 +5,7 @@
 //! the child still writing in between. Both reads must agree, and the child's writes must
 //! go on landing in the original. (A copy must take back the writable mappings of every
 //! range that maps the segment, not only the caller's.) Prints `cowshared: ok`,
-//! `cowshared: FAIL <why>`, or `cowshared: skipped (1 core)`.
+//! `cowshared: FAIL <why>`, or `cowshared: skipped (1 core)` (exit 77, `EXIT_SKIPPED`).
 #![no_std]
 #![no_main]
 
@@ -41,7 +41,7 @@ fn main() -> i32 {
         }
         Ok(false) => {
             println!("cowshared: skipped (1 core)");
-            0
+            libatoll::abi::EXIT_SKIPPED
         }
         Err(why) => {
             println!("cowshared: FAIL {why}");

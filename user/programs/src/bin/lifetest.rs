@@ -11,7 +11,8 @@
 //!   inherits, can end it: it must end `TimedOut`.
 //! - `halt`: starts `lifetest parked` on another core with `program_run`, lets it park,
 //!   halts its pcore, and checks that its status becomes `Halted` within 2 s; prints
-//!   `lifetest: ok` or `lifetest: FAIL why`. (1 core: `lifetest: skipped (1 core)`.)
+//!   `lifetest: ok` or `lifetest: FAIL why`. (1 core: `lifetest: skipped (1 core)`, exit
+//!   `EXIT_SKIPPED`, 77.)
 //! - `parked`: a main thread and a spawned one, both waiting with no timeout.
 #![no_std]
 #![no_main]
@@ -42,7 +43,7 @@ fn main() -> i32 {
             Ok(true) => ok(),
             Ok(false) => {
                 println!("lifetest: skipped (1 core)");
-                0
+                libatoll::abi::EXIT_SKIPPED
             }
             Err(why) => {
                 println!("lifetest: FAIL {why}");

@@ -6,7 +6,7 @@
 //! slot range's pages must cost it no fault (the parent's faults filled the shared page
 //! tables), the private mapping's must cost one each (its own page tables). Prints
 //! `sharedrange: ok child_faults=0 private_faults=N`, `sharedrange: FAIL <why>`, or
-//! `sharedrange: skipped (1 core)`.
+//! `sharedrange: skipped (1 core)` (exit 77, `EXIT_SKIPPED`).
 #![no_std]
 #![no_main]
 
@@ -56,7 +56,7 @@ fn main() -> i32 {
     }
     if cores_online() < 2 {
         println!("sharedrange: skipped (1 core)");
-        return 0;
+        return libatoll::abi::EXIT_SKIPPED;
     }
     match test(pages) {
         Ok((child, private)) => {
