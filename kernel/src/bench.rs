@@ -563,15 +563,17 @@ fn two_phase(rounds: usize, deadline: Deadline) -> Result<(), String> {
     if cores.len() < 2 {
         return Err(NEEDS_TWO_CORES.into());
     }
-    // Registers of this core's own: a run never conflicts with one from another core, and
-    // every run here reuses them, since every core's replica keeps each register it ever
-    // saw (fresh ones per run grew every core's heap by each run's registers).
-    let base = 1 << 40 | (this_core().index as u64) << 32;
+    // Registers of this core's own (a run never conflicts with one from another core),
+    // made in every replica at start-up and reused by every run: a register, once seen, is
+    // kept for good, so fresh ones per run grew every core's heap.
+    let me = this_core().index;
+    let register = |i: u64| crate::twophase::bench_register(me, i);
+    const _: () = assert!(PIPELINE as u64 + 1 <= crate::twophase::BENCH_REGISTERS);
     for k in 2..=cores.len() {
         let participants: CoreSet = cores.iter().copied().filter(|&c| c < k).collect();
         let single = time_rounds(rounds, |round| {
             deadline.check()?;
-            match crate::twophase::commit(participants, reg(base + round, round)) {
+            match crate::twophase::commit(participants, reg(register(PIPELINE as u64), round)) {
                 agreement::Decision::Commit => Ok(()),
                 agreement::Decision::Abort => Err("an operation without conflict aborted".into()),
             }
@@ -580,9 +582,10 @@ fn two_phase(rounds: usize, deadline: Deadline) -> Result<(), String> {
         let batches = rounds.div_ceil(PIPELINE).max(1);
         let batch = time_rounds(batches, |round| {
             deadline.check()?;
-            let first = base + (1 << 20) + round * PIPELINE as u64;
+            // One register each for the operations in flight at once (they must not
+            // conflict); a batch ends before the next starts.
             let ops: Vec<_> = (0..PIPELINE as u64)
-                .map(|i| crate::twophase::start(participants, reg(first + i, i)))
+                .map(|i| crate::twophase::start(participants, reg(register(i), round + i)))
                 .collect();
             for op in ops {
                 if crate::twophase::finish(op) != agreement::Decision::Commit {

@@ -222,8 +222,18 @@ static STATE: percpu::PerCoreState<State> = crate::per_core_state!(State {
     registers: BTreeMap::new(),
 });
 
+/// Registers each core's `bench twophase` runs use ([`bench_register`]).
+pub const BENCH_REGISTERS: u64 = 9;
+
+/// Register `i` (below [`BENCH_REGISTERS`]) of core `core`'s `bench twophase`: every
+/// core's replica holds them from start-up, so a run grows no replica (a register, once
+/// seen, is kept for good).
+pub fn bench_register(core: usize, i: u64) -> u64 {
+    1 << 40 | (core as u64) << 32 | i
+}
+
 /// Sizes this core's tables at start-up (see `tlb::init_this_core`: a table that first
-/// grows during a burst pins the heap's top).
+/// grows during a burst pins the heap's top), and makes every core's benchmark registers.
 pub fn init_this_core() {
     STATE.with(|s| {
         s.coordinating.reserve(16);
@@ -231,6 +241,11 @@ pub fn init_this_core() {
         s.decided.reserve(REMEMBERED);
         s.terminating.reserve(4);
         s.undelivered.reserve(16);
+        for core in 0..percpu::core_count() {
+            for i in 0..BENCH_REGISTERS {
+                s.registers.insert(bench_register(core, i), Register::default());
+            }
+        }
     });
 }
 

@@ -145,16 +145,20 @@ pub fn field<'l>(line: &'l str, key: &str) -> Option<&'l str> {
 }
 
 /// A value with two decimals, or `null` when it is not finite (JSON has no NaN or
-/// infinity): for ratios and rates.
+/// infinity): for ratios and rates. A value that is not zero but would print as `0.00`
+/// prints in exponent form (`4.200e-3`, a JSON number too): a rate measured on a loaded
+/// host can be that small, and it is not zero.
 #[derive(Clone, Copy, Debug)]
 pub struct Fixed2(pub f64);
 
 impl Display for Fixed2 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_finite() {
-            write!(f, "{:.2}", self.0)
-        } else {
+        if !self.0.is_finite() {
             f.write_str("null")
+        } else if self.0 != 0.0 && self.0.abs() < 0.005 {
+            write!(f, "{:.3e}", self.0)
+        } else {
+            write!(f, "{:.2}", self.0)
         }
     }
 }
@@ -292,13 +296,27 @@ mod tests {
             prop_assert!(above <= (original.len() - 1) / 2);
         }
 
-        /// Any finite value prints as a JSON number with two decimals.
+        /// Any finite value prints as a JSON number with two decimals, or, when that
+        /// would read 0.00 and it is not zero, in exponent form with its sign kept.
         #[test]
         fn fixed2_is_a_number(x in -1e12f64..1e12) {
             let s = Fixed2(x).to_string();
-            let (_, decimals) = s.split_once('.').unwrap();
-            prop_assert_eq!(decimals.len(), 2);
-            prop_assert!((s.parse::<f64>().unwrap() - x).abs() <= 0.005 + 1e-9 * x.abs());
+            let back = s.parse::<f64>().unwrap();
+            if x != 0.0 && x.abs() < 0.005 {
+                prop_assert!(s.contains('e'));
+                prop_assert!((back - x).abs() <= 1e-3 * x.abs());
+                prop_assert_eq!(back > 0.0, x > 0.0);
+            } else {
+                let (_, decimals) = s.split_once('.').unwrap();
+                prop_assert_eq!(decimals.len(), 2);
+                prop_assert!((back - x).abs() <= 0.005 + 1e-9 * x.abs());
+            }
+        }
+
+        /// A tiny rate (a loaded host) is not printed as zero.
+        #[test]
+        fn a_tiny_rate_is_not_zero(x in 1e-12f64..0.005) {
+            prop_assert!(Fixed2(x).to_string().parse::<f64>().unwrap() > 0.0);
         }
     }
 }

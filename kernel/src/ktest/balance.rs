@@ -56,8 +56,24 @@ impl Snapshot {
 /// home and lets go of what it holds lazily (as it does when it goes idle: revocation log
 /// entries of objects that are gone); then every core takes in what came home and counts.
 pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
+    // A core sends at most a channel's worth of frames per flush: it flushes, and reads
+    // what comes (making room for the others), until it has nothing queued (a program
+    // that freed thousands of another core's frames queued them all).
     let flush = |_| {
-        crate::monitor::flush_frame_returns();
+        let start = crate::arch::cpu::rdtsc();
+        loop {
+            crate::monitor::flush_frame_returns();
+            crate::monitor::poll();
+            if crate::mem::frames::queued_for_home() == 0 {
+                break;
+            }
+            if crate::arch::timer::us_since(start) > TRIM_TIMEOUT_US {
+                return Err(format!(
+                    "{} frames still queued for home",
+                    crate::mem::frames::queued_for_home()
+                ));
+            }
+        }
         crate::user::corey::prune_revocations();
         Ok(())
     };
