@@ -568,7 +568,7 @@ fn two_phase(rounds: usize, deadline: Deadline) -> Result<(), String> {
     // kept for good, so fresh ones per run grew every core's heap.
     let me = this_core().index;
     let register = |i: u64| crate::twophase::bench_register(me, i);
-    const _: () = assert!(PIPELINE as u64 + 1 <= crate::twophase::BENCH_REGISTERS);
+    const _: () = assert!((PIPELINE as u64) < crate::twophase::BENCH_REGISTERS);
     for k in 2..=cores.len() {
         let participants: CoreSet = cores.iter().copied().filter(|&c| c < k).collect();
         let single = time_rounds(rounds, |round| {
