@@ -166,7 +166,10 @@ pub fn init_this_core(cores: usize) {
         reassemblers: Vec::with_capacity(cores),
         next_receiver: 0,
         next_call: 1,
-        calls: Vec::new(),
+        // Sized at once, as `deferred`: a core's first call (or its most in flight so far)
+        // must not count as a test's heap growth. In flight at most: one to every other
+        // core (`smp::run_on`), and as many again from a call it serves meanwhile.
+        calls: Vec::with_capacity(2 * cores),
         sequence_next: alloc::vec![0; cores],
         pongs: alloc::vec![0; cores],
         aggregations: Vec::new(),
