@@ -125,11 +125,11 @@ fn asym_needs_every_core_online() -> Result<(), String> {
 }
 
 /// `bench twophase 1` from every core in turn leaves every core's frames and heap as they
-/// were, on the first run (no second run allowed, as `balanced` would): every core's
-/// replica keeps each two-phase register it ever saw, so the experiment's registers must
-/// be the same from every core, and made at boot. With registers of each core's own, every
-/// core's heap grew by a node the first time a core ran it (272 bytes a core, found by
-/// `fuzz4`, whose fuzzers run it from two cores).
+/// were, on the first run: every core's replica keeps each two-phase register it ever saw,
+/// so every core's experiment registers are made in every replica at boot
+/// (`twophase::bench_register`). With registers made at a run, every core's heap grew by a
+/// node the first time a core ran it (272 bytes a core, found by `fuzz4`, whose fuzzers
+/// run it from two cores).
 fn bench_twophase_from_any_core() -> Result<(), String> {
     let cores = smp::online_cores();
     crate::mem::heap::give_back_this_core(super::JOB_TIMEOUT_US);
