@@ -319,10 +319,10 @@ fn devices() {
         };
         match stat {
             Ok(s) => println!(
-                "{:>4}  {kind:<7}  {core:>4}  {name:<8}  {} {count}, {} {detail}",
+                "{:>4}  {kind:<8} {core:>4}  {name:<8}  {} {count}, {} {detail}",
                 d.hwid, s.count, s.detail
             ),
-            Err(e) => println!("{:>4}  {kind:<7}  {core:>4}  {name:<8}  {e:?}", d.hwid),
+            Err(e) => println!("{:>4}  {kind:<8} {core:>4}  {name:<8}  {e:?}", d.hwid),
         }
     }
 }
