@@ -269,7 +269,7 @@ fn enter_core_zero(pml4: u64, cores: usize) -> &'static percpu::PerCore {
     monitor::set_sched_handler(crate::user::sched::on_message);
     monitor::set_idle_work(crate::user::sched::idle_work);
     monitor::set_idle_housekeeping(|| {
-        crate::user::corey::prune_revocations();
+        crate::user::revocation::prune_revocations();
         crate::twophase::resolve_orphans();
         crate::retype::recover_lost_frames();
     });
@@ -277,8 +277,8 @@ fn enter_core_zero(pml4: u64, cores: usize) -> &'static percpu::PerCore {
         crate::twophase::on_message(from, words).map_err(Into::into)
     });
     crate::twophase::set_revocation_hooks(crate::twophase::RevocationHooks {
-        fits: crate::user::corey::revocation_fits,
-        apply: crate::user::corey::apply_revocation,
+        fits: crate::user::revocation::revocation_fits,
+        apply: crate::user::revocation::apply_revocation,
     });
     crate::user::set_kernel_console(console::execute_and_report);
     // TLB shootdowns (below the heap) travel through the monitor and ask the SKB, both

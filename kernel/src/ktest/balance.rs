@@ -74,7 +74,7 @@ pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
                 ));
             }
         }
-        crate::user::corey::prune_revocations();
+        crate::user::revocation::prune_revocations();
         Ok(())
     };
     all_ok(cores, &smp::run_on(cores, JOB_TIMEOUT_US, &flush))?;
@@ -107,7 +107,7 @@ pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
             parked: crate::user::sched::parked_here(),
             stale_waiter_bits: crate::user::corey::stale_waiter_bits(index),
             resident_underflows: crate::user::sched::resident_underflows(index),
-            revocation_log: crate::user::corey::revocation_log_len() as u64,
+            revocation_log: crate::user::revocation::revocation_log_len() as u64,
             reserved: u64::from(crate::user::sched::reserved_here()),
         };
         Ok(())

@@ -694,14 +694,14 @@ const DEAF_US: u64 = 2 * crate::twophase::TIMEOUT_US + 2_000_000;
 /// pointer by then, and 1,024 such entries made a core refuse every revocation). Every
 /// core's resources, revocation logs included, balance. Isolated (run `deaf2`): 22 s.
 fn late_revocation() -> Result<(), String> {
-    use crate::user::corey;
+    use crate::user::{corey, revocation};
     let cores = smp::online_cores();
     // One revocation first: every core's two-phase state grows once (its list of decided
     // operations), and the baseline is taken after that.
     let mut warm = corey::new_program().map_err(|e| format!("new_program: {e:?}"))?;
     let root = warm.set.root_id().0;
     let seg = corey::segment_alloc(&mut warm, root, 4096).map_err(|e| format!("{e:?}"))?;
-    if corey::obj_revoke(&mut warm, root, seg) != Ok(0) {
+    if revocation::obj_revoke(&mut warm, root, seg) != Ok(0) {
         return Err("a revocation with every core listening did not reach them all".into());
     }
     corey::end_context(warm);
@@ -739,18 +739,18 @@ fn late_revocation() -> Result<(), String> {
             crate::monitor::poll();
         }
     };
-    let unreached = corey::obj_revoke_with(&mut p, root, seg, &agree);
+    let unreached = revocation::obj_revoke_with(&mut p, root, seg, &agree);
     let call = call.take().ok_or("the deaf call could not be sent")?;
     all_ok(&[1], &[crate::monitor::wait(call, JOB_TIMEOUT_US)])?;
     if unreached != Ok(1 << 1) {
         return Err(format!("obj_revoke with core 1 deaf: {unreached:?}, want Ok(core 1's bit)"));
     }
     // Core 1 reads the decision now and applies it, while the segment still lives.
-    let committed = corey::revocations_committed();
+    let committed = revocation::revocations_committed();
     let caught_up = |_| -> Result<(), String> {
         for _ in 0..2000 {
             crate::monitor::poll();
-            if corey::revocations_committed() == committed {
+            if revocation::revocations_committed() == committed {
                 return Ok(());
             }
             crate::arch::timer::spin_us(1000);

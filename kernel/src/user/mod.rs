@@ -13,6 +13,7 @@ pub mod devices;
 pub mod elf;
 pub mod initrd;
 pub mod program;
+pub mod revocation;
 pub mod sched;
 pub mod space;
 
@@ -403,7 +404,7 @@ pub fn start_job(raw: u64) {
     // A carried object revoked after the sender resolved it: the context does not start
     // (this core may have committed the revocation before this message was read, and a
     // share set made now starts caught up with it, so it would never be scrubbed).
-    if corey::revoked_since(job.seen, &job.carried()) {
+    if revocation::revoked_since(job.seen, &job.carried()) {
         println!("start: core {}: an object it was given was revoked", this_core().index);
         if let Some(p) = corey::pcore(&job.pcore) {
             p.status.store(pcore_status::FAILED, Ordering::Release);
@@ -692,10 +693,10 @@ fn revocation_barrier() -> Result<(), Error> {
             step(); // not seconds with interrupts off
         }
     }
-    if corey::revocations_committed() != 0 {
-        with_running_mut(|r, _| corey::catch_up(&mut r.objects));
+    if revocation::revocations_committed() != 0 {
+        with_running_mut(|r, _| revocation::catch_up(&mut r.objects));
     }
-    CAUGHT_UP.with(|c| *c = corey::revocations_committed());
+    CAUGHT_UP.with(|c| *c = revocation::revocations_committed());
     Ok(())
 }
 
@@ -775,7 +776,7 @@ fn object_call(frame: &SyscallFrame) -> SysResult {
             nr::SHARE_ADDOBJ => corey::share_addobj(p, a, b, c),
             nr::SHARE_DELOBJ => corey::share_delobj(p, a, b),
             nr::SHARE_DUPOBJ => corey::share_dupobj(p, a, b, c),
-            nr::OBJ_REVOKE => corey::obj_revoke(p, a, b),
+            nr::OBJ_REVOKE => revocation::obj_revoke(p, a, b),
             nr::SELF_DROP => corey::self_drop(p, a),
             nr::OBJ_GET_NAME => corey::obj_get_name(p, a, b),
             nr::SEGMENT_ALLOC => corey::segment_alloc(p, a, b),
@@ -944,7 +945,7 @@ fn start_program(
     }
     let seen = CAUGHT_UP.with(|c| *c);
     // Revoked since the barrier (a step while reading the line served it): not given.
-    if give.as_ref().is_some_and(|g| corey::revoked_since(seen, &[g])) {
+    if give.as_ref().is_some_and(|g| revocation::revoked_since(seen, &[g])) {
         return Err(Error::NoSuchObject);
     }
     claim(pc)?;

@@ -27,6 +27,7 @@
 //! over this core's [`LoadTable`] replica.
 
 use super::corey::{self, Ptr};
+use super::revocation;
 use super::{ExitStatus, Running};
 use crate::arch::paging;
 use crate::arch::user_entry::{self, KernelContext, SyscallFrame, UserRegs};
@@ -1237,7 +1238,7 @@ pub fn thread_create(ptr: u64) -> SysResult {
         // new set would start caught up with that revocation and keep them (issue M14).
         let seen = super::CAUGHT_UP.with(|c| *c);
         let carried: Vec<&Ptr> = core::iter::once(&root_ar).chain(shares.iter()).collect();
-        if corey::revoked_since(seen, &carried) {
+        if revocation::revoked_since(seen, &carried) {
             return Err(Error::NoSuchObject);
         }
         drop(carried);
