@@ -109,6 +109,9 @@ const RUNS: &[Run] = &[
     },
     // Kernel memory grown by system calls until refused, on both cores (issue M14).
     Run { test: "user.kernel_memory_is_refused", ..all("kmem2", 2, "64M") },
+    // ... and with 256 MiB a core, where the heap's free pieces once hid that its frames
+    // were gone (the core stopped).
+    Run { test: "user.kernel_memory_is_refused", ..all("kmem2-512m", 2, "512M") },
     // A million fuzzed system calls (issue 9), in a run of its own: two fuzzers, two cores
     // for what they start.
     Run { test: "user.sysfuzz_million", timeout_secs: 600, ..all("fuzz4", 4, "256M") },

@@ -521,7 +521,11 @@ fn room_above(reserve: u64) -> Result<(), Error> {
     let live = CENSUS[me.index].live();
     let (mapped, used) = crate::mem::heap::stats_this_core();
     let spare = me.free_frames() + mapped.saturating_sub(used) / PAGE;
-    if live >= MAX_OBJECTS_PER_CORE || spare < reserve {
+    // The heap's free space may be in pieces too small for the next block, which then
+    // needs fresh frames: a quarter of the reserve stays as frames whatever the heap holds
+    // free (issue M14: at 256 MiB a core, `exhaust kernel` drained the frames while the
+    // heap still counted 2 MiB free, and the next allocation stopped the core).
+    if live >= MAX_OBJECTS_PER_CORE || spare < reserve || me.free_frames() < reserve / 4 {
         return Err(Error::NoResources);
     }
     Ok(())
