@@ -170,13 +170,18 @@ fn fault_stops_only_the_program() -> Result<(), String> {
     balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
 }
 
-/// Random system calls on every core at once (20,000 each; the fuzzers on even cores hold
-/// the machine device, the others not); the kernel answers them all, every core is back to
-/// its resources, and afterwards every core still runs a program normally.
+/// Random system calls on every core at once (20,000 each: on even cores one thread,
+/// holding the machine device; on odd cores two threads of 10,000, the second starting on
+/// the next core); the kernel answers them all, every core is back to its resources, and
+/// afterwards every core still runs a program normally.
 fn sysfuzz_every_core() -> Result<(), String> {
     let cores = smp::online_cores();
     let work = |core: usize| -> Result<(), String> {
-        let args = format!("--seed {} --calls 20000", 1000 + core);
+        let args = if core.is_multiple_of(2) {
+            format!("--seed {} --calls 20000", 1000 + core)
+        } else {
+            format!("--seed {} --calls 10000 --threads 2", 1000 + core)
+        };
         fuzz(core, &args, core.is_multiple_of(2), FUZZ_LIMIT_US)?;
         expect("hello", "after the fuzzer", ExitStatus::Exited(0))
     };
@@ -186,25 +191,35 @@ fn sysfuzz_every_core() -> Result<(), String> {
 /// A fuzzer's time limit in `user.sysfuzz_every_core`: within the job's, so a fuzzer that
 /// runs away is stopped and reported with its seed.
 const FUZZ_LIMIT_US: u64 = JOB_TIMEOUT_US * 3 / 4;
-/// Calls each of the two fuzzers of `user.sysfuzz_million` makes.
-const MILLION_CALLS_PER_CORE: u64 = 500_000;
+/// Calls each of the four fuzzing threads of `user.sysfuzz_million` makes.
+const MILLION_CALLS_PER_THREAD: u64 = 250_000;
+/// Fuzzing threads of each of its two fuzzers.
+const MILLION_THREADS: u64 = 2;
 /// Their time limit (about 20 s under TCG on a 2-CPU host), and the job's, within the QEMU
 /// run's 600 s.
 const MILLION_LIMIT_US: u64 = 300_000_000;
 const MILLION_JOB_US: u64 = 400_000_000;
 
 /// CI's long fuzzing run (its own QEMU run, `fuzz4`): 1,000,000 random system calls, two
-/// fuzzers at once on cores 0 and 1, the one on core 0 holding the machine device; cores 2
-/// and 3 stay free for the programs, contexts and `cfork` children they start (on a core
-/// running a fuzzer those would wait until it ends). Then every core is back to its
-/// resources, on the first try (no warm-up run: see `balanced`). A failure names the seed:
-/// `sysfuzz --seed S --calls N` repeats the run (`make run CMD=...`).
+/// fuzzers at once on cores 0 and 1, each with two threads (the second starting on the
+/// other core), the one on core 0 holding the machine device; cores 2 and 3 stay free for
+/// the programs, contexts and `cfork` children they start (on a core running a fuzzer
+/// those would wait until it ends). Then every core is back to its resources. A short run first settles what grows once (see `balanced`), so the long one
+/// balances on its first try. A failure names the seed: `sysfuzz --seed S --calls N`
+/// repeats the run (`make run CMD=...`).
 fn sysfuzz_million() -> Result<(), String> {
     let cores = [0, 1];
-    let long = |core: usize| {
-        let args = format!("--seed {} --calls {MILLION_CALLS_PER_CORE} --others 2-3", 7000 + core);
-        fuzz(core, &args, core == 0, MILLION_LIMIT_US)
+    let run = |calls: u64| {
+        move |core: usize| {
+            let args = format!(
+                "--seed {} --calls {calls} --threads {MILLION_THREADS} --others 2-3",
+                7000 + core
+            );
+            fuzz(core, &args, core == 0, MILLION_LIMIT_US)
+        }
     };
+    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &run(20_000)))?;
+    let long = run(MILLION_CALLS_PER_THREAD);
     balanced(|| all_ok(&cores, &smp::run_on(&cores, MILLION_JOB_US, &long)))
 }
 

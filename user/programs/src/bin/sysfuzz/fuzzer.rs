@@ -10,7 +10,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use libatoll::abi::{ar_kind, nr, Error, SysResult};
-use libatoll::obj;
+use libatoll::obj::{self, ObjRef};
 use libatoll::{println, syscall5};
 
 pub const PAGE: u64 = 4096;
@@ -121,11 +121,14 @@ pub struct Made {
     pub born: u64,
 }
 
-/// A fuzzer of its own (`Main`), or a `cfork` child's short burst (`Child`): no scenarios
-/// and no pcores, so it starts nothing it would have to wait for.
+/// A fuzzer of its own (`Main`), one of the further threads of its program (`Worker`,
+/// `--threads`: no `cfork`, which copies the root share a thread does not have, and no
+/// machine device), or a `cfork` child's short burst (`Child`): no scenarios and no
+/// pcores, so it starts nothing it would have to wait for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     Main,
+    Worker,
     Child,
 }
 
@@ -149,11 +152,21 @@ pub struct Call {
     /// The text the kernel reads (when `block` is `Composed`).
     pub text: Text,
     pub block: Block,
+    /// A console line a scenario composed with accepted values (and will undo): not
+    /// vetted or rationed by `guard`.
+    pub trusted: bool,
 }
 
 impl Call {
     pub fn new(number: u64, a: [u64; 5]) -> Call {
-        Call { number, a, words: [0; 17], text: Text::new(), block: Block::Composed }
+        Call {
+            number,
+            a,
+            words: [0; 17],
+            text: Text::new(),
+            block: Block::Composed,
+            trusted: false,
+        }
     }
 }
 
@@ -259,6 +272,10 @@ pub struct Fuzzer {
     /// Pages calls may have filled in the zone since the last purge.
     pub zone_pages: u64,
     pub trace: u64,
+    /// Its own segments grown by a call, with the size to put back at the next poll.
+    pub regrow: Vec<(u64, u64)>,
+    /// Threads making its long parks (`park.rs`).
+    pub parkers: crate::park::Parkers,
 }
 
 impl Fuzzer {
@@ -266,7 +283,7 @@ impl Fuzzer {
     /// parent's), its objects, the zone reset.
     pub fn new(seed: u64, mode: Mode, others: u64, trace: u64) -> Result<Fuzzer, Error> {
         let scratch = match mode {
-            Mode::Main => {
+            Mode::Main | Mode::Worker => {
                 let m = libatoll::private::map_new(SCRATCH_BYTES)?;
                 SCRATCH.store(m.va, Ordering::Relaxed);
                 m.va
@@ -274,6 +291,12 @@ impl Fuzzer {
             Mode::Child => SCRATCH.load(Ordering::Relaxed),
         };
         let root = obj::root_share();
+        let root_ar = obj::root_ar();
+        if mode == Mode::Worker {
+            // A thread's root share starts empty: it names its range through the share
+            // the program's threads hold in common, as ⟨root, range⟩ from now on.
+            obj::share_addobj(root, ObjRef::new(obj::home_share(), root_ar))?;
+        }
         let cover = obj::segment_alloc(root, 0)?;
         let small = mode == Mode::Child;
         let me = libatoll::pcore_current() as u64;
@@ -283,8 +306,12 @@ impl Fuzzer {
             me,
             cores: libatoll::cores_online() as u64,
             root,
-            root_ar: obj::root_ar(),
-            machine: libatoll::machine().map(|m| m.object),
+            root_ar,
+            machine: if mode == Mode::Worker {
+                None
+            } else {
+                libatoll::machine().map(|m| m.object)
+            },
             machine_hwid: machine_hwid(),
             scratch,
             cover,
@@ -309,9 +336,11 @@ impl Fuzzer {
             armed_at: 0,
             zone_pages: 0,
             trace,
+            regrow: Vec::with_capacity(64),
+            parkers: crate::park::Parkers::default(),
         };
         match mode {
-            Mode::Main => {
+            Mode::Main | Mode::Worker => {
                 f.zone_reset();
                 f.refresh_protected();
             }
@@ -332,10 +361,21 @@ impl Fuzzer {
         if self.zone_pages > ZONE_BUDGET {
             self.purge();
         }
-        if self.mode == Mode::Main {
+        if self.steps.is_multiple_of(POLL_EVERY) {
+            self.restore_sizes();
+            if self.uses_parkers() {
+                self.poll_parkers();
+            }
+        }
+        if self.mode != Mode::Child {
             if self.steps.is_multiple_of(POLL_EVERY) {
                 self.poll_started();
                 self.release_pcores();
+                // A call may have moved it (`thread_set_affinity` of ⟨0, 0⟩): back to its
+                // core, where its pcore ids and `--others` make sense.
+                if libatoll::pcore_current() as u64 != self.me {
+                    let _ = libatoll::thread::set_my_affinity(1 << (self.me % 64));
+                }
             }
             if self.steps.is_multiple_of(ZONE_RESET_EVERY) {
                 self.zone_reset();
@@ -383,7 +423,11 @@ impl Fuzzer {
             self.print_call(&call);
         }
         let a = call.a;
-        let result = syscall5(call.number, a[0], a[1], a[2], a[3], a[4]);
+        let result = if self.uses_parkers() && crate::park::parks(&call) {
+            self.park(&call)
+        } else {
+            syscall5(call.number, a[0], a[1], a[2], a[3], a[4])
+        };
         // The kernel read the block or text during the call: keep them alive until here.
         core::hint::black_box((&call.words, &call.text));
         if traced {
@@ -514,6 +558,11 @@ impl Fuzzer {
             self.me, s.ended[0], s.ended[1], s.ended[2], s.ended[3], s.ended[4], s.ended[5]
         );
         println!("sysfuzz: core {}: console lines with the machine: {}", self.me, s.console_lines);
+        let p = &self.parkers;
+        println!(
+            "sysfuzz: core {}: long parks {} (parkers let go {}, not started {})",
+            self.me, p.made, p.let_go, p.no_thread
+        );
         // A long run that never made some call did not cover it: a failure of the fuzzer.
         if calls >= 20_000 && !missing.is_empty() {
             self.stats.wrong += 1;
@@ -542,4 +591,25 @@ fn machine_hwid() -> Option<u64> {
     let mut list = [libatoll::abi::DeviceInfo::default(); 64];
     let n = obj::device_list(&mut list).ok()?;
     list[..n.min(64)].iter().find(|d| d.kind == libatoll::abi::device_kind::MACHINE).map(|d| d.hwid)
+}
+
+impl Fuzzer {
+    /// The size of its own segment `id`, found through its root share or the threads'
+    /// home share.
+    pub fn own_size(&self, id: u64) -> Option<u64> {
+        [self.root, obj::home_share()]
+            .into_iter()
+            .find_map(|share| obj::segment_get_nbytes(ObjRef::new(share, id)).ok())
+    }
+
+    /// Puts its own segments that a call grew back to their sizes.
+    pub fn restore_sizes(&mut self) {
+        while let Some((id, size)) = self.regrow.pop() {
+            for share in [self.root, obj::home_share()] {
+                if obj::segment_set_nbytes(ObjRef::new(share, id), size).is_ok() {
+                    break;
+                }
+            }
+        }
+    }
 }

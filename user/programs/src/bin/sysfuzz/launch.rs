@@ -6,6 +6,7 @@
 
 use crate::fuzzer::{Block, Call, Fuzzer, Kind, Mode, GIB, PAGE, ZONE};
 use crate::text;
+use alloc::format;
 use core::arch::global_asm;
 use core::sync::atomic::{AtomicU64, Ordering};
 use libatoll::abi::{ar_kind, map, nr, Error, SysResult, USER_END};
@@ -104,7 +105,9 @@ impl Fuzzer {
             7 => self.context_there(true),
             8 => self.thread_there(false),
             9 => self.thread_there(true),
-            10..=11 => self.child_there(),
+            // `cfork` copies the root share's objects: a worker thread's holds none.
+            10..=11 if self.mode == Mode::Main => self.child_there(),
+            10..=11 => self.thread_there(false),
             12..=13 => self.console_line(),
             14 => self.not_the_machine(),
             _ => self.zone_reset(),
@@ -282,8 +285,10 @@ impl Fuzzer {
                 self.note_pcore(pcore, core);
                 self.track(pcore, Some(child), What::Child);
             }
-            // Another fuzzer took the core meanwhile, or memory is short.
-            Err(Error::NotPermitted | Error::Busy | Error::NoResources) => {}
+            // Another fuzzer took the core meanwhile, or memory is short; or, while its
+            // parkers or worker threads live, a heap segment or stack is in the threads'
+            // home share, which `cfork` does not copy from.
+            Err(Error::NotPermitted | Error::Busy | Error::NoResources | Error::NoSuchObject) => {}
             Err(e) => libatoll::println!("sysfuzz: core {}: cfork to core {core}: {e:?}", self.me),
         }
         if let Some(s) = share {
@@ -292,8 +297,13 @@ impl Fuzzer {
     }
 
     /// A console line: with the machine capability if it holds it (`guard` rations
-    /// them), else a refused one.
+    /// them), else a refused one. Half of those with the capability are lines the console
+    /// accepts that change the machine, each undone at once ([`Fuzzer::accepted_lines`]).
     fn console_line(&mut self) {
+        if self.machine.is_some() && self.rng.one_in(2) {
+            self.accepted_lines();
+            return;
+        }
         let (share, object) = match self.machine {
             Some(m) => (self.root, m),
             None => (self.root, self.pooled_of(None).unwrap_or(0)),
@@ -392,8 +402,14 @@ impl Fuzzer {
     }
 
     /// Before the fuzzer ends: halts everything it started, waits a bounded time for it
-    /// all to end, and lets go of the rest.
+    /// all to end, and lets go of the rest; its grown segments get their sizes back, and
+    /// its parkers are woken and joined or let go of.
     pub fn finish(&mut self) {
+        self.restore_sizes();
+        self.finish_parkers();
+        if libatoll::pcore_current() as u64 != self.me {
+            let _ = libatoll::thread::set_my_affinity(1 << (self.me % 64));
+        }
         for s in &mut self.started {
             let _ = obj::pcore_halt(ObjRef::new(self.root, s.pcore));
             s.halted = true;
@@ -409,6 +425,133 @@ impl Fuzzer {
         while let Some(s) = self.started.pop() {
             self.let_go(s);
         }
+    }
+}
+
+/// Protocols `tlb protocol` takes (then `auto` gives the SKB's choice back).
+const TLB_PROTOCOLS: &[&str] = &["broadcast", "unicast", "multicast", "numa-multicast"];
+/// Duty percentages for `asym` (then 100 puts the core back): an eighth, half, seven
+/// eighths.
+const DUTIES: &[&str] = &["12.5", "50", "87.5"];
+/// Experiments `bench` may run (each sweeps every core: with at most
+/// [`BENCH_CORES_MAX`] cores and a count of 1 or 2, a fraction of a second under TCG).
+pub const BENCH: &[&str] = &["urpc", "multicast", "shootdown", "twophase", "polling", "shm"];
+/// Most cores on which a fuzzer sends `bench` lines: past this each sweep takes seconds
+/// under TCG while every other core runs a fuzzer.
+pub const BENCH_CORES_MAX: u64 = 4;
+/// Tries to give back a retyped block (another two-phase operation may abort it).
+const GIVE_BACK_TRIES: u32 = 20;
+
+impl Fuzzer {
+    /// Sends `line` with the machine capability (not vetted: the caller composed it).
+    fn console(&mut self, line: &str) -> (Call, SysResult) {
+        let m = self.machine.unwrap_or(0);
+        let mut call = Call::new(nr::KERNEL_COMMAND, [self.root, m, 0, 0, 0]);
+        call.text = text::Text::of(line);
+        call.a[3] = call.text.len as u64;
+        call.trusted = true;
+        self.stats.console_lines += 1;
+        let result = self.make(call);
+        (call, result)
+    }
+
+    /// Sends `line`, which the console must accept.
+    fn console_ok(&mut self, line: &str) {
+        let (call, result) = self.console(line);
+        if result.is_err() {
+            self.wrong("an ordinary console line was refused", &call, result);
+        }
+    }
+
+    /// Console lines the kernel accepts that change the machine, with hostile values, each
+    /// undone before the scenario ends: a TLB protocol forced, then `auto`; a core slowed,
+    /// then back to 100 %; a block of memory retyped to another core and back; a short
+    /// `bench`; and the reports (`sched`, `mem`, `monitor`, ...). A change that cannot be
+    /// undone is a wrong answer.
+    fn accepted_lines(&mut self) {
+        let other =
+            (self.cores > 1).then(|| (self.me + 1 + self.rng.below(self.cores - 1)) % self.cores);
+        match self.rng.below(6) {
+            0 => {
+                let p = self.rng.pick(TLB_PROTOCOLS);
+                self.console_ok(&format!("tlb protocol {p}"));
+                self.console_ok("tlb protocol auto");
+            }
+            1 => {
+                let core = self.rng.below(self.cores);
+                let duty = self.rng.pick(DUTIES);
+                // A second core, never the first (a core named twice is refused).
+                let other = (self.cores > 1)
+                    .then(|| (core + 1 + self.rng.below(self.cores - 1)) % self.cores);
+                let line = match other {
+                    Some(o) if self.rng.one_in(2) => format!("asym {core}:{duty}/{o}:50"),
+                    _ => format!("asym {core}:{duty}"),
+                };
+                // May be refused under load (a speed measurement timed out): either way
+                // every listed core goes back to full speed.
+                let _ = self.console(&line);
+                let back = match other {
+                    Some(o) => format!("asym {core}:100/{o}:100"),
+                    None => format!("asym {core}:100"),
+                };
+                self.undo(&back);
+            }
+            2 => {
+                if let Some(o) = other {
+                    self.retype_there_and_back(o);
+                }
+            }
+            3 if (2..=BENCH_CORES_MAX).contains(&self.cores) => {
+                let experiment = self.rng.pick(BENCH);
+                let count = 1 + self.rng.below(2);
+                // A time limit or a busy core may refuse it: nothing to undo.
+                let _ = self.console(&format!("bench {experiment} {count}"));
+            }
+            _ => {
+                let line = self.rng.pick(&["sched", "mem", "monitor", "skb", "uptime", "tlb"]);
+                self.console_ok(line);
+            }
+        }
+    }
+
+    /// Sends `line` until the console accepts it (a few tries); else a wrong answer: the
+    /// machine stays changed.
+    fn undo(&mut self, line: &str) {
+        for _ in 0..GIVE_BACK_TRIES {
+            let (call, result) = self.console(line);
+            if result.is_ok() {
+                return;
+            }
+            if self.steps >= self.trace {
+                libatoll::println!("sysfuzz: `{line}` refused, again");
+            }
+            let _ = libatoll::thread::sleep_us(1000);
+            let _ = call;
+        }
+        let (call, result) = self.console(line);
+        if result.is_err() {
+            self.wrong("a console change could not be undone", &call, result);
+        }
+    }
+
+    /// `retype 1 ME` run on core `other` (the fuzzer moves there for the line: a console
+    /// line gives this core's memory), then `retype 1 OTHER` here: a block goes over and
+    /// comes back, so every core's frames balance.
+    fn retype_there_and_back(&mut self, other: u64) {
+        let me = self.me;
+        let moved = libatoll::thread::set_my_affinity(1 << (other % 64)).is_ok()
+            && libatoll::pcore_current() as u64 == other;
+        let given = moved && self.console(&format!("retype 1 {me}")).1.is_ok();
+        let _ = libatoll::thread::set_my_affinity(1 << (me % 64));
+        if !given {
+            return;
+        }
+        if libatoll::pcore_current() as u64 != me {
+            let call = Call::new(nr::THREAD_SET_AFFINITY, [0, 0, 1 << (me % 64), 0, 0]);
+            self.wrong("could not come back to its core", &call, Ok(0));
+            return;
+        }
+        self.undo(&format!("retype 1 {other}"));
     }
 }
 

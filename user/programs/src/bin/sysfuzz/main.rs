@@ -1,6 +1,8 @@
-//! `sysfuzz [--seed S] [--calls N] [--cores LIST] [--others LIST] [--trace FROM]`: random
-//! system calls
-//! until the kernel has answered N of them on each core (default 10000), then
+//! `sysfuzz [--seed S] [--calls N] [--cores LIST] [--others LIST] [--threads T] [--trace
+//! FROM]`: random system calls until the kernel has answered N of them in each fuzzing
+//! thread (default 10000; T threads per core in `--cores`, the further ones started on the
+//! next cores and free to move, so one thread's revocation, halt or exit races another's
+//! use), then
 //! `sysfuzz: N calls, kernel alive`. Every call must come back with a result; none may take
 //! a core down, and the kernel test that runs it (`user.sysfuzz_every_core`,
 //! `user.sysfuzz_million`) then checks that every core is back to its frames, heap bytes and
@@ -31,12 +33,17 @@
 //!   stale, random, none): never with the real one, which it holds when it was given it
 //!   (`init` and `user::run_with_machine` give it). It never puts the machine device into
 //!   another share, so the one reference that works is the one it never passes.
-//! - `kernel_command` with the capability gets lines built from the kernel console's words
-//!   (`help`, `cores`, `mem`, `skb`, `monitor`, `ls`, `run`, `tests`, `uptime`) with hostile
-//!   arguments, and garbage; no line contains `poweroff` (it would end the machine) or
-//!   `bench` (its experiments message every core, each busy running a fuzzer in the kernel
-//!   test, and run for seconds). `run` the kernel refuses. At most one such line per 1000
-//!   calls, so the console stays readable. Without the capability any line goes.
+//! - `kernel_command` with the capability gets lines built from every console word but
+//!   `poweroff` (it would end the machine) with hostile arguments, and garbage, at most one
+//!   per 1000 calls so the console stays readable; a random line that would change the
+//!   machine (`asym` with a duty, `retype` with numbers, `tlb protocol` but `auto`, a
+//!   long `bench`) is replaced. Those changes come from a scenario that undoes each at once
+//!   (`launch.rs`): a protocol then `auto`, a duty then 100 %, a block retyped to another
+//!   core and back (the fuzzer moves there to give it back), `bench` of 1 or 2 on up to 4
+//!   cores; `sched` and the reports too. Without the capability any line goes.
+//! - `sleep` and `wait` go as drawn; one that may park for long (over 1 ms, or no timeout)
+//!   is made by a parker thread (`park.rs`), whose words the fuzzer wakes; those it lets go
+//!   of end with the program.
 //! - `program_run` lines name `hello`, `fault`, or no program at all: never `init` (it
 //!   would wait for a keyboard), `spin`, `sysfuzz` or a benchmark (they run long). Its line
 //!   and the console line always come from a buffer the fuzzer fills and checks, or from
@@ -46,7 +53,8 @@
 //!   range at one of the two entries above: never a random entry in its own memory.
 //! - Its own root range is read (`ar_get`, `ar_mappings`) and edited only between
 //!   [`fuzzer::ZONE`] and [`fuzzer::ZONE_END`], where nothing of it lives; its own segments
-//!   are never resized, deleted from its root share, or mapped writable anywhere.
+//!   grow (put back at the next poll) but never shrink, are never deleted from its root
+//!   share, revoked, or mapped writable anywhere.
 //! - The kernel writes only into its scratch mapping (guard pages around it), the zone,
 //!   read-only pages, or addresses it cannot write at all.
 //!
@@ -70,6 +78,7 @@ mod draw;
 mod fuzzer;
 mod guard;
 mod launch;
+mod park;
 mod pool;
 mod text;
 
@@ -79,13 +88,18 @@ use fuzzer::{Fuzzer, Mode};
 use libatoll::{args, cfork, println, CforkOptions, Status};
 
 const HELP: &str = "usage: sysfuzz [--seed S] [--calls N] [--cores LIST] [--others LIST] \
-                    [--trace FROM]   (N calls per core, default 10000; fuzz on --cores, default \
-                    this core; start programs and contexts on --others, default every core)";
+                    [--threads T] [--trace FROM]   (N calls per fuzzing thread, default 10000; \
+                    fuzz on --cores, default this core, with T threads each, default 1; start \
+                    programs and contexts on --others, default every core)";
 
 /// The plan, set before any cfork so every core reads it from its copy.
 static SEED: AtomicU64 = AtomicU64::new(0);
 static CALLS: AtomicU64 = AtomicU64::new(10_000);
 static TRACE_FROM: AtomicU64 = AtomicU64::new(u64::MAX);
+/// Fuzzing threads per fuzzer (`--threads`), the first its main thread.
+static THREADS: AtomicU64 = AtomicU64::new(1);
+/// Most threads per fuzzer.
+const THREADS_MAX: u64 = 16;
 /// The cores it may start programs and contexts on (a bit per core; `--others`).
 static OTHERS: AtomicU64 = AtomicU64::new(u64::MAX);
 
@@ -106,6 +120,9 @@ fn main() -> i32 {
             "--seed" => value(words.next(), &SEED),
             "--calls" => value(words.next(), &CALLS),
             "--trace" => value(words.next(), &TRACE_FROM),
+            "--threads" => args::number(words.next(), 1..=THREADS_MAX)
+                .map(|v| THREADS.store(v, Ordering::Relaxed))
+                .is_some(),
             "--cores" => args::cores_value(words.next()).map(|c| cores = c).is_some(),
             "--others" => args::cores_value(words.next())
                 .map(|list| {
@@ -159,21 +176,53 @@ fn main() -> i32 {
     if failed {
         return 1;
     }
-    let total = CALLS.load(Ordering::Relaxed) * cores.len() as u64;
+    let threads = THREADS.load(Ordering::Relaxed);
+    let total = CALLS.load(Ordering::Relaxed) * cores.len() as u64 * threads;
     println!("sysfuzz: {total} calls, kernel alive");
     0
 }
 
-/// Fuzzes on this core (`i`: its index in the list, added to the seed); 0 if every
-/// answer was one the kernel may give.
+/// Fuzzes on this core (`i`: its index in the list, added to the seed), with the further
+/// threads `--threads` asks for; 0 if every answer was one the kernel may give.
 fn fuzz(i: u64) -> i32 {
+    let threads = THREADS.load(Ordering::Relaxed);
+    let me = libatoll::pcore_current();
+    let cores = libatoll::cores_online();
+    // Each further thread starts on the next core (a different seed each): threads of one
+    // program fuzz on several cores at once, so one's revocation, halt or exit races
+    // another's use, and the scheduler may move them.
+    let mut workers = Vec::new();
+    for t in 1..threads {
+        let seed = SEED.load(Ordering::Relaxed).wrapping_add(i).wrapping_add(t * 1_000_003);
+        let core = (me + t as usize) % cores;
+        match libatoll::thread::Builder::new()
+            .core(core)
+            .spawn(move || fuzz_thread(seed, Mode::Worker))
+        {
+            Ok(w) => workers.push(w),
+            Err(e) => println!("sysfuzz: core {me}: thread {t} not started: {e:?}"),
+        }
+    }
     let seed = SEED.load(Ordering::Relaxed).wrapping_add(i);
+    let mut failed = fuzz_thread(seed, Mode::Main) != 0;
+    for w in workers {
+        let status = w.join();
+        if status != Status::Exited(0) {
+            println!("sysfuzz: core {me}: a fuzzing thread ended {status:?}");
+            failed = true;
+        }
+    }
+    failed as i32
+}
+
+/// One fuzzing thread: `--calls` calls from `seed`.
+fn fuzz_thread(seed: u64, mode: Mode) -> i32 {
     let calls = CALLS.load(Ordering::Relaxed);
     let trace = TRACE_FROM.load(Ordering::Relaxed);
     let me = libatoll::pcore_current();
     println!("sysfuzz: core {me} seed {seed} calls {calls}");
     let others = OTHERS.load(Ordering::Relaxed);
-    let mut f = match Fuzzer::new(seed, Mode::Main, others, trace) {
+    let mut f = match Fuzzer::new(seed, mode, others, trace) {
         Ok(f) => f,
         Err(e) => {
             println!("sysfuzz: core {me}: cannot set up: {e:?}");

@@ -5,6 +5,7 @@
 //! harmless (see `guard.rs`).
 
 use crate::fuzzer::Rng;
+use crate::launch::{BENCH, BENCH_CORES_MAX};
 use alloc::string::String;
 
 /// Bytes in a text buffer: more than the kernel reads of a line (256), so whatever
@@ -23,6 +24,13 @@ impl Text {
         Text { bytes: [b' '; TEXT_BYTES], len: 0 }
     }
 
+    /// `line` as a text (cut at [`TEXT_BYTES`]).
+    pub fn of(line: &str) -> Text {
+        let mut t = Text::new();
+        t.push_str(line);
+        t
+    }
+
     fn push(&mut self, piece: &[u8]) {
         let n = piece.len().min(TEXT_BYTES - self.len);
         self.bytes[self.len..self.len + n].copy_from_slice(&piece[..n]);
@@ -39,12 +47,15 @@ impl Text {
     }
 }
 
-/// The kernel console's commands (kernel/src/console.rs) that may be sent: not
-/// `poweroff`, which ends the machine, nor `bench`, whose experiments message every core
-/// (each running a fuzzer of its own in the kernel test, so they wait) and run for
-/// seconds. `run` the kernel refuses from a program.
-const CONSOLE_WORDS: &[&str] =
-    &["help", "cores", "mem", "skb", "monitor", "ls", "run", "tests", "uptime"];
+/// The kernel console's commands (kernel/src/console.rs) that may be sent: every one but
+/// `poweroff`, which ends the machine. `run` the kernel refuses from a program; a random
+/// line that `asym`, `retype`, `tlb protocol` or `bench` would accept and act on is
+/// replaced (`harmless_console`): those lines come from a scenario that undoes them
+/// (`launch.rs`).
+const CONSOLE_WORDS: &[&str] = &[
+    "help", "cores", "mem", "skb", "monitor", "ls", "run", "tests", "uptime", "sched", "tlb",
+    "asym", "retype", "bench",
+];
 /// Words that are almost commands.
 const NEAR_WORDS: &[&str] =
     &["HELP", "Mem", "memo", "he", "xyzzy", "uptime2", "ls-l", "mon", "?", "-", "--help", "core"];
@@ -79,6 +90,15 @@ const ARGS: &[&str] = &[
     "%s%n",
     "../..",
     "x=y",
+    "protocol",
+    "auto",
+    "unicast",
+    "1:50",
+    "0:100",
+    "9:50",
+    "0-1:0",
+    "1:101",
+    "1:50/1:50",
 ];
 /// The programs `program_run` may start: short ones (`hello` exits, `fault` faults).
 pub const PROGRAMS: &[&str] = &["hello", "fault"];
@@ -192,12 +212,44 @@ pub fn harmless_program(bytes: &[u8], files: &[String]) -> bool {
     line.split_whitespace().all(|w| PROGRAMS.contains(&w) || !files.iter().any(|f| f == w))
 }
 
-/// Whether a console line is harmless: nowhere `poweroff` or `bench` (in any case), and
-/// no program but `hello` and `fault` named (for `run`, which the kernel refuses today).
-pub fn harmless_console(bytes: &[u8], files: &[String]) -> bool {
+/// Whether a console line is harmless: nowhere `poweroff` (in any case); no program but
+/// `hello` and `fault` named (for `run`, which the kernel refuses today); and no change
+/// the fuzzer would not undo. Erring on the safe side (the console splits and matches at
+/// least as strictly), a line is replaced that reads as `asym` with a `CORE:PERCENT`,
+/// `retype` with two numbers, `tlb protocol` with anything but `auto`, or `bench` with a
+/// known experiment and no count, a count over 2, or more than [`BENCH_CORES_MAX`]
+/// cores (each sweep over every core then takes seconds under TCG).
+pub fn harmless_console(bytes: &[u8], files: &[String], cores: u64) -> bool {
     let Ok(line) = core::str::from_utf8(bytes) else { return true };
     let has = |word: &str| {
         line.as_bytes().windows(word.len()).any(|w| w.eq_ignore_ascii_case(word.as_bytes()))
     };
-    !has("poweroff") && !has("bench") && harmless_program(bytes, files)
+    if has("poweroff") || !harmless_program(bytes, files) {
+        return false;
+    }
+    let mut words = line.split_whitespace();
+    let command = words.next().unwrap_or("");
+    let rest: alloc::vec::Vec<&str> = words.collect();
+    let is = |name: &str| command.eq_ignore_ascii_case(name);
+    let digits = |w: &str| w.bytes().any(|b| b.is_ascii_digit());
+    if is("asym") {
+        !line.contains(':')
+    } else if is("retype") {
+        !(rest.len() == 2 && digits(rest[0]) && digits(rest[1]))
+    } else if is("tlb") {
+        !(rest.len() == 2 && rest[0].eq_ignore_ascii_case("protocol") && rest[1] != "auto")
+    } else if is("bench") {
+        let known = |w: &str| BENCH.iter().any(|e| w.eq_ignore_ascii_case(e));
+        match rest.as_slice() {
+            [e, ..] if !known(e) => true,
+            [_] => false,
+            [_, n] => match n.parse::<u64>() {
+                Ok(n) => n <= 2 && (2..=BENCH_CORES_MAX).contains(&cores),
+                Err(_) => !digits(n),
+            },
+            _ => true,
+        }
+    } else {
+        true
+    }
 }
