@@ -39,6 +39,8 @@ pub const PAST: usize = nr::LAST as usize + 1;
 pub const IN_SET: usize = 32;
 /// One step in this many is a scenario (`launch.rs`) rather than one call.
 const SCENARIO_ODDS: u64 = 256;
+/// A call that takes longer than this (cycles; about a second) is reported.
+const SLOW_CALL_CYCLES: u64 = 1 << 31;
 /// Steps between polls of what it started.
 const POLL_EVERY: u64 = 64;
 /// Steps between resets of the zone (its mappings keep segments and slot ranges the pool
@@ -422,12 +424,32 @@ impl Fuzzer {
         if traced {
             self.print_call(&call);
         }
+        if !crate::with("park") && crate::park::parks(&call) {
+            // `--without park`: a park made short, in place (to bisect, not a guard).
+            match call.number {
+                nr::SLEEP => call.a[0] = 1000,
+                _ => call.a[2] = 1000,
+            }
+        }
         let a = call.a;
+        let start = libatoll::rdtsc();
         let result = if self.uses_parkers() && crate::park::parks(&call) {
             self.park(&call)
         } else {
             syscall5(call.number, a[0], a[1], a[2], a[3], a[4])
         };
+        let took = libatoll::rdtsc() - start;
+        if took > SLOW_CALL_CYCLES {
+            // Where a slow run's time goes (the test's time budget is the fuzzer's too).
+            println!(
+                "sysfuzz: core {}: #{} call {} took {} M cycles: {}",
+                self.me,
+                self.steps,
+                call.number,
+                took >> 20,
+                if call.number == nr::KERNEL_COMMAND { call.text.shown() } else { "" }
+            );
+        }
         // The kernel read the block or text during the call: keep them alive until here.
         core::hint::black_box((&call.words, &call.text));
         if traced {

@@ -1,8 +1,8 @@
 //! `sysfuzz [--seed S] [--calls N] [--cores LIST] [--others LIST] [--threads T] [--trace
-//! FROM]`: random system calls until the kernel has answered N of them in each fuzzing
-//! thread (default 10000; T threads per core in `--cores`, the further ones started on the
-//! next cores and free to move, so one thread's revocation, halt or exit races another's
-//! use), then
+//! FROM] [--without GROUPS]`: random system calls until the kernel has answered N of them
+//! in each fuzzing thread (default 10000; T threads per core in `--cores`, the further ones
+//! started on the next cores and free to move, so one thread's revocation, halt or exit
+//! races another's use), then
 //! `sysfuzz: N calls, kernel alive`. Every call must come back with a result; none may take
 //! a core down, and the kernel test that runs it (`user.sysfuzz_every_core`,
 //! `user.sysfuzz_million`) then checks that every core is back to its frames, heap bytes and
@@ -11,7 +11,8 @@
 //! failure. Exactly so alone, starting nothing elsewhere (`--others` naming its own core);
 //! otherwise what it started on other cores ends sooner or later, other fuzzers take
 //! pcores, and later choices drift. `--trace FROM` prints every call from call FROM on, to
-//! find the one that failed.
+//! find the one that failed. `--without GROUPS` (a comma list of [`GROUPS`]) leaves those
+//! scenario groups out, to find which one a leak or a slow run comes from.
 //!
 //! What it calls: every number of `abi::nr` (0..=40) and numbers past the last, with
 //! arguments drawn two ways: raw (the values that break kernels: 0, small numbers, its own
@@ -88,9 +89,11 @@ use fuzzer::{Fuzzer, Mode};
 use libatoll::{args, cfork, println, CforkOptions, Status};
 
 const HELP: &str = "usage: sysfuzz [--seed S] [--calls N] [--cores LIST] [--others LIST] \
-                    [--threads T] [--trace FROM]   (N calls per fuzzing thread, default 10000; \
-                    fuzz on --cores, default this core, with T threads each, default 1; start \
-                    programs and contexts on --others, default every core)";
+                    [--threads T] [--trace FROM] [--without GROUPS]   (N calls per fuzzing \
+                    thread, default 10000; fuzz on --cores, default this core, with T threads \
+                    each, default 1; start programs and contexts on --others, default every \
+                    core; leave out the comma-listed GROUPS of \
+                    tlb,asym,retype,bench,reports,console,park)";
 
 /// The plan, set before any cfork so every core reads it from its copy.
 static SEED: AtomicU64 = AtomicU64::new(0);
@@ -102,6 +105,27 @@ static THREADS: AtomicU64 = AtomicU64::new(1);
 const THREADS_MAX: u64 = 16;
 /// The cores it may start programs and contexts on (a bit per core; `--others`).
 static OTHERS: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Scenario groups `--without` may leave out, by bit: the accepted console lines of
+/// `launch.rs` (`tlb protocol`, `asym`, `retype`, `bench`, the reports), the random console
+/// lines sent with the machine capability, and the long parks (made short, in place,
+/// instead). To bisect a leak or a slow run, not a guard: `fuzz4` runs every group.
+pub const GROUPS: &[&str] = &["tlb", "asym", "retype", "bench", "reports", "console", "park"];
+/// The groups left out (a bit per [`GROUPS`] entry).
+static WITHOUT: AtomicU64 = AtomicU64::new(0);
+
+/// Whether scenario group `name` (one of [`GROUPS`]) runs.
+pub fn with(name: &str) -> bool {
+    let bit = GROUPS.iter().position(|&g| g == name).expect("a known group");
+    WITHOUT.load(Ordering::Relaxed) & (1 << bit) == 0
+}
+
+/// The mask of the comma list `word` of [`GROUPS`], if every name is one.
+fn groups_mask(word: Option<&str>) -> Option<u64> {
+    word?
+        .split(',')
+        .try_fold(0, |mask, name| GROUPS.iter().position(|&g| g == name).map(|bit| mask | 1 << bit))
+}
 
 /// Pcores of the fuzzers this program spread to other cores (`--cores`): the fuzzer on
 /// this core never halts or deletes them. 0 marks a free slot.
@@ -123,6 +147,9 @@ fn main() -> i32 {
             "--threads" => args::number(words.next(), 1..=THREADS_MAX)
                 .map(|v| THREADS.store(v, Ordering::Relaxed))
                 .is_some(),
+            "--without" => {
+                groups_mask(words.next()).map(|m| WITHOUT.store(m, Ordering::Relaxed)).is_some()
+            }
             "--cores" => args::cores_value(words.next()).map(|c| cores = c).is_some(),
             "--others" => args::cores_value(words.next())
                 .map(|list| {
@@ -233,7 +260,8 @@ fn fuzz_thread(seed: u64, mode: Mode) -> i32 {
     for done in 0..calls {
         f.step();
         if done > 0 && done % 100_000 == 0 {
-            println!("sysfuzz: core {me}: {done} calls");
+            let cycles = (libatoll::rdtsc() - start) / done;
+            println!("sysfuzz: core {me}: {done} calls, {cycles} cycles a call so far");
         }
     }
     f.finish();

@@ -5,7 +5,7 @@
 //! harmless (see `guard.rs`).
 
 use crate::fuzzer::Rng;
-use crate::launch::{BENCH, BENCH_CORES_MAX};
+use crate::launch::{BENCH, BENCH_CORES_MAX, BENCH_FUZZED};
 use alloc::string::String;
 
 /// Bytes in a text buffer: more than the kernel reads of a line (256), so whatever
@@ -217,8 +217,9 @@ pub fn harmless_program(bytes: &[u8], files: &[String]) -> bool {
 /// the fuzzer would not undo. Erring on the safe side (the console splits and matches at
 /// least as strictly), a line is replaced that reads as `asym` with a `CORE:PERCENT`,
 /// `retype` with two numbers, `tlb protocol` with anything but `auto`, or `bench` with a
-/// known experiment and no count, a count over 2, or more than [`BENCH_CORES_MAX`]
-/// cores (each sweep over every core then takes seconds under TCG).
+/// known experiment and no count, a count over 2, more than [`BENCH_CORES_MAX`] cores
+/// (each sweep over every core then takes seconds under TCG), or one not in
+/// [`BENCH_FUZZED`].
 pub fn harmless_console(bytes: &[u8], files: &[String], cores: u64) -> bool {
     let Ok(line) = core::str::from_utf8(bytes) else { return true };
     let has = |word: &str| {
@@ -243,6 +244,8 @@ pub fn harmless_console(bytes: &[u8], files: &[String], cores: u64) -> bool {
         match rest.as_slice() {
             [e, ..] if !known(e) => true,
             [_] => false,
+            // Known, but too slow while every core fuzzes (see `BENCH_FUZZED`).
+            [e, _] if !BENCH_FUZZED.iter().any(|f| e.eq_ignore_ascii_case(f)) => false,
             [_, n] => match n.parse::<u64>() {
                 Ok(n) => n <= 2 && (2..=BENCH_CORES_MAX).contains(&cores),
                 Err(_) => !digits(n),
