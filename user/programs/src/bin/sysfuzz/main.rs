@@ -38,10 +38,13 @@
 //!   `poweroff` (it would end the machine) with hostile arguments, and garbage, at most one
 //!   per 1000 calls so the console stays readable; a random line that would change the
 //!   machine (`asym` with a duty, `retype` with numbers, `tlb protocol` but `auto`, a
-//!   long `bench`) is replaced. Those changes come from a scenario that undoes each at once
-//!   (`launch.rs`): a protocol then `auto`, a duty then 100 %, a block retyped to another
-//!   core and back (the fuzzer moves there to give it back), `bench` of 1 or 2 on up to 4
-//!   cores; `sched` and the reports too. Without the capability any line goes.
+//!   long `bench`, or one that needs idle cores) is replaced. Those changes come from a
+//!   scenario that undoes each at once (`launch.rs`): a protocol then `auto`, a duty then
+//!   100 %, a block retyped to another core and back (the fuzzer moves there to give it
+//!   back), `bench shootdown|twophase|polling` of 1 or 2 on up to 4 cores (`urpc`, `shm`
+//!   and `multicast` spin on several cores at once and wait seconds for cores that run
+//!   fuzzers: `launch::BENCH_FUZZED`); `sched` and the reports too. Without the capability
+//!   any line goes.
 //! - `sleep` and `wait` go as drawn; one that may park for long (over 1 ms, or no timeout)
 //!   is made by a parker thread (`park.rs`), whose words the fuzzer wakes; those it lets go
 //!   of end with the program.
