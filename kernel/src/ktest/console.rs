@@ -133,7 +133,7 @@ fn asym_needs_every_core_online() -> Result<(), String> {
 fn bench_twophase_from_any_core() -> Result<(), String> {
     let cores = smp::online_cores();
     crate::mem::heap::give_back_this_core(super::JOB_TIMEOUT_US);
-    let before = super::balance::snapshot(&cores)?;
+    let before = super::balance::steady_snapshot(&cores)?;
     for &core in &cores {
         let run = |_| console::execute("bench twophase 1");
         smp::all_ok(&[core], &smp::run_on(&[core], super::JOB_TIMEOUT_US, &run))

@@ -250,7 +250,7 @@ fn abandoned_call_never_runs() -> Result<(), String> {
 fn first_calls_grow_no_heap() -> Result<(), String> {
     let cores = smp::online_cores();
     crate::mem::heap::give_back_this_core(JOB_TIMEOUT_US);
-    let before = super::balance::snapshot(&cores)?;
+    let before = super::balance::steady_snapshot(&cores)?;
     for &core in &cores {
         let others: Vec<usize> = cores.iter().copied().filter(|&c| c != core).collect();
         let call_the_others =

@@ -195,8 +195,8 @@ const FUZZ_LIMIT_US: u64 = JOB_TIMEOUT_US * 3 / 4;
 const MILLION_CALLS_PER_THREAD: u64 = 250_000;
 /// Fuzzing threads of each of its two fuzzers.
 const MILLION_THREADS: u64 = 2;
-/// Their time limit (about 20 s under TCG on a 2-CPU host), and the job's, within the QEMU
-/// run's 600 s.
+/// Their time limit (the million calls take about 30 s under TCG on a 2-CPU host), and the
+/// job's, within the QEMU run's 600 s.
 const MILLION_LIMIT_US: u64 = 300_000_000;
 const MILLION_JOB_US: u64 = 400_000_000;
 
@@ -204,8 +204,9 @@ const MILLION_JOB_US: u64 = 400_000_000;
 /// fuzzers at once on cores 0 and 1, each with two threads (the second starting on the
 /// other core), the one on core 0 holding the machine device; cores 2 and 3 stay free for
 /// the programs, contexts and `cfork` children they start (on a core running a fuzzer
-/// those would wait until it ends). Then every core is back to its resources. A short run first settles what grows once (see `balanced`), so the long one
-/// balances on its first try. A failure names the seed: `sysfuzz --seed S --calls N`
+/// those would wait until it ends). Then every core is back to its resources. A short run
+/// first settles what grows once (see `balanced`), so the long one balances on its first
+/// try. A failure names the seed: `sysfuzz --seed S --calls N`
 /// repeats the run (`make run CMD=...`).
 fn sysfuzz_million() -> Result<(), String> {
     let cores = [0, 1];
