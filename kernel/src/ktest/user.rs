@@ -195,7 +195,7 @@ const FUZZ_LIMIT_US: u64 = JOB_TIMEOUT_US * 3 / 4;
 const MILLION_CALLS_PER_THREAD: u64 = 250_000;
 /// Fuzzing threads of each of its two fuzzers.
 const MILLION_THREADS: u64 = 2;
-/// Their time limit (the million calls take about 30 s under TCG on a 2-CPU host), and the
+/// Their time limit (the million calls take about 20 s under TCG on a 2-CPU host), and the
 /// job's, within the QEMU run's 600 s.
 const MILLION_LIMIT_US: u64 = 300_000_000;
 const MILLION_JOB_US: u64 = 400_000_000;
