@@ -1015,9 +1015,22 @@ fn kernel_command(share: u64, obj: u64, ptr: u64, len: u64) -> SysResult {
         return Err(Error::NotPermitted);
     }
     let console = KERNEL_CONSOLE.get().ok_or(Error::NoSuchCall)?;
+    // One line at a time, machine-wide: a line that works on other cores (`sched`, `asym`,
+    // `retype`, `bench`) waits in `smp::run_on` for their calls, and a core inside a
+    // system call serves calls only when it returns, so two such lines on two cores
+    // waited for each other until a timeout (found by the unguarded fuzzer, issue M14).
+    if CONSOLE_LINE.swap(true, Ordering::Acquire) {
+        return Err(Error::Busy);
+    }
     // The console printed why it refused a line.
-    console(&line).map(|_| 0).map_err(|_| Error::InvalidArgument)
+    let result = console(&line).map(|_| 0).map_err(|_| Error::InvalidArgument);
+    CONSOLE_LINE.store(false, Ordering::Release);
+    result
 }
+
+/// Set while a `kernel_command` line runs (see there): the one machine-wide flag a
+/// program's console line takes, as the serial console it prints to is one.
+static CONSOLE_LINE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 /// Runs one kernel-console line and reports a refusal on the console itself; `Err` is its
 /// answer to a line it refused.

@@ -452,6 +452,8 @@ pub const BENCH_FUZZED: &[&str] = &["shootdown", "twophase", "polling"];
 pub const BENCH_CORES_MAX: u64 = 4;
 /// Tries to give back a retyped block (another two-phase operation may abort it).
 const GIVE_BACK_TRIES: u32 = 20;
+/// How often a scenario's console line is tried again while another's runs (1 ms apart).
+const CONSOLE_BUSY_TRIES: u32 = 60_000;
 
 impl Fuzzer {
     /// Sends `line` with the machine capability (not vetted: the caller composed it).
@@ -462,7 +464,16 @@ impl Fuzzer {
         call.a[3] = call.text.len as u64;
         call.trusted = true;
         self.stats.console_lines += 1;
-        let result = self.make(call);
+        // The kernel runs one program's console line at a time, machine-wide: `Busy`
+        // while another fuzzer's runs (a bench, a speed measurement: seconds at most).
+        let mut result = self.make(call);
+        for _ in 0..CONSOLE_BUSY_TRIES {
+            if result != Err(Error::Busy) {
+                break;
+            }
+            let _ = libatoll::thread::sleep_us(1000);
+            result = self.make(call);
+        }
         (call, result)
     }
 
