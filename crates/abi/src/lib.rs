@@ -123,7 +123,8 @@ pub mod nr {
     /// console (its diagnostics and in-kernel experiments: `mem`, `monitor`, `bench ...`);
     /// output goes to the console. A capability: ⟨machine_share, machine_obj⟩ must name a
     /// device object of kind [`device_kind::MACHINE`], else `NotPermitted`. A line the
-    /// console refuses (unknown command, bad arguments) is `InvalidArgument`.
+    /// console refuses (unknown command, bad arguments) is `InvalidArgument`; `Busy` while
+    /// another program's line runs (one at a time, machine-wide).
     pub const KERNEL_COMMAND: u64 = 38;
     /// `poweroff(machine_share, machine_obj)`: turns the machine off; the same capability
     /// as `kernel_command`.
