@@ -72,6 +72,7 @@ pub fn boot_core(start_info: u32) -> ! {
     timer::calibrate();
     let calibrated = cpu::rdtsc();
     choose_tick(info.cmdline());
+    choose_quota(info.cmdline());
     choose_scheduler(info.cmdline());
     choose_slow_cores(info.cmdline(), platform.core_count);
     crate::throttle::start_tick(0);
@@ -121,6 +122,25 @@ fn choose_tick(cmdline: &str) {
     };
     if refused {
         println!("timer: ignoring hz={text}: out of range");
+    }
+}
+
+/// `kquota=PERCENT` (1-100) makes each program's kernel-memory quota that share of its
+/// core's memory (default: a quarter, at most 64 MiB); `kquota=off` gives programs none
+/// (only the core's reserve limits them). A bad value is reported and the default kept.
+fn choose_quota(cmdline: &str) {
+    let Some(text) = cmdline::get(cmdline, "kquota") else { return };
+    if text == "off" {
+        crate::user::corey::choose_quota_percent(None);
+        println!("corey: no kernel-memory quota per program (kquota=off)");
+        return;
+    }
+    match cmdline::number(text, 1..=100) {
+        Ok(percent) => {
+            crate::user::corey::choose_quota_percent(Some(percent as u64));
+            println!("corey: each program's kernel memory: at most {percent} % of its core's");
+        }
+        Err(why) => println!("corey: ignoring kquota=: {why}"),
     }
 }
 

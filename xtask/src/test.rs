@@ -108,10 +108,17 @@ const RUNS: &[Run] = &[
         ..all("deaf2", 2, "256M")
     },
     // Kernel memory grown by system calls until refused, on both cores (issue M14).
-    Run { test: "user.kernel_memory_is_refused", ..all("kmem2", 2, "64M") },
+    // (With no quota per program, so one program reaches the core's reserve.)
+    Run { test: "user.kernel_memory_is_refused", append: "kquota=off", ..all("kmem2", 2, "64M") },
     // ... and with 256 MiB a core, where the heap's free pieces once hid that its frames
     // were gone (the core stopped).
-    Run { test: "user.kernel_memory_is_refused", ..all("kmem2-512m", 2, "512M") },
+    Run {
+        test: "user.kernel_memory_is_refused",
+        append: "kquota=off",
+        ..all("kmem2-512m", 2, "512M")
+    },
+    // Each program's kernel-memory quota leaves its core room for the next (issue M14).
+    Run { test: "user.a_program_at_its_quota_leaves_room", ..all("quota2", 2, "64M") },
     // A million fuzzed system calls (issue 9), in a run of its own: two fuzzers, two cores
     // for what they start.
     Run { test: "user.sysfuzz_million", timeout_secs: 600, ..all("fuzz4", 4, "256M") },

@@ -24,6 +24,12 @@ pub struct AddressRange {
 }
 
 impl AddressRange {
+    /// Kernel bytes one mapping takes: its entry in the mappings and in the per-object
+    /// counts, each a B-tree slot, counted twice for the trees' part-full nodes (what a
+    /// program's kernel-memory quota is charged for a mapping, issue M14).
+    pub const MAPPING_BYTES: u64 =
+        2 * (core::mem::size_of::<(u64, Mapping)>() + core::mem::size_of::<(u64, u64)>()) as u64;
+
     /// An empty range over `span` bytes (a multiple of [`PAGE_SIZE`]) whose nested ranges
     /// go in slots of `granularity` bytes (a power of two, at least a page; the kernel
     /// uses page-table level sizes, [`crate::DEFAULT_GRANULARITY`] by default).

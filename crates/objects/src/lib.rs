@@ -15,7 +15,9 @@
 //!    check [`ShareSet::resolve`] of an [`ObjRef`] = ⟨share id, object id⟩, and the calls
 //!    `share_alloc`, `share_addobj`, `share_dupobj`, `share_delobj`, `self_drop`,
 //!    `obj_get_name`.
-//! 5. [`revoke`]: `obj_revoke`, a core's [`RevokeLog`] replica and how share sets and
+//! 5. [`quota`]: a program's kernel-memory [`Quota`], and the [`Charge`] each object and
+//!    entry keeps of it until it goes.
+//! 6. [`revoke`]: `obj_revoke`, a core's [`RevokeLog`] replica and how share sets and
 //!    shares catch up with it (Multikernel §4.8).
 //!
 //! # Who holds a reference
@@ -43,6 +45,7 @@ use core::fmt;
 pub mod id;
 pub mod idmap;
 pub mod object;
+pub mod quota;
 pub mod revoke;
 pub mod share;
 
@@ -52,6 +55,7 @@ pub use object::{
     release, release_one, Body, Census, CensusToken, Creator, Entry, ObjPtr, Object, Payload,
     ShareMap, ShareTable,
 };
+pub use quota::{Charge, Quota};
 pub use revoke::{Revocation, RevokeLog, MAX_REVOCATIONS};
 pub use share::{ObjInfo, ObjRef, ShareSet};
 
@@ -84,6 +88,9 @@ pub enum ObjError {
     /// The share's table had to grow and the memory for it could not be had (the kernel
     /// answers `NoResources`, never panics).
     OutOfMemory,
+    /// The program's kernel-memory quota is spent ([`Quota`]; the kernel answers
+    /// `NoResources`).
+    QuotaExceeded,
 }
 
 impl fmt::Display for ObjError {
@@ -100,6 +107,7 @@ impl fmt::Display for ObjError {
             ObjError::RootShare => "the root share is private to its pcore",
             ObjError::ShareFull => "the share is full",
             ObjError::OutOfMemory => "no memory for the share's table",
+            ObjError::QuotaExceeded => "the program's kernel-memory quota is spent",
         })
     }
 }

@@ -14,6 +14,7 @@ use locks::RwLock;
 
 use crate::id::{IdAllocator, ObjName, ObjectId, ObjectKind};
 use crate::idmap::{IdMap, Refused};
+use crate::quota::Charge;
 use crate::revoke::Revocation;
 use crate::ObjError;
 
@@ -103,17 +104,19 @@ impl Creator {
         Ok((id, CensusToken(self.census)))
     }
 
-    /// A new object with a fresh id and one reference (the returned pointer).
+    /// A new object with a fresh id and one reference (the returned pointer); its
+    /// metadata paid for by `charge`, if a program asked for it.
     pub fn make<P: Payload>(
         &mut self,
         kind: ObjectKind,
         name: ObjName,
         body: Body<P>,
+        charge: Option<Charge>,
     ) -> Result<ObjPtr<P>, ObjError> {
         let id = self.ids.next_id()?;
         // Relaxed: see `Census::live`.
         self.census.live.fetch_add(1, Ordering::Relaxed);
-        Ok(Arc::new(Object { id, kind, name, census: self.census, body }))
+        Ok(Arc::new(Object { id, kind, name, census: self.census, body, charge }))
     }
 }
 
@@ -121,6 +124,15 @@ impl Creator {
 /// cap on kernel metadata).
 #[derive(Debug)]
 pub struct CensusToken(&'static Census);
+
+impl CensusToken {
+    /// One more count in `census`, given back when the token is dropped.
+    pub fn count(census: &'static Census) -> CensusToken {
+        // Relaxed: see `Census::live`.
+        census.live.fetch_add(1, Ordering::Relaxed);
+        CensusToken(census)
+    }
+}
 
 impl Drop for CensusToken {
     fn drop(&mut self) {
@@ -135,18 +147,30 @@ impl Drop for CensusToken {
 pub struct Entry<P: Payload> {
     ptr: ObjPtr<P>,
     token: Option<CensusToken>,
+    /// Its slot in the share's table, charged to the program whose call made it.
+    charge: Option<Charge>,
 }
 
 impl<P: Payload> Entry<P> {
     /// The entry of an object under its own id.
     pub fn object(ptr: ObjPtr<P>) -> Self {
-        Entry { ptr, token: None }
+        Entry { ptr, token: None, charge: None }
     }
 
     /// A descriptor entry: another id for `ptr`, counted by `token`.
     pub fn descriptor(ptr: ObjPtr<P>, token: CensusToken) -> Self {
-        Entry { ptr, token: Some(token) }
+        Entry { ptr, token: Some(token), charge: None }
     }
+
+    /// The same entry, its table slot paid for by `charge` (given back when it goes).
+    pub fn charged(mut self, charge: Charge) -> Self {
+        self.charge = Some(charge);
+        self
+    }
+
+    /// Kernel bytes one entry takes in a share's table: its slot, at the table's load
+    /// factor of at most a half (what `Quota` charges for it).
+    pub const BYTES: u64 = 2 * core::mem::size_of::<(ObjectId, Entry<P>)>() as u64;
 
     /// The object.
     pub fn ptr(&self) -> &ObjPtr<P> {
@@ -155,8 +179,9 @@ impl<P: Payload> Entry<P> {
 
     /// Gives the census count back and returns the reference.
     pub fn into_ptr(self) -> ObjPtr<P> {
-        let Entry { ptr, token } = self;
+        let Entry { ptr, token, charge } = self;
         drop(token);
+        drop(charge);
         ptr
     }
 }
@@ -343,9 +368,21 @@ pub struct Object<P: Payload> {
     name: ObjName,
     census: &'static Census,
     body: Body<P>,
+    /// Its metadata, charged to the program that made it (none for what the kernel made
+    /// for itself, such as the machine's device objects).
+    charge: Option<Charge>,
 }
 
 impl<P: Payload> Object<P> {
+    /// Kernel bytes one object's metadata takes (what `Quota` charges for it, besides
+    /// what its payload grows: a share's table, a segment's pages, a range's mappings).
+    pub const BYTES: u64 = core::mem::size_of::<Object<P>>() as u64 + 16;
+
+    /// What its metadata is charged to, if anything.
+    pub fn charge(&self) -> Option<&Charge> {
+        self.charge.as_ref()
+    }
+
     /// Its id.
     pub fn id(&self) -> ObjectId {
         self.id

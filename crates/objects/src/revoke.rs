@@ -128,7 +128,7 @@ impl<P: Payload> Default for RevokeLog<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{release, Census, Creator, ObjName, ObjectKind, ShareSet};
+    use crate::{release, Census, Creator, ObjName, ObjectKind, Quota, ShareSet};
     use alloc::boxed::Box;
     use alloc::sync::Arc;
 
@@ -167,8 +167,8 @@ mod tests {
 
     fn world() -> World {
         let mut c = creator(1);
-        let mut a = ShareSet::new(0, &mut c).unwrap();
-        let mut b = ShareSet::new(1, &mut c).unwrap();
+        let mut a = ShareSet::new(0, &mut c, Quota::new(u64::MAX, None)).unwrap();
+        let mut b = ShareSet::new(1, &mut c, Quota::new(u64::MAX, None)).unwrap();
         let root = a.root_id();
         let seg = a.alloc(&mut c, root, ObjectKind::Segment, name(), Seg).unwrap();
         let desc = a.share_dupobj(&mut c, root, r(root, seg)).unwrap();
@@ -225,7 +225,7 @@ mod tests {
         w.a.share_addobj(fresh, r(root, w.seg)).unwrap();
         // A set that is behind (and one made on a core that is behind) reaches both now.
         w.b.add_share_ptr(w.a.shared_share(fresh).unwrap()).unwrap();
-        let mut late = ShareSet::<Seg>::new(2, &mut w.c).unwrap();
+        let mut late = ShareSet::<Seg>::new(2, &mut w.c, Quota::new(u64::MAX, None)).unwrap();
         late.add_share_ptr(w.a.shared_share(w.s).unwrap()).unwrap();
         catch_up(&mut w.b, &log);
         catch_up(&mut late, &log);
@@ -276,7 +276,7 @@ mod tests {
     fn the_log_forgets_gone_objects_and_is_bounded() {
         let mut log = RevokeLog::<Seg>::new();
         let mut c = creator(3);
-        let mut set = ShareSet::new(0, &mut c).unwrap();
+        let mut set = ShareSet::new(0, &mut c, Quota::new(u64::MAX, None)).unwrap();
         let root = set.root_id();
         let seg = set.alloc(&mut c, root, ObjectKind::Segment, name(), Seg).unwrap();
         let weak = Arc::downgrade(&set.resolve(r(root, seg)).unwrap());

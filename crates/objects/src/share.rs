@@ -18,6 +18,7 @@
 //! nothing else.
 
 use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -25,9 +26,10 @@ use locks::McsLock;
 
 use crate::id::{ObjName, ObjectId, ObjectKind};
 use crate::object::{
-    insert_bounded, release, release_one, remove_revoked, Body, Creator, Entry, ObjPtr, Payload,
-    ShareMap,
+    insert_bounded, release, release_one, remove_revoked, Body, Creator, Entry, ObjPtr, Object,
+    Payload, ShareMap, ShareTable,
 };
+use crate::quota::Quota;
 use crate::revoke::Revocation;
 use crate::ObjError;
 
@@ -71,12 +73,16 @@ pub struct ShareSet<P: Payload> {
     root_seen: u64,
     /// The revocations every share it reaches was last caught up with.
     shares_seen: u64,
+    /// The kernel memory of the program it belongs to: what its calls make through the
+    /// set (objects, share entries) is charged here.
+    quota: Arc<Quota>,
 }
 
 impl<P: Payload> ShareSet<P> {
     /// A set with an empty root share (its id from `creator`) and no shared shares, for a
     /// pcore on `core`.
-    pub fn new(core: usize, creator: &mut Creator) -> Result<Self, ObjError> {
+    /// What it makes is charged to `quota`, its program's kernel memory.
+    pub fn new(core: usize, creator: &mut Creator, quota: Arc<Quota>) -> Result<Self, ObjError> {
         let root_id = creator.next_id()?;
         Ok(ShareSet {
             core,
@@ -85,7 +91,13 @@ impl<P: Payload> ShareSet<P> {
             shared: BTreeMap::new(),
             root_seen: 0,
             shares_seen: 0,
+            quota,
         })
+    }
+
+    /// Its program's kernel-memory quota.
+    pub fn quota(&self) -> &Arc<Quota> {
+        &self.quota
     }
 
     /// Counts the (fresh) root share caught up with the first `committed` revocations: it
@@ -211,6 +223,15 @@ impl<P: Payload> ShareSet<P> {
         id: ObjectId,
         entry: Entry<P>,
     ) -> Result<(), ObjError> {
+        // The table slot is this set's program's (issue M14: every call that grows kernel
+        // memory is charged).
+        let entry = match self.quota.charge(Entry::<P>::BYTES) {
+            Ok(charge) => entry.charged(charge),
+            Err(e) => {
+                release_one(entry.into_ptr());
+                return Err(e);
+            }
+        };
         if share == self.root_id {
             return insert_bounded(&mut self.root, id, entry).map_err(|(e, entry)| {
                 release_one(entry.into_ptr());
@@ -264,7 +285,8 @@ impl<P: Payload> ShareSet<P> {
             return Err(ObjError::WrongKind);
         }
         self.check_share(parent)?;
-        let ptr = creator.make(kind, name, Body::Kernel(payload))?;
+        let charge = self.quota.charge(Object::<P>::BYTES)?;
+        let ptr = creator.make(kind, name, Body::Kernel(payload), Some(charge))?;
         let id = ptr.id();
         self.place(parent, ptr)?;
         Ok(id)
@@ -279,8 +301,10 @@ impl<P: Payload> ShareSet<P> {
     ) -> Result<ObjectId, ObjError> {
         self.check_share(parent)?;
         // It holds nothing older than the set's revocations.
+        let bytes = Object::<P>::BYTES + core::mem::size_of::<ShareTable<P>>() as u64;
+        let charge = self.quota.charge(bytes)?;
         let table = alloc::boxed::Box::new(creator.share_table().caught_up_to(self.root_seen));
-        let ptr = creator.make(ObjectKind::Share, name, Body::Share(table))?;
+        let ptr = creator.make(ObjectKind::Share, name, Body::Share(table), Some(charge))?;
         let id = ptr.id();
         self.place(parent, ptr)?;
         Ok(id)

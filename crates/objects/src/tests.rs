@@ -53,7 +53,7 @@ impl World {
         Probe { drops: self.drops, held: Vec::new() }
     }
     fn set(&mut self, core: usize) -> ShareSet<Probe> {
-        ShareSet::new(core, &mut self.creator).unwrap()
+        ShareSet::new(core, &mut self.creator, Quota::new(u64::MAX, None)).unwrap()
     }
 }
 
@@ -144,7 +144,7 @@ fn a_long_chain_is_freed_without_recursion() {
     for _ in 0..100_000 {
         let mut p = w.probe();
         p.held.extend(prev.take());
-        let ptr = w.creator.make(ObjectKind::AddressRange, name(), Body::Kernel(p)).unwrap();
+        let ptr = w.creator.make(ObjectKind::AddressRange, name(), Body::Kernel(p), None).unwrap();
         prev = Some(ptr);
     }
     let head = prev.unwrap();
@@ -169,7 +169,8 @@ fn two_cores_add_and_remove_in_one_shared_share() {
         let drops = w.drops;
         handles.push(std::thread::spawn(move || {
             let mut creator = Creator::new(core as u16 + 1, census);
-            let mut set: ShareSet<Probe> = ShareSet::new(core, &mut creator).unwrap();
+            let mut set: ShareSet<Probe> =
+                ShareSet::new(core, &mut creator, Quota::new(u64::MAX, None)).unwrap();
             let root = set.root_id();
             set.add_share_ptr(table_ptr).unwrap();
             for _ in 0..2000 {
@@ -408,4 +409,48 @@ proptest! {
         prop_assert_eq!(w.drops.load(Ordering::Relaxed), segments);
         let _ = Arc::<u8>::new(0);
     }
+}
+
+/// Issue M14: what a program makes through its set (objects, entries, descriptors, shares)
+/// is charged to its quota and refused past it, changing nothing; every byte comes back
+/// when the objects go, whoever holds them last.
+#[test]
+fn a_set_is_refused_at_its_quota_and_every_byte_comes_back() {
+    let mut w = world(1);
+    let object = Object::<Probe>::BYTES + Entry::<Probe>::BYTES;
+    let quota = Quota::new(3 * object, None);
+    let mut a = ShareSet::new(0, &mut w.creator, quota.clone()).unwrap();
+    let root = a.root_id();
+    let mut made = Vec::new();
+    loop {
+        let p = w.probe();
+        match a.alloc(&mut w.creator, root, ObjectKind::Segment, name(), p) {
+            Ok(id) => made.push(id),
+            Err(e) => {
+                assert_eq!(e, ObjError::QuotaExceeded);
+                break;
+            }
+        }
+    }
+    assert_eq!(made.len(), 3);
+    assert_eq!(quota.used(), 3 * object);
+    // The refused payload was dropped, nothing else changed.
+    assert_eq!(w.census.live(), 3);
+    assert_eq!(a.root_len(), 3);
+    // A descriptor's entry is charged too.
+    assert_eq!(
+        a.share_dupobj(&mut w.creator, root, r(root, made[0])),
+        Err(ObjError::QuotaExceeded)
+    );
+    a.share_delobj(r(root, made[2])).unwrap();
+    assert_eq!(quota.used(), 2 * object);
+    let dup = a.share_dupobj(&mut w.creator, root, r(root, made[0])).unwrap();
+    assert_eq!(quota.used(), 2 * object + Entry::<Probe>::BYTES);
+    assert_ne!(dup, made[0]);
+    // A share's table is charged besides its object: no room left for one.
+    let shared = a.share_alloc(&mut w.creator, root, name());
+    assert_eq!(shared, Err(ObjError::QuotaExceeded));
+    drop(a);
+    assert_eq!(quota.used(), 0);
+    assert_eq!(w.census.live(), 0);
 }

@@ -39,6 +39,10 @@ pub(crate) enum Look<F> {
 }
 
 impl<H: Host> SegmentState<H> {
+    /// Kernel bytes each page of a segment takes in its page map, touched or not (what a
+    /// program's kernel-memory quota is charged per page, issue M14).
+    pub const PAGE_SLOT_BYTES: u64 = core::mem::size_of::<Option<Page<H::Frame>>>() as u64;
+
     /// An untouched segment of `nbytes` bytes (every page filled with zeroes on first
     /// touch). The slots are allocated fallibly: `NoMemory` rather than a failed kernel
     /// allocation.

@@ -1,7 +1,8 @@
 //! What a test must leave as it found it, on every core: the frames (free, or held by
 //! the core's kernel heap), the kernel heap bytes in use, the live kernel objects the
 //! core's programs created, the live threads it made, the threads parked on it, and the
-//! root ranges it dropped with a `wait` waiter bit left set. xv6's `usertests` checks free pages around each test the same
+//! root ranges it dropped with a `wait` waiter bit left set, and its programs'
+//! kernel-memory quotas still alive. xv6's `usertests` checks free pages around each test the same
 //! way; counting heap bytes and objects too makes leaked metadata visible, not only
 //! leaked pages.
 
@@ -36,6 +37,9 @@ pub struct CoreResources {
     pub revocation_log: u64,
     /// 1 while the core is reserved for a `pcore_run` context (Corey §4.4), else 0.
     pub reserved: u64,
+    /// Live kernel-memory quotas of programs started here (each lives until the last
+    /// object, entry or mapping charged to it goes: a leak of any shows here).
+    pub quotas: u64,
 }
 
 /// Every listed core's resources, by position in the list. Held on the stack: a
@@ -92,6 +96,7 @@ pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
             resident_underflows: 0,
             revocation_log: 0,
             reserved: 0,
+            quotas: 0,
         })
     }; percpu::MAX_CORES];
     let count = |index: usize| {
@@ -109,6 +114,7 @@ pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
             resident_underflows: crate::user::sched::resident_underflows(index),
             revocation_log: crate::user::revocation::revocation_log_len() as u64,
             reserved: u64::from(crate::user::sched::reserved_here()),
+            quotas: crate::user::corey::live_quotas(index) as u64,
         };
         Ok(())
     };
@@ -160,7 +166,8 @@ pub fn check(cores: &[usize], before: &Snapshot) -> Result<(), String> {
             diffs += &format!(
                 " core {core}: frames {} -> {}, heap bytes {} -> {}, objects {} -> {}, \
                  threads {} -> {}, parked {} -> {}, stale waiter bits {} -> {}, \
-                 resident underflows {} -> {}, revocation log {} -> {}, reserved {} -> {};",
+                 resident underflows {} -> {}, revocation log {} -> {}, reserved {} -> {}, \
+                 program quotas {} -> {};",
                 b.frames,
                 a.frames,
                 b.heap_bytes,
@@ -178,7 +185,9 @@ pub fn check(cores: &[usize], before: &Snapshot) -> Result<(), String> {
                 b.revocation_log,
                 a.revocation_log,
                 b.reserved,
-                a.reserved
+                a.reserved,
+                b.quotas,
+                a.quotas
             );
         }
     }

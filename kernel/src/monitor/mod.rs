@@ -127,6 +127,9 @@ pub struct Stats {
     /// Frames freed here that could not go home because their owner has faulted (its
     /// memory is lost with it); counted so the loss is visible.
     pub frames_stranded: u64,
+    /// Calls this core made that got no answer within their time limit (`wait`'s
+    /// `TimedOut`): how `kernel_command` tells a line that timed out from one refused.
+    pub calls_timed_out: u64,
 }
 
 /// One core's monitor state.
@@ -714,6 +717,7 @@ fn wait_for_call(id: CallId, timeout_us: u64, may_sleep: bool) -> Outcome {
         }
         if timer::us_since(start) > timeout_us && cancel(id.0) {
             forget_call(id.0, false); // the target frees the body when it sees it
+            with(|m| m.stats.calls_timed_out += 1);
             return Outcome::TimedOut;
         }
         if !may_sleep || lent || cpu::rdtsc() - start < poll_budget() {

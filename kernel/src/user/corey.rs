@@ -36,7 +36,10 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use locks::McsLock;
-use objects::{Census, Creator, ObjError, ObjName, ObjPtr, ObjRef, ObjectId, ObjectKind, ShareSet};
+use objects::{
+    Census, Charge, Creator, ObjError, ObjName, ObjPtr, ObjRef, ObjectId, ObjectKind, Quota,
+    ShareSet,
+};
 use vm::{RangeState, SegmentState, VmError};
 use x86_64::structures::paging::PageTableFlags as PageFlags;
 
@@ -209,6 +212,8 @@ impl vm::Host for Kernel {
 /// A segment (Corey §4.3): pages filled on first touch (`vm::SegmentState`).
 pub struct Segment {
     state: McsLock<SegmentState<Kernel>>,
+    /// Its page map, charged to its maker's kernel-memory quota at every resize.
+    charge: Charge,
 }
 
 /// An address range (Corey §3.1, §4.3): its mappings, held objects, page tables and
@@ -227,6 +232,8 @@ pub struct Range {
     /// unsplice (invalidating it again costs little). `None`: more than [`MOST_SPLICES`]
     /// places, and a shootdown flushes everything.
     splices: McsLock<Option<Vec<u64>>>,
+    /// Its state and mappings, charged to its maker's kernel-memory quota at every edit.
+    charge: Charge,
 }
 
 /// Root ranges that went with a waiter bit still set, by the core that dropped them. No
@@ -467,7 +474,10 @@ fn to_abi(e: ObjError) -> Error {
         ObjError::NoSuchObject | ObjError::NotInShareSet | ObjError::NotInShare => {
             Error::NoSuchObject
         }
-        ObjError::IdsExhausted | ObjError::ShareFull | ObjError::OutOfMemory => Error::NoResources,
+        ObjError::IdsExhausted
+        | ObjError::ShareFull
+        | ObjError::OutOfMemory
+        | ObjError::QuotaExceeded => Error::NoResources,
         ObjError::RootShare => Error::NotPermitted,
         _ => Error::InvalidArgument,
     }
@@ -554,7 +564,8 @@ fn alloc_unchecked(
         .map_err(to_abi)
 }
 
-fn new_range(root: bool) -> Result<Range, Error> {
+fn new_range(root: bool, quota: &Arc<Quota>) -> Result<Range, Error> {
+    let charge = quota.charge(RANGE_BYTES).map_err(to_abi)?;
     let (span, tables) = if root {
         (ROOT_SPAN, Tables::Root(RootTables::new()?))
     } else {
@@ -566,13 +577,70 @@ fn new_range(root: bool) -> Result<Range, Error> {
         cores: AtomicU64::new(0),
         waiters: AtomicU64::new(0),
         splices: McsLock::new(Some(Vec::new())),
+        charge,
     })
 }
 
+/// Kernel bytes of a range before its mappings (charged to its maker's quota).
+const RANGE_BYTES: u64 = core::mem::size_of::<Range>() as u64;
+
+/// Live kernel-memory quotas (one per program, kept until the last thing it made goes),
+/// by the core that made them: the balance check sees every program's memory come back.
+static QUOTAS: [Census; crate::percpu::MAX_CORES] =
+    [const { Census::new() }; crate::percpu::MAX_CORES];
+
+/// Live program quotas made on `core`.
+pub fn live_quotas(core: usize) -> usize {
+    QUOTAS.get(core).map_or(0, |c| c.live())
+}
+
+/// The smallest kernel-memory quota a program gets, whatever its core's memory.
+const QUOTA_MIN_BYTES: u64 = 2 << 20;
+/// The largest: 64 MiB of kernel metadata maps 4 M pages (16 GiB) of segments, or about
+/// 450,000 mappings.
+const QUOTA_MAX_BYTES: u64 = 64 << 20;
+
+/// A new program's kernel-memory quota (issue M14): a quarter of its core's memory,
+/// within [`QUOTA_MIN_BYTES`] and [`QUOTA_MAX_BYTES`], so one program cannot take all of
+/// it from the others there; the core's reserve ([`room`]) is checked besides.
+/// `kquota=PERCENT` chose it as that share of the core's memory, with no upper bound;
+/// `kquota=off`, none (only the core's reserve limits a program).
+pub fn new_quota() -> Arc<Quota> {
+    let (_, total) = frames::counts_here();
+    let me = this_core().index;
+    let bytes = match QUOTA_PERCENT.load(Ordering::Relaxed) {
+        0 => (total * PAGE / 4).clamp(QUOTA_MIN_BYTES, QUOTA_MAX_BYTES),
+        QUOTA_OFF => u64::MAX,
+        percent => (total * PAGE / 100 * percent).max(QUOTA_MIN_BYTES),
+    };
+    Quota::new(bytes, QUOTAS.get(me))
+}
+
+/// The share of its core's memory a program's quota is, in percent, if `kquota=` chose
+/// one (0: the default, a quarter within the bounds; [`QUOTA_OFF`]: no quota).
+static QUOTA_PERCENT: AtomicU64 = AtomicU64::new(0);
+
+/// [`QUOTA_PERCENT`] for `kquota=off`.
+const QUOTA_OFF: u64 = u64::MAX;
+
+/// Sets every later program's kernel-memory quota to `percent` (1-100) of its core's
+/// memory, or to none for `None` (`kquota=` at boot; `off` lets one program reach the
+/// core's reserve, as the reserve's own test needs, and shows what the quota prevents).
+pub fn choose_quota_percent(percent: Option<u64>) {
+    let word = percent.map_or(QUOTA_OFF, |p| p.clamp(1, 100));
+    QUOTA_PERCENT.store(word, Ordering::Relaxed);
+}
+
 /// A context's objects: a fresh root share plus `shares`, running on `root_ar`.
-pub fn new_context(root_ar: Ptr, shares: Vec<Ptr>) -> Result<ProgramObjects, Error> {
+/// What it makes is charged to `quota`: a new program's ([`new_quota`]) for a `pcore_run`
+/// context, its program's for a thread.
+pub fn new_context(
+    root_ar: Ptr,
+    shares: Vec<Ptr>,
+    quota: Arc<Quota>,
+) -> Result<ProgramObjects, Error> {
     let core = this_core().index;
-    let mut set = with_creator(|c| ShareSet::new(core, c)).map_err(to_abi)?;
+    let mut set = with_creator(|c| ShareSet::new(core, c, quota)).map_err(to_abi)?;
     set.start_at(super::revocation::revocations_committed());
     for share in shares {
         set.add_share_ptr(share).map_err(to_abi)?;
@@ -583,13 +651,15 @@ pub fn new_context(root_ar: Ptr, shares: Vec<Ptr>) -> Result<ProgramObjects, Err
 /// A new program's objects: a root share holding a fresh root address range.
 pub fn new_program() -> Result<ProgramObjects, Error> {
     let core = this_core().index;
-    let mut set: ShareSet<Payload> = with_creator(|c| ShareSet::new(core, c)).map_err(to_abi)?;
+    let quota = new_quota();
+    let mut set: ShareSet<Payload> =
+        with_creator(|c| ShareSet::new(core, c, quota.clone())).map_err(to_abi)?;
     set.start_at(super::revocation::revocations_committed());
     let root = set.root_id();
     room_above(LOAD_RESERVE_FRAMES)?;
     let id = with_creator(|c| {
-        set.alloc(c, root, ObjectKind::AddressRange, name(), Payload::Range(new_range(true)?))
-            .map_err(to_abi)
+        let range = new_range(true, &quota)?;
+        set.alloc(c, root, ObjectKind::AddressRange, name(), Payload::Range(range)).map_err(to_abi)
     })?;
     let root_ar = set.resolve(ObjRef { share: root, object: id }).map_err(to_abi)?;
     Ok(ProgramObjects { set, root_ar, fault_count: 0 })
@@ -610,7 +680,8 @@ pub fn load_segment(
     let state = filled_segment(pages * PAGE, pieces)?;
     let root = p.set.root_id().0;
     room_above(LOAD_RESERVE_FRAMES)?;
-    let seg = alloc_unchecked(p, root, ObjectKind::Segment, new_segment(state))?;
+    let seg = new_segment(p, state)?;
+    let seg = alloc_unchecked(p, root, ObjectKind::Segment, seg)?;
     let args = ArSetSeg {
         ar: [root, p.root_ar.id().0],
         va,
@@ -654,8 +725,16 @@ fn filled_segment(nbytes: u64, pieces: &[(usize, &[u8])]) -> Result<SegmentState
     Ok(state)
 }
 
-fn new_segment(state: SegmentState<Kernel>) -> Payload {
-    Payload::Segment(Segment { state: McsLock::new(state) })
+/// A segment object's payload for `state`, its page map charged to `p`'s quota.
+fn new_segment(p: &ProgramObjects, state: SegmentState<Kernel>) -> Result<Payload, Error> {
+    let bytes = segment_bytes(state.nbytes());
+    let charge = p.set.quota().charge(bytes).map_err(to_abi)?;
+    Ok(Payload::Segment(Segment { state: McsLock::new(state), charge }))
+}
+
+/// Kernel bytes of a segment of `nbytes` bytes: its page map, touched or not.
+fn segment_bytes(nbytes: u64) -> u64 {
+    nbytes.div_ceil(PAGE) * SegmentState::<Kernel>::PAGE_SLOT_BYTES
 }
 
 /// An untouched segment of `nbytes` bytes, or `NoResources`: a segment may not be larger
@@ -731,7 +810,8 @@ pub fn lookup(p: &ProgramObjects, rs: u64, ro: u64, kind: ObjectKind) -> Result<
 /// `segment_alloc(share, nbytes)`: frames are taken on first touch, on the touching core.
 pub fn segment_alloc(p: &mut ProgramObjects, share: u64, nbytes: u64) -> Result<u64, Error> {
     let state = segment_state(nbytes)?;
-    alloc(p, share, ObjectKind::Segment, new_segment(state))
+    let seg = new_segment(p, state)?;
+    alloc(p, share, ObjectKind::Segment, seg)
 }
 
 /// A segment holding the bytes `data` (an initrd file: `file_open`).
@@ -741,7 +821,8 @@ pub fn segment_from(p: &mut ProgramObjects, share: u64, data: &[u8]) -> Result<u
         return Err(Error::NoResources);
     }
     let state = filled_segment(data.len() as u64, &[(0, data)])?;
-    alloc(p, share, ObjectKind::Segment, new_segment(state))
+    let seg = new_segment(p, state)?;
+    alloc(p, share, ObjectKind::Segment, seg)
 }
 
 /// `segment_copy(share, ⟨rs, ro⟩, mode)`: a plain copy copies every touched page now; a
@@ -778,7 +859,8 @@ pub fn segment_copy(
         }
         _ => return Err(Error::InvalidArgument),
     };
-    alloc(p, share, ObjectKind::Segment, new_segment(copy))
+    let seg = new_segment(p, copy)?;
+    alloc(p, share, ObjectKind::Segment, seg)
 }
 
 /// `segment_get_nbytes(⟨rs, ro⟩)`.
@@ -799,11 +881,20 @@ pub fn segment_set_nbytes(
     if pages > MAX_SEGMENT_PAGES || pages > this_core().free_frames() {
         return Err(Error::NoResources);
     }
-    // Growing or shrinking edits the segment's page map on this core's heap.
+    // Growing or shrinking edits the segment's page map on this core's heap, charged to
+    // the segment's maker (issue M14).
     room()?;
     let s = lookup(p, rs, ro, ObjectKind::Segment)?;
-    vm::set_nbytes(&Kernel, &s, nbytes).map_err(vm_error)?;
-    Ok(0)
+    let seg = segment(&s).ok_or(Error::InvalidArgument)?;
+    let old = seg.state.with(|st| st.nbytes());
+    seg.charge.resize(segment_bytes(nbytes.max(old))).map_err(to_abi)?;
+    let resized = vm::set_nbytes(&Kernel, &s, nbytes).map_err(vm_error);
+    // The charge follows the size the page map has now (a resize racing this one may
+    // have set it last).
+    seg.state
+        .with(|st| seg.charge.resize(segment_bytes(st.nbytes()).min(seg.charge.bytes())))
+        .map_err(to_abi)?;
+    resized.map(|_| 0)
 }
 
 /// `segment_read(⟨rs, ro⟩, offset, buf, len)`: copies segment bytes to user memory.
@@ -850,8 +941,8 @@ pub fn segment_read(
 /// `ar_alloc(share, kind)`.
 pub fn ar_alloc(p: &mut ProgramObjects, share: u64, kind: u64) -> Result<u64, Error> {
     let r = match kind {
-        abi::ar_kind::ROOT => new_range(true)?,
-        abi::ar_kind::SLOT => new_range(false)?,
+        abi::ar_kind::ROOT => new_range(true, p.set.quota())?,
+        abi::ar_kind::SLOT => new_range(false, p.set.quota())?,
         _ => return Err(Error::InvalidArgument),
     };
     alloc(p, share, ObjectKind::AddressRange, Payload::Range(r))
@@ -888,7 +979,14 @@ fn edit_range(
                 Tables::Slot(_) => return Err(Error::InvalidArgument),
             }
         }
-        let edited = edit(s, target).map_err(ar_error)?;
+        // Room for the mappings an edit can add (a split leaves one more on each side),
+        // charged to the range's maker first; after it, what the range holds (issue M14).
+        let room_for = (s.map().len() as u64 + 3) * AddressRange::MAPPING_BYTES;
+        r.charge.resize(RANGE_BYTES + room_for).map_err(to_abi)?;
+        let edited = edit(s, target).map_err(ar_error);
+        let held = s.map().len() as u64 * AddressRange::MAPPING_BYTES;
+        let _ = r.charge.resize(RANGE_BYTES + held); // smaller: always given back
+        let edited = edited?;
         let linked = match (&link, s.tables_mut()) {
             (Some(l), Tables::Root(t)) => {
                 // Cores running this root reach the slot's pages, at `l.va`, from the
@@ -1142,7 +1240,7 @@ pub fn device_alloc(p: &mut ProgramObjects, share: u64, hwid: u64) -> Result<u64
 pub fn capability_device(hwid: u64) -> Result<Ptr, Error> {
     room()?;
     let payload = Payload::Device(Device { hwid });
-    with_creator(|c| c.make(ObjectKind::Device, name(), objects::Body::Kernel(payload)))
+    with_creator(|c| c.make(ObjectKind::Device, name(), objects::Body::Kernel(payload), None))
         .map_err(to_abi)
 }
 

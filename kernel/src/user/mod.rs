@@ -417,7 +417,7 @@ pub fn start_job(raw: u64) {
     let dedicate = matches!(what, StartWhat::Context { .. });
     let context = match what {
         StartWhat::Context { entry, stack, arg, root_ar, shares } => {
-            match corey::new_context(root_ar, shares) {
+            match corey::new_context(root_ar, shares, corey::new_quota()) {
                 Ok(objects) => Ok(Context {
                     name: "context".into(),
                     args: String::new(),
@@ -1022,8 +1022,17 @@ fn kernel_command(share: u64, obj: u64, ptr: u64, len: u64) -> SysResult {
     if CONSOLE_LINE.swap(true, Ordering::Acquire) {
         return Err(Error::Busy);
     }
-    // The console printed why it refused a line.
-    let result = console(&line).map(|_| 0).map_err(|_| Error::InvalidArgument);
+    // The console printed why it refused a line. A line that waited in vain for other
+    // cores (a report or change sent to a core busy in a long call) is `TimedOut`, not a
+    // bad line: the caller may try it again.
+    let unanswered = crate::monitor::stats().calls_timed_out;
+    let result = console(&line).map(|_| 0).map_err(|_| {
+        if crate::monitor::stats().calls_timed_out > unanswered {
+            Error::TimedOut
+        } else {
+            Error::InvalidArgument
+        }
+    });
     CONSOLE_LINE.store(false, Ordering::Release);
     result
 }

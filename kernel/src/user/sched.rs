@@ -1242,7 +1242,9 @@ pub fn thread_create(ptr: u64) -> SysResult {
             return Err(Error::NoSuchObject);
         }
         drop(carried);
-        let objects = corey::new_context(root_ar, shares)?;
+        // Its objects are charged to its program's kernel memory, as the creator's are.
+        let quota = r.objects.set.quota().clone();
+        let objects = corey::new_context(root_ar, shares, quota)?;
         let shared = ThreadShared::new(affinity);
         let id = corey::thread_alloc(&mut r.objects, a.share, shared.clone())?;
         let mut name = r.name.clone();

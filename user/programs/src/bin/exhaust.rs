@@ -4,11 +4,16 @@
 //! Without an argument: shares until creation is refused, then a segment larger than
 //! memory. Exits 0; the kernel then frees everything it made.
 //!
-//! `exhaust kernel`: grows the kernel's own memory (issue M14) until refused: mappings of
-//! one page at every page of fresh 1 GiB slot ranges (each range to its cap of 16,384
+//! `exhaust kernel`: grows the kernel's own memory (issue M14) until refused, at its
+//! quota or its core's reserve (with `kquota=off` on the kernel command line, the
+//! reserve): mappings of one page at every page of fresh 1 GiB slot ranges (each range to its cap of 16,384
 //! mappings), until `ar_alloc` or `ar_set_seg` says `NoResources` short of a cap. Then
 //! `ar_mappings` with room for none counts them without collecting them, and everything
 //! goes. Exits 0; a kernel that ran its heap dry would have stopped the core instead.
+//!
+//! `exhaust quota`: fills its kernel-memory quota so, then runs `exhaust some` (a share,
+//! a segment, a range and 2,000 mappings) on its own core while it holds it all: the
+//! second program must get them (one program's quota leaves its core room for others).
 //!
 //! `exhaust memory`: maps segments as large as the kernel allows and writes every page
 //! until memory runs out. The kernel must stop the program with a page fault (reported as
@@ -18,6 +23,7 @@
 
 extern crate alloc;
 
+use alloc::vec::Vec;
 use libatoll::abi::{ar_kind, ArSetSeg, Error};
 use libatoll::{args, obj, private};
 use libatoll::{println, ObjRef};
@@ -27,8 +33,10 @@ fn main() -> i32 {
         "" => objects(),
         "memory" => memory(),
         "kernel" => kernel(),
+        "quota" => quota(),
+        "some" => some(),
         _ => {
-            println!("usage: exhaust [memory|kernel]");
+            println!("usage: exhaust [memory|kernel|quota|some]");
             2
         }
     }
@@ -66,19 +74,57 @@ const MAX_MAPPINGS: u64 = 16_384;
 /// Mappings in fresh slot ranges until the kernel refuses one short of a range's cap.
 fn kernel() -> i32 {
     let root = obj::root_share();
-    let Ok(seg) = obj::segment_alloc(root, 4096) else {
-        println!("exhaust: no segment");
+    let Some(filled) = fill(root) else {
         return 1;
     };
-    let mut ranges = alloc::vec::Vec::new();
-    let mut mappings = 0u64;
-    let mut capped = 0u64;
+    // The count comes back without a buffer to collect into.
+    if let Some(&first) = filled.ranges.first() {
+        let want = if filled.capped > 0 { MAX_MAPPINGS as usize } else { filled.mappings as usize };
+        let ar = ObjRef::new(root, first);
+        if obj::ar_mappings(ar, &mut []) != Ok(want) {
+            println!("exhaust: ar_mappings with no room did not count {want}");
+            return 1;
+        }
+    }
+    let (mappings, capped) = (filled.mappings, filled.capped);
+    filled.free(root);
+    println!("exhaust: ok ({mappings} mappings, {capped} ranges at the cap, before NoResources)");
+    0
+}
+
+/// What [`fill`] made.
+struct Filled {
+    /// The slot ranges, each holding mappings.
+    ranges: Vec<u64>,
+    /// Mappings made in all.
+    mappings: u64,
+    /// Ranges that reached their cap of [`MAX_MAPPINGS`].
+    capped: u64,
+}
+
+impl Filled {
+    fn free(self, root: u64) {
+        for ar in self.ranges {
+            let _ = obj::share_delobj(ObjRef::new(root, ar));
+        }
+    }
+}
+
+/// Grows the kernel's memory for this program: mappings of one page at every page of fresh
+/// slot ranges, until `ar_alloc` or `ar_set_seg` says `NoResources` short of a range's cap
+/// (its quota, or its core's reserve). `None` (having said why) on any other answer.
+fn fill(root: u64) -> Option<Filled> {
+    let Ok(seg) = obj::segment_alloc(root, 4096) else {
+        println!("exhaust: no segment");
+        return None;
+    };
+    let mut filled = Filled { ranges: Vec::new(), mappings: 0, capped: 0 };
     let refusal = 'more: loop {
         let ar = match obj::ar_alloc(root, ar_kind::SLOT) {
             Ok(ar) => ar,
             Err(e) => break e,
         };
-        ranges.push(ar);
+        filled.ranges.push(ar);
         for page in 0..=MAX_MAPPINGS {
             let args = ArSetSeg {
                 ar: [root, ar],
@@ -89,45 +135,101 @@ fn kernel() -> i32 {
                 flags: 0,
             };
             match obj::ar_set_seg(&args) {
-                Ok(_) => mappings += 1,
+                Ok(_) => filled.mappings += 1,
                 Err(Error::NoResources) if page == MAX_MAPPINGS => {
-                    capped += 1;
+                    filled.capped += 1;
                     break;
                 }
                 Err(e) if page == MAX_MAPPINGS => {
                     println!("exhaust: a range's mapping {} refused with {e:?}", page + 1);
-                    return 1;
+                    return None;
                 }
                 Err(e) => break 'more e,
             }
             if page == MAX_MAPPINGS {
                 println!("exhaust: a range took {} mappings, past its cap", page + 1);
-                return 1;
+                return None;
             }
         }
-        if ranges.len() > 100_000 {
+        if filled.ranges.len() > 100_000 {
             println!("exhaust: 100,000 ranges and no refusal");
+            return None;
+        }
+    };
+    let _ = obj::share_delobj(ObjRef::new(root, seg));
+    if refusal != Error::NoResources {
+        println!("exhaust: refused with {refusal:?}, expected NoResources");
+        return None;
+    }
+    Some(filled)
+}
+
+/// Mappings this core must still grant another program while one sits at its quota.
+const SOME_MAPPINGS: u64 = 2_000;
+
+/// `exhaust quota` (issue M14): fills its kernel-memory quota as `exhaust kernel` does,
+/// and while it holds all of it runs `exhaust some` on its own core, a new program with a
+/// quota of its own, which must be granted its objects and mappings: one program at its
+/// quota leaves its core room for the others. (Without per-program quotas the first
+/// drained the core to its reserve, and the second was refused.)
+fn quota() -> i32 {
+    let root = obj::root_share();
+    // The pcore object that starts the second program, made first: nothing is given back
+    // before the second program runs.
+    let pcore = match obj::pcore_alloc(root, libatoll::pcore_current()) {
+        Ok(id) => ObjRef::new(root, id),
+        Err(e) => {
+            println!("exhaust: pcore_alloc refused with {e:?}");
             return 1;
         }
     };
-    if refusal != Error::NoResources {
-        println!("exhaust: refused with {refusal:?}, expected NoResources");
+    let Some(filled) = fill(root) else {
         return 1;
-    }
-    // The count comes back without a buffer to collect into.
-    if let Some(&first) = ranges.first() {
-        let want = if capped > 0 { MAX_MAPPINGS as usize } else { mappings as usize };
-        let ar = ObjRef::new(root, first);
-        if obj::ar_mappings(ar, &mut []) != Ok(want) {
-            println!("exhaust: ar_mappings with no room did not count {want}");
-            return 1;
+    };
+    let status = obj::program_run(pcore, "exhaust some");
+    let _ = obj::share_delobj(pcore);
+    let mappings = filled.mappings;
+    filled.free(root);
+    match status {
+        Ok(libatoll::Status::Exited(0)) => {
+            println!("exhaust: ok (a program at its quota after {mappings} mappings; the next on its core was granted {SOME_MAPPINGS})");
+            0
+        }
+        other => {
+            println!("exhaust: with a program at its quota ({mappings} mappings), the next on its core ended {other:?}");
+            1
         }
     }
-    for ar in ranges {
-        let _ = obj::share_delobj(ObjRef::new(root, ar));
+}
+
+/// `exhaust some`: a share, a segment, a slot range and [`SOME_MAPPINGS`] mappings in it;
+/// exit 0 if all were granted.
+fn some() -> i32 {
+    let root = obj::root_share();
+    let made = (|| {
+        obj::share_alloc(root)?;
+        let seg = obj::segment_alloc(root, 4096)?;
+        let ar = obj::ar_alloc(root, ar_kind::SLOT)?;
+        for page in 0..SOME_MAPPINGS {
+            let args = ArSetSeg {
+                ar: [root, ar],
+                va: page * 4096,
+                seg: [root, seg],
+                first_page: 0,
+                pages: 1,
+                flags: 0,
+            };
+            obj::ar_set_seg(&args)?;
+        }
+        Ok::<(), Error>(())
+    })();
+    match made {
+        Ok(()) => 0,
+        Err(e) => {
+            println!("exhaust some: refused with {e:?}");
+            1
+        }
     }
-    println!("exhaust: ok ({mappings} mappings, {capped} ranges at the cap, before NoResources)");
-    0
 }
 
 /// Segments as large as the kernel grants (it refuses one larger than the free memory,

@@ -209,6 +209,9 @@ pub struct Stats {
     pub ended: [u64; 6],
     /// Console lines sent with the machine capability.
     pub console_lines: u64,
+    /// Of those, lines a busy core did not answer in time (`TimedOut`: not a wrong answer,
+    /// with 16 vCPUs on 2 host CPUs a core may sit in one call for tens of seconds).
+    pub console_timeouts: u64,
 }
 
 impl Default for Stats {
@@ -221,6 +224,7 @@ impl Default for Stats {
             started: [0; 4],
             ended: [0; 6],
             console_lines: 0,
+            console_timeouts: 0,
         }
     }
 }
@@ -579,7 +583,10 @@ impl Fuzzer {
             "sysfuzz: core {}: they ended: exit {}, fault {}, halt {}, timeout {}, failed {}, let go {}",
             self.me, s.ended[0], s.ended[1], s.ended[2], s.ended[3], s.ended[4], s.ended[5]
         );
-        println!("sysfuzz: core {}: console lines with the machine: {}", self.me, s.console_lines);
+        println!(
+            "sysfuzz: core {}: console lines with the machine: {} ({} not answered in time)",
+            self.me, s.console_lines, s.console_timeouts
+        );
         let p = &self.parkers;
         println!(
             "sysfuzz: core {}: long parks {} (parkers let go {}, not started {})",
