@@ -147,30 +147,18 @@ impl Drop for CensusToken {
 pub struct Entry<P: Payload> {
     ptr: ObjPtr<P>,
     token: Option<CensusToken>,
-    /// Its slot in the share's table, charged to the program whose call made it.
-    charge: Option<Charge>,
 }
 
 impl<P: Payload> Entry<P> {
     /// The entry of an object under its own id.
     pub fn object(ptr: ObjPtr<P>) -> Self {
-        Entry { ptr, token: None, charge: None }
+        Entry { ptr, token: None }
     }
 
     /// A descriptor entry: another id for `ptr`, counted by `token`.
     pub fn descriptor(ptr: ObjPtr<P>, token: CensusToken) -> Self {
-        Entry { ptr, token: Some(token), charge: None }
+        Entry { ptr, token: Some(token) }
     }
-
-    /// The same entry, its table slot paid for by `charge` (given back when it goes).
-    pub fn charged(mut self, charge: Charge) -> Self {
-        self.charge = Some(charge);
-        self
-    }
-
-    /// Kernel bytes one entry takes in a share's table: its slot, at the table's load
-    /// factor of at most a half (what `Quota` charges for it).
-    pub const BYTES: u64 = 2 * core::mem::size_of::<(ObjectId, Entry<P>)>() as u64;
 
     /// The object.
     pub fn ptr(&self) -> &ObjPtr<P> {
@@ -179,9 +167,8 @@ impl<P: Payload> Entry<P> {
 
     /// Gives the census count back and returns the reference.
     pub fn into_ptr(self) -> ObjPtr<P> {
-        let Entry { ptr, token, charge } = self;
+        let Entry { ptr, token } = self;
         drop(token);
-        drop(charge);
         ptr
     }
 }

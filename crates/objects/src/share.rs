@@ -73,8 +73,10 @@ pub struct ShareSet<P: Payload> {
     root_seen: u64,
     /// The revocations every share it reaches was last caught up with.
     shares_seen: u64,
-    /// The kernel memory of the program it belongs to: what its calls make through the
-    /// set (objects, share entries) is charged here.
+    /// The kernel memory of the program it belongs to: the objects its calls make through
+    /// the set are charged here. (Share entries are not: each share holds at most
+    /// `SHARE_MAX`, and the core's object cap and reserve bound them; a charge kept in
+    /// every entry would have made each table a half larger.)
     quota: Arc<Quota>,
 }
 
@@ -223,15 +225,6 @@ impl<P: Payload> ShareSet<P> {
         id: ObjectId,
         entry: Entry<P>,
     ) -> Result<(), ObjError> {
-        // The table slot is this set's program's (issue M14: every call that grows kernel
-        // memory is charged).
-        let entry = match self.quota.charge(Entry::<P>::BYTES) {
-            Ok(charge) => entry.charged(charge),
-            Err(e) => {
-                release_one(entry.into_ptr());
-                return Err(e);
-            }
-        };
         if share == self.root_id {
             return insert_bounded(&mut self.root, id, entry).map_err(|(e, entry)| {
                 release_one(entry.into_ptr());
