@@ -48,6 +48,12 @@ const NUMA_2X2: &str = "-object memory-backend-ram,size=256M,id=m0 \
      -object memory-backend-ram,size=256M,id=m1 \
      -numa node,nodeid=0,cpus=0-1,memdev=m0 -numa node,nodeid=1,cpus=2-3,memdev=m1";
 
+/// Two NUMA nodes of one core and 256 MiB each (AMPS's NUMA-1 in small: with `asym=1:50`
+/// the fast core's node is not the slow core's).
+const NUMA_1X2: &str = "-object memory-backend-ram,size=256M,id=m0 \
+     -object memory-backend-ram,size=256M,id=m1 \
+     -numa node,nodeid=0,cpus=0,memdev=m0 -numa node,nodeid=1,cpus=1,memdev=m1";
+
 /// A run of every test with `cores` cores; `expect_online` is the core count.
 const fn all(label: &'static str, cores: u32, mem: &'static str) -> Run {
     Run {
@@ -121,6 +127,16 @@ const RUNS: &[Run] = &[
     // Slowing a core at run time (the console's `asym`) is measured and reaches every
     // scheduler; on 2 cores, so the vCPUs measured at once do not share a host CPU.
     Run { test: "user.asym_at_run_time_is_measured", ..all("asym2", 2, "256M") },
+    // AMPS's NUMA policies with the last-level cache the SKB read from CPUID (issue M15):
+    // core 1 slow and on a node of its own, so AMPS asks to move its running thread to
+    // core 0; RSS lets a small resident set go where Same-Node keeps it (Table 4), and
+    // keeps one of twice the cache.
+    Run {
+        test: "user.rss_moves_what_same_node_keeps,user.rss_keeps_more_than_the_llc",
+        append: "asym=1:50",
+        qemu_args: NUMA_1X2,
+        ..all("rss2", 2, "512M")
+    },
     // The tick rate from the command line (`make bench` boots Atoll at the Linux guest's).
     Run {
         test: "interrupts.tick_rate",
