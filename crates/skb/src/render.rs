@@ -55,7 +55,7 @@ fn short(out: &mut impl Write, v: u64) -> fmt::Result {
 /// A size in whole MiB where it is one, else in KiB.
 fn bytes(out: &mut impl Write, b: u64) -> fmt::Result {
     const MIB: u64 = 1024 * 1024;
-    if b >= MIB && b % MIB == 0 {
+    if b >= MIB && b.is_multiple_of(MIB) {
         write!(out, "{} MiB", b / MIB)
     } else {
         write!(out, "{} KiB", b / 1024)
