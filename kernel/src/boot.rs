@@ -146,14 +146,20 @@ fn choose_quota(cmdline: &str) {
 
 /// `sched=amps|symmetric` picks every core's scheduling policy (AMPS unless told
 /// otherwise), `numa=always|same-node|rss` when a running thread may move between nodes
-/// (AMPS §3.3; always unless told otherwise); a bad value is reported and the default
-/// kept.
+/// (AMPS §3.3; always unless told otherwise), `llc=cpuid|chase` how the SKB learns the
+/// last-level cache RSS compares with (CPUID's leaf, measured where none says; or measured
+/// always); a bad value is reported and the default kept.
 fn choose_scheduler(cmdline: &str) {
     if let Some(word) = cmdline::get(cmdline, "sched") {
         match sched::Policy::parse(word) {
             Some(policy) => crate::user::sched::choose_policy(policy),
             None => println!("sched: ignoring sched={word}: amps or symmetric"),
         }
+    }
+    match cmdline::get(cmdline, "llc") {
+        None | Some("cpuid") => {}
+        Some("chase") => knowledge::choose_cache_source(knowledge::CacheFrom::Chase),
+        Some(word) => println!("skb: ignoring llc={word}: cpuid or chase"),
     }
     if let Some(word) = cmdline::get(cmdline, "numa") {
         match sched::NumaPolicy::parse(word) {

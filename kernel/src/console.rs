@@ -371,7 +371,7 @@ fn sched_report(args: &str) -> Result<(), String> {
         "sched: policy {}, numa {}, last-level cache {} KiB",
         crate::user::sched::policy().name(),
         crate::user::sched::numa_policy().name(),
-        crate::arch::cpu::last_level_cache_bytes() / 1024
+        crate::user::sched::last_level_cache_bytes() / 1024
     );
     let cores = smp::online_cores();
     let outcomes = smp::run_on(&cores, 5_000_000, &|core| {

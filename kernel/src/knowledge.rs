@@ -279,6 +279,107 @@ fn measure_shootdowns(skb: &mut Skb, cores: &[usize]) {
     }
 }
 
+/// How the boot learns the last-level cache (`llc=cpuid|chase` on the command line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheFrom {
+    /// From CPUID, the vendor's leaf; measured by a pointer chase only where no leaf says
+    /// (the default).
+    Cpuid,
+    /// Measured by a pointer chase even where CPUID says (to compare the two).
+    Chase,
+}
+
+/// The smallest buffer the chase walks: inside any L1.
+const CHASE_SMALLEST: u64 = 4 << 10;
+/// The largest: past the LLC of the machines Atoll runs on (Table 1 of AMPS: 8 MiB L3),
+/// unless this core's free memory is short (the chase takes at most an eighth of it).
+const CHASE_LARGEST: u64 = 64 << 20;
+/// The fewest loads a timed walk makes.
+const CHASE_MIN_LOADS: usize = 1 << 16;
+/// Bytes between the chase's slots: one cache line each.
+const CHASE_STRIDE: usize = 64;
+
+/// The last-level cache, from CPUID's vendor leaf (`caches::from_cpuid`) or, where none
+/// describes one or `from` says so, measured on this core by a pointer chase over growing
+/// sizes (`caches::from_curve`; AMPS §2.4.2 compares resident sets with it).
+fn last_level_cache(from: CacheFrom) -> Option<caches::LastLevel> {
+    let told = caches::from_cpuid(cpu::cpuid_for_caches);
+    if let (Some(llc), CacheFrom::Cpuid) = (told, from) {
+        return Some(llc);
+    }
+    let (free, _) = crate::mem::frames::counts_here();
+    let largest = CHASE_LARGEST.min(free * 4096 / 8);
+    let mut curve = Vec::new();
+    for bytes in caches::chase_sizes(CHASE_SMALLEST, largest) {
+        match chase(bytes) {
+            Some(cycles_x16) => curve.push(caches::Point { bytes, cycles_x16 }),
+            None => break, // no memory for it: the curve ends here
+        }
+    }
+    let mut line = String::new();
+    for p in &curve {
+        line += &format!(" {}K:{}", p.bytes >> 10, p.cycles_x16 / 16);
+    }
+    println!("skb: pointer chase (KiB:cycles per load):{line}");
+    let measured = caches::from_curve(&curve).map(|bytes| caches::LastLevel {
+        level: 0,
+        bytes,
+        source: caches::Source::PointerChase,
+    });
+    if let (Some(told), Some(measured)) = (told, measured) {
+        println!(
+            "skb: llc {} KiB by CPUID ({}), {} KiB by the chase",
+            told.bytes >> 10,
+            told.source.name(),
+            measured.bytes >> 10
+        );
+    }
+    measured.or(told)
+}
+
+/// Cycles per dependent load, times 16, of a walk through a buffer of `bytes` in one
+/// random cycle of cache lines (`caches::chase_order`); `None` if the heap cannot give
+/// the buffer. One untimed lap first (it faults nothing in, but fills the caches and, under
+/// an emulator, its TLB), then two laps timed (at least [`CHASE_MIN_LOADS`] loads).
+fn chase(bytes: u64) -> Option<u64> {
+    let stride = CHASE_STRIDE / core::mem::size_of::<usize>();
+    let lines = usize::try_from(bytes).ok()? / CHASE_STRIDE;
+    let mut order: Vec<usize> = Vec::new();
+    order.try_reserve_exact(lines).ok()?;
+    order.resize(lines, 0);
+    caches::chase_order(&mut order, bytes);
+    let mut buffer: Vec<usize> = Vec::new();
+    buffer.try_reserve_exact(lines * stride).ok()?;
+    buffer.resize(lines * stride, 0);
+    for (i, &next) in order.iter().enumerate() {
+        buffer[i * stride] = next * stride;
+    }
+    drop(order);
+    let walk = |loads: usize| {
+        let mut at = 0;
+        for _ in 0..loads {
+            at = core::hint::black_box(buffer[at]);
+        }
+        at
+    };
+    // Small buffers are walked many times over, so the loop's own start (under an
+    // emulator, its translation) and the clock's grain weigh nothing.
+    let loads = (2 * lines).max(CHASE_MIN_LOADS);
+    core::hint::black_box(walk(lines.max(CHASE_MIN_LOADS / 4)));
+    let start = cpu::rdtsc();
+    core::hint::black_box(walk(loads));
+    let cycles = cpu::rdtsc() - start;
+    Some(cycles * 16 / loads as u64)
+}
+
+/// How the next [`measure_at_boot`] learns the last-level cache.
+static CACHE_FROM: AtomicU64 = AtomicU64::new(0);
+
+/// Chooses how the boot learns the last-level cache (`llc=` on the command line).
+pub fn choose_cache_source(from: CacheFrom) {
+    CACHE_FROM.store(from as u64, Ordering::Relaxed);
+}
+
 /// Measures everything and publishes the knowledge base (boot core, once, all cores up).
 pub fn measure_at_boot() -> Result<(), String> {
     let start = cpu::rdtsc();
@@ -299,6 +400,25 @@ pub fn measure_at_boot() -> Result<(), String> {
         })
         .collect();
     let mut skb = Skb::new(infos);
+
+    // The last-level cache, for AMPS's RSS policy (§2.4.2).
+    let from = if CACHE_FROM.load(Ordering::Relaxed) == CacheFrom::Chase as u64 {
+        CacheFrom::Chase
+    } else {
+        CacheFrom::Cpuid
+    };
+    match last_level_cache(from) {
+        Some(llc) => {
+            let level = if llc.level > 0 { format!("L{}, ", llc.level) } else { String::new() };
+            println!(
+                "skb: last-level cache {} KiB ({level}{})",
+                llc.bytes >> 10,
+                llc.source.name()
+            );
+            skb.set_last_level_cache(llc);
+        }
+        None => println!("skb: last-level cache unknown (no CPUID leaf, no edge in the chase)"),
+    }
 
     // Compute speed, one core at a time.
     let speeds = measure_speeds(&cores)?;

@@ -48,6 +48,12 @@ const NUMA_2X2: &str = "-object memory-backend-ram,size=256M,id=m0 \
      -object memory-backend-ram,size=256M,id=m1 \
      -numa node,nodeid=0,cpus=0-1,memdev=m0 -numa node,nodeid=1,cpus=2-3,memdev=m1";
 
+/// Two NUMA nodes of one core and 256 MiB each (AMPS's NUMA-1 in small: with `asym=1:50`
+/// the fast core's node is not the slow core's).
+const NUMA_1X2: &str = "-object memory-backend-ram,size=256M,id=m0 \
+     -object memory-backend-ram,size=256M,id=m1 \
+     -numa node,nodeid=0,cpus=0,memdev=m0 -numa node,nodeid=1,cpus=1,memdev=m1";
+
 /// A run of every test with `cores` cores; `expect_online` is the core count.
 const fn all(label: &'static str, cores: u32, mem: &'static str) -> Run {
     Run {
@@ -128,12 +134,30 @@ const RUNS: &[Run] = &[
     // Slowing a core at run time (the console's `asym`) is measured and reaches every
     // scheduler; on 2 cores, so the vCPUs measured at once do not share a host CPU.
     Run { test: "user.asym_at_run_time_is_measured", ..all("asym2", 2, "256M") },
+    // AMPS's NUMA policies with the last-level cache the SKB read from CPUID (issue M15):
+    // core 1 slow and on a node of its own, so AMPS asks to move its running thread to
+    // core 0; RSS lets a small resident set go where Same-Node keeps it (Table 4), and
+    // keeps one of twice the cache.
+    Run {
+        test: "user.rss_moves_what_same_node_keeps,user.rss_keeps_more_than_the_llc",
+        append: "asym=1:50",
+        qemu_args: NUMA_1X2,
+        ..all("rss2", 2, "512M")
+    },
     // The tick rate from the command line (`make bench` boots Atoll at the Linux guest's).
     Run {
         test: "interrupts.tick_rate",
         append: "hz=250",
         check: Some(ticks_at_250_hz),
         ..all("hz250", 2, "256M")
+    },
+    // The last-level cache measured by a pointer chase even though CPUID gives it (issue
+    // M15): the chase runs to completion at boot and the SKB takes its answer.
+    Run {
+        test: "boot.cores_online",
+        append: "llc=chase",
+        check: Some(chased_the_cache),
+        ..all("chase1", 1, "256M")
     },
     // Several packages (issue 10): the boot sees them, the SKB's multicast tree has an
     // aggregator per package, and `mcbench` prints Figure 6's lines from that tree.
@@ -161,6 +185,34 @@ const RUNS: &[Run] = &[
         ..all("sockets16", 16, "512M")
     },
 ];
+
+/// The boot measured the last-level cache by a pointer chase (`llc=chase`): a curve from
+/// 4 KiB up to at least 4 MiB, every point a positive cost, and the SKB's line naming the
+/// chase or, where the curve showed no edge, CPUID.
+fn chased_the_cache(log: &str) -> Result {
+    let curve = log
+        .lines()
+        .find_map(|l| l.strip_prefix("skb: pointer chase (KiB:cycles per load):"))
+        .ok_or("no pointer-chase line")?;
+    let mut sizes = Vec::new();
+    for point in curve.split_whitespace() {
+        let (kib, cycles) = point.split_once("K:").ok_or(format!("bad point `{point}`"))?;
+        let (kib, cycles): (u64, u64) =
+            (kib.parse().map_err(|_| "bad size")?, cycles.parse().map_err(|_| "bad cost")?);
+        if cycles == 0 {
+            return Err(format!("the chase over {kib} KiB cost 0 cycles a load"));
+        }
+        sizes.push(kib);
+    }
+    if sizes.first() != Some(&4) || sizes.last().is_none_or(|&k| k < 4096) {
+        return Err(format!("the chase covered {sizes:?} KiB, not 4 KiB to 4 MiB or more"));
+    }
+    let llc = log.lines().find(|l| l.starts_with("skb: last-level cache ")).ok_or("no LLC line")?;
+    if !llc.contains("pointer chase") && !llc.contains("cpuid") {
+        return Err(format!("the LLC line names no source: {llc}"));
+    }
+    Ok(())
+}
 
 /// The boot line says the tick is 250 Hz, as `hz=250` asked.
 fn ticks_at_250_hz(log: &str) -> Result {
@@ -529,6 +581,17 @@ mod tests {
         let zero = log.replace(&mc(3, "unicast", 100, 2), &mc(3, "unicast", 0, 2));
         assert!(multicast_lines_complete(&zero, 4, 2).is_err());
         assert!(multicast_lines_complete(&log, 5, 2).unwrap_err().contains("at 5 cores"));
+    }
+
+    #[test]
+    fn a_chase_line_is_judged() {
+        let good = "skb: pointer chase (KiB:cycles per load): 4K:11 8K:11 2048K:71 4096K:222\n\
+                    skb: last-level cache 4096 KiB (pointer chase)\n";
+        assert_eq!(chased_the_cache(good), Ok(()));
+        let short = good.replace(" 4096K:222", "");
+        assert!(chased_the_cache(&short).is_err(), "stops at 2 MiB");
+        assert!(chased_the_cache(&good.replace("8K:11", "8K:0")).is_err());
+        assert!(chased_the_cache("skb: last-level cache 16384 KiB (L3, cpuid 0x80000006)").is_err());
     }
 
     #[test]

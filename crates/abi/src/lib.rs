@@ -473,7 +473,7 @@ pub mod ar_kind {
     pub const ROOT: u64 = 1;
 }
 
-/// What `locality_get` reports about a core (six little-endian words).
+/// What `locality_get` reports about a core ([`Locality::WORDS`] little-endian words).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct Locality {
@@ -490,16 +490,29 @@ pub struct Locality {
     pub latency_cycles: u64,
     /// Measured compute speed (work units per millisecond; 0 if unmeasured).
     pub compute_speed: u64,
+    /// Bytes of its last-level cache, from CPUID or measured (0 if unknown; AMPS §2.4.2).
+    pub llc_bytes: u64,
 }
 
 impl Locality {
+    /// Words in memory.
+    pub const WORDS: usize = 7;
+
     /// The words as they sit in memory.
-    pub fn to_words(&self) -> [u64; 6] {
-        [self.package, self.core, self.smt, self.node, self.latency_cycles, self.compute_speed]
+    pub fn to_words(&self) -> [u64; Self::WORDS] {
+        [
+            self.package,
+            self.core,
+            self.smt,
+            self.node,
+            self.latency_cycles,
+            self.compute_speed,
+            self.llc_bytes,
+        ]
     }
 
     /// From the words in memory.
-    pub fn from_words(w: [u64; 6]) -> Self {
+    pub fn from_words(w: [u64; Self::WORDS]) -> Self {
         Locality {
             package: w[0],
             core: w[1],
@@ -507,6 +520,7 @@ impl Locality {
             node: w[3],
             latency_cycles: w[4],
             compute_speed: w[5],
+            llc_bytes: w[6],
         }
     }
 }

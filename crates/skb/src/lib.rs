@@ -57,6 +57,8 @@ pub struct Skb {
     /// Measured one-phase shootdowns within one package: (protocol, participants,
     /// cycles), at most one per protocol and size ([`Skb::set_shootdown_cost`]).
     shootdown_costs: Vec<(protocol::Protocol, usize, u64)>,
+    /// The last-level cache, from CPUID or measured (AMPS §2.4.2: the RSS policy's bound).
+    llc: Option<caches::LastLevel>,
 }
 
 impl Skb {
@@ -69,7 +71,19 @@ impl Skb {
             speed: vec![None; n],
             ipi_cost: None,
             shootdown_costs: Vec::new(),
+            llc: None,
         }
+    }
+
+    /// Records the last-level cache, as CPUID describes it or a pointer chase measured it.
+    pub fn set_last_level_cache(&mut self, llc: caches::LastLevel) {
+        self.llc = Some(llc);
+    }
+
+    /// The last-level cache (AMPS §2.4.2: a running thread whose resident set on its node
+    /// exceeds it is costly to move off that node), if known.
+    pub fn last_level_cache(&self) -> Option<caches::LastLevel> {
+        self.llc
     }
 
     /// Number of cores.

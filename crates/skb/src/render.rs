@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! skb: 2 cores, 1 packages; ipi 6000 cycles (default), poll 6000; from row to column
+//! llc: 16 MiB (L3, cpuid 0x80000006)
 //! cpu pk co t nd speed    0    1
 //!   0  0  0 0  0  1234    -  538
 //!   1  0  1 0  0     ?  12k    -
@@ -17,7 +18,7 @@ use crate::Skb;
 use core::fmt::{self, Write};
 
 /// Number of header lines [`Skb::render`] prints before its one line per core.
-pub const RENDER_HEADER_LINES: usize = 2;
+pub const RENDER_HEADER_LINES: usize = 3;
 
 /// `v` as a number below 10 000, or below 1000 with a thousands suffix (at most 4 chars).
 fn scale(v: u64) -> (u64, &'static str) {
@@ -51,11 +52,22 @@ fn short(out: &mut impl Write, v: u64) -> fmt::Result {
     write!(out, "{}{}", n, s)
 }
 
+/// A size in whole MiB where it is one, else in KiB.
+fn bytes(out: &mut impl Write, b: u64) -> fmt::Result {
+    const MIB: u64 = 1024 * 1024;
+    if b >= MIB && b.is_multiple_of(MIB) {
+        write!(out, "{} MiB", b / MIB)
+    } else {
+        write!(out, "{} KiB", b / 1024)
+    }
+}
+
 impl Skb {
     /// Compact text rendering for the console (`skb` command).
     ///
-    /// Two header lines ([`RENDER_HEADER_LINES`]): a summary (core and package counts,
-    /// IPI cost C, poll budget) and the column heading. Then one line per core: its
+    /// Three header lines ([`RENDER_HEADER_LINES`]): a summary (core and package counts,
+    /// IPI cost C, poll budget), the last-level cache (size, level, where it was learnt;
+    /// AMPS §2.4.2) and the column heading. Then one line per core: its
     /// index, package, core, SMT thread, NUMA node, compute speed (work per ms), and its
     /// row of the latency matrix, one-way TSC cycles from this core to each column's
     /// core. Numbers are scaled to at most four characters (see the module docs), so
@@ -76,6 +88,18 @@ impl Skb {
         out.write_str(", poll ")?;
         short(out, self.poll_budget_cycles())?;
         out.write_str("; from row to column\n")?;
+        out.write_str("llc: ")?;
+        match self.last_level_cache() {
+            Some(llc) => {
+                bytes(out, llc.bytes)?;
+                match llc.level {
+                    0 => write!(out, " ({})", llc.source.name())?,
+                    level => write!(out, " (L{level}, {})", llc.source.name())?,
+                }
+            }
+            None => out.write_str("unknown")?,
+        }
+        out.write_char('\n')?;
 
         out.write_str("cpu pk co t nd speed")?;
         for j in 0..n {
@@ -154,6 +178,7 @@ mod tests {
         s.set_compute_speed(0, 1234);
         let want =
             "skb: 2 cores, 1 packages; ipi 6000 cycles (default), poll 6000; from row to column\n\
+                    llc: unknown\n\
                     cpu pk co t nd speed    0    1\n\
                     \x20 0  0  0 0  0  1234    -  538\n\
                     \x20 1  0  1 0  0     ?  12k    -\n";
@@ -200,6 +225,16 @@ mod tests {
         for line in t.lines() {
             assert!(line.len() <= 100, "{} columns: {line}", line.len());
         }
-        assert_eq!(t.lines().nth(1).unwrap().len(), 100);
+        assert_eq!(t.lines().nth(2).unwrap().len(), 100);
+    }
+
+    #[test]
+    fn the_llc_line_says_size_level_and_source() {
+        let mut s = machine(1, 1);
+        let llc = |level, bytes, source| caches::LastLevel { level, bytes, source };
+        s.set_last_level_cache(llc(3, 16 << 20, caches::Source::Leaf80000006));
+        assert_eq!(text(&s).lines().nth(1).unwrap(), "llc: 16 MiB (L3, cpuid 0x80000006)");
+        s.set_last_level_cache(llc(0, 1536 << 10, caches::Source::PointerChase));
+        assert_eq!(text(&s).lines().nth(1).unwrap(), "llc: 1536 KiB (pointer chase)");
     }
 }

@@ -1117,6 +1117,8 @@ fn locality_get(core: u64, out: u64) -> SysResult {
         node: target.node as u64,
         latency_cycles: skb.and_then(|s| s.latency(me, target.index)).unwrap_or(0),
         compute_speed: crate::knowledge::compute_speed(target.index).unwrap_or(0),
+        // One value for the machine: the boot core's (CPUID or its chase).
+        llc_bytes: crate::user::sched::last_level_cache_bytes(),
     };
     with_running_mut(|r, space| write_words(&mut r.objects, space, out, &locality.to_words()))
         .ok_or(Error::NotPermitted)??;

@@ -358,16 +358,12 @@ pub fn numa_policy() -> NumaPolicy {
     }
 }
 
-/// The last-level cache's size (CPUID), read once.
-fn last_level_cache_bytes() -> u64 {
-    static LLC: AtomicU64 = AtomicU64::new(u64::MAX);
-    let known = LLC.load(Ordering::Relaxed);
-    if known != u64::MAX {
-        return known;
-    }
-    let bytes = cpu::last_level_cache_bytes();
-    LLC.store(bytes, Ordering::Relaxed);
-    bytes
+/// The last-level cache's size as this core's SKB replica holds it (CPUID's vendor leaf,
+/// or measured by a pointer chase; `knowledge::measure_at_boot`); 0 before the SKB is
+/// measured or where nothing told it, when RSS behaves as Same-Node for any thread with
+/// pages (AMPS §2.4.2, condition 3).
+pub fn last_level_cache_bytes() -> u64 {
+    crate::knowledge::get().and_then(|s| s.last_level_cache()).map_or(0, |l| l.bytes)
 }
 
 /// The policy in force.

@@ -107,7 +107,7 @@ pub fn cores_online() -> usize {
 /// Where core `core` sits and what it costs to reach from here (from the kernel's SKB;
 /// Corey §4.4 `locality_get`, Multikernel §4.9).
 pub fn locality_get(core: usize) -> Result<abi::Locality, Error> {
-    let mut words = [0u64; 6];
+    let mut words = [0u64; abi::Locality::WORDS];
     syscall3(nr::LOCALITY_GET, core as u64, words.as_mut_ptr() as u64, 0)?;
     Ok(abi::Locality::from_words(words))
 }

@@ -56,26 +56,12 @@ pub fn cpuid(leaf: u32, subleaf: u32) -> CpuidResult {
     __cpuid_count(leaf, subleaf)
 }
 
-/// Bytes of the largest cache CPUID's deterministic cache leaf (4) describes: the
-/// last-level cache (AMPS §3.3 compares a thread's resident set with it). 0 if the leaf
-/// says nothing.
-pub fn last_level_cache_bytes() -> u64 {
-    if cpuid(0, 0).eax < 4 {
-        return 0;
-    }
-    let mut largest = 0;
-    for subleaf in 0..16 {
-        let r = cpuid(4, subleaf);
-        if r.eax & 0x1f == 0 {
-            break; // no more caches
-        }
-        let ways = u64::from(r.ebx >> 22) + 1;
-        let partitions = u64::from((r.ebx >> 12) & 0x3ff) + 1;
-        let line = u64::from(r.ebx & 0xfff) + 1;
-        let sets = u64::from(r.ecx) + 1;
-        largest = largest.max(ways * partitions * line * sets);
-    }
-    largest
+/// CPUID in the form the `caches` crate decodes (`caches::from_cpuid`): the cache
+/// hierarchy from the leaf the vendor fills (AMPS §2.4.2 compares a thread's resident set
+/// with its last level).
+pub fn cpuid_for_caches(leaf: u32, subleaf: u32) -> caches::CpuIdResult {
+    let r = cpuid(leaf, subleaf);
+    caches::CpuIdResult { eax: r.eax, ebx: r.ebx, ecx: r.ecx, edx: r.edx }
 }
 
 /// The faulting address of the last page fault.

@@ -26,7 +26,7 @@ const COMMANDS: &[(&str, &str)] = &[
     ("ls", "the files in the initrd"),
     ("cat", "cat FILE: print an initrd file"),
     ("run", "run [-c CORES] PROGRAM [ARGS]: run a program once on each listed core (e.g. -c 0-3)"),
-    ("cores", "each core: package/core/SMT, NUMA node, latency from here, compute speed"),
+    ("cores", "each core: package/core/SMT, NUMA node, latency from here, compute speed, LLC"),
     ("devices", "the devices (Corey's device_list) and their counters (device_stat)"),
     ("skb", "the system knowledge base (kernel console)"),
     ("poweroff", "power the machine off"),
@@ -266,14 +266,20 @@ fn wait(pcore: ObjRef) -> Status {
 fn cores() {
     let me = pcore_current();
     println!(
-        "core  pkg  core  smt  node  latency  speed   ({} online, this is {me})",
+        "core  pkg  core  smt  node  latency  speed  llc KiB   ({} online, this is {me})",
         cores_online()
     );
     for c in 0..cores_online() {
         match locality_get(c) {
             Ok(l) => println!(
-                "{c:>4}  {:>3}  {:>4}  {:>3}  {:>4}  {:>7}  {:>5}",
-                l.package, l.core, l.smt, l.node, l.latency_cycles, l.compute_speed
+                "{c:>4}  {:>3}  {:>4}  {:>3}  {:>4}  {:>7}  {:>5}  {:>7}",
+                l.package,
+                l.core,
+                l.smt,
+                l.node,
+                l.latency_cycles,
+                l.compute_speed,
+                l.llc_bytes >> 10
             ),
             Err(e) => println!("{c:>4}  {e:?}"),
         }

@@ -25,6 +25,14 @@
 //! - `placement` (not in the default set: it needs slow cores, `asym=`): the SKB measures
 //!   the slowed cores slower (under 0.7 of the fastest), and a new thread the scheduler
 //!   places (AMPS) starts on the fastest core.
+//! - `numa-small`, `numa-big` (not in the default set: they need core 1 on a node of its
+//!   own and slower than core 0, and report rather than judge; AMPS §2.4.3, Table 4): a
+//!   thread started on core 1 touches 1 MiB (`numa-small`) or twice the last-level cache
+//!   the SKB reports (`numa-big`, at least 2 MiB) of memory of its own, charged to core 1's
+//!   node, then runs without allocating for 1.5 s while the main thread sleeps on core 0,
+//!   which AMPS then asks for it; the line `threadtest: numa: N KiB resident, moved to core
+//!   C` or `..., stayed on core 1` says what the NUMA policy in force decided. The kernel
+//!   test sets the policy and judges the line (`user.rss_moves_what_same_node_keeps`).
 //!
 //! `threadtest [TEST...] [-TEST...]` runs the named tests (all but `placement` by default),
 //! less those named with a `-`; prints `threadtest: ok` or `threadtest: FAIL <why>` and
@@ -60,7 +68,7 @@ fn main() -> i32 {
         args.split_whitespace().partition(|word| word.starts_with('-'));
     let left_out: Vec<&str> = left_out.iter().map(|word| &word[1..]).collect();
     for name in chosen.iter().chain(&left_out) {
-        if !all.contains(name) && !["placement", "peerdeath"].contains(name) {
+        if !all.contains(name) && !["placement", "peerdeath", "numa-small", "numa-big"].contains(name) {
             println!("threadtest: unknown test {name}; tests: {all:?}");
             return 2;
         }
@@ -80,6 +88,11 @@ fn main() -> i32 {
             "waitwake" => waitwake(),
             "errors" => errors(),
             "placement" => placement(),
+            "numa-small" => numa_move(1 << 20),
+            "numa-big" => {
+                let llc = libatoll::locality_get(1).map_or(0, |l| l.llc_bytes);
+                numa_move((2 * llc).max(2 << 20))
+            }
             "peerdeath" => peer_death(),
             "resident" => resident(),
             "dedicated" => dedicated(),
@@ -493,6 +506,68 @@ fn placement() -> Check {
     if stat_core != fastest as u64 {
         println!("threadtest: placement: the thread started on core {stat_core}");
         return Err("AMPS did not place the new thread on the fastest core");
+    }
+    Ok(())
+}
+
+/// AMPS §2.4.3, Table 4: whether a running thread with `bytes` resident on core 1's node
+/// moves to core 0 when core 0 is idle and faster (see the module comment). Reports, on
+/// one line, what the NUMA policy decided; fails only if the thread could not run its part
+/// (no memory, pages not charged to it).
+fn numa_move(bytes: u64) -> Check {
+    if cores_online() < 2 {
+        return Err("needs 2 cores");
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let landed = Arc::new(AtomicU64::new(u64::MAX));
+    let t = {
+        let (stop, landed) = (stop.clone(), landed.clone());
+        // Held on core 1 while it faults its pages in, so all are on core 1's node (AMPS's
+        // allocation-phase check needs a tick to see the growth: a pull before that one
+        // would take it away half-allocated), then free to go anywhere.
+        let every_core = (1u64 << cores_online().min(63)) - 1;
+        Builder::new().core(1).affinity(1 << 1).spawn(move || {
+            let Ok(mapping) = libatoll::private::map_new(bytes) else { return 2 };
+            for page in (0..mapping.bytes).step_by(4096) {
+                // SAFETY: the page lies in the fresh private mapping, which this thread owns.
+                unsafe { core::ptr::write_volatile((mapping.va + page) as *mut u8, 1) };
+            }
+            let resident = thread::my_stat().map_or(0, |s| s.resident_pages);
+            if thread::set_my_affinity(every_core).is_err() {
+                return 4;
+            }
+            let mut core = pcore_current();
+            // Running, not allocating (AMPS §2.4.3's allocation phase has ended at the next
+            // tick): only the NUMA policy stands between it and the idle, faster core 0.
+            while core == 1 && !stop.load(Ordering::Acquire) {
+                for _ in 0..1000 {
+                    core::hint::spin_loop();
+                }
+                core = pcore_current();
+            }
+            libatoll::private::free(mapping.va, mapping.bytes);
+            landed.store(core as u64, Ordering::Release);
+            if resident < bytes / 4096 {
+                return 3;
+            }
+            0
+        })
+    }
+    .map_err(|_| "spawn on core 1 failed")?;
+    // Long enough for core 0 to ask many times (every few ticks) once the pages are in.
+    let _ = thread::sleep_us(1_500_000 + bytes / 16);
+    stop.store(true, Ordering::Release);
+    match t.join() {
+        Status::Exited(0) => {}
+        Status::Exited(2) => return Err("no memory for the resident set"),
+        Status::Exited(3) => return Err("the touched pages were not charged to the thread"),
+        Status::Exited(4) => return Err("the thread could not widen its affinity"),
+        _ => return Err("the thread did not exit 0"),
+    }
+    let kib = bytes >> 10;
+    match landed.load(Ordering::Acquire) {
+        1 => println!("threadtest: numa: {kib} KiB resident, stayed on core 1"),
+        core => println!("threadtest: numa: {kib} KiB resident, moved to core {core}"),
     }
     Ok(())
 }
