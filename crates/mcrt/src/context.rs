@@ -1,8 +1,9 @@
 //! Stacks and the context switch (McRT §2: user-level threads are cooperative, so a switch
 //! keeps only what the System V ABI says a callee keeps: rbx and rbp, which it pushes;
 //! r12–r15, which the compiler saves around it where they are live; the stack pointer; and
-//! the FPU control state, MXCSR and the x87 control word, unless the runtime runs with
-//! `FpuControl::Shared`).
+//! the FPU control state, MXCSR and the x87 control word, unless the threads share it:
+//! `FpuControl::Shared`, or the default `FpuControl::Auto` until a thread calls the setter,
+//! [`crate::fpu::set_control`]).
 //!
 //! Every McRT stack is [`STACK_BYTES`] long and aligned to its length, and its highest
 //! bytes hold the thread's header ([`crate::runtime`]'s `Task`), just above where the
@@ -28,9 +29,10 @@ pub const STACK_BYTES: usize = 64 * 1024;
 /// Bytes at the very top of every stack that the stack itself keeps (above the header).
 pub const STACK_RESERVED: usize = 64;
 
-/// The MXCSR and x87 control word a new thread starts with (the power-on defaults: every
-/// exception masked, round to nearest).
-const INITIAL_FPU: u64 = 0x1F80 | (0x037F << 32);
+/// The MXCSR and x87 control word a new thread starts with ([`crate::fpu::INITIAL`]: every
+/// exception masked, round to nearest), as a sharing switch's frame would hold them.
+const INITIAL_FPU: u64 =
+    crate::fpu::INITIAL.mxcsr as u64 | ((crate::fpu::INITIAL.x87 as u64) << 32);
 
 /// Most stacks the process-wide pool keeps.
 pub const POOL_MAX: usize = 1024;
@@ -257,6 +259,15 @@ macro_rules! restore_fpu {
     };
 }
 
+/// The resumed side of a sharing switch: if a saving switch resumed it (ecx is not all
+/// ones), loads the initial words (`fpu::INITIAL`: MXCSR 0x1F80, x87 0x037F), through the
+/// frame's FPU slot, which the sharing switch left unwritten and nobody reads again.
+macro_rules! restore_initial_fpu {
+    () => {
+        "cmp ecx, -1\nje 5f\nmov dword ptr [rsp], 0x1F80\nldmxcsr [rsp]\ncmp ecx, 0x037F\nje 5f\nmov word ptr [rsp + 4], 0x037F\nfldcw [rsp + 4]\n5:"
+    };
+}
+
 /// Switches from the running context (its stack pointer saved in `*save`) to the one whose
 /// stack pointer is `next`, keeping each context's FPU control state (MXCSR and the x87
 /// control word are callee-saved in the System V ABI); returns when something switches
@@ -272,16 +283,25 @@ pub unsafe fn switch(save: *mut usize, next: usize) {
     unsafe { switch_asm!(save_fpu!(), restore_fpu!(), save, next) }
 }
 
-/// As [`switch`], but the contexts share one FPU control state ([`crate::FpuControl::Shared`]):
-/// neither word is read or written (`stmxcsr` alone costs more than the rest of a switch
-/// on some x86 cores). A context this suspends and a [`switch`] resumes carries on with the
-/// switcher's control state; one that `switch` suspended still gets its own back: MXCSR is
-/// always reloaded, and ecx is left all ones, which no 16-bit control word equals.
+/// As [`switch`], but the contexts share one FPU control state ([`crate::FpuControl::Shared`],
+/// and [`crate::FpuControl::Auto`] until a thread calls [`crate::fpu::set_control`]): the
+/// switcher reads neither word (`stmxcsr` alone costs more than the rest of a switch on
+/// some x86 cores). What the resumed side loads depends on who resumes it:
+/// - another sharing switch (ecx all ones, which no 16-bit control word equals): nothing;
+///   it carries on with the switcher's words, which are the ones it had;
+/// - a [`switch`] (ecx the switcher's x87 control word): the initial words
+///   ([`crate::fpu::INITIAL`]), MXCSR always and the x87 word if the switcher's differs.
+///   A context is suspended by this switch only while its thread has not called the
+///   setter, so these are its own words; the switcher's may not be (issue M15: under
+///   `Auto`, the thread that called the setter is then running with its own).
+///
+/// And a context that [`switch`] suspended still gets its own back when this switch
+/// resumes it: MXCSR is always reloaded, and the x87 word, as ecx differs from it.
 ///
 /// # Safety
 /// As [`switch`].
 #[inline(always)]
 pub unsafe fn switch_sharing_fpu(save: *mut usize, next: usize) {
     // SAFETY: as for `switch`.
-    unsafe { switch_asm!("mov ecx, -1", "", save, next) }
+    unsafe { switch_asm!("mov ecx, -1", restore_initial_fpu!(), save, next) }
 }
