@@ -14,7 +14,9 @@
 //!
 //! Stacks are recycled: a processor keeps a few, and a process-wide pool keeps up to
 //! [`POOL_MAX`] more for later threads and later runtimes, so creating a thread seldom
-//! asks the system for memory.
+//! asks the system for memory. A host may carve stacks from memory of its own
+//! ([`crate::Host::stack_memory`]; Atoll: segments made on whichever core has room, issue
+//! M15): the pool then grows by a segment at a time and keeps every such stack.
 
 use alloc::alloc::{alloc, dealloc, Layout};
 #[cfg(not(loom))]
@@ -42,12 +44,32 @@ pub const POOL_MAX: usize = 1024;
 #[cfg(not(loom))]
 static POOL: TtsLock<Vec<Stack>> = TtsLock::new(Vec::new());
 
-/// A stack from the pool, else a fresh one; `None` when memory is short.
-pub fn take_pooled() -> Option<Stack> {
+/// A stack from the pool, else one carved from stack memory `host` provides
+/// ([`crate::Host::stack_memory`], issue M15: on Atoll segments spread over the cores), else
+/// a fresh one from the global allocator; `None` when memory is short.
+pub fn take_pooled(host: &dyn crate::Host) -> Option<Stack> {
     #[cfg(not(loom))]
     if let Some(s) = POOL.with(|p| p.pop()) {
         return Some(s);
     }
+    #[cfg(not(loom))]
+    if let Some((base, count)) = host.stack_memory() {
+        let mut carved = (0..count).map(|k| {
+            let at = (base + k * STACK_BYTES) as *mut u8;
+            // SAFETY: the host gave us `count` stacks' worth of writable memory at `base`,
+            // aligned to `STACK_BYTES`, for good.
+            unsafe { Stack::raw_slot(at).write(HOST_MADE) };
+            Stack { base: at }
+        });
+        let first = carved.next();
+        // Host-made stacks are never freed: the pool keeps them beyond `POOL_MAX`.
+        POOL.with(|p| p.extend(carved));
+        if first.is_some() {
+            return first;
+        }
+    }
+    #[cfg(loom)]
+    let _ = host;
     Stack::new()
 }
 
@@ -57,11 +79,12 @@ pub fn give_to_pool(stack: Stack) {
     drop(stack);
 }
 
-/// Gives `stack` to the pool (freed if the pool is full).
+/// Gives `stack` to the pool (freed if the pool is full and the global allocator made it;
+/// a stack carved from a host's memory is always kept).
 #[cfg(not(loom))]
 pub fn give_to_pool(stack: Stack) {
     let full = POOL.with(|p| {
-        if p.len() < POOL_MAX {
+        if p.len() < POOL_MAX || stack.host_made() {
             p.push(stack);
             None
         } else {
@@ -70,6 +93,11 @@ pub fn give_to_pool(stack: Stack) {
     });
     drop(full);
 }
+
+/// What a stack's allocation slot holds when the stack was carved from memory a host
+/// gave ([`take_pooled`]): address 1, never one the allocator made (those are 64 KiB
+/// aligned, or at least 16).
+const HOST_MADE: *mut u8 = core::ptr::dangling_mut::<u8>();
 
 /// One stack: `STACK_BYTES` aligned to `STACK_BYTES`.
 pub struct Stack {
@@ -117,6 +145,12 @@ impl Stack {
         (base as usize + STACK_BYTES - 8) as *mut *mut u8
     }
 
+    /// True when it was carved from memory a host gave (never freed).
+    pub fn host_made(&self) -> bool {
+        // SAFETY: every `Stack` has its allocation slot written (`new`, `take_pooled`).
+        unsafe { Self::raw_slot(self.base).read() == HOST_MADE }
+    }
+
     /// Its lowest address (where the thread header lives).
     pub fn base(&self) -> *mut u8 {
         self.base
@@ -140,6 +174,12 @@ impl Stack {
 
 impl Drop for Stack {
     fn drop(&mut self) {
+        if self.host_made() {
+            // A host's memory is the runtime's for good: back to the pool, whatever its size.
+            #[cfg(not(loom))]
+            POOL.with(|p| p.push(Stack { base: self.base }));
+            return;
+        }
         // SAFETY: `new` stored the allocation's address in the last word; it was aligned
         // (the stack is the whole allocation) or carved, with the matching layout; ours.
         unsafe {

@@ -474,7 +474,7 @@ fn take_stack(rt: &Shared, creator: Option<&Task>) -> Option<Stack> {
             }
         }
     }
-    context::take_pooled()
+    context::take_pooled(rt.host())
 }
 
 /// Every thread starts here, on its own stack.
