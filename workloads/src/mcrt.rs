@@ -82,7 +82,7 @@ pub fn run<P: Platform + ?Sized>(
             ));
         }
         "mcrt_create" => {
-            for n in [100, 1000, 3000] {
+            for n in [100, 1000, 3000, 10_000] {
                 let config = format!("live{n}");
                 out.push(put(
                     "mcrt",
@@ -270,15 +270,19 @@ fn mcrt_switch(host: &dyn Host, n: u64) -> Result<u64, String> {
 
 /// Cycles per McRT create while `n` threads are live (none joined until all exist).
 fn mcrt_live_create(host: &dyn Host, n: usize) -> Result<u64, String> {
-    let t = on_one(host, move || {
+    let (t, made) = on_one(host, move || {
         let start = read_tsc();
-        let hs: Vec<_> = (0..n).filter_map(|_| mcrt::spawn(|| ()).ok()).collect();
+        let hs: Vec<_> = (0..n).map_while(|_| mcrt::spawn(|| ()).ok()).collect();
         let t = read_tsc() - start;
+        let made = hs.len();
         for h in hs {
             h.join();
         }
-        t
+        (t, made)
     })?;
+    if made < n {
+        return Err(format!("mcrt_create: {made} of {n} live threads, then a spawn failed"));
+    }
     Ok(t / n as u64)
 }
 

@@ -113,6 +113,9 @@ const RUNS: &[Run] = &[
                user.a_late_revocation_is_reported_and_forgotten",
         ..all("deaf2", 2, "256M")
     },
+    // 10,000 live McRT threads with 32 MiB a core (as smp8 and smp16 have): their stacks
+    // need more than one core's memory (issue M15).
+    Run { test: "user.mcrt_live_threads", ..all("mcrtlive4", 4, "128M") },
     // Kernel memory grown by system calls until refused, on both cores (issue M14).
     // (With no quota per program, so one program reaches the core's reserve.)
     Run { test: "user.kernel_memory_is_refused", append: "kquota=off", ..all("kmem2", 2, "64M") },

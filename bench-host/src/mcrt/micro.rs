@@ -1,8 +1,11 @@
 //! `mcrt_micro`, McRT Table 1: thread create (255), mutex lock/release (1000), and a
-//! context switch between two threads (1000: `mcrt` is a yield through the scheduler,
-//! `mcrt-context` the bare switch under it; `-shared-fpu` the same with
-//! `FpuControl::Shared`, which does not keep each thread's MXCSR and x87 control word), in µs for those iterations as the paper
-//! reports them; McRT against `std::thread` (Linux's native threads), `corosensei` and
+//! context switch between two threads (1000: `mcrt` is a yield through the scheduler under
+//! the default `FpuControl::Auto`, no thread having called the setter, so the sharing
+//! switch; `mcrt-auto-set` the same after a thread called `mcrt::fpu::set_control`, so the
+//! saving switch; `-saved-fpu` and `-shared-fpu` the same under `FpuControl::Saved` and
+//! `Shared`; `mcrt-context` the bare saving switch under it, which keeps each thread's
+//! MXCSR and x87 control word, `mcrt-context-shared-fpu` the bare sharing switch, which
+//! does not), in µs for those iterations as the paper reports them; McRT against `std::thread` (Linux's native threads), `corosensei` and
 //! `generator` coroutines, and `parking_lot`/`std` mutexes, in one run on one CPU.
 
 use super::{line, median_of};
@@ -97,11 +100,23 @@ fn std_mutex() -> f64 {
     us(start)
 }
 
+/// Whether a thread calls the FPU setter before the switches are timed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Setter {
+    /// Nobody does (under `Auto`, the sharing switch).
+    NotCalled,
+    /// The main thread sets the initial words (under `Auto`, the saving switch from then).
+    Called,
+}
+
 /// McRT: two threads on one processor yield to each other 1000 times in all, with switches
-/// keeping the FPU control state as `fpu` says.
-pub fn mcrt_switch(fpu: FpuControl) -> f64 {
+/// keeping the FPU control state as `fpu` says (and, under `Auto`, as `setter` makes it).
+pub fn mcrt_switch(fpu: FpuControl, setter: Setter) -> f64 {
     let config = Config::new(Policy::Local, 1).with_fpu(fpu);
-    mcrt::run(config, &LinuxHost::pinned(), || {
+    mcrt::run(config, &LinuxHost::pinned(), move || {
+        if setter == Setter::Called {
+            mcrt::fpu::set_control(mcrt::fpu::INITIAL).expect("valid words");
+        }
         let go = Arc::new(AtomicU32::new(0));
         let g = go.clone();
         let other = mcrt::spawn(move || {
@@ -161,7 +176,7 @@ extern "C" fn bounce<const SHARED: bool>(pair: usize) -> ! {
 pub fn mcrt_context(fpu: FpuControl) -> f64 {
     match fpu {
         FpuControl::Saved => bare_switches::<false>(),
-        FpuControl::Shared => bare_switches::<true>(),
+        FpuControl::Shared | FpuControl::Auto => bare_switches::<true>(),
     }
 }
 
@@ -269,8 +284,15 @@ pub fn run(quick: bool) -> Vec<String> {
     }
     put("mutex1000", "parking_lot", median_of(trials, parking_lot_mutex));
     put("mutex1000", "std-mutex", median_of(trials, std_mutex));
+    for (fpu, setter, imp) in [
+        (FpuControl::Auto, Setter::NotCalled, "mcrt"),
+        (FpuControl::Auto, Setter::Called, "mcrt-auto-set"),
+        (FpuControl::Saved, Setter::NotCalled, "mcrt-saved-fpu"),
+        (FpuControl::Shared, Setter::NotCalled, "mcrt-shared-fpu"),
+    ] {
+        put("switch1000", imp, median_of(trials, || mcrt_switch(fpu, setter)));
+    }
     for (fpu, suffix) in [(FpuControl::Saved, ""), (FpuControl::Shared, "-shared-fpu")] {
-        put("switch1000", &format!("mcrt{suffix}"), median_of(trials, || mcrt_switch(fpu)));
         put(
             "switch1000",
             &format!("mcrt-context{suffix}"),

@@ -18,6 +18,10 @@ pub enum QueueLock {
 /// control word, which the System V ABI makes callee-saved).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FpuControl {
+    /// The default (issue M15): `Shared` for as long as no thread has called the setter,
+    /// [`crate::fpu::set_control`], so nobody can have changed the words; the setter's first
+    /// call turns the runtime to `Saved` for good (`crate::fpu` says why that is safe).
+    Auto,
     /// Each thread keeps its own (`mcrt::context::switch`): a switch reads both words.
     Saved,
     /// All threads share one (`mcrt::context::switch_sharing_fpu`), as coroutine libraries
@@ -85,7 +89,8 @@ pub struct Config {
     pub lock: QueueLock,
     /// The policy this mapping came from (for reports), if any.
     pub policy: Option<Policy>,
-    /// Whether switches keep each thread's FPU control state (default: yes).
+    /// Whether switches keep each thread's FPU control state (default: `Auto`, they do
+    /// once a thread has changed it through [`crate::fpu::set_control`]).
     pub fpu: FpuControl,
 }
 
@@ -137,7 +142,7 @@ impl Config {
             spawn_to,
             lock: QueueLock::Tts,
             policy: Some(policy),
-            fpu: FpuControl::Saved,
+            fpu: FpuControl::Auto,
         }
     }
 
@@ -159,7 +164,7 @@ impl Config {
             spawn_to: if spawn_to.is_empty() { alloc::vec![alloc::vec![0]] } else { spawn_to },
             lock: QueueLock::Tts,
             policy: None,
-            fpu: FpuControl::Saved,
+            fpu: FpuControl::Auto,
         }
     }
 
@@ -176,12 +181,12 @@ impl Config {
     }
 
     /// Parses words such as `stealing p=4 lock=ticket fpu=shared` (policy, then options;
-    /// defaults: `stealing`, `default_processors`, `lock=tts`, `fpu=saved`).
+    /// defaults: `stealing`, `default_processors`, `lock=tts`, `fpu=auto`).
     pub fn parse(text: &str, default_processors: usize) -> Result<Config, &'static str> {
         let mut policy = Policy::Stealing;
         let mut p = default_processors;
         let mut lock = QueueLock::Tts;
-        let mut fpu = FpuControl::Saved;
+        let mut fpu = FpuControl::Auto;
         for word in text.split_whitespace() {
             if let Some(n) = word.strip_prefix("p=") {
                 p = n.parse().map_err(|_| "p= wants a number")?;
@@ -196,9 +201,10 @@ impl Config {
                 };
             } else if let Some(f) = word.strip_prefix("fpu=") {
                 fpu = match f {
+                    "auto" => FpuControl::Auto,
                     "saved" => FpuControl::Saved,
                     "shared" => FpuControl::Shared,
-                    _ => return Err("fpu= wants saved or shared"),
+                    _ => return Err("fpu= wants auto, saved or shared"),
                 };
             } else {
                 policy = Policy::parse(word)
@@ -264,7 +270,8 @@ mod tests {
         assert!(Config::parse("p=0", 1).is_err());
         assert!(Config::parse("bogus", 1).is_err());
         assert!(Config::parse("lock=mcs", 1).is_err());
-        assert_eq!(Config::parse("local", 1).unwrap().fpu, FpuControl::Saved);
+        assert_eq!(Config::parse("local", 1).unwrap().fpu, FpuControl::Auto);
+        assert_eq!(Config::parse("local fpu=saved", 1).unwrap().fpu, FpuControl::Saved);
         assert_eq!(Config::parse("local fpu=shared", 1).unwrap().fpu, FpuControl::Shared);
         assert!(Config::parse("fpu=none", 1).is_err());
     }

@@ -1,8 +1,9 @@
 //! Stacks and the context switch (McRT §2: user-level threads are cooperative, so a switch
 //! keeps only what the System V ABI says a callee keeps: rbx and rbp, which it pushes;
 //! r12–r15, which the compiler saves around it where they are live; the stack pointer; and
-//! the FPU control state, MXCSR and the x87 control word, unless the runtime runs with
-//! `FpuControl::Shared`).
+//! the FPU control state, MXCSR and the x87 control word, unless the threads share it:
+//! `FpuControl::Shared`, or the default `FpuControl::Auto` until a thread calls the setter,
+//! [`crate::fpu::set_control`]).
 //!
 //! Every McRT stack is [`STACK_BYTES`] long and aligned to its length, and its highest
 //! bytes hold the thread's header ([`crate::runtime`]'s `Task`), just above where the
@@ -13,7 +14,9 @@
 //!
 //! Stacks are recycled: a processor keeps a few, and a process-wide pool keeps up to
 //! [`POOL_MAX`] more for later threads and later runtimes, so creating a thread seldom
-//! asks the system for memory.
+//! asks the system for memory. A host may carve stacks from memory of its own
+//! ([`crate::Host::stack_memory`]; Atoll: segments made on whichever core has room, issue
+//! M15): the pool then grows by a segment at a time and keeps every such stack.
 
 use alloc::alloc::{alloc, dealloc, Layout};
 #[cfg(not(loom))]
@@ -28,9 +31,10 @@ pub const STACK_BYTES: usize = 64 * 1024;
 /// Bytes at the very top of every stack that the stack itself keeps (above the header).
 pub const STACK_RESERVED: usize = 64;
 
-/// The MXCSR and x87 control word a new thread starts with (the power-on defaults: every
-/// exception masked, round to nearest).
-const INITIAL_FPU: u64 = 0x1F80 | (0x037F << 32);
+/// The MXCSR and x87 control word a new thread starts with ([`crate::fpu::INITIAL`]: every
+/// exception masked, round to nearest), as a sharing switch's frame would hold them.
+const INITIAL_FPU: u64 =
+    crate::fpu::INITIAL.mxcsr as u64 | ((crate::fpu::INITIAL.x87 as u64) << 32);
 
 /// Most stacks the process-wide pool keeps.
 pub const POOL_MAX: usize = 1024;
@@ -40,12 +44,32 @@ pub const POOL_MAX: usize = 1024;
 #[cfg(not(loom))]
 static POOL: TtsLock<Vec<Stack>> = TtsLock::new(Vec::new());
 
-/// A stack from the pool, else a fresh one; `None` when memory is short.
-pub fn take_pooled() -> Option<Stack> {
+/// A stack from the pool, else one carved from stack memory `host` provides
+/// ([`crate::Host::stack_memory`], issue M15: on Atoll segments spread over the cores), else
+/// a fresh one from the global allocator; `None` when memory is short.
+pub fn take_pooled(host: &dyn crate::Host) -> Option<Stack> {
     #[cfg(not(loom))]
     if let Some(s) = POOL.with(|p| p.pop()) {
         return Some(s);
     }
+    #[cfg(not(loom))]
+    if let Some((base, count)) = host.stack_memory() {
+        let mut carved = (0..count).map(|k| {
+            let at = (base + k * STACK_BYTES) as *mut u8;
+            // SAFETY: the host gave us `count` stacks' worth of writable memory at `base`,
+            // aligned to `STACK_BYTES`, for good.
+            unsafe { Stack::raw_slot(at).write(HOST_MADE) };
+            Stack { base: at }
+        });
+        let first = carved.next();
+        // Host-made stacks are never freed: the pool keeps them beyond `POOL_MAX`.
+        POOL.with(|p| p.extend(carved));
+        if first.is_some() {
+            return first;
+        }
+    }
+    #[cfg(loom)]
+    let _ = host;
     Stack::new()
 }
 
@@ -55,11 +79,12 @@ pub fn give_to_pool(stack: Stack) {
     drop(stack);
 }
 
-/// Gives `stack` to the pool (freed if the pool is full).
+/// Gives `stack` to the pool (freed if the pool is full and the global allocator made it;
+/// a stack carved from a host's memory is always kept).
 #[cfg(not(loom))]
 pub fn give_to_pool(stack: Stack) {
     let full = POOL.with(|p| {
-        if p.len() < POOL_MAX {
+        if p.len() < POOL_MAX || stack.host_made() {
             p.push(stack);
             None
         } else {
@@ -68,6 +93,11 @@ pub fn give_to_pool(stack: Stack) {
     });
     drop(full);
 }
+
+/// What a stack's allocation slot holds when the stack was carved from memory a host
+/// gave ([`take_pooled`]): address 1, never one the allocator made (those are 64 KiB
+/// aligned, or at least 16).
+const HOST_MADE: *mut u8 = core::ptr::dangling_mut::<u8>();
 
 /// One stack: `STACK_BYTES` aligned to `STACK_BYTES`.
 pub struct Stack {
@@ -115,6 +145,12 @@ impl Stack {
         (base as usize + STACK_BYTES - 8) as *mut *mut u8
     }
 
+    /// True when it was carved from memory a host gave (never freed).
+    pub fn host_made(&self) -> bool {
+        // SAFETY: every `Stack` has its allocation slot written (`new`, `take_pooled`).
+        unsafe { Self::raw_slot(self.base).read() == HOST_MADE }
+    }
+
     /// Its lowest address (where the thread header lives).
     pub fn base(&self) -> *mut u8 {
         self.base
@@ -138,6 +174,12 @@ impl Stack {
 
 impl Drop for Stack {
     fn drop(&mut self) {
+        if self.host_made() {
+            // A host's memory is the runtime's for good: back to the pool, whatever its size.
+            #[cfg(not(loom))]
+            POOL.with(|p| p.push(Stack { base: self.base }));
+            return;
+        }
         // SAFETY: `new` stored the allocation's address in the last word; it was aligned
         // (the stack is the whole allocation) or carved, with the matching layout; ours.
         unsafe {
@@ -257,6 +299,15 @@ macro_rules! restore_fpu {
     };
 }
 
+/// The resumed side of a sharing switch: if a saving switch resumed it (ecx is not all
+/// ones), loads the initial words (`fpu::INITIAL`: MXCSR 0x1F80, x87 0x037F), through the
+/// frame's FPU slot, which the sharing switch left unwritten and nobody reads again.
+macro_rules! restore_initial_fpu {
+    () => {
+        "cmp ecx, -1\nje 5f\nmov dword ptr [rsp], 0x1F80\nldmxcsr [rsp]\ncmp ecx, 0x037F\nje 5f\nmov word ptr [rsp + 4], 0x037F\nfldcw [rsp + 4]\n5:"
+    };
+}
+
 /// Switches from the running context (its stack pointer saved in `*save`) to the one whose
 /// stack pointer is `next`, keeping each context's FPU control state (MXCSR and the x87
 /// control word are callee-saved in the System V ABI); returns when something switches
@@ -272,16 +323,25 @@ pub unsafe fn switch(save: *mut usize, next: usize) {
     unsafe { switch_asm!(save_fpu!(), restore_fpu!(), save, next) }
 }
 
-/// As [`switch`], but the contexts share one FPU control state ([`crate::FpuControl::Shared`]):
-/// neither word is read or written (`stmxcsr` alone costs more than the rest of a switch
-/// on some x86 cores). A context this suspends and a [`switch`] resumes carries on with the
-/// switcher's control state; one that `switch` suspended still gets its own back: MXCSR is
-/// always reloaded, and ecx is left all ones, which no 16-bit control word equals.
+/// As [`switch`], but the contexts share one FPU control state ([`crate::FpuControl::Shared`],
+/// and [`crate::FpuControl::Auto`] until a thread calls [`crate::fpu::set_control`]): the
+/// switcher reads neither word (`stmxcsr` alone costs more than the rest of a switch on
+/// some x86 cores). What the resumed side loads depends on who resumes it:
+/// - another sharing switch (ecx all ones, which no 16-bit control word equals): nothing;
+///   it carries on with the switcher's words, which are the ones it had;
+/// - a [`switch`] (ecx the switcher's x87 control word): the initial words
+///   ([`crate::fpu::INITIAL`]), MXCSR always and the x87 word if the switcher's differs.
+///   A context is suspended by this switch only while its thread has not called the
+///   setter, so these are its own words; the switcher's may not be (issue M15: under
+///   `Auto`, the thread that called the setter is then running with its own).
+///
+/// And a context that [`switch`] suspended still gets its own back when this switch
+/// resumes it: MXCSR is always reloaded, and the x87 word, as ecx differs from it.
 ///
 /// # Safety
 /// As [`switch`].
 #[inline(always)]
 pub unsafe fn switch_sharing_fpu(save: *mut usize, next: usize) {
     // SAFETY: as for `switch`.
-    unsafe { switch_asm!("mov ecx, -1", "", save, next) }
+    unsafe { switch_asm!("mov ecx, -1", restore_initial_fpu!(), save, next) }
 }

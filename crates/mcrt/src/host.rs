@@ -25,4 +25,15 @@ pub trait Host: Sync {
 
     /// A cycle count or nanosecond clock, for the runtime's statistics and benchmarks.
     fn now(&self) -> u64;
+
+    /// Memory for more thread stacks, when the host carves them itself: `(base, count)`,
+    /// `count` stacks of [`crate::context::STACK_BYTES`] at `base` (aligned to that size),
+    /// writable, the runtime's for the rest of the process (it keeps them in its pool and
+    /// never gives them back). `None` (the default, and when the host has none left): the
+    /// runtime takes stacks from the global allocator. Atoll's host makes each batch a
+    /// segment on a core with memory to spare (issue M15: one core's memory bounds a
+    /// segment, and the stacks of 10,000 live threads need more).
+    fn stack_memory(&self) -> Option<(usize, usize)> {
+        None
+    }
 }

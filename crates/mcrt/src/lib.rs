@@ -5,6 +5,7 @@
 //! | part | module | paper |
 //! | --- | --- | --- |
 //! | user-level threads: create, join, exit, yield, thread-local data | [`thread`] | §2 |
+//! | the FPU control words a switch keeps, and their setter | [`fpu`] | §2 |
 //! | futures: `spawn(f, arg)`, `read(handle)` | [`future`] | §2.1 |
 //! | the configurable scheduler: P processors, Q queues, the mapping, domains | [`config`], [`runtime`] | §2.2 |
 //! | predicate yield, on which every blocking primitive is built | [`yield_until`] | §2.2 |
@@ -31,6 +32,7 @@ extern crate std;
 mod atomics;
 pub mod config;
 pub mod context;
+pub mod fpu;
 pub mod future;
 pub mod host;
 #[cfg(feature = "std")]

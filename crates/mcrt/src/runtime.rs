@@ -149,6 +149,10 @@ pub(crate) struct Shared {
     host: *const (dyn Host + 'static),
     pub(crate) futures: crate::future::FutureQueues,
     stats: Counters,
+    /// Whether switches keep each thread's FPU control words now: from the start under
+    /// `FpuControl::Saved`, never under `Shared`, and under `Auto` once a thread has called
+    /// [`crate::fpu::set_control`] (only that call sets it).
+    pub(crate) fpu_saving: AtomicBool,
 }
 
 // SAFETY: a processor's cells are touched only by the system thread running it (its idle
@@ -233,11 +237,12 @@ fn switch_to(me: &Task, next: *const Task, pending: Pending) {
             (*next).on_cpu.store(true, Ordering::Relaxed);
         }
         (*next).processor.set(p.index);
-        match me.rt().config.fpu {
-            crate::FpuControl::Saved => context::switch(me.sp.get(), *(*next).sp.get()),
-            crate::FpuControl::Shared => {
-                context::switch_sharing_fpu(me.sp.get(), *(*next).sp.get())
-            }
+        // Relaxed: a late read of a flip by another processor's thread is harmless
+        // (`crate::fpu`); this thread's own flip it reads in program order.
+        if me.rt().fpu_saving.load(Ordering::Relaxed) {
+            context::switch(me.sp.get(), *(*next).sp.get())
+        } else {
+            context::switch_sharing_fpu(me.sp.get(), *(*next).sp.get())
         }
     }
     after_switch(me);
@@ -469,7 +474,7 @@ fn take_stack(rt: &Shared, creator: Option<&Task>) -> Option<Stack> {
             }
         }
     }
-    context::take_pooled()
+    context::take_pooled(rt.host())
 }
 
 /// Every thread starts here, on its own stack.
@@ -683,6 +688,7 @@ pub fn run<R: Send + 'static>(
             switches: AtomicU64::new(0),
         })
         .collect();
+    let config_saves_fpu = config.fpu == crate::FpuControl::Saved;
     let rt = Box::new(Shared {
         queues: (0..config.queues).map(|_| TaskQueue::new(config.lock)).collect(),
         futures: crate::future::FutureQueues::new(config.processors),
@@ -694,6 +700,7 @@ pub fn run<R: Send + 'static>(
         live: AtomicUsize::new(0),
         host,
         stats: Counters::default(),
+        fpu_saving: AtomicBool::new(config_saves_fpu),
     });
     let result: alloc::sync::Arc<crate::thread::Slot<R>> =
         alloc::sync::Arc::new(crate::thread::Slot::new());

@@ -22,6 +22,7 @@
 //!   producers and 3 consumers: every item arrives once;
 //! - `omp`: a parallel for (static, dynamic, guided) with a sum reduction, and a nested
 //!   region (2 × 2 teams) each computing its own part;
+//! - [`live`] (on its own, with a count): that many threads live at once;
 //! - [`domains`] (with [`Config::domains`]`(&[1, n])`, n ≥ 1): a thread moved to another
 //!   scheduling domain runs on that domain's processors.
 //!
@@ -233,6 +234,35 @@ fn many() -> Check {
         done += hs.into_iter().map(|h| h.join().unwrap_or(0)).sum::<u64>();
     }
     (done == 10_000).then_some(()).ok_or("not every one of 10,000 threads ran")
+}
+
+/// `n` threads live at once (McRT §3.1, Figure 2's measure; issue M15): each is created
+/// and waits at one gate until all exist, then the gate opens and all are joined. The
+/// error is how many had been created when a spawn failed (or `n` if one did not run).
+pub fn live(n: usize) -> Result<(), usize> {
+    let gate = Arc::new(AtomicU32::new(0));
+    let mut hs = Vec::with_capacity(n);
+    for made in 0..n {
+        let g = gate.clone();
+        match crate::spawn(move || {
+            crate::yield_until(&g, Op::Eq, 1);
+            1u64
+        }) {
+            Ok(h) => hs.push(h),
+            Err(_) => {
+                gate.store(1, Ordering::Release);
+                crate::notify_all();
+                for h in hs {
+                    let _ = h.join();
+                }
+                return Err(made);
+            }
+        }
+    }
+    gate.store(1, Ordering::Release);
+    crate::notify_all();
+    let ran: u64 = hs.into_iter().map(|h| h.join().unwrap_or(0)).sum();
+    (ran == n as u64).then_some(()).ok_or(n)
 }
 
 fn malloc() -> Check {

@@ -2,11 +2,77 @@
 //! thread (M7) pinned to a core, processor i on the i-th core counted from the caller's
 //! (more processors than cores share cores, time-shared by the kernel), and an idle
 //! processor parks in the kernel's `wait` on the runtime's word.
+//!
+//! Thread stacks come from segments of their own (issue M15), [`STACKS_PER_SEGMENT`] at a
+//! time, mapped one after another from [`STACKS_BASE`]: a segment may not exceed its
+//! core's free memory and a page is filled from the memory of the core that first touches
+//! it, so each segment is made on a core with memory to spare, the caller's first, then
+//! the next ones, where a short-lived kernel thread makes it and touches the page of each
+//! stack that its thread's header and first frames use. Ten thousand live threads then
+//! spread over the cores' memory instead of exhausting one core's (the heap, from which
+//! stacks came before, grows only from the core that allocates).
 
+use crate::obj::{ar_set_seg, home_share, root_ar_ref, segment_alloc, share_delobj, ObjRef};
 use crate::thread::{self, Builder};
 use crate::{cores_online, pcore_current, Status};
+use abi::{map, ArSetSeg};
 use alloc::vec::Vec;
-use core::sync::atomic::AtomicU32;
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+/// Where McRT's stack segments are mapped (24 TiB: above the heap's terabyte at 16 TiB).
+pub const STACKS_BASE: u64 = 0x1800_0000_0000;
+/// Most address space the stack segments take (1 TiB).
+const STACKS_LIMIT: u64 = 1 << 40;
+/// Stacks in one segment (64 of 64 KiB: 4 MiB of address space, 64 pages touched).
+pub const STACKS_PER_SEGMENT: usize = 64;
+/// Free frames a core must keep beyond a segment's pages to be given one: room for its
+/// heap and for the pages that threads touch as they run.
+const MARGIN_PAGES: u64 = 1024;
+const PAGE: u64 = 4096;
+
+/// The next stack segment's address.
+static NEXT_VA: AtomicU64 = AtomicU64::new(STACKS_BASE);
+/// The core that made the last segment, plus one (0: none yet); the next is tried there
+/// first.
+static LAST_CORE: AtomicUsize = AtomicUsize::new(0);
+
+/// Makes a stack segment of `bytes` at `va` on the calling core, if the core can spare
+/// the segment and [`MARGIN_PAGES`] more, and touches the top page of each of its stacks
+/// (so their frames are this core's). False if it cannot.
+fn make_segment_here(va: u64, bytes: u64) -> bool {
+    let home = home_share();
+    // A segment may not exceed its core's free memory: one of the segment's size and the
+    // margin tells whether this core can spare them, and costs nothing (never touched).
+    match segment_alloc(home, bytes + MARGIN_PAGES * PAGE) {
+        Ok(probe) => {
+            let _ = share_delobj(ObjRef::new(home, probe));
+        }
+        Err(_) => return false,
+    }
+    let Ok(seg) = segment_alloc(home, bytes) else { return false };
+    let ar = root_ar_ref();
+    let set = ArSetSeg {
+        ar: [ar.share, ar.object],
+        va,
+        seg: [home, seg],
+        first_page: 0,
+        pages: bytes / PAGE,
+        flags: map::WRITE,
+    };
+    if ar_set_seg(&set).is_err() {
+        let _ = share_delobj(ObjRef::new(home, seg));
+        return false;
+    }
+    // As the heap's segments, it stays in the home share, named by everything the root
+    // range maps.
+    let stack = mcrt::context::STACK_BYTES as u64;
+    for k in 0..bytes / stack {
+        // SAFETY: the word lies in the segment just mapped writable at `va`, which nobody
+        // else uses yet (the runtime gets it when this returns).
+        unsafe { core::ptr::write_volatile((va + (k + 1) * stack - 8) as *mut u64, 0) };
+    }
+    true
+}
 
 /// Atoll's host for `mcrt::run`.
 pub struct AtollHost;
@@ -56,6 +122,35 @@ impl mcrt::Host for AtollHost {
 
     fn wake(&self, word: &AtomicU32, n: u32) {
         let _ = thread::wake(word, u64::from(n));
+    }
+
+    /// A new stack segment (see the module's doc), made on the core that made the last
+    /// one or, when it cannot spare one, on the next core that can; `None` when none can.
+    fn stack_memory(&self) -> Option<(usize, usize)> {
+        let bytes = (STACKS_PER_SEGMENT * mcrt::context::STACK_BYTES) as u64;
+        let va = NEXT_VA.fetch_add(bytes, Ordering::Relaxed);
+        if va + bytes > STACKS_BASE + STACKS_LIMIT {
+            return None;
+        }
+        let (me, cores) = (pcore_current(), cores_online().max(1));
+        let first = LAST_CORE.load(Ordering::Relaxed).checked_sub(1).unwrap_or(me);
+        for i in 0..cores {
+            let core = (first + i) % cores;
+            let made = if core == me {
+                make_segment_here(va, bytes)
+            } else {
+                Builder::new()
+                    .core(core)
+                    .affinity(1 << core)
+                    .spawn(move || if make_segment_here(va, bytes) { 0 } else { 1 })
+                    .is_ok_and(|t| t.join() == Status::Exited(0))
+            };
+            if made {
+                LAST_CORE.store(core + 1, Ordering::Relaxed);
+                return Some((va as usize, STACKS_PER_SEGMENT));
+            }
+        }
+        None
     }
 
     fn now(&self) -> u64 {

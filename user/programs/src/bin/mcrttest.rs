@@ -8,6 +8,10 @@
 //! all by default; one processor per core, at most N); prints each policy's checks' times
 //! (`start` is the runtime's start and stop alone), then `mcrttest: ok` or
 //! `mcrttest: FAIL <policy> <check>`, and exits 0, 1, or 2 on bad arguments.
+//!
+//! `mcrttest --live N` instead makes N threads live at once on one processor
+//! (`mcrt::selftest::live`, issue M15) and prints `mcrttest: N live threads` or
+//! `mcrttest: FAIL live: K of N` (a spawn failed after K).
 #![no_std]
 #![no_main]
 
@@ -26,6 +30,14 @@ fn main() -> i32 {
     let mut most = usize::MAX;
     let mut words = args.split_whitespace();
     while let Some(word) = words.next() {
+        if word == "--live" {
+            let n = words.next().and_then(|n| n.parse::<usize>().ok());
+            let Some(n) = n.filter(|n| (1..=1_000_000).contains(n)) else {
+                println!("mcrttest: --live wants a number from 1 to 1000000");
+                return 2;
+            };
+            return live(n);
+        }
         if word == "--processors" {
             let n = words.next().and_then(|n| n.parse::<usize>().ok());
             match n.filter(|n| (1..=1024).contains(n)) {
@@ -88,6 +100,26 @@ fn main() -> i32 {
     }
     println!("mcrttest: ok");
     0
+}
+
+/// `--live N`: N threads live at once on one processor.
+fn live(n: usize) -> i32 {
+    let start = libatoll::cycles();
+    match mcrt::run(Config::new(Policy::Local, 1), &AtollHost, move || selftest::live(n)) {
+        Ok(Ok(())) => {
+            let mcycles = (libatoll::cycles() - start) / 1_000_000;
+            println!("mcrttest: {n} live threads ({mcycles} Mcycles)");
+            0
+        }
+        Ok(Err(made)) => {
+            println!("mcrttest: FAIL live: {made} of {n}");
+            1
+        }
+        Err(e) => {
+            println!("mcrttest: FAIL live: the runtime: {e:?}");
+            1
+        }
+    }
 }
 
 libatoll::main!(main);

@@ -1,0 +1,90 @@
+//! The FPU control words (MXCSR and the x87 control word: rounding, exception masks) and
+//! the one sanctioned way to change them, [`set_control`] (issue M15).
+//!
+//! The System V ABI makes both words callee-saved, so a switch between cooperative threads
+//! (McRT §2) should keep each thread's own. Reading MXCSR (`stmxcsr`) costs more than the
+//! rest of a switch on some x86 cores, and almost no code changes it: so under the default
+//! [`crate::FpuControl::Auto`] the runtime switches with the sharing switch
+//! ([`crate::context::switch_sharing_fpu`]) for as long as it can prove that no thread has
+//! changed them, that is until a thread calls [`set_control`]; that call flips the runtime
+//! to the saving switch ([`crate::context::switch`]) for good.
+//!
+//! Why the flip needs nothing from the other processors (one relaxed flag): until its
+//! thread calls the setter, every context a sharing switch suspends holds the initial
+//! words ([`INITIAL`]: every thread starts with them and nobody changed them), and a
+//! saving switch that resumes such a context loads them (see `switch_sharing_fpu`). The
+//! thread that called the setter sees its own store of the flag on any processor it
+//! moves to (a move goes through a queue's lock), so it is only ever suspended by the
+//! saving switch; other processors may read the flag late and share a little longer,
+//! which is harmless, as their contexts still hold the initial words.
+
+use core::sync::atomic::Ordering;
+
+/// The FPU control words of a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FpuWords {
+    /// MXCSR (SSE rounding, exception masks, flush-to-zero, denormals-are-zero); bits 16
+    /// and up are reserved and must be clear.
+    pub mxcsr: u32,
+    /// The x87 FPU control word (precision, rounding, exception masks).
+    pub x87: u16,
+}
+
+/// The words every McRT thread starts with (the power-on defaults: every exception
+/// masked, round to nearest, 64-bit x87 precision).
+pub const INITIAL: FpuWords = FpuWords { mxcsr: 0x1F80, x87: 0x037F };
+
+/// The calling thread's control words.
+pub fn control() -> FpuWords {
+    let mut mxcsr: u32 = 0;
+    let mut x87: u16 = 0;
+    // SAFETY: stores the two words into the locals; nothing else is touched.
+    unsafe {
+        core::arch::asm!(
+            "stmxcsr [{m}]",
+            "fnstcw [{x}]",
+            m = in(reg) &mut mxcsr,
+            x = in(reg) &mut x87,
+            options(nostack, preserves_flags),
+        )
+    };
+    FpuWords { mxcsr, x87 }
+}
+
+/// Sets the calling thread's control words: the only way a McRT thread may change them
+/// and keep them across its switches. Inside a runtime configured with
+/// [`crate::FpuControl::Auto`] (the default), the first call flips the runtime to the
+/// switch that keeps each thread's words, before the words change (the module's doc says
+/// why that is enough); with `Saved` they are kept anyway; with `Shared` the caller must
+/// put the initial words back before it yields or blocks. Outside a runtime it only sets
+/// the system thread's words. An MXCSR with reserved bits set is `InvalidArgument` (and
+/// nothing changes).
+pub fn set_control(words: FpuWords) -> Result<(), crate::Error> {
+    if words.mxcsr >> 16 != 0 {
+        return Err(crate::Error::InvalidArgument);
+    }
+    if crate::in_runtime() {
+        let rt = crate::runtime::shared();
+        if rt.config.fpu == crate::FpuControl::Auto {
+            // Relaxed: see the module's doc; this thread's next switch reads it after.
+            rt.fpu_saving.store(true, Ordering::Relaxed);
+        }
+    }
+    // SAFETY: MXCSR's reserved bits are clear (checked); any x87 control word loads.
+    unsafe {
+        core::arch::asm!(
+            "ldmxcsr [{m}]",
+            "fldcw [{x}]",
+            m = in(reg) &words.mxcsr,
+            x = in(reg) &words.x87,
+            options(nostack, preserves_flags, readonly),
+        )
+    };
+    Ok(())
+}
+
+/// True when the running runtime's switches keep each thread's control words now
+/// (`Saved`, or `Auto` after a thread called [`set_control`]).
+pub fn kept_per_thread() -> bool {
+    crate::runtime::shared().fpu_saving.load(Ordering::Relaxed)
+}
