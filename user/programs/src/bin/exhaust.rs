@@ -144,15 +144,7 @@ fn fill(root: u64) -> Option<Filled> {
         };
         filled.ranges.push(ar);
         for page in 0..=MAX_MAPPINGS {
-            let args = ArSetSeg {
-                ar: [root, ar],
-                va: page * 4096,
-                seg: [root, seg],
-                first_page: 0,
-                pages: 1,
-                flags: 0,
-            };
-            match obj::ar_set_seg(&args) {
+            match map_page(root, ar, seg, page) {
                 Ok(_) => filled.mappings += 1,
                 Err(Error::NoResources) if page == MAX_MAPPINGS => {
                     filled.capped += 1;
@@ -180,6 +172,19 @@ fn fill(root: u64) -> Option<Filled> {
         return None;
     }
     Some(filled)
+}
+
+/// Maps the first page of segment `seg` at page `page` of range `ar` (both in `root`).
+fn map_page(root: u64, ar: u64, seg: u64, page: u64) -> Result<u64, Error> {
+    let args = ArSetSeg {
+        ar: [root, ar],
+        va: page * 4096,
+        seg: [root, seg],
+        first_page: 0,
+        pages: 1,
+        flags: 0,
+    };
+    obj::ar_set_seg(&args)
 }
 
 /// Mappings this core must still grant another program while one sits at its quota.
@@ -229,15 +234,7 @@ fn some() -> i32 {
         let seg = obj::segment_alloc(root, 4096)?;
         let ar = obj::ar_alloc(root, ar_kind::SLOT)?;
         for page in 0..SOME_MAPPINGS {
-            let args = ArSetSeg {
-                ar: [root, ar],
-                va: page * 4096,
-                seg: [root, seg],
-                first_page: 0,
-                pages: 1,
-                flags: 0,
-            };
-            obj::ar_set_seg(&args)?;
+            map_page(root, ar, seg, page)?;
         }
         Ok::<(), Error>(())
     })();
