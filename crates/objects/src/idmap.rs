@@ -53,6 +53,25 @@ impl<V> IdMap<V> {
         self.len == 0
     }
 
+    /// Kernel bytes its slots take now (what a quota is charged for the table).
+    pub fn bytes(&self) -> u64 {
+        Self::bytes_of(self.slots.len())
+    }
+
+    /// Kernel bytes its slots would take with one more id (the table doubles when it
+    /// would be more than half full).
+    pub fn bytes_with_one_more(&self) -> u64 {
+        if (self.len + 1) * 2 > self.slots.len() {
+            Self::bytes_of((self.slots.len() * 2).max(MIN_SLOTS))
+        } else {
+            self.bytes()
+        }
+    }
+
+    fn bytes_of(slots: usize) -> u64 {
+        (slots * mem::size_of::<Option<(ObjectId, V)>>()) as u64
+    }
+
     /// The home slot of `id` in a table of `slots` slots (a power of two): Fibonacci
     /// hashing of the id with its core folded in, so ids of one core (consecutive serials)
     /// and of several cores spread evenly.

@@ -194,6 +194,33 @@ pub(crate) fn insert_bounded<P: Payload>(
     })
 }
 
+/// [`insert_bounded`], the table's growth charged to `charge` first (issue M14: a share's
+/// table is kernel memory its maker pays for); refused with [`ObjError::QuotaExceeded`]
+/// when the quota cannot take it. Afterwards the charge is what the table takes.
+pub(crate) fn insert_charged<P: Payload>(
+    map: &mut ShareMap<P>,
+    id: ObjectId,
+    entry: Entry<P>,
+    charge: Option<&Charge>,
+) -> Result<(), (ObjError, Entry<P>)> {
+    if let Some(c) = charge {
+        if let Err(e) = c.resize(map.bytes_with_one_more().max(c.bytes())) {
+            return Err((e, entry));
+        }
+    }
+    let inserted = insert_bounded(map, id, entry);
+    sync_charge(map, charge);
+    inserted
+}
+
+/// Makes `charge` what `map`'s table takes now (after a removal: never more than before).
+pub(crate) fn sync_charge<P: Payload>(map: &ShareMap<P>, charge: Option<&Charge>) {
+    if let Some(c) = charge {
+        // Shrinking cannot be refused; the table never outgrows its charge.
+        let _ = c.resize(map.bytes().min(c.bytes()));
+    }
+}
+
 /// A share's contents: entry id → [`Entry`] (Corey §3.3 "a share maps application-visible
 /// identifiers to kernel data pointers"). Each id is in a share at most once; an object is
 /// under its own id, and under any descriptor ids `share_dupobj` gave it.
@@ -207,17 +234,30 @@ pub struct ShareTable<P: Payload> {
     /// The revocations it is caught up with ([`crate::revoke`]); written under the writer
     /// lock, read without it to skip a share that is up to date.
     seen: AtomicU64,
+    /// Its table's memory, charged to the program that made the share (resized under the
+    /// writer lock as the table grows and shrinks).
+    charge: Option<Charge>,
 }
 
 impl<P: Payload> ShareTable<P> {
     /// An empty table.
     pub fn new() -> Self {
-        ShareTable { map: RwLock::new(IdMap::new()), seen: AtomicU64::new(0) }
+        ShareTable { map: RwLock::new(IdMap::new()), seen: AtomicU64::new(0), charge: None }
     }
 
     /// An empty table whose lock has `readers` reader slots ([`RwLock::with_readers`]).
     pub fn with_readers(readers: usize) -> Self {
-        ShareTable { map: RwLock::with_readers(IdMap::new(), readers), seen: AtomicU64::new(0) }
+        ShareTable {
+            map: RwLock::with_readers(IdMap::new(), readers),
+            seen: AtomicU64::new(0),
+            charge: None,
+        }
+    }
+
+    /// The same, its table's memory charged to `charge` as it grows.
+    pub fn charged(mut self, charge: Charge) -> Self {
+        self.charge = Some(charge);
+        self
     }
 
     /// The same, caught up with the first `seen` revocations (a new share holds nothing
@@ -252,6 +292,7 @@ impl<P: Payload> ShareTable<P> {
                 return Vec::new();
             }
             let removed = remove_revoked(m, id, revocations, seen);
+            sync_charge(m, self.charge.as_ref());
             // Release: a core that reads the number sees the entries gone.
             self.seen.store(committed, Ordering::Release);
             removed
@@ -282,12 +323,17 @@ impl<P: Payload> ShareTable<P> {
     /// Adds `entry` under `id`, or gives it back with [`ObjError::AlreadyPresent`].
     /// A table that holds [`SHARE_MAX`] entries refuses with [`ObjError::ShareFull`].
     pub fn insert(&self, id: ObjectId, entry: Entry<P>) -> Result<(), (ObjError, Entry<P>)> {
-        self.map.write(|m| insert_bounded(m, id, entry))
+        self.map.write(|m| insert_charged(m, id, entry, self.charge.as_ref()))
     }
 
     /// Removes entry `id` and returns its pointer (the caller drops it, which may free it).
     pub fn remove(&self, id: ObjectId) -> Result<ObjPtr<P>, ObjError> {
-        self.map.write(|m| m.remove(&id)).map(Entry::into_ptr).ok_or(ObjError::NotInShare)
+        let removed = self.map.write(|m| {
+            let removed = m.remove(&id);
+            sync_charge(m, self.charge.as_ref());
+            removed
+        });
+        removed.map(Entry::into_ptr).ok_or(ObjError::NotInShare)
     }
 
     /// The entry ids in the table, read in reader slot `core`.
@@ -306,7 +352,12 @@ impl<P: Payload> ShareTable<P> {
     }
 
     fn take_all(&self) -> Vec<ObjPtr<P>> {
-        self.map.write(core::mem::take).into_values().map(Entry::into_ptr).collect()
+        let all = self.map.write(|m| {
+            let all = core::mem::take(m);
+            sync_charge(m, self.charge.as_ref());
+            all
+        });
+        all.into_values().map(Entry::into_ptr).collect()
     }
 }
 

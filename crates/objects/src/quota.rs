@@ -1,8 +1,8 @@
 //! A program's kernel-memory quota (issue M14): every call that grows kernel memory on a
-//! program's behalf — a new object (a share's table with it), a segment's page map, an
-//! address range's mappings — takes a [`Charge`] against its [`Quota`]
+//! program's behalf — a new object, a share's table as it grows, a segment's page map,
+//! an address range's mappings — takes a [`Charge`] against its [`Quota`]
 //! first, and is refused when the quota is spent. The charge lives in what it paid for
-//! (the object, the segment, the range) and is given back when that goes, on whichever core and
+//! (the object, the table, the segment, the range) and is given back when that goes, on whichever core and
 //! whenever, so a quota counts exactly the kernel memory its program's calls hold now.
 //!
 //! The core's own reserve is checked besides (the kernel's `room`): the quota keeps one

@@ -26,10 +26,10 @@ use locks::McsLock;
 
 use crate::id::{ObjName, ObjectId, ObjectKind};
 use crate::object::{
-    insert_bounded, release, release_one, remove_revoked, Body, Creator, Entry, ObjPtr, Object,
-    Payload, ShareMap, ShareTable,
+    insert_charged, release, release_one, remove_revoked, sync_charge, Body, Creator, Entry,
+    ObjPtr, Object, Payload, ShareMap, ShareTable,
 };
-use crate::quota::Quota;
+use crate::quota::{Charge, Quota};
 use crate::revoke::Revocation;
 use crate::ObjError;
 
@@ -74,10 +74,10 @@ pub struct ShareSet<P: Payload> {
     /// The revocations every share it reaches was last caught up with.
     shares_seen: u64,
     /// The kernel memory of the program it belongs to: the objects its calls make through
-    /// the set are charged here. (Share entries are not: each share holds at most
-    /// `SHARE_MAX`, and the core's object cap and reserve bound them; a charge kept in
-    /// every entry would have made each table a half larger.)
+    /// the set, and the tables of the shares they make, are charged here.
     quota: Arc<Quota>,
+    /// The root share's table, charged to that quota as it grows and shrinks.
+    root_charge: Charge,
 }
 
 impl<P: Payload> ShareSet<P> {
@@ -86,6 +86,7 @@ impl<P: Payload> ShareSet<P> {
     /// What it makes is charged to `quota`, its program's kernel memory.
     pub fn new(core: usize, creator: &mut Creator, quota: Arc<Quota>) -> Result<Self, ObjError> {
         let root_id = creator.next_id()?;
+        let root_charge = quota.charge(0)?;
         Ok(ShareSet {
             core,
             root_id,
@@ -94,6 +95,7 @@ impl<P: Payload> ShareSet<P> {
             root_seen: 0,
             shares_seen: 0,
             quota,
+            root_charge,
         })
     }
 
@@ -139,6 +141,7 @@ impl<P: Payload> ShareSet<P> {
         if self.root_seen < committed {
             let root = self.root_id;
             removed.extend(remove_revoked(&mut self.root, root, revocations, self.root_seen));
+            sync_charge(&self.root, Some(&self.root_charge));
             self.root_seen = committed;
             step();
         }
@@ -226,7 +229,8 @@ impl<P: Payload> ShareSet<P> {
         entry: Entry<P>,
     ) -> Result<(), ObjError> {
         if share == self.root_id {
-            return insert_bounded(&mut self.root, id, entry).map_err(|(e, entry)| {
+            let charge = Some(&self.root_charge);
+            return insert_charged(&mut self.root, id, entry, charge).map_err(|(e, entry)| {
                 release_one(entry.into_ptr());
                 e
             });
@@ -296,7 +300,11 @@ impl<P: Payload> ShareSet<P> {
         // It holds nothing older than the set's revocations.
         let bytes = Object::<P>::BYTES + core::mem::size_of::<ShareTable<P>>() as u64;
         let charge = self.quota.charge(bytes)?;
-        let table = alloc::boxed::Box::new(creator.share_table().caught_up_to(self.root_seen));
+        // Its table grows on its maker's account, whoever adds to it (Corey §3.3: a share
+        // is handed to others like any object).
+        let table =
+            creator.share_table().caught_up_to(self.root_seen).charged(self.quota.charge(0)?);
+        let table = alloc::boxed::Box::new(table);
         let ptr = creator.make(ObjectKind::Share, name, Body::Share(table), Some(charge))?;
         let id = ptr.id();
         self.place(parent, ptr)?;
@@ -355,7 +363,9 @@ impl<P: Payload> ShareSet<P> {
     /// out of `r.share`, one reference fewer; frees the object if that was the last.
     pub fn share_delobj(&mut self, r: ObjRef) -> Result<(), ObjError> {
         let removed = if r.share == self.root_id {
-            self.root.remove(&r.object).map(Entry::into_ptr).ok_or(ObjError::NotInShare)?
+            let removed = self.root.remove(&r.object);
+            sync_charge(&self.root, Some(&self.root_charge));
+            removed.map(Entry::into_ptr).ok_or(ObjError::NotInShare)?
         } else {
             let holder = self.shared.get(&r.share).ok_or(ObjError::NotInShareSet)?;
             holder.share().ok_or(ObjError::WrongKind)?.remove(r.object)?

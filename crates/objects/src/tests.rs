@@ -411,14 +411,16 @@ proptest! {
     }
 }
 
-/// Issue M14: the objects a program makes through its set (and a share's table) are
-/// charged to its quota and refused past it, changing nothing; every byte comes back when
-/// the objects go.
+/// Issue M14: the objects a program makes through its set, and its shares' tables as
+/// they grow, are charged to its quota and refused past it, changing nothing; every byte
+/// comes back when the objects go.
 #[test]
 fn a_set_is_refused_at_its_quota_and_every_byte_comes_back() {
     let mut w = world(1);
     let object = Object::<Probe>::BYTES;
-    let quota = Quota::new(3 * object, None);
+    // The root table's first 8 slots hold 4 entries; the 5th doubles it.
+    let table = IdMap::<Entry<Probe>>::new().bytes_with_one_more();
+    let quota = Quota::new(3 * object + table, None);
     let mut a = ShareSet::new(0, &mut w.creator, quota.clone()).unwrap();
     let root = a.root_id();
     let mut made = Vec::new();
@@ -433,16 +435,50 @@ fn a_set_is_refused_at_its_quota_and_every_byte_comes_back() {
         }
     }
     assert_eq!(made.len(), 3);
-    assert_eq!(quota.used(), 3 * object);
+    assert_eq!(quota.used(), 3 * object + table);
     // The refused payload was dropped, nothing else changed.
     assert_eq!(w.census.live(), 3);
     assert_eq!(a.root_len(), 3);
+    // A descriptor fits in the table as it is; the next would double it: refused.
+    a.share_dupobj(&mut w.creator, root, r(root, made[0])).unwrap();
+    let fifth = a.share_dupobj(&mut w.creator, root, r(root, made[0]));
+    assert_eq!(fifth, Err(ObjError::QuotaExceeded));
+    assert_eq!(quota.used(), 3 * object + table);
     a.share_delobj(r(root, made[2])).unwrap();
-    assert_eq!(quota.used(), 2 * object);
+    assert_eq!(quota.used(), 2 * object + table);
     // A share's table is charged besides its object: no room left for one.
     let shared = a.share_alloc(&mut w.creator, root, name());
     assert_eq!(shared, Err(ObjError::QuotaExceeded));
     drop(a);
     assert_eq!(quota.used(), 0);
     assert_eq!(w.census.live(), 0);
+}
+
+/// A shared share's table grows on its maker's quota, whoever adds to it, and gives it
+/// back as it empties.
+#[test]
+fn a_shared_tables_growth_is_its_makers() {
+    let mut w = world(1);
+    let maker = Quota::new(u64::MAX, None);
+    let other = Quota::new(u64::MAX, None);
+    let mut a = ShareSet::new(0, &mut w.creator, maker.clone()).unwrap();
+    let mut b = ShareSet::new(1, &mut w.creator, other.clone()).unwrap();
+    let (ra, rb) = (a.root_id(), b.root_id());
+    let shared = a.share_alloc(&mut w.creator, ra, name()).unwrap();
+    a.add_share(r(ra, shared)).unwrap();
+    let before = (maker.used(), other.used());
+    let p = w.probe();
+    let seg = b.alloc(&mut w.creator, rb, ObjectKind::Segment, name(), p).unwrap();
+    let held = a.shared_share(shared).unwrap();
+    b.add_share_ptr(held).unwrap();
+    let after_alloc = other.used();
+    b.share_addobj(shared, r(rb, seg)).unwrap();
+    // The entry's slot: the maker's table grew to its first 8 slots.
+    let table = IdMap::<Entry<Probe>>::new().bytes_with_one_more();
+    assert_eq!(maker.used(), before.0 + table);
+    assert_eq!(other.used(), after_alloc);
+    b.share_delobj(r(shared, seg)).unwrap();
+    drop(b);
+    drop(a);
+    assert_eq!((maker.used(), other.used()), (0, 0));
 }

@@ -272,7 +272,10 @@ fn load_program(
     let image = if image.as_ptr().align_offset(8) == 0 {
         image
     } else {
-        let mut words = alloc::vec![0u64; image.len().div_ceil(8)];
+        // As large as the program file: asked of the heap, not assumed (issue M14).
+        let mut words = Vec::new();
+        words.try_reserve_exact(image.len().div_ceil(8)).map_err(|_| Error::NoResources)?;
+        words.resize(image.len().div_ceil(8), 0u64);
         for (word, chunk) in words.iter_mut().zip(image.chunks(8)) {
             let mut bytes = [0u8; 8];
             bytes[..chunk.len()].copy_from_slice(chunk);
@@ -798,8 +801,22 @@ fn object_call(frame: &SyscallFrame) -> SysResult {
                 // At most what the caller has room for is collected.
                 let max = usize::try_from(d).unwrap_or(usize::MAX);
                 let (total, listed) = corey::ar_mappings(p, a, b, max)?;
-                let words: Vec<u64> = listed.iter().flat_map(|m| m.to_words()).collect();
-                write_words(p, space, c, &words)?;
+                // Written out a few at a time from the stack: no second copy on the heap.
+                // The whole destination is checked first, so a bad one copies nothing.
+                let len = (listed.len() * 48) as u64;
+                corey::fault_in(p, space, c, len, true);
+                space.check(c, len, true)?;
+                const AT_ONCE: usize = 32;
+                let mut bytes = [0u8; AT_ONCE * 48];
+                for (i, chunk) in listed.chunks(AT_ONCE).enumerate() {
+                    let words = chunk.iter().flat_map(|m| m.to_words());
+                    let n = chunk.len() * 48;
+                    for (slot, word) in bytes[..n].chunks_exact_mut(8).zip(words) {
+                        slot.copy_from_slice(&word.to_le_bytes());
+                    }
+                    let at = c.saturating_add((i * AT_ONCE * 48) as u64);
+                    copy_out(p, space, at, &bytes[..n])?;
+                }
                 Ok(total as u64)
             }
             nr::PAGE_FAULTS => Ok(p.fault_count),

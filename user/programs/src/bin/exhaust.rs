@@ -24,7 +24,7 @@
 extern crate alloc;
 
 use alloc::vec::Vec;
-use libatoll::abi::{ar_kind, ArSetSeg, Error};
+use libatoll::abi::{ar_kind, ArSetSeg, Error, MappingInfo};
 use libatoll::{args, obj, private};
 use libatoll::{println, ObjRef};
 
@@ -74,16 +74,34 @@ const MAX_MAPPINGS: u64 = 16_384;
 /// Mappings in fresh slot ranges until the kernel refuses one short of a range's cap.
 fn kernel() -> i32 {
     let root = obj::root_share();
+    // Room for a whole range's mappings, in user memory taken now (libatoll's buffer for
+    // the kernel's words too: this first call leaves it in the heap), so the call after
+    // the fill asks only the kernel for memory.
+    let mut all = alloc::vec![MappingInfo::default(); MAX_MAPPINGS as usize];
+    if let Ok(ar) = obj::ar_alloc(root, ar_kind::SLOT) {
+        let _ = obj::ar_mappings(ObjRef::new(root, ar), &mut all);
+        let _ = obj::share_delobj(ObjRef::new(root, ar));
+    }
     let Some(filled) = fill(root) else {
         return 1;
     };
-    // The count comes back without a buffer to collect into.
     if let Some(&first) = filled.ranges.first() {
         let want = if filled.capped > 0 { MAX_MAPPINGS as usize } else { filled.mappings as usize };
         let ar = ObjRef::new(root, first);
+        // The count comes back without a buffer to collect into.
         if obj::ar_mappings(ar, &mut []) != Ok(want) {
             println!("exhaust: ar_mappings with no room did not count {want}");
             return 1;
+        }
+        // And the whole list, with the core at its reserve: the list, or NoResources (the
+        // kernel once built three copies of it, infallibly, on its last frames).
+        match obj::ar_mappings(ar, &mut all) {
+            Ok(n) if n == want => {}
+            Err(Error::NoResources) => println!("exhaust: the whole list: NoResources"),
+            other => {
+                println!("exhaust: ar_mappings of {want} mappings at the reserve: {other:?}");
+                return 1;
+            }
         }
     }
     let (mappings, capped) = (filled.mappings, filled.capped);
@@ -126,15 +144,7 @@ fn fill(root: u64) -> Option<Filled> {
         };
         filled.ranges.push(ar);
         for page in 0..=MAX_MAPPINGS {
-            let args = ArSetSeg {
-                ar: [root, ar],
-                va: page * 4096,
-                seg: [root, seg],
-                first_page: 0,
-                pages: 1,
-                flags: 0,
-            };
-            match obj::ar_set_seg(&args) {
+            match map_page(root, ar, seg, page) {
                 Ok(_) => filled.mappings += 1,
                 Err(Error::NoResources) if page == MAX_MAPPINGS => {
                     filled.capped += 1;
@@ -162,6 +172,19 @@ fn fill(root: u64) -> Option<Filled> {
         return None;
     }
     Some(filled)
+}
+
+/// Maps the first page of segment `seg` at page `page` of range `ar` (both in `root`).
+fn map_page(root: u64, ar: u64, seg: u64, page: u64) -> Result<u64, Error> {
+    let args = ArSetSeg {
+        ar: [root, ar],
+        va: page * 4096,
+        seg: [root, seg],
+        first_page: 0,
+        pages: 1,
+        flags: 0,
+    };
+    obj::ar_set_seg(&args)
 }
 
 /// Mappings this core must still grant another program while one sits at its quota.
@@ -211,15 +234,7 @@ fn some() -> i32 {
         let seg = obj::segment_alloc(root, 4096)?;
         let ar = obj::ar_alloc(root, ar_kind::SLOT)?;
         for page in 0..SOME_MAPPINGS {
-            let args = ArSetSeg {
-                ar: [root, ar],
-                va: page * 4096,
-                seg: [root, seg],
-                first_page: 0,
-                pages: 1,
-                flags: 0,
-            };
-            obj::ar_set_seg(&args)?;
+            map_page(root, ar, seg, page)?;
         }
         Ok::<(), Error>(())
     })();

@@ -573,17 +573,37 @@ impl Fuzzer {
         let moved = libatoll::thread::set_my_affinity(1 << (other % 64)).is_ok()
             && libatoll::pcore_current() as u64 == other;
         let given = moved && self.console(&format!("retype 1 {me}")).1.is_ok();
-        let _ = libatoll::thread::set_my_affinity(1 << (me % 64));
+        let back = come_back(me);
         if !given {
             return;
         }
-        if libatoll::pcore_current() as u64 != me {
+        if back.is_err() || libatoll::pcore_current() as u64 != me {
             let call = Call::new(nr::THREAD_SET_AFFINITY, [0, 0, 1 << (me % 64), 0, 0]);
-            self.wrong("could not come back to its core", &call, Ok(0));
+            self.wrong("could not come back to its core", &call, back.map(|_| 0));
             return;
         }
         self.undo(&format!("retype 1 {other}"));
     }
+}
+
+/// Tries for this long (1 ms apart) to come back to a core another fuzzer's `pcore_run`
+/// context holds (`Busy`: a dedicated core, Corey §4.4); that context ends when its
+/// fuzzer halts it.
+const COME_BACK_TRIES: u32 = 30_000;
+
+/// Moves the calling thread back to core `me`, waiting out `Busy` (see
+/// [`COME_BACK_TRIES`]). In `smp4` a fuzzer that had moved away for a `retype` line once
+/// found its core dedicated to another fuzzer's context, and counted the refusal wrong.
+fn come_back(me: u64) -> Result<(), Error> {
+    let mut result = libatoll::thread::set_my_affinity(1 << (me % 64));
+    for _ in 0..COME_BACK_TRIES {
+        if result != Err(Error::Busy) {
+            break;
+        }
+        let _ = libatoll::thread::sleep_us(1000);
+        result = libatoll::thread::set_my_affinity(1 << (me % 64));
+    }
+    result
 }
 
 /// A `cfork` child's life: a burst of random calls (`Mode::Child`: no pcores, so nothing
