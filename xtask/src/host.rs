@@ -20,6 +20,8 @@ const LOOM_TESTS: &[(&str, &[&str])] = &[
     // the STM's commit/validate protocol (`src/stm/protocol.rs`).
     ("mcrt", &["--lib", "loom"]),
     ("mcrt", &["--test", "loom_stm"]),
+    // McRT's FPU flip under `FpuControl::Auto` (issue M15): a relaxed flag suffices.
+    ("mcrt", &["--test", "loom_fpu"]),
     // Agreement: 2PC between monitors over message orders, preemption-bounded (`tests/loom.rs`).
     ("agreement", &["--test", "loom"]),
 ];

@@ -16,7 +16,8 @@
 //! thread that called the setter sees its own store of the flag on any processor it
 //! moves to (a move goes through a queue's lock), so it is only ever suspended by the
 //! saving switch; other processors may read the flag late and share a little longer,
-//! which is harmless, as their contexts still hold the initial words.
+//! which is harmless, as their contexts still hold the initial words. `tests/loom_fpu.rs`
+//! model-checks these rules with the flag read relaxed.
 
 use core::sync::atomic::Ordering;
 

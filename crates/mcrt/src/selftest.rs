@@ -7,6 +7,10 @@
 //! - `spawn`: 200 threads return their values through join;
 //! - `yield`: two threads on one processor alternate at each yield (run it on one
 //!   processor: [`SelfCheck::one_processor`]);
+//! - `fpu` (one processor; issue M15): a thread sets rounding toward zero through
+//!   [`crate::fpu::set_control`] and keeps it across its yields, while a thread the
+//!   sharing switch suspended before that call, and the main thread, resume with the
+//!   initial words; the runtime then keeps each thread's words;
 //! - `pingpong`: 2000 rounds of predicate yield between two threads lose no wake-up;
 //! - `barrier`: 8 threads pass 50 barrier rounds, none early;
 //! - `mutex`: 6 threads increment under each mutex kind (TTS, ticket, MCS), holding it
@@ -53,10 +57,11 @@ const fn check(name: &'static str, run: fn() -> Check) -> SelfCheck {
 }
 
 /// Every check but [`domains`], in the order they run.
-pub const CHECKS: [SelfCheck; 13] = [
+pub const CHECKS: [SelfCheck; 14] = [
     check("start", start),
     check("spawn", spawn),
     SelfCheck { name: "yield", run: yields, one_processor: true },
+    SelfCheck { name: "fpu", run: fpu, one_processor: true },
     check("pingpong", pingpong),
     check("barrier", barrier),
     check("mutex", mutex),
@@ -102,6 +107,35 @@ fn yields() -> Check {
     (got == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)])
         .then_some(())
         .ok_or("yield did not alternate")
+}
+
+fn fpu() -> Check {
+    use crate::fpu::{self, FpuWords, INITIAL};
+    const TRUNC: FpuWords = FpuWords { mxcsr: 0x1F80 | 0x6000, x87: 0x037F | 0x0C00 };
+    // Queue order: b, then a; b yields (to a) before a calls the setter.
+    let b = crate::spawn(|| {
+        crate::yield_now();
+        fpu::control() == INITIAL
+    })
+    .map_err(|_| "spawn failed")?;
+    let a = crate::spawn(|| {
+        if fpu::set_control(TRUNC).is_err() {
+            return false;
+        }
+        crate::yield_now();
+        crate::yield_now();
+        let held = fpu::control() == TRUNC;
+        held && fpu::set_control(INITIAL).is_ok()
+    })
+    .map_err(|_| "spawn failed")?;
+    let (b_ok, a_ok) = (b.join() == Some(true), a.join() == Some(true));
+    if !b_ok || fpu::control() != INITIAL {
+        return Err("a thread resumed with another thread's FPU control words");
+    }
+    if !a_ok {
+        return Err("the FPU setter's words were not kept across yields");
+    }
+    fpu::kept_per_thread().then_some(()).ok_or("the FPU setter did not turn on keeping the words")
 }
 
 fn pingpong() -> Check {

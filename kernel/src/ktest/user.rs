@@ -875,21 +875,26 @@ enum Decision {
 }
 
 /// Fails unless cores 0 and 1 are on different nodes and core 1 measures slower (the
-/// machine the NUMA tests need: AMPS's faster-core-first pull is what asks to move).
+/// machine the NUMA tests need: AMPS's faster-core-first pull is what asks to move). A
+/// boot measurement a busy host spoilt (under `make test` it once found the half-speed
+/// core 1 at 0.96 of core 0) is taken again, core 1 at half speed, up to three times.
 fn numa_machine() -> Result<(), String> {
     let node = |c| crate::percpu::core(c).map(|c| c.node);
     if node(0) == node(1) {
         return Err(String::from("cores 0 and 1 share a node: boot with a node per core"));
     }
     let speed = |c| crate::knowledge::compute_speed(c).unwrap_or(0);
-    if speed(1) * 10 > speed(0) * 7 {
-        return Err(format!(
-            "core 1 is not slower ({} vs {}): boot with asym=1:50",
-            speed(1),
-            speed(0)
-        ));
+    let slower = || speed(1) * 10 <= speed(0) * 7;
+    for _ in 0..3 {
+        if slower() {
+            return Ok(());
+        }
+        user::sched::change_duty(&[(1, 4)])?;
     }
-    Ok(())
+    if slower() {
+        return Ok(());
+    }
+    Err(format!("core 1 is not slower ({} vs {}): boot with asym=1:50", speed(1), speed(0)))
 }
 
 /// Runs `threadtest <test>` under `policy` (the one in force is put back) and checks that
