@@ -68,7 +68,9 @@ fn main() -> i32 {
         args.split_whitespace().partition(|word| word.starts_with('-'));
     let left_out: Vec<&str> = left_out.iter().map(|word| &word[1..]).collect();
     for name in chosen.iter().chain(&left_out) {
-        if !all.contains(name) && !["placement", "peerdeath", "numa-small", "numa-big"].contains(name) {
+        if !all.contains(name)
+            && !["placement", "peerdeath", "numa-small", "numa-big"].contains(name)
+        {
             println!("threadtest: unknown test {name}; tests: {all:?}");
             return 2;
         }
