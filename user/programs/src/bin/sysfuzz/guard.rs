@@ -66,6 +66,11 @@ fn objects(f: &mut Fuzzer, call: &mut Call) {
         // Its own memory, range and started pcores stay in its root share: its heap grows
         // through ⟨root, range⟩, and a pcore it let go of could not be halted.
         nr::SHARE_DELOBJ if a[0] == f.root && f.must_keep(a[1]) => a[1] = f.stale(),
+        // A fuzzing thread's object, in whichever share (see `WORKERS`), and the home share
+        // every thread of the program names its range, stacks and thread objects through
+        // (without it no thread starts and no join finds its thread).
+        nr::SHARE_DELOBJ | nr::OBJ_REVOKE if f.is_worker(a[1]) || is_home(a[1]) => a[1] = f.stale(),
+        nr::SELF_DROP if is_home(a[0]) => a[0] = f.stale(),
         // One of its own segments (image, stack, heap, scratch, the cover) may grow, not
         // shrink: shrinking would cut memory it runs on. It grows as drawn (a huge size
         // reaches the kernel's memory checks) and is put back to its size at the next
@@ -339,4 +344,10 @@ fn fix_block(f: &mut Fuzzer, number: u64, w: &mut [u64; 17]) -> bool {
         _ => {}
     }
     *w != before
+}
+
+/// Whether `id` is the program's home share (not its root share).
+fn is_home(id: u64) -> bool {
+    let home = libatoll::obj::home_share();
+    id != 0 && id == home && home != libatoll::obj::root_share()
 }

@@ -3,7 +3,7 @@
 //! own objects (never destroyed or aliased writable), and the zone of its root range.
 
 use crate::fuzzer::{Fuzzer, Kind, Made, GRAVE, PAGE, PCORE_HOLD, POOL, ZONE, ZONE_END};
-use crate::SIBLINGS;
+use crate::{SIBLINGS, WORKERS};
 use core::sync::atomic::Ordering;
 use libatoll::abi::{map, nr, ArSetSeg, ObjectKind};
 use libatoll::obj::{self, share_delobj, ObjRef};
@@ -186,6 +186,11 @@ impl Fuzzer {
             Some(core) => core == self.me || (core < 64 && self.others & (1 << core) != 0),
             None => !self.pcores_lost,
         }
+    }
+
+    /// Whether `id` is the thread object of one of this program's fuzzing threads.
+    pub fn is_worker(&self, id: u64) -> bool {
+        id != 0 && WORKERS.iter().any(|s| s.load(Ordering::Relaxed) == id)
     }
 
     /// Whether `id` is the pcore of a fuzzer this program spread to another core.
