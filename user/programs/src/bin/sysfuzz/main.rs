@@ -58,7 +58,10 @@
 //! - Its own root range is read (`ar_get`, `ar_mappings`) and edited only between
 //!   [`fuzzer::ZONE`] and [`fuzzer::ZONE_END`], where nothing of it lives; its own segments
 //!   grow (put back at the next poll) but never shrink, are never deleted from its root
-//!   share, revoked, or mapped writable anywhere.
+//!   share, revoked, or mapped writable anywhere. The threads' home share (through which
+//!   every thread of the program names its range, stacks and thread objects) is never
+//!   dropped from a set, deleted or revoked, nor is a fuzzing thread's object (its joiner
+//!   would lose how it ended).
 //! - The kernel writes only into its scratch mapping (guard pages around it), the zone,
 //!   read-only pages, or addresses it cannot write at all.
 //!
