@@ -12,10 +12,9 @@
 //! spread over the cores' memory instead of exhausting one core's (the heap, from which
 //! stacks came before, grows only from the core that allocates).
 
-use crate::obj::{ar_set_seg, home_share, root_ar_ref, segment_alloc, share_delobj, ObjRef};
+use crate::obj::{home_share, segment_alloc, share_delobj, ObjRef};
 use crate::thread::{self, Builder};
 use crate::{cores_online, pcore_current, Status};
-use abi::{map, ArSetSeg};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -49,18 +48,7 @@ fn make_segment_here(va: u64, bytes: u64) -> bool {
         }
         Err(_) => return false,
     }
-    let Ok(seg) = segment_alloc(home, bytes) else { return false };
-    let ar = root_ar_ref();
-    let set = ArSetSeg {
-        ar: [ar.share, ar.object],
-        va,
-        seg: [home, seg],
-        first_page: 0,
-        pages: bytes / PAGE,
-        flags: map::WRITE,
-    };
-    if ar_set_seg(&set).is_err() {
-        let _ = share_delobj(ObjRef::new(home, seg));
+    if crate::private::map_segment_at(va, bytes).is_err() {
         return false;
     }
     // As the heap's segments, it stays in the home share, named by everything the root
