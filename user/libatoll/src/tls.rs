@@ -96,6 +96,7 @@ pub fn run_thread(body: impl FnOnce() -> i32, end: fn(i32) -> !) -> ! {
 ///
 /// The thread must have a block ([`run_thread`]); otherwise this reads address 0 and
 /// faults.
+#[inline]
 pub fn block_address() -> u64 {
     let block: u64;
     // SAFETY: reads `fs:[0]`, the first word of the calling thread's block (its own
@@ -147,6 +148,7 @@ impl<T: 'static> LocalKey<T> {
 
     /// Runs `f` with the calling thread's value (made now if this is the thread's first
     /// use). Panics where [`LocalKey::try_with`] fails.
+    #[inline]
     pub fn with<R>(&'static self, f: impl FnOnce(&T) -> R) -> R {
         match self.try_with(f) {
             Ok(r) => r,
@@ -155,38 +157,54 @@ impl<T: 'static> LocalKey<T> {
     }
 
     /// Runs `f` with the calling thread's value; an [`AccessError`] once the thread's
-    /// destructors have run (or with no key left).
+    /// destructors have run (or with no key left). The common case (a key with its index,
+    /// a value made) is a few loads, inlined: `fs:[0]`, the key's index, the slot.
+    #[inline]
     pub fn try_with<R>(&'static self, f: impl FnOnce(&T) -> R) -> Result<R, AccessError> {
-        let i = self.index()?;
+        let i = match self.index.load(Ordering::Acquire) {
+            UNSET | NONE_LEFT => self.assign_index()?,
+            i => i - 1,
+        };
         // SAFETY: the calling thread's block (its FS base), alive while the thread runs
         // (`run_thread`); only this thread uses it, and it hands out no `&mut`.
         let block = unsafe { &*(block_address() as *const ThreadBlock) };
-        let slot = &block.slots[i];
-        if slot.get().is_null() {
-            if block.ending.get() {
-                return Err(AccessError);
-            }
-            let value = alloc::boxed::Box::into_raw(alloc::boxed::Box::new((self.init)()));
-            if slot.get().is_null() {
-                slot.set(value as *mut u8);
-            } else {
-                // `init` used this key itself and made a value first: keep that one.
-                // SAFETY: ours, never shared.
-                drop(unsafe { alloc::boxed::Box::from_raw(value) });
-            }
+        let slot = block.slots.get(i).ok_or(AccessError)?;
+        let mut value = slot.get();
+        if value.is_null() {
+            value = self.make_value(block, slot)?;
         }
         // SAFETY: key i's value in this thread, a `Box<T>` that lives until the thread's
         // destructors take it out of the slot (never while `f` runs on this thread).
-        Ok(f(unsafe { &*(slot.get() as *const T) }))
+        Ok(f(unsafe { &*(value as *const T) }))
     }
 
-    /// The key's index, given at its first use.
-    fn index(&self) -> Result<usize, AccessError> {
-        match self.index.load(Ordering::Acquire) {
-            UNSET => {}
-            NONE_LEFT => return Err(AccessError),
-            i => return Ok(i - 1),
+    /// Makes the calling thread's value in `slot` (its first use), unless its destructors
+    /// have started.
+    #[cold]
+    #[inline(never)]
+    fn make_value(
+        &self,
+        block: &ThreadBlock,
+        slot: &Cell<*mut u8>,
+    ) -> Result<*mut u8, AccessError> {
+        if block.ending.get() {
+            return Err(AccessError);
         }
+        let value = alloc::boxed::Box::into_raw(alloc::boxed::Box::new((self.init)()));
+        if slot.get().is_null() {
+            slot.set(value as *mut u8);
+        } else {
+            // `init` used this key itself and made a value first: keep that one.
+            // SAFETY: ours, never shared.
+            drop(unsafe { alloc::boxed::Box::from_raw(value) });
+        }
+        Ok(slot.get())
+    }
+
+    /// Gives the key its index among the program's keys (its first use anywhere).
+    #[cold]
+    #[inline(never)]
+    fn assign_index(&self) -> Result<usize, AccessError> {
         KEYS.with(|next| {
             // Another thread may have given it one while this one waited.
             match self.index.load(Ordering::Acquire) {
