@@ -77,6 +77,14 @@ impl ThreadBlock {
     }
 }
 
+/// Sets the calling thread's FS base (`set_fs_base`): `fs:[x]` then reads `base + x`, on
+/// whatever core the thread runs, until it sets another. A base outside the user half is
+/// `InvalidArgument`. Pointing it away from the thread's block leaves its thread-locals
+/// unreachable until the block's address ([`block_address`], read before) is set back.
+pub fn set_fs_base(base: u64) -> Result<(), abi::Error> {
+    crate::sys::syscall3(abi::nr::SET_FS_BASE, base, 0, 0).map(|_| ())
+}
+
 /// Runs `body` as the calling thread's life with a thread block of its own (in this
 /// frame, which never returns), then the thread's destructors, then `end(code)`, which
 /// ends the thread (`exit`). Every entry libatoll gives a thread runs through this.
@@ -84,7 +92,7 @@ pub fn run_thread(body: impl FnOnce() -> i32, end: fn(i32) -> !) -> ! {
     let mut block = ThreadBlock::new();
     block.this = &block;
     // Refused only for an address outside the user half, which a stack never is.
-    let _ = crate::sys::syscall3(abi::nr::SET_FS_BASE, &block as *const ThreadBlock as u64, 0, 0);
+    let _ = set_fs_base(&block as *const ThreadBlock as u64);
     let code = body();
     // The block itself, not through FS: the thread may have set another base.
     block.destroy();

@@ -798,8 +798,8 @@ fn loaded_base() -> u64 {
     tls::block_address()
 }
 
-fn set_fs_base(base: u64) -> Result<u64, Error> {
-    syscall3(nr::SET_FS_BASE, base, 0, 0)
+fn set_fs_base(base: u64) -> Result<(), Error> {
+    tls::set_fs_base(base)
 }
 
 fn tls() -> Check {
