@@ -176,8 +176,14 @@ pub mod nr {
     /// core applied it). Shares cannot be revoked (`InvalidArgument`); `Busy` if the cores
     /// did not agree (another revocation kept colliding), with nothing changed.
     pub const OBJ_REVOKE: u64 = 51;
+    /// `set_fs_base(base)`: the calling thread's FS base from now on (its thread-local
+    /// storage pointer: `fs:[x]` reads `base + x`), kept with the thread's registers
+    /// through every switch and migration. `base` must lie in the user half
+    /// ([`crate::fs_base_allowed`]; 0 is allowed and means none), else `InvalidArgument`.
+    /// Returns 0.
+    pub const SET_FS_BASE: u64 = 52;
     /// The highest call number.
-    pub const LAST: u64 = OBJ_REVOKE;
+    pub const LAST: u64 = SET_FS_BASE;
 }
 
 /// What `pcore_status` reports (one word): the state in the high 32 bits, a detail in the
@@ -717,6 +723,15 @@ pub const USER_STACK_TOP: u64 = 0x0000_7fff_ffff_0000;
 /// Size of the initial user stack.
 pub const USER_STACK_BYTES: u64 = 64 * 1024;
 
+/// Whether a thread may have `base` as its FS base (`set_fs_base`): an address of the
+/// user half, which is canonical. A kernel-half or non-canonical base is refused: the
+/// first would point user code's `fs:` accesses at the kernel's addresses (they would
+/// fault, but the kernel does not hand its addresses out), the second would make the
+/// `wrmsr` that loads it fault in the kernel.
+pub const fn fs_base_allowed(base: u64) -> bool {
+    base < USER_END
+}
+
 /// TLB sets a layout should spread hot pages over: QEMU's soft TLB is direct-mapped on
 /// virtual-address bits 12 and up and has at least 64 entries; hardware L1 TLBs index
 /// their sets with the same low bits.
@@ -794,6 +809,18 @@ mod tests {
         assert_eq!(ThreadStat::from_words(st.to_words()), st);
         let m = MappingInfo { va: 1, pages: 2, target: 3, first_page: 4, flags: 5, kind: 6 };
         assert_eq!(MappingInfo::from_words(m.to_words()), m);
+    }
+
+    #[test]
+    fn fs_base_must_be_in_the_user_half() {
+        for ok in [0, 1, USER_BASE, USER_STACK_TOP, USER_END - 1] {
+            assert!(fs_base_allowed(ok), "{ok:#x}");
+        }
+        // The first non-canonical address, the middle of the hole, the kernel half.
+        for bad in [USER_END, 0x0000_8000_0000_1000, 0x1234_5678_9abc_def0, 0xffff_8000_0000_0000] {
+            assert!(!fs_base_allowed(bad), "{bad:#x}");
+        }
+        assert!(!fs_base_allowed(u64::MAX));
     }
 
     #[test]

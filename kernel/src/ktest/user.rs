@@ -47,6 +47,7 @@ fn lrpc_benchmark_reports() -> Result<(), String> {
 }
 kernel_test!(FDS, "user.corey_descriptors", 1, false, descriptors);
 kernel_test!(THREADS, "user.threads", 1, false, threads);
+kernel_test!(TLS, "user.threads_keep_their_fs_base", 1, false, threads_keep_their_fs_base);
 kernel_test!(MCRT, "user.mcrt_runtime", 1, false, mcrt_runtime);
 kernel_test!(MCRT_LIVE, "user.mcrt_live_threads", 1, false, mcrt_live_threads);
 kernel_test!(ASYM, "user.asym_placement", 3, true, asym_placement);
@@ -458,9 +459,20 @@ fn revoke_reaches_other_cores() -> Result<(), String> {
 /// not starve another on its core; registers and FPU/SSE state survive preemption and
 /// migration; `wait`/`wake` lose no wake-up and wake no wrong waiter; bad arguments are
 /// refused; 200 threads are created and joined. Every core's resources balance after.
-/// (`dedicated`, which needs 2 cores, is `user.threads_dedicated_core`.)
+/// (`dedicated`, which needs 2 cores, is `user.threads_dedicated_core`; `tls` is
+/// `user.threads_keep_their_fs_base`.)
 fn threads() -> Result<(), String> {
-    balanced(|| expect("threadtest", "-dedicated", ExitStatus::Exited(0)))
+    balanced(|| expect("threadtest", "-dedicated -tls", ExitStatus::Exited(0)))
+}
+
+/// `threadtest tls` (issue M15): `set_fs_base` refuses kernel-half and non-canonical
+/// bases (`InvalidArgument`, the loaded base unchanged); four threads on core 0, then
+/// (2 cores and more) four moving between cores 0 and 1, each find their own FS base
+/// loaded after every switch and move and keep their own `thread_local!` values, whose
+/// destructors run when they end; McRT-Malloc gives two kernel threads a heap each. Every
+/// core balances.
+fn threads_keep_their_fs_base() -> Result<(), String> {
+    balanced(|| expect("threadtest", "tls", ExitStatus::Exited(0)))
 }
 
 kernel_test!(PEER_DEATH, "user.waits_see_a_dead_peer", 1, false, waits_see_a_dead_peer);

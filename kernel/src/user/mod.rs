@@ -117,6 +117,9 @@ pub struct Running {
     regs: UserRegs,
     /// Its x87/SSE state while it is off the CPU.
     fpu: FpuState,
+    /// Its FS base while it is off the CPU (`set_fs_base`; 0 for a new thread): loaded
+    /// before it runs, read back when it leaves, so it moves with the thread.
+    fs_base: u64,
     /// What every core knows of it (status, joiners, affinity, counters).
     shared: alloc::sync::Arc<sched::ThreadShared>,
     /// Why it left the CPU, for the scheduler loop.
@@ -161,6 +164,7 @@ impl Running {
             pcore: None,
             regs,
             fpu: FpuState::initial(),
+            fs_base: 0,
             shared,
             after: sched::After::Ready,
             on_wake: None,
@@ -634,8 +638,10 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
     }
     let (a, b, c) = (frame.rdi, frame.rsi, frame.rdx);
     // Calls that may name objects first see the revocations this core committed.
-    let names_objects =
-        !matches!(frame.rax, nr::NULL | nr::CYCLES | nr::PCORE_CURRENT | nr::WRITE | nr::EXIT);
+    let names_objects = !matches!(
+        frame.rax,
+        nr::NULL | nr::CYCLES | nr::PCORE_CURRENT | nr::WRITE | nr::EXIT | nr::SET_FS_BASE
+    );
     let barrier = if names_objects { revocation_barrier() } else { Ok(()) };
     let result: SysResult = match frame.rax {
         _ if barrier.is_err() => Err(Error::Busy),
@@ -663,6 +669,7 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         nr::WAKE => sched::wake(a, b),
         nr::THREAD_SET_AFFINITY => sched::set_affinity(frame, a, b, c),
         nr::THREAD_STAT => sched::thread_stat(a, b, c),
+        nr::SET_FS_BASE => sched::set_fs_base(a),
         nr::ROOT_SHARE..=nr::PAGE_FAULTS
         | nr::SEGMENT_COPY..=nr::SEGMENT_READ
         | nr::SHARE_DUPOBJ

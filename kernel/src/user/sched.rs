@@ -972,9 +972,10 @@ fn run_next() -> bool {
             t.space = super::space::AddressSpace::view(pml4);
         }
         let root = t.objects.root_ar.clone();
-        Some((pml4, &t.regs as *const UserRegs, &t.fpu as *const user_entry::FpuState, hz, root))
+        let fpu = &t.fpu as *const user_entry::FpuState;
+        Some((pml4, &t.regs as *const UserRegs, fpu, t.fs_base, hz, root))
     });
-    let Some((pml4, regs, fpu, hz, root)) = prepared else { return false };
+    let Some((pml4, regs, fpu, fs_base, hz, root)) = prepared else { return false };
     let Ok(pml4) = pml4 else {
         if let Some(t) = with_sched(|s| s.queue.take_running()) {
             end_thread(t, ExitStatus::Failed);
@@ -990,6 +991,9 @@ fn run_next() -> bool {
     load_tables(root, pml4);
     // SAFETY: the box is in the run queue's running slot until it leaves, and stable.
     unsafe { (*fpu).restore() };
+    // Every switch loads the thread's own FS base, 0 included: the last thread's never
+    // stays for the next.
+    user_entry::load_fs_base(fs_base);
     core.in_context.store(true, Ordering::Release);
     // SAFETY: `kcontext` lives on this frame until the thread leaves; RSP0 is this core's;
     // the box (and `regs` in it) stays in the running slot while the thread runs.
@@ -1007,8 +1011,9 @@ fn run_next() -> bool {
     }) else {
         return true;
     };
-    // The kernel never touches the FPU: its registers still hold the thread's state.
+    // The kernel never touches the FPU or FS: they still hold the thread's state.
     t.fpu.save();
+    t.fs_base = user_entry::fs_base();
     if word == SWITCHED {
         match core::mem::replace(&mut t.after, After::Ready) {
             After::Ready => with_sched(|s| s.queue.push(t)),
@@ -1421,6 +1426,18 @@ pub fn thread_stat(rs: u64, ro: u64, out: u64) -> SysResult {
     drop(t);
     with_current(|r| super::write_words_of(r, out, &stat.to_words()))
         .ok_or(Error::NotPermitted)??;
+    Ok(0)
+}
+
+/// `set_fs_base(base)`: the calling thread's FS base, loaded now and kept in its box
+/// whenever it is off the CPU (`run_next`), so every switch and migration keeps it. A
+/// base outside the user half is `InvalidArgument` (`abi::fs_base_allowed`).
+pub fn set_fs_base(base: u64) -> SysResult {
+    if !abi::fs_base_allowed(base) {
+        return Err(Error::InvalidArgument);
+    }
+    with_current(|r| r.fs_base = base).ok_or(Error::NotPermitted)?;
+    user_entry::load_fs_base(base);
     Ok(0)
 }
 

@@ -293,7 +293,7 @@ extern "C" fn child_entry(start: *mut Start) -> ! {
         crate::exit(126);
     }
     drop(start);
-    crate::exit(f(arg))
+    crate::tls::run_thread(|| f(arg), crate::exit)
 }
 
 /// Moves the child's root range and everything it maps from the hand-over share into the

@@ -15,6 +15,8 @@
 //! - [`threads`]: one address space on several cores (contexts on one root range).
 //! - [`thread`]: kernel threads, time-shared and moved between cores by the schedulers,
 //!   and `yield`, `sleep`, `wait`/`wake`.
+//! - [`tls`]: thread-local storage for kernel threads ([`thread_local!`]), through each
+//!   thread's FS base.
 //! - [`platform`] (feature `workloads`): the benchmarks written once (`workloads/`) on
 //!   Atoll.
 //! - [`args`], [`bench`]: what programs and benchmarks share.
@@ -40,6 +42,7 @@ pub mod shared;
 pub mod sys;
 pub mod thread;
 pub mod threads;
+pub mod tls;
 
 pub use abi;
 pub use cfork::{cfork, CforkOptions, Child};
@@ -51,15 +54,19 @@ pub use sys::*;
 static HEAP: heap::Heap = heap::Heap::new();
 
 /// Defines the program's entry point: `libatoll::main!(main);` with `fn main() -> i32`.
+/// The main thread gets its thread block ([`tls::run_thread`]) and McRT-Malloc its
+/// per-thread heaps ([`mcrt_host::name_thread_heaps`]) before `main` runs.
 #[macro_export]
 macro_rules! main {
     ($main:path) => {
         #[no_mangle]
         pub extern "C" fn _start(start_arg: u64, start_arg2: u64) -> ! {
             $crate::sys::set_start_args(start_arg, start_arg2);
-            let code = $main();
-            $crate::cfork::halt_children();
-            $crate::exit(code)
+            $crate::mcrt_host::name_thread_heaps();
+            $crate::tls::run_thread($main, |code| {
+                $crate::cfork::halt_children();
+                $crate::exit(code)
+            })
         }
     };
 }

@@ -11,11 +11,16 @@
 //! stack that its thread's header and first frames use. Ten thousand live threads then
 //! spread over the cores' memory instead of exhausting one core's (the heap, from which
 //! stacks came before, grows only from the core that allocates).
+//!
+//! McRT-Malloc's heaps for kernel threads outside the runtime live in their thread-local
+//! storage ([`crate::tls`]): [`name_thread_heaps`], called at every program's start, tells
+//! McRT where, so each kernel thread allocates from a heap of its own (McRT §2.3), as a
+//! McRT thread does, instead of one global heap under a lock. Its blocks go to the pool
+//! when the thread's destructors run.
 
-use crate::obj::{ar_set_seg, home_share, root_ar_ref, segment_alloc, share_delobj, ObjRef};
+use crate::obj::{home_share, segment_alloc, share_delobj, ObjRef};
 use crate::thread::{self, Builder};
 use crate::{cores_online, pcore_current, Status};
-use abi::{map, ArSetSeg};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -49,18 +54,7 @@ fn make_segment_here(va: u64, bytes: u64) -> bool {
         }
         Err(_) => return false,
     }
-    let Ok(seg) = segment_alloc(home, bytes) else { return false };
-    let ar = root_ar_ref();
-    let set = ArSetSeg {
-        ar: [ar.share, ar.object],
-        va,
-        seg: [home, seg],
-        first_page: 0,
-        pages: bytes / PAGE,
-        flags: map::WRITE,
-    };
-    if ar_set_seg(&set).is_err() {
-        let _ = share_delobj(ObjRef::new(home, seg));
+    if crate::private::map_segment_at(va, bytes).is_err() {
         return false;
     }
     // As the heap's segments, it stays in the home share, named by everything the root
@@ -157,4 +151,21 @@ impl mcrt::Host for AtollHost {
         // SAFETY: reads the time-stamp counter (user mode may: CR4.TSD is clear).
         unsafe { core::arch::x86_64::_rdtsc() }
     }
+}
+
+crate::thread_local! {
+    /// The calling kernel thread's McRT-Malloc heap (for threads outside the runtime).
+    static THREAD_HEAP: mcrt::malloc::ThreadHeap = mcrt::malloc::ThreadHeap::new();
+}
+
+/// The calling kernel thread's heap slot, or null once its destructors have run (McRT's
+/// global heap serves it then).
+fn thread_heap() -> *const mcrt::malloc::ThreadHeap {
+    THREAD_HEAP.try_with(|h| h as *const mcrt::malloc::ThreadHeap).unwrap_or(core::ptr::null())
+}
+
+/// Tells McRT-Malloc to find each kernel thread's heap in its thread-local storage
+/// (`mcrt::malloc::set_thread_heaps`). The `main!` entry calls it before `main`.
+pub fn name_thread_heaps() {
+    mcrt::malloc::set_thread_heaps(thread_heap);
 }

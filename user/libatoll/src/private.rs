@@ -43,6 +43,13 @@ pub fn map_new(bytes: u64) -> Result<Mapping, Error> {
     if va.checked_add(span).is_none_or(|end| end > PRIVATE_END) {
         return Err(Error::NoResources);
     }
+    let segment = map_segment_at(va, bytes)?;
+    Ok(Mapping { va, bytes, segment })
+}
+
+/// A new segment of `bytes` (whole pages) in the home share, mapped read-write at `va` of
+/// the root range; its id. Nothing is left behind if it cannot be mapped.
+pub fn map_segment_at(va: u64, bytes: u64) -> Result<u64, Error> {
     let home = home_share();
     let segment = segment_alloc(home, bytes)?;
     let ar = root_ar_ref();
@@ -58,7 +65,7 @@ pub fn map_new(bytes: u64) -> Result<Mapping, Error> {
         let _ = share_delobj(ObjRef::new(home, segment));
         return Err(e);
     }
-    Ok(Mapping { va, bytes, segment })
+    Ok(segment)
 }
 
 /// Object `id` as the caller can name it: through the home share, else the root share.

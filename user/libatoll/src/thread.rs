@@ -347,6 +347,5 @@ fn leave_threaded() {
 extern "C" fn thread_entry(start: *mut Start) -> ! {
     // SAFETY: `spawn` boxed this for the new thread alone and never touches it again.
     let start = unsafe { Box::from_raw(start) };
-    let code = (start.work)();
-    crate::exit(code)
+    crate::tls::run_thread(start.work, crate::exit)
 }

@@ -172,8 +172,13 @@ extern "C" fn thread_entry(job: *const Job) -> ! {
             _ => crate::exit(0),
         }
     }
-    (job.work)(job.index);
-    crate::exit(0)
+    crate::tls::run_thread(
+        || {
+            (job.work)(job.index);
+            0
+        },
+        crate::exit,
+    )
 }
 
 /// Puts every object the root range maps that the root share does not hold (made by

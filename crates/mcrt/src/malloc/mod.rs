@@ -20,10 +20,15 @@
 //! Which heap serves a call:
 //! - on a McRT thread, the thread's own, hanging off its header (`Task::heap`), made at its
 //!   first allocation and released by [`on_thread_exit`];
-//! - on any other system thread (hosted, `std` feature), a thread-local heap, released
-//!   when the thread ends;
-//! - otherwise (without `std` off the runtime, or while a thread's thread-locals are being
-//!   destroyed), one global heap under a lock;
+//! - on any other system thread, a heap of its own ([`ThreadHeap`]) kept in that thread's
+//!   thread-local storage and released when the thread ends: `std`'s thread-locals when
+//!   hosted, and on a host without `std` the host's own, which it names with
+//!   [`set_thread_heaps`] (Atoll: `libatoll::tls`, a kernel thread's FS base). This is
+//!   McRT-Malloc's per-thread heap for threads McRT does not schedule (§2.3: "each thread
+//!   has its own heap"; ISMM'06 §2: a thread-local heap, found through thread-local
+//!   storage, so no allocation takes a lock);
+//! - otherwise (a host that named no thread-local storage, or a thread whose thread-locals
+//!   are being destroyed), one global heap under a lock;
 //! - or an explicit [`Heap`] that the caller holds.
 //!
 //! Not for `#[global_allocator]`: blocks, heaps and large objects come from the global
@@ -40,7 +45,7 @@ mod pool;
 
 use crate::runtime::Task;
 use core::alloc::{GlobalAlloc, Layout};
-use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
 
 /// Which protocol the pool and remote-free lists use (McRT §3.2.4, Figure 11).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,8 +207,20 @@ fn current_heap() -> *const heap::Heap {
         t.heap.set(h as usize);
         return h;
     }
+    let find = THREAD_HEAPS.load(Ordering::Relaxed);
+    if !find.is_null() {
+        // SAFETY: only `set_thread_heaps` stores here, a `fn() -> *const ThreadHeap`.
+        let find: fn() -> *const ThreadHeap = unsafe { core::mem::transmute(find) };
+        let slot = find();
+        if !slot.is_null() {
+            // SAFETY: the host's promise (`set_thread_heaps`): the calling thread's own
+            // slot, alive until its thread-locals are destroyed.
+            return unsafe { &*slot }.get();
+        }
+        return FALLBACK;
+    }
     #[cfg(feature = "std")]
-    if let Ok(h) = OS_HEAP.try_with(OsHeap::get) {
+    if let Ok(h) = OS_HEAP.try_with(ThreadHeap::get) {
         return h;
     }
     FALLBACK
@@ -228,12 +245,20 @@ fn with_current<R>(h: *const heap::Heap, f: impl FnOnce(&heap::Heap) -> R) -> R 
     })
 }
 
-/// A system thread's heap (outside the runtime), released when the thread ends.
-#[cfg(all(feature = "std", not(loom)))]
-struct OsHeap(core::cell::Cell<usize>);
+/// A system thread's heap slot (a thread outside the runtime): its heap, made at its
+/// first allocation and released (its blocks to the pool, its remote frees handed over)
+/// when the slot is dropped, as the thread's thread-locals are destroyed. Keep one in
+/// each thread's thread-local storage and name it with [`set_thread_heaps`].
+pub struct ThreadHeap(core::cell::Cell<usize>);
 
-#[cfg(all(feature = "std", not(loom)))]
-impl OsHeap {
+impl ThreadHeap {
+    /// An empty slot (the heap comes at the thread's first allocation).
+    pub const fn new() -> ThreadHeap {
+        ThreadHeap(core::cell::Cell::new(0))
+    }
+
+    /// The heap, made now if the thread has none yet (null when memory is short).
+    #[cfg(not(loom))]
     fn get(&self) -> *const heap::Heap {
         let h = self.0.get();
         if h != 0 {
@@ -245,21 +270,44 @@ impl OsHeap {
     }
 }
 
-#[cfg(all(feature = "std", not(loom)))]
-impl Drop for OsHeap {
+impl Default for ThreadHeap {
+    fn default() -> ThreadHeap {
+        ThreadHeap::new()
+    }
+}
+
+impl Drop for ThreadHeap {
     fn drop(&mut self) {
         let h = self.0.replace(0);
+        #[cfg(not(loom))]
         if h != 0 {
             // SAFETY: this thread's heap; the thread is ending and will not use it again
             // (later calls find the thread-local gone and use the global heap).
             unsafe { heap::Heap::release(h as *const heap::Heap) };
         }
+        #[cfg(loom)]
+        let _ = h;
     }
+}
+
+/// The host's way to find the calling system thread's [`ThreadHeap`] (a
+/// `fn() -> *const ThreadHeap` as a pointer; null: none named).
+static THREAD_HEAPS: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Names where system threads keep their [`ThreadHeap`]s, on a host whose thread-local
+/// storage McRT cannot reach itself (without `std`): `find` returns the calling thread's
+/// slot, or null if it has none (its thread-locals are being destroyed, or it has no
+/// thread-local storage), when the global heap serves it. The slot must stay at its
+/// address, and be used by no other thread, until the thread's thread-locals are
+/// destroyed. Once named, it serves every system thread outside the runtime (hosted,
+/// in place of `std`'s thread-locals, which serve while none is named).
+pub fn set_thread_heaps(find: fn() -> *const ThreadHeap) {
+    THREAD_HEAPS.store(find as *mut (), Ordering::Relaxed);
 }
 
 #[cfg(all(feature = "std", not(loom)))]
 std::thread_local! {
-    static OS_HEAP: OsHeap = const { OsHeap(core::cell::Cell::new(0)) };
+    static OS_HEAP: ThreadHeap = const { ThreadHeap::new() };
 }
 
 // ---------------------------------------------------------------------------------------

@@ -10,6 +10,12 @@
 //!
 //! GS: in the kernel, GS base is the core's `PerCore` block; in user mode it is 0. Every
 //! way in (`syscall`, an interrupt from ring 3) and out does `swapgs`.
+//!
+//! FS: the kernel never uses it, so its base is the running thread's own (its thread-local
+//! storage pointer, `set_fs_base`): [`load_fs_base`] before the thread runs, [`fs_base`]
+//! after it left. CR4.FSGSBASE stays clear, so user code cannot write either base itself
+//! (`wrfsbase` and `wrgsbase` fault): a thread's FS base changes only through the call,
+//! and user GS stays 0 as `swapgs` assumes.
 
 use super::cpu;
 use core::arch::global_asm;
@@ -137,6 +143,28 @@ impl FpuState {
         // SAFETY: an image `save` made or `initial` built (reserved bits of MXCSR clear).
         unsafe { core::arch::asm!("fxrstor64 [{}]", in(reg) self.0.as_ptr(), options(nostack)) };
     }
+}
+
+/// Loads a thread's FS base into this core before the thread runs (and a null FS
+/// selector first: a selector load sets the base from a descriptor, and an `iretq` to ring
+/// 3 may null a selector it finds there, so the base is written last). `base` comes from
+/// `set_fs_base`, which took only user-half addresses, or from [`fs_base`]; anything else
+/// loads 0 rather than fault.
+pub fn load_fs_base(base: u64) {
+    use x86_64::instructions::segmentation::{Segment, FS};
+    use x86_64::registers::model_specific::FsBase;
+    use x86_64::structures::gdt::SegmentSelector;
+    // SAFETY: the kernel never uses FS (it has no thread-local storage), so neither its
+    // selector nor its base carries kernel state; the null selector is always loadable.
+    unsafe { FS::set_reg(SegmentSelector(0)) };
+    let base = x86_64::VirtAddr::try_new(base).unwrap_or(x86_64::VirtAddr::zero());
+    FsBase::write(base);
+}
+
+/// This core's FS base: the running thread's (user code cannot change it but through a
+/// selector load, which gives a flat descriptor's base, 0), read when it leaves the CPU.
+pub fn fs_base() -> u64 {
+    x86_64::registers::model_specific::FsBase::read().as_u64()
 }
 
 /// Callee-saved registers and stack pointer of the kernel code that entered user mode.

@@ -16,7 +16,7 @@ use crate::fuzzer::{
 };
 use crate::launch;
 use crate::text::{self, TEXT_BYTES};
-use libatoll::abi::{map, nr, USER_BASE, USER_END};
+use libatoll::abi::{self, map, nr, USER_BASE, USER_END};
 
 /// Longest line the kernel reads (`read_string`); a longer length is refused unread.
 const LINE_MAX: u64 = 256;
@@ -109,6 +109,10 @@ fn objects(f: &mut Fuzzer, call: &mut Call) {
         nr::POWEROFF if f.machine == Some(a[1]) => {
             a[1] = f.pooled_of(Some(Kind::Device)).unwrap_or(f.root_ar)
         }
+        // Its FS base points at its thread block (`libatoll::tls`), which its thread-locals
+        // need: a base the kernel would take (one in the user half) becomes the block's
+        // own, so the call changes nothing; any other goes as drawn, to be refused.
+        nr::SET_FS_BASE if abi::fs_base_allowed(a[0]) => a[0] = libatoll::tls::block_address(),
         // A sibling fuzzer's pcore (`--cores`): halting it would end that fuzzer.
         nr::PCORE_HALT if f.is_sibling(a[1]) => a[1] = f.stale(),
         // Only on its own core or one of `--others`: a program sent to a core that runs
