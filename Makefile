@@ -16,7 +16,7 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 # Settings read by `cargo xtask` (see `cargo xtask help`); empty means "default".
-export CORES SOCKETS MEM ACCEL QEMU_ARGS CMD ASYM SCHED NUMA_POLICY CONSOLE TEST_FILTER SKIP_HOST TEST_TIMEOUT QEMU REPEAT ONLY DRY_RUN
+export CORES SOCKETS MEM ACCEL QEMU_ARGS CMD ASYM SCHED NUMA_POLICY KQUOTA CONSOLE TEST_FILTER SKIP_HOST TEST_TIMEOUT QEMU REPEAT ONLY DRY_RUN
 
 RUSTUP_INSTALL := curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh
 # The host side (xtask, build scripts) links with the system C compiler.
@@ -47,6 +47,7 @@ help:
 	@echo "  ASYM=\"1:50\"    run: emulated slow cores, CORES:PERCENT (12.5 % steps; groups by spaces)"
 	@echo "  SCHED=amps|symmetric  run: the scheduler (default amps)"
 	@echo "  NUMA_POLICY=always|same-node|rss  run: when a running thread may change node (AMPS 3.3)"
+	@echo "  KQUOTA=25|off  run: each program's kernel memory, percent of its core's (default 25)"
 	@echo "  CONSOLE=kernel  run: the kernel's own console instead of the init shell"
 	@echo "  ACCEL=tcg|kvm  accelerator (default: kvm only with a usable /dev/kvm and vmx/svm)"
 	@echo "  QEMU_ARGS=\"...\" extra QEMU arguments, appended last"

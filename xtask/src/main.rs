@@ -47,6 +47,8 @@ flags, or the environment variable after each (a flag wins; empty means unset):
   --sched POLICY    SCHED        run: the scheduler, amps (default) or symmetric
   --numa POLICY     NUMA_POLICY  run: when a running thread may move between nodes:
                                  always (default), same-node or rss (AMPS §3.3)
+  --kquota Q        KQUOTA       run: each program's kernel-memory quota, a percent of its
+                                 core's memory (1-100) or `off` (default: 25, at most 64 MiB)
                     CONSOLE      run: `kernel` for the kernel console instead of init
   --accel tcg|kvm   ACCEL        run, test: accelerator (default: kvm if /dev/kvm opens
                                  and the CPU flags show vmx or svm, else tcg)
@@ -79,6 +81,9 @@ pub struct Options {
     pub sched: Option<String>,
     /// `NUMA_POLICY`: `always`, `same-node` or `rss` (`numa=` for the kernel).
     pub numa: Option<String>,
+    /// `KQUOTA`: each program's kernel-memory quota, `1`-`100` (percent of its core's
+    /// memory) or `off` (`kquota=` for the kernel).
+    pub kquota: Option<String>,
     /// `CONSOLE`: `kernel` keeps the kernel's own console instead of the `init` shell.
     pub console: Option<String>,
     /// `TEST_FILTER`: substring selecting QEMU test runs by label.
@@ -104,6 +109,7 @@ impl Options {
             asym: env_var("ASYM"),
             sched: env_var("SCHED"),
             numa: env_var("NUMA_POLICY"),
+            kquota: env_var("KQUOTA"),
             console: env_var("CONSOLE"),
             only: env_var("TEST_FILTER"),
             skip_host: env_var("SKIP_HOST").is_some_and(|v| v != "0"),
@@ -139,6 +145,7 @@ impl Options {
                 "--asym" => opts.asym = Some(value()?),
                 "--sched" => opts.sched = Some(value()?),
                 "--numa" => opts.numa = Some(value()?),
+                "--kquota" => opts.kquota = Some(value()?),
                 "--only" => opts.only = Some(value()?),
                 "--timeout" => opts.timeout = Some(parse_secs(&value()?)?),
                 _ => return Err(format!("unknown argument `{arg}`\n\n{USAGE}")),

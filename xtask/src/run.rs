@@ -49,6 +49,13 @@ pub fn run(opts: &Options) -> Result<ExitCode> {
         }
         cmdline = format!("{cmdline} numa={numa}").trim().to_string();
     }
+    if let Some(kquota) = &opts.kquota {
+        let percent = kquota.parse::<u32>().ok().filter(|p| (1..=100).contains(p));
+        if kquota != "off" && percent.is_none() {
+            return Err(format!("KQUOTA must be a percent from 1 to 100, or off, not `{kquota}`"));
+        }
+        cmdline = format!("{cmdline} kquota={kquota}").trim().to_string();
+    }
     let vm = Vm {
         cores,
         sockets: opts.sockets,
