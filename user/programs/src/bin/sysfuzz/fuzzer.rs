@@ -59,6 +59,9 @@ pub const PCORE_HOLD: u64 = 128;
 pub const PCORES_MAX: usize = 32768;
 /// Mappings of its root range read at once.
 pub const MAPPINGS_MAX: usize = 512;
+/// Most mappings its root range can hold (the kernel's cap a range): the room it makes
+/// to read them all when more than [`MAPPINGS_MAX`] are there.
+pub const MAPPINGS_ALL: u64 = 16_384;
 
 /// The scratch mapping's address, for `cfork` children (theirs is a copy at the same
 /// place).
