@@ -128,7 +128,12 @@ impl Fuzzer {
             if !self.protected.contains(&target) && self.protected.len() < MAPPINGS_ALL as usize {
                 self.protected.push(target);
             }
-            if flags & map::WRITE == 0 && ro < self.readonly.len() {
+            // Read-only and backed by its segment: the fuzzer reads such memory itself. A
+            // read-only mapping past its segment's end is not (libatoll maps an empty
+            // segment over memory it gives back: seed 10 of the 100 M run read a failed
+            // thread's stack there and faulted).
+            let needed = m[3].saturating_add(pages).saturating_mul(PAGE);
+            if flags & map::WRITE == 0 && ro < self.readonly.len() && self.backed(target, needed) {
                 self.readonly[ro] = (va, va.saturating_add(pages.saturating_mul(PAGE)));
                 ro += 1;
             }
@@ -151,6 +156,12 @@ impl Fuzzer {
                 self.keep(self.root, target, Kind::Slot);
             }
         }
+    }
+
+    /// Whether segment `id` (named through its root or the home share) holds at least
+    /// `bytes` bytes.
+    fn backed(&self, id: u64, bytes: u64) -> bool {
+        self.own_size(id).is_some_and(|size| size >= bytes)
     }
 
     /// Whether `id` is one of its own objects (its memory, its range, the cover, the
