@@ -99,7 +99,7 @@ pub fn boot_core(start_info: u32) -> ! {
 fn start_schedulers() {
     let cores = smp::online_cores();
     let started = smp::run_on(&cores, 10_000_000, &|_| {
-        crate::user::sched::init_this_core();
+        crate::sched::init_this_core();
         Ok(())
     });
     if let Err(e) = smp::all_ok(&cores, &started) {
@@ -131,13 +131,13 @@ fn choose_tick(cmdline: &str) {
 fn choose_quota(cmdline: &str) {
     let Some(text) = cmdline::get(cmdline, "kquota") else { return };
     if text == "off" {
-        crate::user::corey::choose_quota_percent(None);
+        crate::corey::choose_quota_percent(None);
         println!("corey: no kernel-memory quota per program (kquota=off)");
         return;
     }
     match cmdline::number(text, 1..=100) {
         Ok(percent) => {
-            crate::user::corey::choose_quota_percent(Some(percent as u64));
+            crate::corey::choose_quota_percent(Some(percent as u64));
             println!("corey: each program's kernel memory: at most {percent} % of its core's");
         }
         Err(why) => println!("corey: ignoring kquota=: {why}"),
@@ -152,7 +152,7 @@ fn choose_quota(cmdline: &str) {
 fn choose_scheduler(cmdline: &str) {
     if let Some(word) = cmdline::get(cmdline, "sched") {
         match sched::Policy::parse(word) {
-            Some(policy) => crate::user::sched::choose_policy(policy),
+            Some(policy) => crate::sched::choose_policy(policy),
             None => println!("sched: ignoring sched={word}: amps or symmetric"),
         }
     }
@@ -163,7 +163,7 @@ fn choose_scheduler(cmdline: &str) {
     }
     if let Some(word) = cmdline::get(cmdline, "numa") {
         match sched::NumaPolicy::parse(word) {
-            Some(policy) => crate::user::sched::choose_numa(policy),
+            Some(policy) => crate::sched::choose_numa(policy),
             None => println!("sched: ignoring numa={word}: always, same-node or rss"),
         }
     }
@@ -200,7 +200,7 @@ fn read_start_info(start_info: u32) -> BootInfo {
     println!("Atoll: booting (PVH), command line \"{}\"", info.cmdline());
     if info.modules_len > 0 {
         let (addr, size) = info.modules[0];
-        crate::user::initrd::set(addr, size);
+        crate::initrd::set(addr, size);
     }
     arch::disable_legacy_pic();
     info
@@ -292,10 +292,10 @@ fn enter_core_zero(pml4: u64, cores: usize) -> &'static percpu::PerCore {
     // The monitor runs START jobs through the user layer above it; `kernel_command` runs
     // lines through the console above that.
     monitor::set_start_handler(crate::user::start_job);
-    monitor::set_sched_handler(crate::user::sched::on_message);
-    monitor::set_idle_work(crate::user::sched::idle_work);
+    monitor::set_sched_handler(crate::sched::on_message);
+    monitor::set_idle_work(crate::sched::idle_work);
     monitor::set_idle_housekeeping(|| {
-        crate::user::revocation::prune_revocations();
+        crate::corey::revocation::prune_revocations();
         crate::twophase::resolve_orphans();
         crate::retype::recover_lost_frames();
     });
@@ -303,8 +303,8 @@ fn enter_core_zero(pml4: u64, cores: usize) -> &'static percpu::PerCore {
         crate::twophase::on_message(from, words).map_err(Into::into)
     });
     crate::twophase::set_revocation_hooks(crate::twophase::RevocationHooks {
-        fits: crate::user::revocation::revocation_fits,
-        apply: crate::user::revocation::apply_revocation,
+        fits: crate::corey::revocation::revocation_fits,
+        apply: crate::corey::revocation::apply_revocation,
     });
     crate::user::set_kernel_console(console::execute_and_report);
     // TLB shootdowns (below the heap) travel through the monitor and ask the SKB, both
@@ -390,9 +390,7 @@ fn hand_over(cmdline: &str) -> ! {
         ktest::run(selector)
     }
     let command = cmdline::get(cmdline, verdict::cmdline_keys::CMD);
-    if cmdline::get(cmdline, "console") != Some("kernel")
-        && crate::user::initrd::find("init").is_some()
-    {
+    if cmdline::get(cmdline, "console") != Some("kernel") && crate::initrd::find("init").is_some() {
         println!("{} (the init shell; type 'help')", verdict::READY_MARKER);
         // The shell runs for as long as the machine does: no time limit.
         let status = crate::user::run_with_machine("init", command.unwrap_or(""), u64::MAX);

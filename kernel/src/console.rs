@@ -369,13 +369,13 @@ fn sched_report(args: &str) -> Result<(), String> {
     no_arguments(args)?;
     println!(
         "sched: policy {}, numa {}, last-level cache {} KiB",
-        crate::user::sched::policy().name(),
-        crate::user::sched::numa_policy().name(),
-        crate::user::sched::last_level_cache_bytes() / 1024
+        crate::sched::policy().name(),
+        crate::sched::numa_policy().name(),
+        crate::sched::last_level_cache_bytes() / 1024
     );
     let cores = smp::online_cores();
     let outcomes = smp::run_on(&cores, 5_000_000, &|core| {
-        let (st, queued, parked, loads) = crate::user::sched::report();
+        let (st, queued, parked, loads) = crate::sched::report();
         let mut replica = String::new();
         for (length, power, online) in loads {
             let mark = if online { "" } else { "x" };
@@ -401,7 +401,7 @@ fn sched_report(args: &str) -> Result<(), String> {
 /// cores), then re-measures every core's speed; prints the new speeds.
 fn asym(args: &str) -> Result<(), String> {
     let groups = cmdline::asym_groups(args.trim(), percpu::core_count())?;
-    crate::user::sched::change_duty(&groups)?;
+    crate::sched::change_duty(&groups)?;
     for c in smp::online_cores() {
         let speed = crate::knowledge::compute_speed(c).unwrap_or(0);
         let eighths = crate::throttle::duty_eighths(c);
@@ -413,7 +413,7 @@ fn asym(args: &str) -> Result<(), String> {
 /// `ls`: the initrd's files.
 fn ls(args: &str) -> Result<(), String> {
     no_arguments(args)?;
-    for (name, size) in crate::user::initrd::files() {
+    for (name, size) in crate::initrd::files() {
         println!("  {name:<16} {size:>8} bytes");
     }
     Ok(())
@@ -470,7 +470,7 @@ fn run_program(args: &str) -> Result<(), String> {
     if program.is_empty() {
         return Err(usage());
     }
-    if crate::user::initrd::find(program).is_none() {
+    if crate::initrd::find(program).is_none() {
         return Err(format!(
             "no program '{}' in the initrd (try 'ls')",
             Printable(program, ECHO_MAX)

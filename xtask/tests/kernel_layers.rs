@@ -17,13 +17,17 @@ const LAYERS: &[&str] = &[
     "print",      // the serial console's output
     "tlb",        // TLB shootdown
     "mem",        // frames and heaps
+    "initrd",     // the boot module of user programs
     "monitor",    // URPC channels, remote calls, frame returns
     "smp",        // starting cores, work on chosen cores
     "knowledge",  // the SKB and boot facts
     "twophase",   // two-phase commit between the monitors
     "retype",     // frames change owner by two-phase commit
     "bench",      // in-kernel experiments
-    "user",       // Corey's objects, user contexts, system calls
+    "thread",     // what every core knows of a thread; how a program ended
+    "corey",      // Corey's objects: shares, segments, address ranges, pcores, devices
+    "sched",      // threads, run queues, migration and load (AMPS)
+    "user",       // loading and starting programs, the system-call dispatcher, user traps
     "interrupts", // where traps land (above the user layer they call into)
     "testing",    // the test registry
     "console",    // the kernel console

@@ -78,7 +78,7 @@ pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
                 ));
             }
         }
-        crate::user::revocation::prune_revocations();
+        crate::corey::revocation::prune_revocations();
         Ok(())
     };
     all_ok(cores, &smp::run_on(cores, JOB_TIMEOUT_US, &flush))?;
@@ -107,14 +107,14 @@ pub fn snapshot(cores: &[usize]) -> Result<Snapshot, String> {
         *counts[slot].lock() = CoreResources {
             frames: me.free_frames() + heap_frames,
             heap_bytes,
-            objects: crate::user::corey::live_objects(index) as u64,
-            threads: crate::user::sched::live_threads(index),
-            parked: crate::user::sched::parked_here(),
-            stale_waiter_bits: crate::user::corey::stale_waiter_bits(index),
-            resident_underflows: crate::user::sched::resident_underflows(index),
-            revocation_log: crate::user::revocation::revocation_log_len() as u64,
-            reserved: u64::from(crate::user::sched::reserved_here()),
-            quotas: crate::user::corey::live_quotas(index) as u64,
+            objects: crate::corey::live_objects(index) as u64,
+            threads: crate::thread::live_threads(index),
+            parked: crate::sched::parked_here(),
+            stale_waiter_bits: crate::corey::stale_waiter_bits(index),
+            resident_underflows: crate::thread::resident_underflows(index),
+            revocation_log: crate::corey::revocation::revocation_log_len() as u64,
+            reserved: u64::from(crate::sched::reserved_here()),
+            quotas: crate::corey::live_quotas(index) as u64,
         };
         Ok(())
     };

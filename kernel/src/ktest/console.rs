@@ -4,7 +4,8 @@
 
 use super::balance::balanced;
 use crate::percpu::{self, CoreState};
-use crate::user::{self, ExitStatus};
+use crate::thread::ExitStatus;
+use crate::user;
 use crate::{console, kernel_test, smp, throttle};
 use alloc::format;
 use alloc::string::String;
@@ -112,7 +113,7 @@ fn asym_needs_every_core_online() -> Result<(), String> {
     };
     check(
         "change_duty naming a core past the last",
-        crate::user::sched::change_duty(&[(me, 4), (count, 4)]),
+        crate::sched::change_duty(&[(me, 4), (count, 4)]),
     )?;
     check("`asym` naming a core past the last", console::execute(&format!("asym {count}:50")))?;
     let down = percpu::all_cores().filter(|c| c.state() != CoreState::Online).map(|c| c.index);

@@ -362,7 +362,7 @@ fn giver_keeps_its_reserve() -> Result<(), String> {
         if !matches!(refused, Some(RetypeError::BelowReserve { .. })) {
             return Err(format!("after {} blocks the retype ended {refused:?}", given.len()));
         }
-        if ran != Ok(crate::user::ExitStatus::Exited(0)) {
+        if ran != Ok(crate::thread::ExitStatus::Exited(0)) {
             return Err(format!("with {free} frames left, hello ended {ran:?}"));
         }
         println!("retype: gave {} blocks, kept {free} free frames, ran hello", given.len());

@@ -3,7 +3,8 @@
 
 use super::balance::balanced;
 use super::{all_ok, skip, JOB_TIMEOUT_US};
-use crate::user::{self, ExitStatus};
+use crate::thread::ExitStatus;
+use crate::user;
 use crate::{kernel_test, smp};
 use alloc::format;
 use alloc::string::String;
@@ -553,7 +554,7 @@ fn mcrt_live_threads() -> Result<(), String> {
 fn load_reports_reach_every_core() -> Result<(), String> {
     let cores = smp::online_cores();
     let me = crate::percpu::this_core().index;
-    let seq = user::sched::report_for_test(7);
+    let seq = crate::sched::report_for_test(7);
     let heard = |core: usize| -> Result<(), String> {
         if core == me {
             return Ok(());
@@ -561,7 +562,7 @@ fn load_reports_reach_every_core() -> Result<(), String> {
         let start = crate::arch::cpu::rdtsc();
         loop {
             crate::monitor::poll();
-            match user::sched::replica_of(me) {
+            match crate::sched::replica_of(me) {
                 // The report, or a newer one along the same tree (core 0's scheduler
                 // reports its true length again as soon as it looks).
                 Some((7, s)) if s >= seq => return Ok(()),
@@ -576,7 +577,7 @@ fn load_reports_reach_every_core() -> Result<(), String> {
         }
     };
     let result = all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &heard));
-    user::sched::report_for_test(0);
+    crate::sched::report_for_test(0);
     result
 }
 
@@ -589,7 +590,7 @@ fn asym_at_run_time() -> Result<(), String> {
     let (fast, slow) = duty_measured(4, |fast, slow| slow * 10 <= fast * 7)?;
     let cores = smp::online_cores();
     let powers = |_| -> Result<(), String> {
-        let (_, _, _, loads) = user::sched::report();
+        let (_, _, _, loads) = crate::sched::report();
         match (loads.first(), loads.get(1)) {
             (Some(a), Some(b)) if a.1 > b.1 => Ok(()),
             _ => Err(format!("the replica's powers are {loads:?}")),
@@ -616,7 +617,7 @@ fn duty_measured(eighths: u8, expected: impl Fn(u64, u64) -> bool) -> Result<(u6
     let speed = |c| crate::knowledge::compute_speed(c).unwrap_or(0);
     let (mut core0, mut core1) = (0, 0);
     for _ in 0..3 {
-        user::sched::change_duty(&[(1, eighths)])?;
+        crate::sched::change_duty(&[(1, eighths)])?;
         (core0, core1) = (core0.max(speed(0)), core1.max(speed(1)));
         if expected(core0, core1) {
             break;
@@ -771,7 +772,7 @@ const DEAF_US: u64 = 2 * crate::twophase::TIMEOUT_US + 2_000_000;
 /// pointer by then, and 1,024 such entries made a core refuse every revocation). Every
 /// core's resources, revocation logs included, balance. Isolated (run `deaf2`): 22 s.
 fn late_revocation() -> Result<(), String> {
-    use crate::user::{corey, revocation};
+    use crate::corey::{self, revocation};
     let cores = smp::online_cores();
     // One revocation first: every core's two-phase state grows once (its list of decided
     // operations), and the baseline is taken after that.
@@ -869,7 +870,7 @@ fn rss_moves_what_same_node_keeps() -> Result<(), String> {
 /// (a host's cache passed through under KVM), too much to fault in within the time limit.
 fn rss_keeps_more_than_the_llc() -> Result<(), String> {
     numa_machine()?;
-    let llc = crate::user::sched::last_level_cache_bytes();
+    let llc = crate::sched::last_level_cache_bytes();
     if llc == 0 || 2 * llc > 64 << 20 {
         return skip(format!("a last-level cache of {} KiB: twice it is not 1..64 MiB", llc >> 10));
     }
@@ -901,7 +902,7 @@ fn numa_machine() -> Result<(), String> {
         if slower() {
             return Ok(());
         }
-        user::sched::change_duty(&[(1, 4)])?;
+        crate::sched::change_duty(&[(1, 4)])?;
     }
     if slower() {
         return Ok(());
@@ -912,10 +913,10 @@ fn numa_machine() -> Result<(), String> {
 /// Runs `threadtest <test>` under `policy` (the one in force is put back) and checks that
 /// its thread did what `want` says.
 fn numa_decides(policy: NumaPolicy, test: &str, want: Decision) -> Result<(), String> {
-    let before = crate::user::sched::numa_policy();
-    crate::user::sched::choose_numa(policy);
+    let before = crate::sched::numa_policy();
+    crate::sched::choose_numa(policy);
     let ran = user::run_capturing("threadtest", test, JOB_TIMEOUT_US);
-    crate::user::sched::choose_numa(before);
+    crate::sched::choose_numa(before);
     let (status, text) = ran.map_err(|e| format!("threadtest {test}: could not run: {e:?}"))?;
     if status != ExitStatus::Exited(0) {
         return Err(format!("threadtest {test}: ended {status:?}"));
@@ -929,7 +930,7 @@ fn numa_decides(policy: NumaPolicy, test: &str, want: Decision) -> Result<(), St
         return Err(format!(
             "{} with the LLC at {} KiB: {line} (expected {want:?})",
             policy.name(),
-            crate::user::sched::last_level_cache_bytes() >> 10
+            crate::sched::last_level_cache_bytes() >> 10
         ));
     }
     crate::println!("{}: {line}", policy.name());

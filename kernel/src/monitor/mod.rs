@@ -13,6 +13,9 @@
 
 pub mod channels;
 pub mod protocol;
+mod step;
+
+pub use step::step;
 
 use crate::arch::{apic, cpu, timer, trap};
 use crate::mem::frames;

@@ -96,7 +96,7 @@ pub fn stat(hwid: u64) -> Option<DeviceStat> {
     let (count, detail) = match info.kind {
         device_kind::SERIAL => serial::counts(),
         device_kind::INITRD => {
-            (super::initrd::bytes().len() as u64, super::initrd::files().count() as u64)
+            (crate::initrd::bytes().len() as u64, crate::initrd::files().count() as u64)
         }
         device_kind::MACHINE => {
             (MACHINE_COMMANDS.load(Ordering::Relaxed), percpu::core_count() as u64)

@@ -3,7 +3,7 @@
 //! `obj_revoke` (a two-phase commit among the cores, whose waits take steps), and the
 //! check that an object handed to a new holder was not revoked meanwhile (issue M14).
 
-use super::corey::{reference, resolve, Payload, ProgramObjects, Ptr};
+use super::{reference, resolve, Payload, ProgramObjects, Ptr};
 use crate::percpu::{this_core, PerCoreState};
 use abi::{Error, ObjectKind};
 use alloc::sync::Arc;
@@ -90,7 +90,7 @@ pub fn catch_up(p: &mut ProgramObjects) {
         }
         // A copy: a step may append to the log.
         let revocations = REVOCATIONS.with(|l| l.since(0));
-        let removed = p.set.catch_up_in_steps(&revocations, committed, &mut super::step);
+        let removed = p.set.catch_up_in_steps(&revocations, committed, &mut crate::monitor::step);
         objects::release(removed);
     }
 }
@@ -163,7 +163,7 @@ fn commit_in_steps(
             }
             crate::twophase::deliver_decisions();
             crate::monitor::poll();
-            super::step();
+            crate::monitor::step();
         };
         if decision == agreement::Decision::Commit {
             return Some(failed);
@@ -174,8 +174,14 @@ fn commit_in_steps(
         let until = crate::arch::cpu::rdtsc() + wait.min(limit);
         while crate::arch::cpu::rdtsc() < until {
             crate::monitor::poll();
-            super::step();
+            crate::monitor::step();
         }
     }
     None
 }
+
+/// The revocations the running call's share set was caught up with at its barrier. An
+/// object the call resolves may have been revoked after that (a step in the call serves
+/// two-phase messages): a call that hands objects to a new holder (`program_run`'s
+/// `give`, `pcore_run`'s range and shares) checks them against the log from there.
+pub static CAUGHT_UP: PerCoreState<u64> = crate::per_core_state!(0);

@@ -1,0 +1,416 @@
+//! The loop ([`run_until`], [`run_next`]): take the next ready thread, switch to its
+//! tables and FPU state, run it until it leaves, then file it where it belongs; and the
+//! tick ([`on_tick`]): the time slice, wake-up deadlines, load reports, pulls.
+
+use super::balance::{balance, forward_load, place, report_load, ship, undedicate};
+use super::inbox::{
+    clear_waiter_bit, expire_deadlines, message, next_core, op, reap_on, take_stopped, wake_here,
+    Inbox, INBOX,
+};
+use super::running::{finish, leave_raw, After, Cr3, Role, Running, SWITCHED};
+use super::{
+    last_level_cache_bytes, numa_policy, policy, with_current, with_sched, BALANCE_EVERY_TICKS,
+    JOIN_SPACE, QUEUE_CAPACITY,
+};
+use crate::arch::paging;
+use crate::arch::user_entry::{self, KernelContext, UserRegs};
+use crate::arch::{cpu, timer};
+use crate::corey::{self, Ptr};
+use crate::monitor::protocol::Request;
+use crate::monitor::{self};
+use crate::percpu::{self, this_core, PerCoreState};
+use crate::thread::ExitStatus;
+use abi::pcore_status;
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+
+/// What the scheduler does between threads and at ticks: its inbox, deadlines, load.
+pub(super) fn housekeeping() {
+    read_inbox();
+    for t in with_sched(expire_deadlines) {
+        end_off_cpu(t);
+    }
+    report_load();
+}
+
+/// How deep this core is in [`run_until`] (the idle loop's work stays out while it runs).
+pub(super) static DEPTH: PerCoreState<u32> = crate::per_core_state!(0);
+
+/// Runs this core's threads until `stop()` holds (checked between threads); with none
+/// ready, the core serves its monitor and halts as the idle loop does.
+pub fn run_until(stop: &dyn Fn() -> bool) {
+    let core = this_core();
+    let saved_rsp0 = core.rsp0();
+    let saved_syscall_stack = core.syscall_stack();
+    DEPTH.with(|d| *d += 1);
+    loop {
+        // Between threads the core serves its monitor whole: calls and starts deferred
+        // while a thread ran are served here, never after the threads end.
+        monitor::poll();
+        housekeeping();
+        if stop() {
+            break;
+        }
+        if !run_next() {
+            unload_tables();
+            balance();
+            if stop() {
+                break;
+            }
+            crate::monitor::idle_once(core);
+        }
+    }
+    DEPTH.with(|d| *d -= 1);
+    core.set_rsp0(saved_rsp0);
+    core.set_syscall_stack(saved_syscall_stack);
+    cpu::enable_interrupts();
+}
+
+/// The idle loop's work (installed at boot): runs one ready thread, if there is one.
+pub fn idle_work() -> bool {
+    if DEPTH.with(|d| *d > 0) {
+        return false;
+    }
+    monitor::poll();
+    housekeeping();
+    if run_next() {
+        cpu::enable_interrupts();
+        return true;
+    }
+    unload_tables();
+    balance();
+    false
+}
+
+/// Takes the next ready thread and runs it until it leaves the CPU; returns false if none
+/// was ready.
+pub(super) fn run_next() -> bool {
+    let core = this_core();
+    let me = core.index;
+    let Some((misplaced, stopping)) = with_sched(|s| {
+        s.queue.switch()?;
+        let t = s.queue.running()?;
+        // Marked before the check (both SeqCst): a stop that missed this core's mark
+        // is seen here (`Program::stop`).
+        t.program.touch(me);
+        Some((!t.shared.allowed_on(me), t.program.stopping()))
+    }) else {
+        return false;
+    };
+    if let Some(status) = stopping {
+        // Its program was stopped while it was queued, parked or on its way here.
+        if let Some(t) = with_sched(|s| s.queue.take_running()) {
+            end_thread(t, status);
+        }
+        return true;
+    }
+    if misplaced {
+        // Its affinity changed: it runs elsewhere (AMPS places it among its cores).
+        let t = with_sched(|s| s.queue.take_running());
+        if let Some(t) = t {
+            // With no core to place it on (its cores became dedicated since), it goes to
+            // its first online core anyway, where it shares the core with the context
+            // (as a thread pinned there does), rather than waiting here for ever.
+            let to = place(&t.shared)
+                .or_else(|| {
+                    crate::smp::online_cores().into_iter().find(|&c| t.shared.allowed_on(c))
+                })
+                .unwrap_or(me);
+            if to == me {
+                with_sched(|s| s.queue.push(t));
+            } else {
+                ship(t, to);
+            }
+        }
+        return true;
+    }
+    let mut kcontext = KernelContext::default();
+    let context: *const KernelContext = &kcontext;
+    let prepared = with_sched(|s| {
+        s.stats.switches += 1;
+        let t = s.queue.running_mut()?;
+        t.context = context;
+        t.shared.switches.fetch_add(1, Ordering::Relaxed);
+        t.shared.core.store(me as u64, Ordering::Relaxed);
+        let hz = t.pcore.as_ref().and_then(corey::pcore).map(|p| {
+            p.status.store(pcore_status::RUNNING, Ordering::Release);
+            p.hz.load(Ordering::Relaxed)
+        });
+        let pml4 = corey::enter_root(&t.objects);
+        if let Ok(pml4) = pml4 {
+            t.space = crate::corey::space::AddressSpace::view(pml4);
+        }
+        let root = t.objects.root_ar.clone();
+        let fpu = &t.fpu as *const user_entry::FpuState;
+        Some((pml4, &t.regs as *const UserRegs, fpu, t.fs_base, hz, root))
+    });
+    let Some((pml4, regs, fpu, fs_base, hz, root)) = prepared else { return false };
+    let Ok(pml4) = pml4 else {
+        if let Some(t) = with_sched(|s| s.queue.take_running()) {
+            end_thread(t, ExitStatus::Failed);
+        }
+        return true;
+    };
+    // A throttled core keeps its duty-cycle phases: its tick is not a pcore's to set.
+    let own_tick =
+        hz.filter(|&hz| hz != timer::tick_hz() && crate::throttle::duty_eighths(me) == 8);
+    if let Some(hz) = own_tick {
+        crate::throttle::set_tick_hz(me, hz);
+    }
+    load_tables(root, pml4);
+    // SAFETY: the box is in the run queue's running slot until it leaves, and stable.
+    unsafe { (*fpu).restore() };
+    // Every switch loads the thread's own FS base, 0 included: the last thread's never
+    // stays for the next.
+    user_entry::load_fs_base(fs_base);
+    core.in_context.store(true, Ordering::Release);
+    // SAFETY: `kcontext` lives on this frame until the thread leaves; RSP0 is this core's;
+    // the box (and `regs` in it) stays in the running slot while the thread runs.
+    let word = unsafe { user_entry::run_saved(&mut kcontext, &*regs, core.rsp0_slot()) };
+    core.in_context.store(false, Ordering::Release);
+    if own_tick.is_some() {
+        crate::throttle::start_tick(me);
+    }
+    let Some(mut t) = with_sched(|s| {
+        let t = s.queue.take_running();
+        s.queue.shrink_when_empty(QUEUE_CAPACITY);
+        // A pull of the running thread lapses with it (the puller asks again).
+        s.ship_running = None;
+        t
+    }) else {
+        return true;
+    };
+    // The kernel never touches the FPU or FS: they still hold the thread's state.
+    t.fpu.save();
+    t.fs_base = user_entry::fs_base();
+    if word == SWITCHED {
+        match core::mem::replace(&mut t.after, After::Ready) {
+            After::Ready => with_sched(|s| s.queue.push(t)),
+            After::Park { key, deadline, on_wake } => {
+                t.on_wake = Some(on_wake);
+                // A park never outlasts the program's time limit (it ends the thread).
+                let limit = t.program.deadline();
+                let deadline = Some(deadline.map_or(limit, |d| d.min(limit)));
+                with_sched(|s| s.waits.park(key, t, deadline));
+            }
+            After::Ship(to) => ship(t, to),
+        }
+    } else {
+        end_thread(t, ExitStatus::decode(word));
+    }
+    true
+}
+
+/// An ended thread that was on the CPU (or about to be): the core leaves its tables
+/// (before its root forgets this core), then [`retire`].
+pub(super) fn end_thread(t: Box<Running>, status: ExitStatus) {
+    unload_tables();
+    retire(t, status, Cr3::SwitchedAway);
+}
+
+/// A thread of a stopped program, taken from a wait or run queue here: it ends with its
+/// program's status; the tables in CR3 stay (the running thread may share them).
+pub(super) fn end_off_cpu(t: Box<Running>) {
+    let status = t.program.stopping().unwrap_or(ExitStatus::Halted);
+    let root = t.objects.root_ar.clone();
+    retire(t, status, Cr3::MayHoldThem);
+    // It may have been the last waiter of its address space here.
+    if !with_sched(|s| s.waits.has_space(root.id().0)) {
+        clear_waiter_bit(&root);
+    }
+}
+
+/// An ended thread's last steps: its objects go, its status is published, its joiners
+/// wake (by message elsewhere); a main thread's end stops the rest of its program.
+pub(super) fn retire(t: Box<Running>, status: ExitStatus, cr3: Cr3) {
+    let shared = t.shared.clone();
+    undedicate(&shared);
+    // Stopped before its status is published: whoever sees the status finds the rest of
+    // the program stopping.
+    let reap = (t.role == Role::Main).then(|| t.program.stop(ExitStatus::Halted));
+    finish(*t, status, cr3);
+    let word = status.status_word();
+    shared.status.store(word, Ordering::SeqCst);
+    let joiners = shared.joiners.swap(0, Ordering::SeqCst);
+    let me = this_core().index;
+    if joiners & (1 << me) != 0 {
+        with_sched(|s| wake_here(s, (JOIN_SPACE, shared.uid), u64::MAX));
+    }
+    for c in 0..percpu::core_count().min(64) {
+        if c != me && joiners & (1 << c) != 0 {
+            let _ = monitor::send(c, &message(&[op::JOINED, shared.uid]));
+        }
+    }
+    if let Some(cores) = reap {
+        reap_on(cores);
+    }
+}
+
+/// Switches this core to `root`'s tables (`pml4`) unless they are in CR3 already. The
+/// scheduler holds the loaded root, so its tables cannot be freed while CR3 points at
+/// them (a thread that moved away or ended elsewhere may take the last other reference);
+/// the root it replaces loses this core from its shootdown set (a CR3 write flushed its
+/// translations).
+pub(super) fn load_tables(root: Ptr, pml4: u64) {
+    let same = with_sched(|s| s.loaded.as_ref().is_some_and(|l| l.id() == root.id()));
+    if same {
+        return;
+    }
+    // SAFETY: the root's tables map the kernel half like the kernel's own; the thread's
+    // pages fault in through its root range; the scheduler holds the root (below).
+    unsafe { paging::activate(pml4) };
+    let old = with_sched(|s| s.loaded.replace(root));
+    if let Some(old) = old {
+        corey::leave_root_range(&old);
+    }
+}
+
+/// Back to the kernel's tables, letting the loaded root go (the core is idle, or the
+/// thread on it ended).
+pub(super) fn unload_tables() {
+    let old = with_sched(|s| s.loaded.take());
+    if let Some(old) = old {
+        // SAFETY: the kernel tables map everything the kernel uses.
+        unsafe { paging::activate(crate::mem::heap::kernel_pml4()) };
+        corey::leave_root_range(&old);
+    }
+}
+
+/// A timer tick that interrupted a thread in user mode: the scheduler's turn. Ends the
+/// thread's slice (its registers saved from `frame`) when its slice is over and another
+/// is ready, when a puller asked for it, when its affinity excludes this core, or when
+/// calls or starts wait for the core.
+pub fn on_tick(frame: &crate::arch::trap::TrapFrame) {
+    housekeeping();
+    let now = this_core().ticks();
+    if now.is_multiple_of(BALANCE_EVERY_TICKS) {
+        balance();
+    }
+    let over = with_sched(|s| s.queue.tick());
+    with_current(|r| r.shared.note_tick());
+    switch_if_due(frame, over);
+}
+
+/// A kick (wake-up IPI) that interrupted a thread in user mode: as the tick, without
+/// counting against the slice.
+pub fn on_kick(frame: &crate::arch::trap::TrapFrame) {
+    housekeeping();
+    switch_if_due(frame, false);
+}
+
+/// Ends the running thread's slice (`over`), ships it to a puller, or moves it off a core
+/// its affinity excludes; `frame` holds its registers.
+pub(super) fn switch_if_due(frame: &crate::arch::trap::TrapFrame, over: bool) {
+    let deferred = monitor::has_deferred();
+    let me = this_core().index;
+    let after = with_sched(|s| {
+        let t = s.queue.running()?;
+        if let Some(to) = s.ship_running.take() {
+            if t.shared.allowed_on(to) {
+                return Some(After::Ship(to));
+            }
+        }
+        if over || deferred || !t.shared.allowed_on(me) {
+            s.stats.preemptions += 1;
+            return Some(After::Ready);
+        }
+        None
+    });
+    if let Some(after) = after {
+        with_current(|r| {
+            r.regs = UserRegs::from_trap(frame);
+            r.after = after;
+        });
+        leave_raw(SWITCHED);
+    }
+}
+
+/// Reads the inbox: arrivals join the run queue, wake-ups and joins release parked
+/// threads, load reports update the replica, pulls are answered. Messages this causes
+/// are sent afterwards, outside the scheduler state (a send may poll).
+pub(super) fn read_inbox() {
+    if !INBOX.with(|i| i.any) {
+        return;
+    }
+    let mut inbox = INBOX.with(|i| core::mem::replace(i, Inbox::new()));
+    let me = this_core().index;
+    let mut outgoing: Vec<(usize, Request)> = Vec::new();
+    let mut ships: Vec<(Box<Running>, usize)> = Vec::new();
+    let mut forwards: Vec<(usize, u64, u64, bool)> = Vec::new();
+    let mut stopped: Vec<Box<Running>> = Vec::new();
+    with_sched(|s| {
+        if inbox.reap {
+            stopped = take_stopped(s);
+        }
+        for t in inbox.arrivals {
+            t.shared.core.store(me as u64, Ordering::Relaxed);
+            s.stats.migrations_in += 1;
+            // Sent before the sender heard that this core is dedicated: it goes on to
+            // where the policy places it now, if anywhere else.
+            if s.dedicated.is_some() {
+                if let Some(to) = policy().place(&s.table, |c| c != me && t.shared.allowed_on(c)) {
+                    ships.push((t, to));
+                    continue;
+                }
+            }
+            s.queue.push(t);
+        }
+        for ((space, addr), n, cores) in inbox.wakes {
+            let woken = wake_here(s, (space, addr), n);
+            if woken < n {
+                if let Some(next) = next_core(cores, me) {
+                    let rest = cores & !(1 << me);
+                    outgoing.push((next, message(&[op::WAKE, space, addr, n - woken, rest])));
+                }
+            }
+        }
+        for uid in inbox.joined {
+            wake_here(s, (JOIN_SPACE, uid), u64::MAX);
+        }
+        for (core, load) in inbox.loads.iter_mut().enumerate() {
+            if let Some((length, seq, online, forward)) = load.take() {
+                if s.table.report(core, length, seq) {
+                    s.table.set_online(core, online);
+                }
+                if forward {
+                    forwards.push((core, length, seq, online));
+                }
+            }
+        }
+        for (puller, pull) in inbox.pulls.iter_mut().enumerate() {
+            let Some(may_take_running) = pull.take() else { continue };
+            if let Some(t) = s.queue.take_ready(|t| t.shared.allowed_on(puller)) {
+                ships.push((t, puller));
+            } else if may_take_running
+                && s.ship_running.is_none()
+                && s.queue.running().is_some_and(|t| {
+                    // AMPS §3.3: the NUMA policy decides whether a running thread moves.
+                    t.shared.allowed_on(puller)
+                        && t.shared.may_move_running(
+                            me,
+                            puller,
+                            numa_policy(),
+                            last_level_cache_bytes(),
+                        )
+                })
+            {
+                s.ship_running = Some(puller);
+            } else {
+                outgoing.push((puller, message(&[op::NONE])));
+            }
+        }
+    });
+    for (origin, length, seq, taking) in forwards {
+        forward_load(origin, length, seq, taking);
+    }
+    for (t, to) in ships {
+        ship(t, to);
+    }
+    for (to, request) in outgoing {
+        let _ = monitor::send(to, &request);
+    }
+    for t in stopped {
+        end_off_cpu(t);
+    }
+}
