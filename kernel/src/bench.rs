@@ -13,7 +13,7 @@
 
 use crate::arch::{cpu, timer};
 use crate::mem::frames;
-use crate::monitor::protocol::Request;
+use crate::monitor::protocol::MonitorMessage;
 use crate::monitor::{self, CallId};
 use crate::percpu::this_core;
 use crate::smp::{self, all_ok, Outcome};
@@ -193,8 +193,8 @@ fn try_vec<T>(len: usize, make: impl FnMut() -> T) -> Result<Vec<T>, String> {
 }
 
 /// Sends `request` to core `to`, the error as text.
-fn send(to: usize, request: &Request) -> Result<(), String> {
-    monitor::send(to, request).map_err(|e| format!("send to core {to}: {e:?}"))
+fn send(to: usize, message: MonitorMessage) -> Result<(), String> {
+    monitor::send(to, message).map_err(|e| format!("send to core {to}: {:?}", e.error))
 }
 
 /// A two-way URPC channel pair and a pair of raw cache lines, lent to the two cores.
@@ -429,7 +429,7 @@ fn time_rounds(
 fn unicast_round(targets: &[usize], round: u64, deadline: Deadline) -> Result<(), String> {
     let before = monitor::bench_acks();
     for &t in targets {
-        send(t, &Request::Bench(round))?;
+        send(t, MonitorMessage::Bench { round })?;
     }
     wait_acks(before, targets.len() as u64, deadline)
 }
@@ -448,11 +448,11 @@ fn tree_round(
     for agg in &tree.aggregators {
         if agg.core == tree.source || agg.core >= k {
             for &m in agg.members.iter().filter(|&&m| m < k) {
-                send(m, &Request::Bench(round))?;
+                send(m, MonitorMessage::Bench { round })?;
                 expected += 1;
             }
         } else {
-            send(agg.core, &Request::Multicast { round, source: tree.source, limit: k })?;
+            send(agg.core, MonitorMessage::Multicast { round, source: tree.source, limit: k })?;
             expected += 1;
         }
     }
@@ -663,7 +663,7 @@ fn broadcast_rounds(
             if line.stop.load(Ordering::Acquire) {
                 return Ok(());
             }
-            send(source, &Request::BenchAck(round))?;
+            send(source, MonitorMessage::BenchAck { round })?;
         }
         Ok(())
     };

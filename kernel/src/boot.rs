@@ -278,6 +278,35 @@ fn give_each_core_its_memory(
     }
 }
 
+/// Which layer handles each kind of message between cores (the monitor handles its own):
+/// the declaration of each kind is beside its handler, in the layer's message enum.
+static MESSAGE_HANDLERS: [monitor::Handler; 4] = [
+    monitor::Handler {
+        layer: "tlb",
+        kinds: <crate::tlb::TlbMessage as protocol::Protocol>::KINDS,
+        handle: crate::tlb::on_message,
+        when: monitor::When::AtOnce,
+    },
+    monitor::Handler {
+        layer: "twophase",
+        kinds: <crate::twophase::TwoPhaseMessage as protocol::Protocol>::KINDS,
+        handle: crate::twophase::on_message,
+        when: monitor::When::AtOnce,
+    },
+    monitor::Handler {
+        layer: "sched",
+        kinds: <crate::sched::message::SchedMessage as protocol::Protocol>::KINDS,
+        handle: crate::sched::on_message,
+        when: monitor::When::AtOnce,
+    },
+    monitor::Handler {
+        layer: "user",
+        kinds: <crate::user::StartMessage as protocol::Protocol>::KINDS,
+        handle: crate::user::on_start_message,
+        when: monitor::When::BetweenThreads,
+    },
+];
+
 /// The boot core becomes core 0: enters its block, opens its heap and its monitor.
 fn enter_core_zero(pml4: u64, cores: usize) -> &'static percpu::PerCore {
     let bsp = percpu::core(0).expect("core 0 was just published");
@@ -289,18 +318,15 @@ fn enter_core_zero(pml4: u64, cores: usize) -> &'static percpu::PerCore {
     }
     monitor::init_this_core(cores);
     crate::twophase::init_this_core();
-    // The monitor runs START jobs through the user layer above it; `kernel_command` runs
-    // lines through the console above that.
-    monitor::set_start_handler(crate::user::start_job);
-    monitor::set_sched_handler(crate::sched::on_message);
+    // Each layer above the monitor handles its own messages: one table, by tag.
+    if let Err(e) = monitor::install_handlers(&MESSAGE_HANDLERS) {
+        fail(format_args!("the message handler table: {e}"));
+    }
     monitor::set_idle_work(crate::sched::idle_work);
     monitor::set_idle_housekeeping(|| {
         crate::corey::revocation::prune_revocations();
         crate::twophase::resolve_orphans();
         crate::retype::recover_lost_frames();
-    });
-    monitor::set_two_phase_handler(|from, words| {
-        crate::twophase::on_message(from, words).map_err(Into::into)
     });
     crate::twophase::set_revocation_hooks(crate::twophase::RevocationHooks {
         fits: crate::corey::revocation::revocation_fits,

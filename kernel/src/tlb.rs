@@ -86,19 +86,24 @@ impl Flush {
 // ---------------------------------------------------------------------------------------
 // How messages travel.
 
-/// A shootdown's messages (the monitor's `TLB_INVALIDATE` and `TLB_ACK`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Message {
-    /// Invalidate `flush` for operation `id`; aggregate for `members` if not empty.
-    Invalidate { id: u64, flush: Flush, members: CoreSet },
-    /// These cores invalidated for operation `id`; these faulted first.
-    Ack { id: u64, acked: CoreSet, failed: CoreSet },
+::protocol::messages! {
+    /// A shootdown's messages (Multikernel §4.7: a one-phase commit).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum TlbMessage {
+        /// Invalidate `pages` pages from `start` (0 pages: all; `global`: kernel entries
+        /// too) for operation `id`; aggregate for the cores in the mask `members` if not
+        /// empty (§5.1 multicast).
+        Invalidate { id: u64, start: u64, pages: u64, global: bool, members: u64 } = 13,
+        /// The cores (masks) that invalidated for operation `id`, and those that faulted
+        /// before they could.
+        Ack { id: u64, acked: u64, failed: u64 } = 14,
+    }
 }
 
 /// What the layers above lend this one (installed once at boot, [`set_transport`]).
 pub struct Transport {
     /// Sends a message to a core's monitor (waiting for room); false if it could not.
-    pub send: fn(usize, Message) -> bool,
+    pub send: fn(usize, TlbMessage) -> bool,
     /// Makes a core read its messages soon (`monitor::notify`).
     pub notify: fn(usize),
     /// Serves this core's channels once (`monitor::poll`).
@@ -443,7 +448,9 @@ fn send_invalidate(to: usize, id: u64, flush: Flush, members: CoreSet) {
     // A failed send (no transport yet, or the channel stayed full for seconds) leaves the
     // participant unacknowledged: the operation then times out, and the frames are kept.
     if let Some(t) = TRANSPORT.get() {
-        if (t.send)(to, Message::Invalidate { id, flush, members }) {
+        let Flush { start, pages, global } = flush;
+        let message = TlbMessage::Invalidate { id, start, pages, global, members: members.0 };
+        if (t.send)(to, message) {
             (t.notify)(to);
         }
     }
@@ -611,7 +618,7 @@ fn finish_aggregation(s: &mut TlbState, i: usize) -> Option<(usize, CoreSet, Cor
 fn ack(to: usize, id: u64, acked: CoreSet, failed: CoreSet) {
     // Acknowledgements need no notification: the initiator polls while it waits.
     if let Some(t) = TRANSPORT.get() {
-        let _ = (t.send)(to, Message::Ack { id, acked, failed });
+        let _ = (t.send)(to, TlbMessage::Ack { id, acked: acked.0, failed: failed.0 });
     }
 }
 
@@ -648,14 +655,23 @@ pub fn on_ack(from: usize, id: u64, acked: CoreSet, failed: CoreSet) -> Result<(
     Ok(())
 }
 
-/// A shootdown message from core `from` (the monitor decoded it). An acknowledgement that
-/// makes no sense is `Err`, for the monitor to count.
-pub fn on_message(from: usize, message: Message) -> Result<(), ()> {
-    match message {
-        Message::Invalidate { id, flush, members } => {
-            on_invalidate(from, id, flush, members);
+/// A shootdown message from core `from` (the monitor's handler table routes its tags
+/// here). One that does not decode, or an acknowledgement that makes no sense, is
+/// rejected, for the monitor to count.
+pub fn on_message(
+    from: usize,
+    tag: u32,
+    words: &[u64; ::protocol::PAYLOAD_WORDS],
+) -> Result<(), ::protocol::Rejection> {
+    use ::protocol::Protocol as _;
+    // SAFETY: the monitor hands over each message it read once, as the sender's `encode`
+    // wrote it (a `TlbMessage` carries no handle).
+    match unsafe { TlbMessage::decode(tag, words) }? {
+        TlbMessage::Invalidate { id, start, pages, global, members } => {
+            on_invalidate(from, id, Flush { start, pages, global }, CoreSet(members));
             Ok(())
         }
-        Message::Ack { id, acked, failed } => on_ack(from, id, acked, failed),
+        TlbMessage::Ack { id, acked, failed } => on_ack(from, id, CoreSet(acked), CoreSet(failed))
+            .map_err(|_| ::protocol::Rejection::Malformed),
     }
 }

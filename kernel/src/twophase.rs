@@ -169,15 +169,25 @@ impl Operation {
     }
 }
 
-/// The message kinds inside the monitor's `TWO_PHASE` messages (word 0; tests send them
-/// raw).
-pub mod op {
-    pub const PREPARE: u64 = 1; // [op, kind, 3 words of the operation, participants]
-    pub const VOTE: u64 = 2; // [op, yes]
-    pub const DECIDE: u64 = 3; // [op, commit]
-    pub const ACK: u64 = 4; // [op]
-    pub const QUERY: u64 = 5; // [op]: what do you know of it? (its coordinator faulted)
-    pub const KNOW: u64 = 6; // [op, agreement::Knowledge code]
+::protocol::messages! {
+    /// Two-phase commit traffic between the monitors (Multikernel §4.7), and the
+    /// termination protocol's questions when a coordinator faulted.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum TwoPhaseMessage {
+        /// Lock for operation `op` (its kind and words: `Operation::encode`) among the
+        /// cores in the mask `participants`, and vote.
+        Prepare { op: u64, operation: [u64; 4], participants: u64 } = 24,
+        /// A participant's vote on `op`.
+        Vote { op: u64, yes: bool } = 25,
+        /// The coordinator's decision on `op`.
+        Decide { op: u64, commit: bool } = 26,
+        /// A participant applied the decision on `op`.
+        Ack { op: u64 } = 27,
+        /// What do you know of `op`? (Its coordinator faulted.)
+        Query { op: u64 } = 28,
+        /// The answer to a query: an `agreement::Knowledge` code.
+        Know { op: u64, knows: u64 } = 29,
+    }
 }
 
 /// Decisions a core remembers, to answer a participant whose coordinator faulted.
@@ -207,7 +217,7 @@ struct State {
     /// participant, the `DECIDE` message), sent again until there is room
     /// ([`deliver_decisions`]), so a participant behind on its messages for a while is
     /// not left holding its locks.
-    undelivered: Vec<(usize, [u64; 3])>,
+    undelivered: Vec<(usize, TwoPhaseMessage)>,
     registers: BTreeMap<u64, Register>,
 }
 
@@ -260,15 +270,8 @@ pub fn prepared_here() -> usize {
     STATE.with(|s| s.locks.prepared())
 }
 
-/// A `TWO_PHASE` message of `words` (the rest of the payload zero).
-fn request(words: &[u64]) -> monitor::protocol::Request {
-    let mut payload = [0u64; PAYLOAD_WORDS];
-    payload[..words.len()].copy_from_slice(words);
-    monitor::protocol::Request::TwoPhase(payload)
-}
-
-fn send(to: usize, words: &[u64]) -> bool {
-    let sent = monitor::send(to, &request(words)).is_ok();
+fn send(to: usize, message: TwoPhaseMessage) -> bool {
+    let sent = monitor::send(to, message).is_ok();
     if sent {
         monitor::notify(to);
     }
@@ -298,7 +301,10 @@ pub fn start(participants: CoreSet, operation: Operation) -> OpId {
         if p == me {
             let vote = on_prepare(op, operation, participants);
             let _ = coordinator_vote(op, me, vote);
-        } else if !send(p, &[op::PREPARE, op, w[0], w[1], w[2], w[3], participants.0]) {
+        } else if !send(
+            p,
+            TwoPhaseMessage::Prepare { op, operation: w, participants: participants.0 },
+        ) {
             // Its channel stayed full for seconds: it will not answer.
             STATE.with(|s| {
                 s.coordinating.iter_mut().filter(|c| c.t.op() == op).for_each(|c| c.t.fail(p))
@@ -348,7 +354,7 @@ pub fn poll_outcome(op: OpId) -> Option<(Decision, CoreSet)> {
                     on_decide(op, d);
                     let _ = coordinator_ack(op, me);
                 } else {
-                    tell_decision(p, [op::DECIDE, op, (d == Decision::Commit) as u64]);
+                    tell_decision(p, TwoPhaseMessage::Decide { op, commit: d == Decision::Commit });
                 }
             }
             None
@@ -364,7 +370,7 @@ pub fn poll_outcome(op: OpId) -> Option<(Decision, CoreSet)> {
 /// Sends a decision to participant `to` if its channel has room now; otherwise keeps it
 /// for [`deliver_decisions`]. (Not a blocking send: a participant that reads no messages
 /// for longer than a send waits would otherwise never hear it, and hold its locks forever.)
-fn tell_decision(to: usize, decide: [u64; 3]) {
+fn tell_decision(to: usize, decide: TwoPhaseMessage) {
     // Behind any decision still kept for it: each participant hears them in order.
     let behind = STATE.with(|s| {
         let kept = s.undelivered.iter().any(|&(t, _)| t == to);
@@ -376,9 +382,11 @@ fn tell_decision(to: usize, decide: [u64; 3]) {
     if behind {
         return;
     }
-    match monitor::try_send(to, &request(&decide)) {
+    match monitor::try_send(to, decide) {
         Ok(()) => monitor::notify(to),
-        Err(monitor::SendError::Full) => STATE.with(|s| s.undelivered.push((to, decide))),
+        Err(monitor::Unsent { error: monitor::SendError::Full, .. }) => {
+            STATE.with(|s| s.undelivered.push((to, decide)))
+        }
         Err(_) => {} // no channel to it: it takes part in nothing
     }
 }
@@ -399,7 +407,7 @@ pub fn deliver_decisions() {
             continue;
         }
         let faulted = percpu::has_faulted(to);
-        let sent = !faulted && monitor::try_send(to, &request(&decide)).is_ok();
+        let sent = !faulted && monitor::try_send(to, decide).is_ok();
         if sent {
             monitor::notify(to);
         }
@@ -603,38 +611,50 @@ fn on_decide(op: OpId, decision: Decision) {
     }
 }
 
-/// A `TWO_PHASE` message from core `from` (the monitor hands it here); `Err` if it makes
-/// no sense, for the monitor to count.
-pub fn on_message(from: usize, words: [u64; PAYLOAD_WORDS]) -> Result<(), MessageError> {
-    let op = words[1];
-    match words[0] {
-        op::PREPARE => {
-            let operation = Operation::decode(&words[2..6]);
-            let vote = operation.map_or(Vote::No, |o| on_prepare(op, o, CoreSet(words[6])));
-            send(from, &[op::VOTE, op, (vote == Vote::Yes) as u64]);
+/// A two-phase message from core `from` (the monitor's handler table routes its tags
+/// here): decoded, then handled; one that makes no sense is rejected, with its reason, for
+/// the monitor to count.
+pub fn on_message(
+    from: usize,
+    tag: u32,
+    words: &[u64; PAYLOAD_WORDS],
+) -> Result<(), monitor::protocol::Rejection> {
+    use ::protocol::Protocol as _;
+    // SAFETY: the monitor hands over each message it read once, as the sender's `encode`
+    // wrote it (a `TwoPhaseMessage` carries no handle).
+    let message = unsafe { TwoPhaseMessage::decode(tag, words) }?;
+    handle(from, message).map_err(Into::into)
+}
+
+/// Handles a two-phase message from core `from`; `Err` if it makes no sense.
+pub fn handle(from: usize, message: TwoPhaseMessage) -> Result<(), MessageError> {
+    match message {
+        TwoPhaseMessage::Prepare { op, operation, participants } => {
+            let operation = Operation::decode(&operation);
+            let vote = operation.map_or(Vote::No, |o| on_prepare(op, o, CoreSet(participants)));
+            send(from, TwoPhaseMessage::Vote { op, yes: vote == Vote::Yes });
             operation.map(|_| ()).ok_or(MessageError::Malformed)
         }
-        op::VOTE if words[2] <= 1 => {
-            coordinator_vote(op, from, if words[2] == 1 { Vote::Yes } else { Vote::No })
+        TwoPhaseMessage::Vote { op, yes } => {
+            coordinator_vote(op, from, if yes { Vote::Yes } else { Vote::No })
         }
-        op::DECIDE if words[2] <= 1 => {
-            on_decide(op, if words[2] == 1 { Decision::Commit } else { Decision::Abort });
-            send(from, &[op::ACK, op]);
+        TwoPhaseMessage::Decide { op, commit } => {
+            on_decide(op, if commit { Decision::Commit } else { Decision::Abort });
+            send(from, TwoPhaseMessage::Ack { op });
             Ok(())
         }
-        op::ACK => coordinator_ack(op, from),
-        op::QUERY => {
+        TwoPhaseMessage::Ack { op } => coordinator_ack(op, from),
+        TwoPhaseMessage::Query { op } => {
             on_query(from, op);
             Ok(())
         }
-        op::KNOW => match Knowledge::from_code(words[2]) {
+        TwoPhaseMessage::Know { op, knows } => match Knowledge::from_code(knows) {
             Some(knows) => {
                 on_know(op, from, knows);
                 Ok(())
             }
             None => Err(MessageError::Malformed),
         },
-        _ => Err(MessageError::Malformed),
     }
 }
 
@@ -661,7 +681,7 @@ fn on_query(from: usize, op: OpId) {
             }
         }
     });
-    send(from, &[op::KNOW, op, knows.code()]);
+    send(from, TwoPhaseMessage::Know { op, knows: knows.code() });
 }
 
 /// Core `from` answered a query of this core's.
@@ -730,7 +750,7 @@ pub fn resolve_orphans() {
     }
     for (op, cores) in ask {
         for c in cores.iter() {
-            send(c, &[op::QUERY, op]);
+            send(c, TwoPhaseMessage::Query { op });
         }
     }
 }

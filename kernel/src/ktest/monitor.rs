@@ -4,9 +4,10 @@
 
 use super::{all_ok, JOB_TIMEOUT_US};
 use crate::arch::{cpu, timer};
-use crate::monitor::protocol::{kind, Request};
+use crate::monitor::protocol::{MonitorMessage, Protocol, REPLY};
 use crate::monitor::{self, CallId};
 use crate::percpu::{self, this_core};
+use crate::sched::message::SchedMessage;
 use crate::{kernel_test, smp};
 use alloc::format;
 use alloc::string::String;
@@ -33,7 +34,7 @@ fn all_pairs_in_order() -> Result<(), String> {
     let send_all = |index: usize| -> Result<(), String> {
         for n in 0..MESSAGES {
             for &to in cores.iter().filter(|&&to| to != index) {
-                monitor::send(to, &Request::Sequence(n))
+                monitor::send(to, MonitorMessage::Sequence { n })
                     .map_err(|e| format!("to core {to}: {e:?}"))?;
             }
         }
@@ -157,18 +158,28 @@ fn rejects_bad_messages() -> Result<(), String> {
     let send = |tag: u32, payload: [u64; 7]| {
         monitor::send_raw(victim, tag, &payload).map_err(|e| format!("{e:?}"))
     };
+    // Each kind's tag, from its declaration.
+    let tag =
+        |name: &str, kinds: &[(u32, &str)]| kinds.iter().find(|k| k.1 == name).map_or(0, |k| k.0);
+    let frame_return = tag("FrameReturn", MonitorMessage::KINDS);
+    let call = tag("Call", MonitorMessage::KINDS);
+    let arrive = tag("Arrive", SchedMessage::KINDS);
+    let load = tag("Load", SchedMessage::KINDS);
     send(999, [0; 7])?; // unknown kind
-    send(kind::FRAME_RETURN, [0; 7])?; // zero frames
-    send(kind::FRAME_RETURN, [9, 0, 0, 0, 0, 0, 0])?; // too many frames
-    send(kind::CALL, [1, 0x1000, 0, 0, 0, 0, 0])?; // a call pointing at user memory
-    send(kind::REPLY, [0; 7])?; // a reply that is not fragment-framed
+    send(frame_return, [0; 7])?; // zero frames
+    send(frame_return, [9, 0, 0, 0, 0, 0, 0])?; // too many frames
+    send(call, [1, 0x1000, 0, 0, 0, 0, 0])?; // a call pointing at user memory
+    send(REPLY, [0; 7])?; // a reply that is not fragment-framed
     let own = crate::mem::frames::alloc().ok_or("no frame")?;
-    send(kind::FRAME_RETURN, [1, own, 0, 0, 0, 0, 0])?; // a frame the receiver does not own
+    send(frame_return, [1, own, 0, 0, 0, 0, 0])?; // a frame the receiver does not own
+    send(arrive, [0x1000, 0, 0, 0, 0, 0, 0])?; // a thread "carried" in user memory
+    send(load, [1, 1, 1, 9999, 0, 0, 0])?; // a load report from a core that cannot be
+    send(load, [1, 1, 2, 0, 0, 0, 0])?; // a flag that is neither 0 nor 1
     monitor::ping(victim, 5_000_000).ok_or("the victim stopped answering")?;
     let rejected = victim_core.rejected() - before;
     crate::mem::frames::free(own).map_err(|e| format!("{e:?}"))?;
-    if rejected != 6 {
-        return Err(format!("core {victim} rejected {rejected} of 6 bad messages"));
+    if rejected != 9 {
+        return Err(format!("core {victim} rejected {rejected} of 9 bad messages"));
     }
 
     // A replicated setting is accepted only from the boot core.
@@ -176,7 +187,8 @@ fn rejects_bad_messages() -> Result<(), String> {
     let budget_before = monitor::poll_budget();
     let rejected_before = this_core().rejected();
     let from_other = |_| -> Result<(), String> {
-        monitor::send(me, &Request::SetPollBudget(12345)).map_err(|e| format!("{e:?}"))
+        monitor::send(me, MonitorMessage::SetPollBudget { cycles: 12345 })
+            .map_err(|e| format!("{:?}", e.error))
     };
     all_ok(&[victim], &smp::run_on(&[victim], JOB_TIMEOUT_US, &from_other))?;
     monitor::poll();
@@ -191,7 +203,8 @@ fn broadcast_reaches_all() -> Result<(), String> {
     let others = smp::online_cores().len() - 1;
     for round in 0..3 {
         let before = monitor::bench_acks();
-        let reached = monitor::broadcast(&Request::Bench(round)).map_err(|e| format!("{e:?}"))?;
+        let reached =
+            monitor::broadcast(MonitorMessage::Bench { round }).map_err(|e| format!("{e:?}"))?;
         if reached != others {
             return Err(format!("broadcast reached {reached} of {others} cores"));
         }

@@ -156,8 +156,8 @@ fn blocks_change_owner() -> Result<(), String> {
         }
         let mut list = [0u64; monitor::protocol::FRAMES_PER_RETURN];
         list[0] = pa;
-        let request = monitor::protocol::Request::FrameReturn { frames: list, count: 1 };
-        monitor::send(giver, &request).map_err(|e| format!("send: {e:?}"))?;
+        let message = monitor::protocol::MonitorMessage::FrameReturn { count: 1, frames: list };
+        monitor::send(giver, message).map_err(|e| format!("send: {:?}", e.error))?;
         wait_for("the frame's return through the giver", || frames::is_free_here(pa))
     };
     all_ok(&[receiver], &smp::run_on(&[receiver], JOB_TIMEOUT_US, &send_to_giver))?;

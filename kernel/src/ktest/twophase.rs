@@ -219,8 +219,8 @@ fn one_order() -> Result<(), String> {
 /// counted as rejected by the coordinator's monitor. (They used to be taken silently as
 /// "over already".)
 fn votes_for_unknown_operations_are_refused() -> Result<(), String> {
-    use crate::monitor::{self, protocol::kind};
-    use twophase::{op, MessageError};
+    use crate::monitor;
+    use twophase::{MessageError, TwoPhaseMessage};
     let me = this_core().index;
     let cores = smp::online_cores();
     let coordinator = *cores.iter().rev().find(|&&c| c != me).ok_or("needs 2 cores")?;
@@ -241,27 +241,25 @@ fn votes_for_unknown_operations_are_refused() -> Result<(), String> {
     let never = agreement::op_id(coordinator, seq + 1_000);
     let not_its_own = agreement::op_id(me, seq);
     let victim = crate::percpu::core(coordinator).ok_or("no such core")?;
-    let send = |words: [u64; 3]| {
-        let payload = [words[0], words[1], words[2], 0, 0, 0, 0];
-        monitor::send_raw(coordinator, kind::TWO_PHASE, &payload).map_err(|e| format!("{e:?}"))
-    };
-    let rejected_after = |words: [u64; 3]| -> Result<u64, String> {
+    let rejected_after = |message: TwoPhaseMessage| -> Result<u64, String> {
         let before = victim.rejected();
-        send(words)?;
+        monitor::send(coordinator, message).map_err(|e| format!("{:?}", e.error))?;
         monitor::ping(coordinator, 5_000_000).ok_or("the coordinator stopped answering")?;
         Ok(victim.rejected() - before)
     };
-    for (what, words, want) in [
-        ("a late vote for its finished operation", [op::VOTE, done, 1], 0),
-        ("a late acknowledgement of it", [op::ACK, done, 0], 0),
-        ("a vote for a sequence number it never reached", [op::VOTE, never, 1], 1),
-        ("an acknowledgement of it", [op::ACK, never, 0], 1),
-        ("a vote for another core's operation", [op::VOTE, not_its_own, 0], 1),
-        ("an acknowledgement of it", [op::ACK, not_its_own, 0], 1),
+    let vote = |op, yes| TwoPhaseMessage::Vote { op, yes };
+    let ack = |op| TwoPhaseMessage::Ack { op };
+    for (what, message, want) in [
+        ("a late vote for its finished operation", vote(done, true), 0),
+        ("a late acknowledgement of it", ack(done), 0),
+        ("a vote for a sequence number it never reached", vote(never, true), 1),
+        ("an acknowledgement of it", ack(never), 1),
+        ("a vote for another core's operation", vote(not_its_own, false), 1),
+        ("an acknowledgement of it", ack(not_its_own), 1),
     ] {
-        let got = rejected_after(words)?;
+        let got = rejected_after(message)?;
         if got != want {
-            return Err(format!("{what} ({:#x}): {got} messages rejected, want {want}", words[1]));
+            return Err(format!("{what} ({message:?}): {got} messages rejected, want {want}"));
         }
     }
     // The same on this core, handed straight to the handler: the reason is precise.
@@ -269,22 +267,17 @@ fn votes_for_unknown_operations_are_refused() -> Result<(), String> {
     if twophase::finish(mine) != Decision::Commit {
         return Err("this core's operation aborted".into());
     }
-    let message = |kind: u64, id: u64| {
-        let mut words = [0; urpc::PAYLOAD_WORDS];
-        words[..3].copy_from_slice(&[kind, id, 1]);
-        twophase::on_message(coordinator, words)
-    };
     let unknown = agreement::op_id(me, agreement::op_sequence(mine) + 1);
-    for (kind, id, want) in [
-        (op::VOTE, mine, Ok(())),
-        (op::ACK, mine, Ok(())),
-        (op::VOTE, unknown, Err(MessageError::UnknownOperation)),
-        (op::ACK, unknown, Err(MessageError::UnknownOperation)),
-        (op::VOTE, done, Err(MessageError::UnknownOperation)),
+    for (message, want) in [
+        (vote(mine, true), Ok(())),
+        (ack(mine), Ok(())),
+        (vote(unknown, true), Err(MessageError::UnknownOperation)),
+        (ack(unknown), Err(MessageError::UnknownOperation)),
+        (vote(done, true), Err(MessageError::UnknownOperation)),
     ] {
-        let got = message(kind, id);
+        let got = twophase::handle(coordinator, message);
         if got != want {
-            return Err(format!("message {kind} for {id:#x} here: {got:?}, want {want:?}"));
+            return Err(format!("{message:?} here: {got:?}, want {want:?}"));
         }
     }
     println!("twophase: votes and acks for operations core {coordinator} never started refused");
@@ -320,7 +313,9 @@ fn decision_waits_for_room() -> Result<(), String> {
     let call = crate::monitor::call_async(other, &deaf).map_err(|e| format!("{e:?}"))?;
     crate::arch::timer::spin_us(20_000); // `other` is spinning now
     let mut filled = 0;
-    while crate::monitor::try_send(other, &crate::monitor::protocol::Request::Ping(0)).is_ok() {
+    while crate::monitor::try_send(other, crate::monitor::protocol::MonitorMessage::Ping { seq: 0 })
+        .is_ok()
+    {
         filled += 1;
         if filled > 100_000 {
             return Err(format!("core {other}'s channel never filled"));

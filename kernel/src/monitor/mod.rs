@@ -25,7 +25,8 @@ use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{fence, AtomicU8, Ordering};
-use protocol::{kind, Rejection, Request, CHANNEL_SLOTS, FRAMES_PER_RETURN, REPLY_TEXT_MAX};
+use protocol::{Lent, MonitorMessage, Protocol, Rejection, CHANNEL_SLOTS, FRAMES_PER_RETURN};
+use protocol::{REPLY, REPLY_TEXT_MAX};
 use urpc::{Message, Reassembler, Receiver, Sender, PAYLOAD_WORDS};
 
 /// How long a send waits for room (polling its own channels meanwhile) before giving up:
@@ -149,16 +150,20 @@ pub struct Monitor {
     aggregations: Vec<Aggregation>,
     poll_budget: u64,
     stats: Stats,
-    /// Calls and `START` jobs that arrived while this core was inside a user context (its
-    /// tick or a system call polled): served once the core is back in its idle loop.
-    deferred: Vec<(usize, Request)>,
+    /// Calls and messages handled `When::BetweenThreads` (a program's start) that arrived
+    /// while this core was inside a user context (its tick or a system call polled):
+    /// served once the core is back in its idle loop or between threads.
+    deferred: Vec<Incoming>,
 }
 
 /// A message taken out of a channel, ready to dispatch.
 enum Incoming {
     /// A fragment of a message still being reassembled.
     Partial,
-    Request(usize, Request),
+    /// One of the monitor's own messages.
+    Request(usize, MonitorMessage),
+    /// A message of another layer: its tag and words, for that layer's handler.
+    Layer(usize, u32, [u64; PAYLOAD_WORDS]),
     Reply(usize, u64, JobResult),
     Rejected(usize, Rejection),
 }
@@ -234,13 +239,16 @@ impl Monitor {
         if msg.is_fragment() {
             return match self.reassemblers[from].push(msg) {
                 Ok(None) => Incoming::Partial,
-                Ok(Some((kind::REPLY, bytes))) => match protocol::decode_reply(bytes) {
+                Ok(Some((REPLY, bytes))) => match protocol::decode_reply(bytes) {
                     Ok((id, result)) => Incoming::Reply(from, id, result),
                     Err(r) => Incoming::Rejected(from, r),
                 },
                 Ok(Some(_)) => Incoming::Rejected(from, Rejection::UnknownKind),
                 Err(_) => Incoming::Rejected(from, Rejection::Malformed),
             };
+        }
+        if !MonitorMessage::has_kind(msg.tag) {
+            return Incoming::Layer(from, msg.tag, msg.payload);
         }
         match protocol::decode(from, msg.tag, &msg.payload) {
             Ok(request) => Incoming::Request(from, request),
@@ -265,11 +273,10 @@ pub fn poll() -> bool {
         dispatch(incoming);
     }
     if !this_core().in_context.load(Ordering::Acquire) {
-        while let Some((from, request)) =
-            with(|m| (!m.deferred.is_empty()).then(|| m.deferred.remove(0)))
+        while let Some(incoming) = with(|m| (!m.deferred.is_empty()).then(|| m.deferred.remove(0)))
         {
             any = true;
-            dispatch(Incoming::Request(from, request));
+            dispatch(incoming);
         }
     }
     any
@@ -295,20 +302,92 @@ fn reject(from: usize, why: Rejection) {
 }
 
 fn dispatch(incoming: Incoming) {
+    // Work that needs this core (a remote call, a user context to start) cannot run while
+    // a thread is on the CPU: keep it for the scheduler's loop (between threads; the tick
+    // ends the thread's slice when such work waits) or the idle loop.
+    let needs_the_core = match &incoming {
+        Incoming::Request(_, MonitorMessage::Call { .. }) => true,
+        Incoming::Layer(_, tag, _) => {
+            handler_for(*tag).is_some_and(|h| h.when == When::BetweenThreads)
+        }
+        _ => false,
+    };
+    if needs_the_core && this_core().in_context.load(Ordering::Acquire) {
+        with(|m| m.deferred.push(incoming));
+        return;
+    }
     match incoming {
         Incoming::Partial => {}
         Incoming::Rejected(from, why) => reject(from, why),
         Incoming::Reply(from, id, result) => complete_call(from, id, result),
-        // Work that needs this core (a remote call, a user context to start) cannot run
-        // while a thread is on the CPU: keep it for the scheduler's loop (between threads;
-        // the tick ends the thread's slice when such work waits) or the idle loop.
-        Incoming::Request(from, request @ (Request::Call { .. } | Request::Start { .. }))
-            if this_core().in_context.load(Ordering::Acquire) =>
-        {
-            with(|m| m.deferred.push((from, request)))
-        }
         Incoming::Request(from, request) => serve(from, request),
+        Incoming::Layer(from, tag, words) => match handler_for(tag) {
+            Some(handler) => {
+                if let Err(why) = (handler.handle)(from, tag, &words) {
+                    reject(from, why);
+                }
+            }
+            None => reject(from, Rejection::UnknownKind),
+        },
     }
+}
+
+/// When a layer's messages may be handled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    /// As soon as they are read, even in a tick while a thread runs (they need no core of
+    /// their own: a wake-up, a vote, a shootdown).
+    AtOnce,
+    /// Only between threads or when idle: they take the core (a program's start).
+    BetweenThreads,
+}
+
+/// How a layer handles one of its messages: it decodes the words with its own enum
+/// (`protocol::Protocol::decode`) and acts, or says why not.
+pub type HandleFn =
+    fn(from: usize, tag: u32, words: &[u64; PAYLOAD_WORDS]) -> Result<(), Rejection>;
+
+/// One layer's messages in the handler table: its kinds (its enum's `KINDS`), the function
+/// that handles them, and when.
+pub struct Handler {
+    /// The layer (for messages about the table).
+    pub layer: &'static str,
+    /// Its kinds: tags and names.
+    pub kinds: &'static [(u32, &'static str)],
+    /// Its handler.
+    pub handle: HandleFn,
+    /// When its messages may run.
+    pub when: When,
+}
+
+/// The handler table: which layer handles each tag that is not the monitor's own. Written
+/// once, at boot, before any other core runs (`install_handlers`).
+static HANDLERS: spin::Once<&'static [Handler]> = spin::Once::new();
+
+/// Installs the handler table (the boot core, once). Refused if two layers, or a layer and
+/// the monitor, claim one tag: each kind of message has one handler.
+pub fn install_handlers(table: &'static [Handler]) -> Result<(), String> {
+    let mut claimed: Vec<(u32, &str)> =
+        MonitorMessage::KINDS.iter().map(|&(t, _)| (t, "monitor")).collect();
+    claimed.push((REPLY, "monitor"));
+    for handler in table {
+        for &(tag, name) in handler.kinds {
+            if let Some((_, owner)) = claimed.iter().find(|(t, _)| *t == tag) {
+                return Err(alloc::format!(
+                    "{}::{name} takes tag {tag}, which {owner} has",
+                    handler.layer
+                ));
+            }
+            claimed.push((tag, handler.layer));
+        }
+    }
+    HANDLERS.call_once(|| table);
+    Ok(())
+}
+
+/// The layer that handles `tag`, if any.
+fn handler_for(tag: u32) -> Option<&'static Handler> {
+    HANDLERS.get()?.iter().find(|h| h.kinds.iter().any(|&(t, _)| t == tag))
 }
 
 /// A reply to one of this core's calls: recorded for [`wait`].
@@ -326,14 +405,14 @@ fn complete_call(from: usize, id: u64, result: JobResult) {
 }
 
 /// Serves one request from core `from`.
-fn serve(from: usize, request: Request) {
+fn serve(from: usize, request: MonitorMessage) {
     match request {
-        Request::Ping(seq) => {
-            let _ = send(from, &Request::Pong(seq));
+        MonitorMessage::Ping { seq } => {
+            let _ = send(from, MonitorMessage::Pong { seq });
         }
-        Request::Pong(seq) => with(|m| m.pongs[from] = m.pongs[from].max(seq)),
-        Request::Call { id, body } => run_call(from, id, body),
-        Request::FrameReturn { frames: list, count } => {
+        MonitorMessage::Pong { seq } => with(|m| m.pongs[from] = m.pongs[from].max(seq)),
+        MonitorMessage::Call { id, body } => run_call(from, id, body.as_ptr()),
+        MonitorMessage::FrameReturn { frames: list, count } => {
             let mut forwarded = false;
             for &pa in &list[..count] {
                 match frames::take_back(pa) {
@@ -349,8 +428,8 @@ fn serve(from: usize, request: Request) {
                 flush_frame_returns();
             }
         }
-        Request::SetPollBudget(cycles) => with(|m| m.poll_budget = cycles.max(1000)),
-        Request::Sequence(n) => with(|m| {
+        MonitorMessage::SetPollBudget { cycles } => with(|m| m.poll_budget = cycles.max(1000)),
+        MonitorMessage::Sequence { n } => with(|m| {
             // 0 starts a new series (each test run starts again from 0).
             if n == m.sequence_next[from] || n == 0 {
                 m.stats.sequence_ok += 1;
@@ -359,48 +438,18 @@ fn serve(from: usize, request: Request) {
             }
             m.sequence_next[from] = n + 1;
         }),
-        Request::Bench(round) => {
-            let _ = send(from, &Request::BenchAck(round));
+        MonitorMessage::Bench { round } => {
+            let _ = send(from, MonitorMessage::BenchAck { round });
         }
-        Request::BenchAck(round) => bench_ack(round),
-        Request::Start { job } => match START_HANDLER.get() {
-            Some(start) => start(job),
-            None => reject(from, Rejection::Malformed),
-        },
-        Request::Multicast { round, source, limit } => forward_multicast(round, source, limit),
-        Request::TlbInvalidate { id, start, pages, global, members } => {
-            let flush = crate::tlb::Flush { start, pages, global };
-            let members = agreement::CoreSet(members);
-            let _ = crate::tlb::on_message(from, tlb::Message::Invalidate { id, flush, members });
+        MonitorMessage::BenchAck { round } => bench_ack(round),
+        MonitorMessage::Multicast { round, source, limit } => {
+            forward_multicast(round, source, limit)
         }
-        Request::TlbAck { id, acked, failed } => {
-            let (acked, failed) = (agreement::CoreSet(acked), agreement::CoreSet(failed));
-            if crate::tlb::on_message(from, tlb::Message::Ack { id, acked, failed }).is_err() {
-                reject(from, Rejection::Malformed);
-            }
-        }
-        Request::TwoPhase(words) => match TWO_PHASE_HANDLER.get() {
-            Some(handle) => {
-                if let Err(why) = handle(from, words) {
-                    reject(from, why);
-                }
-            }
-            None => reject(from, Rejection::Malformed),
-        },
-        Request::Sched(words) => match SCHED_HANDLER.get() {
-            Some(handle) => {
-                if handle(from, words).is_err() {
-                    reject(from, Rejection::Malformed);
-                }
-            }
-            None => reject(from, Rejection::Malformed),
-        },
     }
 }
 
 /// A remote call: runs the caller's work here and replies with its result.
-fn run_call(from: usize, id: u64, body: u64) {
-    let raw = body as *mut CallBody<'static>;
+fn run_call(from: usize, id: u64, raw: *mut CallBody<'static>) {
     // SAFETY: the caller lends this `CallBody` until it gets our reply, sees this core
     // faulted, or cancels it (then it is ours to free, below); `decode` checked the
     // pointer lies in the kernel half.
@@ -420,7 +469,7 @@ fn run_call(from: usize, id: u64, body: u64) {
     let result = (body.work)(this_core().index);
     let mut bytes = [0u8; 9 + REPLY_TEXT_MAX];
     let len = protocol::encode_reply(id, &result, &mut bytes);
-    let _ = send_bytes(from, kind::REPLY, &bytes[..len]);
+    let _ = send_bytes(from, REPLY, &bytes[..len]);
 }
 
 /// A benchmark ack: counted, or one of a multicast this core aggregates (the last one
@@ -435,7 +484,7 @@ fn bench_ack(round: u64) {
         (m.aggregations[i].remaining == 0).then(|| m.aggregations.swap_remove(i).source)
     });
     if let Some(source) = finished {
-        let _ = send(source, &Request::BenchAck(round));
+        let _ = send(source, MonitorMessage::BenchAck { round });
     }
 }
 
@@ -444,12 +493,12 @@ fn bench_ack(round: u64) {
 fn forward_multicast(round: u64, source: usize, limit: usize) {
     let members = package_members(source, limit);
     if members.is_empty() {
-        let _ = send(source, &Request::BenchAck(round));
+        let _ = send(source, MonitorMessage::BenchAck { round });
         return;
     }
     with(|m| m.aggregations.push(Aggregation { round, source, remaining: members.len() }));
     for member in members {
-        let _ = send(member, &Request::Bench(round));
+        let _ = send(member, MonitorMessage::Bench { round });
     }
 }
 
@@ -465,42 +514,10 @@ fn package_members(source: usize, limit: usize) -> Vec<usize> {
         .collect()
 }
 
-/// Runs a `START` message's job (the user layer's `start_job`, installed at boot: the
-/// monitor, below the user layer, does not name it).
-static START_HANDLER: spin::Once<fn(u64)> = spin::Once::new();
-
-/// Installs what runs a `START` job (once, at boot, before any program can send one).
-pub fn set_start_handler(start: fn(u64)) {
-    START_HANDLER.call_once(|| start);
-}
-
-/// What takes a `SCHED` message (the user layer's scheduler, installed at boot); `Err`
-/// for a message it refuses. It runs in any context, so it only queues work for the
-/// scheduler.
-pub type SchedHandler = fn(usize, [u64; PAYLOAD_WORDS]) -> Result<(), ()>;
-
-static SCHED_HANDLER: spin::Once<SchedHandler> = spin::Once::new();
-
-/// Installs the scheduler's message handler (once, at boot).
-pub fn set_sched_handler(handle: SchedHandler) {
-    SCHED_HANDLER.call_once(|| handle);
-}
-
 /// Work the idle loop runs before it polls: the scheduler runs this core's ready threads
 /// (installed at boot by the user layer, which sits above this one). Returns whether it
 /// ran any.
 static IDLE_WORK: spin::Once<fn() -> bool> = spin::Once::new();
-
-/// What handles `TWO_PHASE` messages (`twophase::on_message`, above the monitor); an
-/// `Err` is counted and reported as rejected, with its reason.
-pub type TwoPhaseHandler = fn(usize, [u64; PAYLOAD_WORDS]) -> Result<(), Rejection>;
-
-static TWO_PHASE_HANDLER: spin::Once<TwoPhaseHandler> = spin::Once::new();
-
-/// Installs the handler of `TWO_PHASE` messages (once, at boot).
-pub fn set_two_phase_handler(handle: TwoPhaseHandler) {
-    TWO_PHASE_HANDLER.call_once(|| handle);
-}
 
 /// Installs the idle loop's work (once, at boot).
 pub fn set_idle_work(work: fn() -> bool) {
@@ -561,20 +578,8 @@ pub fn has_messages() -> bool {
 }
 
 /// Sends a TLB shootdown's message (the `tlb` layer's transport, installed at boot).
-pub fn send_tlb(to: usize, message: tlb::Message) -> bool {
-    let request = match message {
-        tlb::Message::Invalidate { id, flush, members } => Request::TlbInvalidate {
-            id,
-            start: flush.start,
-            pages: flush.pages,
-            global: flush.global,
-            members: members.0,
-        },
-        tlb::Message::Ack { id, acked, failed } => {
-            Request::TlbAck { id, acked: acked.0, failed: failed.0 }
-        }
-    };
-    send(to, &request).is_ok()
+pub fn send_tlb(to: usize, message: tlb::TlbMessage) -> bool {
+    send(to, message).is_ok()
 }
 
 /// Wakes core `to` if it is asleep (after a message was placed in its channel).
@@ -591,9 +596,38 @@ fn wake_if_asleep(to: usize) {
 
 /// Sends one message to core `to`, waiting (and serving our own channels) while its
 /// channel is full.
-pub fn send(to: usize, request: &Request) -> Result<(), SendError> {
-    let (tag, payload) = protocol::encode(request);
-    send_raw(to, tag, &payload)
+pub fn send<M: Protocol>(to: usize, message: M) -> Result<(), Unsent<M>> {
+    let (tag, payload) = message.encode();
+    send_raw(to, tag, &payload).map_err(|error| Unsent::back(error, tag, &payload))
+}
+
+/// A message that could not be sent, and why: what it carried is the caller's again.
+#[derive(Debug)]
+pub struct Unsent<M> {
+    /// Why it did not go.
+    pub error: SendError,
+    /// The message, with whatever it carries.
+    pub message: M,
+}
+
+impl<M: Protocol> Unsent<M> {
+    /// The message `encode` made `payload` of, taken back.
+    fn back(error: SendError, tag: u32, payload: &[u64; PAYLOAD_WORDS]) -> Unsent<M> {
+        // SAFETY: `payload` is what `encode` made of the message just now, and it was not
+        // sent: this is the one decoding of it.
+        let message = unsafe { M::decode(tag, payload) };
+        match message {
+            Ok(message) => Unsent { error, message },
+            // `decode` reverses `encode` for every kind (the protocol crate's tests).
+            Err(_) => unreachable!("a message that was just encoded decodes"),
+        }
+    }
+}
+
+impl<M> From<Unsent<M>> for SendError {
+    fn from(unsent: Unsent<M>) -> SendError {
+        unsent.error
+    }
 }
 
 /// Sends a raw message (tests use it to send malformed ones).
@@ -608,17 +642,23 @@ pub fn send_bytes(to: usize, tag: u32, bytes: &[u8]) -> Result<(), SendError> {
 
 /// Sends one message to core `to` if its channel has room now; `Full` otherwise (the
 /// caller keeps what it wanted to send and tries again later).
-pub fn try_send(to: usize, request: &Request) -> Result<(), SendError> {
-    let (tag, payload) = protocol::encode(request);
+pub fn try_send<M: Protocol>(to: usize, message: M) -> Result<(), Unsent<M>> {
+    let (tag, payload) = message.encode();
     let sent = with(|m| match m.senders.get_mut(to).and_then(Option::as_mut) {
         Some(tx) => Ok(tx.try_send(tag, &payload).is_ok()),
         None => Err(SendError::NoChannel),
-    })?;
-    wake_if_asleep(to);
-    if sent {
-        Ok(())
-    } else {
-        Err(SendError::Full)
+    });
+    let error = match sent {
+        Ok(true) => None,
+        Ok(false) => Some(SendError::Full),
+        Err(e) => Some(e),
+    };
+    if !matches!(error, Some(SendError::NoChannel)) {
+        wake_if_asleep(to);
+    }
+    match error {
+        None => Ok(()),
+        Some(error) => Err(Unsent::back(error, tag, &payload)),
     }
 }
 
@@ -660,10 +700,10 @@ pub fn call_async(target: usize, work: &Work<'_>) -> Result<CallId, SendError> {
         m.calls.push(PendingCall { id, target, body, result: None });
         id
     });
-    let request = Request::Call { id, body: body as u64 };
-    if let Err(e) = send(target, &request) {
+    let Some(body) = Lent::new(body) else { return Err(SendError::NoChannel) };
+    if let Err(unsent) = send(target, MonitorMessage::Call { id, body }) {
         forget_call(id, true);
-        return Err(e);
+        return Err(unsent.error);
     }
     Ok(CallId(id))
 }
@@ -774,7 +814,7 @@ fn send_frames_home(owner: usize, all: bool) {
             with(|m| m.stats.frames_stranded += count as u64);
             continue;
         }
-        if try_send(owner, &Request::FrameReturn { frames, count }).is_err() {
+        if try_send(owner, MonitorMessage::FrameReturn { count, frames }).is_err() {
             frames::queue_for_home(owner, &frames[..count]);
             break;
         }
@@ -804,7 +844,7 @@ fn send_full_frame_batches() {
 pub fn ping(to: usize, timeout_us: u64) -> Option<u64> {
     let seq = with(|m| m.pongs.get(to).copied())? + 1;
     let start = cpu::rdtsc();
-    send(to, &Request::Ping(seq)).ok()?;
+    send(to, MonitorMessage::Ping { seq }).ok()?;
     loop {
         poll();
         if with(|m| m.pongs[to] >= seq) {
@@ -819,12 +859,12 @@ pub fn ping(to: usize, timeout_us: u64) -> Option<u64> {
 
 /// Sends `request` to every other online core, one channel each. Returns how many cores
 /// it reached; the first failure ends the broadcast.
-pub fn broadcast(request: &Request) -> Result<usize, SendError> {
+pub fn broadcast(message: MonitorMessage) -> Result<usize, SendError> {
     let me = this_core().index;
     let mut reached = 0;
     for c in 0..percpu::core_count() {
         if c != me && percpu::core(c).is_some_and(|c| c.state() == CoreState::Online) {
-            send(c, request)?;
+            send(c, message)?;
             reached += 1;
         }
     }
@@ -835,7 +875,7 @@ pub fn broadcast(request: &Request) -> Result<usize, SendError> {
 /// other cores accept this replicated setting only from it).
 pub fn broadcast_poll_budget(cycles: u64) {
     with(|m| m.poll_budget = cycles.max(1000));
-    let _ = broadcast(&Request::SetPollBudget(cycles));
+    let _ = broadcast(MonitorMessage::SetPollBudget { cycles });
 }
 
 /// This core's poll budget (cycles of polling before halting).

@@ -1,238 +1,68 @@
-//! The monitor protocol: the kinds of message cores exchange, how each is laid out in a
-//! URPC message, and who may send it. A message that does not decode, or comes from a core
-//! not allowed to send it, is rejected and counted, never acted on.
+//! The monitor's protocol: its own kinds of message (declared once with
+//! `protocol::messages!`), who may send them, and the bytes of a call's reply. A message
+//! that does not decode, or comes from a core not allowed to send it, is rejected and
+//! counted, never acted on.
 
+use super::CallBody;
+pub use ::protocol::{Lent, Protocol, Rejection};
 use urpc::PAYLOAD_WORDS;
 
 /// Slots in each core-to-core channel (one 64-byte message each). 32 slots and the credit
 /// line fit one 4 KiB frame; credits come back every 16 messages.
 pub const CHANNEL_SLOTS: usize = 32;
 
-/// Message kinds (the URPC tag).
-pub mod kind {
-    /// `[seq]`: answer with `PONG [seq]`.
-    pub const PING: u32 = 1;
-    /// `[seq]`: the answer to a ping.
-    pub const PONG: u32 = 2;
-    /// `[call id, body]`: run the work the caller lends at `body`, answer with `REPLY`.
-    pub const CALL: u32 = 3;
-    /// Bytes `[call id: 8][status: 1][error text]`: the result of a `CALL`.
-    pub const REPLY: u32 = 4;
-    /// `[count, frame...]`: frames the receiver owns, freed by the sender.
-    pub const FRAME_RETURN: u32 = 5;
-    /// `[cycles]`: how long to poll before halting (boot core only: a replicated setting).
-    pub const SET_POLL_BUDGET: u32 = 6;
-    /// `[n]`: the sender's n-th sequence message to this core (tests check the order).
-    pub const SEQUENCE: u32 = 7;
-    /// `[round]`: benchmark request; answer `BENCH_ACK [round]`.
-    pub const BENCH_REQUEST: u32 = 8;
-    /// `[round]`: benchmark acknowledgement.
-    pub const BENCH_ACK: u32 = 9;
-    /// `[round, source, limit]`: multicast-tree request to an aggregator; it forwards
-    /// `BENCH_REQUEST` to its package's cores below `limit`, collects their acks, then
-    /// sends `BENCH_ACK` to `source`.
-    pub const MULTICAST: u32 = 10;
-    /// `[job]`: start a user context (`pcore_run`, `program_run`); the receiver takes
-    /// ownership of the boxed job at kernel address `job` and answers nothing (the pcore
-    /// object carries the outcome).
-    pub const START: u32 = 11;
-    /// `[op, words...]`: the scheduler's traffic (a thread arriving, a wake-up, a load
-    /// report, a pull); the user layer's handler decodes `op` (see `user::sched`).
-    pub const SCHED: u32 = 12;
-    /// `[id, start, pages, global, members]`: invalidate these TLB entries (Multikernel
-    /// §4.7, a one-phase commit); acknowledge with `TLB_ACK`, or, when `members` (a core
-    /// mask) is not empty, forward to them and acknowledge once all have (§5.1 multicast).
-    pub const TLB_INVALIDATE: u32 = 13;
-    /// `[id, acked, failed]`: the cores (masks) that invalidated for operation `id`, and
-    /// those that faulted before they could.
-    pub const TLB_ACK: u32 = 14;
-    /// `[kind, op, words...]`: two-phase commit traffic (prepare, vote, decide, ack); the
-    /// handler the boot installs (`twophase::on_message`) decodes it.
-    pub const TWO_PHASE: u32 = 15;
-}
+/// The tag of a reply to a `Call`: its bytes, fragmented (`[call id: 8][status: 1][error
+/// text]`), outside every enum (a reply is bytes, not words).
+pub const REPLY: u32 = 4;
 
-/// Frames in one `FRAME_RETURN` message.
+/// Frames in one `FrameReturn` message.
 pub const FRAMES_PER_RETURN: usize = PAYLOAD_WORDS - 1;
 
-/// The lowest address of the kernel half; pointers in `CALL` must lie above it.
-const KERNEL_HALF: u64 = 0xffff_8000_0000_0000;
-
-/// A decoded, validated request.
-#[derive(Clone, Copy, Debug)]
-pub enum Request {
-    /// Echo `seq` back.
-    Ping(u64),
-    /// A ping's answer.
-    Pong(u64),
-    /// Run the work described at kernel address `body` (lent by the caller); answer
-    /// under `id`.
-    Call { id: u64, body: u64 },
-    /// Frames to put back on this core's list.
-    FrameReturn { frames: [u64; FRAMES_PER_RETURN], count: usize },
-    /// New idle poll budget in TSC cycles.
-    SetPollBudget(u64),
-    /// Sequence number `n` from the sender.
-    Sequence(u64),
-    /// Benchmark request for `round`.
-    Bench(u64),
-    /// Benchmark ack for `round`.
-    BenchAck(u64),
-    /// Multicast request for `round` from `source`, to cores below `limit`.
-    Multicast { round: u64, source: usize, limit: usize },
-    /// Start the user context boxed at kernel address `job` (ownership passes).
-    Start { job: u64 },
-    /// Scheduler traffic, decoded by the scheduler.
-    Sched([u64; PAYLOAD_WORDS]),
-    /// Invalidate `pages` pages from `start` (0 pages: all; `global`: kernel entries too)
-    /// for shootdown `id`; aggregate for the cores in the mask `members`.
-    TlbInvalidate { id: u64, start: u64, pages: u64, global: bool, members: u64 },
-    /// Cores (masks) that invalidated for shootdown `id`, and cores that faulted.
-    TlbAck { id: u64, acked: u64, failed: u64 },
-    /// Two-phase commit traffic, decoded by its handler.
-    TwoPhase([u64; PAYLOAD_WORDS]),
-}
-
-/// Why a message was rejected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rejection {
-    /// The tag names no message kind.
-    UnknownKind,
-    /// The sender may not send this kind.
-    NotAllowed,
-    /// The payload does not make sense (bad count, pointer outside the kernel, bad bytes).
-    Malformed,
-    /// A two-phase vote or acknowledgement for an operation the receiver never coordinated.
-    UnknownOperation,
-}
-
-/// Who may send a message kind: the boot core only for replicated settings, anyone else.
-fn allowed(kind: u32, from: usize) -> bool {
-    match kind {
-        kind::SET_POLL_BUDGET => from == 0,
-        _ => true,
+::protocol::messages! {
+    /// The monitor's own messages. The other layers declare theirs beside their code
+    /// (`tlb::TlbMessage`, `twophase::TwoPhaseMessage`, `sched::SchedMessage`,
+    /// `user::StartMessage`); the boot core's handler table routes each tag to its layer.
+    #[derive(Clone, Copy, Debug)]
+    pub enum MonitorMessage {
+        /// Answer with `Pong { seq }`.
+        Ping { seq: u64 } = 1,
+        /// A ping's answer.
+        Pong { seq: u64 } = 2,
+        /// Run the work the caller lends at `body`; answer with a reply under `id`.
+        Call { id: u64, body: Lent<CallBody<'static>> } = 3,
+        /// `count` frames the receiver owns, freed by the sender (`count` in 1..=6).
+        FrameReturn { count: usize, frames: [u64; FRAMES_PER_RETURN] } = 5,
+        /// How long to poll before halting, in TSC cycles (boot core only: a replicated
+        /// setting).
+        SetPollBudget { cycles: u64 } = 6,
+        /// The sender's `n`-th sequence message to this core (tests check the order).
+        Sequence { n: u64 } = 7,
+        /// Benchmark request for `round`; answer `BenchAck { round }`.
+        Bench { round: u64 } = 8,
+        /// Benchmark acknowledgement.
+        BenchAck { round: u64 } = 9,
+        /// Multicast-tree request to an aggregator: it forwards `Bench` to its package's
+        /// cores below `limit`, collects their acks, then sends `BenchAck` to `source`.
+        Multicast { round: u64, source: usize, limit: usize } = 10,
     }
 }
 
-/// Decodes and validates a single-slot message from core `from`.
-pub fn decode(from: usize, tag: u32, p: &[u64; PAYLOAD_WORDS]) -> Result<Request, Rejection> {
-    let request = match tag {
-        kind::PING => Request::Ping(p[0]),
-        kind::PONG => Request::Pong(p[0]),
-        kind::CALL => {
-            if p[1] < KERNEL_HALF || !p[1].is_multiple_of(8) {
-                return Err(Rejection::Malformed);
-            }
-            Request::Call { id: p[0], body: p[1] }
+/// Decodes and validates one of the monitor's own messages from core `from`.
+pub fn decode(
+    from: usize,
+    tag: u32,
+    p: &[u64; PAYLOAD_WORDS],
+) -> Result<MonitorMessage, Rejection> {
+    // SAFETY: the monitor hands each message it reads from a channel here once, as the
+    // sender's `encode` wrote it (channels are kernel memory only the kernel writes).
+    let message = unsafe { MonitorMessage::decode(tag, p) }?;
+    match message {
+        MonitorMessage::FrameReturn { count, .. } if count == 0 || count > FRAMES_PER_RETURN => {
+            Err(Rejection::Malformed)
         }
-        kind::START => {
-            if p[0] < KERNEL_HALF || !p[0].is_multiple_of(8) {
-                return Err(Rejection::Malformed);
-            }
-            Request::Start { job: p[0] }
-        }
-        kind::FRAME_RETURN => {
-            let count = p[0] as usize;
-            if count == 0 || count > FRAMES_PER_RETURN {
-                return Err(Rejection::Malformed);
-            }
-            let mut frames = [0; FRAMES_PER_RETURN];
-            frames.copy_from_slice(&p[1..]);
-            Request::FrameReturn { frames, count }
-        }
-        kind::SET_POLL_BUDGET => Request::SetPollBudget(p[0]),
-        kind::SEQUENCE => Request::Sequence(p[0]),
-        kind::BENCH_REQUEST => Request::Bench(p[0]),
-        kind::BENCH_ACK => Request::BenchAck(p[0]),
-        kind::MULTICAST => {
-            Request::Multicast { round: p[0], source: p[1] as usize, limit: p[2] as usize }
-        }
-        kind::SCHED => Request::Sched(*p),
-        kind::TLB_INVALIDATE => {
-            if p[3] > 1 {
-                return Err(Rejection::Malformed);
-            }
-            Request::TlbInvalidate {
-                id: p[0],
-                start: p[1],
-                pages: p[2],
-                global: p[3] == 1,
-                members: p[4],
-            }
-        }
-        kind::TLB_ACK => Request::TlbAck { id: p[0], acked: p[1], failed: p[2] },
-        kind::TWO_PHASE => Request::TwoPhase(*p),
-        kind::REPLY => return Err(Rejection::Malformed), // replies come as bytes
-        _ => return Err(Rejection::UnknownKind),
-    };
-    if !allowed(tag, from) {
-        return Err(Rejection::NotAllowed);
+        MonitorMessage::SetPollBudget { .. } if from != 0 => Err(Rejection::NotAllowed),
+        _ => Ok(message),
     }
-    Ok(request)
-}
-
-/// Encodes a request as (tag, payload).
-pub fn encode(request: &Request) -> (u32, [u64; PAYLOAD_WORDS]) {
-    let mut p = [0u64; PAYLOAD_WORDS];
-    let tag = match *request {
-        Request::Ping(seq) => {
-            p[0] = seq;
-            kind::PING
-        }
-        Request::Pong(seq) => {
-            p[0] = seq;
-            kind::PONG
-        }
-        Request::Call { id, body } => {
-            p[..2].copy_from_slice(&[id, body]);
-            kind::CALL
-        }
-        Request::FrameReturn { frames, count } => {
-            p[0] = count as u64;
-            p[1..].copy_from_slice(&frames);
-            kind::FRAME_RETURN
-        }
-        Request::SetPollBudget(c) => {
-            p[0] = c;
-            kind::SET_POLL_BUDGET
-        }
-        Request::Sequence(n) => {
-            p[0] = n;
-            kind::SEQUENCE
-        }
-        Request::Bench(r) => {
-            p[0] = r;
-            kind::BENCH_REQUEST
-        }
-        Request::BenchAck(r) => {
-            p[0] = r;
-            kind::BENCH_ACK
-        }
-        Request::Multicast { round, source, limit } => {
-            p[..3].copy_from_slice(&[round, source as u64, limit as u64]);
-            kind::MULTICAST
-        }
-        Request::Start { job } => {
-            p[0] = job;
-            kind::START
-        }
-        Request::Sched(words) => {
-            p = words;
-            kind::SCHED
-        }
-        Request::TlbInvalidate { id, start, pages, global, members } => {
-            p[..5].copy_from_slice(&[id, start, pages, global as u64, members]);
-            kind::TLB_INVALIDATE
-        }
-        Request::TlbAck { id, acked, failed } => {
-            p[..3].copy_from_slice(&[id, acked, failed]);
-            kind::TLB_ACK
-        }
-        Request::TwoPhase(words) => {
-            p = words;
-            kind::TWO_PHASE
-        }
-    };
-    (tag, p)
 }
 
 /// Most bytes of error text a reply carries.

@@ -3,7 +3,7 @@
 //! replica says so, and ships threads by pointer. Placement and dedication (Corey §4.4)
 //! are here too.
 
-use super::inbox::{message, op};
+use super::message::SchedMessage;
 use super::running::Running;
 use super::{policy, with_sched, PULL_PATIENCE_TICKS, REPORT_EVERY_TICKS};
 use crate::monitor::{self};
@@ -12,6 +12,7 @@ use crate::thread::ThreadShared;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
+use protocol::Carried;
 
 /// Sends thread `t` to core `to` (a migration: counted). If the message cannot go, the
 /// thread stays here.
@@ -23,11 +24,12 @@ pub(super) fn ship(t: Box<Running>, to: usize) {
 
 /// Sends thread `t` to core `to`'s monitor; `moved` counts it as a migration out.
 pub(super) fn send_thread(t: Box<Running>, to: usize, moved: bool) {
-    let raw = Box::into_raw(t);
-    if monitor::send(to, &message(&[op::ARRIVE, raw as u64])).is_err() {
-        // SAFETY: not sent, so the box is still ours alone.
-        let t = unsafe { Box::from_raw(raw) };
-        with_sched(|s| s.queue.push(t));
+    let thread = Carried::new(t);
+    if let Err(unsent) = monitor::send(to, SchedMessage::Arrive { thread }) {
+        // Not sent: the thread is still ours, and stays here.
+        if let SchedMessage::Arrive { thread } = unsent.message {
+            with_sched(|s| s.queue.push(thread.into_box()));
+        }
         return;
     }
     with_sched(|s| {
@@ -75,27 +77,23 @@ pub(super) fn send_load(length: u64, seq: u64, taking: bool) {
     let me = this_core().index;
     // Along the SKB's multicast tree (Multikernel §5.1): one message per other package,
     // to its aggregator, which passes it on within its package; this package directly.
-    let origin = me as u64 + 1;
-    let taking = u64::from(taking);
+    let load = |forward| SchedMessage::Load { length, seq, online: taking, origin: me, forward };
     let online = |c: usize| percpu::core(c).is_some_and(|c| c.state() == CoreState::Online);
     match crate::knowledge::get().map(|skb| skb.multicast_tree(me)) {
         Some(tree) if !tree.aggregators.is_empty() => {
             for branch in &tree.aggregators {
                 if branch.core != me && online(branch.core) {
-                    let forward = message(&[op::LOAD, length, seq, taking, origin, 1]);
-                    let _ = monitor::try_send(branch.core, &forward);
+                    let _ = monitor::try_send(branch.core, load(true));
                 } else {
-                    let direct = message(&[op::LOAD, length, seq, taking, origin, 0]);
                     for &c in branch.members.iter().filter(|&&c| online(c)) {
-                        let _ = monitor::try_send(c, &direct);
+                        let _ = monitor::try_send(c, load(false));
                     }
                 }
             }
         }
         _ => {
-            let direct = message(&[op::LOAD, length, seq, taking, origin, 0]);
             for c in (0..percpu::core_count()).filter(|&c| c != me && online(c)) {
-                let _ = monitor::try_send(c, &direct);
+                let _ = monitor::try_send(c, load(false));
             }
         }
     }
@@ -105,14 +103,14 @@ pub(super) fn send_load(length: u64, seq: u64, taking: bool) {
 /// other online cores of this core's package.
 pub(super) fn forward_load(origin: usize, length: u64, seq: u64, taking: bool) {
     let me = this_core();
-    let request = message(&[op::LOAD, length, seq, u64::from(taking), origin as u64 + 1, 0]);
+    let load = || SchedMessage::Load { length, seq, online: taking, origin, forward: false };
     for c in percpu::all_cores() {
         let member = c.location.package == me.location.package
             && c.index != me.index
             && c.index != origin
             && c.state() == CoreState::Online;
         if member {
-            let _ = monitor::try_send(c.index, &request);
+            let _ = monitor::try_send(c.index, load());
         }
     }
 }
@@ -132,7 +130,8 @@ pub(super) fn balance() {
         Some(m)
     });
     if let Some(m) = pull {
-        let sent = monitor::try_send(m.from, &message(&[op::PULL, u64::from(m.may_take_running)]));
+        let pull = SchedMessage::Pull { may_take_running: m.may_take_running };
+        let sent = monitor::try_send(m.from, pull);
         if sent.is_ok() && m.may_take_running {
             // The source's running thread may be the one to move: it answers now, not at
             // its next tick (AMPS §3.2: "at once on an IPI").

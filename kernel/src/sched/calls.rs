@@ -2,7 +2,8 @@
 //! `wake`, `set_affinity`, `stat`, `set_fs_base`.
 
 use super::balance::{dedicated_mask, place, start_on};
-use super::inbox::{clear_waiter_bit, message, next_core, op, wake_here};
+use super::inbox::{clear_waiter_bit, next_core, wake_here};
+use super::message::SchedMessage;
 use super::running::{
     leave_raw, read_u32_of, read_words_of, write_words_of, After, OnWake, Role, Running, SWITCHED,
 };
@@ -225,7 +226,8 @@ pub fn wake(addr: u64, n: u64) -> SysResult {
     if woken < n {
         if let Some(next) = next_core(cores, me) {
             let rest = cores & !(1 << me);
-            let _ = monitor::send(next, &message(&[op::WAKE, space, addr, n - woken, rest]));
+            let wake = SchedMessage::Wake { space, addr, n: n - woken, cores: rest };
+            let _ = monitor::send(next, wake);
         }
     }
     Ok(woken)

@@ -3,41 +3,19 @@
 //! threads and at every tick ([`read_inbox`]). Wake-ups, joins and reaps of parked
 //! threads are here too.
 
+use super::message::SchedMessage;
 use super::running::{OnWake, Running};
 use super::{Scheduler, SLEEP_SPACE};
 use crate::arch::cpu;
 use crate::corey::{self, Ptr};
-use crate::monitor::{self, protocol::Request};
+use crate::monitor::{self, protocol::Protocol, protocol::Rejection};
 use crate::percpu::{self, this_core, PerCoreState};
 use abi::wait_result;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 use sched::WaitKey;
-
-/// Scheduler message operations (word 0 of a `SCHED` message).
-pub(super) mod op {
-    /// `[ARRIVE, box]`: a thread for this core; the box at kernel address `box` is ours.
-    pub const ARRIVE: u64 = 1;
-    /// `[WAKE, space, addr, n, cores]`: wake up to `n` waiters on the word, then pass the
-    /// rest on to the lowest core in `cores`.
-    pub const WAKE: u64 = 2;
-    /// `[JOINED, uid]`: thread `uid` ended; wake its joiners here.
-    pub const JOINED: u64 = 3;
-    /// `[LOAD, length, seq, online, origin + 1, forward]`: core `origin`'s run-queue length
-    /// (origin 0: the sender); with `forward` the receiver, its package's aggregator in
-    /// the SKB's multicast tree, passes it on within its package.
-    pub const LOAD: u64 = 4;
-    /// `[PULL, may_take_running]`: the sender asks for one thread.
-    pub const PULL: u64 = 5;
-    /// `[NONE]`: the answer to a pull that found nothing to give (the puller waits out its
-    /// patience before it asks again: a source whose extra threads are pinned would
-    /// otherwise be asked at every turn).
-    pub const NONE: u64 = 6;
-    /// `[REAP]`: a program was stopped (its main thread ended, its pcore was halted):
-    /// end the threads of stopped programs parked or queued here (issue M14).
-    pub const REAP: u64 = 7;
-}
+use urpc::PAYLOAD_WORDS;
 
 /// Messages filed for the scheduler, read between threads and at every tick. Load
 /// reports and pulls keep the latest per sender in place (no allocation: they come and
@@ -75,52 +53,37 @@ impl Inbox {
 
 pub(super) static INBOX: PerCoreState<Inbox> = crate::per_core_state!(Inbox::new());
 
-/// Lowest address of the kernel half: an `ARRIVE` pointer must lie above it.
-pub(super) const KERNEL_HALF: u64 = 0xffff_8000_0000_0000;
-
-/// A `SCHED` message from core `from` (from the monitor, in any context): filed only.
-pub fn on_message(from: usize, w: [u64; urpc::PAYLOAD_WORDS]) -> Result<(), ()> {
+/// A scheduler message from core `from` (the monitor's handler table routes its tags
+/// here, in any context): decoded, then filed only.
+pub fn on_message(from: usize, tag: u32, words: &[u64; PAYLOAD_WORDS]) -> Result<(), Rejection> {
     if from >= percpu::MAX_CORES {
-        return Err(());
+        return Err(Rejection::NotAllowed);
     }
+    // SAFETY: the monitor hands over each message it read once, as the sender's `encode`
+    // wrote it: an `Arrive`'s thread was given up by its sender (`send_thread`).
+    let message = unsafe { SchedMessage::decode(tag, words) }?;
     INBOX.with(|inbox| {
         inbox.any = true;
-        match w[0] {
-            op::ARRIVE => {
-                if w[1] < KERNEL_HALF || !w[1].is_multiple_of(8) {
-                    return Err(());
-                }
-                // SAFETY: `ship` made this pointer with `Box::into_raw` and sent it to us
-                // alone; it no longer touches the box.
-                inbox.arrivals.push(unsafe { Box::from_raw(w[1] as *mut Running) });
+        match message {
+            SchedMessage::Arrive { thread } => inbox.arrivals.push(thread.into_box()),
+            SchedMessage::Wake { space, addr, n, cores } => {
+                inbox.wakes.push(((space, addr), n, cores))
             }
-            op::WAKE => inbox.wakes.push(((w[1], w[2]), w[3], w[4])),
-            op::JOINED => inbox.joined.push(w[1]),
-            op::LOAD => {
-                let origin = match w[4] {
-                    0 => from,
-                    n => usize::try_from(n - 1).map_err(|_| ())?,
-                };
+            SchedMessage::Joined { uid } => inbox.joined.push(uid),
+            SchedMessage::Load { length, seq, online, origin, forward } => {
                 if origin >= percpu::MAX_CORES {
-                    return Err(());
+                    return Err(Rejection::Malformed);
                 }
-                if inbox.loads[origin].is_none_or(|(_, seq, _, _)| seq < w[2]) {
-                    inbox.loads[origin] = Some((w[1], w[2], w[3] != 0, w[5] != 0));
+                if inbox.loads[origin].is_none_or(|(_, newest, _, _)| newest < seq) {
+                    inbox.loads[origin] = Some((length, seq, online, forward));
                 }
             }
-            op::PULL => inbox.pulls[from] = Some(w[1] != 0),
-            op::NONE => {}
-            op::REAP => inbox.reap = true,
-            _ => return Err(()),
+            SchedMessage::Pull { may_take_running } => inbox.pulls[from] = Some(may_take_running),
+            SchedMessage::NoneToGive {} => {}
+            SchedMessage::Reap {} => inbox.reap = true,
         }
         Ok(())
     })
-}
-
-pub(super) fn message(words: &[u64]) -> Request {
-    let mut w = [0u64; urpc::PAYLOAD_WORDS];
-    w[..words.len()].copy_from_slice(words);
-    Request::Sched(w)
 }
 
 /// Takes out every thread parked or queued here whose program was stopped.
@@ -149,7 +112,7 @@ pub fn reap_on(cores: u64) {
     }
     for c in crate::smp::online_cores() {
         if c != me && c < 64 && cores & (1 << c) != 0 {
-            let _ = monitor::send(c, &message(&[op::REAP]));
+            let _ = monitor::send(c, SchedMessage::Reap {});
         }
     }
 }

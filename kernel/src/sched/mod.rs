@@ -35,6 +35,7 @@ pub mod balance;
 pub mod calls;
 pub mod inbox;
 pub mod lifetime;
+pub mod message;
 pub mod run;
 pub mod running;
 

@@ -4,9 +4,9 @@
 
 use super::balance::{balance, forward_load, place, report_load, ship, undedicate};
 use super::inbox::{
-    clear_waiter_bit, expire_deadlines, message, next_core, op, reap_on, take_stopped, wake_here,
-    Inbox, INBOX,
+    clear_waiter_bit, expire_deadlines, next_core, reap_on, take_stopped, wake_here, Inbox, INBOX,
 };
+use super::message::SchedMessage;
 use super::running::{finish, leave_raw, After, Cr3, Role, Running, SWITCHED};
 use super::{
     last_level_cache_bytes, numa_policy, policy, with_current, with_sched, BALANCE_EVERY_TICKS,
@@ -16,7 +16,6 @@ use crate::arch::paging;
 use crate::arch::user_entry::{self, KernelContext, UserRegs};
 use crate::arch::{cpu, timer};
 use crate::corey::{self, Ptr};
-use crate::monitor::protocol::Request;
 use crate::monitor::{self};
 use crate::percpu::{self, this_core, PerCoreState};
 use crate::thread::ExitStatus;
@@ -239,7 +238,7 @@ pub(super) fn retire(t: Box<Running>, status: ExitStatus, cr3: Cr3) {
     }
     for c in 0..percpu::core_count().min(64) {
         if c != me && joiners & (1 << c) != 0 {
-            let _ = monitor::send(c, &message(&[op::JOINED, shared.uid]));
+            let _ = monitor::send(c, SchedMessage::Joined { uid: shared.uid });
         }
     }
     if let Some(cores) = reap {
@@ -335,7 +334,7 @@ pub(super) fn read_inbox() {
     }
     let mut inbox = INBOX.with(|i| core::mem::replace(i, Inbox::new()));
     let me = this_core().index;
-    let mut outgoing: Vec<(usize, Request)> = Vec::new();
+    let mut outgoing: Vec<(usize, SchedMessage)> = Vec::new();
     let mut ships: Vec<(Box<Running>, usize)> = Vec::new();
     let mut forwards: Vec<(usize, u64, u64, bool)> = Vec::new();
     let mut stopped: Vec<Box<Running>> = Vec::new();
@@ -361,7 +360,8 @@ pub(super) fn read_inbox() {
             if woken < n {
                 if let Some(next) = next_core(cores, me) {
                     let rest = cores & !(1 << me);
-                    outgoing.push((next, message(&[op::WAKE, space, addr, n - woken, rest])));
+                    let wake = SchedMessage::Wake { space, addr, n: n - woken, cores: rest };
+                    outgoing.push((next, wake));
                 }
             }
         }
@@ -397,7 +397,7 @@ pub(super) fn read_inbox() {
             {
                 s.ship_running = Some(puller);
             } else {
-                outgoing.push((puller, message(&[op::NONE])));
+                outgoing.push((puller, SchedMessage::NoneToGive {}));
             }
         }
     });
@@ -407,8 +407,8 @@ pub(super) fn read_inbox() {
     for (t, to) in ships {
         ship(t, to);
     }
-    for (to, request) in outgoing {
-        let _ = monitor::send(to, &request);
+    for (to, message) in outgoing {
+        let _ = monitor::send(to, message);
     }
     for t in stopped {
         end_off_cpu(t);

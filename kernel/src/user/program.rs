@@ -11,7 +11,7 @@ use crate::corey::space::AddressSpace;
 use crate::corey::user_memory::*;
 use crate::corey::{self, Ptr};
 use crate::initrd;
-use crate::monitor::protocol::Request;
+use crate::monitor::protocol::{Protocol, Rejection};
 use crate::percpu::{this_core, PerCoreState};
 use crate::println;
 use crate::sched::{self, leave, with_running, with_running_mut, Context, Running};
@@ -22,6 +22,7 @@ use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
+use protocol::Carried;
 
 /// Time limit of a program started with [`run`] (ten minutes).
 pub(super) const DEFAULT_LIMIT_US: u64 = 600_000_000;
@@ -176,11 +177,11 @@ pub(super) enum StartWhat {
 /// Sends `job` to `core`'s monitor. On failure the job is dropped (and the pcore's status
 /// reset).
 pub(super) fn send_job(core: usize, job: StartJob) -> Result<(), Error> {
-    let raw = Box::into_raw(Box::new(job));
-    if crate::monitor::send(core, &Request::Start { job: raw as u64 }).is_err() {
-        // SAFETY: the message was not sent, so nobody else has the pointer.
-        let job = unsafe { Box::from_raw(raw) };
-        if let Some(p) = corey::pcore(&job.pcore) {
+    let job = Carried::new(Box::new(job));
+    if let Err(unsent) = crate::monitor::send(core, StartMessage::Start { job }) {
+        // Not sent: the job is ours again, and its pcore idle.
+        let StartMessage::Start { job } = unsent.message;
+        if let Some(p) = corey::pcore(&job.into_box().pcore) {
             p.status.store(pcore_status::IDLE, Ordering::Release);
         }
         return Err(Error::Busy);
@@ -188,11 +189,34 @@ pub(super) fn send_job(core: usize, job: StartJob) -> Result<(), Error> {
     Ok(())
 }
 
+::protocol::messages! {
+    /// Starting a program or context on another core (Corey §4.4: `pcore_run`,
+    /// `program_run`). It takes the core, so the monitor hands it over only between
+    /// threads (`When::BetweenThreads`).
+    #[derive(Debug)]
+    pub enum StartMessage {
+        /// Run this job's context here, on behalf of its pcore; the job is the
+        /// receiver's now, and answers nothing (the pcore object carries the outcome).
+        Start { job: Carried<StartJob> } = 11,
+    }
+}
+
+/// A start message from core `from` (the monitor's handler table routes its tag here,
+/// between threads).
+pub fn on_start_message(
+    _from: usize,
+    tag: u32,
+    words: &[u64; protocol::PAYLOAD_WORDS],
+) -> Result<(), Rejection> {
+    // SAFETY: the monitor hands over each message it read once, as the sender's `encode`
+    // wrote it: the job was given up by its sender (`send_job`).
+    let StartMessage::Start { job } = unsafe { StartMessage::decode(tag, words) }?;
+    start_job(*job.into_box());
+    Ok(())
+}
+
 /// A `START` message: runs the job's context on this core (from the monitor).
-pub fn start_job(raw: u64) {
-    // SAFETY: `send_job` made this pointer with `Box::into_raw` and gave it to us alone
-    // (the protocol checked it lies in the kernel half).
-    let job = unsafe { Box::from_raw(raw as *mut StartJob) };
+fn start_job(job: StartJob) {
     // A carried object revoked after the sender resolved it: the context does not start
     // (this core may have committed the revocation before this message was read, and a
     // share set made now starts caught up with it, so it would never be scrubbed).
@@ -203,7 +227,7 @@ pub fn start_job(raw: u64) {
         }
         return;
     }
-    let StartJob { pcore, what, .. } = *job;
+    let StartJob { pcore, what, .. } = job;
     let cell = corey::pcore(&pcore).map(|p| p.status.clone());
     // Corey §4.4: a `pcore_run` context has its core to itself.
     let dedicate = matches!(what, StartWhat::Context { .. });
