@@ -16,6 +16,7 @@ mod initrd;
 mod interrupts;
 mod knowledge;
 mod ktest;
+mod layers;
 mod mem;
 mod monitor;
 mod percpu;

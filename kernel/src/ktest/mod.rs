@@ -5,7 +5,7 @@
 //! QEMU through `isa-debug-exit`; the host runner judges the serial log.
 //!
 //! Each test's name starts with its layer, and the runner runs the layers bottom up
-//! ([`LAYERS`]), so the first failing test names the broken layer.
+//! (`layers::LAYERS`), so the first failing test names the broken layer.
 
 mod balance;
 mod boot;
@@ -32,7 +32,12 @@ pub fn run(selector: &str) -> ! {
     let online = smp::online_cores().len();
     if selector == "list" {
         for t in all() {
-            println!("test {} min_cores={} isolated={}", t.name, t.min_cores, t.isolated);
+            let layer = crate::layers::LAYERS.iter().find(|l| l.tests.contains(&layer_of(t.name)));
+            let layer = layer.map_or("-", |l| l.module);
+            println!(
+                "test {} layer={layer} min_cores={} isolated={}",
+                t.name, t.min_cores, t.isolated
+            );
         }
         power::exit_qemu(ExitCode::Success);
     }
@@ -90,25 +95,15 @@ pub fn run(selector: &str) -> ! {
     power::exit_qemu(if failed == 0 { ExitCode::Success } else { ExitCode::Failure })
 }
 
-/// The layers, bottom up: the first word of a test's name (`heap.cross_core_free`).
-const LAYERS: &[&str] = &[
-    "boot",
-    "frames",
-    "heap",
-    "interrupts",
-    "trap",
-    "monitor",
-    "tlb",
-    "twophase",
-    "retype",
-    "user",
-    "console",
-];
-
-/// Where a test's layer comes in [`LAYERS`] (an unknown layer last).
+/// Where a test's layer comes in `layers::LAYERS` (a test of no listed layer last).
 fn layer_rank(name: &str) -> usize {
-    let layer = name.split('.').next().unwrap_or("");
-    LAYERS.iter().position(|&l| l == layer).unwrap_or(LAYERS.len())
+    let layers = crate::layers::LAYERS;
+    layers.iter().position(|l| l.tests.contains(&layer_of(name))).unwrap_or(layers.len())
+}
+
+/// A test's layer prefix: the part of its name before the first dot.
+fn layer_of(name: &str) -> &str {
+    name.split('.').next().unwrap_or("")
 }
 
 pub use crate::smp::all_ok;
