@@ -2,9 +2,10 @@
 //! devices (the machine, the keyboard).
 
 use super::object::{
-    alloc, lookup, name, room, to_abi, with_creator, Device, Payload, Pcore, ProgramObjects, Ptr,
+    alloc, lookup, name, pcore, room, to_abi, with_creator, Device, Payload, Pcore, ProgramObjects,
+    Ptr,
 };
-use crate::percpu::{self};
+use crate::percpu;
 use abi::Error;
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -60,4 +61,20 @@ pub fn device_hwid(p: &ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> {
         Some(Payload::Device(d)) => Ok(d.hwid),
         _ => Err(Error::InvalidArgument),
     }
+}
+
+/// `pcore_status(pcore)`: its status word (`abi::pcore_status`).
+pub fn pcore_status(p: &ProgramObjects, rs: u64, ro: u64) -> Result<u64, Error> {
+    let ptr = lookup(p, rs, ro, ObjectKind::Pcore)?;
+    Ok(pcore(&ptr).ok_or(Error::InvalidArgument)?.status.load(Ordering::Acquire))
+}
+
+/// `pcore_set_interval(pcore, hz)`: its context's tick rate, 10 to 1000 Hz (Corey §4.4).
+pub fn pcore_set_interval(p: &ProgramObjects, rs: u64, ro: u64, hz: u64) -> Result<u64, Error> {
+    let ptr = lookup(p, rs, ro, ObjectKind::Pcore)?;
+    if !(10..=1000).contains(&hz) {
+        return Err(Error::InvalidArgument);
+    }
+    pcore(&ptr).ok_or(Error::InvalidArgument)?.hz.store(hz, Ordering::Relaxed);
+    Ok(0)
 }

@@ -8,7 +8,7 @@ use crate::arch::user_entry::SyscallFrame;
 use crate::corey::device as devices;
 use crate::corey::revocation::{self, CAUGHT_UP};
 use crate::corey::space::AddressSpace;
-use crate::corey::user_memory::*;
+use crate::corey::user_memory::{read_string, read_words};
 use crate::corey::{self, Ptr};
 use crate::initrd;
 use crate::monitor::protocol::{Protocol, Rejection};

@@ -7,15 +7,16 @@ use super::trap::stop_if_due;
 use crate::arch::cpu;
 use crate::arch::paging;
 use crate::arch::user_entry::SyscallFrame;
+use crate::corey;
 use crate::corey::device as devices;
 use crate::corey::revocation::{self, CAUGHT_UP};
-use crate::corey::user_memory::*;
-use crate::corey::{self};
+use crate::corey::space::AddressSpace;
+use crate::corey::user_memory::{copy_out, read_string, read_words, write_words};
 use crate::initrd;
 use crate::percpu::this_core;
 use crate::sched::{self, leave, with_running, with_running_mut};
 use crate::thread::ExitStatus;
-use abi::{nr, Error, ObjectKind, SysResult};
+use abi::{nr, Error, SysResult};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
@@ -171,28 +172,7 @@ pub(super) fn object_call(frame: &SyscallFrame) -> SysResult {
                 corey::ar_set_ar(p, abi::ArSetAr::from_words(w))
             }
             nr::AR_GET => corey::ar_get(p, a, b, c),
-            nr::AR_MAPPINGS => {
-                // At most what the caller has room for is collected.
-                let max = usize::try_from(d).unwrap_or(usize::MAX);
-                let (total, listed) = corey::ar_mappings(p, a, b, max)?;
-                // Written out a few at a time from the stack: no second copy on the heap.
-                // The whole destination is checked first, so a bad one copies nothing.
-                let len = (listed.len() * 48) as u64;
-                corey::fault_in(p, space, c, len, true);
-                space.check(c, len, true)?;
-                const AT_ONCE: usize = 32;
-                let mut bytes = [0u8; AT_ONCE * 48];
-                for (i, chunk) in listed.chunks(AT_ONCE).enumerate() {
-                    let words = chunk.iter().flat_map(|m| m.to_words());
-                    let n = chunk.len() * 48;
-                    for (slot, word) in bytes[..n].chunks_exact_mut(8).zip(words) {
-                        slot.copy_from_slice(&word.to_le_bytes());
-                    }
-                    let at = c.saturating_add((i * AT_ONCE * 48) as u64);
-                    copy_out(p, space, at, &bytes[..n])?;
-                }
-                Ok(total as u64)
-            }
+            nr::AR_MAPPINGS => ar_mappings(p, space, a, b, c, d),
             nr::PAGE_FAULTS => Ok(p.fault_count),
             nr::SET_ADD_SHARE => corey::set_add_share(p, a, b),
             nr::FILE_OPEN => {
@@ -202,18 +182,8 @@ pub(super) fn object_call(frame: &SyscallFrame) -> SysResult {
             }
             nr::PCORE_ALLOC => corey::pcore_alloc(p, a, b),
             nr::PCORE_RUN => pcore_run(p, space, a),
-            nr::PCORE_STATUS => {
-                let ptr = corey::lookup(p, a, b, ObjectKind::Pcore)?;
-                Ok(corey::pcore(&ptr).ok_or(Error::InvalidArgument)?.status.load(Ordering::Acquire))
-            }
-            nr::PCORE_SET_INTERVAL => {
-                let ptr = corey::lookup(p, a, b, ObjectKind::Pcore)?;
-                if !(10..=1000).contains(&c) {
-                    return Err(Error::InvalidArgument);
-                }
-                corey::pcore(&ptr).ok_or(Error::InvalidArgument)?.hz.store(c, Ordering::Relaxed);
-                Ok(0)
-            }
+            nr::PCORE_STATUS => corey::pcore_status(p, a, b),
+            nr::PCORE_SET_INTERVAL => corey::pcore_set_interval(p, a, b, c),
             nr::DEVICE_ALLOC => corey::device_alloc(p, a, b),
             nr::DEVICE_STAT => {
                 let hwid = corey::device_hwid(p, a, b)?;
@@ -225,6 +195,38 @@ pub(super) fn object_call(frame: &SyscallFrame) -> SysResult {
         }
     })
     .ok_or(Error::NotPermitted)?
+}
+
+/// `ar_mappings(ar, buf, max)`: the range's mappings, at most `max` written to `buf`
+/// (48 bytes each); returns how many there are.
+fn ar_mappings(
+    p: &mut corey::ProgramObjects,
+    space: &mut AddressSpace,
+    rs: u64,
+    ro: u64,
+    buf: u64,
+    max: u64,
+) -> SysResult {
+    // At most what the caller has room for is collected.
+    let max = usize::try_from(max).unwrap_or(usize::MAX);
+    let (total, listed) = corey::ar_mappings(p, rs, ro, max)?;
+    // Written out a few at a time from the stack: no second copy on the heap. The whole
+    // destination is checked first, so a bad one copies nothing.
+    let len = (listed.len() * 48) as u64;
+    corey::fault_in(p, space, buf, len, true);
+    space.check(buf, len, true)?;
+    const AT_ONCE: usize = 32;
+    let mut bytes = [0u8; AT_ONCE * 48];
+    for (i, chunk) in listed.chunks(AT_ONCE).enumerate() {
+        let words = chunk.iter().flat_map(|m| m.to_words());
+        let n = chunk.len() * 48;
+        for (slot, word) in bytes[..n].chunks_exact_mut(8).zip(words) {
+            slot.copy_from_slice(&word.to_le_bytes());
+        }
+        let at = buf.saturating_add((i * AT_ONCE * 48) as u64);
+        copy_out(p, space, at, &bytes[..n])?;
+    }
+    Ok(total as u64)
 }
 
 /// Checks that ⟨share, obj⟩ names a machine device in the running context's share set:
