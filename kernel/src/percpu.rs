@@ -8,7 +8,7 @@
 use crate::arch::{self, cpu, gdt::CoreTables};
 use core::cell::{Cell, UnsafeCell};
 use core::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 use physmem::CoreFrames;
 use return_stack::ReturnStack;
@@ -426,5 +426,39 @@ impl PerCore {
     /// Publishes the owner's free-frame count.
     pub fn set_free_frames(&self, n: u64) {
         self.free_frames.store(n, Ordering::Relaxed);
+    }
+}
+
+/// One core's row of [`SpreadCounts`]: on cache lines of its own.
+#[repr(align(64))]
+struct CountRow<const N: usize>([AtomicI64; N]);
+
+/// `N` counts that any core may change, kept so that each core writes only its own row
+/// (Multikernel §3.3: no line that two cores write). A core changes its own row's entry
+/// for a count; a reader adds up every core's row, exact once changes stop.
+pub struct SpreadCounts<const N: usize> {
+    rows: [CountRow<N>; MAX_CORES],
+}
+
+impl<const N: usize> SpreadCounts<N> {
+    /// All counts 0 (usable in a `static`).
+    pub const fn new() -> Self {
+        SpreadCounts { rows: [const { CountRow([const { AtomicI64::new(0) }; N]) }; MAX_CORES] }
+    }
+
+    /// Adds `delta` to count `i`, in the calling core's row.
+    pub fn add(&self, i: usize, delta: i64) {
+        if let Some(c) = self.rows[this_core().index].0.get(i) {
+            // Relaxed: a statistic and a soft cap; nothing is published through it.
+            c.fetch_add(delta, Ordering::Relaxed);
+        }
+    }
+
+    /// Count `i`: every core's row added up (0 if it would be negative, which only a
+    /// snapshot taken while cores change it can see).
+    pub fn sum(&self, i: usize) -> u64 {
+        let total: i64 =
+            self.rows.iter().filter_map(|r| r.0.get(i)).map(|c| c.load(Ordering::Relaxed)).sum();
+        u64::try_from(total).unwrap_or(0)
     }
 }

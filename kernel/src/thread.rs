@@ -3,7 +3,7 @@
 //! ([`ExitStatus`]). Below both Corey's objects (a thread object holds a `ThreadShared`,
 //! a frame charges a `Resident`) and the scheduler.
 
-use crate::percpu::{self, this_core};
+use crate::percpu::{self, this_core, PerCoreState, SpreadCounts};
 use abi::pcore_status;
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -85,19 +85,23 @@ pub struct ThreadShared {
     pub(crate) allocating: AtomicBool,
 }
 
-/// Live threads by creating core (the cap of [`THREADS_PER_CORE_MAX`]).
-pub(crate) static LIVE_THREADS: [AtomicU64; percpu::MAX_CORES] =
-    [const { AtomicU64::new(0) }; percpu::MAX_CORES];
-/// Per-core counters for thread uids.
-pub(crate) static NEXT_UID: [AtomicU64; percpu::MAX_CORES] =
-    [const { AtomicU64::new(1) }; percpu::MAX_CORES];
+/// Live threads by creating core (the cap of `sched::THREADS_PER_CORE_MAX`): a thread
+/// counts +1 in its creator's column on the core that makes it and -1 on the core where it
+/// ends, so each core writes only its own row.
+static LIVE_THREADS: SpreadCounts<{ percpu::MAX_CORES }> = SpreadCounts::new();
+/// Each core's counter for thread uids.
+static NEXT_UID: PerCoreState<u64> = crate::per_core_state!(1);
 
 impl ThreadShared {
     /// A live thread allowed on `affinity`, made on this core.
     pub fn new(affinity: u64) -> Arc<ThreadShared> {
         let me = this_core().index;
-        LIVE_THREADS[me].fetch_add(1, Ordering::Relaxed);
-        let uid = (me as u64) << 48 | NEXT_UID[me].fetch_add(1, Ordering::Relaxed);
+        LIVE_THREADS.add(me, 1);
+        let uid = (me as u64) << 48
+            | NEXT_UID.with(|n| {
+                *n += 1;
+                *n - 1
+            });
         Arc::new(ThreadShared {
             uid,
             status: AtomicU64::new(pcore_status::RUNNING),
@@ -155,14 +159,14 @@ impl ThreadShared {
 
 impl Drop for ThreadShared {
     fn drop(&mut self) {
-        LIVE_THREADS[self.creator].fetch_sub(1, Ordering::Relaxed);
+        LIVE_THREADS.add(self.creator, -1);
     }
 }
 
 /// Live threads made on core `core` (wherever they are now): tests check they come back
 /// to a baseline.
 pub fn live_threads(core: usize) -> u64 {
-    LIVE_THREADS.get(core).map_or(0, |n| n.load(Ordering::Relaxed))
+    LIVE_THREADS.sum(core)
 }
 
 /// How a program ended.
