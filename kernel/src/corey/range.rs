@@ -73,6 +73,8 @@ pub(super) fn edit_range(
                 // moment the link is in: recorded first, so a concurrent edit of the slot
                 // shoots them down there.
                 l.slot.cores.fetch_or(r.cores.load(Ordering::Acquire), Ordering::AcqRel);
+                // Lock order: a root range's state, then a slot range's `splices` (a leaf
+                // lock: nothing is taken under it). Nothing takes them the other way.
                 l.slot.splices.with(|s| {
                     if let Some(v) = s.as_mut().filter(|v| !v.contains(&l.va)) {
                         if v.len() < MOST_SPLICES {
@@ -257,13 +259,22 @@ pub fn leave_root_range(ar: &Ptr) {
     }
 }
 
+/// What a faulting access was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// A read (or an instruction fetch).
+    Read,
+    /// A write: a copy-on-write page is copied.
+    Write,
+}
+
 /// A page fault at `va` in user mode: if the root range maps it (directly, or through a
 /// spliced slot range) to a segment page the access is allowed on, `vm::fault` fills that
 /// page and maps it in the tables of the range that maps the segment, and this returns
 /// `true` so the program retries. `present` says the page was mapped read-only (a write to
 /// a copy-on-write page); the tables tell that too.
-pub fn soft_fault(p: &mut ProgramObjects, va: u64, write: bool, present: bool) -> bool {
-    let _ = present;
+pub fn soft_fault(p: &mut ProgramObjects, va: u64, access: Access) -> bool {
+    let write = access == Access::Write;
     // Out of memory is the program's fault report, never a failed kernel allocation.
     if this_core().free_frames() < FAULT_RESERVE_FRAMES {
         return false;
@@ -304,10 +315,10 @@ pub fn fault_in(p: &mut ProgramObjects, space: &mut AddressSpace, va: u64, len: 
                 if !write
                     || flags.contains(x86_64::structures::paging::PageTableFlags::WRITABLE) => {}
             Some(_) => {
-                soft_fault(p, page, true, true);
+                soft_fault(p, page, Access::Write);
             }
             None => {
-                soft_fault(p, page, write, false);
+                soft_fault(p, page, if write { Access::Write } else { Access::Read });
             }
         }
         page += PAGE;

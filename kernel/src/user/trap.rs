@@ -24,7 +24,8 @@ pub fn on_exception(frame: &TrapFrame) {
             && with_running_mut(|r, _| {
                 let resident = r.shared.resident().clone();
                 corey::charging(&resident, || {
-                    corey::soft_fault(&mut r.objects, cr2, write, present)
+                    let access = if write { corey::Access::Write } else { corey::Access::Read };
+                    corey::soft_fault(&mut r.objects, cr2, access)
                 })
             }) == Some(true)
         {
