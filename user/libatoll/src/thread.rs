@@ -168,14 +168,41 @@ pub fn run_scoped(
             }
         }
     }
+    // Joined threads stay watched until the whole group is joined: a thread still waiting
+    // for a peer that ended badly must see it even after this joined that peer (issue
+    // M14: joined and forgotten one by one, a faulted peer vanished before the last waiter
+    // looked, and that waiter waited until the program's time limit).
     let mut bad = false;
+    let mut joined = Vec::with_capacity(threads.len());
     for t in threads {
-        bad |= t.join() != Status::Exited(0);
+        let (status, watched) = t.join_watched();
+        bad |= status != Status::Exited(0);
+        joined.push(watched);
+    }
+    for watched in joined {
+        watched.forget();
     }
     match failed {
         Some(e) => Err(e),
         None if bad => Err(Error::Busy),
         None => Ok(()),
+    }
+}
+
+/// A joined thread that its peers still see: its object stays in the home share and on
+/// the watch list until [`Watched::forget`].
+struct Watched {
+    obj: ObjRef,
+}
+
+impl Watched {
+    /// Takes it off the watch list, drops its object, and counts one thread fewer.
+    fn forget(self) {
+        for slot in &SPAWNED {
+            let _ = slot.compare_exchange(self.obj.object, 0, Ordering::AcqRel, Ordering::Relaxed);
+        }
+        let _ = share_delobj(self.obj);
+        leave_threaded();
     }
 }
 
@@ -194,16 +221,19 @@ impl Thread {
 
     /// Waits until the thread ends; returns how it ended.
     pub fn join(self) -> Status {
+        let (status, watched) = self.join_watched();
+        // Joined: how it ended is the joiner's to handle now, not its peers'.
+        watched.forget();
+        status
+    }
+
+    /// Waits until the thread ends; returns how it ended, and the ended thread, which its
+    /// peers still see ([`peer_ended_badly`]) until it is forgotten.
+    fn join_watched(self) -> (Status, Watched) {
         let word = syscall3(nr::THREAD_JOIN, self.obj.share, self.obj.object, 0);
         let status = word.map_or(Status::Failed, Status::from_word);
-        // Joined: how it ended is the joiner's to handle now, not its peers'.
-        for slot in &SPAWNED {
-            let _ = slot.compare_exchange(self.obj.object, 0, Ordering::AcqRel, Ordering::Relaxed);
-        }
-        let _ = share_delobj(self.obj);
         private::free(self.stack, STACK_BYTES);
-        leave_threaded();
-        status
+        (status, Watched { obj: self.obj })
     }
 
     /// Its status now (`Running` while it lives).

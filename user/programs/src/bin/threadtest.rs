@@ -25,7 +25,8 @@
 //!
 //! - `peerdeath` (not in the default set: a thread of it faults on purpose; issue M14):
 //!   3 threads meet at a barrier (`workloads::amps::Barrier` over the Atoll platform's
-//!   `wait_word`), then one faults and the other two wait at the barrier for it again.
+//!   `wait_word`), then one faults and the other two wait at the barrier for it again, the
+//!   last one 200 ms late (after the main thread joined the first and the faulted one).
 //!   The library's wait must see the dead peer: the two give up and `run_threads` fails
 //!   (before, they waited until the program's time limit).
 //! - `placement` (not in the default set: it needs slow cores, `asym=`): the SKB measures
@@ -705,6 +706,11 @@ fn peer_death() -> Check {
             // SAFETY: deliberately not safe: this write faults, which ends this thread
             // alone (its peers then wait at the barrier for a thread that is gone).
             unsafe { core::ptr::write_volatile(0x10 as *mut u64, 1) };
+        }
+        if i == 2 {
+            // The last waiter comes late, once the first has given up and the main thread
+            // has joined it and the faulted one: it must still see the faulted peer.
+            let _ = thread::sleep_us(200_000);
         }
         barrier.wait(&p);
     });
