@@ -7,18 +7,13 @@ use crate::arch::paging::{self, phys_to_virt, STACKS_BASE, STACK_SLOT};
 use crate::arch::{self, acpi, apic, cpu, power, start_ap, timer, trap};
 use crate::mem::{frames, heap};
 use crate::monitor::{self, channels};
+use crate::param::{CRITICAL_STACK_PAGES, ONLINE_TIMEOUT_US, STACK_PAGES};
 use crate::percpu::{self, CoreSetup, CoreState};
 use crate::{console, knowledge, ktest, println, smp};
 use physmem::{CoreFrames, CoreShare, FrameOwners, PhysRange, RangeSet, FRAME_SIZE};
 use x86_64::structures::paging::PageTableFlags as F;
 
 const MIB: u64 = 1 << 20;
-/// Kernel stack pages per core, below an unmapped guard page.
-const STACK_PAGES: u64 = 16;
-/// Stack pages for double faults and NMIs.
-const CRITICAL_STACK_PAGES: u64 = 4;
-/// How long the boot core waits for application processors to come online.
-const ONLINE_TIMEOUT_US: u64 = 5_000_000;
 
 /// Stops the boot with a message (exits QEMU with the failure code under test).
 fn fail(what: core::fmt::Arguments) -> ! {

@@ -11,6 +11,10 @@
 //! new table to every core, which stores it in its replica.
 
 use crate::arch::{cpu, timer};
+use crate::param::{
+    CHASE_LARGEST, CHASE_MIN_LOADS, CHASE_SMALLEST, CHASE_STRIDE, SHOOTDOWN_ROUNDS,
+    SHOOTDOWN_WARM_ROUNDS, SKB_JOB_TIMEOUT_US, SPEED_WINDOWS, SPEED_WINDOW_MS,
+};
 use crate::percpu::{self, CoreState};
 use crate::smp::all_ok;
 use crate::{monitor, println, smp, tlb};
@@ -53,8 +57,6 @@ fn boot_round_trips(cores: usize) -> usize {
         5
     }
 }
-/// Time limit for one measurement job.
-const JOB_TIMEOUT_US: u64 = 60_000_000;
 
 /// Each core's multicast trees from itself (the SKB's, NUMA-aware; and the plain one),
 /// computed once when its replica is made, so a shootdown builds none.
@@ -99,7 +101,7 @@ pub fn remeasure_speeds() -> Result<(), String> {
         });
         Ok(())
     };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &store))
+    all_ok(&cores, &smp::run_on(&cores, SKB_JOB_TIMEOUT_US, &store))
 }
 
 /// Each of `cores`' compute speed (indexed by core; 0 for the others), measured one core
@@ -121,7 +123,7 @@ fn measure_speeds(cores: &[usize]) -> Result<Vec<u64>, String> {
             monitor::Outcome::Done(measure(me))
         } else {
             match monitor::call_async(core, &measure) {
-                Ok(id) => monitor::wait_sleeping(id, JOB_TIMEOUT_US),
+                Ok(id) => monitor::wait_sleeping(id, SKB_JOB_TIMEOUT_US),
                 Err(_) => monitor::Outcome::NotOnline,
             }
         };
@@ -138,7 +140,7 @@ fn replicate(skb: &Skb) -> Result<(), String> {
         TREES[i].call_once(|| (mine.multicast_tree(i), mine.plain_multicast_tree(i)));
         Ok(())
     };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &copy))
+    all_ok(&cores, &smp::run_on(&cores, SKB_JOB_TIMEOUT_US, &copy))
 }
 
 /// One-way latency from this core to `to`: median round trip / 2 over `round_trips` pings.
@@ -179,12 +181,6 @@ fn measure_speed() -> u64 {
     windows[SPEED_WINDOWS / 2]
 }
 
-/// Timed windows [`compute_speed`] takes the median of.
-const SPEED_WINDOWS: usize = 3;
-/// Milliseconds in each: many periods of a slowed core's duty cycle, whose off phases
-/// stretch under TCG.
-const SPEED_WINDOW_MS: u64 = 16;
-
 /// Units of the fixed workload per millisecond, over at least `cycles` TSC cycles (divided
 /// by the time that really passed: a halt can stretch the window).
 fn work_for(cycles: u64) -> u64 {
@@ -223,11 +219,6 @@ fn ipi_cost(target: usize) -> Option<u64> {
     println!("skb: ping to a halted core {asleep} cycles, to a polling core {awake} cycles");
     Some(asleep.saturating_sub(awake))
 }
-
-/// Shootdowns timed per protocol and size at boot (the median is kept).
-const SHOOTDOWN_ROUNDS: usize = 9;
-/// Untimed shootdowns per protocol and size before those.
-const SHOOTDOWN_WARM_ROUNDS: usize = 4;
 
 /// Multikernel §5.1 on this machine: times one-phase shootdowns from this core to one core
 /// of its package and to all of them, by broadcast and by unicast, and records the medians
@@ -288,16 +279,6 @@ pub enum CacheFrom {
     /// Measured by a pointer chase even where CPUID says (to compare the two).
     Chase,
 }
-
-/// The smallest buffer the chase walks: inside any L1.
-const CHASE_SMALLEST: u64 = 4 << 10;
-/// The largest: past the LLC of the machines Atoll runs on (Table 1 of AMPS: 8 MiB L3),
-/// unless this core's free memory is short (the chase takes at most an eighth of it).
-const CHASE_LARGEST: u64 = 64 << 20;
-/// The fewest loads a timed walk makes.
-const CHASE_MIN_LOADS: usize = 1 << 16;
-/// Bytes between the chase's slots: one cache line each.
-const CHASE_STRIDE: usize = 64;
 
 /// The last-level cache, from CPUID's vendor leaf (`caches::from_cpuid`) or, where none
 /// describes one or `from` says so, measured on this core by a pointer chase over growing
@@ -436,7 +417,7 @@ pub fn measure_at_boot() -> Result<(), String> {
             }
             Ok(())
         };
-        all_ok(&[from], &smp::run_on(&[from], JOB_TIMEOUT_US, &measure))?;
+        all_ok(&[from], &smp::run_on(&[from], SKB_JOB_TIMEOUT_US, &measure))?;
         for &to in cores.iter().filter(|&&to| to != from) {
             skb.set_latency(from, to, latencies[from * n + to].load(Ordering::Relaxed));
         }

@@ -18,6 +18,8 @@ pub struct Layer {
 pub const LAYERS: &[Layer] = &[
     // This list.
     Layer { module: "layers", tests: &[] },
+    // The kernel's tunables (declarations only).
+    Layer { module: "param", tests: &[] },
     // Hardware glue: boot entry, traps, APIC, paging, ACPI.
     Layer { module: "arch", tests: &["trap"] },
     // Each core's block (GS) and per-core state slots.

@@ -19,6 +19,7 @@ mod ktest;
 mod layers;
 mod mem;
 mod monitor;
+mod param;
 mod percpu;
 mod print;
 mod retype;

@@ -26,6 +26,7 @@
 
 use crate::arch::{cpu, timer};
 use crate::mem::frames;
+use crate::param::{RETYPE_KICK_EVERY_US, RETYPE_SEND_LIMIT_US};
 use crate::percpu::{self, this_core, CoreState};
 use crate::twophase::{self, Operation};
 use agreement::{CoreSet, Decision};
@@ -39,7 +40,7 @@ pub enum RetypeError {
     BadArgument,
     /// This core has no run of that many wholly free blocks.
     NoFreeBlocks,
-    /// Giving that many would leave this core fewer than `frames::RETYPE_RESERVE_FRAMES`
+    /// Giving that many would leave this core fewer than `param::RETYPE_RESERVE_FRAMES`
     /// free frames (its kernel heap and its programs need them): nothing changed.
     BelowReserve {
         /// This core's free frames.
@@ -59,7 +60,7 @@ impl core::fmt::Display for RetypeError {
                 f,
                 "this core has {free} free frames and keeps {} for its kernel heap and \
                  programs: too few to give that many blocks, nothing changed",
-                frames::RETYPE_RESERVE_FRAMES
+                crate::param::RETYPE_RESERVE_FRAMES
             ),
             RetypeError::Aborted => f.write_str(
                 "a core refused (a block is being retyped, or a replica or the receiver has no \
@@ -71,7 +72,7 @@ impl core::fmt::Display for RetypeError {
 
 /// Gives `blocks` blocks (each `physmem::BLOCK_FRAMES` frames) of this core's free memory
 /// to core `to`, by two-phase commit among every online core; the first block's address.
-/// This core keeps at least `frames::RETYPE_RESERVE_FRAMES` free.
+/// This core keeps at least `param::RETYPE_RESERVE_FRAMES` free.
 pub fn give(blocks: u64, to: usize) -> Result<u64, RetypeError> {
     check_arguments(blocks, to)?;
     let first = frames::take_blocks_to_give(blocks).map_err(|e| match e {
@@ -120,17 +121,10 @@ pub fn send_committed(first: u64, blocks: u64, to: usize) {
     send_queued_now(to);
 }
 
-/// How long a giver waits for room in the receiver's channel for the frames it gave.
-const SEND_LIMIT_US: u64 = 1_000_000;
-
-/// How often a waiting giver kicks a receiver that runs user code (which reads its
-/// messages only at its ticks otherwise).
-const KICK_EVERY_US: u64 = 200;
-
 /// Step 4, to the end: sends the frames queued for `to` until every one is in its channel,
 /// serving this core's channels meanwhile (the receiver may be sending here too). A
 /// channel holds 32 messages of 6 frames, so a retype of many blocks waits for the receiver
-/// to read: it is kicked if it runs user code. Past [`SEND_LIMIT_US`] the rest stays
+/// to read: it is kicked if it runs user code. Past [`RETYPE_SEND_LIMIT_US`] the rest stays
 /// queued, for later polls to send (a receiver that faulted gets nothing more).
 fn send_queued_now(to: usize) {
     let start = cpu::rdtsc();
@@ -141,14 +135,14 @@ fn send_queued_now(to: usize) {
         if frames::queued_for(to) == 0 || dead {
             return;
         }
-        if timer::us_since(start) > SEND_LIMIT_US {
+        if timer::us_since(start) > RETYPE_SEND_LIMIT_US {
             crate::println!(
                 "retype: core {to} read too slowly; {} frames go at later polls",
                 frames::queued_for(to)
             );
             return;
         }
-        if timer::us_since(kicked) > KICK_EVERY_US {
+        if timer::us_since(kicked) > RETYPE_KICK_EVERY_US {
             crate::monitor::notify(to);
             kicked = cpu::rdtsc();
         }

@@ -10,11 +10,10 @@
 //! schedules by that measurement, not by this setting.
 
 use crate::arch::{apic, cpu, timer};
+use crate::param::THROTTLE_PERIOD_US;
 use crate::percpu::MAX_CORES;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
-/// The throttling period (1 ms, as the paper's clock modulation repeats).
-const PERIOD_US: u64 = 1000;
 /// Duty in eighths: 8 is a core at full speed.
 const FULL: u8 = 8;
 
@@ -106,7 +105,7 @@ pub fn set_tick_hz(core: usize, hz: u64) {
 }
 
 fn on_us(core: usize) -> u64 {
-    PERIOD_US * u64::from(duty_eighths(core)) / u64::from(FULL)
+    THROTTLE_PERIOD_US * u64::from(duty_eighths(core)) / u64::from(FULL)
 }
 
 /// A timer interrupt on `core` (interrupts off): acknowledges it, and on a throttled core
@@ -133,7 +132,7 @@ pub fn on_timer(core: usize) -> bool {
     let ran = cpu::rdtsc().saturating_sub(t.on_since.load(Ordering::Relaxed));
     let off_us = timer::tsc_to_us(ran) * (u64::from(FULL) - eighths) / eighths;
     t.off.store(true, Ordering::Relaxed);
-    apic::timer_one_shot(units(off_us.clamp(1, 100 * PERIOD_US)));
+    apic::timer_one_shot(units(off_us.clamp(1, 100 * THROTTLE_PERIOD_US)));
     let halted = cpu::rdtsc();
     while t.off.load(Ordering::Relaxed) {
         cpu::enable_and_halt();

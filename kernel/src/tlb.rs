@@ -25,27 +25,17 @@
 //!
 //! A participant that has faulted is not waited for: it stopped with interrupts off and
 //! never runs user code again, so its TLB can no longer be used. A live participant that
-//! does not answer within [`TIMEOUT_US`] makes the shootdown fail (`Err` with the cores):
+//! does not answer within [`TLB_TIMEOUT_US`] makes the shootdown fail (`Err` with the cores):
 //! the caller must then keep the frames (they leak; nothing is reused while a stale entry
 //! may reach it), and the console says so.
 
 use crate::arch::{cpu, paging, timer};
+use crate::param::{TLB_MOST_PAGES, TLB_PAUSE_AFTER_US, TLB_REPORT_US, TLB_TIMEOUT_US};
 use crate::percpu::{self, this_core, CoreState, MAX_CORES};
 use agreement::{Aggregation, CoreSet, OnePhase, OnePhaseStatus};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use skb::{MulticastTree, Protocol};
-
-/// How long a participant may take to acknowledge (16 vCPUs under TCG on 2 host CPUs can
-/// take seconds to get to a message).
-pub const TIMEOUT_US: u64 = 10_000_000;
-
-/// How long a wait may go before it is reported on the console (it goes on waiting).
-const REPORT_US: u64 = 100_000;
-
-/// More pages than this and a participant flushes its whole TLB instead of each page (as
-/// Linux does: one flush beats many `invlpg`s, and the entries refill on demand).
-const MOST_PAGES: u64 = 32;
 
 /// What to invalidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +58,7 @@ impl Flush {
     fn apply(&self) {
         if self.global {
             paging::flush_everything();
-        } else if self.pages == 0 || self.pages > MOST_PAGES {
+        } else if self.pages == 0 || self.pages > TLB_MOST_PAGES {
             x86_64::instructions::tlb::flush_all();
         } else {
             for i in 0..self.pages {
@@ -296,7 +286,7 @@ impl Shootdown {
         let protocol = protocol.unwrap_or_else(|| protocol_for(participants));
         make_room();
         let now = cpu::rdtsc();
-        let timeout = timer::us_to_tsc(TIMEOUT_US);
+        let timeout = timer::us_to_tsc(TLB_TIMEOUT_US);
         let (id, line_free) = STATE.with(|s| {
             let id = ((me as u64) << 48) | s.next_seq;
             s.next_seq += 1;
@@ -373,12 +363,12 @@ impl Shootdown {
 
     /// Waits, serving this core's channels meanwhile (so two cores shooting each other
     /// down cannot deadlock), until every participant acknowledged or faulted: `Ok`; or
-    /// until [`TIMEOUT_US`] passed: `Err` with the cores that never answered, and the
+    /// until [`TLB_TIMEOUT_US`] passed: `Err` with the cores that never answered, and the
     /// caller must not free what they may still reach. Call it with no lock held that the
     /// other cores might be spinning on.
     pub fn wait(self) -> Result<(), CoreSet> {
         let start = cpu::rdtsc();
-        let pause_after = timer::us_to_tsc(PAUSE_AFTER_US);
+        let pause_after = timer::us_to_tsc(TLB_PAUSE_AFTER_US);
         let mut reported = false;
         let outcome = loop {
             match self.status() {
@@ -388,7 +378,7 @@ impl Shootdown {
                 }
                 OnePhaseStatus::TimedOut(cores) => break Err(cores),
             }
-            if !reported && timer::us_since(start) > REPORT_US {
+            if !reported && timer::us_since(start) > TLB_REPORT_US {
                 crate::println!("tlb: still waiting for cores to flush ({:#x})", self.waiting());
                 reported = true;
             }
@@ -426,10 +416,6 @@ impl Drop for Shootdown {
         });
     }
 }
-
-/// How long [`Shootdown::wait`] spins without `pause`: a 2-core shootdown takes about 3 µs
-/// under TCG, far less on hardware.
-const PAUSE_AFTER_US: u64 = 20;
 
 /// Flushes the TLB of every core in `cores` (a bit per core index), this one included, and
 /// returns once each has done so (see [`Shootdown::wait`]).

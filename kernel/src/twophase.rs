@@ -25,6 +25,7 @@
 
 use crate::arch::{cpu, timer};
 use crate::monitor;
+use crate::param::{TWO_PHASE_ASK_AGAIN_US, TWO_PHASE_REMEMBERED, TWO_PHASE_TIMEOUT_US};
 use crate::percpu::{self, this_core};
 use agreement::{
     op_id, CoreSet, Decision, Knowledge, OpId, Participant, Termination, TwoPhase, TwoPhaseStatus,
@@ -34,10 +35,6 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, Ordering};
 use urpc::PAYLOAD_WORDS;
-
-/// How long votes and acknowledgements may take (16 vCPUs under TCG on 2 host CPUs can
-/// take seconds to get to a message).
-pub const TIMEOUT_US: u64 = 10_000_000;
 
 /// One register's replica on one core.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -190,11 +187,6 @@ impl Operation {
     }
 }
 
-/// Decisions a core remembers, to answer a participant whose coordinator faulted.
-const REMEMBERED: usize = 512;
-/// How often an uncertain participant asks again those that have not answered.
-const ASK_AGAIN_US: u64 = 2_000;
-
 /// An operation this core coordinates, and whether its decision has been sent.
 struct Coordinated {
     t: TwoPhase,
@@ -248,7 +240,7 @@ pub fn init_this_core() {
     STATE.with(|s| {
         s.coordinating.reserve(16);
         s.prepared.reserve(16);
-        s.decided.reserve(REMEMBERED);
+        s.decided.reserve(TWO_PHASE_REMEMBERED);
         s.terminating.reserve(4);
         s.undelivered.reserve(16);
         for core in 0..percpu::core_count() {
@@ -289,7 +281,7 @@ pub fn start(participants: CoreSet, operation: Operation) -> OpId {
     let op = STATE.with(|s| {
         let op = op_id(me, s.next_seq);
         s.next_seq += 1;
-        let t = TwoPhase::new(op, participants, now, timer::us_to_tsc(TIMEOUT_US));
+        let t = TwoPhase::new(op, participants, now, timer::us_to_tsc(TWO_PHASE_TIMEOUT_US));
         s.coordinating.push(Coordinated { t, told: false });
         op
     });
@@ -461,7 +453,7 @@ pub fn commit_retrying(participants: CoreSet, operation: Operation, attempts: u3
         let took = cpu::rdtsc() - start;
         // `retry_backoff` starts at 4096 cycles and doubles per attempt (capped).
         let wait = took.saturating_mul(agreement::retry_backoff(me, attempt) / 4096);
-        let until = cpu::rdtsc() + wait.min(timer::us_to_tsc(TIMEOUT_US));
+        let until = cpu::rdtsc() + wait.min(timer::us_to_tsc(TWO_PHASE_TIMEOUT_US));
         while cpu::rdtsc() < until {
             monitor::poll();
             cpu::pause();
@@ -582,7 +574,7 @@ fn on_decide(op: OpId, decision: Decision) {
         let i = s.prepared.iter().position(|p| p.0 == op)?;
         let (_, operation, _) = s.prepared.swap_remove(i);
         s.terminating.retain(|(t, _)| t.op() != op);
-        if s.decided.len() == REMEMBERED {
+        if s.decided.len() == TWO_PHASE_REMEMBERED {
             s.decided.pop_front();
         }
         s.decided.push_back((op, decision));
@@ -697,14 +689,14 @@ fn on_know(op: OpId, from: usize, knows: Knowledge) {
 
 /// Sends again the decisions this core coordinated that found no room
 /// ([`deliver_decisions`]); then terminates the operations this core holds prepared whose
-/// coordinator faulted: asks the other participants (again, every [`ASK_AGAIN_US`], those
+/// coordinator faulted: asks the other participants (again, every [`TWO_PHASE_ASK_AGAIN_US`], those
 /// that have not answered), and applies the outcome once there is one. The idle loop and
 /// calls waiting for a revocation's decision run it.
 pub fn resolve_orphans() {
     deliver_decisions();
     let me = this_core().index;
     let now = cpu::rdtsc();
-    let again = timer::us_to_tsc(ASK_AGAIN_US);
+    let again = timer::us_to_tsc(TWO_PHASE_ASK_AGAIN_US);
     let mut ask: Vec<(OpId, CoreSet)> = Vec::new();
     let mut decided: Vec<(OpId, Decision)> = Vec::new();
     let orphans: Vec<(OpId, CoreSet)> = STATE.with(|s| {

@@ -61,6 +61,10 @@ pub use segment::*;
 pub use share::*;
 
 use crate::mem::frames;
+use crate::param::{
+    FAULT_RESERVE_FRAMES, LOAD_RESERVE_FRAMES, MAX_MAPPINGS, MAX_OBJECTS_PER_CORE,
+    MAX_SEGMENT_PAGES, RESERVE_FRAMES, RESERVE_FRAMES_MIN,
+};
 use objects::Census;
 
 pub(super) const PAGE: u64 = 4096;
@@ -68,15 +72,6 @@ pub(super) const PAGE: u64 = 4096;
 pub(super) const ROOT_SPAN: u64 = crate::arch::paging::USER_END;
 /// Span of a slot range and the granularity at which ranges nest (Corey: 1 GiB).
 pub(super) const GRANULARITY: u64 = 1 << 30;
-/// Most live objects one core's programs may create (their metadata is kernel heap: a
-/// program must not be able to exhaust it).
-pub(super) const MAX_OBJECTS_PER_CORE: usize = 16_384;
-/// Free frames a core keeps back from calls that grow kernel memory (2 MiB: room for the
-/// kernel heap), or a quarter of a small core's frames, but never fewer than
-/// [`RESERVE_FRAMES_MIN`] (see [`reserve_frames`]).
-pub(super) const RESERVE_FRAMES: u64 = 512;
-/// The least a core keeps back (1 MiB): more than any one call's kernel allocation.
-pub(super) const RESERVE_FRAMES_MIN: u64 = 256;
 
 /// What this core keeps back from calls that grow kernel memory: [`RESERVE_FRAMES`], or on
 /// a core with little memory (a 64 MiB VM of 16 cores has 4 MiB each) a quarter of its
@@ -85,19 +80,6 @@ pub(super) fn reserve_frames() -> u64 {
     let (_, total) = frames::counts_here();
     (total / 4).clamp(RESERVE_FRAMES_MIN, RESERVE_FRAMES)
 }
-/// Free frames the kernel keeps back when it loads a program (less than programs may use,
-/// so a program that took objects up to the reserve does not stop the next from loading).
-pub(super) const LOAD_RESERVE_FRAMES: u64 = 64;
-/// Free frames below which a soft page fault is refused (the program is stopped with a
-/// page fault, reported as out of memory) rather than filled: what is left is for the
-/// kernel heap, whose allocations must not fail.
-pub const FAULT_RESERVE_FRAMES: u64 = 64;
-/// Most mappings one address range holds (`ar_set_seg` past it: `NoResources`): each is
-/// a node of the range's tree in the kernel heap, like an entry of a share (whose cap,
-/// `objects::SHARE_MAX`, is the same).
-pub const MAX_MAPPINGS: usize = 16_384;
-/// Largest segment (in pages) one call may create or grow to.
-pub(super) const MAX_SEGMENT_PAGES: u64 = 1 << 20;
 
 /// Live objects per creating core.
 pub(super) static CENSUS: [Census; crate::percpu::MAX_CORES] =

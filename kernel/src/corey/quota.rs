@@ -3,6 +3,7 @@
 
 use super::PAGE;
 use crate::mem::frames;
+use crate::param::{QUOTA_MAX_BYTES, QUOTA_MIN_BYTES};
 use crate::percpu::this_core;
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -17,12 +18,6 @@ pub(super) static QUOTAS: [Census; crate::percpu::MAX_CORES] =
 pub fn live_quotas(core: usize) -> usize {
     QUOTAS.get(core).map_or(0, |c| c.live())
 }
-
-/// The smallest kernel-memory quota a program gets, whatever its core's memory.
-pub(super) const QUOTA_MIN_BYTES: u64 = 2 << 20;
-/// The largest: 64 MiB of kernel metadata maps 4 M pages (16 GiB) of segments, or about
-/// 450,000 mappings.
-pub(super) const QUOTA_MAX_BYTES: u64 = 64 << 20;
 
 /// A new program's kernel-memory quota (issue M14): a quarter of its core's memory,
 /// within [`QUOTA_MIN_BYTES`] and [`QUOTA_MAX_BYTES`], so one program cannot take all of

@@ -9,6 +9,7 @@ use super::space::AddressSpace;
 use super::{FAULT_RESERVE_FRAMES, MAX_MAPPINGS, PAGE};
 use crate::arch::paging::{self};
 use crate::mem::frames;
+use crate::param::FAULT_IN_MAX;
 use crate::percpu::this_core;
 use abi::{map, ArSetAr, ArSetSeg, Error, MappingInfo};
 use addrrange::{AddressRange, ArError, Target};
@@ -292,9 +293,6 @@ pub fn soft_fault(p: &mut ProgramObjects, va: u64, access: Access) -> bool {
         vm::Fault::Refused => false,
     }
 }
-
-/// Most bytes `fault_in` fills ahead of a copy (a larger buffer must be touched first).
-pub(super) const FAULT_IN_MAX: u64 = 64 << 20;
 
 /// Fills in the pages of `[va, va + len)` the root range maps but this context has not
 /// touched yet, as the program's own accesses would: a system call may then copy to or

@@ -4,6 +4,7 @@
 //! check that an object handed to a new holder was not revoked meanwhile (issue M14).
 
 use super::{reference, resolve, Payload, ProgramObjects, Ptr};
+use crate::param::REVOKE_ATTEMPTS;
 use crate::percpu::{this_core, PerCoreState};
 use abi::{Error, ObjectKind};
 use alloc::sync::Arc;
@@ -95,9 +96,6 @@ pub fn catch_up(p: &mut ProgramObjects) {
     }
 }
 
-/// Most attempts `obj_revoke` makes when other revocations collide with it.
-const REVOKE_ATTEMPTS: u32 = 20;
-
 /// `obj_revoke(⟨ref_share, ref_obj⟩)`: takes the object back from every share on every
 /// core except that entry, by two-phase commit among the online cores. Returns the cores
 /// that were declared failed before they acknowledged it (bit i: core i; 0 when every
@@ -170,7 +168,7 @@ fn commit_in_steps(
         }
         let took = crate::arch::cpu::rdtsc() - start;
         let wait = took.saturating_mul(agreement::retry_backoff(me, attempt) / 4096);
-        let limit = crate::arch::timer::us_to_tsc(crate::twophase::TIMEOUT_US);
+        let limit = crate::arch::timer::us_to_tsc(crate::param::TWO_PHASE_TIMEOUT_US);
         let until = crate::arch::cpu::rdtsc() + wait.min(limit);
         while crate::arch::cpu::rdtsc() < until {
             crate::monitor::poll();

@@ -330,8 +330,9 @@ fn giver_keeps_its_reserve() -> Result<(), String> {
     let me = this_core().index;
     let other = *smp::online_cores().iter().find(|&&c| c != me).ok_or("needs 2 cores")?;
     super::balance::balanced(|| {
-        let borrowed =
-            Borrowed::leaving(frames::RETYPE_RESERVE_FRAMES + 4 * BLOCK_FRAMES + BLOCK_FRAMES / 2);
+        let borrowed = Borrowed::leaving(
+            crate::param::RETYPE_RESERVE_FRAMES + 4 * BLOCK_FRAMES + BLOCK_FRAMES / 2,
+        );
         let mut given: Vec<u64> = Vec::new();
         // (A bound, so a giver that never stops cannot loop: it would fail below.)
         let refused = loop {
@@ -351,12 +352,12 @@ fn giver_keeps_its_reserve() -> Result<(), String> {
         if given.is_empty() {
             return Err(format!("no block given ({refused:?}) with {free} frames free"));
         }
-        if free < frames::RETYPE_RESERVE_FRAMES {
+        if free < crate::param::RETYPE_RESERVE_FRAMES {
             return Err(format!(
                 "gave {} blocks, leaving {free} free frames, below the reserve of {} \
                  (then refused: {refused:?})",
                 given.len(),
-                frames::RETYPE_RESERVE_FRAMES
+                crate::param::RETYPE_RESERVE_FRAMES
             ));
         }
         if !matches!(refused, Some(RetypeError::BelowReserve { .. })) {

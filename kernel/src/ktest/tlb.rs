@@ -183,7 +183,7 @@ fn shootdown_with_faulted(victim: usize, protocol: Protocol) -> Result<(), Strin
         return Err(format!("core {victim} did not fault"));
     }
     outcome.map_err(|c| format!("cores {:#x} never acknowledged", c.0))?;
-    if us >= crate::tlb::TIMEOUT_US {
+    if us >= crate::param::TLB_TIMEOUT_US {
         return Err(format!("the shootdown took {us} us: it waited for the time limit"));
     }
     println!(

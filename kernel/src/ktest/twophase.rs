@@ -61,7 +61,7 @@ fn faulted_participant_aborts() -> Result<(), String> {
     if decision != Decision::Abort {
         return Err(format!("an operation with faulted core {victim} committed"));
     }
-    if us >= twophase::TIMEOUT_US {
+    if us >= crate::param::TWO_PHASE_TIMEOUT_US {
         return Err(format!("the abort took {us} us: it waited for the time limit"));
     }
     if twophase::commit(live, reg(7, 2)) != Decision::Commit {
@@ -111,7 +111,7 @@ fn faulted_coordinator_leaves_no_lock() -> Result<(), String> {
         || crate::monitor::has_messages_from(coordinator)
         || twophase::prepared_here() != 0
     {
-        if crate::arch::timer::us_since(start) > twophase::TIMEOUT_US {
+        if crate::arch::timer::us_since(start) > crate::param::TWO_PHASE_TIMEOUT_US {
             return Err(format!(
                 "core {me} still holds {} prepared operations (coordinator faulted: {})",
                 twophase::prepared_here(),
@@ -128,7 +128,7 @@ fn faulted_coordinator_leaves_no_lock() -> Result<(), String> {
     let ended = |core: usize| -> Result<(), String> {
         let begin = crate::arch::cpu::rdtsc();
         while twophase::prepared_here() != 0 {
-            if crate::arch::timer::us_since(begin) > twophase::TIMEOUT_US {
+            if crate::arch::timer::us_since(begin) > crate::param::TWO_PHASE_TIMEOUT_US {
                 return Err(format!("core {core} still holds the faulted coordinator's lock"));
             }
             crate::monitor::poll();

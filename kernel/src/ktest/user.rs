@@ -758,7 +758,7 @@ kernel_test!(
 /// How long core 1 stays deaf in [`late_revocation`]: past the coordinator's deadline for
 /// acknowledgements (a timeout for the votes, then one more from there: `agreement`'s
 /// `TwoPhase`).
-const DEAF_US: u64 = 2 * crate::twophase::TIMEOUT_US + 2_000_000;
+const DEAF_US: u64 = 2 * crate::param::TWO_PHASE_TIMEOUT_US + 2_000_000;
 
 /// Issue M14 (defect 4): core 1 votes Yes on a revocation, then is silent past the
 /// coordinator's deadline for acknowledgements (a remote call that serves its channels

@@ -15,6 +15,7 @@
 //! [`return_blocks`] here.
 
 use crate::arch::paging::phys_to_virt;
+use crate::param::RETYPE_RESERVE_FRAMES;
 use crate::percpu::{self, this_core, PerCoreState};
 use core::sync::atomic::{AtomicU64, Ordering};
 use physmem::{
@@ -53,13 +54,6 @@ pub fn owner_of(pa: u64) -> Option<usize> {
 pub fn take_free_blocks(blocks: u64) -> Option<u64> {
     with_frames(|frames| frames.take_free_blocks(blocks))
 }
-
-/// Free frames a core keeps when it gives blocks away (8 blocks, 2 MiB): as many as the
-/// user layer keeps back from programs' objects for the kernel heap
-/// (`user::corey::RESERVE_FRAMES`), so a giver can still grow its heap and run a program
-/// (`hello` needs about 400). A core of a 64 MiB VM with 16 cores has about 840 free, and
-/// can still give two blocks.
-pub const RETYPE_RESERVE_FRAMES: u64 = 512;
 
 /// Retype, the giver's first step: [`take_free_blocks`], unless fewer than
 /// [`RETYPE_RESERVE_FRAMES`] frames would stay free (then it takes nothing).

@@ -5,6 +5,7 @@
 
 use crate::arch::paging::{self, HEAP_BASE, HEAP_WINDOW};
 use crate::mem::frames::{self, FrameChain};
+use crate::param::{HEAP_GROW_MARGIN_FRAMES, HEAP_GROW_STEP, HEAP_TRIM_MIN};
 use crate::percpu::{self, this_core, PerCoreState};
 use crate::tlb;
 use core::alloc::{GlobalAlloc, Layout};
@@ -13,12 +14,6 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use return_stack::Links;
 use talc::{ErrOnOom, Span, Talc};
 use x86_64::structures::paging::PageTableFlags as F;
-
-/// Heap mapped when a core starts, and the smallest step by which it grows.
-const GROW_STEP: u64 = 256 * 1024;
-
-/// Frames a full-step growth must leave free; below that the heap grows by what it needs.
-const GROW_MARGIN_FRAMES: u64 = 16;
 
 /// Set once the boot core has its `PerCore` block; before that nothing may allocate.
 static READY: AtomicBool = AtomicBool::new(false);
@@ -65,7 +60,7 @@ impl CoreHeap {
     }
 
     /// Maps at least `bytes` more of the window with frames of this core's own: a
-    /// [`GROW_STEP`] while memory is plentiful, just what is asked when it is short (the
+    /// [`HEAP_GROW_STEP`] while memory is plentiful, just what is asked when it is short (the
     /// last frames serve small kernel allocations one page at a time).
     fn grow(&mut self, bytes: u64) -> Option<()> {
         // The addresses a trim unmapped are mapped again to other frames only after every
@@ -78,9 +73,9 @@ impl CoreHeap {
         }
         let needed = bytes.next_multiple_of(4096);
         // Pages plus, at worst, a new page table, directory and pointer table.
-        let plenty = GROW_STEP / 4096 + 3 + GROW_MARGIN_FRAMES;
+        let plenty = HEAP_GROW_STEP / 4096 + 3 + HEAP_GROW_MARGIN_FRAMES;
         let bytes =
-            if this_core().free_frames() >= plenty { needed.max(GROW_STEP) } else { needed };
+            if this_core().free_frames() >= plenty { needed.max(HEAP_GROW_STEP) } else { needed };
         if self.mapped + bytes > HEAP_WINDOW || this_core().free_frames() < bytes / 4096 + 3 {
             return None;
         }
@@ -121,25 +116,22 @@ impl CoreHeap {
     }
 }
 
-/// Least free space at the heap's top worth giving back (and the least a trimmed heap
-/// keeps above its allocations, so a small burst does not map and unmap in turn).
-const TRIM_MIN: u64 = 256 * 1024;
-
 impl CoreHeap {
-    /// Cuts the heap's free top down to its highest allocation (keeping [`GROW_STEP`] and
-    /// [`TRIM_MIN`] of slack); returns the window `[start, end)` it no longer uses, still
+    /// Cuts the heap's free top down to its highest allocation (keeping [`HEAP_GROW_STEP`] and
+    /// [`HEAP_TRIM_MIN`] of slack); returns the window `[start, end)` it no longer uses, still
     /// mapped. Talc shrinks a heap from its ends only: free space below the highest live
     /// block stays mapped.
     fn trim(&mut self) -> Option<(u64, u64)> {
-        if self.mapped <= GROW_STEP + TRIM_MIN || self.trimmed.is_some() {
+        if self.mapped <= HEAP_GROW_STEP + HEAP_TRIM_MIN || self.trimmed.is_some() {
             return None;
         }
         // SAFETY: `span` is this allocator's own heap (from `claim`/`extend`/`truncate`).
         let used = unsafe { self.heap.get_allocated_span(self.span) };
         let used_top = used.get_base_acme().map_or(self.base, |(_, acme)| acme as u64);
-        let keep =
-            (used_top.max(self.base) - self.base + TRIM_MIN).next_multiple_of(4096).max(GROW_STEP);
-        if keep + TRIM_MIN > self.mapped {
+        let keep = (used_top.max(self.base) - self.base + HEAP_TRIM_MIN)
+            .next_multiple_of(4096)
+            .max(HEAP_GROW_STEP);
+        if keep + HEAP_TRIM_MIN > self.mapped {
             return None;
         }
         let request = Span::from_base_size(self.base as *mut u8, keep as usize);
@@ -304,7 +296,7 @@ pub fn init_this_core() -> Option<()> {
     let index = this_core().index as u64;
     HEAPS.with(|h| {
         h.base = HEAP_BASE + index * HEAP_WINDOW;
-        h.grow(GROW_STEP)
+        h.grow(HEAP_GROW_STEP)
     })
 }
 

@@ -4,8 +4,8 @@
 //! NUMA node), allocated while the boot core builds that core. The table of addresses is
 //! written before any other core starts and read-only afterwards.
 
-use super::protocol::CHANNEL_SLOTS;
 use crate::arch::paging::phys_to_virt;
+use crate::param::CHANNEL_SLOTS;
 use crate::percpu::MAX_CORES;
 use core::sync::atomic::{AtomicU64, Ordering};
 use urpc::ChannelMemory;

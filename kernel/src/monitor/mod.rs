@@ -19,23 +19,17 @@ pub use step::step;
 
 use crate::arch::{apic, cpu, timer, trap};
 use crate::mem::frames;
+use crate::param::{CHANNEL_SLOTS, DEFAULT_POLL_BUDGET, SEND_TIMEOUT_US};
 use crate::percpu::{self, this_core, CoreState, PerCore, PerCoreState};
 use crate::tlb;
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{fence, AtomicU8, Ordering};
-use protocol::{Lent, MonitorMessage, Protocol, Rejection, CHANNEL_SLOTS, FRAMES_PER_RETURN};
+use protocol::{Lent, MonitorMessage, Protocol, Rejection, FRAMES_PER_RETURN};
 use protocol::{REPLY, REPLY_TEXT_MAX};
 use urpc::{Message, Reassembler, Receiver, Sender, PAYLOAD_WORDS};
 
-/// How long a send waits for room (polling its own channels meanwhile) before giving up:
-/// long enough for a slow receiver (16 virtual CPUs under TCG on two host CPUs: a core
-/// can take seconds to drain a channel), short enough that a faulted one is reported.
-const SEND_TIMEOUT_US: u64 = 10_000_000;
-/// Poll budget before the SKB has measured the IPI cost: long (about 1 ms at 2 GHz), so
-/// that cores answer the SKB's pings while polling rather than from a halt.
-pub const DEFAULT_POLL_BUDGET: u64 = 2_000_000;
 /// Bytes a reassembled message may have.
 const REASSEMBLY_BYTES: usize = 16 + REPLY_TEXT_MAX;
 

@@ -7,10 +7,6 @@ use super::CallBody;
 pub use ::protocol::{Lent, Protocol, Rejection};
 use urpc::PAYLOAD_WORDS;
 
-/// Slots in each core-to-core channel (one 64-byte message each). 32 slots and the credit
-/// line fit one 4 KiB frame; credits come back every 16 messages.
-pub const CHANNEL_SLOTS: usize = 32;
-
 /// The tag of a reply to a `Call`: its bytes, fragmented (`[call id: 8][status: 1][error
 /// text]`), outside every enum (a reply is bytes, not words).
 pub const REPLY: u32 = 4;

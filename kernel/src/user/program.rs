@@ -12,6 +12,7 @@ use crate::corey::user_memory::{read_string, read_words};
 use crate::corey::{self, Ptr};
 use crate::initrd;
 use crate::monitor::protocol::{Protocol, Rejection};
+use crate::param::DEFAULT_LIMIT_US;
 use crate::percpu::{this_core, PerCoreState};
 use crate::println;
 use crate::sched::{self, leave, with_running, with_running_mut, Context, Running};
@@ -23,9 +24,6 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 use protocol::Carried;
-
-/// Time limit of a program started with [`run`] (ten minutes).
-pub(super) const DEFAULT_LIMIT_US: u64 = 600_000_000;
 
 /// Loads program `name` from the initrd and runs it on this core until it ends.
 pub fn run(name: &str, args: &str) -> Result<ExitStatus, Error> {
@@ -47,9 +45,6 @@ pub fn run_with_machine(name: &str, args: &str, limit_us: u64) -> Result<ExitSta
         [corey::capability_device(devices::MACHINE)?, corey::capability_device(devices::KEYBOARD)?];
     run_giving(name, args, limit_us, &given)
 }
-
-/// Most bytes of a program's output [`run_capturing`] keeps (later lines are dropped).
-pub(super) const CAPTURE_MAX: usize = 16 * 1024;
 
 /// The lines programs on this core print while [`run_capturing`] runs (`None`: not
 /// capturing).

@@ -2,7 +2,7 @@
 //! handler, the revocation barrier in front of calls that name objects, and the calls
 //! that belong to no other room (console, files, devices, locality).
 
-use super::program::{pcore_halt, pcore_run, program_run, CAPTURE, CAPTURE_MAX};
+use super::program::{pcore_halt, pcore_run, program_run, CAPTURE};
 use super::trap::stop_if_due;
 use crate::arch::cpu;
 use crate::arch::paging;
@@ -13,6 +13,7 @@ use crate::corey::revocation::{self, CAUGHT_UP};
 use crate::corey::space::AddressSpace;
 use crate::corey::user_memory::{copy_out, read_string, read_words, write_words};
 use crate::initrd;
+use crate::param::{CAPTURE_MAX, LINE_MAX, WRITE_CALL_MAX, WRITE_MAX};
 use crate::percpu::this_core;
 use crate::sched::{self, leave, with_running, with_running_mut};
 use crate::thread::ExitStatus;
@@ -20,14 +21,6 @@ use abi::{nr, Error, SysResult};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
-
-/// Bytes copied from user memory per step of a console write.
-pub(super) const WRITE_MAX: usize = 1024;
-/// Most bytes one `write` call prints (it returns the count; the library loops): a call's
-/// work is bounded.
-pub(super) const WRITE_CALL_MAX: u64 = 4096;
-/// Longest console line a program prints before it is broken.
-pub(super) const LINE_MAX: usize = 200;
 
 /// Entry from `syscall_entry`: runs one system call, returns the result word.
 #[no_mangle]
@@ -94,7 +87,7 @@ pub(super) fn revocation_barrier() -> Result<(), Error> {
     if crate::twophase::revocation_prepared_here() {
         let start = cpu::rdtsc();
         while crate::twophase::revocation_prepared_here() {
-            if crate::arch::timer::us_since(start) > crate::twophase::TIMEOUT_US {
+            if crate::arch::timer::us_since(start) > crate::param::TWO_PHASE_TIMEOUT_US {
                 return Err(Error::Busy);
             }
             crate::monitor::poll();

@@ -34,7 +34,7 @@ pub fn on_exception(frame: &TrapFrame) {
     }
     let name = with_running(|r, _| r.name.clone()).unwrap_or_default();
     let out_of_memory = vector == crate::arch::trap::VECTOR_PAGE_FAULT
-        && this_core().free_frames() < corey::FAULT_RESERVE_FRAMES;
+        && this_core().free_frames() < crate::param::FAULT_RESERVE_FRAMES;
     println!(
         "USER FAULT core={} program={} vector={} ({}{}) error={:#x} rip={:#x} cr2={:#x} cs={:#x} rsp={:#x} rflags={:#x}",
         this_core().index,
