@@ -16,7 +16,7 @@
 //!   the tests check, and the `twophase` experiment measures (Figure 8);
 //! - a **retype** (`crate::retype`): blocks of frames change owner in every core's replica
 //!   of the frame owner table;
-//! - a **revoke** (`crate::user::corey`): an object is taken back from every share.
+//! - a **revoke** (`crate::corey::revocation`): an object is taken back from every share.
 //!
 //! Failure: a participant found `Faulted` while votes are collected makes the operation
 //! abort (a faulted core cannot vote Yes); one found faulted later is not waited for. A
