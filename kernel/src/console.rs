@@ -423,7 +423,8 @@ fn ls(args: &str) -> Result<(), String> {
 fn tests(args: &str) -> Result<(), String> {
     no_arguments(args)?;
     for t in crate::testing::all() {
-        let isolated = if t.isolated { "isolated" } else { "" };
+        let isolated =
+            if t.isolation == crate::testing::Isolation::Alone { "isolated" } else { "" };
         println!("  {:<28} min_cores={} {isolated}", t.name, t.min_cores);
     }
     Ok(())

@@ -11,10 +11,22 @@ pub struct KernelTest {
     pub name: &'static str,
     /// Fewest online cores the test needs.
     pub min_cores: usize,
-    /// Run only when named (it leaves the machine changed, e.g. a core stopped).
-    pub isolated: bool,
+    /// Whether `test=all` runs it, or only naming it does.
+    pub isolation: Isolation,
     /// The test; `Err` says what went wrong.
     pub run: fn() -> Result<(), String>,
+}
+
+/// Whether a test shares its boot with the others (`test=all`) or needs one of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// Runs under `test=all`, after and before other tests: it leaves the machine as it
+    /// found it.
+    Shared,
+    /// Runs only when named (`test=NAME`), in a boot of its own: it leaves the machine
+    /// changed (a core stopped, a channel left full, memory used up), which would fail or
+    /// hide the tests after it.
+    Alone,
 }
 
 /// Longest skip reason kept, in bytes (a longer one is cut at a character boundary).
@@ -49,16 +61,18 @@ pub fn take_skip() -> Option<String> {
     Some(String::from_utf8_lossy(&bytes[..len]).into_owned())
 }
 
-/// Registers a kernel test: `kernel_test!(STATIC_NAME, "layer.what", min_cores, isolated, function);`
+/// Registers a kernel test:
+/// `kernel_test!(STATIC_NAME, "layer.what", min_cores, Shared | Alone, function);`, the
+/// fourth argument naming an [`Isolation`].
 #[macro_export]
 macro_rules! kernel_test {
-    ($static:ident, $name:expr, $min_cores:expr, $isolated:expr, $run:path) => {
+    ($static:ident, $name:expr, $min_cores:expr, $isolation:ident, $run:path) => {
         #[used]
         #[link_section = ".atoll_tests"]
         static $static: $crate::testing::KernelTest = $crate::testing::KernelTest {
             name: $name,
             min_cores: $min_cores,
-            isolated: $isolated,
+            isolation: $crate::testing::Isolation::$isolation,
             run: $run,
         };
     };

@@ -41,41 +41,6 @@ pub struct Images {
     pub initrd: PathBuf,
 }
 
-/// The user programs packed into the initrd (binaries of `user/programs`).
-const PROGRAMS: &[&str] = &[
-    "init",
-    "hello",
-    "fault",
-    "badptr",
-    "nullsys",
-    "sysfuzz",
-    "objtest",
-    "spin",
-    "exhaust",
-    "memclone",
-    "mempass",
-    "sharebench",
-    "fdbench",
-    "mcbench",
-    "unmapbench",
-    "fdtest",
-    "cowtest",
-    "cowshared",
-    "longcall",
-    "sharedrange",
-    "remaptest",
-    "revoketest",
-    "pcoretest",
-    "threadtest",
-    "lifetest",
-    "consoletest",
-    "mcrttest",
-    "mcrtbench",
-    "ampsbench",
-    "urpcbench",
-    "shmbench",
-];
-
 /// Code generation for user programs: linked at 4 MiB, so not the kernel's code model.
 /// (`RUSTFLAGS` replaces the kernel flags `.cargo/config.toml` sets for this target.)
 const USER_RUSTFLAGS: &str =
@@ -111,17 +76,39 @@ fn initrd() -> Result<PathBuf> {
     }
     let bin_dir = user_target.join(KERNEL_TARGET).join("release");
     let mut files = Vec::new();
-    for name in PROGRAMS {
-        let path = bin_dir.join(name);
+    for name in programs(&root().join("user/programs/src/bin"))? {
+        let path = bin_dir.join(&name);
         let data = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        files.push((*name, data));
+        files.push((name, data));
     }
     let entries: Vec<(&str, u32, &[u8])> =
-        files.iter().map(|(n, d)| (*n, 0o100_755, d.as_slice())).collect();
+        files.iter().map(|(n, d)| (n.as_str(), 0o100_755, d.as_slice())).collect();
     let archive = cpio::write_archive(&entries);
     let out = target_dir().join("initrd.cpio");
     std::fs::write(&out, archive).map_err(|e| format!("{}: {e}", out.display()))?;
     Ok(out)
+}
+
+/// The user programs packed into the initrd, sorted by name: the binaries Cargo finds in
+/// `bin` (`user/programs/src/bin`) by its own rule, a `name.rs` file or a `name/main.rs`
+/// folder, so adding a program there puts it in the initrd with no list to keep here.
+fn programs(bin: &Path) -> Result<Vec<String>> {
+    let unreadable = |e: std::io::Error| format!("{}: {e}", bin.display());
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(bin).map_err(unreadable)? {
+        let path = entry.map_err(unreadable)?.path();
+        let name = if path.is_dir() {
+            path.join("main.rs").is_file().then(|| path.file_name())
+        } else {
+            (path.extension() == Some("rs".as_ref())).then(|| path.file_stem())
+        };
+        if let Some(name) = name.flatten() {
+            let name = name.to_str().ok_or(format!("{}: not UTF-8", path.display()))?;
+            names.push(name.to_string());
+        }
+    }
+    names.sort();
+    Ok(names)
 }
 
 /// Builds the kernel in release mode and returns the path of its ELF file.
@@ -137,4 +124,36 @@ fn kernel() -> Result<PathBuf> {
         return Err(format!("cargo built the kernel but {} is missing", elf.display()));
     }
     Ok(elf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every program of `user/programs` is found, once, in order, and the one the kernel
+    /// starts first (`init`) is among them.
+    #[test]
+    fn programs_come_from_the_programs_folder() {
+        let names = programs(&root().join("user/programs/src/bin")).unwrap();
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "{names:?}");
+        for name in ["init", "hello", "sysfuzz", "consoletest"] {
+            assert!(names.iter().any(|n| n == name), "{name} missing from {names:?}");
+        }
+        // sysfuzz's modules live in its folder, not beside the programs.
+        assert!(!names.iter().any(|n| n == "fuzzer" || n == "main"), "{names:?}");
+    }
+
+    /// A file that is not Rust, and a folder without `main.rs`, are no programs.
+    #[test]
+    fn only_binaries_count_as_programs() {
+        let dir = target_dir().join("xtask-test-programs");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("multi")).unwrap();
+        std::fs::create_dir_all(dir.join("empty")).unwrap();
+        for file in ["b.rs", "a.rs", "notes.md", "multi/main.rs", "multi/util.rs"] {
+            std::fs::write(dir.join(file), "").unwrap();
+        }
+        assert_eq!(programs(&dir).unwrap(), ["a", "b", "multi"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -2,7 +2,8 @@
 //! threads (created, none joined yet), up to 20,000: McRT against `std::thread` (64 KiB
 //! stacks, as McRT's; up to 5,000, below the mapping limit).
 
-use super::{line, median_of};
+use super::line;
+use crate::median_of;
 use mcrt::hosted::LinuxHost;
 use mcrt::{Config, Policy};
 use std::time::Instant;

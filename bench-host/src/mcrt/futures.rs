@@ -3,7 +3,8 @@
 //! per-operation cost of a future against `rayon::join` and a `tokio` spawn + await, on 1
 //! and 2 processors.
 
-use super::{cpus, line, median_of};
+use super::{cpus, line};
+use crate::median_of;
 use mcrt::hosted::LinuxHost;
 use mcrt::{Config, Policy};
 use std::hint::black_box;
@@ -35,9 +36,7 @@ fn median_batch(batch: usize, mut one_batch: impl FnMut()) -> f64 {
         ns_per(start, batch * per_sample)
     };
     sample();
-    let samples = (200_000 / (batch * per_sample)).clamp(5, 200);
-    let mut v: Vec<f64> = (0..samples).map(|_| sample()).collect();
-    record::median(&mut v).unwrap_or(f64::NAN)
+    median_of((200_000 / (batch * per_sample)).clamp(5, 200), sample)
 }
 
 /// ns per future: batches of `batch` empty futures spawned, then all read, on `p`

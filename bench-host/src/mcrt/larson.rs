@@ -15,7 +15,8 @@
 //!   version set before the threads start), `system` (`std::alloc::System`), `mimalloc`
 //!   (`mimalloc::MiMalloc`), each called directly as a `GlobalAlloc`.
 
-use super::{cpus, line, median_of};
+use super::{cpus, line};
+use crate::median_of;
 use mcrt::hosted::LinuxHost;
 use mcrt::malloc::{McrtMalloc, Version};
 use std::alloc::{GlobalAlloc, System};

@@ -8,7 +8,8 @@
 //! does not), in µs for those iterations as the paper reports them; McRT against `std::thread` (Linux's native threads), `corosensei` and
 //! `generator` coroutines, and `parking_lot`/`std` mutexes, in one run on one CPU.
 
-use super::{line, median_of};
+use super::line;
+use crate::median_of;
 use mcrt::hosted::LinuxHost;
 use mcrt::sync::{Mutex, MutexKind};
 use mcrt::{Config, FpuControl, Policy};

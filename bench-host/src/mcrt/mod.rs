@@ -45,12 +45,6 @@ pub fn line(
     r.line(Fixed2(value)).to_string()
 }
 
-/// The median of `trials` runs of `f`.
-pub fn median_of(trials: usize, mut f: impl FnMut() -> f64) -> f64 {
-    let mut v: Vec<f64> = (0..trials.max(1)).map(|_| f()).collect();
-    record::median(&mut v).unwrap_or(f64::NAN)
-}
-
 /// CPUs this process may use (at most the host's; benchmarks use 1 and 2).
 pub fn cpus() -> usize {
     mcrt::hosted::allowed_cpus().len().max(1)

@@ -4,7 +4,8 @@
 //! ticket lock, a queue per processor without stealing (work sharing), with stealing,
 //! and with neighbour stealing. Reported: time per frame and speedup over the serial loop.
 
-use super::{cpus, line, median_of};
+use super::{cpus, line};
+use crate::median_of;
 use mcrt::hosted::LinuxHost;
 use mcrt::{Config, Policy, QueueLock};
 use std::sync::Arc;

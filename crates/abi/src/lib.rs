@@ -16,6 +16,43 @@ pub const ARGS_MAX: usize = 256;
 /// `TEST SKIP`, never a pass; the program prints why.
 pub const EXIT_SKIPPED: i32 = 77;
 
+/// Declares an enum whose discriminants are ABI codes, each variant once with its code, and
+/// generates what converts between the two: `from_code`, `code` and `ALL`. A hand-written
+/// `from_code` repeated every variant, and a variant added to the enum but not to the match
+/// would have decoded as "no such code".
+macro_rules! abi_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident: $repr:ident {
+            $($(#[$variant_meta:meta])* $variant:ident = $code:literal,)+
+        }
+    ) => {
+        $(#[$meta])*
+        #[repr($repr)]
+        pub enum $name {
+            $($(#[$variant_meta])* $variant = $code,)+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The value with ABI code `code`, if there is one.
+            pub const fn from_code(code: $repr) -> Option<$name> {
+                match code {
+                    $($code => Some($name::$variant),)+
+                    _ => None,
+                }
+            }
+
+            /// Its ABI code.
+            pub const fn code(self) -> $repr {
+                self as $repr
+            }
+        }
+    };
+}
+
 /// System call numbers.
 pub mod nr {
     /// `null()`: does nothing (measures the syscall path).
@@ -531,38 +568,25 @@ impl Locality {
     }
 }
 
-/// The five kinds of Corey kernel objects (Corey §4, Figure 5), as `obj_get_name` reports
-/// them. The one definition: the kernel's object model (`crates/objects`) uses it too.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[repr(u8)]
-pub enum ObjectKind {
-    /// A lookup table of object ids (Corey §3.3).
-    Share = 1,
-    /// Physical memory pages (Corey §4.3).
-    Segment = 2,
-    /// A table of address mappings, a page-table subtree (Corey §3.1, §4.3).
-    AddressRange = 3,
-    /// A physical core (Corey §4.4).
-    Pcore = 4,
-    /// A hardware or syscall device (Corey §3.2, §4.4).
-    Device = 5,
-    /// A thread: a user context the per-core schedulers time-share and move between
-    /// cores (AMPS §2; `thread_create`).
-    Thread = 6,
-}
-
-impl ObjectKind {
-    /// The kind with ABI code `code`, if it is one.
-    pub const fn from_code(code: u8) -> Option<ObjectKind> {
-        Some(match code {
-            1 => ObjectKind::Share,
-            2 => ObjectKind::Segment,
-            3 => ObjectKind::AddressRange,
-            4 => ObjectKind::Pcore,
-            5 => ObjectKind::Device,
-            6 => ObjectKind::Thread,
-            _ => return None,
-        })
+abi_enum! {
+    /// The five kinds of Corey kernel objects (Corey §4, Figure 5), as `obj_get_name`
+    /// reports them. The one definition: the kernel's object model (`crates/objects`) uses
+    /// it too.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum ObjectKind: u8 {
+        /// A lookup table of object ids (Corey §3.3).
+        Share = 1,
+        /// Physical memory pages (Corey §4.3).
+        Segment = 2,
+        /// A table of address mappings, a page-table subtree (Corey §3.1, §4.3).
+        AddressRange = 3,
+        /// A physical core (Corey §4.4).
+        Pcore = 4,
+        /// A hardware or syscall device (Corey §3.2, §4.4).
+        Device = 5,
+        /// A thread: a user context the per-core schedulers time-share and move between
+        /// cores (AMPS §2; `thread_create`).
+        Thread = 6,
     }
 }
 
@@ -649,43 +673,27 @@ impl ArSetAr {
     }
 }
 
-/// Why a call failed. The discriminants are the ABI (negated in `rax`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(i64)]
-pub enum Error {
-    /// No such system call.
-    NoSuchCall = 1,
-    /// A pointer or length does not name memory the caller may use that way.
-    BadAddress = 2,
-    /// An argument is out of range.
-    InvalidArgument = 3,
-    /// An object id names nothing the caller can reach.
-    NoSuchObject = 4,
-    /// Out of memory or another resource.
-    NoResources = 5,
-    /// The caller may not do this.
-    NotPermitted = 6,
-    /// The object or core is busy (a pcore already running a context).
-    Busy = 7,
-    /// Other cores did not answer in time (an agreement timed out, Multikernel §4.7); what
-    /// they might still reach is kept, not reused.
-    TimedOut = 8,
-}
-
-impl Error {
-    /// The error for a raw code, if it is one.
-    pub const fn from_code(code: i64) -> Option<Error> {
-        Some(match code {
-            1 => Error::NoSuchCall,
-            2 => Error::BadAddress,
-            3 => Error::InvalidArgument,
-            4 => Error::NoSuchObject,
-            5 => Error::NoResources,
-            6 => Error::NotPermitted,
-            7 => Error::Busy,
-            8 => Error::TimedOut,
-            _ => return None,
-        })
+abi_enum! {
+    /// Why a call failed. The discriminants are the ABI (negated in `rax`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Error: i64 {
+        /// No such system call.
+        NoSuchCall = 1,
+        /// A pointer or length does not name memory the caller may use that way.
+        BadAddress = 2,
+        /// An argument is out of range.
+        InvalidArgument = 3,
+        /// An object id names nothing the caller can reach.
+        NoSuchObject = 4,
+        /// Out of memory or another resource.
+        NoResources = 5,
+        /// The caller may not do this.
+        NotPermitted = 6,
+        /// The object or core is busy (a pcore already running a context).
+        Busy = 7,
+        /// Other cores did not answer in time (an agreement timed out, Multikernel §4.7);
+        /// what they might still reach is kept, not reused.
+        TimedOut = 8,
     }
 }
 
@@ -770,10 +778,6 @@ mod tests {
         {
             assert_eq!(decode(encode(r)), r);
         }
-        for code in 1..=7 {
-            let e = Error::from_code(code).unwrap();
-            assert_eq!(decode(encode(Err(e))), Err(e));
-        }
     }
 
     #[test]
@@ -821,6 +825,28 @@ mod tests {
             assert!(!fs_base_allowed(bad), "{bad:#x}");
         }
         assert!(!fs_base_allowed(u64::MAX));
+    }
+
+    /// Every value survives its code, no two share one, and codes around them are none.
+    #[test]
+    fn abi_enums_round_trip_through_their_codes() {
+        for &kind in ObjectKind::ALL {
+            assert_eq!(ObjectKind::from_code(kind.code()), Some(kind));
+        }
+        for &e in Error::ALL {
+            assert_eq!(Error::from_code(e.code()), Some(e));
+            assert_eq!(decode(encode(Err(e))), Err(e));
+        }
+        let kinds = (0..=u8::MAX).filter_map(ObjectKind::from_code).count();
+        assert_eq!(kinds, ObjectKind::ALL.len());
+        let errors = (-1000..=1000).filter_map(Error::from_code).count();
+        assert_eq!(errors, Error::ALL.len());
+        for unknown in [0, 7, 255] {
+            assert_eq!(ObjectKind::from_code(unknown), None);
+        }
+        for unknown in [i64::MIN, -1, 0, 9, 4096, i64::MAX] {
+            assert_eq!(Error::from_code(unknown), None);
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! that bad input is tested here, and the binary only prints.
 
 use crate::{costs_from_measurements, curve, paper_costs, Costs, Measured, Protocol, Topology};
+use record::{Cores, Fixed2, Record};
 use std::fmt;
 
 /// What `agreement-sim --help` and every argument error print.
@@ -150,10 +151,12 @@ pub fn parse(args: &[String]) -> Result<Command, ArgError> {
 
 /// One `RESULT {json}` line: the predicted latency of `protocol` at `cores` cores.
 pub fn result_line(protocol: Protocol, cores: usize, value: f64, packages: usize) -> String {
-    format!(
-        r#"RESULT {{"experiment":"shootdown","system":"model","cores":{cores},"config":"{}","metric":"latency_cycles","value":{value:.2},"unit":"cycles","impl":"simulator","packages":{packages}}}"#,
-        protocol.name()
-    )
+    let extra = format!(",\"impl\":\"simulator\",\"packages\":{packages}");
+    Record::new("shootdown", "model", Cores::Machine(cores), "latency_cycles", "cycles")
+        .config(protocol.name())
+        .extra(&extra)
+        .line(Fixed2(value))
+        .to_string()
 }
 
 /// Every line the command prints for `args`: each protocol, each n in 2..=P*C.

@@ -9,15 +9,15 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-kernel_test!(CORES_ONLINE, "boot.cores_online", 1, false, cores_online);
-kernel_test!(CORE_IDENTITY, "boot.core_identity", 1, false, core_identity);
-kernel_test!(NUMA_LOCAL_FRAMES, "boot.numa_local_frames", 1, false, numa_local_frames);
-kernel_test!(MULTICAST_TREE, "boot.multicast_tree_per_package", 1, false, multicast_tree);
+kernel_test!(CORES_ONLINE, "boot.cores_online", 1, Shared, cores_online);
+kernel_test!(CORE_IDENTITY, "boot.core_identity", 1, Shared, core_identity);
+kernel_test!(NUMA_LOCAL_FRAMES, "boot.numa_local_frames", 1, Shared, numa_local_frames);
+kernel_test!(MULTICAST_TREE, "boot.multicast_tree_per_package", 1, Shared, multicast_tree);
 kernel_test!(
     SHOOTDOWN_COSTS,
     "boot.skb_picks_the_measured_cheaper_protocol",
     2,
-    false,
+    Shared,
     skb_picks_the_measured_cheaper_protocol
 );
 

@@ -11,19 +11,19 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-kernel_test!(HOSTILE_ARGUMENTS, "console.hostile_arguments", 1, false, hostile_arguments);
+kernel_test!(HOSTILE_ARGUMENTS, "console.hostile_arguments", 1, Shared, hostile_arguments);
 kernel_test!(
     BENCH_TWOPHASE_ANY_CORE,
     "console.bench_twophase_from_any_core_grows_nothing",
     2,
-    false,
+    Shared,
     bench_twophase_from_any_core
 );
 kernel_test!(
     ASYM_ONLINE,
     "console.asym_changes_nothing_unless_every_core_is_online",
     1,
-    false,
+    Shared,
     asym_needs_every_core_online
 );
 

@@ -10,13 +10,13 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use spin::Mutex;
 
-kernel_test!(FRAMES_CONCURRENT, "frames.concurrent", 1, false, concurrent);
-kernel_test!(FRAMES_BAD_FREE, "frames.bad_free", 1, false, bad_free);
+kernel_test!(FRAMES_CONCURRENT, "frames.concurrent", 1, Shared, concurrent);
+kernel_test!(FRAMES_BAD_FREE, "frames.bad_free", 1, Shared, bad_free);
 kernel_test!(
     FRAMES_FULL_CHANNEL,
     "frames.returns_survive_a_full_channel",
     2,
-    true,
+    Alone,
     returns_survive_a_full_channel
 );
 

@@ -9,13 +9,13 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use spin::Mutex;
 
-kernel_test!(HEAP_CROSS_CORE_FREE, "heap.cross_core_free", 1, false, cross_core_free);
-kernel_test!(HEAP_GIVES_BACK, "heap.gives_back_its_free_top", 1, false, gives_back_its_free_top);
+kernel_test!(HEAP_CROSS_CORE_FREE, "heap.cross_core_free", 1, Shared, cross_core_free);
+kernel_test!(HEAP_GIVES_BACK, "heap.gives_back_its_free_top", 1, Shared, gives_back_its_free_top);
 kernel_test!(
     HEAP_GROWS_DURING_TRIM,
     "heap.grows_while_its_trim_is_unacknowledged",
     2,
-    false,
+    Shared,
     grows_while_its_trim_is_unacknowledged
 );
 

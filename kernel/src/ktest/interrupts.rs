@@ -8,14 +8,14 @@ use alloc::format;
 use alloc::string::String;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-kernel_test!(TIMER_TICKS, "interrupts.timer_ticks", 1, false, timer_ticks);
-kernel_test!(TICK_RATE, "interrupts.tick_rate", 1, false, tick_rate);
-kernel_test!(IPI_ALL_PAIRS, "interrupts.ipi_all_pairs", 2, false, ipi_all_pairs);
+kernel_test!(TIMER_TICKS, "interrupts.timer_ticks", 1, Shared, timer_ticks);
+kernel_test!(TICK_RATE, "interrupts.tick_rate", 1, Shared, tick_rate);
+kernel_test!(IPI_ALL_PAIRS, "interrupts.ipi_all_pairs", 2, Shared, ipi_all_pairs);
 kernel_test!(
     TLB_WAITS,
     "interrupts.tlb_shootdown_waits_for_a_busy_core",
     2,
-    false,
+    Shared,
     tlb_shootdown_waits_for_a_busy_core
 );
 

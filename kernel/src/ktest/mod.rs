@@ -24,7 +24,7 @@ use crate::arch::{cpu, power, timer};
 use crate::{println, smp};
 use verdict::ExitCode;
 
-pub use crate::testing::{all, skip, KernelTest};
+pub use crate::testing::{all, skip, Isolation, KernelTest};
 
 /// Runs the tests `selector` names (`all`, or test names separated by commas), prints the
 /// verdict lines and exits QEMU with the verdict. `list` prints the names instead.
@@ -34,10 +34,8 @@ pub fn run(selector: &str) -> ! {
         for t in all() {
             let layer = crate::layers::LAYERS.iter().find(|l| l.tests.contains(&layer_of(t.name)));
             let layer = layer.map_or("-", |l| l.module);
-            println!(
-                "test {} layer={layer} min_cores={} isolated={}",
-                t.name, t.min_cores, t.isolated
-            );
+            let isolated = t.isolation == Isolation::Alone;
+            println!("test {} layer={layer} min_cores={} isolated={isolated}", t.name, t.min_cores);
         }
         power::exit_qemu(ExitCode::Success);
     }
@@ -52,7 +50,7 @@ pub fn run(selector: &str) -> ! {
     }
     for test in tests {
         let chosen = if selector == "all" {
-            !test.isolated && test.min_cores <= online
+            test.isolation == Isolation::Shared && test.min_cores <= online
         } else {
             named.contains(&test.name)
         };

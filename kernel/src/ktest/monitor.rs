@@ -14,13 +14,13 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-kernel_test!(ALL_PAIRS, "monitor.all_pairs_in_order", 2, false, all_pairs_in_order);
-kernel_test!(CALLS, "monitor.calls_all_to_all", 2, false, calls_all_to_all);
-kernel_test!(WAKE, "monitor.wakes_idle_core", 2, false, wakes_idle_core);
-kernel_test!(BROADCAST, "monitor.broadcast_reaches_all", 2, false, broadcast_reaches_all);
-kernel_test!(REJECT, "monitor.rejects_bad_messages", 2, false, rejects_bad_messages);
-kernel_test!(FIRST_CALLS, "monitor.first_calls_grow_no_heap", 2, false, first_calls_grow_no_heap);
-kernel_test!(CANCEL, "monitor.abandoned_call_never_runs", 2, false, abandoned_call_never_runs);
+kernel_test!(ALL_PAIRS, "monitor.all_pairs_in_order", 2, Shared, all_pairs_in_order);
+kernel_test!(CALLS, "monitor.calls_all_to_all", 2, Shared, calls_all_to_all);
+kernel_test!(WAKE, "monitor.wakes_idle_core", 2, Shared, wakes_idle_core);
+kernel_test!(BROADCAST, "monitor.broadcast_reaches_all", 2, Shared, broadcast_reaches_all);
+kernel_test!(REJECT, "monitor.rejects_bad_messages", 2, Shared, rejects_bad_messages);
+kernel_test!(FIRST_CALLS, "monitor.first_calls_grow_no_heap", 2, Shared, first_calls_grow_no_heap);
+kernel_test!(CANCEL, "monitor.abandoned_call_never_runs", 2, Shared, abandoned_call_never_runs);
 
 /// Messages each core sends to each other core.
 const MESSAGES: u64 = 300;

@@ -16,23 +16,23 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use physmem::{BLOCK_FRAMES, BLOCK_SIZE, FRAME_SIZE, MAX_ADOPTED_BLOCKS};
 
-kernel_test!(MOVES, "retype.blocks_change_owner_on_every_core", 2, false, blocks_change_owner);
-kernel_test!(REFUSES, "retype.refuses_and_aborts_cleanly", 2, false, refuses_and_aborts);
-kernel_test!(LARGE, "retype.a_large_retype_hands_over_every_frame", 2, false, large_retype);
-kernel_test!(ROOM, "retype.prepared_retypes_do_not_share_room", 2, false, prepared_share_no_room);
-kernel_test!(RESERVE, "retype.giver_keeps_its_reserve", 2, false, giver_keeps_its_reserve);
+kernel_test!(MOVES, "retype.blocks_change_owner_on_every_core", 2, Shared, blocks_change_owner);
+kernel_test!(REFUSES, "retype.refuses_and_aborts_cleanly", 2, Shared, refuses_and_aborts);
+kernel_test!(LARGE, "retype.a_large_retype_hands_over_every_frame", 2, Shared, large_retype);
+kernel_test!(ROOM, "retype.prepared_retypes_do_not_share_room", 2, Shared, prepared_share_no_room);
+kernel_test!(RESERVE, "retype.giver_keeps_its_reserve", 2, Shared, giver_keeps_its_reserve);
 kernel_test!(
     UNAPPLICABLE,
     "retype.a_retype_that_cannot_be_applied_aborts",
     2,
-    false,
+    Shared,
     unapplicable_retype_aborts
 );
 kernel_test!(
     FAULTED_GIVER,
     "retype.frames_a_faulted_giver_never_sent_are_freed",
     2,
-    true,
+    Alone,
     faulted_giver
 );
 

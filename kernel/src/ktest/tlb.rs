@@ -16,19 +16,19 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use skb::Protocol;
 use x86_64::structures::paging::PageTableFlags as F;
 
-kernel_test!(NO_STALE, "tlb.no_stale_entry_after_shootdown", 2, false, no_stale_entry);
+kernel_test!(NO_STALE, "tlb.no_stale_entry_after_shootdown", 2, Shared, no_stale_entry);
 kernel_test!(
     FAULTED_PARTICIPANT,
     "tlb.faulted_participant_does_not_hang",
     3,
-    true,
+    Alone,
     faulted_participant_does_not_hang
 );
 kernel_test!(
     FAULTED_AGGREGATOR,
     "tlb.faulted_aggregator_does_not_hang",
     4,
-    true,
+    Alone,
     faulted_aggregator_does_not_hang
 );
 

@@ -9,8 +9,8 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-kernel_test!(FAULT_ISOLATION, "trap.fault_isolation", 2, true, fault_isolation);
-kernel_test!(STACK_OVERFLOW, "trap.stack_overflow", 2, true, stack_overflow);
+kernel_test!(FAULT_ISOLATION, "trap.fault_isolation", 2, Alone, fault_isolation);
+kernel_test!(STACK_OVERFLOW, "trap.stack_overflow", 2, Alone, stack_overflow);
 
 /// The last core writes to an unmapped address. Its page fault is reported, the core stops,
 /// and every other core then runs and finishes a frame-allocation job.

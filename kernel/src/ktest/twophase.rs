@@ -12,33 +12,33 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-kernel_test!(ONE_ORDER, "twophase.conflicting_operations_end_in_one_order", 2, false, one_order);
+kernel_test!(ONE_ORDER, "twophase.conflicting_operations_end_in_one_order", 2, Shared, one_order);
 kernel_test!(
     DECISION_WAITS,
     "twophase.decision_waits_for_room_in_a_full_channel",
     2,
-    false,
+    Shared,
     decision_waits_for_room
 );
 kernel_test!(
     UNKNOWN_OPERATIONS,
     "twophase.votes_for_unknown_operations_are_refused",
     2,
-    false,
+    Shared,
     votes_for_unknown_operations_are_refused
 );
 kernel_test!(
     FAULTED_ABORTS,
     "twophase.faulted_participant_aborts",
     2,
-    true,
+    Alone,
     faulted_participant_aborts
 );
 kernel_test!(
     FAULTED_COORDINATOR,
     "twophase.faulted_coordinator_leaves_no_lock",
     3,
-    true,
+    Alone,
     faulted_coordinator_leaves_no_lock
 );
 

@@ -11,28 +11,28 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use sched::NumaPolicy;
 
-kernel_test!(ON_EVERY_CORE, "user.program_on_every_core", 1, false, program_on_every_core);
-kernel_test!(LONG_ARGS, "user.overlong_arguments_are_refused", 1, false, overlong_arguments);
-kernel_test!(BAD_POINTERS, "user.bad_pointers_are_errors", 1, false, bad_pointers_are_errors);
-kernel_test!(FAULT, "user.fault_stops_only_the_program", 1, false, fault_stops_only_the_program);
-kernel_test!(SYSFUZZ, "user.sysfuzz_every_core", 1, false, sysfuzz_every_core);
-kernel_test!(SYSFUZZ_MILLION, "user.sysfuzz_million", 4, true, sysfuzz_million);
-kernel_test!(OBJECTS, "user.corey_objects", 1, false, corey_objects);
-kernel_test!(SPIN, "user.time_limit_stops_a_spinning_program", 1, false, time_limit);
-kernel_test!(EXHAUST, "user.exhausting_objects_is_an_error", 1, false, exhausting_objects);
-kernel_test!(OOM, "user.out_of_memory_stops_the_program", 1, false, out_of_memory);
-kernel_test!(LONG_CALL, "user.long_call_answers_shootdowns", 2, false, long_call_answers);
-kernel_test!(MEMCLONE, "user.corey_memclone_every_page", 1, false, memclone);
-kernel_test!(COW, "user.corey_cfork_copy_on_write", 2, false, cfork_copy_on_write);
-kernel_test!(COW_SHARED, "user.corey_copy_never_changes", 2, false, copy_never_changes);
-kernel_test!(SHARED_RANGE, "user.corey_shared_range_no_fault", 2, false, shared_range);
-kernel_test!(REMAP, "user.remap_reaches_other_cores", 2, false, remap_reaches_other_cores);
-kernel_test!(REVOKE, "user.revoke_reaches_other_cores", 2, false, revoke_reaches_other_cores);
-kernel_test!(PCORES, "user.corey_pcores_run_and_halt", 2, false, pcores_run_and_halt);
-kernel_test!(IPC_BENCH, "user.ipc_benchmarks_report", 2, false, ipc_benchmarks_report);
-kernel_test!(MULTICAST, "user.multicast_program", 2, true, multicast_program);
-kernel_test!(UNMAP_BENCH, "user.unmap_benchmark_reports", 2, false, unmap_benchmark_reports);
-kernel_test!(LRPC_BENCH, "user.lrpc_benchmark_reports", 1, false, lrpc_benchmark_reports);
+kernel_test!(ON_EVERY_CORE, "user.program_on_every_core", 1, Shared, program_on_every_core);
+kernel_test!(LONG_ARGS, "user.overlong_arguments_are_refused", 1, Shared, overlong_arguments);
+kernel_test!(BAD_POINTERS, "user.bad_pointers_are_errors", 1, Shared, bad_pointers_are_errors);
+kernel_test!(FAULT, "user.fault_stops_only_the_program", 1, Shared, fault_stops_only_the_program);
+kernel_test!(SYSFUZZ, "user.sysfuzz_every_core", 1, Shared, sysfuzz_every_core);
+kernel_test!(SYSFUZZ_MILLION, "user.sysfuzz_million", 4, Alone, sysfuzz_million);
+kernel_test!(OBJECTS, "user.corey_objects", 1, Shared, corey_objects);
+kernel_test!(SPIN, "user.time_limit_stops_a_spinning_program", 1, Shared, time_limit);
+kernel_test!(EXHAUST, "user.exhausting_objects_is_an_error", 1, Shared, exhausting_objects);
+kernel_test!(OOM, "user.out_of_memory_stops_the_program", 1, Shared, out_of_memory);
+kernel_test!(LONG_CALL, "user.long_call_answers_shootdowns", 2, Shared, long_call_answers);
+kernel_test!(MEMCLONE, "user.corey_memclone_every_page", 1, Shared, memclone);
+kernel_test!(COW, "user.corey_cfork_copy_on_write", 2, Shared, cfork_copy_on_write);
+kernel_test!(COW_SHARED, "user.corey_copy_never_changes", 2, Shared, copy_never_changes);
+kernel_test!(SHARED_RANGE, "user.corey_shared_range_no_fault", 2, Shared, shared_range);
+kernel_test!(REMAP, "user.remap_reaches_other_cores", 2, Shared, remap_reaches_other_cores);
+kernel_test!(REVOKE, "user.revoke_reaches_other_cores", 2, Shared, revoke_reaches_other_cores);
+kernel_test!(PCORES, "user.corey_pcores_run_and_halt", 2, Shared, pcores_run_and_halt);
+kernel_test!(IPC_BENCH, "user.ipc_benchmarks_report", 2, Shared, ipc_benchmarks_report);
+kernel_test!(MULTICAST, "user.multicast_program", 2, Alone, multicast_program);
+kernel_test!(UNMAP_BENCH, "user.unmap_benchmark_reports", 2, Shared, unmap_benchmark_reports);
+kernel_test!(LRPC_BENCH, "user.lrpc_benchmark_reports", 1, Shared, lrpc_benchmark_reports);
 
 /// `ampsbench lrpc 50` (Multikernel Table 1's LRPC, the `workloads::amps::lrpc` code the
 /// Linux guest runs over futexes): 50 calls between two threads on core 0 through `wait`
@@ -46,15 +46,15 @@ fn lrpc_benchmark_reports() -> Result<(), String> {
         check_fields(&lines[0], &want)
     })
 }
-kernel_test!(FDS, "user.corey_descriptors", 1, false, descriptors);
-kernel_test!(THREADS, "user.threads", 1, false, threads);
-kernel_test!(TLS, "user.threads_keep_their_fs_base", 1, false, threads_keep_their_fs_base);
-kernel_test!(MCRT, "user.mcrt_runtime", 1, false, mcrt_runtime);
-kernel_test!(MCRT_LIVE, "user.mcrt_live_threads", 1, false, mcrt_live_threads);
-kernel_test!(ASYM, "user.asym_placement", 3, true, asym_placement);
-kernel_test!(LOADS, "user.load_reports_reach_every_core", 2, false, load_reports_reach_every_core);
-kernel_test!(ASYM_NOW, "user.asym_at_run_time_is_measured", 2, true, asym_at_run_time);
-kernel_test!(KERNEL_MEMORY, "user.kernel_memory_is_refused", 1, true, kernel_memory_is_refused);
+kernel_test!(FDS, "user.corey_descriptors", 1, Shared, descriptors);
+kernel_test!(THREADS, "user.threads", 1, Shared, threads);
+kernel_test!(TLS, "user.threads_keep_their_fs_base", 1, Shared, threads_keep_their_fs_base);
+kernel_test!(MCRT, "user.mcrt_runtime", 1, Shared, mcrt_runtime);
+kernel_test!(MCRT_LIVE, "user.mcrt_live_threads", 1, Shared, mcrt_live_threads);
+kernel_test!(ASYM, "user.asym_placement", 3, Alone, asym_placement);
+kernel_test!(LOADS, "user.load_reports_reach_every_core", 2, Shared, load_reports_reach_every_core);
+kernel_test!(ASYM_NOW, "user.asym_at_run_time_is_measured", 2, Alone, asym_at_run_time);
+kernel_test!(KERNEL_MEMORY, "user.kernel_memory_is_refused", 1, Alone, kernel_memory_is_refused);
 
 /// Issue M14: calls that grow the kernel's own memory (here `ar_set_seg`'s mappings, in
 /// fresh slot ranges) are refused with `NoResources` at the program's quota or the core's
@@ -71,7 +71,7 @@ fn kernel_memory_is_refused() -> Result<(), String> {
     balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
 }
 
-kernel_test!(KERNEL_QUOTA, "user.a_program_at_its_quota_leaves_room", 1, true, program_quota);
+kernel_test!(KERNEL_QUOTA, "user.a_program_at_its_quota_leaves_room", 1, Alone, program_quota);
 
 /// Issue M14: each program's kernel memory has a quota (a quarter of its core's memory).
 /// `exhaust quota` fills its own on every core at once, and while it holds it all runs a
@@ -84,7 +84,7 @@ fn program_quota() -> Result<(), String> {
     balanced(|| all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &work)))
 }
 
-kernel_test!(SECOND_SHELL, "user.second_shell_leaves_the_keyboard", 1, false, second_shell);
+kernel_test!(SECOND_SHELL, "user.second_shell_leaves_the_keyboard", 1, Shared, second_shell);
 
 /// Issue M14: a second `init` (the shell's `run -c 1 init`) holds no keyboard, so it says
 /// so and exits 1 at once, instead of taking every later keystroke from the first shell.
@@ -92,7 +92,7 @@ fn second_shell() -> Result<(), String> {
     balanced(|| expect("init", "", ExitStatus::Exited(1)))
 }
 
-kernel_test!(LIFETIMES, "user.program_end_reaches_every_thread", 1, false, program_end_reaches);
+kernel_test!(LIFETIMES, "user.program_end_reaches_every_thread", 1, Shared, program_end_reaches);
 
 /// Issue M14: a program's end reaches every thread of it, wherever it is. `lifetest
 /// orphans` leaves threads parked in `wait`, `join` and `sleep` (no time limit of their
@@ -110,7 +110,7 @@ fn program_end_reaches() -> Result<(), String> {
     })
 }
 
-kernel_test!(HALT_PARKED, "user.pcore_halt_reaches_a_parked_program", 1, false, halt_parked);
+kernel_test!(HALT_PARKED, "user.pcore_halt_reaches_a_parked_program", 1, Shared, halt_parked);
 
 /// Issue M14: `lifetest halt` halts the pcore of a program parked (with no timeout) on
 /// another core: it ends `Halted` within 2 s. Skipped on one core, where there is no other
@@ -476,7 +476,7 @@ fn threads_keep_their_fs_base() -> Result<(), String> {
     balanced(|| expect("threadtest", "tls", ExitStatus::Exited(0)))
 }
 
-kernel_test!(PEER_DEATH, "user.waits_see_a_dead_peer", 1, false, waits_see_a_dead_peer);
+kernel_test!(PEER_DEATH, "user.waits_see_a_dead_peer", 1, Shared, waits_see_a_dead_peer);
 
 /// Issue M14: `threadtest peerdeath`: one of 3 threads at a barrier (libatoll's platform
 /// `wait_word`) faults, which ends that thread alone; the other two must see it and give
@@ -492,7 +492,7 @@ fn waits_see_a_dead_peer() -> Result<(), String> {
     })
 }
 
-kernel_test!(DEDICATED, "user.threads_dedicated_core", 1, false, threads_dedicated_core);
+kernel_test!(DEDICATED, "user.threads_dedicated_core", 1, Shared, threads_dedicated_core);
 
 /// `threadtest dedicated` (issue M7): a `pcore_run` context has its core to itself: the
 /// threads there move off, none is created or placed there, the context is never switched
@@ -751,7 +751,7 @@ kernel_test!(
     LATE_REVOKE,
     "user.a_late_revocation_is_reported_and_forgotten",
     2,
-    true,
+    Alone,
     late_revocation
 );
 
@@ -841,10 +841,10 @@ kernel_test!(
     RSS_MOVES,
     "user.rss_moves_what_same_node_keeps",
     2,
-    true,
+    Alone,
     rss_moves_what_same_node_keeps
 );
-kernel_test!(RSS_KEEPS, "user.rss_keeps_more_than_the_llc", 2, true, rss_keeps_more_than_the_llc);
+kernel_test!(RSS_KEEPS, "user.rss_keeps_more_than_the_llc", 2, Alone, rss_keeps_more_than_the_llc);
 
 /// AMPS §2.4.3, Table 4 (issue M15): on a VM where core 1 is on a node of its own and
 /// slower than core 0 (`rss2`: `asym=1:50`, a node per core), a running thread on core 1

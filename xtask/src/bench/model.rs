@@ -12,18 +12,10 @@ use agreement_sim::{costs_from_measurements, predict, relative_error, Costs, Mea
 use agreement_sim::{curve, Topology};
 
 use super::records::{number, text, Record};
+use record::median;
 
 /// The error the model must stay within at every measured point (issue M9's goal).
 const WITHIN: f64 = 0.25;
-
-/// The median of `v` (0 if empty).
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 /// One VM's shape: (cores, sockets).
 type Vm = (u64, u64);
@@ -38,13 +30,13 @@ fn vm_of(r: &Record) -> Vm {
 /// package).
 fn costs_of(records: &[&Record], vm: Vm) -> Option<Costs> {
     let link = |name: &str| {
-        let v: Vec<f64> = records
+        let mut v: Vec<f64> = records
             .iter()
             .filter(|r| vm_of(r) == vm && text(r, "metric") == "one_way_cycles")
             .filter(|r| text(r, "link") == name)
             .filter_map(|r| number(r, "value"))
             .collect();
-        (!v.is_empty()).then(|| median(v))
+        median(&mut v)
     };
     let local = link("local").or_else(|| link("remote"))?;
     let measured = Measured {
@@ -78,7 +70,7 @@ pub fn section(out: &mut String, records: &[&Record]) {
     let mut rows = Vec::new();
     let (mut within, mut total, mut oversubscribed) = (0, 0, 0);
     let mut biggest: Option<(Vm, bool, Costs)> = None;
-    for ((vm, k, protocol), (values, crowded)) in points {
+    for ((vm, k, protocol), (mut values, crowded)) in points {
         let (Some(costs), Some(p)) = (costs_of(&atoll, vm), protocol_named(&protocol)) else {
             continue;
         };
@@ -90,7 +82,8 @@ pub fn section(out: &mut String, records: &[&Record]) {
             biggest = Some((vm, crowded, costs));
         }
         let topo = Topology { packages: vm.1 as usize, cores_per_package: (vm.0 / vm.1) as usize };
-        let measured = median(values);
+        // A point exists only once a value was pushed to it, so there is a median.
+        let measured = median(&mut values).unwrap_or(0.0);
         let predicted = predict(p, topo, k as usize, &costs);
         let error = relative_error(predicted, measured);
         // A vCPU waiting for a host CPU costs milliseconds, which no protocol model
@@ -190,7 +183,7 @@ pub fn unmap_section(out: &mut String, unmap: &[&Record], shootdown: &[&Record])
     // The biggest VM with a floor, measured costs and a point to fit the kick at.
     let vms: Vec<Vm> = points.keys().map(|(vm, _)| *vm).collect();
     let Some((vm, costs, floor)) = vms.into_iter().rev().find_map(|vm| {
-        let floor = median(points.get(&(vm, 1))?.clone());
+        let floor = median(&mut points.get(&(vm, 1))?.clone())?;
         let costs = costs_of(&shootdown, vm)?;
         points.keys().any(|&(v, n)| v == vm && n >= 2).then_some((vm, costs, floor))
     }) else {
@@ -211,7 +204,7 @@ pub fn unmap_section(out: &mut String, unmap: &[&Record], shootdown: &[&Record])
     let measured: Vec<(u64, f64)> = points
         .iter()
         .filter(|((v, n), _)| *v == vm && *n >= 2)
-        .map(|((_, n), values)| (*n, median(values.clone())))
+        .map(|((_, n), values)| (*n, median(&mut values.clone()).unwrap_or(0.0)))
         .collect();
     let (fit_n, fit_value) = measured[0];
     // The prediction grows with the kick: bisect for the one that meets the fitted point.

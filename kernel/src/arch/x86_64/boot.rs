@@ -7,6 +7,46 @@
 
 use core::arch::global_asm;
 
+/// The switch from 32-bit protected mode (paging off) to long mode, written once for the
+/// boot core (`pvh_entry`) and for every other core (`ap_trampoline`). It expands to
+/// assembly text for `global_asm!` that turns on PAE, loads CR3 from `cr3` (an AT&T
+/// source operand: `$sym` for a symbol's address, `sym` for the word stored there), sets
+/// EFER.LME and NXE, turns on paging and write protection (CR0.PG, CR0.WP), then
+/// far-jumps to the 64-bit code segment `code` at label `to`. Clobbers eax, ecx and edx.
+///
+/// Where it is used, the `// SAFETY:` comment says why these hold: the page tables at
+/// `cr3` identity-map the code that runs the switch (it carries on at the same address
+/// once paging is on); the loaded GDT has a 64-bit code descriptor at `code`; interrupts
+/// are off (no IDT serves the modes in between).
+macro_rules! enter_long_mode {
+    (cr3 = $cr3:literal, code = $code:literal, to = $to:literal) => {
+        concat!(
+            r#"
+    /* PAE, CR3, EFER.LME|NXE, paging + write-protect, then 64-bit code */
+    movl %cr4, %eax
+    orl $(1 << 5), %eax
+    movl %eax, %cr4
+    movl "#,
+            $cr3,
+            r#", %eax
+    movl %eax, %cr3
+    movl $0xc0000080, %ecx
+    rdmsr
+    orl $((1 << 8) | (1 << 11)), %eax
+    wrmsr
+    movl %cr0, %eax
+    orl $((1 << 31) | (1 << 16)), %eax
+    movl %eax, %cr0
+    ljmpl $"#,
+            $code,
+            ", $",
+            $to,
+            "\n",
+        )
+    };
+}
+pub(super) use enter_long_mode;
+
 // Boot page tables (identity-mapped low memory, filled by the 32-bit code):
 //   boot_pml4[0]   -> boot_pdpt_low  : 0..1 GiB identity (the entry code, the AP trampoline)
 //   boot_pml4[256] -> boot_pdpt_low  : 0..1 GiB at the direct-map base, so early Rust code can
@@ -86,23 +126,13 @@ pvh_entry:
     orl $3, %eax
     movl %eax, boot_pml4 + 511 * 8
 
-    /* PAE, CR3, EFER.LME|NXE, paging + write-protect */
-    movl %cr4, %eax
-    orl $(1 << 5), %eax
-    movl %eax, %cr4
-    movl $boot_pml4, %eax
-    movl %eax, %cr3
-    movl $0xc0000080, %ecx
-    rdmsr
-    orl $((1 << 8) | (1 << 11)), %eax
-    wrmsr
-    movl %cr0, %eax
-    orl $((1 << 31) | (1 << 16)), %eax
-    movl %eax, %cr0
-
+    /* the GDT whose 0x08 is the 64-bit code the switch jumps to */
     lgdt boot_gdt_ptr
-    ljmpl $0x08, $boot_long_mode
-
+"#,
+    // SAFETY: the boot tables just filled identity-map this code, so it runs on after paging
+    // is on; `boot_gdt` (loaded above) has 64-bit code at 0x08; interrupts are off.
+    enter_long_mode!(cr3 = "$boot_pml4", code = "0x08", to = "boot_long_mode"),
+    r#"
     .code64
 boot_long_mode:
     movw $0x10, %ax

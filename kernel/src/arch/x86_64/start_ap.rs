@@ -7,6 +7,7 @@
 //! boot core fills the parameter block before each start and waits only until the new
 //! core acknowledges it: no fixed 10 ms wait when the hardware answers sooner.
 
+use super::boot::enter_long_mode;
 use super::paging::phys_to_virt;
 use super::{apic, cpu, timer};
 use core::arch::global_asm;
@@ -37,20 +38,11 @@ tramp_pm32:
     movw %ax, %ds
     movw %ax, %es
     movw %ax, %ss
-    movl %cr4, %eax
-    orl $(1 << 5), %eax
-    movl %eax, %cr4
-    movl tramp_cr3, %eax
-    movl %eax, %cr3
-    movl $0xc0000080, %ecx
-    rdmsr
-    orl $((1 << 8) | (1 << 11)), %eax
-    wrmsr
-    movl %cr0, %eax
-    orl $((1 << 31) | (1 << 16)), %eax
-    movl %eax, %cr0
-    ljmpl $0x18, $tramp_lm64
-
+"#,
+    // SAFETY: `tramp_cr3` holds the boot tables (`install_trampoline`), which identity-map
+    // this page; `tramp_gdt` (loaded above) has 64-bit code at 0x18; interrupts are off.
+    enter_long_mode!(cr3 = "tramp_cr3", code = "0x18", to = "tramp_lm64"),
+    r#"
     .code64
 tramp_lm64:
     movq tramp_entry, %rax
