@@ -57,6 +57,16 @@ pub use runtime::{
 };
 pub use thread::{spawn, spawn_to, yield_until, JoinHandle, Key};
 
+/// The subsystems that keep per-thread state in a thread's header, with what the
+/// scheduler must call when a thread ends, is switched in, or is freed
+/// ([`runtime::ThreadHooks`]; McRT §2.3, the scheduler's "fast callback" to the memory
+/// manager at thread exit). The one place that names them: the runtime walks this list
+/// and imports none of them, and a new subsystem adds its entry here. Order matters:
+/// thread-local destructors run first (they may allocate or use a transaction), then
+/// the allocator's and the STM's state is given back.
+pub(crate) const THREAD_HOOKS: &[runtime::ThreadHooks] =
+    &[thread::THREAD_HOOKS, malloc::THREAD_HOOKS, stm::THREAD_HOOKS];
+
 /// Why a runtime call failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Error {

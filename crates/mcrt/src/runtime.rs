@@ -11,6 +11,12 @@
 //!    threads (and futures) from the queues it snoops, spins a while when there are none,
 //!    then parks on the runtime's `epoch` word until [`notify`] or a timeout.
 //! 5. **Starting and stopping** ([`run`]).
+//!
+//! The runtime names none of the subsystems that hang state off a thread's header (the
+//! allocator's heap, the STM's descriptors, thread-local values): each gives it a
+//! [`ThreadHooks`] entry in one list, [`crate::THREAD_HOOKS`], which it walks when a
+//! thread ends, is switched in, or is freed unfinished (§2.3: "when a thread exits, the
+//! scheduler uses a fast callback to notify the memory manager").
 
 use crate::config::Config;
 use crate::context::{self, Stack, STACK_BYTES};
@@ -276,8 +282,11 @@ fn after_switch(me: &Task) {
         }
     }
     me.yielded.store(false, Ordering::Release);
-    if me.tx.get() != 0 {
-        crate::stm::on_resume(me);
+    // A constant list: this loop compiles to direct calls, no slower than naming them.
+    for hooks in crate::THREAD_HOOKS {
+        if let Some(resume) = hooks.resume {
+            resume(me);
+        }
     }
 }
 
@@ -380,13 +389,12 @@ pub fn switch_to_queue(queue: usize) -> Result<(), crate::Error> {
 /// good (what it had on the stack is not dropped).
 pub fn exit() -> ! {
     let me = current();
-    crate::thread::run_tls_destructors(me);
-    if me.heap.get() != 0 {
-        crate::malloc::on_thread_exit(me);
+    for hooks in crate::THREAD_HOOKS {
+        if let Some(ending) = hooks.ending {
+            ending(me);
+        }
     }
-    if me.stm_desc.get() != 0 {
-        crate::stm::on_thread_exit(me);
-    }
+    release(me);
     let next = next_or_idle(me);
     switch_to(me, next, Pending::Retire(me));
     unreachable!("mcrt: a retired thread was switched in");
@@ -416,6 +424,36 @@ pub(crate) fn notify_if_parked(rt: &Shared) {
     // work, one processor.
     if rt.parking.must_wake() {
         rt.parking.wake(rt.host(), false);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The subsystems' hooks.
+
+/// What one subsystem that keeps per-thread state in the thread's header wants done
+/// when a thread ends, is switched in, or is freed. The runtime walks every entry of
+/// [`crate::THREAD_HOOKS`] in order; a hook checks its own header field (0: nothing
+/// there) and returns at once when it has nothing to do.
+pub(crate) struct ThreadHooks {
+    /// Runs on the ending thread's own stack, before any `release`: work that may still
+    /// use the runtime (thread-local destructors may allocate, lock, even yield).
+    pub(crate) ending: Option<fn(&Task)>,
+    /// Gives back what the subsystem hangs off a header whose thread will never run
+    /// again: a thread that ended (on its stack, after every `ending`), a thread left
+    /// queued when the runtime stops, and a processor's stopped idle loop (on the
+    /// processor's system stack). It must not yield.
+    pub(crate) release: Option<fn(&Task)>,
+    /// Runs on a thread each time it is switched in, before it goes on: on every switch,
+    /// so it must be cheap when it has nothing to do.
+    pub(crate) resume: Option<fn(&Task)>,
+}
+
+/// Walks every subsystem's `release` hook for `t`, which will never run again.
+fn release(t: &Task) {
+    for hooks in crate::THREAD_HOOKS {
+        if let Some(release) = hooks.release {
+            release(t);
+        }
     }
 }
 
@@ -644,11 +682,7 @@ fn processor_main(rt: &Shared, index: usize) {
     drop(inside);
     // SAFETY: the idle loop has stopped; its header is ours. (Futures it ran allocated
     // on its heap: the blocks go to the pool as a thread's do.)
-    unsafe {
-        if (*idle).heap.get() != 0 {
-            crate::malloc::on_thread_exit(&*idle);
-        }
-    }
+    release(unsafe { &*idle });
     free_task_on(idle, None);
     // SAFETY: the processor has stopped; nothing else touches its cache.
     for stack in unsafe { (*p.stacks.get()).drain(..) } {
@@ -726,14 +760,7 @@ pub fn run<R: Send + 'static>(
         while let Some(t) = q.take(|_| true) {
             let t = t as *const Task;
             // SAFETY: a queued thread that will never run again; its header is ours.
-            unsafe {
-                if (*t).heap.get() != 0 {
-                    crate::malloc::on_thread_exit(&*t);
-                }
-                if (*t).stm_desc.get() != 0 {
-                    crate::stm::on_thread_exit(&*t);
-                }
-            }
+            release(unsafe { &*t });
             free_task_on(t, None);
         }
     }

@@ -170,8 +170,13 @@ impl Key {
     }
 }
 
+/// The runtime's calls into thread-local data ([`crate::THREAD_HOOKS`]): an ending
+/// thread's destructors run on its own stack.
+pub(crate) const THREAD_HOOKS: crate::runtime::ThreadHooks =
+    crate::runtime::ThreadHooks { ending: Some(run_tls_destructors), release: None, resume: None };
+
 /// Runs the destructors of `t`'s non-zero thread-local values (it is ending).
-pub(crate) fn run_tls_destructors(t: &Task) {
+fn run_tls_destructors(t: &Task) {
     // SAFETY: the running thread's own `tls`; taken out so a destructor may set keys.
     let values: Vec<usize> = core::mem::take(unsafe { &mut *t.tls.get() });
     for (k, &v) in values.iter().enumerate() {

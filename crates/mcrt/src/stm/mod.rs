@@ -630,18 +630,33 @@ fn backoff(why: Abort, attempt: u32, task: usize, seed: usize) {
     }
 }
 
-/// The scheduler's call when a thread with a transaction is switched in again (§2.4: it
-/// marks itself active, then checks whether it was aborted while it had yielded).
-/// The scheduler's call when a thread that kept a descriptor ends: the descriptor goes
-/// back to the registry.
-pub(crate) fn on_thread_exit(t: &Task) {
+/// The scheduler's callbacks ([`crate::THREAD_HOOKS`]): a thread's kept descriptor goes
+/// back when it will never run again; a thread inside a transaction checks, when it is
+/// switched in, whether it was aborted meanwhile.
+pub(crate) const THREAD_HOOKS: crate::runtime::ThreadHooks = crate::runtime::ThreadHooks {
+    ending: None,
+    release: Some(on_thread_exit),
+    resume: Some(on_resume),
+};
+
+/// The scheduler's call when a thread will never run again: the descriptor it kept (if
+/// any) goes back to the registry.
+fn on_thread_exit(t: &Task) {
     let d = t.stm_desc.replace(0);
-    // SAFETY: descriptors are never freed; this one was the thread's.
-    descriptor::give_back(unsafe { &*(d as *const descriptor::Desc) });
+    if d != 0 {
+        // SAFETY: descriptors are never freed; this one was the thread's.
+        descriptor::give_back(unsafe { &*(d as *const descriptor::Desc) });
+    }
 }
 
-pub(crate) fn on_resume(t: &Task) {
-    descriptor::on_resume(t);
+/// The scheduler's call when a thread is switched in (§2.4): one inside a transaction
+/// marks itself active, then checks whether it was aborted while it had yielded. Runs on
+/// every switch, so outside a transaction it is one load.
+#[inline]
+fn on_resume(t: &Task) {
+    if t.tx.get() != 0 {
+        descriptor::on_resume(t);
+    }
 }
 
 /// Frees the limbo blocks that no active transaction can still see (commits that free
