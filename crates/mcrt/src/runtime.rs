@@ -19,15 +19,14 @@
 //! scheduler uses a fast callback to notify the memory manager").
 
 use crate::config::Config;
-use crate::context::{self, Stack, STACK_BYTES};
+use crate::context::{self, Stack};
 use crate::host::Host;
 use crate::park::Parking;
 use crate::predicate::Predicate;
 use crate::queue::TaskQueue;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::cell::{Cell, UnsafeCell};
-use core::mem::size_of;
+use core::cell::{Cell, RefCell};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Marks a live thread header (a check that the stack pointer is on a McRT stack).
@@ -42,10 +41,6 @@ const PARK_US: u64 = 1000;
 /// stacks stranded in one's cache).
 const STACK_CACHE: usize = 16;
 
-/// Where a thread's header sits in its stack: at the top, 64-byte aligned (its first
-/// frames start just below it).
-const HEADER_AT: usize = STACK_BYTES - context::STACK_RESERVED - ((size_of::<Task>() + 63) & !63);
-
 /// `Task::state` bits.
 pub(crate) const DONE: u32 = 1;
 pub(crate) const DETACHED: u32 = 2;
@@ -55,7 +50,7 @@ pub(crate) const DETACHED: u32 = 2;
 pub(crate) struct Task {
     canary: u64,
     /// The stack pointer saved while it is switched out.
-    sp: UnsafeCell<usize>,
+    sp: Cell<usize>,
     rt: *const Shared,
     /// The processor running it (set when it is switched in).
     processor: Cell<usize>,
@@ -68,7 +63,7 @@ pub(crate) struct Task {
     /// What it runs (taken when it starts).
     entry: Cell<Option<Box<dyn FnOnce() + Send>>>,
     /// Its thread-local values, by key.
-    pub(crate) tls: UnsafeCell<Vec<usize>>,
+    pub(crate) tls: RefCell<Vec<usize>>,
     /// The allocator's per-thread state (§2.3), 0 until it allocates.
     pub(crate) heap: Cell<usize>,
     /// The STM's descriptor of the transaction it is in (§2.4), 0 outside one.
@@ -106,10 +101,10 @@ pub(crate) struct Processor {
     /// Its idle loop's header.
     idle: Cell<*const Task>,
     /// The system thread's stack pointer, to return to when the runtime stops.
-    host_sp: UnsafeCell<usize>,
+    host_sp: Cell<usize>,
     pending: Cell<Pending>,
     /// Stacks of retired threads, for the next ones.
-    stacks: UnsafeCell<Vec<Stack>>,
+    stacks: RefCell<Vec<Stack>>,
     /// Round-robin position in its `spawn_to` list.
     next_spawn: Cell<usize>,
     /// Its switches, written only by its own system thread (no locked instruction on
@@ -187,11 +182,11 @@ impl Shared {
 /// # Panics
 /// When called off a McRT stack (outside [`run`]).
 pub(crate) fn current() -> &'static Task {
-    let task = (context::stack_base_of_sp() + HEADER_AT) as *const Task;
+    let task = context::running_header::<Task>();
     assert!(crate::in_runtime(), "mcrt: called outside the runtime");
-    // SAFETY: a McRT processor's system thread runs only on McRT stacks, whose base holds
-    // a live header (checked by its canary).
-    let task = unsafe { &*task };
+    // A McRT processor's system thread runs only on McRT stacks, whose top holds a live
+    // header (checked by its canary).
+    let task = context::header(task);
     assert_eq!(task.canary, CANARY, "mcrt: stack overflow or not a McRT stack");
     task
 }
@@ -231,26 +226,22 @@ fn switch_to(me: &Task, next: *const Task, pending: Pending) {
     let p = me.proc();
     p.pending.set(pending);
     p.switches.store(p.switches.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-    // SAFETY: `next` was taken from a queue (or is this processor's idle loop), so no
-    // other processor runs it; `me`'s header outlives the switch.
-    unsafe {
-        // A yielding thread taken from a queue may still be leaving its stack elsewhere.
-        // (An idle loop is never queued: it is this processor's alone.)
-        if !(*next).idle {
-            while (*next).on_cpu.load(Ordering::Acquire) {
-                core::hint::spin_loop();
-            }
-            (*next).on_cpu.store(true, Ordering::Relaxed);
+    // `next` was taken from a queue (or is this processor's idle loop), so no other
+    // processor runs it once it is off its stack; `me`'s header outlives the switch.
+    let next = context::header(next);
+    // A yielding thread taken from a queue may still be leaving its stack elsewhere.
+    // (An idle loop is never queued: it is this processor's alone.)
+    if !next.idle {
+        while next.on_cpu.load(Ordering::Acquire) {
+            core::hint::spin_loop();
         }
-        (*next).processor.set(p.index);
-        // Relaxed: a late read of a flip by another processor's thread is harmless
-        // (`crate::fpu`); this thread's own flip it reads in program order.
-        if me.rt().fpu_saving.load(Ordering::Relaxed) {
-            context::switch(me.sp.get(), *(*next).sp.get())
-        } else {
-            context::switch_sharing_fpu(me.sp.get(), *(*next).sp.get())
-        }
+        next.on_cpu.store(true, Ordering::Relaxed);
     }
+    next.processor.set(p.index);
+    // Relaxed: a late read of a flip by another processor's thread is harmless
+    // (`crate::fpu`); this thread's own flip it reads in program order.
+    let keep_fpu = me.rt().fpu_saving.load(Ordering::Relaxed);
+    context::switch_threads(&me.sp, next.sp.get(), keep_fpu);
     after_switch(me);
 }
 
@@ -261,23 +252,23 @@ fn after_switch(me: &Task) {
     match p.pending.replace(Pending::None) {
         Pending::None => {}
         Pending::Requeue(t) => {
-            // SAFETY: the thread has left its stack; it is ours to queue.
-            let t = unsafe { &*t };
+            // The thread has left its stack; it is ours to queue.
+            let t = context::header(t);
             t.yielded.store(true, Ordering::Relaxed);
             t.on_cpu.store(false, Ordering::Relaxed);
             me.rt().queues[t.queue.get()].push(t as *const Task as usize);
             notify_if_parked(me.rt());
         }
         Pending::Release(t) => {
-            // SAFETY: the thread has left its stack; it sits in its queue.
-            let t = unsafe { &*t };
+            // The thread has left its stack; it sits in its queue.
+            let t = context::header(t);
             t.yielded.store(true, Ordering::Relaxed);
             // Release: whoever takes it next sees every write it made.
             t.on_cpu.store(false, Ordering::Release);
         }
         Pending::Retire(t) => {
-            // SAFETY: the thread has left its stack for good.
-            let t = unsafe { &*t };
+            // The thread has left its stack for good.
+            let t = context::header(t);
             retire(t, p);
         }
     }
@@ -294,10 +285,8 @@ fn after_switch(me: &Task) {
 fn find_work(rt: &Shared, p: &Processor) -> Option<*const Task> {
     let snoop = &rt.config.snoop[p.index];
     for (k, &q) in snoop.iter().enumerate() {
-        let found = rt.queues[q].take(|t| {
-            // SAFETY: entries are headers of queued, switched-out threads.
-            unsafe { (*(t as *const Task)).runnable() }
-        });
+        // Entries are headers of queued, switched-out threads.
+        let found = rt.queues[q].take(|t| context::header(t as *const Task).runnable());
         if let Some(t) = found {
             if k > 0 {
                 rt.stats.steals.fetch_add(1, Ordering::Relaxed);
@@ -332,10 +321,9 @@ fn swap_with_next(me: &Task) -> Option<*const Task> {
     if rt.config.snoop[p.index].first() != Some(&home) {
         return None;
     }
-    let next = rt.queues[home].swap(me as *const Task as usize, |t| {
-        // SAFETY: entries are headers of queued threads.
-        unsafe { (*(t as *const Task)).runnable() }
-    })?;
+    // Entries are headers of queued threads.
+    let next = rt.queues[home]
+        .swap(me as *const Task as usize, |t| context::header(t as *const Task).runnable())?;
     Some(next as *const Task)
 }
 
@@ -471,30 +459,26 @@ pub(crate) fn make_task(
     idle: bool,
 ) -> Option<*const Task> {
     let stack = take_stack(rt, creator)?;
-    let base = stack.into_base();
-    let task = (base as usize + HEADER_AT) as *mut Task;
-    // SAFETY: `base` is a fresh stack we own; the header fits in its lowest bytes.
-    unsafe {
-        task.write(Task {
-            canary: CANARY,
-            sp: UnsafeCell::new(0),
-            rt,
-            processor: Cell::new(0),
-            queue: Cell::new(queue),
-            state: AtomicU32::new(0),
-            wait: Cell::new(None),
-            entry: Cell::new(Some(entry)),
-            tls: UnsafeCell::new(Vec::new()),
-            heap: Cell::new(0),
-            tx: Cell::new(0),
-            stm_desc: Cell::new(0),
-            yielded: AtomicBool::new(false),
-            on_cpu: AtomicBool::new(false),
-            idle,
-        });
-        // The stack starts below the header (16-aligned, as `HEADER_AT` is).
-        *(*task).sp.get() = context::prepare(task as usize, task_main, task as usize);
-    }
+    let header = Task {
+        canary: CANARY,
+        sp: Cell::new(0),
+        rt,
+        processor: Cell::new(0),
+        queue: Cell::new(queue),
+        state: AtomicU32::new(0),
+        wait: Cell::new(None),
+        entry: Cell::new(Some(entry)),
+        tls: RefCell::new(Vec::new()),
+        heap: Cell::new(0),
+        tx: Cell::new(0),
+        stm_desc: Cell::new(0),
+        yielded: AtomicBool::new(false),
+        on_cpu: AtomicBool::new(false),
+        idle,
+    };
+    // The stack starts below the header.
+    let (task, sp) = context::place_header(stack, header, task_main);
+    context::header(task).sp.set(sp);
     if !idle {
         rt.live.fetch_add(1, Ordering::Relaxed);
         rt.stats.spawned.fetch_add(1, Ordering::Relaxed);
@@ -506,8 +490,8 @@ pub(crate) fn make_task(
 fn take_stack(rt: &Shared, creator: Option<&Task>) -> Option<Stack> {
     if let Some(me) = creator {
         if core::ptr::eq(me.rt, rt) {
-            // SAFETY: only this processor's system thread touches its cache.
-            if let Some(s) = unsafe { (*me.proc().stacks.get()).pop() } {
+            // Only this processor's system thread touches its cache.
+            if let Some(s) = me.proc().stacks.borrow_mut().pop() {
                 return Some(s);
             }
         }
@@ -517,8 +501,8 @@ fn take_stack(rt: &Shared, creator: Option<&Task>) -> Option<Stack> {
 
 /// Every thread starts here, on its own stack.
 extern "C" fn task_main(task: usize) -> ! {
-    // SAFETY: `task` is this thread's header (made by `make_task`).
-    let me = unsafe { &*(task as *const Task) };
+    // `task` is this thread's header (made by `make_task`).
+    let me = context::header(task as *const Task);
     after_switch(me);
     if let Some(entry) = me.entry.take() {
         entry();
@@ -549,14 +533,11 @@ pub(crate) fn free_task(t: *const Task) {
 }
 
 fn free_task_on(t: *const Task, p: Option<&Processor>) {
-    // SAFETY: `t` is a header nobody else will touch again (done and detached, or joined).
-    let stack = unsafe {
-        core::ptr::drop_in_place(t as *mut Task);
-        Stack::from_base((t as usize - HEADER_AT) as *mut u8)
-    };
+    // `t` is a header nobody else will touch again (done and detached, or joined).
+    let stack = context::free_header(t);
     if let Some(p) = p {
-        // SAFETY: only this processor's system thread touches its cache.
-        let cache = unsafe { &mut *p.stacks.get() };
+        // Only this processor's system thread touches its cache.
+        let mut cache = p.stacks.borrow_mut();
         if cache.len() < STACK_CACHE {
             cache.push(stack);
             return;
@@ -654,8 +635,9 @@ fn idle_main(index: usize, rt: &Shared) {
         rt.parking.stop_spinning();
     }
     // Back to the system thread's stack (`processor_main`).
-    // SAFETY: `host_sp` was saved by the switch into this loop, on a stack still live.
-    unsafe { context::switch(me.sp.get(), *p.host_sp.get()) };
+    // `host_sp` was saved by the switch into this loop, on a stack still live. (The
+    // system thread's own context always keeps its FPU words: a saving switch.)
+    context::switch_threads(&me.sp, p.host_sp.get(), true);
     unreachable!("mcrt: a stopped idle loop was resumed");
 }
 
@@ -674,18 +656,17 @@ fn processor_main(rt: &Shared, index: usize) {
     };
     p.idle.set(idle);
     let inside = crate::EnterRuntime::new();
-    // SAFETY: the idle loop's stack was just prepared; it switches back here when it stops.
-    unsafe {
-        (*idle).processor.set(index);
-        context::switch(p.host_sp.get(), *(*idle).sp.get());
-    }
+    // The idle loop's stack was just prepared; it switches back here when it stops.
+    let idle_header = context::header(idle);
+    idle_header.processor.set(index);
+    context::switch_threads(&p.host_sp, idle_header.sp.get(), true);
     drop(inside);
-    // SAFETY: the idle loop has stopped; its header is ours. (Futures it ran allocated
-    // on its heap: the blocks go to the pool as a thread's do.)
-    release(unsafe { &*idle });
+    // The idle loop has stopped; its header is ours. (Futures it ran allocated on its
+    // heap: the blocks go to the pool as a thread's do.)
+    release(idle_header);
     free_task_on(idle, None);
-    // SAFETY: the processor has stopped; nothing else touches its cache.
-    for stack in unsafe { (*p.stacks.get()).drain(..) } {
+    // The processor has stopped; nothing else touches its cache.
+    for stack in p.stacks.take() {
         context::give_to_pool(stack);
     }
 }
@@ -715,9 +696,9 @@ pub fn run<R: Send + 'static>(
         .map(|index| Processor {
             index,
             idle: Cell::new(core::ptr::null()),
-            host_sp: UnsafeCell::new(0),
+            host_sp: Cell::new(0),
             pending: Cell::new(Pending::None),
-            stacks: UnsafeCell::new(Vec::new()),
+            stacks: RefCell::new(Vec::new()),
             next_spawn: Cell::new(0),
             switches: AtomicU64::new(0),
         })
@@ -751,16 +732,16 @@ pub fn run<R: Send + 'static>(
     let first = rt.config.spawn_to[0][0];
     let main_task = make_task(&rt, None, first, main_body, false).ok_or(crate::Error::NoMemory)?;
     // The main thread is detached: its result comes back through `result`.
-    // SAFETY: just made, not yet queued.
-    unsafe { (*main_task).state.store(DETACHED, Ordering::Relaxed) };
+    // Just made, not yet queued.
+    context::header(main_task).state.store(DETACHED, Ordering::Relaxed);
     rt.queues[first].push(main_task as usize);
     let started = rt.host().run_processors(rt.config.processors, &|i| processor_main(&rt, i));
     // Whatever is left in the queues will not run.
     for q in &rt.queues {
         while let Some(t) = q.take(|_| true) {
             let t = t as *const Task;
-            // SAFETY: a queued thread that will never run again; its header is ours.
-            release(unsafe { &*t });
+            // A queued thread that will never run again; its header is ours.
+            release(context::header(t));
             free_task_on(t, None);
         }
     }

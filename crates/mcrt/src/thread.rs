@@ -50,8 +50,7 @@ unsafe impl<T: Send> Send for JoinHandle<T> {}
 impl<T> JoinHandle<T> {
     /// Waits until the thread has ended; its result, or `None` if it ended by [`exit`].
     pub fn join(self) -> Option<T> {
-        // SAFETY: the header lives until the handle frees it (the thread is not detached).
-        let state = unsafe { &(*self.task).state };
+        let state = &self.header().state;
         runtime::block_until(Predicate::new(state, Op::AnySet, DONE));
         runtime::free_task(self.task);
         let value = self.slot.take();
@@ -61,8 +60,13 @@ impl<T> JoinHandle<T> {
 
     /// True once the thread has ended.
     pub fn is_finished(&self) -> bool {
-        // SAFETY: as in `join`.
-        unsafe { (*self.task).state.load(Ordering::Acquire) & DONE != 0 }
+        self.header().state.load(Ordering::Acquire) & DONE != 0
+    }
+
+    /// The thread's header: it lives until the handle frees it (the thread is not
+    /// detached while the handle exists).
+    fn header(&self) -> &Task {
+        crate::context::header(self.task)
     }
 
     /// The thread's id (unique among live threads).
@@ -73,8 +77,7 @@ impl<T> JoinHandle<T> {
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
-        // SAFETY: as in `join`.
-        let before = unsafe { (*self.task).state.fetch_or(DETACHED, Ordering::AcqRel) };
+        let before = self.header().state.fetch_or(DETACHED, Ordering::AcqRel);
         if before & DONE != 0 {
             runtime::free_task(self.task);
         }
@@ -155,14 +158,14 @@ impl Key {
 
     /// The calling thread's value.
     pub fn get(self) -> usize {
-        // SAFETY: only the running thread touches its own `tls`.
-        unsafe { (&*current().tls.get()).get(self.0).copied().unwrap_or(0) }
+        // Only the running thread touches its own `tls`, and never while it is borrowed.
+        current().tls.borrow().get(self.0).copied().unwrap_or(0)
     }
 
     /// Sets the calling thread's value.
     pub fn set(self, value: usize) {
-        // SAFETY: as in `get`.
-        let tls = unsafe { &mut *current().tls.get() };
+        // As in `get`.
+        let mut tls = current().tls.borrow_mut();
         if tls.len() <= self.0 {
             tls.resize(self.0 + 1, 0);
         }
@@ -177,8 +180,8 @@ pub(crate) const THREAD_HOOKS: crate::runtime::ThreadHooks =
 
 /// Runs the destructors of `t`'s non-zero thread-local values (it is ending).
 fn run_tls_destructors(t: &Task) {
-    // SAFETY: the running thread's own `tls`; taken out so a destructor may set keys.
-    let values: Vec<usize> = core::mem::take(unsafe { &mut *t.tls.get() });
+    // The running thread's own `tls`; taken out so a destructor may set keys.
+    let values: Vec<usize> = t.tls.take();
     for (k, &v) in values.iter().enumerate() {
         let d = DESTRUCTORS[k].load(Ordering::Acquire);
         if v != 0 && d != 0 {

@@ -224,9 +224,10 @@ pub(crate) fn request_abort(me: &Desc, lock: &AtomicUsize, seen: usize) -> bool 
             > (me.birth.load(Ordering::Relaxed), me.addr())
     {
         let task = owner.task.load(Ordering::SeqCst);
-        // SAFETY: `task` is the header of the thread running the owner's transaction,
-        // which lives at least until that transaction ends, and it cannot end while pinned.
-        if task != 0 && unsafe { (*(task as *const Task)).yielded.load(Ordering::Acquire) } {
+        // `task` is the header of the thread running the owner's transaction, which
+        // lives at least until that transaction ends, and it cannot end while pinned.
+        if task != 0 && crate::context::header(task as *const Task).yielded.load(Ordering::Acquire)
+        {
             killed = owner
                 .status
                 .compare_exchange(ACTIVE, KILLED, Ordering::AcqRel, Ordering::Relaxed)
