@@ -147,7 +147,9 @@ pub(crate) struct Shared {
     stopping: AtomicBool,
     /// Live threads (the main thread included).
     pub(crate) live: AtomicUsize,
-    host: *const (dyn Host + 'static),
+    /// Borrowed for the whole of [`run`], which erases its lifetime (see there why that
+    /// is sound).
+    host: &'static dyn Host,
     pub(crate) futures: crate::future::FutureQueues,
     stats: Counters,
     /// Whether switches keep each thread's FPU control words now: from the start under
@@ -165,8 +167,7 @@ unsafe impl Sync for Task {}
 
 impl Shared {
     pub(crate) fn host(&self) -> &dyn Host {
-        // SAFETY: `run` keeps the host borrowed for as long as the runtime exists.
-        unsafe { &*self.host }
+        self.host
     }
 
     fn processor(&self, i: usize) -> &Processor {
@@ -645,11 +646,8 @@ fn idle_main(index: usize, rt: &Shared) {
 /// when the runtime stops.
 fn processor_main(rt: &Shared, index: usize) {
     let p = rt.processor(index);
-    let rt_addr = rt as *const Shared as usize;
-    let body: Box<dyn FnOnce() + Send> = Box::new(move || {
-        // SAFETY: the runtime outlives its processors' idle loops.
-        idle_main(index, unsafe { &*(rt_addr as *const Shared) })
-    });
+    // The idle loop finds the runtime through its own header, as every thread does.
+    let body: Box<dyn FnOnce() + Send> = Box::new(move || idle_main(index, shared()));
     let Some(idle) = make_task(rt, None, 0, body, true) else {
         rt.stopping.store(true, Ordering::Release);
         return;
@@ -688,10 +686,10 @@ pub fn run<R: Send + 'static>(
     if crate::in_runtime() {
         return Err(crate::Error::InvalidArgument); // one runtime per system thread
     }
-    let host: *const (dyn Host + '_) = host;
-    // SAFETY: only the lifetime changes; the host is only reached through the runtime,
-    // which lives inside this call.
-    let host: *const (dyn Host + 'static) = unsafe { core::mem::transmute(host) };
+    // SAFETY: only the lifetime changes. The host is reached only through the runtime
+    // (`Shared::host`), which this call makes and drops before it returns, and through
+    // its processors' system threads, which `run_processors` joins before it returns.
+    let host: &'static dyn Host = unsafe { core::mem::transmute::<&dyn Host, _>(host) };
     let processors = (0..config.processors)
         .map(|index| Processor {
             index,
@@ -720,11 +718,9 @@ pub fn run<R: Send + 'static>(
     let result: alloc::sync::Arc<crate::thread::Slot<R>> =
         alloc::sync::Arc::new(crate::thread::Slot::new());
     let out = result.clone();
-    let rt_addr = &*rt as *const Shared as usize;
     let main_body: Box<dyn FnOnce() + Send> = Box::new(move || {
         out.put(main());
-        // SAFETY: the runtime outlives its threads.
-        let rt = unsafe { &*(rt_addr as *const Shared) };
+        let rt = shared();
         rt.stopping.store(true, Ordering::Release);
         rt.parking.move_on();
         rt.parking.wake(rt.host(), true);

@@ -1,0 +1,175 @@
+//! The allocator's raw memory: every operation of McRT-Malloc that the compiler cannot
+//! check is here, each behind a small safe function whose doc says what the allocator
+//! guarantees about its arguments. The rest of `malloc/` (blocks, heaps, the pool) is safe
+//! code over these.
+//!
+//! The allocator keeps three invariants, on which these functions rely:
+//! 1. **Blocks are forever.** Every block address the allocator holds (on a heap's lists,
+//!    in the pool, in a block's `owner`, from an object's address with the low bits
+//!    cleared) was made by [`new_block`], and no block is ever given back to the system
+//!    (McRT §2.3: blocks are recycled through the pool, not freed).
+//! 2. **Heaps are forever.** Every heap address (`Task::heap`, a [`super::ThreadHeap`]
+//!    slot, a block's `owner`, the unused list) was made by [`new_heap`], and no heap is
+//!    freed: a released heap waits on the unused list for the next thread.
+//! 3. **Free objects have one linker.** An object handed to [`next_of`] or [`set_next`]
+//!    is free (the program gave it back through `malloc::free`, whose caller promised it
+//!    is not used again, or it was never handed out), and only the caller links it: its
+//!    block's owner for the block's private list, the freeing heap for its remote buffer,
+//!    the pusher for a chain being pushed, the owner again once it took the remote list.
+
+#[cfg(not(loom))]
+use super::block::{Block, BLOCK_BYTES};
+#[cfg(not(loom))]
+use super::heap::Heap;
+use super::{McrtMalloc, ThreadHeap};
+use core::alloc::{GlobalAlloc, Layout};
+
+#[cfg(not(loom))]
+/// A new block: `BLOCK_BYTES` from the system, aligned to their size, with the header
+/// `make(base)` builds at its start; `None` when memory is short, or when its address
+/// does not fit the pool's tagged word (over 48 bits).
+pub(super) fn new_block(make: impl FnOnce(usize) -> Block) -> Option<&'static Block> {
+    let layout = block_layout();
+    // SAFETY: the layout is not zero-sized.
+    let base = unsafe { alloc::alloc::alloc(layout) };
+    if base.is_null() {
+        return None;
+    }
+    if base as usize >= 1 << 48 {
+        // SAFETY: just allocated with this layout, and nobody has seen it.
+        unsafe { alloc::alloc::dealloc(base, layout) };
+        return None;
+    }
+    let block = base as *mut Block;
+    // SAFETY: `base` is ours, aligned to `BLOCK_BYTES` (so to the header's 64) and big
+    // enough for the header (`block::HEADER` is checked against `BLOCK_BYTES`). It is
+    // never freed (invariant 1), so the reference lives for good.
+    unsafe {
+        block.write(make(base as usize));
+        Some(&*block)
+    }
+}
+
+#[cfg(not(loom))]
+/// The layout every block is allocated with.
+const fn block_layout() -> Layout {
+    match Layout::from_size_align(BLOCK_BYTES, BLOCK_BYTES) {
+        Ok(l) => l,
+        Err(_) => panic!("block layout"),
+    }
+}
+
+#[cfg(not(loom))]
+/// The block at `addr` (non-zero), an address the allocator holds (invariant 1: made by
+/// [`new_block`], never freed).
+#[inline(always)]
+pub(super) fn block(addr: usize) -> &'static Block {
+    debug_assert!(addr != 0 && addr.is_multiple_of(BLOCK_BYTES));
+    // SAFETY: by invariant 1, a live, initialised block header that is never freed.
+    unsafe { &*(addr as *const Block) }
+}
+
+#[cfg(not(loom))]
+/// A new heap, made by `make`. Heaps are never freed (invariant 2), so it is leaked on
+/// purpose: a released heap goes to the unused list and a later thread takes it.
+pub(super) fn new_heap(make: impl FnOnce() -> Heap) -> &'static Heap {
+    alloc::boxed::Box::leak(alloc::boxed::Box::new(make()))
+}
+
+#[cfg(not(loom))]
+/// The heap at `addr` (non-zero), an address the allocator holds (invariant 2: made by
+/// [`new_heap`], never freed). A heap is used by its one thread (or under the global
+/// heap's lock); other threads only set its atomic `dirty` flags.
+#[inline(always)]
+pub(super) fn heap(addr: usize) -> &'static Heap {
+    debug_assert!(addr != 0);
+    // SAFETY: by invariant 2, a live, initialised heap that is never freed.
+    unsafe { &*(addr as *const Heap) }
+}
+
+#[cfg(not(loom))]
+/// The object linked after the free object `obj` (invariant 3).
+#[inline(always)]
+pub(super) fn next_of(obj: usize) -> usize {
+    // SAFETY: by invariant 3, `obj` is free and only we link it: its first word is a
+    // link. Objects are at least 16 bytes and 16-aligned.
+    unsafe { *(obj as *const usize) }
+}
+
+#[cfg(not(loom))]
+/// Links the free object `obj` to `next` (invariant 3).
+#[inline(always)]
+pub(super) fn set_next(obj: usize, next: usize) {
+    // SAFETY: by invariant 3, `obj` is free and only we link it, so we may write its
+    // first word. Objects are at least 16 bytes and 16-aligned.
+    unsafe { *(obj as *mut usize) = next }
+}
+
+/// The layout a large object is allocated with (at least one byte).
+fn large_layout(layout: Layout) -> Layout {
+    Layout::from_size_align(layout.size().max(1), layout.align()).unwrap_or(layout)
+}
+
+/// A large object (over 2 KiB, or aligned past what a class gives), straight from the
+/// system; null when memory is short.
+pub(super) fn large_alloc(layout: Layout) -> *mut u8 {
+    // SAFETY: the size is not zero.
+    unsafe { alloc::alloc::alloc(large_layout(layout)) }
+}
+
+/// Gives the large object `ptr` back to the system. The allocator passes only what its
+/// caller gave `malloc::free` (or `Heap::free`), whose contract is that `ptr` came from
+/// [`large_alloc`] with this `layout` (a layout no class serves) and is not used again.
+pub(super) fn large_free(ptr: *mut u8, layout: Layout) {
+    // SAFETY: as the public `free`'s caller promised (above).
+    unsafe { alloc::alloc::dealloc(ptr, large_layout(layout)) }
+}
+
+/// Keeps the host's finder of system threads' heap slots ([`super::set_thread_heaps`]):
+/// a `fn() -> *const ThreadHeap` stored as an address, as no atomic holds a `fn`.
+pub(super) struct Finder(core::sync::atomic::AtomicPtr<()>);
+
+impl Finder {
+    /// None named yet.
+    pub(super) const fn new() -> Finder {
+        Finder(core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()))
+    }
+
+    /// Names `find`.
+    pub(super) fn set(&self, find: fn() -> *const ThreadHeap) {
+        self.0.store(find as *mut (), core::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The calling thread's slot: `None` when no finder is named; `Some(None)` when the
+    /// finder says the thread has none (no thread-local storage, or it is being
+    /// destroyed).
+    #[cfg(not(loom))]
+    pub(super) fn slot(&self) -> Option<Option<&ThreadHeap>> {
+        let find = self.0.load(core::sync::atomic::Ordering::Relaxed);
+        if find.is_null() {
+            return None;
+        }
+        // SAFETY: only `set` stores here, and it stores a `fn() -> *const ThreadHeap`.
+        let find = unsafe { core::mem::transmute::<*mut (), fn() -> *const ThreadHeap>(find) };
+        let slot = find();
+        // SAFETY: the host's promise (`set_thread_heaps`): null, or the calling thread's
+        // own slot, used by no other thread and at its address until the thread's
+        // thread-locals are destroyed, after which `find` returns null.
+        Some(unsafe { slot.as_ref() })
+    }
+}
+
+// SAFETY: `alloc` returns fresh memory fitting the layout, or null; `dealloc` takes back
+// what `alloc` gave with the same layout (the trait's contract on its caller).
+unsafe impl GlobalAlloc for McrtMalloc {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        super::alloc(layout)
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as the caller promised: `ptr` came from `alloc` with `layout`.
+        unsafe { super::free(ptr, layout) }
+    }
+}
