@@ -280,6 +280,55 @@ pub(crate) fn switch_threads(save: &core::cell::Cell<usize>, next: usize, keep_f
     }
 }
 
+/// What a switched-out thread borrowed when it switched: `p` comes from a reference the
+/// thread holds across its switch (on its stack, or passed down to the call that
+/// switched), so it is valid while the thread is switched out. The runtime uses this
+/// only for the word of a blocked thread's predicate (`predicate.rs`), which it evaluates
+/// only while that thread is switched out and the predicate is in its header; the thread
+/// clears the predicate before its borrow ends.
+pub(crate) fn suspended_borrow<'a, T>(p: *const T) -> &'a T {
+    // SAFETY: as above: the borrow `p` came from outlives the thread's switch, and the
+    // caller uses the result only while the thread is switched out.
+    unsafe { &*p }
+}
+
+/// The calling thread's FPU control words: (MXCSR, x87 control word).
+pub(crate) fn fpu_control() -> (u32, u16) {
+    let mut mxcsr: u32 = 0;
+    let mut x87: u16 = 0;
+    // SAFETY: stores the two words into the locals; nothing else is touched.
+    unsafe {
+        core::arch::asm!(
+            "stmxcsr [{m}]",
+            "fnstcw [{x}]",
+            m = in(reg) &mut mxcsr,
+            x = in(reg) &mut x87,
+            options(nostack, preserves_flags),
+        )
+    };
+    (mxcsr, x87)
+}
+
+/// Loads the calling thread's FPU control words (the words a saving [`switch`] keeps for
+/// it from now on).
+///
+/// # Panics
+/// When `mxcsr` has a reserved bit (16 and up) set, which `ldmxcsr` would fault on.
+pub(crate) fn set_fpu_control(mxcsr: u32, x87: u16) {
+    assert!(mxcsr >> 16 == 0, "mcrt: reserved MXCSR bits");
+    // SAFETY: MXCSR's reserved bits are clear (checked above); any x87 control word
+    // loads. Only the two control registers change; no memory is written.
+    unsafe {
+        core::arch::asm!(
+            "ldmxcsr [{m}]",
+            "fldcw [{x}]",
+            m = in(reg) &mxcsr,
+            x = in(reg) &x87,
+            options(nostack, preserves_flags, readonly),
+        )
+    };
+}
+
 /// The base of the stack the caller runs on (its thread's header), if it runs on a McRT
 /// stack at all.
 #[inline(always)]

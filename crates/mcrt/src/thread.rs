@@ -40,19 +40,18 @@ impl<T> Slot<T> {
 
 /// A thread to join (dropping it detaches the thread).
 pub struct JoinHandle<T> {
-    task: *const Task,
+    /// The thread's header, as an address (the handle only reads the header's atomic
+    /// state, and frees it once the thread is done, from whichever thread holds it).
+    task: usize,
     slot: Arc<Slot<T>>,
 }
-
-// SAFETY: the handle only reads the header's atomic state and frees it once done.
-unsafe impl<T: Send> Send for JoinHandle<T> {}
 
 impl<T> JoinHandle<T> {
     /// Waits until the thread has ended; its result, or `None` if it ended by [`exit`].
     pub fn join(self) -> Option<T> {
         let state = &self.header().state;
         runtime::block_until(Predicate::new(state, Op::AnySet, DONE));
-        runtime::free_task(self.task);
+        runtime::free_task(self.task as *const Task);
         let value = self.slot.take();
         core::mem::forget(self);
         value
@@ -66,12 +65,12 @@ impl<T> JoinHandle<T> {
     /// The thread's header: it lives until the handle frees it (the thread is not
     /// detached while the handle exists).
     fn header(&self) -> &Task {
-        crate::context::header(self.task)
+        crate::context::header(self.task as *const Task)
     }
 
     /// The thread's id (unique among live threads).
     pub fn id(&self) -> usize {
-        self.task as usize
+        self.task
     }
 }
 
@@ -79,7 +78,7 @@ impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
         let before = self.header().state.fetch_or(DETACHED, Ordering::AcqRel);
         if before & DONE != 0 {
-            runtime::free_task(self.task);
+            runtime::free_task(self.task as *const Task);
         }
     }
 }
@@ -110,7 +109,7 @@ pub fn spawn_to<T: Send + 'static>(
     let task = runtime::make_task(rt, Some(me), queue, body, false).ok_or(Error::NoMemory)?;
     rt.queues[queue].push(task as usize);
     runtime::notify_if_parked(rt);
-    Ok(JoinHandle { task, slot })
+    Ok(JoinHandle { task: task as usize, slot })
 }
 
 /// Ends the calling thread (a joiner gets `None`).
