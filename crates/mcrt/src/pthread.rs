@@ -18,7 +18,6 @@ use crate::thread::{current_id, yield_until, JoinHandle, Key};
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::cell::UnsafeCell;
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
@@ -180,23 +179,23 @@ struct Block {
 /// The McRT key holding each thread's `Block` (made on first use).
 struct BlockKey {
     once: Once,
-    key: UnsafeCell<Option<Key>>,
+    /// The key's index plus one; 0 when McRT had no key left. Written once, inside
+    /// `once`, and read only after `once.call` returned (whose Release/Acquire order it).
+    key: AtomicUsize,
 }
 
-// SAFETY: `key` is written once, inside `once`, before `once` is done (Release); it is
-// read only after `once.call` returned (Acquire).
-unsafe impl Sync for BlockKey {}
-
-static BLOCK_KEY: BlockKey = BlockKey { once: Once::new(), key: UnsafeCell::new(None) };
+static BLOCK_KEY: BlockKey = BlockKey { once: Once::new(), key: AtomicUsize::new(0) };
 
 /// The McRT key of the adaptor's blocks; `Again` when McRT has no key left.
 fn block_key() -> Result<Key, Errno> {
     BLOCK_KEY.once.call(|| {
-        // SAFETY: inside the once: nobody else reads or writes `key` now.
-        unsafe { *BLOCK_KEY.key.get() = Key::new(Some(drop_block)).ok() };
+        let key = Key::new(Some(drop_block)).map_or(0, |k| k.index() + 1);
+        BLOCK_KEY.key.store(key, Ordering::Relaxed);
     });
-    // SAFETY: the once is done; `key` no longer changes.
-    unsafe { *BLOCK_KEY.key.get() }.ok_or(Errno::Again)
+    match BLOCK_KEY.key.load(Ordering::Relaxed) {
+        0 => Err(Errno::Again),
+        k => Ok(Key::from_index(k - 1)),
+    }
 }
 
 /// Gives the calling thread its block.

@@ -144,6 +144,16 @@ static DESTRUCTORS: [AtomicUsize; KEYS_MAX] = [const { AtomicUsize::new(0) }; KE
 pub struct Key(usize);
 
 impl Key {
+    /// Its index (for code that keeps a key in an atomic word).
+    pub(crate) fn index(self) -> usize {
+        self.0
+    }
+
+    /// The key with index `index`, one that [`Key::new`] handed out.
+    pub(crate) fn from_index(index: usize) -> Key {
+        Key(index)
+    }
+
     /// A new key; `destructor` runs with a thread's non-zero value when it ends.
     pub fn new(destructor: Option<fn(usize)>) -> Result<Key, Error> {
         let k = KEYS.fetch_add(1, Ordering::Relaxed);
