@@ -42,7 +42,7 @@ mod class;
 mod heap;
 #[cfg(not(loom))]
 mod pool;
-mod raw;
+pub(crate) mod raw;
 
 use crate::runtime::Task;
 use core::alloc::Layout;

@@ -3,6 +3,12 @@
 //! guarantees about its arguments. The rest of `malloc/` (blocks, heaps, the pool) is safe
 //! code over these.
 //!
+//! The STM keeps its descriptors the same way as the allocator its blocks and heaps (made
+//! once, never freed, passed around as addresses): [`Forever`], [`leak`], [`forever`].
+//! And the memory its transactions read and write in place (McRT §2.4) is copied here,
+//! word by word, with atomics: [`load_bytes`], [`store_bytes`], [`alloc_value`],
+//! [`logged`].
+//!
 //! The allocator keeps three invariants, on which these functions rely:
 //! 1. **Blocks are forever.** Every block address the allocator holds (on a heap's lists,
 //!    in the pool, in a block's `owner`, from an object's address with the low bits
@@ -16,6 +22,14 @@
 //!    is not used again, or it was never handed out), and only the caller links it: its
 //!    block's owner for the block's private list, the freeing heap for its remote buffer,
 //!    the pusher for a chain being pushed, the owner again once it took the remote list.
+//!
+//! And the STM keeps a fourth:
+//! 4. **Transactional memory is reached while the transaction lives.** The addresses a
+//!    transaction copies to and from are a `TCell`'s value (8-aligned, its size long; the
+//!    cell is borrowed for the whole `atomic` call, `'env`), a local of that size, or an
+//!    undo entry's old bytes; it stores into a cell only while it owns the cell's lock
+//!    word. The lock words it logs are `'env` cells' or the static stripe table's, and its
+//!    logs are cleared before `atomic` returns.
 
 #[cfg(not(loom))]
 use super::block::{Block, BLOCK_BYTES};
@@ -23,6 +37,7 @@ use super::block::{Block, BLOCK_BYTES};
 use super::heap::Heap;
 use super::{McrtMalloc, ThreadHeap};
 use core::alloc::{GlobalAlloc, Layout};
+use core::sync::atomic::{self, AtomicU64, Ordering};
 
 #[cfg(not(loom))]
 /// A new block: `BLOCK_BYTES` from the system, aligned to their size, with the header
@@ -59,21 +74,48 @@ const fn block_layout() -> Layout {
     }
 }
 
+/// A type whose values the crate makes once, never frees, and keeps as bare addresses (in
+/// atomic words, thread headers, lock words): the allocator's blocks (invariant 1) and
+/// heaps (invariant 2), the STM's descriptors. Implement it only for such a type, whose
+/// every value the crate holds an address of was made by [`leak`] (blocks: by
+/// [`new_block`]); that makes [`forever`] sound.
+pub(crate) trait Forever {}
+
+#[cfg(not(loom))]
+impl Forever for Block {}
+#[cfg(not(loom))]
+impl Forever for Heap {}
+
+/// Makes `value` a [`Forever`] value: on the heap, never freed.
+pub(crate) fn leak<T: Forever>(value: T) -> &'static T {
+    alloc::boxed::Box::leak(alloc::boxed::Box::new(value))
+}
+
+/// The [`Forever`] value at `addr` (non-zero), an address the crate holds of one.
+#[inline(always)]
+pub(crate) fn forever<T: Forever>(addr: usize) -> &'static T {
+    debug_assert!(addr != 0 && addr.is_multiple_of(core::mem::align_of::<T>()));
+    // SAFETY: a `Forever` type's values that the crate holds addresses of were made by
+    // `leak` or `new_block` and are never freed (the trait's rule): live, initialised,
+    // aligned, for good. What may be done through the shared reference is the type's
+    // own business (a heap's cells are used by its one thread).
+    unsafe { &*(addr as *const T) }
+}
+
 #[cfg(not(loom))]
 /// The block at `addr` (non-zero), an address the allocator holds (invariant 1: made by
 /// [`new_block`], never freed).
 #[inline(always)]
 pub(super) fn block(addr: usize) -> &'static Block {
-    debug_assert!(addr != 0 && addr.is_multiple_of(BLOCK_BYTES));
-    // SAFETY: by invariant 1, a live, initialised block header that is never freed.
-    unsafe { &*(addr as *const Block) }
+    debug_assert!(addr.is_multiple_of(BLOCK_BYTES));
+    forever(addr)
 }
 
 #[cfg(not(loom))]
 /// A new heap, made by `make`. Heaps are never freed (invariant 2), so it is leaked on
 /// purpose: a released heap goes to the unused list and a later thread takes it.
 pub(super) fn new_heap(make: impl FnOnce() -> Heap) -> &'static Heap {
-    alloc::boxed::Box::leak(alloc::boxed::Box::new(make()))
+    leak(make())
 }
 
 #[cfg(not(loom))]
@@ -82,9 +124,7 @@ pub(super) fn new_heap(make: impl FnOnce() -> Heap) -> &'static Heap {
 /// heap's lock); other threads only set its atomic `dirty` flags.
 #[inline(always)]
 pub(super) fn heap(addr: usize) -> &'static Heap {
-    debug_assert!(addr != 0);
-    // SAFETY: by invariant 2, a live, initialised heap that is never freed.
-    unsafe { &*(addr as *const Heap) }
+    forever(addr)
 }
 
 #[cfg(not(loom))]
@@ -172,4 +212,92 @@ unsafe impl GlobalAlloc for McrtMalloc {
         // SAFETY: as the caller promised: `ptr` came from `alloc` with `layout`.
         unsafe { super::free(ptr, layout) }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Transactional memory (the STM's, McRT §2.4): invariant 4.
+
+/// Copies `len` bytes from shared memory at `src` to private memory at `dst` with Relaxed
+/// atomic loads (8, then 4, 2 and 1 bytes wide). The STM passes (invariant 4) as `src`
+/// a cell's value or an undo entry's old bytes, and as `dst` a local or an undo entry.
+#[inline]
+pub(crate) fn load_bytes(dst: *mut u8, src: *const u8, len: usize) {
+    let mut i = 0;
+    // SAFETY: (all four) by invariant 4 both are valid for `len` bytes, so in bounds,
+    // and `src + i` is aligned to the width (8-aligned base, offsets stepping down from
+    // 8); `dst` may be unaligned. Other threads only touch `src` atomically.
+    unsafe {
+        while i + 8 <= len {
+            let w = AtomicU64::from_ptr(src.add(i) as *mut u64).load(Ordering::Relaxed);
+            (dst.add(i) as *mut u64).write_unaligned(w);
+            i += 8;
+        }
+        if i + 4 <= len {
+            let w = atomic::AtomicU32::from_ptr(src.add(i) as *mut u32).load(Ordering::Relaxed);
+            (dst.add(i) as *mut u32).write_unaligned(w);
+            i += 4;
+        }
+        if i + 2 <= len {
+            let w = atomic::AtomicU16::from_ptr(src.add(i) as *mut u16).load(Ordering::Relaxed);
+            (dst.add(i) as *mut u16).write_unaligned(w);
+            i += 2;
+        }
+        if i < len {
+            let w = atomic::AtomicU8::from_ptr(src.add(i) as *mut u8).load(Ordering::Relaxed);
+            dst.add(i).write(w);
+        }
+    }
+}
+
+/// Copies `len` bytes from private `src` to shared `dst` with Relaxed atomic stores. The
+/// STM passes (invariant 4) as `dst` a cell's value whose lock word the calling
+/// transaction owns, and as `src` a value or an undo entry's old bytes.
+#[inline]
+pub(crate) fn store_bytes(dst: *mut u8, src: *const u8, len: usize) {
+    let mut i = 0;
+    // SAFETY: (all four) as in `load_bytes`, the other way round; and by invariant 4 no
+    // other transaction stores to `dst` meanwhile (we own its lock word), so what it
+    // holds after is a whole value.
+    unsafe {
+        while i + 8 <= len {
+            let w = (src.add(i) as *const u64).read_unaligned();
+            AtomicU64::from_ptr(dst.add(i) as *mut u64).store(w, Ordering::Relaxed);
+            i += 8;
+        }
+        if i + 4 <= len {
+            let w = (src.add(i) as *const u32).read_unaligned();
+            atomic::AtomicU32::from_ptr(dst.add(i) as *mut u32).store(w, Ordering::Relaxed);
+            i += 4;
+        }
+        if i + 2 <= len {
+            let w = (src.add(i) as *const u16).read_unaligned();
+            atomic::AtomicU16::from_ptr(dst.add(i) as *mut u16).store(w, Ordering::Relaxed);
+            i += 2;
+        }
+        if i < len {
+            atomic::AtomicU8::from_ptr(dst.add(i)).store(src.add(i).read(), Ordering::Relaxed);
+        }
+    }
+}
+
+/// A `T` holding `value` in memory from the calling thread's heap ([`super::alloc`]);
+/// null when memory is short.
+pub(crate) fn alloc_value<T>(value: T) -> *mut T {
+    let p = super::alloc(Layout::new::<T>()) as *mut T;
+    if !p.is_null() {
+        // SAFETY: fresh memory of `T`'s layout, ours alone.
+        unsafe { p.write(value) };
+    }
+    p
+}
+
+/// The lock word `lock` that the running transaction logged (invariant 4: an `'env`
+/// cell's or the stripe table's, alive until the transaction's `atomic` returns, and the
+/// logs are cleared before that).
+#[inline(always)]
+pub(crate) fn logged<'a>(
+    lock: *const core::sync::atomic::AtomicUsize,
+) -> &'a core::sync::atomic::AtomicUsize {
+    // SAFETY: by invariant 4, the word outlives every use of the logs that hold it.
+    unsafe { &*lock }
 }
