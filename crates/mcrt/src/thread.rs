@@ -2,6 +2,7 @@
 //! A thread is a stack whose base holds its header (see [`crate::runtime`]); it runs until
 //! it yields, blocks on a predicate, or ends.
 
+use crate::malloc::raw::AtomicDestructor;
 use crate::predicate::{Op, Predicate};
 use crate::runtime::{self, current, Task, DETACHED, DONE};
 use crate::Error;
@@ -136,8 +137,8 @@ pub fn yield_until(word: &AtomicU32, op: Op, value: u32) {
 static KEYS: AtomicUsize = AtomicUsize::new(0);
 /// Most keys (as POSIX's `PTHREAD_KEYS_MAX`).
 pub const KEYS_MAX: usize = 1024;
-/// Each key's destructor, if it has one (a `fn` pointer, as an address; 0: none).
-static DESTRUCTORS: [AtomicUsize; KEYS_MAX] = [const { AtomicUsize::new(0) }; KEYS_MAX];
+/// Each key's destructor, if it has one.
+static DESTRUCTORS: [AtomicDestructor; KEYS_MAX] = [const { AtomicDestructor::new() }; KEYS_MAX];
 
 /// A key for one word of thread-local data per thread (0 until set).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,7 +162,7 @@ impl Key {
             KEYS.fetch_sub(1, Ordering::Relaxed);
             return Err(Error::NoMemory);
         }
-        DESTRUCTORS[k].store(destructor.map_or(0, |d| d as usize), Ordering::Release);
+        DESTRUCTORS[k].store(destructor);
         Ok(Key(k))
     }
 
@@ -192,10 +193,7 @@ fn run_tls_destructors(t: &Task) {
     // The running thread's own `tls`; taken out so a destructor may set keys.
     let values: Vec<usize> = t.tls.take();
     for (k, &v) in values.iter().enumerate() {
-        let d = DESTRUCTORS[k].load(Ordering::Acquire);
-        if v != 0 && d != 0 {
-            // SAFETY: stored from a `fn(usize)` in `Key::new`.
-            let d: fn(usize) = unsafe { core::mem::transmute::<usize, fn(usize)>(d) };
+        if let Some(d) = DESTRUCTORS[k].load().filter(|_| v != 0) {
             d(v);
         }
     }

@@ -165,6 +165,32 @@ pub(super) fn large_free(ptr: *mut u8, layout: Layout) {
     unsafe { alloc::alloc::dealloc(ptr, large_layout(layout)) }
 }
 
+/// A destructor (`fn(usize)`, or none) in an atomic word, as no atomic holds a `fn`: the
+/// thread-local keys' destructors (`thread::Key`, the pthread adaptor's keys). Only `store`
+/// writes the word, always from a `fn(usize)` (or 0), so `load` gives back what was
+/// stored.
+pub(crate) struct AtomicDestructor(core::sync::atomic::AtomicPtr<()>);
+
+impl AtomicDestructor {
+    /// No destructor.
+    pub(crate) const fn new() -> AtomicDestructor {
+        AtomicDestructor(core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()))
+    }
+
+    /// Sets the destructor (Release: whoever loads it sees what was written before).
+    pub(crate) fn store(&self, destructor: Option<fn(usize)>) {
+        let word = destructor.map_or(core::ptr::null_mut(), |d| d as *mut ());
+        self.0.store(word, Ordering::Release);
+    }
+
+    /// The destructor (Acquire).
+    pub(crate) fn load(&self) -> Option<fn(usize)> {
+        let word = self.0.load(Ordering::Acquire);
+        // SAFETY: a non-null word was stored by `store`, from a `fn(usize)`.
+        (!word.is_null()).then(|| unsafe { core::mem::transmute::<*mut (), fn(usize)>(word) })
+    }
+}
+
 /// Keeps the host's finder of system threads' heap slots ([`super::set_thread_heaps`]):
 /// a `fn() -> *const ThreadHeap` stored as an address, as no atomic holds a `fn`.
 pub(super) struct Finder(core::sync::atomic::AtomicPtr<()>);
