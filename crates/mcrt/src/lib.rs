@@ -21,6 +21,26 @@
 //!
 //! Threads are cooperative (§2.2): a thread runs until it yields, blocks or ends. A switch
 //! saves only the callee-saved registers and the FPU control words ([`context`]).
+//!
+//! **Per-thread state of the subsystems.** The allocator's heap, the STM's descriptors
+//! and thread-local values hang off a thread's header. The scheduler does not name those
+//! subsystems: each puts a `ThreadHooks` entry (what to run when a thread ends, is
+//! switched in, or is freed unfinished) in one list, `THREAD_HOOKS`, here, which the
+//! runtime walks (§2.3: "when a thread exits, the scheduler uses a fast callback to
+//! notify the memory manager"). So `runtime.rs` imports none of them.
+//!
+//! **Where the `unsafe` code is.** Mostly in two modules, each a small set of safe
+//! functions whose docs state what the rest of the crate guarantees about their
+//! arguments: [`context`] (stacks, thread headers, the switch, the FPU control words,
+//! the word a suspended thread waits on) and `malloc::raw` (the allocator's blocks, heaps
+//! and object links, memory the crate keeps for good such as STM descriptors, the STM's
+//! word-wise copies, destructors kept in atomic words). What is left elsewhere is what
+//! only the module that owns an invariant can argue: the `Sync` of the runtime's shared
+//! state and of the lock types (`sync`), values handed over once between threads
+//! (`thread::Slot`, futures), MCS queue nodes, the STM's commit protocol, the OpenMP
+//! adaptor's scoped threads and reductions, the pthread adaptor's per-thread block, and
+//! Linux's system calls ([`hosted`]). Every `unsafe` block says why it is sound in a
+//! `// SAFETY:` comment (`clippy::undocumented_unsafe_blocks` is on).
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
