@@ -39,10 +39,10 @@ use super::{McrtMalloc, ThreadHeap};
 use core::alloc::{GlobalAlloc, Layout};
 use core::sync::atomic::{self, AtomicU64, Ordering};
 
-#[cfg(not(loom))]
 /// A new block: `BLOCK_BYTES` from the system, aligned to their size, with the header
 /// `make(base)` builds at its start; `None` when memory is short, or when its address
 /// does not fit the pool's tagged word (over 48 bits).
+#[cfg(not(loom))]
 pub(super) fn new_block(make: impl FnOnce(usize) -> Block) -> Option<&'static Block> {
     let layout = block_layout();
     // SAFETY: the layout is not zero-sized.
@@ -65,8 +65,8 @@ pub(super) fn new_block(make: impl FnOnce(usize) -> Block) -> Option<&'static Bl
     }
 }
 
-#[cfg(not(loom))]
 /// The layout every block is allocated with.
+#[cfg(not(loom))]
 const fn block_layout() -> Layout {
     match Layout::from_size_align(BLOCK_BYTES, BLOCK_BYTES) {
         Ok(l) => l,
@@ -102,33 +102,33 @@ pub(crate) fn forever<T: Forever>(addr: usize) -> &'static T {
     unsafe { &*(addr as *const T) }
 }
 
-#[cfg(not(loom))]
 /// The block at `addr` (non-zero), an address the allocator holds (invariant 1: made by
 /// [`new_block`], never freed).
+#[cfg(not(loom))]
 #[inline(always)]
 pub(super) fn block(addr: usize) -> &'static Block {
     debug_assert!(addr.is_multiple_of(BLOCK_BYTES));
     forever(addr)
 }
 
-#[cfg(not(loom))]
 /// A new heap, made by `make`. Heaps are never freed (invariant 2), so it is leaked on
 /// purpose: a released heap goes to the unused list and a later thread takes it.
+#[cfg(not(loom))]
 pub(super) fn new_heap(make: impl FnOnce() -> Heap) -> &'static Heap {
     leak(make())
 }
 
-#[cfg(not(loom))]
 /// The heap at `addr` (non-zero), an address the allocator holds (invariant 2: made by
 /// [`new_heap`], never freed). A heap is used by its one thread (or under the global
 /// heap's lock); other threads only set its atomic `dirty` flags.
+#[cfg(not(loom))]
 #[inline(always)]
 pub(super) fn heap(addr: usize) -> &'static Heap {
     forever(addr)
 }
 
-#[cfg(not(loom))]
 /// The object linked after the free object `obj` (invariant 3).
+#[cfg(not(loom))]
 #[inline(always)]
 pub(super) fn next_of(obj: usize) -> usize {
     // SAFETY: by invariant 3, `obj` is free and only we link it: its first word is a
@@ -136,8 +136,8 @@ pub(super) fn next_of(obj: usize) -> usize {
     unsafe { *(obj as *const usize) }
 }
 
-#[cfg(not(loom))]
 /// Links the free object `obj` to `next` (invariant 3).
+#[cfg(not(loom))]
 #[inline(always)]
 pub(super) fn set_next(obj: usize, next: usize) {
     // SAFETY: by invariant 3, `obj` is free and only we link it, so we may write its
