@@ -24,10 +24,10 @@
 //!
 //! **Per-thread state of the subsystems.** The allocator's heap, the STM's descriptors
 //! and thread-local values hang off a thread's header. The scheduler does not name those
-//! subsystems: each puts a `ThreadHooks` entry (what to run when a thread ends, is
-//! switched in, or is freed unfinished) in one list, `THREAD_HOOKS`, here, which the
-//! runtime walks (§2.3: "when a thread exits, the scheduler uses a fast callback to
-//! notify the memory manager"). So `runtime.rs` imports none of them.
+//! subsystems: each implements `runtime::ThreadHooks` (what to run when a thread ends,
+//! is switched in, or is freed unfinished) and is listed in one place, `Subsystems`,
+//! here, whose hooks the runtime calls (§2.3: "when a thread exits, the scheduler uses a
+//! fast callback to notify the memory manager"). So `runtime.rs` imports none of them.
 //!
 //! **Where the `unsafe` code is.** Mostly in two modules, each a small set of safe
 //! functions whose docs state what the rest of the crate guarantees about their
@@ -77,15 +77,14 @@ pub use runtime::{
 };
 pub use thread::{spawn, spawn_to, yield_until, JoinHandle, Key};
 
-/// The subsystems that keep per-thread state in a thread's header, with what the
+/// The subsystems that keep per-thread state in a thread's header, each with what the
 /// scheduler must call when a thread ends, is switched in, or is freed
 /// ([`runtime::ThreadHooks`]; McRT §2.3, the scheduler's "fast callback" to the memory
-/// manager at thread exit). The one place that names them: the runtime walks this list
-/// and imports none of them, and a new subsystem adds its entry here. Order matters:
-/// thread-local destructors run first (they may allocate or use a transaction), then
-/// the allocator's and the STM's state is given back.
-pub(crate) const THREAD_HOOKS: &[runtime::ThreadHooks] =
-    &[thread::THREAD_HOOKS, malloc::THREAD_HOOKS, stm::THREAD_HOOKS];
+/// manager at thread exit). The one place that names them: the runtime calls this
+/// list's hooks and imports none of them, and a new subsystem adds itself here. Order
+/// matters: thread-local destructors run first (they may allocate or use a
+/// transaction), then the allocator's and the STM's state is given back.
+pub(crate) type Subsystems = (thread::ThreadHooks, malloc::ThreadHooks, stm::ThreadHooks);
 
 /// Why a runtime call failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,10 +13,10 @@
 //! 5. **Starting and stopping** ([`run`]).
 //!
 //! The runtime names none of the subsystems that hang state off a thread's header (the
-//! allocator's heap, the STM's descriptors, thread-local values): each gives it a
-//! [`ThreadHooks`] entry in one list, [`crate::THREAD_HOOKS`], which it walks when a
-//! thread ends, is switched in, or is freed unfinished (§2.3: "when a thread exits, the
-//! scheduler uses a fast callback to notify the memory manager").
+//! allocator's heap, the STM's descriptors, thread-local values): each implements
+//! [`ThreadHooks`] and is listed in one place, [`crate::Subsystems`], whose hooks the
+//! runtime calls when a thread ends, is switched in, or is freed unfinished (§2.3: "when
+//! a thread exits, the scheduler uses a fast callback to notify the memory manager").
 
 use crate::config::Config;
 use crate::context::{self, Stack};
@@ -24,6 +24,7 @@ use crate::host::Host;
 use crate::park::Parking;
 use crate::predicate::Predicate;
 use crate::queue::TaskQueue;
+use crate::Subsystems;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::cell::{Cell, RefCell};
@@ -274,12 +275,7 @@ fn after_switch(me: &Task) {
         }
     }
     me.yielded.store(false, Ordering::Release);
-    // A constant list: this loop compiles to direct calls, no slower than naming them.
-    for hooks in crate::THREAD_HOOKS {
-        if let Some(resume) = hooks.resume {
-            resume(me);
-        }
-    }
+    Subsystems::resume(me);
 }
 
 /// Takes the next thread whose predicate holds from the queues `p` snoops, in order.
@@ -378,12 +374,8 @@ pub fn switch_to_queue(queue: usize) -> Result<(), crate::Error> {
 /// good (what it had on the stack is not dropped).
 pub fn exit() -> ! {
     let me = current();
-    for hooks in crate::THREAD_HOOKS {
-        if let Some(ending) = hooks.ending {
-            ending(me);
-        }
-    }
-    release(me);
+    Subsystems::ending(me);
+    Subsystems::release(me);
     let next = next_or_idle(me);
     switch_to(me, next, Pending::Retire(me));
     unreachable!("mcrt: a retired thread was switched in");
@@ -419,32 +411,54 @@ pub(crate) fn notify_if_parked(rt: &Shared) {
 // ---------------------------------------------------------------------------------------
 // The subsystems' hooks.
 
-/// What one subsystem that keeps per-thread state in the thread's header wants done
-/// when a thread ends, is switched in, or is freed. The runtime walks every entry of
-/// [`crate::THREAD_HOOKS`] in order; a hook checks its own header field (0: nothing
-/// there) and returns at once when it has nothing to do.
-pub(crate) struct ThreadHooks {
+/// What a subsystem that keeps per-thread state in the thread's header wants done when
+/// a thread ends, is switched in, or is freed. Each hook does nothing unless the
+/// subsystem overrides it; a hook checks its own header field (0: nothing there) and
+/// returns at once when it has nothing to do. A subsystem implements it on a unit type,
+/// and [`crate::Subsystems`] lists those types; a tuple of subsystems runs each hook
+/// for its members in order. The calls are resolved at compile time, so the switch path
+/// costs what it did when the runtime named the STM's hook (an indirect call through a
+/// table of `fn` pointers was not inlined there).
+pub(crate) trait ThreadHooks {
     /// Runs on the ending thread's own stack, before any `release`: work that may still
     /// use the runtime (thread-local destructors may allocate, lock, even yield).
-    pub(crate) ending: Option<fn(&Task)>,
+    fn ending(_t: &Task) {}
+
     /// Gives back what the subsystem hangs off a header whose thread will never run
     /// again: a thread that ended (on its stack, after every `ending`), a thread left
     /// queued when the runtime stops, and a processor's stopped idle loop (on the
     /// processor's system stack). It must not yield.
-    pub(crate) release: Option<fn(&Task)>,
+    fn release(_t: &Task) {}
+
     /// Runs on a thread each time it is switched in, before it goes on: on every switch,
     /// so it must be cheap when it has nothing to do.
-    pub(crate) resume: Option<fn(&Task)>,
+    fn resume(_t: &Task) {}
 }
 
-/// Walks every subsystem's `release` hook for `t`, which will never run again.
-fn release(t: &Task) {
-    for hooks in crate::THREAD_HOOKS {
-        if let Some(release) = hooks.release {
-            release(t);
+/// A list of subsystems (a tuple) is one too: each hook runs for every member, in order.
+macro_rules! thread_hooks_for_tuple {
+    ($($s:ident),+) => {
+        impl<$($s: ThreadHooks),+> ThreadHooks for ($($s,)+) {
+            #[inline(always)]
+            fn ending(t: &Task) {
+                $($s::ending(t);)+
+            }
+            #[inline(always)]
+            fn release(t: &Task) {
+                $($s::release(t);)+
+            }
+            #[inline(always)]
+            fn resume(t: &Task) {
+                $($s::resume(t);)+
+            }
         }
-    }
+    };
 }
+thread_hooks_for_tuple!(A);
+thread_hooks_for_tuple!(A, B);
+thread_hooks_for_tuple!(A, B, C);
+thread_hooks_for_tuple!(A, B, C, D);
+thread_hooks_for_tuple!(A, B, C, D, E);
 
 // ---------------------------------------------------------------------------------------
 // Threads: made, retired.
@@ -661,7 +675,7 @@ fn processor_main(rt: &Shared, index: usize) {
     drop(inside);
     // The idle loop has stopped; its header is ours. (Futures it ran allocated on its
     // heap: the blocks go to the pool as a thread's do.)
-    release(idle_header);
+    Subsystems::release(idle_header);
     free_task_on(idle, None);
     // The processor has stopped; nothing else touches its cache.
     for stack in p.stacks.take() {
@@ -737,7 +751,7 @@ pub fn run<R: Send + 'static>(
         while let Some(t) = q.take(|_| true) {
             let t = t as *const Task;
             // A queued thread that will never run again; its header is ours.
-            release(context::header(t));
+            Subsystems::release(context::header(t));
             free_task_on(t, None);
         }
     }

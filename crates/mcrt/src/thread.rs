@@ -183,10 +183,15 @@ impl Key {
     }
 }
 
-/// The runtime's calls into thread-local data ([`crate::THREAD_HOOKS`]): an ending
-/// thread's destructors run on its own stack.
-pub(crate) const THREAD_HOOKS: crate::runtime::ThreadHooks =
-    crate::runtime::ThreadHooks { ending: Some(run_tls_destructors), release: None, resume: None };
+/// The runtime's calls into thread-local data ([`crate::Subsystems`]): an ending thread's
+/// destructors run on its own stack.
+pub(crate) struct ThreadHooks;
+
+impl runtime::ThreadHooks for ThreadHooks {
+    fn ending(t: &Task) {
+        run_tls_destructors(t);
+    }
+}
 
 /// Runs the destructors of `t`'s non-zero thread-local values (it is ending).
 fn run_tls_destructors(t: &Task) {

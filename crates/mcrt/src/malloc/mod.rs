@@ -155,10 +155,15 @@ pub unsafe fn free(ptr: *mut u8, layout: Layout) {
     raw::large_free(ptr, layout)
 }
 
-/// The scheduler's callbacks ([`crate::THREAD_HOOKS`]): a thread's heap is released
-/// when it will never run again.
-pub(crate) const THREAD_HOOKS: crate::runtime::ThreadHooks =
-    crate::runtime::ThreadHooks { ending: None, release: Some(on_thread_exit), resume: None };
+/// The scheduler's callbacks ([`crate::Subsystems`]): a thread's heap is released when
+/// it will never run again.
+pub(crate) struct ThreadHooks;
+
+impl crate::runtime::ThreadHooks for ThreadHooks {
+    fn release(t: &Task) {
+        on_thread_exit(t);
+    }
+}
 
 /// The scheduler's callback when a thread that allocated ends (McRT §2.3): its remote
 /// frees are handed over and its blocks go to the recycling pool. Nothing to do for a

@@ -561,14 +561,21 @@ fn backoff(why: Abort, attempt: u32, task: usize, seed: usize) {
     }
 }
 
-/// The scheduler's callbacks ([`crate::THREAD_HOOKS`]): a thread's kept descriptor goes
+/// The scheduler's callbacks ([`crate::Subsystems`]): a thread's kept descriptor goes
 /// back when it will never run again; a thread inside a transaction checks, when it is
 /// switched in, whether it was aborted meanwhile.
-pub(crate) const THREAD_HOOKS: crate::runtime::ThreadHooks = crate::runtime::ThreadHooks {
-    ending: None,
-    release: Some(on_thread_exit),
-    resume: Some(on_resume),
-};
+pub(crate) struct ThreadHooks;
+
+impl crate::runtime::ThreadHooks for ThreadHooks {
+    fn release(t: &Task) {
+        on_thread_exit(t);
+    }
+
+    #[inline(always)]
+    fn resume(t: &Task) {
+        on_resume(t);
+    }
+}
 
 /// The scheduler's call when a thread will never run again: the descriptor it kept (if
 /// any) goes back to the registry.
@@ -583,7 +590,7 @@ fn on_thread_exit(t: &Task) {
 /// The scheduler's call when a thread is switched in (§2.4): one inside a transaction
 /// marks itself active, then checks whether it was aborted while it had yielded. Runs on
 /// every switch, so outside a transaction it is one load.
-#[inline]
+#[inline(always)]
 fn on_resume(t: &Task) {
     if t.tx.get() != 0 {
         descriptor::on_resume(t);
