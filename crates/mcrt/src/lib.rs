@@ -37,7 +37,7 @@
 //! word-wise copies, destructors kept in atomic words). What is left elsewhere is what
 //! only the module that owns an invariant can argue: the `Sync` of the runtime's shared
 //! state and of the lock types (`sync`), values handed over once between threads
-//! (`thread::Slot`, futures), MCS queue nodes, the STM's commit protocol, the OpenMP
+//! (`runtime::Slot`, futures), MCS queue nodes, the STM's commit protocol, the OpenMP
 //! adaptor's scoped threads and reductions, the pthread adaptor's per-thread block, and
 //! Linux's system calls ([`hosted`]). Every `unsafe` block says why it is sound in a
 //! `// SAFETY:` comment (`clippy::undocumented_unsafe_blocks` is on).

@@ -27,7 +27,7 @@ use crate::queue::TaskQueue;
 use crate::Subsystems;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::cell::{Cell, RefCell};
+use core::cell::{Cell, RefCell, UnsafeCell};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Marks a live thread header (a check that the stack pointer is on a McRT stack).
@@ -463,6 +463,37 @@ thread_hooks_for_tuple!(A, B, C, D, E);
 // ---------------------------------------------------------------------------------------
 // Threads: made, retired.
 
+/// Where a thread's result waits for its joiner (and `run`'s main thread's, for `run`).
+pub(crate) struct Slot<T> {
+    value: UnsafeCell<Option<T>>,
+}
+
+// SAFETY: written once by the thread before it is marked done (Release), read by the
+// joiner after it sees done (Acquire); `run` reads the main thread's after the host has
+// joined every processor.
+unsafe impl<T: Send> Sync for Slot<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for Slot<T> {}
+
+impl<T> Slot<T> {
+    /// An empty slot.
+    pub(crate) fn new() -> Slot<T> {
+        Slot { value: UnsafeCell::new(None) }
+    }
+
+    /// Puts the result (the thread, once, before it is done).
+    pub(crate) fn put(&self, v: T) {
+        // SAFETY: only the thread writes, before it is done; nobody reads until then.
+        unsafe { *self.value.get() = Some(v) }
+    }
+
+    /// Takes the result (the one joiner, once the thread is done).
+    pub(crate) fn take(&self) -> Option<T> {
+        // SAFETY: only after the thread is done (its writes are visible), by one reader.
+        unsafe { (*self.value.get()).take() }
+    }
+}
+
 /// Makes a thread that runs `entry`, in queue `queue` (not yet queued); `None` when memory
 /// is short. `creator`: the McRT thread making it, if one is (its processor's stack cache
 /// is used).
@@ -729,8 +760,7 @@ pub fn run<R: Send + 'static>(
         stats: Counters::default(),
         fpu_saving: AtomicBool::new(config_saves_fpu),
     });
-    let result: alloc::sync::Arc<crate::thread::Slot<R>> =
-        alloc::sync::Arc::new(crate::thread::Slot::new());
+    let result: alloc::sync::Arc<Slot<R>> = alloc::sync::Arc::new(Slot::new());
     let out = result.clone();
     let main_body: Box<dyn FnOnce() + Send> = Box::new(move || {
         out.put(main());

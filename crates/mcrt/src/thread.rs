@@ -4,40 +4,12 @@
 
 use crate::malloc::raw::AtomicDestructor;
 use crate::predicate::{Op, Predicate};
-use crate::runtime::{self, current, Task, DETACHED, DONE};
+use crate::runtime::{self, current, Slot, Task, DETACHED, DONE};
 use crate::Error;
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-
-/// Where a thread's result waits for its joiner.
-pub(crate) struct Slot<T> {
-    value: UnsafeCell<Option<T>>,
-}
-
-// SAFETY: written once by the thread before it is marked done (Release), read by the
-// joiner after it sees done (Acquire).
-unsafe impl<T: Send> Sync for Slot<T> {}
-// SAFETY: as above.
-unsafe impl<T: Send> Send for Slot<T> {}
-
-impl<T> Slot<T> {
-    pub(crate) fn new() -> Slot<T> {
-        Slot { value: UnsafeCell::new(None) }
-    }
-
-    pub(crate) fn put(&self, v: T) {
-        // SAFETY: only the thread writes, before it is done; nobody reads until then.
-        unsafe { *self.value.get() = Some(v) }
-    }
-
-    pub(crate) fn take(&self) -> Option<T> {
-        // SAFETY: only after the thread is done (its writes are visible), by one reader.
-        unsafe { (*self.value.get()).take() }
-    }
-}
 
 /// A thread to join (dropping it detaches the thread).
 pub struct JoinHandle<T> {
