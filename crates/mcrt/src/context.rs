@@ -190,6 +190,145 @@ impl Drop for Stack {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Thread headers and switching between threads: the safe interface the runtime uses.
+//
+// A header is placed in a stack's highest bytes when its thread is made, and taken out
+// when the thread is freed; in between, the stack belongs to the header. The crate keeps
+// one invariant for the pointers these functions take: **a header pointer is one that
+// [`place_header`] returned and that [`free_header`] has not yet been given**. The runtime
+// keeps it: a header is freed only once its thread is done and either detached or joined
+// (`runtime::retire`, `runtime::free_task`), and until then it is reached only through a
+// queue entry, a processor's `pending` slot, a join handle, or the stack pointer.
+
+/// Where a header of type `H` sits in its stack: at the top, below [`STACK_RESERVED`],
+/// 64-byte aligned (the thread's first frames start just below it).
+pub(crate) const fn header_offset<H>() -> usize {
+    STACK_BYTES - STACK_RESERVED - ((core::mem::size_of::<H>() + 63) & !63)
+}
+
+/// Places `header` in `stack`'s highest bytes and prepares the stack below it so that
+/// the first switch to it calls `entry(header address)`; returns the header and the
+/// stack pointer to switch to. The stack now belongs to the header until
+/// [`free_header`].
+pub(crate) fn place_header<H>(
+    stack: Stack,
+    header: H,
+    entry: extern "C" fn(usize) -> !,
+) -> (*const H, usize) {
+    const { assert!(core::mem::align_of::<H>() <= 64 && header_offset::<H>() >= 4096) };
+    let h = (stack.into_base() as usize + header_offset::<H>()) as *mut H;
+    // SAFETY: `h` is 64-aligned (the stack is aligned to its size) and lies inside the
+    // stack, which we own: nothing else is there. The 64 bytes below it are ours too
+    // (the assertion above leaves at least 4 KiB), and `h` is 16-aligned.
+    let sp = unsafe {
+        h.write(header);
+        prepare(h as usize, entry, h as usize)
+    };
+    (h, sp)
+}
+
+/// The header `h` points to.
+///
+/// The returned reference is valid until `h` goes to [`free_header`]: by the invariant
+/// above, the runtime frees a header only when no thread, queue or handle can reach it
+/// any more, so no reference obtained here is used past that.
+pub(crate) fn header<'a, H>(h: *const H) -> &'a H {
+    // SAFETY: by the crate's invariant (above), `h` was placed by `place_header`, is
+    // properly aligned and initialised, and is still live.
+    unsafe { &*h }
+}
+
+/// The header of the stack the caller runs on: where one is if the caller runs on a McRT
+/// stack (the caller checks that it does, and that a live header is there).
+#[inline(always)]
+pub(crate) fn running_header<H>() -> *const H {
+    (stack_base_of_sp() + header_offset::<H>()) as *const H
+}
+
+/// Drops the header `h` and gives back its stack. The caller passes a header no thread,
+/// queue or handle will reach again (the crate's invariant, above); that thread has left
+/// its stack for good.
+pub(crate) fn free_header<H>(h: *const H) -> Stack {
+    let base = (h as usize - header_offset::<H>()) as *mut u8;
+    // SAFETY: by the invariant, `h` is a live header placed by `place_header` in the
+    // stack at `base`, which `into_base` gave up, and nothing uses either again.
+    unsafe {
+        core::ptr::drop_in_place(h as *mut H);
+        Stack::from_base(base)
+    }
+}
+
+/// Switches from the running thread (its stack pointer saved in `save`) to the thread
+/// whose saved stack pointer is `next`, with [`switch`] when `keep_fpu` (each thread
+/// keeps its FPU control words), else [`switch_sharing_fpu`]; returns when something
+/// switches back to this thread.
+///
+/// The runtime passes only a `next` saved by an earlier switch (or made by
+/// [`place_header`]) of a thread that no processor runs (`Task::on_cpu`, taken from a
+/// queue under its lock, or the processor's own idle loop), and a `save` in the running
+/// thread's header, which lives until it is switched back in.
+#[inline(always)]
+pub(crate) fn switch_threads(save: &core::cell::Cell<usize>, next: usize, keep_fpu: bool) {
+    if keep_fpu {
+        // SAFETY: as the runtime ensures (above): `next` is a suspended context that
+        // nothing else runs, and `save` outlives the switch.
+        unsafe { switch(save.as_ptr(), next) }
+    } else {
+        // SAFETY: as above.
+        unsafe { switch_sharing_fpu(save.as_ptr(), next) }
+    }
+}
+
+/// What a switched-out thread borrowed when it switched: `p` comes from a reference the
+/// thread holds across its switch (on its stack, or passed down to the call that
+/// switched), so it is valid while the thread is switched out. The runtime uses this
+/// only for the word of a blocked thread's predicate (`predicate.rs`), which it evaluates
+/// only while that thread is switched out and the predicate is in its header; the thread
+/// clears the predicate before its borrow ends.
+pub(crate) fn suspended_borrow<'a, T>(p: *const T) -> &'a T {
+    // SAFETY: as above: the borrow `p` came from outlives the thread's switch, and the
+    // caller uses the result only while the thread is switched out.
+    unsafe { &*p }
+}
+
+/// The calling thread's FPU control words: (MXCSR, x87 control word).
+pub(crate) fn fpu_control() -> (u32, u16) {
+    let mut mxcsr: u32 = 0;
+    let mut x87: u16 = 0;
+    // SAFETY: stores the two words into the locals; nothing else is touched.
+    unsafe {
+        core::arch::asm!(
+            "stmxcsr [{m}]",
+            "fnstcw [{x}]",
+            m = in(reg) &mut mxcsr,
+            x = in(reg) &mut x87,
+            options(nostack, preserves_flags),
+        )
+    };
+    (mxcsr, x87)
+}
+
+/// Loads the calling thread's FPU control words (the words a saving [`switch`] keeps for
+/// it from now on).
+///
+/// # Panics
+/// When `mxcsr` has a reserved bit (16 and up) set, which `ldmxcsr` would fault on.
+pub(crate) fn set_fpu_control(mxcsr: u32, x87: u16) {
+    assert!(mxcsr >> 16 == 0, "mcrt: reserved MXCSR bits");
+    // SAFETY: MXCSR's reserved bits are clear (checked above); any x87 control word
+    // loads. Only the two control registers change; no memory is written.
+    unsafe {
+        core::arch::asm!(
+            "ldmxcsr [{m}]",
+            "fldcw [{x}]",
+            m = in(reg) &mxcsr,
+            x = in(reg) &x87,
+            options(nostack, preserves_flags, readonly),
+        )
+    };
+}
+
 /// The base of the stack the caller runs on (its thread's header), if it runs on a McRT
 /// stack at all.
 #[inline(always)]

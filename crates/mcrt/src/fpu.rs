@@ -37,18 +37,7 @@ pub const INITIAL: FpuWords = FpuWords { mxcsr: 0x1F80, x87: 0x037F };
 
 /// The calling thread's control words.
 pub fn control() -> FpuWords {
-    let mut mxcsr: u32 = 0;
-    let mut x87: u16 = 0;
-    // SAFETY: stores the two words into the locals; nothing else is touched.
-    unsafe {
-        core::arch::asm!(
-            "stmxcsr [{m}]",
-            "fnstcw [{x}]",
-            m = in(reg) &mut mxcsr,
-            x = in(reg) &mut x87,
-            options(nostack, preserves_flags),
-        )
-    };
+    let (mxcsr, x87) = crate::context::fpu_control();
     FpuWords { mxcsr, x87 }
 }
 
@@ -71,16 +60,7 @@ pub fn set_control(words: FpuWords) -> Result<(), crate::Error> {
             rt.fpu_saving.store(true, Ordering::Relaxed);
         }
     }
-    // SAFETY: MXCSR's reserved bits are clear (checked); any x87 control word loads.
-    unsafe {
-        core::arch::asm!(
-            "ldmxcsr [{m}]",
-            "fldcw [{x}]",
-            m = in(reg) &words.mxcsr,
-            x = in(reg) &words.x87,
-            options(nostack, preserves_flags, readonly),
-        )
-    };
+    crate::context::set_fpu_control(words.mxcsr, words.x87);
     Ok(())
 }
 

@@ -21,9 +21,31 @@
 //!
 //! Threads are cooperative (§2.2): a thread runs until it yields, blocks or ends. A switch
 //! saves only the callee-saved registers and the FPU control words ([`context`]).
+//!
+//! **Per-thread state of the subsystems.** The allocator's heap, the STM's descriptors
+//! and thread-local values hang off a thread's header. The scheduler does not name those
+//! subsystems: each implements `runtime::ThreadHooks` (what to run when a thread ends,
+//! is switched in, or is freed unfinished) and is listed in one place, `Subsystems`,
+//! here, whose hooks the runtime calls (§2.3: "when a thread exits, the scheduler uses a
+//! fast callback to notify the memory manager"). So `runtime.rs` imports none of them.
+//!
+//! **Where the `unsafe` code is.** Mostly in two modules, each a small set of safe
+//! functions whose docs state what the rest of the crate guarantees about their
+//! arguments: [`context`] (stacks, thread headers, the switch, the FPU control words,
+//! the word a suspended thread waits on) and `malloc::raw` (the allocator's blocks, heaps
+//! and object links, memory the crate keeps for good such as STM descriptors, the STM's
+//! word-wise copies, destructors kept in atomic words). What is left elsewhere is what
+//! only the module that owns an invariant can argue: the `Sync` of the runtime's shared
+//! state and of the lock types (`sync`), values handed over once between threads
+//! (`runtime::Slot`, futures), MCS queue nodes, the STM's commit protocol, the OpenMP
+//! adaptor's scoped threads and reductions, the pthread adaptor's per-thread block, and
+//! Linux's system calls ([`hosted`]). Every `unsafe` block says why it is sound in a
+//! `// SAFETY:` comment (`clippy::undocumented_unsafe_blocks` is on).
 #![no_std]
-#![deny(unsafe_op_in_unsafe_fn)]
-#![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+// Every `unsafe` block says why it is sound (issue 23): an error, not a warning, so it
+// holds for any build that runs clippy.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
 
 extern crate alloc;
 #[cfg(feature = "std")]
@@ -56,6 +78,15 @@ pub use runtime::{
     exit, notify, notify_all, processor, processors, run, stats, switch_to_queue, yield_now,
 };
 pub use thread::{spawn, spawn_to, yield_until, JoinHandle, Key};
+
+/// The subsystems that keep per-thread state in a thread's header, each with what the
+/// scheduler must call when a thread ends, is switched in, or is freed
+/// ([`runtime::ThreadHooks`]; McRT §2.3, the scheduler's "fast callback" to the memory
+/// manager at thread exit). The one place that names them: the runtime calls this
+/// list's hooks and imports none of them, and a new subsystem adds itself here. Order
+/// matters: thread-local destructors run first (they may allocate or use a
+/// transaction), then the allocator's and the STM's state is given back.
+pub(crate) type Subsystems = (thread::ThreadHooks, malloc::ThreadHooks, stm::ThreadHooks);
 
 /// Why a runtime call failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use crate::thread::{yield_until, JoinHandle};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::any::TypeId;
-use core::cell::{Cell, UnsafeCell};
+use core::cell::Cell;
 use core::ops::Range;
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
@@ -79,15 +79,10 @@ struct Team {
     n: AtomicUsize,
     /// 1 once the team is complete and its members may start.
     gate: AtomicU32,
-    /// The paper's barrier (§2.2), for the team's size: written only before the gate opens.
-    barrier: UnsafeCell<sync::Barrier>,
+    /// The paper's barrier (§2.2), for the team's size: reset only before the gate opens.
+    barrier: sync::Barrier,
     slots: Vec<Slot>,
 }
-
-// SAFETY: `barrier` is written only by the encountering thread before it opens the gate
-// (Release); members touch it only after seeing the gate open (Acquire). Everything else
-// is atomic.
-unsafe impl Sync for Team {}
 
 impl Team {
     fn new(capacity: usize) -> Team {
@@ -105,7 +100,7 @@ impl Team {
         Team {
             n: AtomicUsize::new(0),
             gate: AtomicU32::new(0),
-            barrier: UnsafeCell::new(sync::Barrier::new(1)),
+            barrier: sync::Barrier::new(1),
             slots,
         }
     }
@@ -116,15 +111,15 @@ impl Team {
         for s in &self.slots {
             s.left.store(n as u32, Ordering::Relaxed);
         }
-        // SAFETY: the gate is still shut, so no member reads the barrier yet.
-        unsafe { *self.barrier.get() = sync::Barrier::new(n as u32) };
+        // The gate is still shut, so no member reaches the barrier yet; the gate's Release
+        // store publishes the reset.
+        self.barrier.reset(n as u32);
         self.gate.store(1, Ordering::Release);
         crate::notify_all();
     }
 
     fn barrier(&self) -> &sync::Barrier {
-        // SAFETY: called by members, after the gate opened; it no longer changes.
-        unsafe { &*self.barrier.get() }
+        &self.barrier
     }
 }
 

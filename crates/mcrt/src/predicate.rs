@@ -57,9 +57,9 @@ impl Predicate {
 
     /// True when it holds now.
     pub(crate) fn holds(&self) -> bool {
-        // SAFETY: the waiting thread's `yield_until` borrows the word until it returns, and
-        // it returns only after this predicate is dropped from its header.
-        let now = unsafe { (*self.word).load(Ordering::Acquire) };
+        // The waiting thread's `yield_until` borrows the word until it returns, and it
+        // returns only after this predicate is dropped from its header.
+        let now = crate::context::suspended_borrow(self.word).load(Ordering::Acquire);
         self.op.holds(now, self.value)
     }
 }

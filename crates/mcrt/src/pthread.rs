@@ -12,13 +12,13 @@
 //!    values live in the same block, so a deleted key's destructor never runs.
 //! 4. **Once**, **mutex**, **condition variable**, **barrier**.
 
+use crate::malloc::raw::AtomicDestructor;
 use crate::predicate::Op;
 use crate::sync::{self, MutexKind, RawMutex};
 use crate::thread::{current_id, yield_until, JoinHandle, Key};
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::cell::UnsafeCell;
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
@@ -180,23 +180,23 @@ struct Block {
 /// The McRT key holding each thread's `Block` (made on first use).
 struct BlockKey {
     once: Once,
-    key: UnsafeCell<Option<Key>>,
+    /// The key's index plus one; 0 when McRT had no key left. Written once, inside
+    /// `once`, and read only after `once.call` returned (whose Release/Acquire order it).
+    key: AtomicUsize,
 }
 
-// SAFETY: `key` is written once, inside `once`, before `once` is done (Release); it is
-// read only after `once.call` returned (Acquire).
-unsafe impl Sync for BlockKey {}
-
-static BLOCK_KEY: BlockKey = BlockKey { once: Once::new(), key: UnsafeCell::new(None) };
+static BLOCK_KEY: BlockKey = BlockKey { once: Once::new(), key: AtomicUsize::new(0) };
 
 /// The McRT key of the adaptor's blocks; `Again` when McRT has no key left.
 fn block_key() -> Result<Key, Errno> {
     BLOCK_KEY.once.call(|| {
-        // SAFETY: inside the once: nobody else reads or writes `key` now.
-        unsafe { *BLOCK_KEY.key.get() = Key::new(Some(drop_block)).ok() };
+        let key = Key::new(Some(drop_block)).map_or(0, |k| k.index() + 1);
+        BLOCK_KEY.key.store(key, Ordering::Relaxed);
     });
-    // SAFETY: the once is done; `key` no longer changes.
-    unsafe { *BLOCK_KEY.key.get() }.ok_or(Errno::Again)
+    match BLOCK_KEY.key.load(Ordering::Relaxed) {
+        0 => Err(Errno::Again),
+        k => Ok(Key::from_index(k - 1)),
+    }
 }
 
 /// Gives the calling thread its block.
@@ -235,10 +235,8 @@ fn drop_block(v: usize) {
             // SAFETY: the ending thread's own block; no reference is held across `d(value)`.
             let entry = unsafe { (&mut *b).values.get_mut(k).map(core::mem::take) };
             let Some((seq, value)) = entry else { break };
-            let d = KEY_DTOR[k].load(Ordering::Acquire);
-            if value != 0 && d != 0 && KEY_SEQ[k].load(Ordering::Acquire) == seq {
-                // SAFETY: stored from a `fn(usize)` in `key_create`.
-                let d: fn(usize) = unsafe { core::mem::transmute::<usize, fn(usize)>(d) };
+            let d = KEY_DTOR[k].load();
+            if let Some(d) = d.filter(|_| value != 0 && KEY_SEQ[k].load(Ordering::Acquire) == seq) {
                 d(value);
                 ran = true;
             }
@@ -354,8 +352,8 @@ pub const KEYS_MAX: usize = 128;
 /// Each key slot's sequence number: odd while a key lives there, bumped at create and
 /// delete (so values set under an older key are not seen under a newer one).
 static KEY_SEQ: [AtomicU32; KEYS_MAX] = [const { AtomicU32::new(0) }; KEYS_MAX];
-/// Each key's destructor (a `fn(usize)` as an address; 0: none).
-static KEY_DTOR: [AtomicUsize; KEYS_MAX] = [const { AtomicUsize::new(0) }; KEYS_MAX];
+/// Each key's destructor, if it has one.
+static KEY_DTOR: [AtomicDestructor; KEYS_MAX] = [const { AtomicDestructor::new() }; KEYS_MAX];
 
 /// `pthread_key_t`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -380,7 +378,7 @@ pub fn key_create(destructor: Option<fn(usize)>) -> Result<PthreadKey, Errno> {
                 .compare_exchange(s, s.wrapping_add(1), Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         {
-            KEY_DTOR[i].store(destructor.map_or(0, |d| d as usize), Ordering::Release);
+            KEY_DTOR[i].store(destructor);
             return Ok(PthreadKey { index: i as u32, seq: s.wrapping_add(1) });
         }
     }
@@ -391,7 +389,7 @@ pub fn key_create(destructor: Option<fn(usize)>) -> Result<PthreadKey, Errno> {
 /// already deleted.
 pub fn key_delete(key: PthreadKey) -> Result<(), Errno> {
     let i = key.index as usize;
-    KEY_DTOR[i].store(0, Ordering::Release);
+    KEY_DTOR[i].store(None);
     KEY_SEQ[i]
         .compare_exchange(key.seq, key.seq.wrapping_add(1), Ordering::AcqRel, Ordering::Relaxed)
         .map(|_| ())

@@ -11,17 +11,23 @@
 //!    threads (and futures) from the queues it snoops, spins a while when there are none,
 //!    then parks on the runtime's `epoch` word until [`notify`] or a timeout.
 //! 5. **Starting and stopping** ([`run`]).
+//!
+//! The runtime names none of the subsystems that hang state off a thread's header (the
+//! allocator's heap, the STM's descriptors, thread-local values): each implements
+//! [`ThreadHooks`] and is listed in one place, [`crate::Subsystems`], whose hooks the
+//! runtime calls when a thread ends, is switched in, or is freed unfinished (§2.3: "when
+//! a thread exits, the scheduler uses a fast callback to notify the memory manager").
 
 use crate::config::Config;
-use crate::context::{self, Stack, STACK_BYTES};
+use crate::context::{self, Stack};
 use crate::host::Host;
 use crate::park::Parking;
 use crate::predicate::Predicate;
 use crate::queue::TaskQueue;
+use crate::Subsystems;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::cell::{Cell, UnsafeCell};
-use core::mem::size_of;
+use core::cell::{Cell, RefCell, UnsafeCell};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Marks a live thread header (a check that the stack pointer is on a McRT stack).
@@ -36,10 +42,6 @@ const PARK_US: u64 = 1000;
 /// stacks stranded in one's cache).
 const STACK_CACHE: usize = 16;
 
-/// Where a thread's header sits in its stack: at the top, 64-byte aligned (its first
-/// frames start just below it).
-const HEADER_AT: usize = STACK_BYTES - context::STACK_RESERVED - ((size_of::<Task>() + 63) & !63);
-
 /// `Task::state` bits.
 pub(crate) const DONE: u32 = 1;
 pub(crate) const DETACHED: u32 = 2;
@@ -49,7 +51,7 @@ pub(crate) const DETACHED: u32 = 2;
 pub(crate) struct Task {
     canary: u64,
     /// The stack pointer saved while it is switched out.
-    sp: UnsafeCell<usize>,
+    sp: Cell<usize>,
     rt: *const Shared,
     /// The processor running it (set when it is switched in).
     processor: Cell<usize>,
@@ -62,7 +64,7 @@ pub(crate) struct Task {
     /// What it runs (taken when it starts).
     entry: Cell<Option<Box<dyn FnOnce() + Send>>>,
     /// Its thread-local values, by key.
-    pub(crate) tls: UnsafeCell<Vec<usize>>,
+    pub(crate) tls: RefCell<Vec<usize>>,
     /// The allocator's per-thread state (§2.3), 0 until it allocates.
     pub(crate) heap: Cell<usize>,
     /// The STM's descriptor of the transaction it is in (§2.4), 0 outside one.
@@ -100,10 +102,10 @@ pub(crate) struct Processor {
     /// Its idle loop's header.
     idle: Cell<*const Task>,
     /// The system thread's stack pointer, to return to when the runtime stops.
-    host_sp: UnsafeCell<usize>,
+    host_sp: Cell<usize>,
     pending: Cell<Pending>,
     /// Stacks of retired threads, for the next ones.
-    stacks: UnsafeCell<Vec<Stack>>,
+    stacks: RefCell<Vec<Stack>>,
     /// Round-robin position in its `spawn_to` list.
     next_spawn: Cell<usize>,
     /// Its switches, written only by its own system thread (no locked instruction on
@@ -146,7 +148,9 @@ pub(crate) struct Shared {
     stopping: AtomicBool,
     /// Live threads (the main thread included).
     pub(crate) live: AtomicUsize,
-    host: *const (dyn Host + 'static),
+    /// Borrowed for the whole of [`run`], which erases its lifetime (see there why that
+    /// is sound).
+    host: &'static dyn Host,
     pub(crate) futures: crate::future::FutureQueues,
     stats: Counters,
     /// Whether switches keep each thread's FPU control words now: from the start under
@@ -164,8 +168,7 @@ unsafe impl Sync for Task {}
 
 impl Shared {
     pub(crate) fn host(&self) -> &dyn Host {
-        // SAFETY: `run` keeps the host borrowed for as long as the runtime exists.
-        unsafe { &*self.host }
+        self.host
     }
 
     fn processor(&self, i: usize) -> &Processor {
@@ -181,11 +184,11 @@ impl Shared {
 /// # Panics
 /// When called off a McRT stack (outside [`run`]).
 pub(crate) fn current() -> &'static Task {
-    let task = (context::stack_base_of_sp() + HEADER_AT) as *const Task;
+    let task = context::running_header::<Task>();
     assert!(crate::in_runtime(), "mcrt: called outside the runtime");
-    // SAFETY: a McRT processor's system thread runs only on McRT stacks, whose base holds
-    // a live header (checked by its canary).
-    let task = unsafe { &*task };
+    // A McRT processor's system thread runs only on McRT stacks, whose top holds a live
+    // header (checked by its canary).
+    let task = context::header(task);
     assert_eq!(task.canary, CANARY, "mcrt: stack overflow or not a McRT stack");
     task
 }
@@ -225,26 +228,22 @@ fn switch_to(me: &Task, next: *const Task, pending: Pending) {
     let p = me.proc();
     p.pending.set(pending);
     p.switches.store(p.switches.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-    // SAFETY: `next` was taken from a queue (or is this processor's idle loop), so no
-    // other processor runs it; `me`'s header outlives the switch.
-    unsafe {
-        // A yielding thread taken from a queue may still be leaving its stack elsewhere.
-        // (An idle loop is never queued: it is this processor's alone.)
-        if !(*next).idle {
-            while (*next).on_cpu.load(Ordering::Acquire) {
-                core::hint::spin_loop();
-            }
-            (*next).on_cpu.store(true, Ordering::Relaxed);
+    // `next` was taken from a queue (or is this processor's idle loop), so no other
+    // processor runs it once it is off its stack; `me`'s header outlives the switch.
+    let next = context::header(next);
+    // A yielding thread taken from a queue may still be leaving its stack elsewhere.
+    // (An idle loop is never queued: it is this processor's alone.)
+    if !next.idle {
+        while next.on_cpu.load(Ordering::Acquire) {
+            core::hint::spin_loop();
         }
-        (*next).processor.set(p.index);
-        // Relaxed: a late read of a flip by another processor's thread is harmless
-        // (`crate::fpu`); this thread's own flip it reads in program order.
-        if me.rt().fpu_saving.load(Ordering::Relaxed) {
-            context::switch(me.sp.get(), *(*next).sp.get())
-        } else {
-            context::switch_sharing_fpu(me.sp.get(), *(*next).sp.get())
-        }
+        next.on_cpu.store(true, Ordering::Relaxed);
     }
+    next.processor.set(p.index);
+    // Relaxed: a late read of a flip by another processor's thread is harmless
+    // (`crate::fpu`); this thread's own flip it reads in program order.
+    let keep_fpu = me.rt().fpu_saving.load(Ordering::Relaxed);
+    context::switch_threads(&me.sp, next.sp.get(), keep_fpu);
     after_switch(me);
 }
 
@@ -255,40 +254,36 @@ fn after_switch(me: &Task) {
     match p.pending.replace(Pending::None) {
         Pending::None => {}
         Pending::Requeue(t) => {
-            // SAFETY: the thread has left its stack; it is ours to queue.
-            let t = unsafe { &*t };
+            // The thread has left its stack; it is ours to queue.
+            let t = context::header(t);
             t.yielded.store(true, Ordering::Relaxed);
             t.on_cpu.store(false, Ordering::Relaxed);
             me.rt().queues[t.queue.get()].push(t as *const Task as usize);
             notify_if_parked(me.rt());
         }
         Pending::Release(t) => {
-            // SAFETY: the thread has left its stack; it sits in its queue.
-            let t = unsafe { &*t };
+            // The thread has left its stack; it sits in its queue.
+            let t = context::header(t);
             t.yielded.store(true, Ordering::Relaxed);
             // Release: whoever takes it next sees every write it made.
             t.on_cpu.store(false, Ordering::Release);
         }
         Pending::Retire(t) => {
-            // SAFETY: the thread has left its stack for good.
-            let t = unsafe { &*t };
+            // The thread has left its stack for good.
+            let t = context::header(t);
             retire(t, p);
         }
     }
     me.yielded.store(false, Ordering::Release);
-    if me.tx.get() != 0 {
-        crate::stm::on_resume(me);
-    }
+    Subsystems::resume(me);
 }
 
 /// Takes the next thread whose predicate holds from the queues `p` snoops, in order.
 fn find_work(rt: &Shared, p: &Processor) -> Option<*const Task> {
     let snoop = &rt.config.snoop[p.index];
     for (k, &q) in snoop.iter().enumerate() {
-        let found = rt.queues[q].take(|t| {
-            // SAFETY: entries are headers of queued, switched-out threads.
-            unsafe { (*(t as *const Task)).runnable() }
-        });
+        // Entries are headers of queued, switched-out threads.
+        let found = rt.queues[q].take(|t| context::header(t as *const Task).runnable());
         if let Some(t) = found {
             if k > 0 {
                 rt.stats.steals.fetch_add(1, Ordering::Relaxed);
@@ -323,10 +318,9 @@ fn swap_with_next(me: &Task) -> Option<*const Task> {
     if rt.config.snoop[p.index].first() != Some(&home) {
         return None;
     }
-    let next = rt.queues[home].swap(me as *const Task as usize, |t| {
-        // SAFETY: entries are headers of queued threads.
-        unsafe { (*(t as *const Task)).runnable() }
-    })?;
+    // Entries are headers of queued threads.
+    let next = rt.queues[home]
+        .swap(me as *const Task as usize, |t| context::header(t as *const Task).runnable())?;
     Some(next as *const Task)
 }
 
@@ -380,13 +374,8 @@ pub fn switch_to_queue(queue: usize) -> Result<(), crate::Error> {
 /// good (what it had on the stack is not dropped).
 pub fn exit() -> ! {
     let me = current();
-    crate::thread::run_tls_destructors(me);
-    if me.heap.get() != 0 {
-        crate::malloc::on_thread_exit(me);
-    }
-    if me.stm_desc.get() != 0 {
-        crate::stm::on_thread_exit(me);
-    }
+    Subsystems::ending(me);
+    Subsystems::release(me);
     let next = next_or_idle(me);
     switch_to(me, next, Pending::Retire(me));
     unreachable!("mcrt: a retired thread was switched in");
@@ -420,7 +409,90 @@ pub(crate) fn notify_if_parked(rt: &Shared) {
 }
 
 // ---------------------------------------------------------------------------------------
+// The subsystems' hooks.
+
+/// What a subsystem that keeps per-thread state in the thread's header wants done when
+/// a thread ends, is switched in, or is freed. Each hook does nothing unless the
+/// subsystem overrides it; a hook checks its own header field (0: nothing there) and
+/// returns at once when it has nothing to do. A subsystem implements it on a unit type,
+/// and [`crate::Subsystems`] lists those types; a tuple of subsystems runs each hook
+/// for its members in order. The calls are resolved at compile time, so the switch path
+/// costs what it did when the runtime named the STM's hook (an indirect call through a
+/// table of `fn` pointers was not inlined there).
+pub(crate) trait ThreadHooks {
+    /// Runs on the ending thread's own stack, before any `release`: work that may still
+    /// use the runtime (thread-local destructors may allocate, lock, even yield).
+    fn ending(_t: &Task) {}
+
+    /// Gives back what the subsystem hangs off a header whose thread will never run
+    /// again: a thread that ended (on its stack, after every `ending`), a thread left
+    /// queued when the runtime stops, and a processor's stopped idle loop (on the
+    /// processor's system stack). It must not yield.
+    fn release(_t: &Task) {}
+
+    /// Runs on a thread each time it is switched in, before it goes on: on every switch,
+    /// so it must be cheap when it has nothing to do.
+    fn resume(_t: &Task) {}
+}
+
+/// A list of subsystems (a tuple) is one too: each hook runs for every member, in order.
+macro_rules! thread_hooks_for_tuple {
+    ($($s:ident),+) => {
+        impl<$($s: ThreadHooks),+> ThreadHooks for ($($s,)+) {
+            #[inline(always)]
+            fn ending(t: &Task) {
+                $($s::ending(t);)+
+            }
+            #[inline(always)]
+            fn release(t: &Task) {
+                $($s::release(t);)+
+            }
+            #[inline(always)]
+            fn resume(t: &Task) {
+                $($s::resume(t);)+
+            }
+        }
+    };
+}
+thread_hooks_for_tuple!(A);
+thread_hooks_for_tuple!(A, B);
+thread_hooks_for_tuple!(A, B, C);
+thread_hooks_for_tuple!(A, B, C, D);
+thread_hooks_for_tuple!(A, B, C, D, E);
+
+// ---------------------------------------------------------------------------------------
 // Threads: made, retired.
+
+/// Where a thread's result waits for its joiner (and `run`'s main thread's, for `run`).
+pub(crate) struct Slot<T> {
+    value: UnsafeCell<Option<T>>,
+}
+
+// SAFETY: written once by the thread before it is marked done (Release), read by the
+// joiner after it sees done (Acquire); `run` reads the main thread's after the host has
+// joined every processor.
+unsafe impl<T: Send> Sync for Slot<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for Slot<T> {}
+
+impl<T> Slot<T> {
+    /// An empty slot.
+    pub(crate) fn new() -> Slot<T> {
+        Slot { value: UnsafeCell::new(None) }
+    }
+
+    /// Puts the result (the thread, once, before it is done).
+    pub(crate) fn put(&self, v: T) {
+        // SAFETY: only the thread writes, before it is done; nobody reads until then.
+        unsafe { *self.value.get() = Some(v) }
+    }
+
+    /// Takes the result (the one joiner, once the thread is done).
+    pub(crate) fn take(&self) -> Option<T> {
+        // SAFETY: only after the thread is done (its writes are visible), by one reader.
+        unsafe { (*self.value.get()).take() }
+    }
+}
 
 /// Makes a thread that runs `entry`, in queue `queue` (not yet queued); `None` when memory
 /// is short. `creator`: the McRT thread making it, if one is (its processor's stack cache
@@ -433,30 +505,26 @@ pub(crate) fn make_task(
     idle: bool,
 ) -> Option<*const Task> {
     let stack = take_stack(rt, creator)?;
-    let base = stack.into_base();
-    let task = (base as usize + HEADER_AT) as *mut Task;
-    // SAFETY: `base` is a fresh stack we own; the header fits in its lowest bytes.
-    unsafe {
-        task.write(Task {
-            canary: CANARY,
-            sp: UnsafeCell::new(0),
-            rt,
-            processor: Cell::new(0),
-            queue: Cell::new(queue),
-            state: AtomicU32::new(0),
-            wait: Cell::new(None),
-            entry: Cell::new(Some(entry)),
-            tls: UnsafeCell::new(Vec::new()),
-            heap: Cell::new(0),
-            tx: Cell::new(0),
-            stm_desc: Cell::new(0),
-            yielded: AtomicBool::new(false),
-            on_cpu: AtomicBool::new(false),
-            idle,
-        });
-        // The stack starts below the header (16-aligned, as `HEADER_AT` is).
-        *(*task).sp.get() = context::prepare(task as usize, task_main, task as usize);
-    }
+    let header = Task {
+        canary: CANARY,
+        sp: Cell::new(0),
+        rt,
+        processor: Cell::new(0),
+        queue: Cell::new(queue),
+        state: AtomicU32::new(0),
+        wait: Cell::new(None),
+        entry: Cell::new(Some(entry)),
+        tls: RefCell::new(Vec::new()),
+        heap: Cell::new(0),
+        tx: Cell::new(0),
+        stm_desc: Cell::new(0),
+        yielded: AtomicBool::new(false),
+        on_cpu: AtomicBool::new(false),
+        idle,
+    };
+    // The stack starts below the header.
+    let (task, sp) = context::place_header(stack, header, task_main);
+    context::header(task).sp.set(sp);
     if !idle {
         rt.live.fetch_add(1, Ordering::Relaxed);
         rt.stats.spawned.fetch_add(1, Ordering::Relaxed);
@@ -468,8 +536,8 @@ pub(crate) fn make_task(
 fn take_stack(rt: &Shared, creator: Option<&Task>) -> Option<Stack> {
     if let Some(me) = creator {
         if core::ptr::eq(me.rt, rt) {
-            // SAFETY: only this processor's system thread touches its cache.
-            if let Some(s) = unsafe { (*me.proc().stacks.get()).pop() } {
+            // Only this processor's system thread touches its cache.
+            if let Some(s) = me.proc().stacks.borrow_mut().pop() {
                 return Some(s);
             }
         }
@@ -479,8 +547,8 @@ fn take_stack(rt: &Shared, creator: Option<&Task>) -> Option<Stack> {
 
 /// Every thread starts here, on its own stack.
 extern "C" fn task_main(task: usize) -> ! {
-    // SAFETY: `task` is this thread's header (made by `make_task`).
-    let me = unsafe { &*(task as *const Task) };
+    // `task` is this thread's header (made by `make_task`).
+    let me = context::header(task as *const Task);
     after_switch(me);
     if let Some(entry) = me.entry.take() {
         entry();
@@ -511,14 +579,11 @@ pub(crate) fn free_task(t: *const Task) {
 }
 
 fn free_task_on(t: *const Task, p: Option<&Processor>) {
-    // SAFETY: `t` is a header nobody else will touch again (done and detached, or joined).
-    let stack = unsafe {
-        core::ptr::drop_in_place(t as *mut Task);
-        Stack::from_base((t as usize - HEADER_AT) as *mut u8)
-    };
+    // `t` is a header nobody else will touch again (done and detached, or joined).
+    let stack = context::free_header(t);
     if let Some(p) = p {
-        // SAFETY: only this processor's system thread touches its cache.
-        let cache = unsafe { &mut *p.stacks.get() };
+        // Only this processor's system thread touches its cache.
+        let mut cache = p.stacks.borrow_mut();
         if cache.len() < STACK_CACHE {
             cache.push(stack);
             return;
@@ -616,8 +681,9 @@ fn idle_main(index: usize, rt: &Shared) {
         rt.parking.stop_spinning();
     }
     // Back to the system thread's stack (`processor_main`).
-    // SAFETY: `host_sp` was saved by the switch into this loop, on a stack still live.
-    unsafe { context::switch(me.sp.get(), *p.host_sp.get()) };
+    // `host_sp` was saved by the switch into this loop, on a stack still live. (The
+    // system thread's own context always keeps its FPU words: a saving switch.)
+    context::switch_threads(&me.sp, p.host_sp.get(), true);
     unreachable!("mcrt: a stopped idle loop was resumed");
 }
 
@@ -625,33 +691,25 @@ fn idle_main(index: usize, rt: &Shared) {
 /// when the runtime stops.
 fn processor_main(rt: &Shared, index: usize) {
     let p = rt.processor(index);
-    let rt_addr = rt as *const Shared as usize;
-    let body: Box<dyn FnOnce() + Send> = Box::new(move || {
-        // SAFETY: the runtime outlives its processors' idle loops.
-        idle_main(index, unsafe { &*(rt_addr as *const Shared) })
-    });
+    // The idle loop finds the runtime through its own header, as every thread does.
+    let body: Box<dyn FnOnce() + Send> = Box::new(move || idle_main(index, shared()));
     let Some(idle) = make_task(rt, None, 0, body, true) else {
         rt.stopping.store(true, Ordering::Release);
         return;
     };
     p.idle.set(idle);
     let inside = crate::EnterRuntime::new();
-    // SAFETY: the idle loop's stack was just prepared; it switches back here when it stops.
-    unsafe {
-        (*idle).processor.set(index);
-        context::switch(p.host_sp.get(), *(*idle).sp.get());
-    }
+    // The idle loop's stack was just prepared; it switches back here when it stops.
+    let idle_header = context::header(idle);
+    idle_header.processor.set(index);
+    context::switch_threads(&p.host_sp, idle_header.sp.get(), true);
     drop(inside);
-    // SAFETY: the idle loop has stopped; its header is ours. (Futures it ran allocated
-    // on its heap: the blocks go to the pool as a thread's do.)
-    unsafe {
-        if (*idle).heap.get() != 0 {
-            crate::malloc::on_thread_exit(&*idle);
-        }
-    }
+    // The idle loop has stopped; its header is ours. (Futures it ran allocated on its
+    // heap: the blocks go to the pool as a thread's do.)
+    Subsystems::release(idle_header);
     free_task_on(idle, None);
-    // SAFETY: the processor has stopped; nothing else touches its cache.
-    for stack in unsafe { (*p.stacks.get()).drain(..) } {
+    // The processor has stopped; nothing else touches its cache.
+    for stack in p.stacks.take() {
         context::give_to_pool(stack);
     }
 }
@@ -673,17 +731,17 @@ pub fn run<R: Send + 'static>(
     if crate::in_runtime() {
         return Err(crate::Error::InvalidArgument); // one runtime per system thread
     }
-    let host: *const (dyn Host + '_) = host;
-    // SAFETY: only the lifetime changes; the host is only reached through the runtime,
-    // which lives inside this call.
-    let host: *const (dyn Host + 'static) = unsafe { core::mem::transmute(host) };
+    // SAFETY: only the lifetime changes. The host is reached only through the runtime
+    // (`Shared::host`), which this call makes and drops before it returns, and through
+    // its processors' system threads, which `run_processors` joins before it returns.
+    let host: &'static dyn Host = unsafe { core::mem::transmute::<&dyn Host, _>(host) };
     let processors = (0..config.processors)
         .map(|index| Processor {
             index,
             idle: Cell::new(core::ptr::null()),
-            host_sp: UnsafeCell::new(0),
+            host_sp: Cell::new(0),
             pending: Cell::new(Pending::None),
-            stacks: UnsafeCell::new(Vec::new()),
+            stacks: RefCell::new(Vec::new()),
             next_spawn: Cell::new(0),
             switches: AtomicU64::new(0),
         })
@@ -702,14 +760,11 @@ pub fn run<R: Send + 'static>(
         stats: Counters::default(),
         fpu_saving: AtomicBool::new(config_saves_fpu),
     });
-    let result: alloc::sync::Arc<crate::thread::Slot<R>> =
-        alloc::sync::Arc::new(crate::thread::Slot::new());
+    let result: alloc::sync::Arc<Slot<R>> = alloc::sync::Arc::new(Slot::new());
     let out = result.clone();
-    let rt_addr = &*rt as *const Shared as usize;
     let main_body: Box<dyn FnOnce() + Send> = Box::new(move || {
         out.put(main());
-        // SAFETY: the runtime outlives its threads.
-        let rt = unsafe { &*(rt_addr as *const Shared) };
+        let rt = shared();
         rt.stopping.store(true, Ordering::Release);
         rt.parking.move_on();
         rt.parking.wake(rt.host(), true);
@@ -717,23 +772,16 @@ pub fn run<R: Send + 'static>(
     let first = rt.config.spawn_to[0][0];
     let main_task = make_task(&rt, None, first, main_body, false).ok_or(crate::Error::NoMemory)?;
     // The main thread is detached: its result comes back through `result`.
-    // SAFETY: just made, not yet queued.
-    unsafe { (*main_task).state.store(DETACHED, Ordering::Relaxed) };
+    // Just made, not yet queued.
+    context::header(main_task).state.store(DETACHED, Ordering::Relaxed);
     rt.queues[first].push(main_task as usize);
     let started = rt.host().run_processors(rt.config.processors, &|i| processor_main(&rt, i));
     // Whatever is left in the queues will not run.
     for q in &rt.queues {
         while let Some(t) = q.take(|_| true) {
             let t = t as *const Task;
-            // SAFETY: a queued thread that will never run again; its header is ours.
-            unsafe {
-                if (*t).heap.get() != 0 {
-                    crate::malloc::on_thread_exit(&*t);
-                }
-                if (*t).stm_desc.get() != 0 {
-                    crate::stm::on_thread_exit(&*t);
-                }
-            }
+            // A queued thread that will never run again; its header is ours.
+            Subsystems::release(context::header(t));
             free_task_on(t, None);
         }
     }

@@ -392,17 +392,15 @@ fn pthread() -> Check {
         lock: PMutex,
         not_full: Cond,
         not_empty: Cond,
-        items: core::cell::UnsafeCell<Vec<usize>>,
+        /// Touched only with `lock` held (the inner spin lock is then always free: it only
+        /// makes the sharing safe, the pthread mutex under test does the excluding).
+        items: locks::TtsLock<Vec<usize>>,
     }
-    // SAFETY: `items` is touched only with `lock` held.
-    unsafe impl Sync for Buffer {}
-    // SAFETY: as above.
-    unsafe impl Send for Buffer {}
     let b = Arc::new(Buffer {
         lock: PMutex::new(MutexAttr::default()),
         not_full: Cond::new(),
         not_empty: Cond::new(),
-        items: core::cell::UnsafeCell::new(Vec::new()),
+        items: locks::TtsLock::new(Vec::new()),
     });
     let per = 200usize;
     let seen = Arc::new((0..3 * per).map(|_| AtomicU32::new(0)).collect::<Vec<_>>());
@@ -413,12 +411,10 @@ fn pthread() -> Check {
             pthread::create(&Attr::default(), move || {
                 for i in 0..per {
                     let _ = b.lock.lock();
-                    // SAFETY: the lock is held.
-                    while unsafe { (*b.items.get()).len() } >= 2 {
+                    while b.items.with(|items| items.len()) >= 2 {
                         let _ = b.not_full.wait(&b.lock);
                     }
-                    // SAFETY: the lock is held.
-                    unsafe { (*b.items.get()).push(p * per + i) };
+                    b.items.with(|items| items.push(p * per + i));
                     let _ = b.not_empty.signal();
                     let _ = b.lock.unlock();
                 }
@@ -433,12 +429,10 @@ fn pthread() -> Check {
             pthread::create(&Attr::default(), move || {
                 for _ in 0..per {
                     let _ = b.lock.lock();
-                    // SAFETY: the lock is held.
-                    while unsafe { (*b.items.get()).is_empty() } {
+                    while b.items.with(|items| items.is_empty()) {
                         let _ = b.not_empty.wait(&b.lock);
                     }
-                    // SAFETY: the lock is held.
-                    let item = unsafe { (*b.items.get()).remove(0) };
+                    let item = b.items.with(|items| items.remove(0));
                     let _ = b.not_full.signal();
                     let _ = b.lock.unlock();
                     seen[item].fetch_add(1, Ordering::AcqRel);

@@ -2,58 +2,29 @@
 //! A thread is a stack whose base holds its header (see [`crate::runtime`]); it runs until
 //! it yields, blocks on a predicate, or ends.
 
+use crate::malloc::raw::AtomicDestructor;
 use crate::predicate::{Op, Predicate};
-use crate::runtime::{self, current, Task, DETACHED, DONE};
+use crate::runtime::{self, current, Slot, Task, DETACHED, DONE};
 use crate::Error;
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-
-/// Where a thread's result waits for its joiner.
-pub(crate) struct Slot<T> {
-    value: UnsafeCell<Option<T>>,
-}
-
-// SAFETY: written once by the thread before it is marked done (Release), read by the
-// joiner after it sees done (Acquire).
-unsafe impl<T: Send> Sync for Slot<T> {}
-// SAFETY: as above.
-unsafe impl<T: Send> Send for Slot<T> {}
-
-impl<T> Slot<T> {
-    pub(crate) fn new() -> Slot<T> {
-        Slot { value: UnsafeCell::new(None) }
-    }
-
-    pub(crate) fn put(&self, v: T) {
-        // SAFETY: only the thread writes, before it is done; nobody reads until then.
-        unsafe { *self.value.get() = Some(v) }
-    }
-
-    pub(crate) fn take(&self) -> Option<T> {
-        // SAFETY: only after the thread is done (its writes are visible), by one reader.
-        unsafe { (*self.value.get()).take() }
-    }
-}
 
 /// A thread to join (dropping it detaches the thread).
 pub struct JoinHandle<T> {
-    task: *const Task,
+    /// The thread's header, as an address (the handle only reads the header's atomic
+    /// state, and frees it once the thread is done, from whichever thread holds it).
+    task: usize,
     slot: Arc<Slot<T>>,
 }
-
-// SAFETY: the handle only reads the header's atomic state and frees it once done.
-unsafe impl<T: Send> Send for JoinHandle<T> {}
 
 impl<T> JoinHandle<T> {
     /// Waits until the thread has ended; its result, or `None` if it ended by [`exit`].
     pub fn join(self) -> Option<T> {
-        // SAFETY: the header lives until the handle frees it (the thread is not detached).
-        let state = unsafe { &(*self.task).state };
+        let state = &self.header().state;
         runtime::block_until(Predicate::new(state, Op::AnySet, DONE));
-        runtime::free_task(self.task);
+        runtime::free_task(self.task as *const Task);
         let value = self.slot.take();
         core::mem::forget(self);
         value
@@ -61,22 +32,26 @@ impl<T> JoinHandle<T> {
 
     /// True once the thread has ended.
     pub fn is_finished(&self) -> bool {
-        // SAFETY: as in `join`.
-        unsafe { (*self.task).state.load(Ordering::Acquire) & DONE != 0 }
+        self.header().state.load(Ordering::Acquire) & DONE != 0
+    }
+
+    /// The thread's header: it lives until the handle frees it (the thread is not
+    /// detached while the handle exists).
+    fn header(&self) -> &Task {
+        crate::context::header(self.task as *const Task)
     }
 
     /// The thread's id (unique among live threads).
     pub fn id(&self) -> usize {
-        self.task as usize
+        self.task
     }
 }
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
-        // SAFETY: as in `join`.
-        let before = unsafe { (*self.task).state.fetch_or(DETACHED, Ordering::AcqRel) };
+        let before = self.header().state.fetch_or(DETACHED, Ordering::AcqRel);
         if before & DONE != 0 {
-            runtime::free_task(self.task);
+            runtime::free_task(self.task as *const Task);
         }
     }
 }
@@ -107,7 +82,7 @@ pub fn spawn_to<T: Send + 'static>(
     let task = runtime::make_task(rt, Some(me), queue, body, false).ok_or(Error::NoMemory)?;
     rt.queues[queue].push(task as usize);
     runtime::notify_if_parked(rt);
-    Ok(JoinHandle { task, slot })
+    Ok(JoinHandle { task: task as usize, slot })
 }
 
 /// Ends the calling thread (a joiner gets `None`).
@@ -134,14 +109,24 @@ pub fn yield_until(word: &AtomicU32, op: Op, value: u32) {
 static KEYS: AtomicUsize = AtomicUsize::new(0);
 /// Most keys (as POSIX's `PTHREAD_KEYS_MAX`).
 pub const KEYS_MAX: usize = 1024;
-/// Each key's destructor, if it has one (a `fn` pointer, as an address; 0: none).
-static DESTRUCTORS: [AtomicUsize; KEYS_MAX] = [const { AtomicUsize::new(0) }; KEYS_MAX];
+/// Each key's destructor, if it has one.
+static DESTRUCTORS: [AtomicDestructor; KEYS_MAX] = [const { AtomicDestructor::new() }; KEYS_MAX];
 
 /// A key for one word of thread-local data per thread (0 until set).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Key(usize);
 
 impl Key {
+    /// Its index (for code that keeps a key in an atomic word).
+    pub(crate) fn index(self) -> usize {
+        self.0
+    }
+
+    /// The key with index `index`, one that [`Key::new`] handed out.
+    pub(crate) fn from_index(index: usize) -> Key {
+        Key(index)
+    }
+
     /// A new key; `destructor` runs with a thread's non-zero value when it ends.
     pub fn new(destructor: Option<fn(usize)>) -> Result<Key, Error> {
         let k = KEYS.fetch_add(1, Ordering::Relaxed);
@@ -149,20 +134,20 @@ impl Key {
             KEYS.fetch_sub(1, Ordering::Relaxed);
             return Err(Error::NoMemory);
         }
-        DESTRUCTORS[k].store(destructor.map_or(0, |d| d as usize), Ordering::Release);
+        DESTRUCTORS[k].store(destructor);
         Ok(Key(k))
     }
 
     /// The calling thread's value.
     pub fn get(self) -> usize {
-        // SAFETY: only the running thread touches its own `tls`.
-        unsafe { (&*current().tls.get()).get(self.0).copied().unwrap_or(0) }
+        // Only the running thread touches its own `tls`, and never while it is borrowed.
+        current().tls.borrow().get(self.0).copied().unwrap_or(0)
     }
 
     /// Sets the calling thread's value.
     pub fn set(self, value: usize) {
-        // SAFETY: as in `get`.
-        let tls = unsafe { &mut *current().tls.get() };
+        // As in `get`.
+        let mut tls = current().tls.borrow_mut();
         if tls.len() <= self.0 {
             tls.resize(self.0 + 1, 0);
         }
@@ -170,15 +155,22 @@ impl Key {
     }
 }
 
+/// The runtime's calls into thread-local data ([`crate::Subsystems`]): an ending thread's
+/// destructors run on its own stack.
+pub(crate) struct ThreadHooks;
+
+impl runtime::ThreadHooks for ThreadHooks {
+    fn ending(t: &Task) {
+        run_tls_destructors(t);
+    }
+}
+
 /// Runs the destructors of `t`'s non-zero thread-local values (it is ending).
-pub(crate) fn run_tls_destructors(t: &Task) {
-    // SAFETY: the running thread's own `tls`; taken out so a destructor may set keys.
-    let values: Vec<usize> = core::mem::take(unsafe { &mut *t.tls.get() });
+fn run_tls_destructors(t: &Task) {
+    // The running thread's own `tls`; taken out so a destructor may set keys.
+    let values: Vec<usize> = t.tls.take();
     for (k, &v) in values.iter().enumerate() {
-        let d = DESTRUCTORS[k].load(Ordering::Acquire);
-        if v != 0 && d != 0 {
-            // SAFETY: stored from a `fn(usize)` in `Key::new`.
-            let d: fn(usize) = unsafe { core::mem::transmute::<usize, fn(usize)>(d) };
+        if let Some(d) = DESTRUCTORS[k].load().filter(|_| v != 0) {
             d(v);
         }
     }

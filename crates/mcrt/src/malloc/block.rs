@@ -8,6 +8,7 @@
 //! when it ends (McRT §2.3) and other threads take them from there.
 
 use super::class::{first_offset, SIZES};
+use super::raw::{self, set_next};
 use super::Version;
 use core::cell::Cell;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -75,30 +76,10 @@ struct Remote {
 /// The header's size: objects start past it.
 pub(super) const HEADER: usize = core::mem::size_of::<Block>();
 
-/// The block holding `obj`.
+/// The block holding `obj`, an object of this allocator (blocks are never freed).
 #[inline]
 pub(super) fn block_of(obj: usize) -> *mut Block {
     (obj & !(BLOCK_BYTES - 1)) as *mut Block
-}
-
-/// The object linked after `obj` in a free list.
-///
-/// # Safety
-/// `obj` is a free object (its first word is a link).
-#[inline]
-pub(super) unsafe fn next_of(obj: usize) -> usize {
-    // SAFETY: as the caller promised; objects are at least 16 bytes and 16-aligned.
-    unsafe { *(obj as *const usize) }
-}
-
-/// Links `obj` to `next`.
-///
-/// # Safety
-/// `obj` is a free object that the caller may write.
-#[inline]
-pub(super) unsafe fn set_next(obj: usize, next: usize) {
-    // SAFETY: as the caller promised.
-    unsafe { *(obj as *mut usize) = next }
 }
 
 impl Block {
@@ -106,39 +87,23 @@ impl Block {
     /// short (or, on a machine with more than 48 address bits, when the pool's tagged word
     /// could not hold its address).
     pub(super) fn new(class: usize, version: Version, owner: usize) -> *mut Block {
-        let layout = layout();
-        // SAFETY: the layout is not zero-sized.
-        let base = unsafe { alloc::alloc::alloc(layout) };
-        if base.is_null() {
-            return base.cast();
-        }
-        if base as usize >= 1 << 48 {
-            // SAFETY: just allocated with this layout.
-            unsafe { alloc::alloc::dealloc(base, layout) };
-            return core::ptr::null_mut();
-        }
         let size = SIZES[class];
-        let start = base as usize + first_offset(size, HEADER);
-        let block = base as *mut Block;
-        // SAFETY: `base` is ours, aligned to BLOCK_BYTES (so to 64) and big enough.
-        unsafe {
-            block.write(Block {
-                local: Local {
-                    free: Cell::new(0),
-                    bump: Cell::new(start),
-                    limit: base as usize + BLOCK_BYTES - size,
-                    size,
-                    class,
-                    version,
-                    full: Cell::new(false),
-                    prev: Cell::new(core::ptr::null_mut()),
-                    next: Cell::new(core::ptr::null_mut()),
-                },
-                shared: Shared { owner: AtomicUsize::new(owner), pool_next: AtomicUsize::new(0) },
-                remote: Remote { head: AtomicUsize::new(0), locked: TtsLock::new(0) },
-            });
-        }
-        block
+        let made = raw::new_block(|base| Block {
+            local: Local {
+                free: Cell::new(0),
+                bump: Cell::new(base + first_offset(size, HEADER)),
+                limit: base + BLOCK_BYTES - size,
+                size,
+                class,
+                version,
+                full: Cell::new(false),
+                prev: Cell::new(core::ptr::null_mut()),
+                next: Cell::new(core::ptr::null_mut()),
+            },
+            shared: Shared { owner: AtomicUsize::new(owner), pool_next: AtomicUsize::new(0) },
+            remote: Remote { head: AtomicUsize::new(0), locked: TtsLock::new(0) },
+        });
+        made.map_or(core::ptr::null_mut(), |b| b as *const Block as *mut Block)
     }
 
     /// An object from the private free list or the untouched space; 0 when both are
@@ -148,8 +113,8 @@ impl Block {
         let l = &self.local;
         let obj = l.free.get();
         if obj != 0 {
-            // SAFETY: objects on the free list are free and ours.
-            l.free.set(unsafe { next_of(obj) });
+            // Objects on the free list are free and ours.
+            l.free.set(raw::next_of(obj));
             return obj;
         }
         let bump = l.bump.get();
@@ -180,17 +145,16 @@ impl Block {
     }
 
     /// Pushes the chain `head ..= tail` of this block's objects (linked through their first
-    /// words) onto its remote list: one CAS (or one lock) for the whole batch.
-    ///
-    /// # Safety
-    /// The chain's objects belong to this block and are free; nobody else links them.
-    pub(super) unsafe fn push_remote(&self, head: usize, tail: usize) {
+    /// words) onto its remote list: one CAS (or one lock) for the whole batch. The chain's
+    /// objects belong to this block and are free; nobody else links them (the caller's,
+    /// `raw`'s invariant 3).
+    pub(super) fn push_remote(&self, head: usize, tail: usize) {
         match self.local.version {
             Version::NonBlocking => {
                 let mut old = self.remote.head.load(Ordering::Relaxed);
                 loop {
-                    // SAFETY: the caller gave us the chain.
-                    unsafe { set_next(tail, old) };
+                    // The caller gave us the chain.
+                    set_next(tail, old);
                     // Release: our link (and the objects' last contents) go with the push.
                     match self.remote.head.compare_exchange_weak(
                         old,
@@ -204,19 +168,11 @@ impl Block {
                 }
             }
             Version::Locked => self.remote.locked.with(|h| {
-                // SAFETY: the caller gave us the chain.
-                unsafe { set_next(tail, *h) };
+                // The caller gave us the chain.
+                set_next(tail, *h);
                 *h = head;
             }),
         }
-    }
-}
-
-/// The layout every block is allocated with.
-pub(super) const fn layout() -> core::alloc::Layout {
-    match core::alloc::Layout::from_size_align(BLOCK_BYTES, BLOCK_BYTES) {
-        Ok(l) => l,
-        Err(_) => panic!("block layout"),
     }
 }
 

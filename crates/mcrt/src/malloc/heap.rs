@@ -4,8 +4,9 @@
 //! no atomics on the local paths; the one shared word per class is `dirty`, set by a thread
 //! that handed a batch of remote frees to one of our full blocks.
 
-use super::block::{self, block_of, set_next, Block, BLOCK_SHIFT};
+use super::block::{self, block_of, Block, BLOCK_SHIFT};
 use super::class::NCLASSES;
+use super::raw::{self, set_next};
 use super::{pool, Version, COUNTERS};
 use core::cell::Cell;
 use core::ptr::null_mut;
@@ -48,15 +49,15 @@ impl Heap {
         let old = UNUSED.with(|top| {
             let h = *top;
             if h != 0 {
-                // SAFETY: heaps on the list are live and unused; we hold the lock.
-                *top = unsafe { (*(h as *const Heap)).next_unused.get() };
+                // Heaps on the list are unused; we hold the lock.
+                *top = raw::heap(h).next_unused.get();
             }
             h as *mut Heap
         });
         if !old.is_null() {
-            // SAFETY: taken from the list, so ours; field by field, because a thread
-            // handing over a batch may still store to a stale `dirty`.
-            let h = unsafe { &*old };
+            // Taken from the list, so ours; field by field, because a thread handing over
+            // a batch may still store to a stale `dirty`.
+            let h = raw::heap(old as usize);
             h.version.set(version);
             for d in &h.dirty {
                 d.store(false, Ordering::Relaxed);
@@ -64,7 +65,7 @@ impl Heap {
             h.batches.set(0);
             return old;
         }
-        let h = alloc::boxed::Box::new(Heap {
+        let h = raw::new_heap(|| Heap {
             version: Cell::new(version),
             avail: [const { Cell::new(null_mut()) }; NCLASSES],
             full: [const { Cell::new(null_mut()) }; NCLASSES],
@@ -80,7 +81,7 @@ impl Heap {
             batches: Cell::new(0),
             next_unused: Cell::new(0),
         });
-        alloc::boxed::Box::into_raw(h)
+        h as *const Heap
     }
 
     fn id(&self) -> usize {
@@ -92,8 +93,8 @@ impl Heap {
     pub(super) fn alloc(&self, class: usize) -> *mut u8 {
         let b = self.avail[class].get();
         if !b.is_null() {
-            // SAFETY: blocks on our lists are live and ours.
-            let obj = unsafe { (*b).take_local() };
+            // Blocks on our lists are ours.
+            let obj = raw::block(b as usize).take_local();
             if obj != 0 {
                 return obj as *mut u8;
             }
@@ -113,8 +114,8 @@ impl Heap {
                     return null_mut();
                 }
             }
-            // SAFETY: blocks on our lists are live and ours.
-            let blk = unsafe { &*b };
+            // Blocks on our lists are ours.
+            let blk = raw::block(b as usize);
             let obj = blk.take_local();
             if obj != 0 {
                 return obj as *mut u8;
@@ -137,8 +138,8 @@ impl Heap {
         if dirty.load(Ordering::Relaxed) && dirty.swap(false, Ordering::Acquire) {
             let mut b = self.full[class].get();
             while !b.is_null() {
-                // SAFETY: blocks on our lists are live and ours.
-                let blk = unsafe { &*b };
+                // Blocks on our lists are ours.
+                let blk = raw::block(b as usize);
                 let next = blk.local.next.get();
                 if blk.take_remote() {
                     self.unlink(b);
@@ -159,12 +160,11 @@ impl Heap {
             }
             COUNTERS.created.fetch_add(1, Ordering::Relaxed);
         } else {
-            // SAFETY: popped from the pool, so ours; Release for threads that read the
-            // owner to decide where a free goes (they only compare it).
-            unsafe {
-                (*b).shared.owner.store(self.id(), Ordering::Release);
-                (*b).local.full.set(false);
-            }
+            // Popped from the pool, so ours; Release for threads that read the owner to
+            // decide where a free goes (they only compare it).
+            let blk = raw::block(b as usize);
+            blk.shared.owner.store(self.id(), Ordering::Release);
+            blk.local.full.set(false);
             COUNTERS.recycled.fetch_add(1, Ordering::Relaxed);
         }
         self.link(b);
@@ -172,23 +172,20 @@ impl Heap {
     }
 
     /// Frees `obj` of class `class`: onto its block's private list if the block is ours,
-    /// else into the remote buffer.
-    ///
-    /// # Safety
-    /// `obj` is a live small object of that class, not used again.
+    /// else into the remote buffer. `obj` is a small object of that class that the program
+    /// gave back (`malloc::free`'s contract: it is not used again).
     #[inline]
-    pub(super) unsafe fn free(&self, obj: usize, class: usize) {
+    pub(super) fn free(&self, obj: usize, class: usize) {
         let b = block_of(obj);
-        // SAFETY: `obj` lies in a live block (blocks are never freed).
-        let blk = unsafe { &*b };
+        let blk = raw::block(b as usize);
         debug_assert_eq!(blk.local.class, class);
         // Relaxed: only we store our own id into a block (when we take it), so seeing it
         // means it is ours; any other value sends the object the remote way, which is
         // right whoever owns it.
         if blk.shared.owner.load(Ordering::Relaxed) == self.id() {
             let l = &blk.local;
-            // SAFETY: our block's free object.
-            unsafe { set_next(obj, l.free.get()) };
+            // Our block's free object.
+            set_next(obj, l.free.get());
             l.free.set(obj);
             if l.full.get() {
                 self.unlink(b);
@@ -208,8 +205,8 @@ impl Heap {
             self.flush(p);
             p.block.set(b as usize);
         }
-        // SAFETY: the caller gave us the object; it is free and only we link it.
-        unsafe { set_next(obj, p.head.get()) };
+        // The caller gave us the object; it is free and only we link it.
+        set_next(obj, p.head.get());
         if p.head.get() == 0 {
             p.tail.set(obj);
         }
@@ -225,8 +222,8 @@ impl Heap {
         if p.count.get() == 0 {
             return;
         }
-        // SAFETY: the buffered objects are free objects of that block, linked by us.
-        unsafe { hand_over(p.block.get() as *const Block, p.head.get(), p.tail.get()) };
+        // The buffered objects are free objects of that block, linked by us.
+        hand_over(p.block.get() as *const Block, p.head.get(), p.tail.get());
         p.head.set(0);
         p.tail.set(0);
         p.count.set(0);
@@ -235,13 +232,10 @@ impl Heap {
 
     /// The heap's thread has ended (McRT §2.3, the scheduler's callback): its remote
     /// buffer is handed over, its blocks go to the pool (one push per class), and the heap
-    /// to the unused list.
-    ///
-    /// # Safety
-    /// `heap` came from [`Heap::make`] and nobody uses it again.
-    pub(super) unsafe fn release(heap: *const Heap) {
-        // SAFETY: as the caller promised.
-        let h = unsafe { &*heap };
+    /// to the unused list. The caller passes a heap from [`Heap::make`] that nobody uses
+    /// again (else two threads would use one heap).
+    pub(super) fn release(heap: *const Heap) {
+        let h = raw::heap(heap as usize);
         for p in &h.pending {
             h.flush(p);
         }
@@ -251,8 +245,8 @@ impl Heap {
             for list in [&h.avail[class], &h.full[class]] {
                 let mut b = list.replace(null_mut());
                 while !b.is_null() {
-                    // SAFETY: blocks on our lists are live and ours.
-                    let blk = unsafe { &*b };
+                    // Blocks on our lists are ours.
+                    let blk = raw::block(b as usize);
                     let next = blk.local.next.get();
                     blk.shared.owner.store(0, Ordering::Relaxed);
                     blk.shared.pool_next.store(head as usize, Ordering::Relaxed);
@@ -265,8 +259,8 @@ impl Heap {
                 }
             }
             if !head.is_null() {
-                // SAFETY: the chain is ours, of this class and version; owners cleared.
-                unsafe { pool::push_chain(h.version.get(), class, head, tail) };
+                // The chain is ours, of this class and version; owners cleared.
+                pool::push_chain(h.version.get(), class, head, tail);
             }
         }
         COUNTERS.pooled.fetch_add(pooled, Ordering::Relaxed);
@@ -279,61 +273,50 @@ impl Heap {
 
     /// Puts `b` first on the list its `full` flag names.
     fn link(&self, b: *mut Block) {
-        // SAFETY: blocks on our lists are live and ours.
-        let blk = unsafe { &*b };
-        let l = &blk.local;
+        // Blocks on our lists are ours.
+        let l = &raw::block(b as usize).local;
         let list = if l.full.get() { &self.full[l.class] } else { &self.avail[l.class] };
         let first = list.get();
         l.prev.set(null_mut());
         l.next.set(first);
         if !first.is_null() {
-            // SAFETY: as above.
-            unsafe { (*first).local.prev.set(b) };
+            raw::block(first as usize).local.prev.set(b);
         }
         list.set(b);
     }
 
     /// Takes `b` off the list its `full` flag names.
     fn unlink(&self, b: *mut Block) {
-        // SAFETY: blocks on our lists are live and ours.
-        let l = unsafe { &(*b).local };
+        // Blocks on our lists are ours.
+        let l = &raw::block(b as usize).local;
         let (prev, next) = (l.prev.get(), l.next.get());
         if !next.is_null() {
-            // SAFETY: as above.
-            unsafe { (*next).local.prev.set(prev) };
+            raw::block(next as usize).local.prev.set(prev);
         }
         if prev.is_null() {
             let list = if l.full.get() { &self.full[l.class] } else { &self.avail[l.class] };
             list.set(next);
         } else {
-            // SAFETY: as above.
-            unsafe { (*prev).local.next.set(next) };
+            raw::block(prev as usize).local.next.set(next);
         }
     }
 }
 
-/// Frees `obj` without a heap (no memory for one): a batch of one.
-///
-/// # Safety
-/// `obj` is a live small object, not used again.
-pub(super) unsafe fn free_unbatched(obj: usize) {
-    // SAFETY: `obj` lies in a live block; the caller gave it to us.
-    unsafe { hand_over(block_of(obj), obj, obj) };
+/// Frees `obj` without a heap (no memory for one): a batch of one. `obj` is a small
+/// object the program gave back (`malloc::free`'s contract).
+pub(super) fn free_unbatched(obj: usize) {
+    hand_over(block_of(obj), obj, obj);
 }
 
-/// Pushes the chain `head ..= tail` onto `b`'s remote list and tells its owner.
-///
-/// # Safety
-/// As [`Block::push_remote`].
-unsafe fn hand_over(b: *const Block, head: usize, tail: usize) {
-    // SAFETY: blocks are never freed; the caller gave us the chain.
-    let blk = unsafe { &*b };
-    // SAFETY: as above.
-    unsafe { blk.push_remote(head, tail) };
+/// Pushes the chain `head ..= tail` onto `b`'s remote list and tells its owner (the
+/// chain as [`Block::push_remote`] takes it).
+fn hand_over(b: *const Block, head: usize, tail: usize) {
+    let blk = raw::block(b as usize);
+    blk.push_remote(head, tail);
     let owner = blk.shared.owner.load(Ordering::Acquire);
     if owner != 0 {
-        // SAFETY: heaps are never freed; a stale owner only gets a needless scan.
-        let owner = unsafe { &*(owner as *const Heap) };
+        // Heaps are never freed; a stale owner only gets a needless scan.
+        let owner = raw::heap(owner);
         // Release: after our push, so an owner that sees the flag sees the push.
         owner.dirty[blk.local.class].store(true, Ordering::Release);
     }

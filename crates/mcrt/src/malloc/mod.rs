@@ -42,10 +42,11 @@ mod class;
 mod heap;
 #[cfg(not(loom))]
 mod pool;
+pub(crate) mod raw;
 
 use crate::runtime::Task;
-use core::alloc::{GlobalAlloc, Layout};
-use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use core::alloc::Layout;
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 /// Which protocol the pool and remote-free lists use (McRT §3.2.4, Figure 11).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,10 +126,10 @@ pub fn alloc(layout: Layout) -> *mut u8 {
         if h.is_null() {
             return core::ptr::null_mut();
         }
-        // SAFETY: the calling thread's heap, used only by it (or under the fallback lock).
+        // The calling thread's heap, used only by it (or under the fallback lock).
         return with_current(h, |h| h.alloc(class));
     }
-    large_alloc(layout)
+    raw::large_alloc(layout)
 }
 
 /// Frees `ptr`, allocated by [`alloc`] (or a [`Heap`], or [`McrtMalloc`]) with `layout`;
@@ -142,43 +143,40 @@ pub unsafe fn free(ptr: *mut u8, layout: Layout) {
     if let Some(class) = class::class_of(layout.size(), layout.align()) {
         let h = current_heap();
         if h.is_null() {
-            // SAFETY: the caller gave us the object.
-            unsafe { heap::free_unbatched(ptr as usize) };
+            // The caller gave us the object.
+            heap::free_unbatched(ptr as usize);
             return;
         }
-        // SAFETY: the caller gave us the object; the heap is the calling thread's.
-        with_current(h, |h| unsafe { h.free(ptr as usize, class) });
+        // The caller gave us the object; the heap is the calling thread's.
+        with_current(h, |h| h.free(ptr as usize, class));
         return;
     }
-    // SAFETY: large objects come from the system with this layout.
-    unsafe { large_free(ptr, layout) }
+    // Large objects come from the system with this layout.
+    raw::large_free(ptr, layout)
+}
+
+/// The scheduler's callbacks ([`crate::Subsystems`]): a thread's heap is released when
+/// it will never run again.
+pub(crate) struct ThreadHooks;
+
+impl crate::runtime::ThreadHooks for ThreadHooks {
+    fn release(t: &Task) {
+        on_thread_exit(t);
+    }
 }
 
 /// The scheduler's callback when a thread that allocated ends (McRT §2.3): its remote
-/// frees are handed over and its blocks go to the recycling pool.
-pub(crate) fn on_thread_exit(t: &Task) {
+/// frees are handed over and its blocks go to the recycling pool. Nothing to do for a
+/// thread that never allocated.
+fn on_thread_exit(t: &Task) {
     let h = t.heap.replace(0);
     #[cfg(not(loom))]
     if h != 0 {
-        // SAFETY: the thread's heap, made by `current_heap`; the thread is ending.
-        unsafe { heap::Heap::release(h as *const heap::Heap) };
+        // The thread's heap, made by `current_heap`; the thread is ending.
+        heap::Heap::release(h as *const heap::Heap);
     }
     #[cfg(loom)]
     let _ = h;
-}
-
-fn large_alloc(layout: Layout) -> *mut u8 {
-    let layout = Layout::from_size_align(layout.size().max(1), layout.align()).unwrap_or(layout);
-    // SAFETY: the size is not zero.
-    unsafe { alloc::alloc::alloc(layout) }
-}
-
-/// # Safety
-/// `ptr` came from [`large_alloc`] with `layout`.
-unsafe fn large_free(ptr: *mut u8, layout: Layout) {
-    let layout = Layout::from_size_align(layout.size().max(1), layout.align()).unwrap_or(layout);
-    // SAFETY: as the caller promised.
-    unsafe { alloc::alloc::dealloc(ptr, layout) }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -207,17 +205,8 @@ fn current_heap() -> *const heap::Heap {
         t.heap.set(h as usize);
         return h;
     }
-    let find = THREAD_HEAPS.load(Ordering::Relaxed);
-    if !find.is_null() {
-        // SAFETY: only `set_thread_heaps` stores here, a `fn() -> *const ThreadHeap`.
-        let find: fn() -> *const ThreadHeap = unsafe { core::mem::transmute(find) };
-        let slot = find();
-        if !slot.is_null() {
-            // SAFETY: the host's promise (`set_thread_heaps`): the calling thread's own
-            // slot, alive until its thread-locals are destroyed.
-            return unsafe { &*slot }.get();
-        }
-        return FALLBACK;
+    if let Some(slot) = THREAD_HEAPS.slot() {
+        return slot.map_or(FALLBACK, ThreadHeap::get);
     }
     #[cfg(feature = "std")]
     if let Ok(h) = OS_HEAP.try_with(ThreadHeap::get) {
@@ -232,16 +221,16 @@ fn current_heap() -> *const heap::Heap {
 #[inline]
 fn with_current<R>(h: *const heap::Heap, f: impl FnOnce(&heap::Heap) -> R) -> R {
     if h != FALLBACK {
-        // SAFETY: the calling thread's own heap, alive while the thread is.
-        return f(unsafe { &*h });
+        // The calling thread's own heap.
+        return f(raw::heap(h as usize));
     }
     GLOBAL.with(|g| {
         if *g == 0 {
             *g = heap::Heap::make(version()) as usize;
         }
         assert!(*g != 0, "mcrt::malloc: no memory for the global heap");
-        // SAFETY: the global heap is never released; we hold its lock.
-        f(unsafe { &*(*g as *const heap::Heap) })
+        // The global heap is never released; we hold its lock.
+        f(raw::heap(*g))
     })
 }
 
@@ -281,18 +270,18 @@ impl Drop for ThreadHeap {
         let h = self.0.replace(0);
         #[cfg(not(loom))]
         if h != 0 {
-            // SAFETY: this thread's heap; the thread is ending and will not use it again
-            // (later calls find the thread-local gone and use the global heap).
-            unsafe { heap::Heap::release(h as *const heap::Heap) };
+            // This thread's heap; the thread is ending and will not use it again (later
+            // calls find the thread-local gone and use the global heap).
+            heap::Heap::release(h as *const heap::Heap);
         }
         #[cfg(loom)]
         let _ = h;
     }
 }
 
-/// The host's way to find the calling system thread's [`ThreadHeap`] (a
-/// `fn() -> *const ThreadHeap` as a pointer; null: none named).
-static THREAD_HEAPS: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
+/// The host's way to find the calling system thread's [`ThreadHeap`] (none named at
+/// first).
+static THREAD_HEAPS: raw::Finder = raw::Finder::new();
 
 /// Names where system threads keep their [`ThreadHeap`]s, on a host whose thread-local
 /// storage McRT cannot reach itself (without `std`): `find` returns the calling thread's
@@ -302,7 +291,7 @@ static THREAD_HEAPS: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
 /// destroyed. Once named, it serves every system thread outside the runtime (hosted,
 /// in place of `std`'s thread-locals, which serve while none is named).
 pub fn set_thread_heaps(find: fn() -> *const ThreadHeap) {
-    THREAD_HEAPS.store(find as *mut (), Ordering::Relaxed);
+    THREAD_HEAPS.set(find);
 }
 
 #[cfg(all(feature = "std", not(loom)))]
@@ -332,9 +321,9 @@ impl Heap {
     /// Allocates `layout` (null when memory is short).
     pub fn alloc(&self, layout: Layout) -> *mut u8 {
         match class::class_of(layout.size(), layout.align()) {
-            // SAFETY: our heap, alive while we are; not `Sync`, so used by one thread.
-            Some(class) => unsafe { (*self.raw).alloc(class) },
-            None => large_alloc(layout),
+            // Our heap, alive while we are; not `Sync`, so used by one thread.
+            Some(class) => raw::heap(self.raw as usize).alloc(class),
+            None => raw::large_alloc(layout),
         }
     }
 
@@ -344,10 +333,10 @@ impl Heap {
     /// `ptr` came from this allocator with this `layout` and is not used again.
     pub unsafe fn free(&self, ptr: *mut u8, layout: Layout) {
         match class::class_of(layout.size(), layout.align()) {
-            // SAFETY: our heap; the caller gave us the object.
-            Some(class) => unsafe { (*self.raw).free(ptr as usize, class) },
-            // SAFETY: as the caller promised.
-            None => unsafe { large_free(ptr, layout) },
+            // Our heap; the caller gave us the object.
+            Some(class) => raw::heap(self.raw as usize).free(ptr as usize, class),
+            // As the caller promised.
+            None => raw::large_free(ptr, layout),
         }
     }
 }
@@ -355,26 +344,13 @@ impl Heap {
 #[cfg(not(loom))]
 impl Drop for Heap {
     fn drop(&mut self) {
-        // SAFETY: made by `Heap::make`, not used again.
-        unsafe { heap::Heap::release(self.raw) };
+        // Made by `Heap::make`, not used again.
+        heap::Heap::release(self.raw);
     }
 }
 
-/// The allocator as a [`GlobalAlloc`] (the calling thread's heap), for code generic over
+/// The allocator as a [`GlobalAlloc`](core::alloc::GlobalAlloc) (the calling thread's
+/// heap; the impl is in `raw`), for code generic over
 /// allocators. Not for `#[global_allocator]` (it draws its blocks from the global one).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct McrtMalloc;
-
-// SAFETY: `alloc` returns fresh memory fitting the layout or null; `free` takes it back.
-unsafe impl GlobalAlloc for McrtMalloc {
-    #[inline]
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        alloc(layout)
-    }
-
-    #[inline]
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as the caller promised.
-        unsafe { free(ptr, layout) }
-    }
-}

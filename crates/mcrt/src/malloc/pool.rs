@@ -10,6 +10,7 @@
 
 use super::block::{Block, BLOCK_SHIFT};
 use super::class::NCLASSES;
+use super::raw;
 use super::Version;
 use core::sync::atomic::{AtomicU64, Ordering};
 use locks::TtsLock;
@@ -34,17 +35,11 @@ fn unpack(word: u64) -> (usize, u64) {
 
 /// Puts the chain `head ..= tail` of blocks of class `class` (linked by `pool_next`; their
 /// owners already cleared) into `version`'s pool: one CAS (or one lock) for the chain.
-///
-/// # Safety
-/// The chain's blocks belong to nobody else, are of that class and version.
-pub(super) unsafe fn push_chain(
-    version: Version,
-    class: usize,
-    head: *mut Block,
-    tail: *mut Block,
-) {
-    // SAFETY: the caller gave us the chain; blocks are never freed.
-    let tail = unsafe { &*tail };
+/// The caller's chain: its blocks belong to nobody else, and are of that class and
+/// version.
+pub(super) fn push_chain(version: Version, class: usize, head: *mut Block, tail: *mut Block) {
+    // The caller gave us the chain; blocks are never freed.
+    let tail = raw::block(tail as usize);
     match version {
         Version::NonBlocking => {
             let top = &STACKS[class];
@@ -84,10 +79,9 @@ pub(super) fn pop(version: Version, class: usize) -> *mut Block {
                 if first == 0 {
                     return core::ptr::null_mut();
                 }
-                // SAFETY: blocks are never freed; if `first` was taken meanwhile, the tag
-                // has moved and the CAS below fails.
-                let next =
-                    unsafe { (*(first as *const Block)).shared.pool_next.load(Ordering::Relaxed) };
+                // Blocks are never freed; if `first` was taken meanwhile, the tag has moved
+                // and the CAS below fails.
+                let next = raw::block(first).shared.pool_next.load(Ordering::Relaxed);
                 match top.compare_exchange_weak(
                     old,
                     pack(next, tag.wrapping_add(1)),
@@ -102,9 +96,8 @@ pub(super) fn pop(version: Version, class: usize) -> *mut Block {
         Version::Locked => LISTS.with(|lists| {
             let first = lists[class];
             if first != 0 {
-                // SAFETY: blocks in the pool are live headers; we hold the lock.
-                lists[class] =
-                    unsafe { (*(first as *const Block)).shared.pool_next.load(Ordering::Relaxed) };
+                // Blocks in the pool are live headers; we hold the lock.
+                lists[class] = raw::block(first).shared.pool_next.load(Ordering::Relaxed);
             }
             first as *mut Block
         }),
@@ -126,8 +119,8 @@ mod tests {
             let b = Block::new(class, version, 0);
             assert!(!b.is_null());
             made.push(b as usize);
-            // SAFETY: a fresh block, ours.
-            unsafe { push_chain(version, class, b, b) };
+            // A fresh block, ours.
+            push_chain(version, class, b, b);
         }
         let threads: Vec<_> = (0..8)
             .map(|id| {
@@ -139,27 +132,23 @@ mod tests {
                         for _ in 0..2 {
                             let b = pop(version, class);
                             if !b.is_null() {
-                                // SAFETY: popped, so ours alone.
-                                let owner = unsafe { &(*b).shared.owner };
+                                // Popped, so ours alone.
+                                let owner = &raw::block(b as usize).shared.owner;
                                 assert_eq!(owner.swap(id + 1, Ordering::Relaxed), 0, "held twice");
                                 held.push(b);
                             }
                         }
                         while held.len() > 1 {
                             let b = held.remove(0);
-                            // SAFETY: ours until pushed.
-                            unsafe {
-                                (*b).shared.owner.store(0, Ordering::Relaxed);
-                                push_chain(version, class, b, b);
-                            }
+                            // Ours until pushed.
+                            raw::block(b as usize).shared.owner.store(0, Ordering::Relaxed);
+                            push_chain(version, class, b, b);
                         }
                     }
                     for b in held {
-                        // SAFETY: ours until pushed.
-                        unsafe {
-                            (*b).shared.owner.store(0, Ordering::Relaxed);
-                            push_chain(version, class, b, b);
-                        }
+                        // Ours until pushed.
+                        raw::block(b as usize).shared.owner.store(0, Ordering::Relaxed);
+                        push_chain(version, class, b, b);
                     }
                 })
             })

@@ -8,8 +8,8 @@
 
 use super::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use super::{Abort, Undo};
+use crate::malloc::raw::{forever, leak, Forever};
 use crate::runtime::Task;
-use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::alloc::Layout;
 use core::cell::UnsafeCell;
@@ -64,6 +64,15 @@ unsafe impl Sync for Desc {}
 // SAFETY: as above.
 unsafe impl Send for Desc {}
 
+// Descriptors are made once (`take`, by `raw::leak`), never freed, and kept as addresses
+// (in lock words, `Task::tx`, `Task::stm_desc`, the registry's links).
+impl Forever for Desc {}
+
+/// The descriptor at `addr` (non-zero): one `take` made.
+pub(crate) fn at(addr: usize) -> &'static Desc {
+    forever(addr)
+}
+
 /// A transaction's private logs, kept with the descriptor so their memory is reused.
 pub(crate) struct Local {
     /// The time up to which every read is known consistent.
@@ -92,8 +101,8 @@ pub(crate) fn bump(c: &AtomicU64, by: u64) {
 pub(crate) fn all() -> impl Iterator<Item = &'static Desc> {
     let mut p = REGISTRY.load(Ordering::Acquire);
     core::iter::from_fn(move || {
-        // SAFETY: registry entries are leaked descriptors, never freed.
-        let d = unsafe { p.as_ref()? };
+        // Registry entries are leaked descriptors, never freed.
+        let d = (!p.is_null()).then(|| at(p as usize))?;
         p = d.next.load(Ordering::Acquire);
         Some(d)
     })
@@ -108,7 +117,7 @@ pub(crate) fn take() -> &'static Desc {
             return d;
         }
     }
-    let d: &'static Desc = Box::leak(Box::new(Desc {
+    let d: &'static Desc = leak(Desc {
         status: AtomicUsize::new(IDLE),
         task: AtomicUsize::new(0),
         pins: AtomicUsize::new(0),
@@ -129,7 +138,7 @@ pub(crate) fn take() -> &'static Desc {
             allocs: Vec::new(),
             frees: Vec::new(),
         }),
-    }));
+    });
     let mut head = REGISTRY.load(Ordering::Relaxed);
     loop {
         d.next.store(head, Ordering::Relaxed);
@@ -196,8 +205,8 @@ impl Desc {
 
 /// The descriptor an owned lock word `seen` points to.
 fn owner_of(seen: usize) -> &'static Desc {
-    // SAFETY: an owned word holds a descriptor's address, and descriptors are never freed.
-    unsafe { &*((seen & !super::protocol::OWNED) as *const Desc) }
+    // An owned word holds a descriptor's address.
+    at(seen & !super::protocol::OWNED)
 }
 
 /// True if the transaction owning word `seen` began its `atomic` before `me` did (ties go
@@ -224,9 +233,10 @@ pub(crate) fn request_abort(me: &Desc, lock: &AtomicUsize, seen: usize) -> bool 
             > (me.birth.load(Ordering::Relaxed), me.addr())
     {
         let task = owner.task.load(Ordering::SeqCst);
-        // SAFETY: `task` is the header of the thread running the owner's transaction,
-        // which lives at least until that transaction ends, and it cannot end while pinned.
-        if task != 0 && unsafe { (*(task as *const Task)).yielded.load(Ordering::Acquire) } {
+        // `task` is the header of the thread running the owner's transaction, which
+        // lives at least until that transaction ends, and it cannot end while pinned.
+        if task != 0 && crate::context::header(task as *const Task).yielded.load(Ordering::Acquire)
+        {
             killed = owner
                 .status
                 .compare_exchange(ACTIVE, KILLED, Ordering::AcqRel, Ordering::Relaxed)
@@ -242,8 +252,8 @@ pub(crate) fn request_abort(me: &Desc, lock: &AtomicUsize, seen: usize) -> bool 
 /// it was aborted meanwhile; if so its next transactional operation fails with
 /// [`Abort::Killed`] and `atomic` rolls it back.
 pub(crate) fn on_resume(t: &Task) {
-    // SAFETY: `Task::tx` is set only by `atomic` on this thread, to its descriptor.
-    let d = unsafe { &*(t.tx.get() as *const Desc) };
+    // `Task::tx` is set only by `atomic` on this thread, to its descriptor.
+    let d = at(t.tx.get());
     if d.status.load(Ordering::Acquire) == KILLED {
         d.doomed.store(true, Ordering::Relaxed);
     }

@@ -59,11 +59,11 @@ mod protocol;
 /// The atomics the protocol core uses (loom's in `tests/loom_stm.rs`).
 mod atomic {
     pub(crate) use core::sync::atomic::{
-        fence, AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
-        Ordering,
+        fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
     };
 }
 
+use crate::malloc::raw::{self, load_bytes, store_bytes};
 use crate::runtime::Task;
 use atomic::{AtomicU64, AtomicUsize, Ordering};
 use core::alloc::Layout;
@@ -174,70 +174,6 @@ impl<T: Copy> TCell<T> {
     }
 }
 
-/// Copies `len` bytes from shared memory at `src` to private memory at `dst` with Relaxed
-/// atomic loads (8, then 4, 2 and 1 bytes wide).
-///
-/// # Safety
-/// `src` is 8-aligned and valid for `len` bytes; `dst` is valid for `len` bytes.
-#[inline]
-unsafe fn load_bytes(dst: *mut u8, src: *const u8, len: usize) {
-    let mut i = 0;
-    // SAFETY: (all four) in bounds, and `src + i` is aligned to the width (8-aligned base,
-    // offsets stepping down from 8); `dst` may be unaligned.
-    unsafe {
-        while i + 8 <= len {
-            let w = AtomicU64::from_ptr(src.add(i) as *mut u64).load(Ordering::Relaxed);
-            (dst.add(i) as *mut u64).write_unaligned(w);
-            i += 8;
-        }
-        if i + 4 <= len {
-            let w = atomic::AtomicU32::from_ptr(src.add(i) as *mut u32).load(Ordering::Relaxed);
-            (dst.add(i) as *mut u32).write_unaligned(w);
-            i += 4;
-        }
-        if i + 2 <= len {
-            let w = atomic::AtomicU16::from_ptr(src.add(i) as *mut u16).load(Ordering::Relaxed);
-            (dst.add(i) as *mut u16).write_unaligned(w);
-            i += 2;
-        }
-        if i < len {
-            let w = atomic::AtomicU8::from_ptr(src.add(i) as *mut u8).load(Ordering::Relaxed);
-            dst.add(i).write(w);
-        }
-    }
-}
-
-/// Copies `len` bytes from private `src` to shared `dst` with Relaxed atomic stores.
-///
-/// # Safety
-/// `dst` is 8-aligned, valid for `len` bytes, and its lock word is owned by the caller;
-/// `src` is valid for `len` bytes.
-#[inline]
-unsafe fn store_bytes(dst: *mut u8, src: *const u8, len: usize) {
-    let mut i = 0;
-    // SAFETY: (all four) as in `load_bytes`, the other way round.
-    unsafe {
-        while i + 8 <= len {
-            let w = (src.add(i) as *const u64).read_unaligned();
-            AtomicU64::from_ptr(dst.add(i) as *mut u64).store(w, Ordering::Relaxed);
-            i += 8;
-        }
-        if i + 4 <= len {
-            let w = (src.add(i) as *const u32).read_unaligned();
-            atomic::AtomicU32::from_ptr(dst.add(i) as *mut u32).store(w, Ordering::Relaxed);
-            i += 4;
-        }
-        if i + 2 <= len {
-            let w = (src.add(i) as *const u16).read_unaligned();
-            atomic::AtomicU16::from_ptr(dst.add(i) as *mut u16).store(w, Ordering::Relaxed);
-            i += 2;
-        }
-        if i < len {
-            atomic::AtomicU8::from_ptr(dst.add(i)).store(src.add(i).read(), Ordering::Relaxed);
-        }
-    }
-}
-
 /// One undo-log entry: where a write went and what was there before.
 pub(crate) struct Undo {
     addr: *mut u8,
@@ -266,8 +202,8 @@ impl<'env> Tx<'env> {
         let dst = out.as_mut_ptr() as *mut u8;
         let mut tries = 0;
         loop {
-            // SAFETY: `src` is the cell's 8-aligned value, `dst` a local of its size.
-            match protocol::read(lock, || unsafe { load_bytes(dst, src, len) }) {
+            // `src` is the cell's 8-aligned value, `dst` a local of its size.
+            match protocol::read(lock, || load_bytes(dst, src, len)) {
                 Ok(v) => {
                     self.l.reads.push((lock as *const AtomicUsize, v));
                     if v > self.l.snapshot {
@@ -278,12 +214,10 @@ impl<'env> Tx<'env> {
                     return Ok(unsafe { out.assume_init() });
                 }
                 Err(w) if w == protocol::owner_word(self.d.addr()) => {
+                    load_bytes(dst, src, len);
                     // SAFETY: this transaction owns the word: nobody else stores there, and
                     // the value is the whole `T` it (or a commit before) stored.
-                    return Ok(unsafe {
-                        load_bytes(dst, src, len);
-                        out.assume_init()
-                    });
+                    return Ok(unsafe { out.assume_init() });
                 }
                 Err(w) => self.contend(lock, w, &mut tries)?,
             }
@@ -298,11 +232,9 @@ impl<'env> Tx<'env> {
         self.own(cell.lock_word())?;
         let (dst, len) = (cell.value_ptr(), size_of::<T>());
         let mut undo = Undo { addr: dst, len, old: [0; MAX_BYTES / 8] };
-        // SAFETY: the transaction owns the cell's word; `len` ≤ MAX_BYTES, the log's size.
-        unsafe {
-            load_bytes(undo.old.as_mut_ptr() as *mut u8, dst, len);
-            store_bytes(dst, &value as *const T as *const u8, len);
-        }
+        // The transaction owns the cell's word; `len` ≤ MAX_BYTES, the log's size.
+        load_bytes(undo.old.as_mut_ptr() as *mut u8, dst, len);
+        store_bytes(dst, &value as *const T as *const u8, len);
         self.l.undo.push(undo);
         Ok(())
     }
@@ -346,10 +278,9 @@ impl<'env> Tx<'env> {
 
     /// Allocates a `T` holding `value`, as [`Tx::alloc`] (null when memory is short).
     pub fn alloc_value<T>(&mut self, value: T) -> *mut T {
-        let p = self.alloc(Layout::new::<T>()) as *mut T;
+        let p = raw::alloc_value(value);
         if !p.is_null() {
-            // SAFETY: a fresh block of `T`'s layout.
-            unsafe { p.write(value) };
+            self.l.allocs.push((p as *mut u8, Layout::new::<T>()));
         }
         p
     }
@@ -427,8 +358,8 @@ impl<'env> Tx<'env> {
     fn valid(&self) -> bool {
         let me = self.d.addr();
         self.l.reads.iter().all(|&(lock, v)| {
-            // SAFETY: lock words outlive the transaction (`'env` cells, the static table).
-            match protocol::check(unsafe { &*lock }, v, me) {
+            // Lock words outlive the transaction (`'env` cells, the static table).
+            match protocol::check(raw::logged(lock), v, me) {
                 Check::Same => true,
                 Check::Mine => self.l.writes.iter().any(|&(w, old)| w == lock && old == v),
                 Check::Changed => false,
@@ -466,9 +397,9 @@ impl<'env> Tx<'env> {
     fn undo_to(&mut self, undo: usize, allocs: usize) {
         while self.l.undo.len() > undo {
             let Some(u) = self.l.undo.pop() else { break };
-            // SAFETY: the transaction still owns the word of the cell at `u.addr` (words are
+            // The transaction still owns the word of the cell at `u.addr` (words are
             // released only after the undo), which lives as long as the transaction.
-            unsafe { store_bytes(u.addr, u.old.as_ptr() as *const u8, u.len) };
+            store_bytes(u.addr, u.old.as_ptr() as *const u8, u.len);
         }
         let undone = self.l.allocs.len().saturating_sub(allocs);
         for (p, layout) in self.l.allocs.drain(allocs..) {
@@ -499,8 +430,8 @@ impl<'env> Tx<'env> {
             return Err(Abort::Conflict);
         }
         for &(lock, _) in &self.l.writes {
-            // SAFETY: lock words outlive the transaction.
-            protocol::release(unsafe { &*lock }, ts);
+            // Lock words outlive the transaction.
+            protocol::release(raw::logged(lock), ts);
         }
         limbo::defer(ts, &mut self.l.frees);
         Ok(())
@@ -514,8 +445,8 @@ impl<'env> Tx<'env> {
         if !self.l.writes.is_empty() {
             let v = protocol::tick(&CLOCK);
             for &(lock, _) in &self.l.writes {
-                // SAFETY: lock words outlive the transaction.
-                protocol::release(unsafe { &*lock }, v);
+                // Lock words outlive the transaction.
+                protocol::release(raw::logged(lock), v);
             }
         }
     }
@@ -544,8 +475,8 @@ pub fn atomic<'env, R>(mut f: impl FnMut(&mut Tx<'env>) -> Result<R, Abort>) -> 
         if t.stm_desc.get() == 0 {
             t.stm_desc.set(descriptor::take().addr());
         }
-        // SAFETY: descriptors are never freed; this one is the thread's (taken above).
-        unsafe { &*(t.stm_desc.get() as *const descriptor::Desc) }
+        // This one is the thread's (taken above).
+        descriptor::at(t.stm_desc.get())
     });
     let d = cached.unwrap_or_else(descriptor::take);
     let outer = me.map(|t| t.tx.replace(d.addr()));
@@ -630,18 +561,40 @@ fn backoff(why: Abort, attempt: u32, task: usize, seed: usize) {
     }
 }
 
-/// The scheduler's call when a thread with a transaction is switched in again (§2.4: it
-/// marks itself active, then checks whether it was aborted while it had yielded).
-/// The scheduler's call when a thread that kept a descriptor ends: the descriptor goes
-/// back to the registry.
-pub(crate) fn on_thread_exit(t: &Task) {
-    let d = t.stm_desc.replace(0);
-    // SAFETY: descriptors are never freed; this one was the thread's.
-    descriptor::give_back(unsafe { &*(d as *const descriptor::Desc) });
+/// The scheduler's callbacks ([`crate::Subsystems`]): a thread's kept descriptor goes
+/// back when it will never run again; a thread inside a transaction checks, when it is
+/// switched in, whether it was aborted meanwhile.
+pub(crate) struct ThreadHooks;
+
+impl crate::runtime::ThreadHooks for ThreadHooks {
+    fn release(t: &Task) {
+        on_thread_exit(t);
+    }
+
+    #[inline(always)]
+    fn resume(t: &Task) {
+        on_resume(t);
+    }
 }
 
-pub(crate) fn on_resume(t: &Task) {
-    descriptor::on_resume(t);
+/// The scheduler's call when a thread will never run again: the descriptor it kept (if
+/// any) goes back to the registry.
+fn on_thread_exit(t: &Task) {
+    let d = t.stm_desc.replace(0);
+    if d != 0 {
+        // This one was the thread's.
+        descriptor::give_back(descriptor::at(d));
+    }
+}
+
+/// The scheduler's call when a thread is switched in (§2.4): one inside a transaction
+/// marks itself active, then checks whether it was aborted while it had yielded. Runs on
+/// every switch, so outside a transaction it is one load.
+#[inline(always)]
+fn on_resume(t: &Task) {
+    if t.tx.get() != 0 {
+        descriptor::on_resume(t);
+    }
 }
 
 /// Frees the limbo blocks that no active transaction can still see (commits that free
