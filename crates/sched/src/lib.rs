@@ -11,7 +11,11 @@
 //! 4. [`numa`]: per-thread, per-node resident-set counters, the allocation-phase
 //!    heuristic and the three running-thread migration policies (§2.4);
 //! 5. [`runqueue`]: one core's round-robin run queue with a time slice;
-//! 6. [`wait`]: one core's queues of threads waiting on a user word (`wait`/`wake`).
+//! 6. [`wait`]: one core's queues of threads waiting on a user word (`wait`/`wake`);
+//! 7. [`thread`]: what the two state machines below need of a thread ([`Thread`]);
+//! 8. [`inbox`]: one core's scheduler inbox (messages from other cores, filed) and what
+//!    reading it decides: a pure state machine, inbox in, actions out;
+//! 9. [`turn`]: the choice for the thread about to be switched in (run, end, or move).
 //!
 //! All arithmetic is in integers (the kernel does not use the FPU): powers are in
 //! thousandths, and scaled loads are compared by cross-multiplication.
@@ -20,16 +24,22 @@
 
 extern crate alloc;
 
+pub mod inbox;
 pub mod load;
 pub mod numa;
 pub mod policy;
 pub mod power;
 pub mod runqueue;
+pub mod thread;
+pub mod turn;
 pub mod wait;
 
+pub use inbox::{Action, Here, Inbox, Message, Note, Refused, Report};
 pub use load::{CoreLoad, LoadTable, ScaledLoad};
 pub use numa::{NumaPolicy, ResidentSet};
 pub use policy::{Move, Policy};
 pub use power::{Power, POWER_ONE};
 pub use runqueue::RunQueue;
-pub use wait::{WaitKey, WaitQueues};
+pub use thread::Thread;
+pub use turn::{choose, Choice};
+pub use wait::{WaitKey, WaitQueues, JOIN_SPACE, SLEEP_SPACE};

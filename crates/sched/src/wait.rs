@@ -15,6 +15,13 @@ use alloc::vec::Vec;
 /// address of the word.
 pub type WaitKey = (u64, u64);
 
+/// The wait-key space of joins: a joiner waits on `(JOIN_SPACE, uid)` of the thread it
+/// joins. Neither this nor [`SLEEP_SPACE`] is an address space (the kernel's address-space
+/// ids never reach them: an id's top 16 bits are its creating core).
+pub const JOIN_SPACE: u64 = u64::MAX;
+/// The wait-key space of sleeps: a sleeper waits on `(SLEEP_SPACE, its uid)`.
+pub const SLEEP_SPACE: u64 = u64::MAX - 1;
+
 /// One core's parked threads `T`, by the word they wait on.
 #[derive(Debug)]
 pub struct WaitQueues<T> {

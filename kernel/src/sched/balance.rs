@@ -3,6 +3,7 @@
 //! replica says so, and ships threads by pointer. Placement and dedication (Corey §4.4)
 //! are here too.
 
+use super::inbox::load;
 use super::message::SchedMessage;
 use super::running::Running;
 use super::{policy, with_sched, PULL_PATIENCE_TICKS, REPORT_EVERY_TICKS};
@@ -13,6 +14,7 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 use protocol::Carried;
+use sched::Report;
 
 /// Sends thread `t` to core `to` (a migration: counted). If the message cannot go, the
 /// thread stays here.
@@ -77,40 +79,40 @@ pub(super) fn send_load(length: u64, seq: u64, taking: bool) {
     let me = this_core().index;
     // Along the SKB's multicast tree (Multikernel §5.1): one message per other package,
     // to its aggregator, which passes it on within its package; this package directly.
-    let load = |forward| SchedMessage::Load { length, seq, online: taking, origin: me, forward };
+    let report = Report { origin: me, length, seq, online: taking };
     let online = |c: usize| percpu::core(c).is_some_and(|c| c.state() == CoreState::Online);
     match crate::knowledge::get().map(|skb| skb.multicast_tree(me)) {
         Some(tree) if !tree.aggregators.is_empty() => {
             for branch in &tree.aggregators {
                 if branch.core != me && online(branch.core) {
-                    let _ = monitor::try_send(branch.core, load(true));
+                    let _ = monitor::try_send(branch.core, load(report, true));
                 } else {
                     for &c in branch.members.iter().filter(|&&c| online(c)) {
-                        let _ = monitor::try_send(c, load(false));
+                        let _ = monitor::try_send(c, load(report, false));
                     }
                 }
             }
         }
         _ => {
             for c in (0..percpu::core_count()).filter(|&c| c != me && online(c)) {
-                let _ = monitor::try_send(c, load(false));
+                let _ = monitor::try_send(c, load(report, false));
             }
         }
     }
 }
 
-/// An aggregator's part of a load report's tree: the report of `origin` goes on to the
-/// other online cores of this core's package.
-pub(super) fn forward_load(origin: usize, length: u64, seq: u64, taking: bool) {
+/// An aggregator's part of a load report's tree: the report of `report.origin` goes on
+/// to the other online cores of this core's package.
+pub(super) fn forward_load(report: Report) {
     let me = this_core();
-    let load = || SchedMessage::Load { length, seq, online: taking, origin, forward: false };
+    let origin = report.origin;
     for c in percpu::all_cores() {
         let member = c.location.package == me.location.package
             && c.index != me.index
             && c.index != origin
             && c.state() == CoreState::Online;
         if member {
-            let _ = monitor::try_send(c.index, load());
+            let _ = monitor::try_send(c.index, load(report, false));
         }
     }
 }

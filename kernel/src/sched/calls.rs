@@ -2,8 +2,7 @@
 //! `wake`, `set_affinity`, `stat`, `set_fs_base`.
 
 use super::balance::{dedicated_mask, place, start_on};
-use super::inbox::{clear_waiter_bit, next_core, wake_here};
-use super::message::SchedMessage;
+use super::inbox::{clear_waiter_bit, wake_here, wire};
 use super::running::{
     leave_raw, read_u32_of, read_words_of, write_words_of, After, OnWake, Role, Running, SWITCHED,
 };
@@ -223,12 +222,8 @@ pub fn wake(addr: u64, n: u64) -> SysResult {
     drop(root);
     let me = this_core().index;
     let woken = with_sched(|s| wake_here(s, (space, addr), n));
-    if woken < n {
-        if let Some(next) = next_core(cores, me) {
-            let rest = cores & !(1 << me);
-            let wake = SchedMessage::Wake { space, addr, n: n - woken, cores: rest };
-            let _ = monitor::send(next, wake);
-        }
+    if let Some((next, rest)) = sched::inbox::pass_on(me, (space, addr), n, woken, cores) {
+        let _ = monitor::send(next, wire(rest));
     }
     Ok(woken)
 }

@@ -5,7 +5,7 @@
 
 use super::message::SchedMessage;
 use super::running::{OnWake, Running};
-use super::{Scheduler, SLEEP_SPACE};
+use super::{last_level_cache_bytes, numa_policy, Scheduler};
 use crate::arch::cpu;
 use crate::corey::{self, Ptr};
 use crate::monitor::{self, protocol::Protocol, protocol::Rejection};
@@ -14,42 +14,12 @@ use abi::wait_result;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
-use sched::WaitKey;
+use sched::{Message, Note, Report, WaitKey};
 use urpc::PAYLOAD_WORDS;
 
-/// Messages filed for the scheduler, read between threads and at every tick. Load
-/// reports and pulls keep the latest per sender in place (no allocation: they come and
-/// go while no thread exists).
-// A thread is one box that moves between cores by pointer; the inbox keeps it boxed.
-#[allow(clippy::vec_box)]
-pub(super) struct Inbox {
-    pub(super) arrivals: Vec<Box<Running>>,
-    pub(super) wakes: Vec<(WaitKey, u64, u64)>,
-    pub(super) joined: Vec<u64>,
-    /// Per reporting core: its latest load report (length, seq, online), and whether this
-    /// core is to pass it on within its package.
-    pub(super) loads: [Option<(u64, u64, bool, bool)>; percpu::MAX_CORES],
-    /// Per sender: its pull, and whether it may take the running thread.
-    pub(super) pulls: [Option<bool>; percpu::MAX_CORES],
-    /// A program was stopped: look for its threads here.
-    pub(super) reap: bool,
-    /// Whether anything above is filed.
-    pub(super) any: bool,
-}
-
-impl Inbox {
-    pub(super) const fn new() -> Inbox {
-        Inbox {
-            arrivals: Vec::new(),
-            wakes: Vec::new(),
-            joined: Vec::new(),
-            loads: [None; percpu::MAX_CORES],
-            pulls: [None; percpu::MAX_CORES],
-            reap: false,
-            any: false,
-        }
-    }
-}
+/// Messages filed for the scheduler, read between threads and at every tick (what
+/// filing keeps and what reading decides are `sched::inbox`'s, tested on the host).
+pub(super) type Inbox = sched::Inbox<Box<Running>, { percpu::MAX_CORES }>;
 
 pub(super) static INBOX: PerCoreState<Inbox> = crate::per_core_state!(Inbox::new());
 
@@ -62,42 +32,74 @@ pub fn on_message(from: usize, tag: u32, words: &[u64; PAYLOAD_WORDS]) -> Result
     // SAFETY: the monitor hands over each message it read once, as the sender's `encode`
     // wrote it: an `Arrive`'s thread was given up by its sender (`send_thread`).
     let message = unsafe { SchedMessage::decode(tag, words) }?;
-    INBOX.with(|inbox| {
-        inbox.any = true;
-        match message {
-            SchedMessage::Arrive { thread } => inbox.arrivals.push(thread.into_box()),
-            SchedMessage::Wake { space, addr, n, cores } => {
-                inbox.wakes.push(((space, addr), n, cores))
-            }
-            SchedMessage::Joined { uid } => inbox.joined.push(uid),
-            SchedMessage::Load { length, seq, online, origin, forward } => {
-                if origin >= percpu::MAX_CORES {
-                    return Err(Rejection::Malformed);
-                }
-                if inbox.loads[origin].is_none_or(|(_, newest, _, _)| newest < seq) {
-                    inbox.loads[origin] = Some((length, seq, online, forward));
-                }
-            }
-            SchedMessage::Pull { may_take_running } => inbox.pulls[from] = Some(may_take_running),
-            SchedMessage::NoneToGive {} => {}
-            SchedMessage::Reap {} => inbox.reap = true,
-        }
-        Ok(())
-    })
+    INBOX.with(|inbox| inbox.file(from, typed(message))).map_err(|_| Rejection::Malformed)
 }
 
-/// Takes out every thread parked or queued here whose program was stopped.
-// Threads stay in their boxes: each moves between queues and cores by pointer.
-#[allow(clippy::vec_box)]
-pub(super) fn take_stopped(s: &mut Scheduler) -> Vec<Box<Running>> {
-    let mut stopped = Vec::new();
-    while let Some(t) = s.waits.remove(|t| t.program.stopping().is_some()) {
-        stopped.push(t);
+/// The scheduler's state machine's message for wire message `m` (a thread back in its box).
+fn typed(m: SchedMessage) -> Message<Box<Running>> {
+    match m {
+        SchedMessage::Arrive { thread } => Message::Arrive(thread.into_box()),
+        SchedMessage::Wake { space, addr, n, cores } => Message::Wake { space, addr, n, cores },
+        SchedMessage::Joined { uid } => Message::Joined { uid },
+        SchedMessage::Load { length, seq, online, origin, forward } => {
+            Message::Load { report: Report { origin, length, seq, online }, forward }
+        }
+        SchedMessage::Pull { may_take_running } => Message::Pull { may_take_running },
+        SchedMessage::NoneToGive {} => Message::NoneToGive,
+        SchedMessage::Reap {} => Message::Reap,
     }
-    while let Some(t) = s.queue.remove(|t| t.program.stopping().is_some()) {
-        stopped.push(t);
+}
+
+/// The wire message for `note`, a message of the state machine's that carries no thread.
+pub(super) fn wire(note: Note) -> SchedMessage {
+    match note {
+        Message::Arrive(never) => match never {},
+        Message::Wake { space, addr, n, cores } => SchedMessage::Wake { space, addr, n, cores },
+        Message::Joined { uid } => SchedMessage::Joined { uid },
+        Message::Load { report: r, forward } => load(r, forward),
+        Message::Pull { may_take_running } => SchedMessage::Pull { may_take_running },
+        Message::NoneToGive => SchedMessage::NoneToGive {},
+        Message::Reap => SchedMessage::Reap {},
     }
-    stopped
+}
+
+/// The wire message of load report `r` (`forward`: the receiver passes it on).
+pub(super) fn load(r: Report, forward: bool) -> SchedMessage {
+    SchedMessage::Load { length: r.length, seq: r.seq, online: r.online, origin: r.origin, forward }
+}
+
+/// What the scheduler's state machines (`sched::inbox`, `sched::choose`) need of a thread.
+impl sched::Thread for Box<Running> {
+    type Space = Ptr;
+
+    fn allowed_on(&self, core: usize) -> bool {
+        self.shared.allowed_on(core)
+    }
+
+    fn stopping(&self) -> bool {
+        self.program.stopping().is_some()
+    }
+
+    fn may_move_running(&self, from: usize, to: usize) -> bool {
+        // AMPS §2.4.2: the NUMA policy in force, with the last-level cache the SKB knows.
+        self.shared.may_move_running(from, to, numa_policy(), last_level_cache_bytes())
+    }
+
+    fn arrived(&mut self, core: usize) {
+        self.shared.core.store(core as u64, Ordering::Relaxed);
+    }
+
+    fn woken(&mut self) {
+        self.regs.rax = match &self.on_wake {
+            Some(OnWake::Join(target)) => target.status(),
+            _ => wait_result::WOKEN,
+        };
+        self.on_wake = None;
+    }
+
+    fn space(&self) -> Ptr {
+        self.objects.root_ar.clone()
+    }
 }
 
 /// Asks `cores` (bit i: core i; this one included) to end the threads of stopped
@@ -105,10 +107,7 @@ pub(super) fn take_stopped(s: &mut Scheduler) -> Vec<Box<Running>> {
 pub fn reap_on(cores: u64) {
     let me = this_core().index;
     if me < 64 && cores & (1 << me) != 0 {
-        INBOX.with(|i| {
-            i.reap = true;
-            i.any = true;
-        });
+        let _ = INBOX.with(|i| i.file(me, Message::Reap));
     }
     for c in crate::smp::online_cores() {
         if c != me && c < 64 && cores & (1 << c) != 0 {
@@ -117,27 +116,11 @@ pub fn reap_on(cores: u64) {
     }
 }
 
-/// The lowest core in `cores` other than `me`.
-pub(super) fn next_core(cores: u64, me: usize) -> Option<usize> {
-    let rest = cores & !(1u64 << me);
-    (rest != 0).then(|| rest.trailing_zeros() as usize)
-}
-
 /// Wakes up to `n` threads parked here on `key` (each returns from its call); returns
 /// how many. An address space with no waiter left here loses this core's waiter bit.
 pub(super) fn wake_here(s: &mut Scheduler, key: WaitKey, n: u64) -> u64 {
-    let woken = s.waits.wake(key, usize::try_from(n).unwrap_or(usize::MAX));
-    let count = woken.len() as u64;
-    let root = woken.first().map(|t| t.objects.root_ar.clone());
-    for mut t in woken {
-        t.regs.rax = match &t.on_wake {
-            Some(OnWake::Join(target)) => target.status(),
-            _ => wait_result::WOKEN,
-        };
-        t.on_wake = None;
-        s.queue.push(t);
-    }
-    if let Some(root) = root.filter(|_| key.0 < SLEEP_SPACE && !s.waits.has_space(key.0)) {
+    let (count, emptied) = sched::inbox::wake(&mut s.queue, &mut s.waits, key, n);
+    if let Some(root) = emptied {
         clear_waiter_bit(&root);
     }
     count

@@ -69,8 +69,7 @@ pub(super) const SLEEP_MAX_US: u64 = 60_000_000;
 
 /// Wait-key spaces that are not address spaces (root-range ids never reach them: an id's
 /// top 16 bits are its creating core).
-pub(super) const JOIN_SPACE: u64 = u64::MAX;
-pub(super) const SLEEP_SPACE: u64 = u64::MAX - 1;
+pub(super) use sched::{JOIN_SPACE, SLEEP_SPACE};
 
 /// Counters the console's `sched` command prints.
 #[derive(Clone, Copy, Debug, Default)]

@@ -2,16 +2,11 @@
 //! tables and FPU state, run it until it leaves, then file it where it belongs; and the
 //! tick ([`on_tick`]): the time slice, wake-up deadlines, load reports, pulls.
 
-use super::balance::{balance, forward_load, place, report_load, ship, undedicate};
-use super::inbox::{
-    clear_waiter_bit, expire_deadlines, next_core, reap_on, take_stopped, wake_here, Inbox, INBOX,
-};
+use super::balance::{balance, forward_load, report_load, ship, undedicate};
+use super::inbox::{clear_waiter_bit, expire_deadlines, reap_on, wake_here, wire, Inbox, INBOX};
 use super::message::SchedMessage;
 use super::running::{finish, leave_raw, After, Cr3, Role, Running, SWITCHED};
-use super::{
-    last_level_cache_bytes, numa_policy, policy, with_current, with_sched, BALANCE_EVERY_TICKS,
-    JOIN_SPACE, QUEUE_CAPACITY,
-};
+use super::{policy, with_current, with_sched, BALANCE_EVERY_TICKS, JOIN_SPACE, QUEUE_CAPACITY};
 use crate::arch::paging;
 use crate::arch::user_entry::{self, KernelContext, UserRegs};
 use crate::arch::{cpu, timer};
@@ -21,8 +16,8 @@ use crate::percpu::{self, this_core, PerCoreState};
 use crate::thread::ExitStatus;
 use abi::pcore_status;
 use alloc::boxed::Box;
-use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
+use sched::{Action, Choice, Here};
 
 /// What the scheduler does between threads and at ticks: its inbox, deadlines, load.
 pub(super) fn housekeeping() {
@@ -83,50 +78,69 @@ pub fn idle_work() -> bool {
 }
 
 /// Takes the next ready thread and runs it until it leaves the CPU; returns false if none
-/// was ready.
+/// was ready. What to do with it is `sched::choose`'s: run it, end it, or move it.
 pub(super) fn run_next() -> bool {
-    let core = this_core();
-    let me = core.index;
-    let Some((misplaced, stopping)) = with_sched(|s| {
+    let me = this_core().index;
+    let Some(choice) = with_sched(|s| {
         s.queue.switch()?;
         let t = s.queue.running()?;
         // Marked before the check (both SeqCst): a stop that missed this core's mark
         // is seen here (`Program::stop`).
         t.program.touch(me);
-        Some((!t.shared.allowed_on(me), t.program.stopping()))
+        Some(sched::choose(t, me, policy(), &s.table, crate::smp::online_cores))
     }) else {
         return false;
     };
-    if let Some(status) = stopping {
+    if choice == Choice::Run {
+        return run_running(me);
+    }
+    let Some(t) = with_sched(|s| s.queue.take_running()) else { return true };
+    match choice {
         // Its program was stopped while it was queued, parked or on its way here.
-        if let Some(t) = with_sched(|s| s.queue.take_running()) {
+        Choice::End => {
+            let status = t.program.stopping().unwrap_or(ExitStatus::Halted);
             end_thread(t, status);
         }
-        return true;
+        // Its affinity changed: it runs elsewhere (AMPS places it among its cores, §2.3.2).
+        Choice::Move(to) => ship(t, to),
+        Choice::Stay | Choice::Run => with_sched(|s| s.queue.push(t)),
     }
-    if misplaced {
-        // Its affinity changed: it runs elsewhere (AMPS places it among its cores).
-        let t = with_sched(|s| s.queue.take_running());
-        if let Some(t) = t {
-            // With no core to place it on (its cores became dedicated since), it goes to
-            // its first online core anyway, where it shares the core with the context
-            // (as a thread pinned there does), rather than waiting here for ever.
-            let to = place(&t.shared)
-                .or_else(|| {
-                    crate::smp::online_cores().into_iter().find(|&c| t.shared.allowed_on(c))
-                })
-                .unwrap_or(me);
-            if to == me {
-                with_sched(|s| s.queue.push(t));
-            } else {
-                ship(t, to);
-            }
+    true
+}
+
+/// What switching to the running thread needs, read from its box in the running slot.
+struct SwitchIn {
+    /// Its root's tables (entering the root may fail: the thread then fails).
+    pml4: Result<u64, abi::Error>,
+    root: Ptr,
+    regs: *const UserRegs,
+    fpu: *const user_entry::FpuState,
+    fs_base: u64,
+    /// Its pcore's tick rate, if it was started through a pcore.
+    hz: Option<u64>,
+}
+
+/// Runs the thread in the running slot until it leaves the CPU, then files it where it
+/// belongs. The loop's saved context (`kcontext`) lives on this frame while it runs.
+fn run_running(me: usize) -> bool {
+    let mut kcontext = KernelContext::default();
+    let Some(prepared) = prepare(me, &kcontext) else { return false };
+    let Ok(pml4) = prepared.pml4 else {
+        if let Some(t) = with_sched(|s| s.queue.take_running()) {
+            end_thread(t, ExitStatus::Failed);
         }
         return true;
-    }
-    let mut kcontext = KernelContext::default();
-    let context: *const KernelContext = &kcontext;
-    let prepared = with_sched(|s| {
+    };
+    let word = switch_in(me, &mut kcontext, prepared, pml4);
+    file_after(word);
+    true
+}
+
+/// Counts the switch and readies the running thread's box for it: the loop's context to
+/// leave to, its pcore marked running, its root entered.
+fn prepare(me: usize, kcontext: &KernelContext) -> Option<SwitchIn> {
+    let context: *const KernelContext = kcontext;
+    with_sched(|s| {
         s.stats.switches += 1;
         let t = s.queue.running_mut()?;
         t.context = context;
@@ -141,36 +155,41 @@ pub(super) fn run_next() -> bool {
             t.space = crate::corey::space::AddressSpace::view(pml4);
         }
         let root = t.objects.root_ar.clone();
-        let fpu = &t.fpu as *const user_entry::FpuState;
-        Some((pml4, &t.regs as *const UserRegs, fpu, t.fs_base, hz, root))
-    });
-    let Some((pml4, regs, fpu, fs_base, hz, root)) = prepared else { return false };
-    let Ok(pml4) = pml4 else {
-        if let Some(t) = with_sched(|s| s.queue.take_running()) {
-            end_thread(t, ExitStatus::Failed);
-        }
-        return true;
-    };
+        let (regs, fpu) = (&t.regs as *const UserRegs, &t.fpu as *const user_entry::FpuState);
+        Some(SwitchIn { pml4, root, regs, fpu, fs_base: t.fs_base, hz })
+    })
+}
+
+/// Switches to the prepared thread (its tick rate, tables, FPU state and FS base) and
+/// runs it until it leaves; returns the word it left with.
+fn switch_in(me: usize, kcontext: &mut KernelContext, p: SwitchIn, pml4: u64) -> u64 {
+    let core = this_core();
     // A throttled core keeps its duty-cycle phases: its tick is not a pcore's to set.
     let own_tick =
-        hz.filter(|&hz| hz != timer::tick_hz() && crate::throttle::duty_eighths(me) == 8);
+        p.hz.filter(|&hz| hz != timer::tick_hz() && crate::throttle::duty_eighths(me) == 8);
     if let Some(hz) = own_tick {
         crate::throttle::set_tick_hz(me, hz);
     }
-    load_tables(root, pml4);
+    load_tables(p.root, pml4);
     // SAFETY: the box is in the run queue's running slot until it leaves, and stable.
-    unsafe { (*fpu).restore() };
+    unsafe { (*p.fpu).restore() };
     // Every switch loads the thread's own FS base, 0 included: the last thread's never
     // stays for the next.
-    user_entry::load_fs_base(fs_base);
+    user_entry::load_fs_base(p.fs_base);
     core.in_context.store(true, Ordering::Release);
-    // SAFETY: `kcontext` lives on this frame until the thread leaves; RSP0 is this core's;
-    // the box (and `regs` in it) stays in the running slot while the thread runs.
-    let word = unsafe { user_entry::run_saved(&mut kcontext, &*regs, core.rsp0_slot()) };
+    // SAFETY: `kcontext` lives on the caller's frame until the thread leaves; RSP0 is
+    // this core's; the box (and `regs` in it) stays in the running slot while it runs.
+    let word = unsafe { user_entry::run_saved(kcontext, &*p.regs, core.rsp0_slot()) };
     core.in_context.store(false, Ordering::Release);
     if own_tick.is_some() {
         crate::throttle::start_tick(me);
     }
+    word
+}
+
+/// Files the thread that just left the CPU with `word`: back in the run queue, parked,
+/// shipped, or ended.
+fn file_after(word: u64) {
     let Some(mut t) = with_sched(|s| {
         let t = s.queue.take_running();
         s.queue.shrink_when_empty(QUEUE_CAPACITY);
@@ -178,27 +197,25 @@ pub(super) fn run_next() -> bool {
         s.ship_running = None;
         t
     }) else {
-        return true;
+        return;
     };
     // The kernel never touches the FPU or FS: they still hold the thread's state.
     t.fpu.save();
     t.fs_base = user_entry::fs_base();
-    if word == SWITCHED {
-        match core::mem::replace(&mut t.after, After::Ready) {
-            After::Ready => with_sched(|s| s.queue.push(t)),
-            After::Park { key, deadline, on_wake } => {
-                t.on_wake = Some(on_wake);
-                // A park never outlasts the program's time limit (it ends the thread).
-                let limit = t.program.deadline();
-                let deadline = Some(deadline.map_or(limit, |d| d.min(limit)));
-                with_sched(|s| s.waits.park(key, t, deadline));
-            }
-            After::Ship(to) => ship(t, to),
-        }
-    } else {
-        end_thread(t, ExitStatus::decode(word));
+    if word != SWITCHED {
+        return end_thread(t, ExitStatus::decode(word));
     }
-    true
+    match core::mem::replace(&mut t.after, After::Ready) {
+        After::Ready => with_sched(|s| s.queue.push(t)),
+        After::Park { key, deadline, on_wake } => {
+            t.on_wake = Some(on_wake);
+            // A park never outlasts the program's time limit (it ends the thread).
+            let limit = t.program.deadline();
+            let deadline = Some(deadline.map_or(limit, |d| d.min(limit)));
+            with_sched(|s| s.waits.park(key, t, deadline));
+        }
+        After::Ship(to) => ship(t, to),
+    }
 }
 
 /// An ended thread that was on the CPU (or about to be): the core leaves its tables
@@ -326,91 +343,37 @@ pub(super) fn switch_if_due(frame: &crate::arch::trap::TrapFrame, over: bool) {
 }
 
 /// Reads the inbox: arrivals join the run queue, wake-ups and joins release parked
-/// threads, load reports update the replica, pulls are answered. Messages this causes
-/// are sent afterwards, outside the scheduler state (a send may poll).
+/// threads, load reports update the replica, pulls are answered (`sched::inbox::read`,
+/// which decides); then does what it decided, outside the scheduler state (a send may
+/// poll).
 pub(super) fn read_inbox() {
-    if !INBOX.with(|i| i.any) {
+    if INBOX.with(|i| i.is_empty()) {
         return;
     }
-    let mut inbox = INBOX.with(|i| core::mem::replace(i, Inbox::new()));
+    let inbox = INBOX.with(Inbox::take);
     let me = this_core().index;
-    let mut outgoing: Vec<(usize, SchedMessage)> = Vec::new();
-    let mut ships: Vec<(Box<Running>, usize)> = Vec::new();
-    let mut forwards: Vec<(usize, u64, u64, bool)> = Vec::new();
-    let mut stopped: Vec<Box<Running>> = Vec::new();
-    with_sched(|s| {
-        if inbox.reap {
-            stopped = take_stopped(s);
-        }
-        for t in inbox.arrivals {
-            t.shared.core.store(me as u64, Ordering::Relaxed);
-            s.stats.migrations_in += 1;
-            // Sent before the sender heard that this core is dedicated: it goes on to
-            // where the policy places it now, if anywhere else.
-            if s.dedicated.is_some() {
-                if let Some(to) = policy().place(&s.table, |c| c != me && t.shared.allowed_on(c)) {
-                    ships.push((t, to));
-                    continue;
-                }
-            }
-            s.queue.push(t);
-        }
-        for ((space, addr), n, cores) in inbox.wakes {
-            let woken = wake_here(s, (space, addr), n);
-            if woken < n {
-                if let Some(next) = next_core(cores, me) {
-                    let rest = cores & !(1 << me);
-                    let wake = SchedMessage::Wake { space, addr, n: n - woken, cores: rest };
-                    outgoing.push((next, wake));
-                }
-            }
-        }
-        for uid in inbox.joined {
-            wake_here(s, (JOIN_SPACE, uid), u64::MAX);
-        }
-        for (core, load) in inbox.loads.iter_mut().enumerate() {
-            if let Some((length, seq, online, forward)) = load.take() {
-                if s.table.report(core, length, seq) {
-                    s.table.set_online(core, online);
-                }
-                if forward {
-                    forwards.push((core, length, seq, online));
-                }
-            }
-        }
-        for (puller, pull) in inbox.pulls.iter_mut().enumerate() {
-            let Some(may_take_running) = pull.take() else { continue };
-            if let Some(t) = s.queue.take_ready(|t| t.shared.allowed_on(puller)) {
-                ships.push((t, puller));
-            } else if may_take_running
-                && s.ship_running.is_none()
-                && s.queue.running().is_some_and(|t| {
-                    // AMPS §3.3: the NUMA policy decides whether a running thread moves.
-                    t.shared.allowed_on(puller)
-                        && t.shared.may_move_running(
-                            me,
-                            puller,
-                            numa_policy(),
-                            last_level_cache_bytes(),
-                        )
-                })
-            {
-                s.ship_running = Some(puller);
-            } else {
-                outgoing.push((puller, SchedMessage::NoneToGive {}));
-            }
-        }
+    let actions = with_sched(|s| {
+        s.stats.migrations_in += inbox.arrivals() as u64;
+        let mut here = Here {
+            me,
+            policy: policy(),
+            dedicated: s.dedicated.is_some(),
+            queue: &mut s.queue,
+            waits: &mut s.waits,
+            table: &mut s.table,
+            ship_running: &mut s.ship_running,
+        };
+        sched::inbox::read(&mut here, inbox)
     });
-    for (origin, length, seq, taking) in forwards {
-        forward_load(origin, length, seq, taking);
-    }
-    for (t, to) in ships {
-        ship(t, to);
-    }
-    for (to, message) in outgoing {
-        let _ = monitor::send(to, message);
-    }
-    for t in stopped {
-        end_off_cpu(t);
+    for action in actions {
+        match action {
+            Action::NoWaiters(root) => clear_waiter_bit(&root),
+            Action::Forward(r) => forward_load(r),
+            Action::Ship(t, to) => ship(t, to),
+            Action::Send(to, note) => {
+                let _ = monitor::send(to, wire(note));
+            }
+            Action::End(t) => end_off_cpu(t),
+        }
     }
 }
