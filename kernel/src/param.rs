@@ -163,6 +163,28 @@ pub const QUOTA_MAX_BYTES: u64 = 64 << 20;
 pub const FAULT_IN_MAX: u64 = 64 << 20;
 
 // ---------------------------------------------------------------------------------------
+// Threads and their scheduler.
+
+/// Ready threads a run queue holds without growing (it shrinks back to this when empty,
+/// so tests find a core's heap as they left it).
+pub const QUEUE_CAPACITY: usize = 16;
+
+/// Most live threads (thread objects) one core's programs may create.
+pub const THREADS_PER_CORE_MAX: u64 = 1024;
+
+/// Ticks between a core's unprompted load reports (it also reports when its load changes).
+pub const REPORT_EVERY_TICKS: u64 = 10;
+
+/// Ticks between balancing passes of a busy core (an idle core tries at every tick).
+pub const BALANCE_EVERY_TICKS: u64 = 2;
+
+/// Ticks a pull may stay unanswered before the puller tries again.
+pub const PULL_PATIENCE_TICKS: u64 = 4;
+
+/// Longest `sleep` (one minute).
+pub const SLEEP_MAX_US: u64 = 60_000_000;
+
+// ---------------------------------------------------------------------------------------
 // Programs.
 
 /// Time limit of a program started with [`run`] (ten minutes).

@@ -46,26 +46,16 @@ pub use run::*;
 pub use running::*;
 
 use crate::corey::Ptr;
+pub use crate::param::THREADS_PER_CORE_MAX;
+use crate::param::{
+    BALANCE_EVERY_TICKS, PULL_PATIENCE_TICKS, QUEUE_CAPACITY, REPORT_EVERY_TICKS, SLEEP_MAX_US,
+};
 use crate::percpu::{self, CoreState, PerCoreState};
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU8, Ordering};
 use sched::{LoadTable, NumaPolicy, Policy, Power, RunQueue, WaitQueues};
-
-/// Ready threads a run queue holds without growing (it shrinks back to this when empty,
-/// so tests find a core's heap as they left it).
-pub(super) const QUEUE_CAPACITY: usize = 16;
-/// Most live threads (thread objects) one core's programs may create.
-pub const THREADS_PER_CORE_MAX: u64 = 1024;
-/// Ticks between a core's unprompted load reports (it also reports when its load changes).
-pub(super) const REPORT_EVERY_TICKS: u64 = 10;
-/// Ticks between balancing passes of a busy core (an idle core tries at every tick).
-pub(super) const BALANCE_EVERY_TICKS: u64 = 2;
-/// Ticks a pull may stay unanswered before the puller tries again.
-pub(super) const PULL_PATIENCE_TICKS: u64 = 4;
-/// Longest `sleep` (one minute).
-pub(super) const SLEEP_MAX_US: u64 = 60_000_000;
 
 /// Wait-key spaces that are not address spaces (root-range ids never reach them: an id's
 /// top 16 bits are its creating core).
