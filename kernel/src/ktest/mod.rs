@@ -15,6 +15,7 @@ mod heap;
 mod interrupts;
 mod monitor;
 mod retype;
+mod threads;
 mod tlb;
 mod traps;
 mod twophase;
