@@ -3,6 +3,7 @@
 //! The boot core enters at `kmain` (from the PVH entry in `arch::boot`), every other core
 //! at `ap_main` (from the trampoline in `arch::start_ap`).
 #![no_std]
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![no_main]
 
 extern crate alloc;

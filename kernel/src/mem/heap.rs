@@ -180,9 +180,9 @@ impl CoreHeap {
             va -= 4096;
             let Some(pa) = t.frames.pop() else { break };
             let mut no_tables = || None;
+            let flags = F::WRITABLE | F::NO_EXECUTE | F::GLOBAL;
             // SAFETY: this core's own heap window; the page's tables were kept by the trim
             // (`unmap_page` clears the leaf only), so nothing is allocated.
-            let flags = F::WRITABLE | F::NO_EXECUTE | F::GLOBAL;
             let _ = unsafe { paging::map_page(pml4, va, pa, flags, &mut no_tables) };
         }
         let mapped = Span::from_base_size(self.base as *mut u8, (t.end - self.base) as usize);
