@@ -47,6 +47,9 @@ pub const DEFAULT_POLL_BUDGET: u64 = 2_000_000;
 /// line fit one 4 KiB frame; credits come back every 16 messages.
 pub const CHANNEL_SLOTS: usize = 32;
 
+/// Most bytes of a message sent as fragments (a remote call's reply with its error text).
+pub const LONG_MESSAGE_BYTES: usize = 256;
+
 /// The throttling period (1 ms, as the paper's clock modulation repeats).
 pub const THROTTLE_PERIOD_US: u64 = 1000;
 

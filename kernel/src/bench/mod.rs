@@ -20,8 +20,8 @@ mod urpc;
 
 use crate::arch::{cpu, timer};
 use crate::monitor::protocol::MonitorMessage;
-use crate::monitor::{self};
 use crate::println;
+use crate::transport;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -192,5 +192,5 @@ fn try_vec<T>(len: usize, make: impl FnMut() -> T) -> Result<Vec<T>, String> {
 
 /// Sends `request` to core `to`, the error as text.
 fn send(to: usize, message: MonitorMessage) -> Result<(), String> {
-    monitor::send(to, message).map_err(|e| format!("send to core {to}: {:?}", e.error))
+    transport::send(to, message).map_err(|e| format!("send to core {to}: {:?}", e.error))
 }
