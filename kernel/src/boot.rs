@@ -19,6 +19,7 @@ const MIB: u64 = 1 << 20;
 /// Stops the boot with a message (exits QEMU with the failure code under test).
 fn fail(what: core::fmt::Arguments) -> ! {
     println!("{}core=0: boot failed: {}", verdict::PANIC_MARKER, what);
+    crate::print::flush();
     power::exit_qemu(verdict::ExitCode::Failure)
 }
 
@@ -330,6 +331,7 @@ fn enter_core_zero(pml4: u64, cores: usize) -> &'static percpu::PerCore {
     if heap::init_this_core().is_none() {
         fail(format_args!("no memory for the kernel heap"));
     }
+    crate::print::open_this_core();
     monitor::init_this_core(cores);
     crate::twophase::init_this_core();
     // Each layer above the monitor handles its own messages: one table, by tag.
@@ -420,11 +422,13 @@ fn hand_over(cmdline: &str) -> ! {
             println!("init could not start: {e:?}");
         }
         if command.is_some() {
+            crate::print::flush();
             power::power_off()
         }
         println!("init ended ({status:?}); the kernel console takes over");
     } else if let Some(command) = command {
         let _ = console::execute_and_report(command);
+        crate::print::flush();
         power::power_off()
     }
     console::run()

@@ -449,6 +449,7 @@ fn uptime(args: &str) -> Result<(), String> {
 fn poweroff(args: &str) -> Result<(), String> {
     no_arguments(args)?;
     println!("powering off");
+    crate::print::flush();
     power::power_off()
 }
 

@@ -27,7 +27,7 @@ pub const LAYERS: &[Layer] = &[
     // Emulated slow cores (duty cycle of the timer).
     Layer { module: "throttle", tests: &[] },
     // The serial console's output.
-    Layer { module: "print", tests: &[] },
+    Layer { module: "print", tests: &["print"] },
     // Each core's replica of the SKB and its multicast trees (set by `knowledge`).
     Layer { module: "skb_replica", tests: &[] },
     // Each core's ends of the URPC channels, the one table of message handlers, sending

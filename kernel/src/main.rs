@@ -61,6 +61,7 @@ extern "C" fn ap_main(index: usize) -> ! {
         core.set_state(CoreState::Offline);
         cpu::halt_forever();
     }
+    print::open_this_core();
     monitor::init_this_core(percpu::core_count());
     twophase::init_this_core();
     throttle::start_tick(index);

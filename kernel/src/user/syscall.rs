@@ -234,6 +234,7 @@ pub(super) fn check_machine(share: u64, obj: u64) -> Result<(), Error> {
 /// `poweroff(machine_share, machine_obj)`.
 pub(super) fn poweroff(share: u64, obj: u64) -> SysResult {
     check_machine(share, obj)?;
+    crate::print::flush();
     crate::arch::power::power_off()
 }
 
