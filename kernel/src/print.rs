@@ -191,10 +191,11 @@ pub fn drain() {
     cpu::without_interrupts(|| {
         // At most the lines there now: a core printing without pause cannot keep us here.
         let mut heads = [0u64; MAX_CORES];
-        for (i, ring) in RINGS.iter().enumerate() {
+        let cores = percpu::core_count().clamp(1, MAX_CORES);
+        for (i, ring) in RINGS[..cores].iter().enumerate() {
             heads[i] = ring.get().map_or(0, |r| r.head.0.load(Ordering::Acquire));
         }
-        while let Some(i) = oldest(&heads) {
+        while let Some(i) = oldest(&heads[..cores]) {
             let Some(ring) = RINGS[i].get() else { break };
             write_record(ring);
         }
@@ -202,9 +203,9 @@ pub fn drain() {
 }
 
 /// The ring whose first waiting line (below its `heads` entry) is the oldest.
-fn oldest(heads: &[u64; MAX_CORES]) -> Option<usize> {
+fn oldest(heads: &[u64]) -> Option<usize> {
     let mut best: Option<(u64, usize)> = None;
-    for (i, ring) in RINGS.iter().enumerate() {
+    for (i, ring) in RINGS[..heads.len()].iter().enumerate() {
         let Some(ring) = ring.get() else { continue };
         let tail = ring.tail.0.load(Ordering::Relaxed);
         if tail >= heads[i] {

@@ -52,8 +52,8 @@ pub mod share;
 pub use id::{IdAllocator, ObjName, ObjectId, ObjectKind, CORE_SHIFT, NAME_MAX};
 pub use idmap::IdMap;
 pub use object::{
-    release, release_one, Body, Census, CensusToken, Creator, Entry, ObjPtr, Object, Payload,
-    ShareMap, ShareTable,
+    release, release_one, Body, Census, CensusToken, Cores, Creator, Entry, ObjPtr, Object,
+    Payload, ShareMap, ShareTable, CENSUS_ROWS,
 };
 pub use quota::{Charge, Quota};
 pub use revoke::{Revocation, RevokeLog, MAX_REVOCATIONS};
