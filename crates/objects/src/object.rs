@@ -12,10 +12,10 @@ use core::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
 
 use locks::RwLock;
 
+use crate::id::Revocation;
 use crate::id::{IdAllocator, ObjName, ObjectId, ObjectKind};
 use crate::idmap::{IdMap, Refused};
 use crate::quota::Charge;
-use crate::revoke::Revocation;
 use crate::ObjError;
 
 /// A counted pointer to an object: one per holder (see the crate docs).
