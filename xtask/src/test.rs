@@ -15,6 +15,7 @@ use std::time::Duration;
 use verdict::judge::{judge, Outcome, Verdict};
 
 use crate::qemu::{self, Accel, Serial, Vm};
+use crate::tally::Tally;
 use crate::{build, host, Options, Result};
 
 /// One QEMU integration run.
@@ -321,29 +322,6 @@ fn multicast_lines_complete(log: &str, cores: u64, packages: u64) -> Result {
         }
     }
     Ok(())
-}
-
-/// Running count of passed and failed tests (host and QEMU alike).
-#[derive(Debug, Default)]
-pub struct Tally {
-    /// Tests that passed.
-    pub passed: u32,
-    /// Tests that failed, plus runs that failed as a whole or could not run.
-    pub failed: u32,
-    /// Tests their harness ignored (e.g. ones that need two CPUs, on a one-CPU host), and
-    /// kernel tests that could check nothing in their run (`TEST SKIP`).
-    pub skipped: u32,
-}
-
-impl Tally {
-    /// The closing line: `N passed, M failed`, and `, K skipped` if any were.
-    pub fn summary(&self) -> String {
-        let mut line = format!("{} passed, {} failed", self.passed, self.failed);
-        if self.skipped > 0 {
-            line += &format!(", {} skipped", self.skipped);
-        }
-        line
-    }
 }
 
 /// Runs everything selected; the exit code is failure if anything failed or could not run.
