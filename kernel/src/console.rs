@@ -160,7 +160,7 @@ fn read_line(buf: &mut [u8; LINE_MAX]) -> usize {
     loop {
         let Some(b) = serial::try_read_byte() else {
             // Serve messages; halt when idle (the tick wakes us to look at the UART).
-            crate::sched::idle_once(percpu::this_core());
+            crate::sched::idle_once();
             continue;
         };
         match b {
@@ -359,7 +359,7 @@ fn monitor(args: &str) -> Result<(), String> {
         "this core: {:?}, {:?}, poll budget {} cycles",
         crate::transport::stats(),
         crate::monitor::stats(),
-        crate::monitor::poll_budget()
+        crate::transport::poll_budget()
     );
     Ok(())
 }

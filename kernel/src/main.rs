@@ -69,7 +69,7 @@ extern "C" fn ap_main(index: usize) -> ! {
     // The tick (and a slowed core's duty cycle) runs from now on, also under the first
     // remote calls, such as the SKB's speed measurement.
     cpu::enable_interrupts();
-    crate::sched::idle_loop(core)
+    crate::sched::idle_loop()
 }
 
 #[panic_handler]

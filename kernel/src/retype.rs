@@ -147,6 +147,8 @@ fn send_queued_now(to: usize) {
             kicked = cpu::rdtsc();
         }
         crate::monitor::poll();
+        // Spins, never halts: the receiver's reading frees room in its channel, which no
+        // IPI announces.
         cpu::pause();
     }
 }

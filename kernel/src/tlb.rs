@@ -343,10 +343,12 @@ impl Shootdown {
     /// down cannot deadlock), until every participant acknowledged or faulted: `Ok`; or
     /// until [`TLB_TIMEOUT_US`] passed: `Err` with the cores that never answered, and the
     /// caller must not free what they may still reach. Call it with no lock held that the
-    /// other cores might be spinning on.
+    /// other cores might be spinning on. Poll, then block (`transport::PollThenBlock`):
+    /// past P the core halts until an acknowledgement's IPI.
     pub fn wait(self) -> Result<(), CoreSet> {
         let start = cpu::rdtsc();
         let pause_after = timer::us_to_tsc(TLB_PAUSE_AFTER_US);
+        let mut patience = crate::transport::PollThenBlock::new();
         let mut reported = false;
         let outcome = loop {
             match self.status() {
@@ -367,7 +369,7 @@ impl Shootdown {
             // ONLY=unmap CORES=2`: 14.9k -> 13.8k cycles). A longer wait pauses, for a
             // hyperthread sibling and for a hypervisor's pause-loop exits.
             if cpu::rdtsc() - start > pause_after {
-                cpu::pause();
+                patience.pause(&broadcast_pending);
             }
         };
         if let Err(cores) = outcome {

@@ -1,10 +1,12 @@
-//! `bench polling` (Multikernel §5.2): the cost of waking a halted core against polling.
+//! `bench polling` (Multikernel §5.2): the cost of waking a halted core against polling,
+//! on the receiver's side (an idle core) and on the waiter's (a core waiting for a reply).
 
 use super::{result, try_vec, Deadline, NEEDS_TWO_CORES};
 use crate::arch::cpu;
 use crate::monitor::{self};
 use crate::percpu::this_core;
 use crate::smp::{self};
+use crate::transport;
 use alloc::format;
 use alloc::string::String;
 use record::median;
@@ -25,7 +27,7 @@ pub(super) fn polling(rounds: usize, deadline: Deadline) -> Result<(), String> {
     let core = crate::percpu::core(target).ok_or("no such core")?;
     let skb = crate::skb_replica::get().ok_or("the SKB is not measured")?;
     let c = skb.ipi_cost().unwrap_or(skb::DEFAULT_IPI_COST_CYCLES).max(1);
-    let p = monitor::poll_budget();
+    let p = transport::poll_budget();
     result("polling", 2, "ipi_cost_cycles", c, "cycles", "");
     result("polling", 2, "poll_budget_cycles", p, "cycles", "");
     for quarters in [1u64, 2, 4, 8, 16, 32] {
@@ -47,6 +49,46 @@ pub(super) fn polling(rounds: usize, deadline: Deadline) -> Result<(), String> {
         result("polling", 2, "halted_pct", halted_pct, "%", &label);
         let overhead = gap.min(p) + c * halted / rounds as u64;
         result("polling", 2, "overhead_cycles", overhead, "cycles", &label);
+    }
+    waiter(target, rounds, c, deadline)
+}
+
+/// The waiter's side (M15 item 4: every wait polls for P, then blocks): core 0 calls core 1
+/// `rounds` times with work that takes `gap` cycles there, for gaps of ¼ C to 8 C, and
+/// waits for each reply with `monitor::wait`. Per gap: the median latency the wait added
+/// (round trip less the gap), the cycles it polled per call (the model: min(gap + the
+/// trip, P)), and how often it halted (above P: then the reply's IPI wakes it, at most C
+/// later than a spinning waiter would have seen it).
+fn waiter(target: usize, rounds: usize, c: u64, deadline: Deadline) -> Result<(), String> {
+    for quarters in [1u64, 2, 4, 8, 16, 32] {
+        let gap = c * quarters / 4;
+        let work = |_: usize| -> Result<(), String> {
+            let start = cpu::rdtsc();
+            while cpu::rdtsc() - start < gap {
+                core::hint::spin_loop();
+            }
+            Ok(())
+        };
+        let mut samples = try_vec(rounds, || 0u64)?;
+        let before = transport::wait_stats();
+        for sample in samples.iter_mut() {
+            deadline.check()?;
+            let start = cpu::rdtsc();
+            let id = monitor::call_async(target, &work).map_err(|e| format!("call: {e:?}"))?;
+            if !monitor::wait(id, 5_000_000).is_ok() {
+                return Err(format!("core {target} did not answer"));
+            }
+            *sample = (cpu::rdtsc() - start).saturating_sub(gap);
+        }
+        let after = transport::wait_stats();
+        let waits = (after.waits - before.waits).max(1);
+        let label = format!(",\"config\":\"waiter gap={}C/4\"", quarters);
+        let latency = median(&mut samples).unwrap_or(0);
+        result("polling", 2, "latency_cycles", latency, "cycles", &label);
+        let polled = (after.polled_cycles - before.polled_cycles) / waits;
+        result("polling", 2, "polled_cycles", polled, "cycles", &label);
+        let slept_pct = (after.slept - before.slept) * 100 / waits;
+        result("polling", 2, "halted_pct", slept_pct, "%", &label);
     }
     Ok(())
 }

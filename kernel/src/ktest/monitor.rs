@@ -219,7 +219,7 @@ fn rejects_bad_messages() -> Result<(), String> {
 
     // A replicated setting is accepted only from the boot core.
     let me = this_core().index;
-    let budget_before = monitor::poll_budget();
+    let budget_before = transport::poll_budget();
     let rejected_before = this_core().rejected();
     let from_other = |_| -> Result<(), String> {
         transport::send(me, MonitorMessage::SetPollBudget { cycles: 12345 })
@@ -227,7 +227,7 @@ fn rejects_bad_messages() -> Result<(), String> {
     };
     all_ok(&[victim], &smp::run_on(&[victim], JOB_TIMEOUT_US, &from_other))?;
     monitor::poll();
-    if this_core().rejected() != rejected_before + 1 || monitor::poll_budget() != budget_before {
+    if this_core().rejected() != rejected_before + 1 || transport::poll_budget() != budget_before {
         return Err("a poll budget from a core other than the boot core was accepted".into());
     }
     Ok(())

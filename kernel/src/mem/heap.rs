@@ -255,15 +255,16 @@ pub fn trim_this_core() -> u64 {
 pub fn give_back_this_core(timeout_us: u64) -> u64 {
     trim_this_core();
     let start = crate::arch::cpu::rdtsc();
+    let mut patience = crate::transport::PollThenBlock::new();
     loop {
         let given = trim_this_core();
         let waiting = trim_pending_this_core();
         if given > 0 || !waiting || crate::arch::timer::us_since(start) > timeout_us {
             return given;
         }
-        // The other cores' acknowledgements of the flush come as messages.
+        // The other cores' acknowledgements of the flush come as messages: poll, then block.
         tlb::poll_messages();
-        crate::arch::cpu::pause();
+        patience.pause(&tlb::broadcast_pending);
     }
 }
 

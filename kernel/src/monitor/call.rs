@@ -2,18 +2,19 @@
 //! cancellation, and `run_on`, work on chosen cores.
 
 use super::idle::IDLE_WORK;
+use super::poll;
 use super::protocol::{decode_reply, encode_reply};
 use super::protocol::{CallMessage, Lent, Protocol, Rejection};
 use super::protocol::{REPLY, REPLY_TEXT_MAX};
 use super::with;
-use super::{has_messages, poll, poll_budget};
 use crate::arch::{cpu, timer};
 use crate::percpu::{self, this_core, CoreState};
-use crate::transport::{self, send, send_bytes, SendError};
+use crate::tlb;
+use crate::transport::{self, send, send_bytes, PollThenBlock, SendError};
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::sync::atomic::{fence, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU8, Ordering};
 use urpc::PAYLOAD_WORDS;
 
 /// What a job returns: `Err` carries the reason it failed.
@@ -162,22 +163,14 @@ pub(super) fn forget_call(id: u64, free_body: bool) -> Option<PendingCall> {
 /// faulted ends `Faulted`; one the target has not started within `timeout_us` is
 /// cancelled and ends `TimedOut` (the target will not run it). One the target has started
 /// is waited for however long it takes: its work may borrow the caller's memory.
+///
+/// Poll, then block (Multikernel §5.2; `transport::PollThenBlock`): past the poll budget
+/// P the caller's core halts until the reply's wake-up IPI (or a tick), so a long call
+/// leaves the host CPU to its target when the cores are vCPUs (a caller with interrupts off
+/// gets them back off). While it waits outside a thread, the core runs its ready threads.
 pub fn wait(id: CallId, timeout_us: u64) -> Outcome {
-    wait_for_call(id, timeout_us, false)
-}
-
-/// [`wait`], but once the poll budget has passed the caller's core sleeps until a message
-/// (or a tick) comes (Multikernel §5.2: poll for P, then block). For a long call whose
-/// cost is what is measured (a core's compute speed): a spinning caller would take a
-/// host CPU from the target when the cores are vCPUs. A caller with interrupts off (it
-/// may hold what a handler takes) never sleeps: it waits as [`wait`] does.
-pub fn wait_sleeping(id: CallId, timeout_us: u64) -> Outcome {
-    wait_for_call(id, timeout_us, cpu::interrupts_enabled())
-}
-
-/// [`wait`], sleeping past the poll budget if `may_sleep`.
-pub(super) fn wait_for_call(id: CallId, timeout_us: u64, may_sleep: bool) -> Outcome {
     let start = cpu::rdtsc();
+    let mut patience = PollThenBlock::new();
     loop {
         poll();
         // Kernel code waiting here (outside any thread) lends the core to its threads: a
@@ -203,22 +196,9 @@ pub(super) fn wait_for_call(id: CallId, timeout_us: u64, may_sleep: bool) -> Out
             with(|m| m.stats.calls_timed_out += 1);
             return Outcome::TimedOut;
         }
-        if !may_sleep || lent || cpu::rdtsc() - start < poll_budget() {
-            cpu::pause();
-            continue;
+        if !lent {
+            patience.pause(&tlb::broadcast_pending);
         }
-        // As in `sleep`: the reply's sender sees the flag and wakes us, or we see its
-        // message before halting.
-        let core = this_core();
-        cpu::disable_interrupts();
-        core.set_asleep(true);
-        fence(Ordering::SeqCst);
-        if has_messages() {
-            cpu::enable_interrupts();
-        } else {
-            cpu::enable_and_halt();
-        }
-        core.set_asleep(false);
     }
 }
 

@@ -3,10 +3,9 @@
 //! idle loop itself (threads first, then this) is the scheduler's (`sched::idle`).
 
 use super::frame_return::flush_frame_returns;
-use super::{has_messages, poll, poll_budget};
+use super::poll;
 use crate::arch::cpu;
-use crate::percpu::PerCore;
-use core::sync::atomic::{fence, Ordering};
+use crate::transport;
 
 /// What a core does while its kernel waits for a remote call's answer (`call::wait`):
 /// the scheduler runs this core's ready threads, so a thread placed here does not wait
@@ -25,7 +24,7 @@ pub fn set_idle_work(work: fn() -> bool) {
 /// freed frames home (before the core may sleep).
 pub fn poll_for_budget() -> bool {
     let start = cpu::rdtsc();
-    let budget = poll_budget();
+    let budget = transport::poll_budget();
     while cpu::rdtsc() - start < budget {
         if poll() {
             return true;
@@ -37,21 +36,9 @@ pub fn poll_for_budget() -> bool {
 }
 
 /// Gives the heap's free top back to the frame list, marks the core asleep and halts until
-/// an interrupt (a message's wake-up IPI, or the tick); returns at once if a message came
-/// meanwhile.
-pub fn sleep(core: &PerCore) {
+/// an interrupt (a message's wake-up IPI, a broadcast's, or the tick); returns at once if
+/// one came meanwhile.
+pub fn sleep() {
     crate::mem::heap::trim_this_core();
-    cpu::disable_interrupts();
-    core.set_asleep(true);
-    // Pairs with the fence in `transport::send`'s wake-up: either the sender sees the flag
-    // and sends the IPI, or we see its message here.
-    fence(Ordering::SeqCst);
-    if has_messages() {
-        core.set_asleep(false);
-        cpu::enable_interrupts();
-        return;
-    }
-    cpu::enable_and_halt();
-    core.set_asleep(false);
-    core.count_wakeup();
+    transport::sleep_unless(&crate::tlb::broadcast_pending);
 }

@@ -31,7 +31,6 @@ pub use step::step;
 
 use crate::arch::{cpu, timer};
 use crate::mem::frames;
-use crate::param::DEFAULT_POLL_BUDGET;
 use crate::percpu::{self, this_core, CoreState, PerCoreState};
 use crate::tlb;
 use crate::transport::{self, send, SendError};
@@ -74,7 +73,6 @@ pub struct Monitor {
     /// Highest pong sequence number seen from each core.
     pongs: Vec<u64>,
     aggregations: Vec<Aggregation>,
-    poll_budget: u64,
     stats: Stats,
 }
 
@@ -91,7 +89,6 @@ pub fn init_this_core(cores: usize) {
         sequence_next: alloc::vec![0; cores],
         pongs: alloc::vec![0; cores],
         aggregations: Vec::new(),
-        poll_budget: DEFAULT_POLL_BUDGET,
         stats: Stats::default(),
     };
     MONITORS.with(|slot| *slot = Some(m));
@@ -165,7 +162,7 @@ fn serve(from: usize, request: MonitorMessage) {
                 flush_frame_returns();
             }
         }
-        MonitorMessage::SetPollBudget { cycles } => with(|m| m.poll_budget = cycles.max(1000)),
+        MonitorMessage::SetPollBudget { cycles } => transport::set_poll_budget(cycles),
         MonitorMessage::Sequence { n } => with(|m| {
             // 0 starts a new series (each test run starts again from 0).
             if n == m.sequence_next[from] || n == 0 {
@@ -232,7 +229,9 @@ pub fn has_messages() -> bool {
     transport::has_messages() || tlb::broadcast_pending()
 }
 
-/// Pings core `to` and waits for its pong. Returns the round-trip time in TSC cycles.
+/// Pings core `to` and waits for its pong. Returns the round-trip time in TSC cycles. It
+/// spins, never halts: it measures latency (the SKB's, `bench polling`'s), which a
+/// waiter's own wake-up would add to.
 pub fn ping(to: usize, timeout_us: u64) -> Option<u64> {
     let seq = with(|m| m.pongs.get(to).copied())? + 1;
     let start = cpu::rdtsc();
@@ -266,11 +265,6 @@ pub fn broadcast(message: MonitorMessage) -> Result<usize, SendError> {
 /// Sets the idle poll budget here and, by broadcast, on every other core (boot core: the
 /// other cores accept this replicated setting only from it).
 pub fn broadcast_poll_budget(cycles: u64) {
-    with(|m| m.poll_budget = cycles.max(1000));
+    transport::set_poll_budget(cycles);
     let _ = broadcast(MonitorMessage::SetPollBudget { cycles });
-}
-
-/// This core's poll budget (cycles of polling before halting).
-pub fn poll_budget() -> u64 {
-    with(|m| m.poll_budget)
 }

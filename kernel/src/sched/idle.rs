@@ -7,12 +7,12 @@ use super::balance::balance;
 use super::run::{housekeeping, run_next, unload_tables};
 use crate::arch::cpu;
 use crate::monitor;
-use crate::percpu::{this_core, PerCore, PerCoreState};
+use crate::percpu::{this_core, PerCoreState};
 
 /// One pass of the idle loop: a ready thread if there is one (not while the scheduler's
 /// own loop is on the stack: [`super::run_until`] runs them), else poll for P, then
 /// housekeeping and a halt.
-pub fn idle_once(core: &PerCore) {
+pub fn idle_once() {
     if idle_work() {
         return;
     }
@@ -25,14 +25,14 @@ pub fn idle_once(core: &PerCore) {
     crate::corey::revocation::prune_revocations();
     crate::twophase::resolve_orphans();
     crate::retype::recover_lost_frames();
-    monitor::sleep(core);
+    monitor::sleep();
 }
 
 /// An application processor's life after start-up: run threads, serve messages, halt
 /// when idle.
-pub fn idle_loop(core: &'static PerCore) -> ! {
+pub fn idle_loop() -> ! {
     loop {
-        idle_once(core);
+        idle_once();
     }
 }
 
@@ -60,7 +60,7 @@ pub fn run_until(stop: &dyn Fn() -> bool) {
             if stop() {
                 break;
             }
-            idle_once(core);
+            idle_once();
         }
     }
     DEPTH.with(|d| *d -= 1);

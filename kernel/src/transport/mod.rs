@@ -6,7 +6,8 @@
 //!
 //! Where each part is: this file (each core's ends of its channels, reading and
 //! dispatching), [`channels`] (the channel table), [`handlers`] (the table of kinds and
-//! their handlers, installed once at boot), [`send`] (sending and the wake-up IPI).
+//! their handlers, installed once at boot), [`send`] (sending and the wake-up IPI),
+//! [`wait`] (poll for P, then block: every wait for a message).
 //!
 //! This layer knows no message kind. Every layer that talks to other cores declares its
 //! kinds beside its code (`monitor::protocol::MonitorMessage`, `tlb::TlbMessage`,
@@ -20,9 +21,11 @@
 pub mod channels;
 mod handlers;
 mod send;
+mod wait;
 
 pub use handlers::{check_table, install_handlers, Handle, Handler, When};
 pub use send::*;
+pub use wait::{poll_budget, set_poll_budget, sleep_unless, wait_stats, PollThenBlock};
 
 use crate::param::{CHANNEL_SLOTS, LONG_MESSAGE_BYTES};
 use crate::percpu::{this_core, PerCoreState};
@@ -237,7 +240,8 @@ pub fn has_messages_from(from: usize) -> bool {
     with(|t| t.receivers.get(from).and_then(Option::as_ref).is_some_and(|rx| rx.has_message()))
 }
 
-/// Whether any of this core's channels has a message waiting (headers only).
+/// Whether any of this core's channels has a message waiting (headers only; none before
+/// its channels are open).
 pub fn has_messages() -> bool {
-    with(|t| t.has_messages())
+    with_open(|t| t.has_messages()).unwrap_or(false)
 }

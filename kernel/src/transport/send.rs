@@ -144,7 +144,8 @@ fn send_with(
             return Ok(());
         }
         // Full: the receiver is behind. Serve our own channels meanwhile, so two cores
-        // sending to each other cannot deadlock.
+        // sending to each other cannot deadlock. It spins, never halts: room comes back as
+        // credits on the channel's line, which no IPI announces.
         wake_if_asleep(to);
         poll();
         if timer::us_since(start) > SEND_TIMEOUT_US {

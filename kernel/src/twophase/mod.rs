@@ -425,15 +425,17 @@ pub fn undelivered_here() -> usize {
     STATE.with(|s| s.undelivered.len())
 }
 
-/// Waits (serving this core's channels) until operation `op` is over; its decision.
+/// Waits (serving this core's channels) until operation `op` is over; its decision. Poll,
+/// then block (`transport::PollThenBlock`): votes and acknowledgements are messages.
 pub fn finish(op: OpId) -> Decision {
+    let mut patience = crate::transport::PollThenBlock::new();
     loop {
         if let Some(d) = poll(op) {
             return d;
         }
         deliver_decisions();
         monitor::poll();
-        cpu::pause();
+        patience.pause(&crate::tlb::broadcast_pending);
     }
 }
 
@@ -459,6 +461,8 @@ pub fn commit_retrying(participants: CoreSet, operation: Operation, attempts: u3
         // `retry_backoff` starts at 4096 cycles and doubles per attempt (capped).
         let wait = took.saturating_mul(agreement::retry_backoff(me, attempt) / 4096);
         let until = cpu::rdtsc() + wait.min(timer::us_to_tsc(TWO_PHASE_TIMEOUT_US));
+        // A timed back-off, not a wait for a message: it spins (a halt would end only at
+        // the next tick, and stretch the back-off to it).
         while cpu::rdtsc() < until {
             monitor::poll();
             cpu::pause();
