@@ -24,10 +24,11 @@
 //!
 //! **Per-thread state of the subsystems.** The allocator's heap, the STM's descriptors
 //! and thread-local values hang off a thread's header. The scheduler does not name those
-//! subsystems: each implements `runtime::ThreadHooks` (what to run when a thread ends,
+//! subsystems: each implements `hooks::ThreadHooks` (what to run when a thread ends,
 //! is switched in, or is freed unfinished) and is listed in one place, `Subsystems`,
 //! here, whose hooks the runtime calls (§2.3: "when a thread exits, the scheduler uses a
-//! fast callback to notify the memory manager"). So `runtime.rs` imports none of them.
+//! fast callback to notify the memory manager"). So `runtime/` imports none of them;
+//! `hooks.rs` holds the trait and walks the list.
 //!
 //! **Where the `unsafe` code is.** Mostly in two modules, each a small set of safe
 //! functions whose docs state what the rest of the crate guarantees about their
@@ -56,6 +57,7 @@ pub mod config;
 pub mod context;
 pub mod fpu;
 pub mod future;
+mod hooks;
 pub mod host;
 #[cfg(feature = "std")]
 pub mod hosted;
@@ -81,7 +83,7 @@ pub use thread::{spawn, spawn_to, yield_until, JoinHandle, Key};
 
 /// The subsystems that keep per-thread state in a thread's header, each with what the
 /// scheduler must call when a thread ends, is switched in, or is freed
-/// ([`runtime::ThreadHooks`]; McRT §2.3, the scheduler's "fast callback" to the memory
+/// ([`hooks::ThreadHooks`]; McRT §2.3, the scheduler's "fast callback" to the memory
 /// manager at thread exit). The one place that names them: the runtime calls this
 /// list's hooks and imports none of them, and a new subsystem adds itself here. Order
 /// matters: thread-local destructors run first (they may allocate or use a

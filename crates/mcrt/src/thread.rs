@@ -159,7 +159,7 @@ impl Key {
 /// destructors run on its own stack.
 pub(crate) struct ThreadHooks;
 
-impl runtime::ThreadHooks for ThreadHooks {
+impl crate::hooks::ThreadHooks for ThreadHooks {
     fn ending(t: &Task) {
         run_tls_destructors(t);
     }

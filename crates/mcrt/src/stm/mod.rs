@@ -566,7 +566,7 @@ fn backoff(why: Abort, attempt: u32, task: usize, seed: usize) {
 /// switched in, whether it was aborted meanwhile.
 pub(crate) struct ThreadHooks;
 
-impl crate::runtime::ThreadHooks for ThreadHooks {
+impl crate::hooks::ThreadHooks for ThreadHooks {
     fn release(t: &Task) {
         on_thread_exit(t);
     }
