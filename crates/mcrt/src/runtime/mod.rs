@@ -22,6 +22,7 @@
 
 mod idle;
 
+use crate::cells::Slot;
 use crate::config::Config;
 use crate::context::{self, Stack};
 use crate::hooks::ThreadHooks;
@@ -32,7 +33,7 @@ use crate::queue::TaskQueue;
 use crate::Subsystems;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::cell::{Cell, RefCell, UnsafeCell};
+use core::cell::{Cell, RefCell};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Marks a live thread header (a check that the stack pointer is on a McRT stack).
@@ -57,7 +58,8 @@ pub(crate) struct Task {
     canary: u64,
     /// The stack pointer saved while it is switched out.
     sp: Cell<usize>,
-    rt: *const Shared,
+    /// The runtime it belongs to (which outlives it: `context::for_the_run`).
+    rt: &'static Shared,
     /// The processor running it (set when it is switched in).
     processor: Cell<usize>,
     /// The queue it goes back to when it yields (its domain's, §2.2).
@@ -164,12 +166,8 @@ pub(crate) struct Shared {
     pub(crate) fpu_saving: AtomicBool,
 }
 
-// SAFETY: a processor's cells are touched only by the system thread running it (its idle
-// loop and the McRT threads it has switched in); everything else is atomic or behind the
-// queues' locks. The host is `Sync` and outlives the run.
-unsafe impl Sync for Shared {}
-// SAFETY: as above; a header moves between processors only through a queue's lock.
-unsafe impl Sync for Task {}
+// `Shared` is `Sync`: a processor's cells are touched only by the system thread running
+// it (the claim is in `cells.rs`, with the crate's others).
 
 impl Shared {
     pub(crate) fn host(&self) -> &dyn Host {
@@ -200,8 +198,7 @@ pub(crate) fn current() -> &'static Task {
 
 impl Task {
     pub(crate) fn rt(&self) -> &'static Shared {
-        // SAFETY: the runtime outlives its threads.
-        unsafe { &*self.rt }
+        self.rt
     }
 
     fn proc(&self) -> &'static Processor {
@@ -416,37 +413,6 @@ pub(crate) fn notify_if_parked(rt: &Shared) {
 // ---------------------------------------------------------------------------------------
 // Threads: made, retired.
 
-/// Where a thread's result waits for its joiner (and `run`'s main thread's, for `run`).
-pub(crate) struct Slot<T> {
-    value: UnsafeCell<Option<T>>,
-}
-
-// SAFETY: written once by the thread before it is marked done (Release), read by the
-// joiner after it sees done (Acquire); `run` reads the main thread's after the host has
-// joined every processor.
-unsafe impl<T: Send> Sync for Slot<T> {}
-// SAFETY: as above.
-unsafe impl<T: Send> Send for Slot<T> {}
-
-impl<T> Slot<T> {
-    /// An empty slot.
-    pub(crate) fn new() -> Slot<T> {
-        Slot { value: UnsafeCell::new(None) }
-    }
-
-    /// Puts the result (the thread, once, before it is done).
-    pub(crate) fn put(&self, v: T) {
-        // SAFETY: only the thread writes, before it is done; nobody reads until then.
-        unsafe { *self.value.get() = Some(v) }
-    }
-
-    /// Takes the result (the one joiner, once the thread is done).
-    pub(crate) fn take(&self) -> Option<T> {
-        // SAFETY: only after the thread is done (its writes are visible), by one reader.
-        unsafe { (*self.value.get()).take() }
-    }
-}
-
 /// Makes a thread that runs `entry`, in queue `queue` (not yet queued); `None` when memory
 /// is short. `creator`: the McRT thread making it, if one is (its processor's stack cache
 /// is used).
@@ -461,7 +427,7 @@ pub(crate) fn make_task(
     let header = Task {
         canary: CANARY,
         sp: Cell::new(0),
-        rt,
+        rt: context::for_the_run(rt),
         processor: Cell::new(0),
         queue: Cell::new(queue),
         state: AtomicU32::new(0),
@@ -572,10 +538,10 @@ pub fn run<R: Send + 'static>(
     if crate::in_runtime() {
         return Err(crate::Error::InvalidArgument); // one runtime per system thread
     }
-    // SAFETY: only the lifetime changes. The host is reached only through the runtime
-    // (`Shared::host`), which this call makes and drops before it returns, and through
-    // its processors' system threads, which `run_processors` joins before it returns.
-    let host: &'static dyn Host = unsafe { core::mem::transmute::<&dyn Host, _>(host) };
+    // The host is reached only through the runtime (`Shared::host`), which this call
+    // makes and drops before it returns, and through its processors' system threads,
+    // which `run_processors` joins before it returns.
+    let host: &'static dyn Host = context::host_for_the_run(host);
     let processors = (0..config.processors)
         .map(|index| Processor {
             index,
