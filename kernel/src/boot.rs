@@ -6,9 +6,10 @@ use crate::arch::boot::{self as pvh, BootInfo};
 use crate::arch::paging::{self, phys_to_virt, STACKS_BASE, STACK_SLOT};
 use crate::arch::{self, acpi, apic, cpu, power, start_ap, timer, trap};
 use crate::mem::{frames, heap};
-use crate::monitor::{self, channels};
+use crate::monitor;
 use crate::param::{CRITICAL_STACK_PAGES, ONLINE_TIMEOUT_US, STACK_PAGES};
 use crate::percpu::{self, CoreSetup, CoreState};
+use crate::transport::{self, channels};
 use crate::{console, knowledge, ktest, println, smp};
 use physmem::{CoreFrames, CoreShare, FrameOwners, PhysRange, RangeSet, FRAME_SIZE};
 use x86_64::structures::paging::PageTableFlags as F;
@@ -18,6 +19,7 @@ const MIB: u64 = 1 << 20;
 /// Stops the boot with a message (exits QEMU with the failure code under test).
 fn fail(what: core::fmt::Arguments) -> ! {
     println!("{}core=0: boot failed: {}", verdict::PANIC_MARKER, what);
+    crate::print::flush();
     power::exit_qemu(verdict::ExitCode::Failure)
 }
 
@@ -273,32 +275,50 @@ fn give_each_core_its_memory(
     }
 }
 
-/// Which layer handles each kind of message between cores (the monitor handles its own):
-/// the declaration of each kind is beside its handler, in the layer's message enum.
-static MESSAGE_HANDLERS: [monitor::Handler; 4] = [
-    monitor::Handler {
+/// Which layer handles each kind of message between cores: the one table (the
+/// declaration of each kind is beside its handler, in the layer's message enum).
+static MESSAGE_HANDLERS: [transport::Handler; 7] = [
+    transport::Handler {
+        layer: "monitor",
+        kinds: <monitor::protocol::MonitorMessage as protocol::Protocol>::KINDS,
+        handle: transport::Handle::Words(monitor::on_message),
+        when: transport::When::AtOnce,
+    },
+    transport::Handler {
+        layer: "monitor (calls)",
+        kinds: <monitor::protocol::CallMessage as protocol::Protocol>::KINDS,
+        handle: transport::Handle::Words(monitor::on_call),
+        when: transport::When::BetweenThreads,
+    },
+    transport::Handler {
+        layer: "monitor (replies)",
+        kinds: monitor::protocol::REPLY_KINDS,
+        handle: transport::Handle::Bytes(monitor::on_reply),
+        when: transport::When::AtOnce,
+    },
+    transport::Handler {
         layer: "tlb",
         kinds: <crate::tlb::TlbMessage as protocol::Protocol>::KINDS,
-        handle: crate::tlb::on_message,
-        when: monitor::When::AtOnce,
+        handle: transport::Handle::Words(crate::tlb::on_message),
+        when: transport::When::AtOnce,
     },
-    monitor::Handler {
+    transport::Handler {
         layer: "twophase",
         kinds: <crate::twophase::TwoPhaseMessage as protocol::Protocol>::KINDS,
-        handle: crate::twophase::on_message,
-        when: monitor::When::AtOnce,
+        handle: transport::Handle::Words(crate::twophase::on_message),
+        when: transport::When::AtOnce,
     },
-    monitor::Handler {
+    transport::Handler {
         layer: "sched",
         kinds: <crate::sched::message::SchedMessage as protocol::Protocol>::KINDS,
-        handle: crate::sched::on_message,
-        when: monitor::When::AtOnce,
+        handle: transport::Handle::Words(crate::sched::on_message),
+        when: transport::When::AtOnce,
     },
-    monitor::Handler {
+    transport::Handler {
         layer: "user",
         kinds: <crate::user::StartMessage as protocol::Protocol>::KINDS,
-        handle: crate::user::on_start_message,
-        when: monitor::When::BetweenThreads,
+        handle: transport::Handle::Words(crate::user::on_start_message),
+        when: transport::When::BetweenThreads,
     },
 ];
 
@@ -311,36 +331,19 @@ fn enter_core_zero(pml4: u64, cores: usize) -> &'static percpu::PerCore {
     if heap::init_this_core().is_none() {
         fail(format_args!("no memory for the kernel heap"));
     }
+    crate::print::open_this_core();
     monitor::init_this_core(cores);
     crate::twophase::init_this_core();
     // Each layer above the monitor handles its own messages: one table, by tag.
-    if let Err(e) = monitor::install_handlers(&MESSAGE_HANDLERS) {
+    if let Err(e) = transport::install_handlers(&MESSAGE_HANDLERS) {
         fail(format_args!("the message handler table: {e}"));
     }
     monitor::set_idle_work(crate::sched::idle_work);
-    monitor::set_idle_housekeeping(|| {
-        crate::corey::revocation::prune_revocations();
-        crate::twophase::resolve_orphans();
-        crate::retype::recover_lost_frames();
-    });
     crate::twophase::set_revocation_hooks(crate::twophase::RevocationHooks {
         fits: crate::corey::revocation::revocation_fits,
         apply: crate::corey::revocation::apply_revocation,
     });
     crate::user::set_kernel_console(console::execute_and_report);
-    // TLB shootdowns (below the heap) travel through the monitor and ask the SKB, both
-    // above them.
-    crate::tlb::set_transport(crate::tlb::Transport {
-        send: monitor::send_tlb,
-        notify: monitor::notify,
-        poll: || {
-            monitor::poll();
-        },
-        pick: |source, participants| {
-            knowledge::get().map(|skb| skb.pick_protocol(source, participants.iter()))
-        },
-        trees: knowledge::trees,
-    });
     bsp
 }
 
@@ -419,11 +422,13 @@ fn hand_over(cmdline: &str) -> ! {
             println!("init could not start: {e:?}");
         }
         if command.is_some() {
+            crate::print::flush();
             power::power_off()
         }
         println!("init ended ({status:?}); the kernel console takes over");
     } else if let Some(command) = command {
         let _ = console::execute_and_report(command);
+        crate::print::flush();
         power::power_off()
     }
     console::run()

@@ -116,7 +116,7 @@ fn tlb(args: &str) -> Result<(), String> {
     let chosen = crate::tlb::protocol_override().map_or("auto (the SKB picks)", |p| p.name());
     println!("tlb: protocol {chosen}; {} shootdowns timed out", crate::tlb::timed_out_shootdowns());
     // What the SKB's choice within a package rests on (measured at boot).
-    if let Some(skb) = crate::knowledge::get().filter(|s| !s.shootdown_costs().is_empty()) {
+    if let Some(skb) = crate::skb_replica::get().filter(|s| !s.shootdown_costs().is_empty()) {
         let mut line = String::from("tlb: measured within the package (cycles):");
         for &(p, n, cycles) in skb.shootdown_costs() {
             line += &format!(" {} to {n}: {cycles};", p.name());
@@ -160,7 +160,7 @@ fn read_line(buf: &mut [u8; LINE_MAX]) -> usize {
     loop {
         let Some(b) = serial::try_read_byte() else {
             // Serve messages; halt when idle (the tick wakes us to look at the UART).
-            crate::monitor::idle_once(percpu::this_core());
+            crate::sched::idle_once(percpu::this_core());
             continue;
         };
         match b {
@@ -338,7 +338,7 @@ fn retype(args: &str) -> Result<(), String> {
 /// `skb`: the system knowledge base as measured at boot.
 fn skb(args: &str) -> Result<(), String> {
     no_arguments(args)?;
-    let skb = crate::knowledge::get().ok_or("the SKB has not been measured")?;
+    let skb = crate::skb_replica::get().ok_or("the SKB has not been measured")?;
     let mut text = String::new();
     skb.render(&mut text).map_err(|_| "cannot render the SKB")?;
     for line in text.lines() {
@@ -356,7 +356,8 @@ fn monitor(args: &str) -> Result<(), String> {
         println!("{:>4}  {:<9} {:>8}  {:>8}", c.index, state, c.wakeups(), c.rejected());
     }
     println!(
-        "this core: {:?}, poll budget {} cycles",
+        "this core: {:?}, {:?}, poll budget {} cycles",
+        crate::transport::stats(),
         crate::monitor::stats(),
         crate::monitor::poll_budget()
     );
@@ -448,6 +449,7 @@ fn uptime(args: &str) -> Result<(), String> {
 fn poweroff(args: &str) -> Result<(), String> {
     no_arguments(args)?;
     println!("powering off");
+    crate::print::flush();
     power::power_off()
 }
 

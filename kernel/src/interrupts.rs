@@ -91,6 +91,7 @@ fn fatal_exception(frame: &TrapFrame) -> ! {
     core.stop_after_fault(vector);
     if core.index == 0 {
         // The boot core runs the console and the test runner: without it nothing can go on.
+        crate::print::flush();
         power::exit_qemu(verdict::ExitCode::Failure);
     }
     cpu::halt_forever()

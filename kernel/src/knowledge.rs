@@ -4,9 +4,9 @@
 //! in an `skb::Skb` that the kernel queries (multicast trees, the idle poll budget) and the
 //! console shows. Measured once on the boot core.
 //!
-//! Replicated, not shared (Multikernel §3.3, §4.8; issue M9): each core keeps its own copy,
-//! made in its own heap by a remote call from the boot core once measured, and every query
-//! reads the calling core's copy. Compute speeds measured again later ([`remeasure_speeds`])
+//! Replicated, not shared (Multikernel §3.3, §4.8; issue M9): each core keeps its own copy
+//! (`skb_replica`), made in its own heap by a remote call from the boot core once
+//! measured, and every query reads the calling core's copy. Compute speeds measured again later ([`remeasure_speeds`])
 //! reach each replica the same way: each core measures itself, and the initiator sends the
 //! new table to every core, which stores it in its replica.
 
@@ -18,7 +18,7 @@ use crate::param::{
 use crate::percpu::{self, CoreState};
 use crate::smp::all_ok;
 use crate::{monitor, println, smp, tlb};
-use ::skb::{CoreInfo, MulticastTree, Protocol, Skb};
+use ::skb::{CoreInfo, Protocol, Skb};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -43,10 +43,6 @@ pub struct BootFacts {
 /// Set once by the boot core, before the console starts.
 pub static FACTS: spin::Once<BootFacts> = spin::Once::new();
 
-/// Each core's replica of the knowledge base, set by that core (see the module comment).
-static REPLICAS: [spin::Once<Skb>; crate::percpu::MAX_CORES] =
-    [const { spin::Once::new() }; crate::percpu::MAX_CORES];
-
 /// Round trips per ordered pair at boot (the median is kept): fewer on big machines, where
 /// the number of pairs grows with the square of the cores (and a VM with more vCPUs than
 /// host cores makes each round trip a host scheduling delay).
@@ -58,21 +54,6 @@ fn boot_round_trips(cores: usize) -> usize {
     }
 }
 
-/// Each core's multicast trees from itself (the SKB's, NUMA-aware; and the plain one),
-/// computed once when its replica is made, so a shootdown builds none.
-static TREES: [spin::Once<(MulticastTree, MulticastTree)>; crate::percpu::MAX_CORES] =
-    [const { spin::Once::new() }; crate::percpu::MAX_CORES];
-
-/// This core's multicast trees from itself: (NUMA-aware, plain), once measured.
-pub fn trees() -> Option<&'static (MulticastTree, MulticastTree)> {
-    TREES.get(percpu::this_core().index)?.get()
-}
-
-/// This core's replica of the knowledge base, once measured and copied here.
-pub fn get() -> Option<&'static Skb> {
-    REPLICAS.get(percpu::this_core().index)?.get()
-}
-
 /// Compute speeds measured again after boot ([`remeasure_speeds`]), as this core's replica
 /// holds them (index: core); 0 where the boot's measurement stands.
 static SPEEDS_NOW: percpu::PerCoreState<[u64; crate::percpu::MAX_CORES]> =
@@ -82,7 +63,7 @@ static SPEEDS_NOW: percpu::PerCoreState<[u64; crate::percpu::MAX_CORES]> =
 pub fn compute_speed(core: usize) -> Option<u64> {
     match SPEEDS_NOW.with(|s| s.get(core).copied()) {
         Some(speed) if speed > 0 => Some(speed),
-        _ => get()?.compute_speed(core),
+        _ => crate::skb_replica::get()?.compute_speed(core),
     }
 }
 
@@ -135,9 +116,8 @@ fn measure_speeds(cores: &[usize]) -> Result<Vec<u64>, String> {
 /// Gives every online core its own replica of `skb` (each clones it into its own heap).
 fn replicate(skb: &Skb) -> Result<(), String> {
     let cores = smp::online_cores();
-    let copy = |i: usize| {
-        let mine = REPLICAS[i].call_once(|| skb.clone());
-        TREES[i].call_once(|| (mine.multicast_tree(i), mine.plain_multicast_tree(i)));
+    let copy = |_: usize| {
+        crate::skb_replica::set_this_core(skb);
         Ok(())
     };
     all_ok(&cores, &smp::run_on(&cores, SKB_JOB_TIMEOUT_US, &copy))

@@ -27,14 +27,19 @@ pub const LAYERS: &[Layer] = &[
     // Emulated slow cores (duty cycle of the timer).
     Layer { module: "throttle", tests: &[] },
     // The serial console's output.
-    Layer { module: "print", tests: &[] },
+    Layer { module: "print", tests: &["print"] },
+    // Each core's replica of the SKB and its multicast trees (set by `knowledge`).
+    Layer { module: "skb_replica", tests: &[] },
+    // Each core's ends of the URPC channels, the one table of message handlers, sending
+    // and reading.
+    Layer { module: "transport", tests: &["transport"] },
     // TLB shootdown.
     Layer { module: "tlb", tests: &["tlb"] },
     // Frames and heaps.
     Layer { module: "mem", tests: &["frames", "heap"] },
     // The boot module of user programs.
     Layer { module: "initrd", tests: &[] },
-    // URPC channels, the message handler table, remote calls, frame returns.
+    // The monitor's own messages: pings, remote calls, frame returns; poll, then halt.
     Layer { module: "monitor", tests: &["monitor"] },
     // Starting cores, work on chosen cores.
     Layer { module: "smp", tests: &[] },

@@ -25,11 +25,13 @@ mod percpu;
 mod print;
 mod retype;
 mod sched;
+mod skb_replica;
 mod smp;
 mod testing;
 mod thread;
 mod throttle;
 mod tlb;
+mod transport;
 mod twophase;
 mod user;
 
@@ -59,6 +61,7 @@ extern "C" fn ap_main(index: usize) -> ! {
         core.set_state(CoreState::Offline);
         cpu::halt_forever();
     }
+    print::open_this_core();
     monitor::init_this_core(percpu::core_count());
     twophase::init_this_core();
     throttle::start_tick(index);
@@ -66,7 +69,7 @@ extern "C" fn ap_main(index: usize) -> ! {
     // The tick (and a slowed core's duty cycle) runs from now on, also under the first
     // remote calls, such as the SKB's speed measurement.
     cpu::enable_interrupts();
-    monitor::idle_loop(core)
+    crate::sched::idle_loop(core)
 }
 
 #[panic_handler]

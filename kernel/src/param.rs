@@ -47,6 +47,18 @@ pub const DEFAULT_POLL_BUDGET: u64 = 2_000_000;
 /// line fit one 4 KiB frame; credits come back every 16 messages.
 pub const CHANNEL_SLOTS: usize = 32;
 
+/// Words (8 bytes) in each core's ring of console lines (`print`): 16 KiB, about 200
+/// lines, before a printing core waits for the serial port's core to drain it.
+pub const PRINT_RING_WORDS: usize = 2048;
+
+/// How long a core whose console ring is full waits for the serial port's core to drain
+/// it before writing to the port itself (late output, never lost): the port's core drains
+/// at every poll and tick (10 ms).
+pub const PRINT_WAIT_US: u64 = 100_000;
+
+/// Most bytes of a message sent as fragments (a remote call's reply with its error text).
+pub const LONG_MESSAGE_BYTES: usize = 256;
+
 /// The throttling period (1 ms, as the paper's clock modulation repeats).
 pub const THROTTLE_PERIOD_US: u64 = 1000;
 

@@ -455,10 +455,12 @@ impl<const N: usize> SpreadCounts<N> {
     }
 
     /// Count `i`: every core's row added up (0 if it would be negative, which only a
-    /// snapshot taken while cores change it can see).
+    /// snapshot taken while cores change it can see). Only the machine's cores have rows
+    /// that ever change: the rest are not read.
     pub fn sum(&self, i: usize) -> u64 {
+        let rows = &self.rows[..core_count().clamp(1, MAX_CORES)];
         let total: i64 =
-            self.rows.iter().filter_map(|r| r.0.get(i)).map(|c| c.load(Ordering::Relaxed)).sum();
+            rows.iter().filter_map(|r| r.0.get(i)).map(|c| c.load(Ordering::Relaxed)).sum();
         u64::try_from(total).unwrap_or(0)
     }
 }

@@ -143,7 +143,7 @@ fn send_queued_now(to: usize) {
             return;
         }
         if timer::us_since(kicked) > RETYPE_KICK_EVERY_US {
-            crate::monitor::notify(to);
+            crate::transport::notify(to);
             kicked = cpu::rdtsc();
         }
         crate::monitor::poll();
@@ -161,7 +161,7 @@ pub fn recover_lost_frames() -> u64 {
     let mut recovered = 0;
     for giver in frames::givers_on_the_way() {
         let dead = percpu::has_faulted(giver);
-        if dead && !crate::monitor::has_messages_from(giver) {
+        if dead && !crate::transport::has_messages_from(giver) {
             recovered += frames::give_up_on(giver);
         }
     }

@@ -5,7 +5,7 @@
 //! one-phase commit (`agreement::OnePhase`): the operation is complete when every
 //! participant has acknowledged, and only then are frames freed. No IPI carries a flush:
 //! a participant reads the message when it polls (its idle loop, a tick, a system call's
-//! step) or when the sender's notification ([`crate::monitor::notify`]) wakes it.
+//! step) or when the sender's notification ([`crate::transport::notify`]) wakes it.
 //!
 //! The four protocols of §5.1 (`skb::Protocol`) differ in how the invalidation reaches the
 //! participants; the SKB picks one ([`Skb::pick_protocol`]), and `tlb protocol NAME` at the
@@ -20,8 +20,9 @@
 //!   checks when it polls; each participant acknowledges on its own channel.
 //!
 //! This layer sits below the heap (which shoots down its trimmed pages) and so below the
-//! monitor and the SKB: the boot installs a [`Transport`] that sends through the monitor and
-//! asks the SKB ([`set_transport`]), as it installs the monitor's other handlers.
+//! monitor: it sends and polls on the channel transport (`crate::transport`), as
+//! `twophase` does above the monitor, and reads the protocol and trees from this core's
+//! replica of the SKB (`crate::skb_replica`).
 //!
 //! A participant that has faulted is not waited for: it stopped with interrupts off and
 //! never runs user code again, so its TLB can no longer be used. A live participant that
@@ -35,7 +36,7 @@ use crate::percpu::{self, this_core, CoreState, MAX_CORES};
 use agreement::{Aggregation, CoreSet, OnePhase, OnePhaseStatus};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use skb::{MulticastTree, Protocol};
+use skb::Protocol;
 
 /// What to invalidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,33 +91,11 @@ impl Flush {
     }
 }
 
-/// What the layers above lend this one (installed once at boot, [`set_transport`]).
-pub struct Transport {
-    /// Sends a message to a core's monitor (waiting for room); false if it could not.
-    pub send: fn(usize, TlbMessage) -> bool,
-    /// Makes a core read its messages soon (`monitor::notify`).
-    pub notify: fn(usize),
-    /// Serves this core's channels once (`monitor::poll`).
-    pub poll: fn(),
-    /// The SKB's choice of protocol from a source to participants, once it is measured.
-    pub pick: fn(usize, CoreSet) -> Option<Protocol>,
-    /// This core's multicast trees from itself, (NUMA-aware, plain), once measured.
-    pub trees: fn() -> Option<&'static (MulticastTree, MulticastTree)>,
-}
-
-static TRANSPORT: spin::Once<Transport> = spin::Once::new();
-
-/// Installs how shootdown messages travel (the boot core, once, before other cores run).
-pub fn set_transport(t: Transport) {
-    TRANSPORT.call_once(|| t);
-}
-
-/// Serves this core's channels once, if the transport is installed (a waiter for
-/// acknowledgements in a layer below the monitor calls this).
+/// Serves this core's channels once, and the broadcasts that name it (a waiter for
+/// acknowledgements polls this: two cores shooting down at once must answer each other).
 pub fn poll_messages() {
-    if let Some(t) = TRANSPORT.get() {
-        (t.poll)();
-    }
+    crate::transport::poll();
+    poll_broadcasts();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -145,9 +124,8 @@ fn protocol_for(participants: CoreSet) -> Protocol {
     if let Some(p) = protocol_override() {
         return p;
     }
-    TRANSPORT
-        .get()
-        .and_then(|t| (t.pick)(this_core().index, participants))
+    crate::skb_replica::get()
+        .map(|skb| skb.pick_protocol(this_core().index, participants.iter()))
         .unwrap_or(Protocol::Unicast)
 }
 
@@ -431,21 +409,19 @@ pub fn all_online() -> u64 {
 }
 
 fn send_invalidate(to: usize, id: u64, flush: Flush, members: CoreSet) {
-    // A failed send (no transport yet, or the channel stayed full for seconds) leaves the
+    // A failed send (no channels yet, or the channel stayed full for seconds) leaves the
     // participant unacknowledged: the operation then times out, and the frames are kept.
-    if let Some(t) = TRANSPORT.get() {
-        let Flush { start, pages, global } = flush;
-        let message = TlbMessage::Invalidate { id, start, pages, global, members: members.0 };
-        if (t.send)(to, message) {
-            (t.notify)(to);
-        }
+    let Flush { start, pages, global } = flush;
+    let message = TlbMessage::Invalidate { id, start, pages, global, members: members.0 };
+    if crate::transport::send(to, message).is_ok() {
+        crate::transport::notify(to);
     }
 }
 
 /// Multicast (Multikernel §5.1): one message per package to its aggregator, which gets the
 /// package's other participants as `members`; this core's own package gets direct messages.
 fn multicast(me: usize, id: u64, flush: Flush, participants: CoreSet, protocol: Protocol) {
-    let Some((numa, plain)) = TRANSPORT.get().and_then(|t| (t.trees)()) else {
+    let Some((numa, plain)) = crate::skb_replica::trees() else {
         // No topology known yet (early boot): unicast.
         for c in participants.iter() {
             send_invalidate(c, id, flush, CoreSet::EMPTY);
@@ -495,10 +471,8 @@ fn broadcast(me: usize, id: u64, flush: Flush, participants: CoreSet) {
     line.targets.store(participants.0, Ordering::Relaxed);
     line.seq.store(seq + 2, Ordering::Release);
     BROADCASTS.fetch_add(1, Ordering::Release);
-    if let Some(t) = TRANSPORT.get() {
-        for c in participants.iter() {
-            (t.notify)(c);
-        }
+    for c in participants.iter() {
+        crate::transport::notify(c);
     }
 }
 
@@ -603,9 +577,7 @@ fn finish_aggregation(s: &mut TlbState, i: usize) -> Option<(usize, CoreSet, Cor
 
 fn ack(to: usize, id: u64, acked: CoreSet, failed: CoreSet) {
     // Acknowledgements need no notification: the initiator polls while it waits.
-    if let Some(t) = TRANSPORT.get() {
-        let _ = (t.send)(to, TlbMessage::Ack { id, acked: acked.0, failed: failed.0 });
-    }
+    let _ = crate::transport::send(to, TlbMessage::Ack { id, acked: acked.0, failed: failed.0 });
 }
 
 /// `TLB_ACK` from `from`: for an aggregation this core runs, or for one of its own

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use crate::build;
-use crate::test::Tally;
+use crate::tally::Tally;
 
 /// Loom model checks: (package, what to test: a test target, or the library's tests whose
 /// names contain `loom`). Each builds with `--cfg loom` in `target/loom`, so it does not

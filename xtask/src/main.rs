@@ -17,6 +17,7 @@ mod deps;
 mod host;
 mod qemu;
 mod run;
+mod tally;
 mod test;
 
 use std::env;

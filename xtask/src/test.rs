@@ -15,6 +15,7 @@ use std::time::Duration;
 use verdict::judge::{judge, Outcome, Verdict};
 
 use crate::qemu::{self, Accel, Serial, Vm};
+use crate::tally::Tally;
 use crate::{build, host, Options, Result};
 
 /// One QEMU integration run.
@@ -79,7 +80,7 @@ const PACKAGE_TESTS: &str = "boot.multicast_tree_per_package,user.multicast_prog
 const RUNS: &[Run] = &[
     all("smp1", 1, "256M"),
     all("smp2", 2, "256M"),
-    all("smp4", 4, "256M"),
+    Run { check: Some(print_lines_in_order), ..all("smp4", 4, "256M") },
     all("smp8", 8, "256M"),
     all("smp16", 16, "512M"),
     Run { qemu_args: NUMA_2X2, ..all("numa4", 4, "512M") },
@@ -249,6 +250,35 @@ fn two_packages_and_multicast_lines(log: &str) -> Result {
     multicast_lines_complete(log, 4, 2)
 }
 
+/// Lines `print.every_line_reaches_the_port` prints on each core.
+const PRINT_TEST_LINES: u64 = 300;
+
+/// `smp4`: each core's `print test: core C line N` lines (`print.every_line_reaches_the_port`)
+/// are all in the log, whole and in order, for every one of the 4 cores: no line of a
+/// core's ring lost, repeated, reordered or cut by another core's.
+fn print_lines_in_order(log: &str) -> Result {
+    let mut next = [0u64; 4];
+    for line in log.lines().map(|l| l.trim_end_matches('\r')) {
+        let Some(rest) = line.strip_prefix("print test: core ") else { continue };
+        let parsed = rest
+            .split_once(" line ")
+            .and_then(|(c, n)| Some((c.parse::<usize>().ok()?, n.parse::<u64>().ok()?)));
+        let Some((core, n)) = parsed.filter(|&(c, _)| c < next.len()) else {
+            return Err(format!("a garbled print test line: {line:?}"));
+        };
+        if n != next[core] {
+            return Err(format!("core {core}: line {n} where line {} was due", next[core]));
+        }
+        next[core] += 1;
+    }
+    match next.iter().position(|&n| n != PRINT_TEST_LINES) {
+        Some(core) => {
+            Err(format!("core {core}: {} print test lines of {PRINT_TEST_LINES}", next[core]))
+        }
+        None => Ok(()),
+    }
+}
+
 /// `tlbfault4s2`: 2 packages (the aggregator that faults is the other package's).
 fn two_packages(log: &str) -> Result {
     packages_are(log, 2)
@@ -292,29 +322,6 @@ fn multicast_lines_complete(log: &str, cores: u64, packages: u64) -> Result {
         }
     }
     Ok(())
-}
-
-/// Running count of passed and failed tests (host and QEMU alike).
-#[derive(Debug, Default)]
-pub struct Tally {
-    /// Tests that passed.
-    pub passed: u32,
-    /// Tests that failed, plus runs that failed as a whole or could not run.
-    pub failed: u32,
-    /// Tests their harness ignored (e.g. ones that need two CPUs, on a one-CPU host), and
-    /// kernel tests that could check nothing in their run (`TEST SKIP`).
-    pub skipped: u32,
-}
-
-impl Tally {
-    /// The closing line: `N passed, M failed`, and `, K skipped` if any were.
-    pub fn summary(&self) -> String {
-        let mut line = format!("{} passed, {} failed", self.passed, self.failed);
-        if self.skipped > 0 {
-            line += &format!(", {} skipped", self.skipped);
-        }
-        line
-    }
 }
 
 /// Runs everything selected; the exit code is failure if anything failed or could not run.
@@ -501,6 +508,31 @@ fn print_tail(log: &Path, count: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The log of `print.every_line_reaches_the_port` on 4 cores, each core's lines in
+    /// order, the cores' lines mixed as the port's core drains them.
+    fn print_log(skip: Option<(usize, u64)>, swap: bool) -> String {
+        let mut out = String::new();
+        for n in 0..PRINT_TEST_LINES {
+            for core in 0..4 {
+                if skip == Some((core, n)) {
+                    continue;
+                }
+                let n = if swap && core == 2 && n < 2 { 1 - n } else { n };
+                out += &format!("print test: core {core} line {n}\r\n");
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn print_lines_are_checked() {
+        assert!(print_lines_in_order(&print_log(None, false)).is_ok());
+        assert!(print_lines_in_order(&print_log(Some((3, 7)), false)).is_err());
+        assert!(print_lines_in_order(&print_log(None, true)).is_err());
+        let cut = print_log(None, false).replacen("core 1 line 5", "core 1 lincore 2 line 9", 1);
+        assert!(print_lines_in_order(&cut).is_err());
+    }
 
     #[test]
     fn the_summary_names_skipped_tests_only_when_there_are_some() {

@@ -139,3 +139,32 @@ mod tests {
         assert_eq!(ObjName::new(&[0; NAME_MAX + 1]), Err(ObjError::NameTooLong));
     }
 }
+
+/// A reference to an object as system calls take it (Figure 5: "share, seg, ar, pcore,
+/// obj, and dev represent ⟨share ID, object ID⟩ pairs").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjRef {
+    /// The share to look the object up in; must be in the caller's share set.
+    pub share: ObjectId,
+    /// The object; must be in that share.
+    pub object: ObjectId,
+}
+
+/// One committed revocation: `object` leaves every share except the entry `keep`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Revocation {
+    /// Its number: the `seq`-th revocation committed machine-wide (from 1).
+    pub seq: u64,
+    /// The object taken back.
+    pub object: ObjectId,
+    /// The entry it stays in: ⟨share id, entry id⟩ (a root share's id, or a shared
+    /// share's; the object's own id or a descriptor's).
+    pub keep: ObjRef,
+}
+
+impl Revocation {
+    /// Whether entry `entry` of share `share`, naming `object`, goes.
+    pub fn removes(&self, share: ObjectId, entry: ObjectId, object: ObjectId) -> bool {
+        object == self.object && (ObjRef { share, object: entry }) != self.keep
+    }
+}

@@ -49,15 +49,17 @@ pub mod quota;
 pub mod revoke;
 pub mod share;
 
-pub use id::{IdAllocator, ObjName, ObjectId, ObjectKind, CORE_SHIFT, NAME_MAX};
+pub use id::{
+    IdAllocator, ObjName, ObjRef, ObjectId, ObjectKind, Revocation, CORE_SHIFT, NAME_MAX,
+};
 pub use idmap::IdMap;
 pub use object::{
-    release, release_one, Body, Census, CensusToken, Creator, Entry, ObjPtr, Object, Payload,
-    ShareMap, ShareTable,
+    release, release_one, Body, Census, CensusToken, Cores, Creator, Entry, ObjPtr, Object,
+    Payload, ShareMap, ShareTable, CENSUS_ROWS,
 };
 pub use quota::{Charge, Quota};
-pub use revoke::{Revocation, RevokeLog, MAX_REVOCATIONS};
-pub use share::{ObjInfo, ObjRef, ShareSet};
+pub use revoke::{RevokeLog, MAX_REVOCATIONS};
+pub use share::{ObjInfo, ShareSet};
 
 /// Why an object operation failed. Every operation checks everything before it changes
 /// anything, so on an error the table, the shares and the share set are as they were.

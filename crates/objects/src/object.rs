@@ -8,14 +8,14 @@
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
 
 use locks::RwLock;
 
+use crate::id::Revocation;
 use crate::id::{IdAllocator, ObjName, ObjectId, ObjectKind};
 use crate::idmap::{IdMap, Refused};
 use crate::quota::Charge;
-use crate::revoke::Revocation;
 use crate::ObjError;
 
 /// A counted pointer to an object: one per holder (see the crate docs).
@@ -33,27 +33,76 @@ pub trait Payload: Send + Sync + Sized {
     }
 }
 
-/// Counts the live objects and descriptor entries one core created, so the kernel can cap
-/// them (their metadata is kernel memory a program must not exhaust). Decremented by
-/// whichever core frees. Alone on its cache line: a core's census is written by every
-/// create and free on that core, and must not share a line with its neighbour's (Corey §1:
-/// per-core operations must not write shared lines).
+/// Rows a [`Census`] keeps: one per core that may change it (cores past this share rows).
+pub const CENSUS_ROWS: usize = 64;
+
+/// Which core runs now and how many there are: what a [`Census`] needs to give each core a
+/// row of its own (the kernel's per-core block; a host test's thread number).
+#[derive(Clone, Copy, Debug)]
+pub struct Cores {
+    /// The calling core's index.
+    pub here: fn() -> usize,
+    /// How many cores there are (rows past this are never written, so never read).
+    pub count: fn() -> usize,
+}
+
+impl Cores {
+    /// One core (host tests, and a census only one core changes).
+    pub const ONE: Cores = Cores { here: || 0, count: || 1 };
+}
+
+/// One core's row of a census: on a cache line of its own.
 #[derive(Debug, Default)]
 #[repr(align(64))]
+struct CensusRow(AtomicIsize);
+
+/// Counts the live objects and descriptor entries one core created, so the kernel can cap
+/// them (their metadata is kernel memory a program must not exhaust). A create counts +1
+/// in the creating core's row, a free -1 in the freeing core's row, and `live` adds the
+/// rows up (Multikernel §3.3, Corey §1: per-core operations write no line another core
+/// writes; issue M10 item 7: counters are per core, summed when read).
+#[derive(Debug)]
 pub struct Census {
-    live: AtomicUsize,
+    rows: [CensusRow; CENSUS_ROWS],
+    cores: Cores,
 }
 
 impl Census {
-    /// No objects yet (usable in a `static`).
+    /// No objects yet, one row for everyone (usable in a `static`).
     pub const fn new() -> Self {
-        Census { live: AtomicUsize::new(0) }
+        Census::per_core(Cores::ONE)
     }
 
-    /// How many objects this census counts now.
+    /// No objects yet, a row per core of `cores` (usable in a `static`).
+    pub const fn per_core(cores: Cores) -> Self {
+        Census { rows: [const { CensusRow(AtomicIsize::new(0)) }; CENSUS_ROWS], cores }
+    }
+
+    /// How many objects this census counts now: every core's row added up (exact once
+    /// changes stop; 0 for a snapshot that catches a free before its create).
     pub fn live(&self) -> usize {
+        let rows = &self.rows[..(self.cores.count)().clamp(1, CENSUS_ROWS)];
         // Relaxed: a statistic and a soft cap; nothing is published through it.
-        self.live.load(Ordering::Relaxed)
+        let total: isize = rows.iter().map(|r| r.0.load(Ordering::Relaxed)).sum();
+        usize::try_from(total).unwrap_or(0)
+    }
+
+    /// Core `core`'s row: what it created minus what it freed (0 past the rows).
+    pub fn row(&self, core: usize) -> isize {
+        self.rows.get(core).map_or(0, |r| r.0.load(Ordering::Relaxed))
+    }
+
+    /// Adds `delta` in the calling core's row.
+    fn add(&self, delta: isize) {
+        let row = (self.cores.here)() % CENSUS_ROWS;
+        // Relaxed: see `live`.
+        self.rows[row].0.fetch_add(delta, Ordering::Relaxed);
+    }
+}
+
+impl Default for Census {
+    fn default() -> Self {
+        Census::new()
     }
 }
 
@@ -99,9 +148,7 @@ impl Creator {
     /// until the returned token is dropped.
     pub fn entry_id(&mut self) -> Result<(ObjectId, CensusToken), ObjError> {
         let id = self.ids.next_id()?;
-        // Relaxed: see `Census::live`.
-        self.census.live.fetch_add(1, Ordering::Relaxed);
-        Ok((id, CensusToken(self.census)))
+        Ok((id, CensusToken::count(self.census)))
     }
 
     /// A new object with a fresh id and one reference (the returned pointer); its
@@ -114,8 +161,7 @@ impl Creator {
         charge: Option<Charge>,
     ) -> Result<ObjPtr<P>, ObjError> {
         let id = self.ids.next_id()?;
-        // Relaxed: see `Census::live`.
-        self.census.live.fetch_add(1, Ordering::Relaxed);
+        self.census.add(1);
         Ok(Arc::new(Object { id, kind, name, census: self.census, body, charge }))
     }
 }
@@ -128,16 +174,14 @@ pub struct CensusToken(&'static Census);
 impl CensusToken {
     /// One more count in `census`, given back when the token is dropped.
     pub fn count(census: &'static Census) -> CensusToken {
-        // Relaxed: see `Census::live`.
-        census.live.fetch_add(1, Ordering::Relaxed);
+        census.add(1);
         CensusToken(census)
     }
 }
 
 impl Drop for CensusToken {
     fn drop(&mut self) {
-        // Relaxed: see `Census::live`.
-        self.0.live.fetch_sub(1, Ordering::Relaxed);
+        self.0.add(-1);
     }
 }
 
@@ -462,8 +506,7 @@ impl<P: Payload> Object<P> {
 
 impl<P: Payload> Drop for Object<P> {
     fn drop(&mut self) {
-        // Relaxed: see `Census::live`.
-        self.census.live.fetch_sub(1, Ordering::Relaxed);
+        self.census.add(-1);
         release(self.take_held());
     }
 }

@@ -35,30 +35,11 @@ use alloc::sync::Weak;
 use alloc::vec::Vec;
 
 use crate::id::ObjectId;
+use crate::id::{ObjRef, Revocation};
 use crate::object::{Object, Payload};
-use crate::share::ObjRef;
 
 /// Most revocations of live objects one core's log holds.
 pub const MAX_REVOCATIONS: usize = 1024;
-
-/// One committed revocation: `object` leaves every share except the entry `keep`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Revocation {
-    /// Its number: the `seq`-th revocation committed machine-wide (from 1).
-    pub seq: u64,
-    /// The object taken back.
-    pub object: ObjectId,
-    /// The entry it stays in: ⟨share id, entry id⟩ (a root share's id, or a shared
-    /// share's; the object's own id or a descriptor's).
-    pub keep: ObjRef,
-}
-
-impl Revocation {
-    /// Whether entry `entry` of share `share`, naming `object`, goes.
-    pub fn removes(&self, share: ObjectId, entry: ObjectId, object: ObjectId) -> bool {
-        object == self.object && (ObjRef { share, object: entry }) != self.keep
-    }
-}
 
 /// One core's replica of the revocations committed so far, in the machine-wide order.
 pub struct RevokeLog<P: Payload> {

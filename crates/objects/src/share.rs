@@ -24,24 +24,13 @@ use alloc::vec::Vec;
 
 use locks::McsLock;
 
-use crate::id::{ObjName, ObjectId, ObjectKind};
+use crate::id::{ObjName, ObjRef, ObjectId, ObjectKind, Revocation};
 use crate::object::{
     insert_charged, release, release_one, remove_revoked, sync_charge, Body, Creator, Entry,
     ObjPtr, Object, Payload, ShareMap, ShareTable,
 };
 use crate::quota::{Charge, Quota};
-use crate::revoke::Revocation;
 use crate::ObjError;
-
-/// A reference to an object as system calls take it (Figure 5: "share, seg, ar, pcore,
-/// obj, and dev represent ⟨share ID, object ID⟩ pairs").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjRef {
-    /// The share to look the object up in; must be in the caller's share set.
-    pub share: ObjectId,
-    /// The object; must be in that share.
-    pub object: ObjectId,
-}
 
 /// What `obj_get_name` tells about an object (Figure 5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

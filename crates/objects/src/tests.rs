@@ -269,6 +269,32 @@ fn each_census_has_a_cache_line_of_its_own() {
     assert!(b - a >= 64 && a % 64 == 0, "censuses {} bytes apart", b - a);
 }
 
+std::thread_local! {
+    /// The "core" a host test thread plays.
+    static PLAYED_CORE: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+}
+
+/// A census counts a create on the creating core and a free on the freeing one, each in
+/// that core's own row (no line two cores write: issue M10 item 7); the sum is the live
+/// count, whichever core frees.
+#[test]
+fn a_census_keeps_a_row_per_core() {
+    static CENSUS: Census =
+        Census::per_core(Cores { here: || PLAYED_CORE.with(|c| c.get()), count: || 4 });
+    let tokens: Vec<CensusToken> = (0..8).map(|_| CensusToken::count(&CENSUS)).collect();
+    assert_eq!(CENSUS.live(), 8);
+    let rows = |c: &Census| -> Vec<isize> { (0..4).map(|core| c.row(core)).collect() };
+    assert_eq!(rows(&CENSUS), [8, 0, 0, 0]);
+    // Freed on "core 3": its own row goes down, core 0's stays.
+    let handle = std::thread::spawn(move || {
+        PLAYED_CORE.with(|c| c.set(3));
+        drop(tokens);
+    });
+    handle.join().unwrap();
+    assert_eq!(rows(&CENSUS), [8, 0, 0, -8]);
+    assert_eq!(CENSUS.live(), 0);
+}
+
 /// A share takes at most `SHARE_MAX` entries (its table grows in one allocation); the
 /// refused descriptor gives back its reference and census count.
 #[test]

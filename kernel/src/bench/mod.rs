@@ -1,4 +1,4 @@
-//! Benchmarks run from the console (`bench urpc`, `bench multicast`, `bench shm`). Each
+//! Benchmarks run from the console (`bench urpc`, `bench multicast`, `bench shm`, …). Each
 //! measurement prints one `RESULT {json}` line; absolute numbers under QEMU/TCG mean
 //! little, so every experiment reports a ratio measured in the same run (URPC against the
 //! raw cache-line floor; protocols against each other). `urpc` and `shm` are the kernel's
@@ -11,6 +11,7 @@
 //! a run always ends with its results or an error, and the console answers again
 //! (DESIGN principle 5).
 
+mod console;
 mod multicast;
 mod polling;
 mod shm;
@@ -20,8 +21,8 @@ mod urpc;
 
 use crate::arch::{cpu, timer};
 use crate::monitor::protocol::MonitorMessage;
-use crate::monitor::{self};
 use crate::println;
+use crate::transport;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -87,6 +88,13 @@ const EXPERIMENTS: &[Experiment] = &[
         max: 20_000,
         run: shm::shm,
     },
+    Experiment {
+        name: "console",
+        iteration: "lines per printing core and core count",
+        default: 50,
+        max: 500,
+        run: console::console,
+    },
 ];
 
 /// The longest one `bench` run may take: every wait gives up at this deadline, so a run on
@@ -108,7 +116,7 @@ const SHM: &str = "shm_vs_msg_kernel";
 const NEEDS_TWO_CORES: &str = "needs 2 cores";
 
 /// The arguments `bench` takes.
-pub const USAGE: &str = "urpc|multicast|shootdown|twophase|polling|shm [ITERATIONS]";
+pub const USAGE: &str = "urpc|multicast|shootdown|twophase|polling|shm|console [ITERATIONS]";
 
 /// Runs `bench EXPERIMENT [ITERATIONS]` (`args` is the line after `bench`).
 pub fn command(args: &str) -> Result<(), String> {
@@ -192,5 +200,5 @@ fn try_vec<T>(len: usize, make: impl FnMut() -> T) -> Result<Vec<T>, String> {
 
 /// Sends `request` to core `to`, the error as text.
 fn send(to: usize, message: MonitorMessage) -> Result<(), String> {
-    monitor::send(to, message).map_err(|e| format!("send to core {to}: {:?}", e.error))
+    transport::send(to, message).map_err(|e| format!("send to core {to}: {:?}", e.error))
 }

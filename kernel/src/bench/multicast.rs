@@ -5,7 +5,6 @@
 
 use super::{result, send, spin, try_vec, Deadline, JOB_TIMEOUT_US, NEEDS_TWO_CORES};
 use crate::arch::{cpu, timer};
-use crate::knowledge;
 use crate::monitor::protocol::MonitorMessage;
 use crate::monitor::{self};
 use crate::percpu::this_core;
@@ -44,7 +43,7 @@ pub(super) fn multicast(rounds: usize, deadline: Deadline) -> Result<(), String>
         return Err(NEEDS_TWO_CORES.into());
     }
     let source = this_core().index;
-    let skb = knowledge::get().ok_or("the SKB is not measured")?;
+    let skb = crate::skb_replica::get().ok_or("the SKB is not measured")?;
     let tree = skb.multicast_tree(source);
     for k in 2..=cores.len() {
         let targets: Vec<usize> = cores.iter().copied().filter(|&c| c != source && c < k).collect();

@@ -2,7 +2,6 @@
 
 use super::{result, try_vec, Deadline, NEEDS_TWO_CORES};
 use crate::arch::cpu;
-use crate::knowledge;
 use crate::monitor::{self};
 use crate::percpu::this_core;
 use crate::smp::{self};
@@ -24,7 +23,7 @@ pub(super) fn polling(rounds: usize, deadline: Deadline) -> Result<(), String> {
         return Err(NEEDS_TWO_CORES.into());
     };
     let core = crate::percpu::core(target).ok_or("no such core")?;
-    let skb = knowledge::get().ok_or("the SKB is not measured")?;
+    let skb = crate::skb_replica::get().ok_or("the SKB is not measured")?;
     let c = skb.ipi_cost().unwrap_or(skb::DEFAULT_IPI_COST_CYCLES).max(1);
     let p = monitor::poll_budget();
     result("polling", 2, "ipi_cost_cycles", c, "cycles", "");

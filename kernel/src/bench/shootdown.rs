@@ -21,7 +21,7 @@ pub(super) fn shootdown(rounds: usize, deadline: Deadline) -> Result<(), String>
         return Err(NEEDS_TWO_CORES.into());
     }
     let source = this_core().index;
-    let skb = knowledge::get().ok_or("the SKB is not measured")?;
+    let skb = crate::skb_replica::get().ok_or("the SKB is not measured")?;
     // The per-message costs the model (`agreement-sim`, in `make bench`'s report) predicts
     // from: the one-way latency to a core of this package and to one of another, measured
     // now, beside the shootdowns.

@@ -81,9 +81,21 @@ pub(super) fn reserve_frames() -> u64 {
     (total / 4).clamp(RESERVE_FRAMES_MIN, RESERVE_FRAMES)
 }
 
-/// Live objects per creating core.
+/// Live objects per creating core, each kept as a row per changing core (a free on core B
+/// of what core A made counts -1 in B's row of A's census), added up when read.
 pub(super) static CENSUS: [Census; crate::percpu::MAX_CORES] =
-    [const { Census::new() }; crate::percpu::MAX_CORES];
+    [const { Census::per_core(CENSUS_CORES) }; crate::percpu::MAX_CORES];
+
+/// What a census needs to keep a row per core: the calling core and how many there are.
+pub(super) const CENSUS_CORES: objects::Cores =
+    objects::Cores { here: this_core_index, count: crate::percpu::core_count };
+
+const _: () = assert!(crate::percpu::MAX_CORES <= objects::CENSUS_ROWS, "a census row per core");
+
+/// The calling core's index (for [`CENSUS_CORES`]).
+fn this_core_index() -> usize {
+    crate::percpu::this_core().index
+}
 
 /// Live objects made by core `core`'s programs (tests check they come back to a baseline).
 pub fn live_objects(core: usize) -> usize {

@@ -12,7 +12,7 @@ use objects::{Census, Quota};
 /// Live kernel-memory quotas (one per program, kept until the last thing it made goes),
 /// by the core that made them: the balance check sees every program's memory come back.
 pub(super) static QUOTAS: [Census; crate::percpu::MAX_CORES] =
-    [const { Census::new() }; crate::percpu::MAX_CORES];
+    [const { Census::per_core(super::CENSUS_CORES) }; crate::percpu::MAX_CORES];
 
 /// Live program quotas made on `core`.
 pub fn live_quotas(core: usize) -> usize {

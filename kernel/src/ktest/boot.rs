@@ -92,7 +92,7 @@ fn numa_local_frames() -> Result<(), String> {
 /// cores itself), every other core reached exactly once. On a VM with one package the
 /// tree is flat; with `-smp N,sockets=S` it has S branches. Prints the tree from core 0.
 fn multicast_tree() -> Result<(), String> {
-    let skb = crate::knowledge::get().ok_or("the SKB is not measured")?;
+    let skb = crate::skb_replica::get().ok_or("the SKB is not measured")?;
     let cores = smp::online_cores();
     let mut packages = Vec::new();
     for &c in &cores {
@@ -150,7 +150,7 @@ fn multicast_tree() -> Result<(), String> {
 /// one that measured cheaper (unicast on a tie).
 fn skb_picks_the_measured_cheaper_protocol() -> Result<(), String> {
     use skb::Protocol;
-    let skb = crate::knowledge::get().ok_or("the SKB is not measured")?;
+    let skb = crate::skb_replica::get().ok_or("the SKB is not measured")?;
     let online = smp::online_cores();
     let mut peers = skb.package_mates(0);
     peers.retain(|c| online.contains(c));

@@ -14,6 +14,7 @@ mod frames;
 mod heap;
 mod interrupts;
 mod monitor;
+mod print;
 mod retype;
 mod threads;
 mod tlb;
@@ -38,6 +39,7 @@ pub fn run(selector: &str) -> ! {
             let isolated = t.isolation == Isolation::Alone;
             println!("test {} layer={layer} min_cores={} isolated={isolated}", t.name, t.min_cores);
         }
+        crate::print::flush();
         power::exit_qemu(ExitCode::Success);
     }
     let mut tests: alloc::vec::Vec<&KernelTest> = all().iter().collect();
@@ -91,6 +93,7 @@ pub fn run(selector: &str) -> ! {
         failed = 1;
     }
     println!("{}passed={} failed={} skipped={}", verdict::SUMMARY_MARKER, passed, failed, skipped);
+    crate::print::flush();
     power::exit_qemu(if failed == 0 { ExitCode::Success } else { ExitCode::Failure })
 }
 

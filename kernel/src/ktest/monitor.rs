@@ -8,6 +8,7 @@ use crate::monitor::protocol::{MonitorMessage, Protocol, REPLY};
 use crate::monitor::{self, CallId};
 use crate::percpu::{self, this_core};
 use crate::sched::message::SchedMessage;
+use crate::transport;
 use crate::{kernel_test, smp};
 use alloc::format;
 use alloc::string::String;
@@ -21,6 +22,40 @@ kernel_test!(BROADCAST, "monitor.broadcast_reaches_all", 2, Shared, broadcast_re
 kernel_test!(REJECT, "monitor.rejects_bad_messages", 2, Shared, rejects_bad_messages);
 kernel_test!(FIRST_CALLS, "monitor.first_calls_grow_no_heap", 2, Shared, first_calls_grow_no_heap);
 kernel_test!(CANCEL, "monitor.abandoned_call_never_runs", 2, Shared, abandoned_call_never_runs);
+kernel_test!(
+    TABLE,
+    "transport.handler_table_refuses_conflicts",
+    1,
+    Shared,
+    table_refuses_conflicts
+);
+
+/// The handler table refuses a tag claimed by two layers (naming both), and a handler of
+/// bytes that would wait for the core; it takes distinct tags.
+fn table_refuses_conflicts() -> Result<(), String> {
+    fn words(_: usize, _: u32, _: &[u64; urpc::PAYLOAD_WORDS]) -> Result<(), protocol::Rejection> {
+        Ok(())
+    }
+    fn bytes(_: usize, _: u32, _: &[u8]) -> Result<(), protocol::Rejection> {
+        Ok(())
+    }
+    let entry = |layer, kinds, handle, when| transport::Handler { layer, kinds, handle, when };
+    let a: &[(u32, &str)] = &[(1, "One"), (2, "Two")];
+    let b: &[(u32, &str)] = &[(3, "Three"), (2, "Deux")];
+    let c: &[(u32, &str)] = &[(3, "Three")];
+    let (w, by) = (transport::Handle::Words(words), transport::Handle::Bytes(bytes));
+    let (now, later) = (transport::When::AtOnce, transport::When::BetweenThreads);
+    transport::check_table(&[entry("a", a, w, now), entry("c", c, w, later)])
+        .map_err(|e| format!("distinct tags refused: {e}"))?;
+    match transport::check_table(&[entry("a", a, w, now), entry("b", b, w, now)]) {
+        Err(e) if e.contains("b::Deux") && e.contains("a has") => {}
+        other => return Err(format!("tag 2 claimed twice: {other:?}")),
+    }
+    if transport::check_table(&[entry("c", c, by, later)]).is_ok() {
+        return Err("a bytes handler that waits for the core was accepted".into());
+    }
+    Ok(())
+}
 
 /// Messages each core sends to each other core.
 const MESSAGES: u64 = 300;
@@ -34,7 +69,7 @@ fn all_pairs_in_order() -> Result<(), String> {
     let send_all = |index: usize| -> Result<(), String> {
         for n in 0..MESSAGES {
             for &to in cores.iter().filter(|&&to| to != index) {
-                monitor::send(to, MonitorMessage::Sequence { n })
+                transport::send(to, MonitorMessage::Sequence { n })
                     .map_err(|e| format!("to core {to}: {e:?}"))?;
             }
         }
@@ -156,7 +191,7 @@ fn rejects_bad_messages() -> Result<(), String> {
     let victim_core = percpu::core(victim).ok_or("no such core")?;
     let before = victim_core.rejected();
     let send = |tag: u32, payload: [u64; 7]| {
-        monitor::send_raw(victim, tag, &payload).map_err(|e| format!("{e:?}"))
+        transport::send_raw(victim, tag, &payload).map_err(|e| format!("{e:?}"))
     };
     // Each kind's tag, from its declaration.
     let tag =
@@ -187,7 +222,7 @@ fn rejects_bad_messages() -> Result<(), String> {
     let budget_before = monitor::poll_budget();
     let rejected_before = this_core().rejected();
     let from_other = |_| -> Result<(), String> {
-        monitor::send(me, MonitorMessage::SetPollBudget { cycles: 12345 })
+        transport::send(me, MonitorMessage::SetPollBudget { cycles: 12345 })
             .map_err(|e| format!("{:?}", e.error))
     };
     all_ok(&[victim], &smp::run_on(&[victim], JOB_TIMEOUT_US, &from_other))?;

@@ -7,6 +7,7 @@ use crate::arch::{cpu, timer};
 use crate::mem::frames;
 use crate::percpu::this_core;
 use crate::retype::{self, RetypeError};
+use crate::transport;
 use crate::twophase::{self, Operation};
 use crate::{kernel_test, monitor, println, smp};
 use agreement::{CoreSet, Decision};
@@ -235,7 +236,7 @@ fn sent_to_giver_goes_on_to_receiver(ring: &Ring, pa: u64) -> Result<(), String>
         let mut list = [0u64; monitor::protocol::FRAMES_PER_RETURN];
         list[0] = pa;
         let message = monitor::protocol::MonitorMessage::FrameReturn { count: 1, frames: list };
-        monitor::send(giver, message).map_err(|e| format!("send: {:?}", e.error))?;
+        transport::send(giver, message).map_err(|e| format!("send: {:?}", e.error))?;
         wait_for("the frame's return through the giver", || frames::is_free_here(pa))
     };
     all_ok(&[receiver], &smp::run_on(&[receiver], JOB_TIMEOUT_US, &send_to_giver))

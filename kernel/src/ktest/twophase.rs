@@ -108,7 +108,7 @@ fn faulted_coordinator_leaves_no_lock() -> Result<(), String> {
     // and this core no longer prepared: meanwhile this core serves its channels and
     // terminates what it holds (the others do so when idle).
     while !faulted()
-        || crate::monitor::has_messages_from(coordinator)
+        || crate::transport::has_messages_from(coordinator)
         || twophase::prepared_here() != 0
     {
         if crate::arch::timer::us_since(start) > crate::param::TWO_PHASE_TIMEOUT_US {
@@ -243,7 +243,7 @@ fn votes_for_unknown_operations_are_refused() -> Result<(), String> {
     let victim = crate::percpu::core(coordinator).ok_or("no such core")?;
     let rejected_after = |message: TwoPhaseMessage| -> Result<u64, String> {
         let before = victim.rejected();
-        monitor::send(coordinator, message).map_err(|e| format!("{:?}", e.error))?;
+        crate::transport::send(coordinator, message).map_err(|e| format!("{:?}", e.error))?;
         monitor::ping(coordinator, 5_000_000).ok_or("the coordinator stopped answering")?;
         Ok(victim.rejected() - before)
     };
@@ -313,8 +313,11 @@ fn decision_waits_for_room() -> Result<(), String> {
     let call = crate::monitor::call_async(other, &deaf).map_err(|e| format!("{e:?}"))?;
     crate::arch::timer::spin_us(20_000); // `other` is spinning now
     let mut filled = 0;
-    while crate::monitor::try_send(other, crate::monitor::protocol::MonitorMessage::Ping { seq: 0 })
-        .is_ok()
+    while crate::transport::try_send(
+        other,
+        crate::monitor::protocol::MonitorMessage::Ping { seq: 0 },
+    )
+    .is_ok()
     {
         filled += 1;
         if filled > 100_000 {

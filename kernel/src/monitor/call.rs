@@ -2,19 +2,19 @@
 //! cancellation, and `run_on`, work on chosen cores.
 
 use super::idle::IDLE_WORK;
-use super::protocol::encode_reply;
-use super::protocol::{Lent, MonitorMessage, Rejection};
+use super::protocol::{decode_reply, encode_reply};
+use super::protocol::{CallMessage, Lent, Protocol, Rejection};
 use super::protocol::{REPLY, REPLY_TEXT_MAX};
-use super::reject;
-use super::send::{send_bytes, SendError};
 use super::with;
-use super::{has_messages, poll, poll_budget, send};
+use super::{has_messages, poll, poll_budget};
 use crate::arch::{cpu, timer};
 use crate::percpu::{self, this_core, CoreState};
+use crate::transport::{self, send, send_bytes, SendError};
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{fence, AtomicU8, Ordering};
+use urpc::PAYLOAD_WORDS;
 
 /// What a job returns: `Err` carries the reason it failed.
 pub type JobResult = Result<(), String>;
@@ -72,8 +72,25 @@ pub(super) struct PendingCall {
     pub(super) result: Option<JobResult>,
 }
 
+/// A remote call from core `from` (the handler table routes its tag here, to run between
+/// threads): runs its work and replies.
+pub fn on_call(from: usize, tag: u32, words: &[u64; PAYLOAD_WORDS]) -> Result<(), Rejection> {
+    // SAFETY: the transport hands each message it reads from a channel here once, as the
+    // sender's `encode` wrote it (channels are kernel memory only the kernel writes).
+    let CallMessage::Call { id, body } = unsafe { CallMessage::decode(tag, words) }?;
+    run_call(from, id, body.as_ptr());
+    Ok(())
+}
+
+/// A reply to one of this core's calls (the handler table routes its tag here).
+pub fn on_reply(from: usize, _tag: u32, bytes: &[u8]) -> Result<(), Rejection> {
+    let (id, result) = decode_reply(bytes)?;
+    complete_call(from, id, result);
+    Ok(())
+}
+
 /// A reply to one of this core's calls: recorded for [`wait`].
-pub(super) fn complete_call(from: usize, id: u64, result: JobResult) {
+fn complete_call(from: usize, id: u64, result: JobResult) {
     let known = with(|m| match m.calls.iter_mut().find(|c| c.id == id && c.target == from) {
         Some(call) => {
             call.result = Some(result);
@@ -82,12 +99,12 @@ pub(super) fn complete_call(from: usize, id: u64, result: JobResult) {
         None => false,
     });
     if !known {
-        reject(from, Rejection::Malformed);
+        transport::reject(from, Rejection::Malformed);
     }
 }
 
 /// A remote call: runs the caller's work here and replies with its result.
-pub(super) fn run_call(from: usize, id: u64, raw: *mut CallBody<'static>) {
+fn run_call(from: usize, id: u64, raw: *mut CallBody<'static>) {
     // SAFETY: the caller lends this `CallBody` until it gets our reply, sees this core
     // faulted, or cancels it (then it is ours to free, below); `decode` checked the
     // pointer lies in the kernel half.
@@ -124,7 +141,7 @@ pub fn call_async(target: usize, work: &Work<'_>) -> Result<CallId, SendError> {
         id
     });
     let Some(body) = Lent::new(body) else { return Err(SendError::NoChannel) };
-    if let Err(unsent) = send(target, MonitorMessage::Call { id, body }) {
+    if let Err(unsent) = send(target, CallMessage::Call { id, body }) {
         forget_call(id, true);
         return Err(unsent.error);
     }
@@ -190,7 +207,7 @@ pub(super) fn wait_for_call(id: CallId, timeout_us: u64, may_sleep: bool) -> Out
             cpu::pause();
             continue;
         }
-        // As in `idle_once`: the reply's sender sees the flag and wakes us, or we see its
+        // As in `sleep`: the reply's sender sees the flag and wakes us, or we see its
         // message before halting.
         let core = this_core();
         cpu::disable_interrupts();

@@ -1,10 +1,10 @@
 //! Frames freed here that belong to another core go home by message, in batches.
 
 use super::protocol::{MonitorMessage, FRAMES_PER_RETURN};
-use super::send::try_send;
 use super::with;
 use crate::mem::frames;
 use crate::percpu::{self, CoreState};
+use crate::transport::try_send;
 
 /// Sends the frames this core freed for `owner` home (Multikernel: memory is given back
 /// by message), in batches of [`FRAMES_PER_RETURN`]: the full batches, or (`all`) every

@@ -1,59 +1,52 @@
-//! The idle loop (Multikernel §5.2): poll for the budget P, then halt until a message's
-//! IPI or a tick; the upper layers' idle work runs first.
+//! Poll, then halt (Multikernel §5.2): a core with nothing to do polls its channels for
+//! the budget P, then marks itself asleep and halts until a message's IPI or a tick. The
+//! idle loop itself (threads first, then this) is the scheduler's (`sched::idle`).
 
 use super::frame_return::flush_frame_returns;
-use super::with;
-use super::{poll, poll_budget};
+use super::{has_messages, poll, poll_budget};
 use crate::arch::cpu;
 use crate::percpu::PerCore;
 use core::sync::atomic::{fence, Ordering};
 
-/// Work the idle loop runs before it polls: the scheduler runs this core's ready threads
-/// (installed at boot by the user layer, which sits above this one). Returns whether it
-/// ran any.
+/// What a core does while its kernel waits for a remote call's answer (`call::wait`):
+/// the scheduler runs this core's ready threads, so a thread placed here does not wait
+/// for the kernel's wait to end. Installed at boot by the scheduler, which sits above this
+/// layer (the one upcall the monitor keeps: `docs/architecture.md`, "Layers"). Returns
+/// whether it ran any.
 pub(super) static IDLE_WORK: spin::Once<fn() -> bool> = spin::Once::new();
 
-/// Installs the idle loop's work (once, at boot).
+/// Installs what a waiting core lends itself to (once, at boot).
 pub fn set_idle_work(work: fn() -> bool) {
     IDLE_WORK.call_once(|| work);
 }
 
-/// What the upper layers do before this core sleeps (let go of revocation log entries of
-/// objects that are gone; terminate two-phase operations whose coordinator faulted;
-/// installed at boot).
-pub(super) static IDLE_HOUSEKEEPING: spin::Once<fn()> = spin::Once::new();
-
-/// Installs what the upper layers do before the core sleeps (once, at boot).
-pub fn set_idle_housekeeping(work: fn()) {
-    IDLE_HOUSEKEEPING.call_once(|| work);
-}
-
-/// Polls for up to the poll budget; if nothing came, sends partial frame batches home,
-/// marks the core asleep and halts until an interrupt.
-pub fn idle_once(core: &PerCore) {
-    if IDLE_WORK.get().is_some_and(|work| work()) {
-        return;
-    }
+/// Polls for up to the poll budget P; true as soon as anything came (a message, a
+/// broadcast), false if the budget passed with nothing. Then sends partial batches of
+/// freed frames home (before the core may sleep).
+pub fn poll_for_budget() -> bool {
     let start = cpu::rdtsc();
     let budget = poll_budget();
     while cpu::rdtsc() - start < budget {
         if poll() {
-            return;
+            return true;
         }
         cpu::pause();
     }
     flush_frame_returns();
-    // Before sleeping, the upper layers' housekeeping (what they hold lazily goes,
-    // operations orphaned by a faulted core end), then the heap's free top goes back to
-    // the frame list.
-    if let Some(work) = IDLE_HOUSEKEEPING.get() {
-        work();
-    }
+    false
+}
+
+/// Gives the heap's free top back to the frame list, marks the core asleep and halts until
+/// an interrupt (a message's wake-up IPI, or the tick); returns at once if a message came
+/// meanwhile.
+pub fn sleep(core: &PerCore) {
     crate::mem::heap::trim_this_core();
     cpu::disable_interrupts();
     core.set_asleep(true);
+    // Pairs with the fence in `transport::send`'s wake-up: either the sender sees the flag
+    // and sends the IPI, or we see its message here.
     fence(Ordering::SeqCst);
-    if with(|m| m.has_messages()) || crate::tlb::broadcast_pending() {
+    if has_messages() {
         core.set_asleep(false);
         cpu::enable_interrupts();
         return;
@@ -61,11 +54,4 @@ pub fn idle_once(core: &PerCore) {
     cpu::enable_and_halt();
     core.set_asleep(false);
     core.count_wakeup();
-}
-
-/// An application processor's life after start-up: serve messages, halt when idle.
-pub fn idle_loop(core: &'static PerCore) -> ! {
-    loop {
-        idle_once(core);
-    }
 }

@@ -11,6 +11,9 @@ use urpc::PAYLOAD_WORDS;
 /// text]`), outside every enum (a reply is bytes, not words).
 pub const REPLY: u32 = 4;
 
+/// The reply's kind, for the handler table.
+pub const REPLY_KINDS: &[(u32, &str)] = &[(REPLY, "Reply")];
+
 /// Frames in one `FrameReturn` message.
 pub const FRAMES_PER_RETURN: usize = PAYLOAD_WORDS - 1;
 
@@ -18,14 +21,13 @@ pub const FRAMES_PER_RETURN: usize = PAYLOAD_WORDS - 1;
     /// The monitor's own messages. The other layers declare theirs beside their code
     /// (`tlb::TlbMessage`, `twophase::TwoPhaseMessage`, `sched::SchedMessage`,
     /// `user::StartMessage`); the boot core's handler table routes each tag to its layer.
+    /// Handled as soon as read.
     #[derive(Clone, Copy, Debug)]
     pub enum MonitorMessage {
         /// Answer with `Pong { seq }`.
         Ping { seq: u64 } = 1,
         /// A ping's answer.
         Pong { seq: u64 } = 2,
-        /// Run the work the caller lends at `body`; answer with a reply under `id`.
-        Call { id: u64, body: Lent<CallBody<'static>> } = 3,
         /// `count` frames the receiver owns, freed by the sender (`count` in 1..=6).
         FrameReturn { count: usize, frames: [u64; FRAMES_PER_RETURN] } = 5,
         /// How long to poll before halting, in TSC cycles (boot core only: a replicated
@@ -40,6 +42,16 @@ pub const FRAMES_PER_RETURN: usize = PAYLOAD_WORDS - 1;
         /// Multicast-tree request to an aggregator: it forwards `Bench` to its package's
         /// cores below `limit`, collects their acks, then sends `BenchAck` to `source`.
         Multicast { round: u64, source: usize, limit: usize } = 10,
+    }
+}
+
+::protocol::messages! {
+    /// A remote call (`call::call_async`): it takes the core, so it waits for the core to
+    /// be between threads (`transport::When::BetweenThreads`); its answer is a `REPLY`.
+    #[derive(Clone, Copy, Debug)]
+    pub enum CallMessage {
+        /// Run the work the caller lends at `body`; answer with a reply under `id`.
+        Call { id: u64, body: Lent<CallBody<'static>> } = 3,
     }
 }
 
@@ -63,6 +75,8 @@ pub fn decode(
 
 /// Most bytes of error text a reply carries.
 pub const REPLY_TEXT_MAX: usize = 200;
+
+const _: () = assert!(9 + REPLY_TEXT_MAX <= crate::param::LONG_MESSAGE_BYTES);
 
 /// A reply: call id, then `Ok` or the error text.
 pub fn encode_reply(

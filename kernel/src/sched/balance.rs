@@ -6,9 +6,9 @@
 use super::message::SchedMessage;
 use super::running::Running;
 use super::{policy, with_sched, PULL_PATIENCE_TICKS, REPORT_EVERY_TICKS};
-use crate::monitor::{self};
 use crate::percpu::{self, this_core, CoreState};
 use crate::thread::ThreadShared;
+use crate::transport;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
@@ -26,7 +26,7 @@ pub(super) fn ship(t: Box<Running>, to: usize) {
 /// Sends thread `t` to core `to`'s monitor; `moved` counts it as a migration out.
 pub(super) fn send_thread(t: Box<Running>, to: usize, moved: bool) {
     let thread = Carried::new(t);
-    if let Err(unsent) = monitor::send(to, SchedMessage::Arrive { thread }) {
+    if let Err(unsent) = transport::send(to, SchedMessage::Arrive { thread }) {
         // Not sent: the thread is still ours, and stays here.
         if let SchedMessage::Arrive { thread } = unsent.message {
             with_sched(|s| s.queue.push(thread.into_box()));
@@ -80,21 +80,21 @@ pub(super) fn send_load(length: u64, seq: u64, taking: bool) {
     // to its aggregator, which passes it on within its package; this package directly.
     let report = Report { origin: me, length, seq, online: taking };
     let online = |c: usize| percpu::core(c).is_some_and(|c| c.state() == CoreState::Online);
-    match crate::knowledge::get().map(|skb| skb.multicast_tree(me)) {
+    match crate::skb_replica::get().map(|skb| skb.multicast_tree(me)) {
         Some(tree) if !tree.aggregators.is_empty() => {
             for branch in &tree.aggregators {
                 if branch.core != me && online(branch.core) {
-                    let _ = monitor::try_send(branch.core, report.message(true));
+                    let _ = transport::try_send(branch.core, report.message(true));
                 } else {
                     for &c in branch.members.iter().filter(|&&c| online(c)) {
-                        let _ = monitor::try_send(c, report.message(false));
+                        let _ = transport::try_send(c, report.message(false));
                     }
                 }
             }
         }
         _ => {
             for c in (0..percpu::core_count()).filter(|&c| c != me && online(c)) {
-                let _ = monitor::try_send(c, report.message(false));
+                let _ = transport::try_send(c, report.message(false));
             }
         }
     }
@@ -111,7 +111,7 @@ pub(super) fn forward_load(report: Report) {
             && c.index != origin
             && c.state() == CoreState::Online;
         if member {
-            let _ = monitor::try_send(c.index, report.message(false));
+            let _ = transport::try_send(c.index, report.message(false));
         }
     }
 }
@@ -132,11 +132,11 @@ pub(super) fn balance() {
     });
     if let Some(m) = pull {
         let pull = SchedMessage::Pull { may_take_running: m.may_take_running };
-        let sent = monitor::try_send(m.from, pull);
+        let sent = transport::try_send(m.from, pull);
         if sent.is_ok() && m.may_take_running {
             // The source's running thread may be the one to move: it answers now, not at
             // its next tick (AMPS §3.2: "at once on an IPI").
-            monitor::kick(m.from);
+            transport::kick(m.from);
         }
     }
 }

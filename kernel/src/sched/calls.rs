@@ -13,9 +13,9 @@ use crate::arch::paging;
 use crate::arch::user_entry::{self, SyscallFrame, UserRegs};
 use crate::arch::{cpu, timer};
 use crate::corey::{self, Ptr};
-use crate::monitor::{self};
 use crate::percpu::this_core;
 use crate::thread::ThreadShared;
+use crate::transport;
 use abi::{pcore_status, wait_result, Error, ObjectKind, SysResult};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -223,7 +223,7 @@ pub fn wake(addr: u64, n: u64) -> SysResult {
     let me = this_core().index;
     let woken = with_sched(|s| wake_here(s, (space, addr), n));
     if let Some((next, rest)) = sched::inbox::pass_on(me, (space, addr), n, woken, cores) {
-        let _ = monitor::send(next, rest);
+        let _ = transport::send(next, rest);
     }
     Ok(woken)
 }

@@ -8,8 +8,9 @@ use super::running::{OnWake, Running};
 use super::{last_level_cache_bytes, numa_policy, Scheduler};
 use crate::arch::cpu;
 use crate::corey::{self, Ptr};
-use crate::monitor::{self, protocol::Protocol, protocol::Rejection};
+use crate::monitor::protocol::{Protocol, Rejection};
 use crate::percpu::{self, this_core, PerCoreState};
+use crate::transport;
 use abi::wait_result;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -81,7 +82,7 @@ pub fn reap_on(cores: u64) {
     }
     for c in crate::smp::online_cores() {
         if c != me && c < 64 && cores & (1 << c) != 0 {
-            let _ = monitor::send(c, SchedMessage::Reap {});
+            let _ = transport::send(c, SchedMessage::Reap {});
         }
     }
 }

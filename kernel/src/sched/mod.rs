@@ -26,13 +26,14 @@
 //! Where each part is: [`running`] (a thread off or on the CPU, and how it leaves),
 //! [`lifetime`] (what a program's threads share: its time limit and stop), [`inbox`]
 //! (messages), [`balance`] (load reports, pulls, placement), [`run`] (the loop and the
-//! tick), [`calls`] (the thread system calls).
+//! tick), [`idle`] (the idle loop), [`calls`] (the thread system calls).
 //!
 //! The policy (placement, which core to pull from) is `crates/sched`, pure functions
 //! over this core's [`LoadTable`] replica.
 
 pub mod balance;
 pub mod calls;
+pub mod idle;
 pub mod inbox;
 pub mod lifetime;
 pub mod message;
@@ -41,6 +42,7 @@ pub mod running;
 
 pub use balance::*;
 pub use calls::*;
+pub use idle::{idle_loop, idle_once, idle_work, run_until};
 pub use inbox::*;
 pub use run::*;
 pub use running::*;
@@ -197,7 +199,7 @@ pub fn numa_policy() -> NumaPolicy {
 /// measured or where nothing told it, when RSS behaves as Same-Node for any thread with
 /// pages (AMPS §2.4.2, condition 3).
 pub fn last_level_cache_bytes() -> u64 {
-    crate::knowledge::get().and_then(|s| s.last_level_cache()).map_or(0, |l| l.bytes)
+    crate::skb_replica::get().and_then(|s| s.last_level_cache()).map_or(0, |l| l.bytes)
 }
 
 /// The policy in force.

@@ -1,4 +1,4 @@
-//! The loop ([`run_until`], [`run_next`]): take the next ready thread, switch to its
+//! The loop ([`run_next`]): take the next ready thread, switch to its
 //! tables and FPU state, run it until it leaves, then file it where it belongs; and the
 //! tick ([`on_tick`]): the time slice, wake-up deadlines, load reports, pulls.
 
@@ -8,12 +8,12 @@ use super::message::SchedMessage;
 use super::running::{finish, leave_raw, After, Cr3, Role, Running, SWITCHED};
 use super::{policy, with_current, with_sched, BALANCE_EVERY_TICKS, JOIN_SPACE, QUEUE_CAPACITY};
 use crate::arch::paging;
+use crate::arch::timer;
 use crate::arch::user_entry::{self, KernelContext, UserRegs};
-use crate::arch::{cpu, timer};
 use crate::corey::{self, Ptr};
-use crate::monitor::{self};
-use crate::percpu::{self, this_core, PerCoreState};
+use crate::percpu::{self, this_core};
 use crate::thread::ExitStatus;
+use crate::transport;
 use abi::pcore_status;
 use alloc::boxed::Box;
 use core::sync::atomic::Ordering;
@@ -26,55 +26,6 @@ pub(super) fn housekeeping() {
         end_off_cpu(t);
     }
     report_load();
-}
-
-/// How deep this core is in [`run_until`] (the idle loop's work stays out while it runs).
-pub(super) static DEPTH: PerCoreState<u32> = crate::per_core_state!(0);
-
-/// Runs this core's threads until `stop()` holds (checked between threads); with none
-/// ready, the core serves its monitor and halts as the idle loop does.
-pub fn run_until(stop: &dyn Fn() -> bool) {
-    let core = this_core();
-    let saved_rsp0 = core.rsp0();
-    let saved_syscall_stack = core.syscall_stack();
-    DEPTH.with(|d| *d += 1);
-    loop {
-        // Between threads the core serves its monitor whole: calls and starts deferred
-        // while a thread ran are served here, never after the threads end.
-        monitor::poll();
-        housekeeping();
-        if stop() {
-            break;
-        }
-        if !run_next() {
-            unload_tables();
-            balance();
-            if stop() {
-                break;
-            }
-            crate::monitor::idle_once(core);
-        }
-    }
-    DEPTH.with(|d| *d -= 1);
-    core.set_rsp0(saved_rsp0);
-    core.set_syscall_stack(saved_syscall_stack);
-    cpu::enable_interrupts();
-}
-
-/// The idle loop's work (installed at boot): runs one ready thread, if there is one.
-pub fn idle_work() -> bool {
-    if DEPTH.with(|d| *d > 0) {
-        return false;
-    }
-    monitor::poll();
-    housekeeping();
-    if run_next() {
-        cpu::enable_interrupts();
-        return true;
-    }
-    unload_tables();
-    balance();
-    false
 }
 
 /// Takes the next ready thread and runs it until it leaves the CPU; returns false if none
@@ -255,7 +206,7 @@ pub(super) fn retire(t: Box<Running>, status: ExitStatus, cr3: Cr3) {
     }
     for c in 0..percpu::core_count().min(64) {
         if c != me && joiners & (1 << c) != 0 {
-            let _ = monitor::send(c, SchedMessage::Joined { uid: shared.uid });
+            let _ = transport::send(c, SchedMessage::Joined { uid: shared.uid });
         }
     }
     if let Some(cores) = reap {
@@ -318,7 +269,7 @@ pub fn on_kick(frame: &crate::arch::trap::TrapFrame) {
 /// Ends the running thread's slice (`over`), ships it to a puller, or moves it off a core
 /// its affinity excludes; `frame` holds its registers.
 pub(super) fn switch_if_due(frame: &crate::arch::trap::TrapFrame, over: bool) {
-    let deferred = monitor::has_deferred();
+    let deferred = transport::has_deferred();
     let me = this_core().index;
     let after = with_sched(|s| {
         let t = s.queue.running()?;
@@ -371,7 +322,7 @@ pub(super) fn read_inbox() {
             Action::Forward(r) => forward_load(r),
             Action::Ship(t, to) => ship(t, to),
             Action::Send(to, note) => {
-                let _ = monitor::send(to, note);
+                let _ = transport::send(to, note);
             }
             Action::End(t) => end_off_cpu(t),
         }

@@ -29,6 +29,7 @@ use crate::arch::{cpu, timer};
 use crate::monitor;
 use crate::param::{TWO_PHASE_REMEMBERED, TWO_PHASE_TIMEOUT_US};
 use crate::percpu::{self, this_core};
+use crate::transport;
 use agreement::{
     op_id, CoreSet, Decision, Knowledge, OpId, Participant, Termination, TwoPhase, TwoPhaseStatus,
     Vote,
@@ -267,9 +268,9 @@ pub fn prepared_here() -> usize {
 }
 
 fn send(to: usize, message: TwoPhaseMessage) -> bool {
-    let sent = monitor::send(to, message).is_ok();
+    let sent = transport::send(to, message).is_ok();
     if sent {
-        monitor::notify(to);
+        transport::notify(to);
     }
     sent
 }
@@ -378,9 +379,9 @@ fn tell_decision(to: usize, decide: TwoPhaseMessage) {
     if behind {
         return;
     }
-    match monitor::try_send(to, decide) {
-        Ok(()) => monitor::notify(to),
-        Err(monitor::Unsent { error: monitor::SendError::Full, .. }) => {
+    match transport::try_send(to, decide) {
+        Ok(()) => transport::notify(to),
+        Err(transport::Unsent { error: transport::SendError::Full, .. }) => {
             STATE.with(|s| s.undelivered.push((to, decide)))
         }
         Err(_) => {} // no channel to it: it takes part in nothing
@@ -403,9 +404,9 @@ pub fn deliver_decisions() {
             continue;
         }
         let faulted = percpu::has_faulted(to);
-        let sent = !faulted && monitor::try_send(to, decide).is_ok();
+        let sent = !faulted && transport::try_send(to, decide).is_ok();
         if sent {
-            monitor::notify(to);
+            transport::notify(to);
         }
         if faulted || sent {
             // Nothing here runs this layer again: entry `i` is still this one.

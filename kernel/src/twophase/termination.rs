@@ -3,9 +3,9 @@
 
 use super::{deliver_decisions, on_decide, send, TwoPhaseMessage, STATE};
 use crate::arch::{cpu, timer};
-use crate::monitor;
 use crate::param::TWO_PHASE_ASK_AGAIN_US;
 use crate::percpu::{self, this_core};
+use crate::transport;
 use agreement::{CoreSet, Decision, Knowledge, OpId, Termination};
 use alloc::vec::Vec;
 
@@ -14,7 +14,7 @@ use alloc::vec::Vec;
 /// can arrive after its answer; until then the asker asks again.
 pub(super) fn on_query(from: usize, op: OpId) {
     let coordinator = agreement::op_initiator(op);
-    if monitor::has_messages_from(coordinator) {
+    if transport::has_messages_from(coordinator) {
         return;
     }
     let knows = STATE.with(|s| {
@@ -64,7 +64,7 @@ pub fn resolve_orphans() {
     for (op, participants) in orphans {
         let coordinator = agreement::op_initiator(op);
         // Whatever the coordinator sent is read first: its decision may be among it.
-        if monitor::has_messages_from(coordinator) {
+        if transport::has_messages_from(coordinator) {
             continue;
         }
         STATE.with(|s| {

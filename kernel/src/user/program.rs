@@ -173,7 +173,7 @@ pub(super) enum StartWhat {
 /// reset).
 pub(super) fn send_job(core: usize, job: StartJob) -> Result<(), Error> {
     let job = Carried::new(Box::new(job));
-    if let Err(unsent) = crate::monitor::send(core, StartMessage::Start { job }) {
+    if let Err(unsent) = crate::transport::send(core, StartMessage::Start { job }) {
         // Not sent: the job is ours again, and its pcore idle.
         let StartMessage::Start { job } = unsent.message;
         if let Some(p) = corey::pcore(&job.into_box().pcore) {

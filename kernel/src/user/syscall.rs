@@ -234,6 +234,7 @@ pub(super) fn check_machine(share: u64, obj: u64) -> Result<(), Error> {
 /// `poweroff(machine_share, machine_obj)`.
 pub(super) fn poweroff(share: u64, obj: u64) -> SysResult {
     check_machine(share, obj)?;
+    crate::print::flush();
     crate::arch::power::power_off()
 }
 
@@ -344,7 +345,7 @@ pub(super) fn locality_get(core: u64, out: u64) -> SysResult {
     let target = crate::percpu::core(usize::try_from(core).map_err(|_| Error::InvalidArgument)?)
         .ok_or(Error::InvalidArgument)?;
     let me = this_core().index;
-    let skb = crate::knowledge::get();
+    let skb = crate::skb_replica::get();
     let locality = abi::Locality {
         package: target.location.package as u64,
         core: target.location.core as u64,

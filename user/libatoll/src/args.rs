@@ -1,11 +1,11 @@
 //! The program's arguments: the string the kernel hands over, and the values of the
 //! flags programs share (`--cores LIST`, numbers).
 
-use crate::cores::parse_cores;
 use crate::sys::{args, cores_online};
 use abi::ARGS_MAX;
 use alloc::string::String;
 use alloc::vec::Vec;
+use cmdline::core_list as parse_cores;
 use core::ops::RangeInclusive;
 use core::str::FromStr;
 

@@ -1,8 +1,9 @@
 //! The serial console from user space: formatted output (`print!`, `println!`) and line
 //! input with echo and backspace over the non-blocking `console_read`.
 
+use crate::devices::console_read;
 use crate::obj::ObjRef;
-use crate::sys::{console_read, write};
+use crate::sys::write;
 use abi::Error;
 use core::fmt::{self, Write};
 

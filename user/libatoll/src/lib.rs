@@ -30,6 +30,7 @@ pub mod bench;
 pub mod cfork;
 pub mod console;
 pub mod cores;
+pub mod devices;
 pub mod fd;
 pub mod heap;
 pub mod mcrt_host;
@@ -47,6 +48,7 @@ pub mod tls;
 pub use abi;
 pub use cfork::{cfork, CforkOptions, Child};
 pub use console::{Console, LineReader};
+pub use devices::*;
 pub use obj::{ObjRef, Status};
 pub use sys::*;
 

@@ -255,7 +255,7 @@ pub fn program_run(pcore: ObjRef, line: &str) -> Result<Status, Error> {
 
 /// [`program_run`], handing the program the object `give` of the caller's root share (0:
 /// none): it lands in the program's root share, its id the program's start argument
-/// ([`crate::sys::given_object`]). How `init` hands on the machine device.
+/// ([`crate::devices::given_object`]). How `init` hands on the machine device.
 pub fn program_run_giving(pcore: ObjRef, line: &str, give: u64) -> Result<Status, Error> {
     let word = syscall5(
         nr::PROGRAM_RUN,

@@ -1,7 +1,6 @@
 //! The system-call instruction and the calls that are not about Corey's objects: the
 //! console, the clock, the program's arguments, the machine (docs/syscalls.md).
 
-use crate::obj::ObjRef;
 use abi::{nr, Error, SysResult};
 use core::arch::asm;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -132,50 +131,8 @@ pub fn set_start_args(arg: u64, arg2: u64) {
     START_ARG2.store(arg2, Ordering::Relaxed);
 }
 
-/// The object the program was given at start, as ⟨root share, id⟩, if any.
-pub fn given_object() -> Option<ObjRef> {
-    match START_ARG.load(Ordering::Relaxed) {
-        0 => None,
-        id => Some(ObjRef::new(crate::obj::root_share(), id)),
-    }
-}
-
-/// The machine device, if this program holds it: the capability for [`kernel_command`]
-/// and [`poweroff`] (the kernel gives it to `init`; see `abi::device_kind::MACHINE`).
-pub fn machine() -> Option<ObjRef> {
-    let given = given_object()?;
-    let stat = crate::obj::device_stat(given).ok()?;
-    (stat.kind == abi::device_kind::MACHINE).then_some(given)
-}
-
-/// The keyboard device, if this program holds it: the capability for [`console_read`]
-/// (the kernel gives it to `init`; see `abi::device_kind::KEYBOARD`).
-pub fn keyboard() -> Option<ObjRef> {
-    let id = START_ARG2.load(Ordering::Relaxed);
-    if id == 0 {
-        return None;
-    }
-    let given = ObjRef::new(crate::obj::root_share(), id);
-    let stat = crate::obj::device_stat(given).ok()?;
-    (stat.kind == abi::device_kind::KEYBOARD).then_some(given)
-}
-
-/// Runs one line of the kernel console (`mem`, `monitor`, `bench urpc 2000`, ...) with the
-/// machine device `machine`; its output goes to the console. `NotPermitted` without the
-/// capability, `InvalidArgument` for a line the console refuses.
-pub fn kernel_command(machine: ObjRef, line: &str) -> SysResult {
-    let (ptr, len) = (buf_addr(line.as_bytes()), line.len() as u64);
-    syscall5(nr::KERNEL_COMMAND, machine.share, machine.object, ptr, len, 0)
-}
-
-/// Turns the machine off, with the machine device. Returns only if the kernel refused.
-pub fn poweroff(machine: ObjRef) -> SysResult {
-    syscall3(nr::POWEROFF, machine.share, machine.object, 0)
-}
-
-/// Bytes typed on the serial console since the last call, copied into `buf`, with the
-/// keyboard device `keyboard`; never waits (0 when nothing was typed). `NotPermitted`
-/// without the capability.
-pub fn console_read(keyboard: ObjRef, buf: &mut [u8]) -> SysResult {
-    syscall5(nr::CONSOLE_READ, keyboard.share, keyboard.object, buf_addr(buf), buf.len() as u64, 0)
+/// The start arguments [`set_start_args`] recorded: the given object's id and the
+/// keyboard's (0: none).
+pub fn start_args() -> (u64, u64) {
+    (START_ARG.load(Ordering::Relaxed), START_ARG2.load(Ordering::Relaxed))
 }

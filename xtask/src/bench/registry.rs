@@ -400,6 +400,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
         plot: Plot::Bars,
         ..kernel_bench("polling", "bench polling 30", "config", &["config"])
     },
+    // Console output without a shared lock (issue M10 item 7): what a line costs the
+    // printing core (a ring of its own) and the serial port's core (which drains them all).
+    kernel_bench("console", "bench console 50", "metric", &[]),
     // Two-phase commit between the monitors (issue M9, Figure 8): one operation at a time
     // and pipelined, against the participants.
     kernel_bench("twophase", "bench twophase 50", "config", &["config"]),

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::records::{self, text};
 use super::Settings;
-use crate::test::Tally;
+use crate::tally::Tally;
 use crate::{build, Options, Result};
 
 /// The experiment it runs.

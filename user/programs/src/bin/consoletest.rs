@@ -33,7 +33,8 @@ const HOSTILE_WORDS: &[&str] = &[
 ];
 
 /// The benchmark experiments, whose iteration counts are checked one by one.
-const EXPERIMENTS: &[&str] = &["urpc", "multicast", "shootdown", "twophase", "polling", "shm"];
+const EXPERIMENTS: &[&str] =
+    &["urpc", "multicast", "shootdown", "twophase", "polling", "shm", "console"];
 
 /// The console, through `kernel_command`, counting the answers that were wrong.
 struct Console {

@@ -435,7 +435,8 @@ const TLB_PROTOCOLS: &[&str] = &["broadcast", "unicast", "multicast", "numa-mult
 const DUTIES: &[&str] = &["12.5", "50", "87.5"];
 /// Experiments the console's `bench` knows (a random line naming one with a count is
 /// replaced: see `text::harmless_console`).
-pub const BENCH: &[&str] = &["urpc", "multicast", "shootdown", "twophase", "polling", "shm"];
+pub const BENCH: &[&str] =
+    &["urpc", "multicast", "shootdown", "twophase", "polling", "shm", "console"];
 /// Experiments the fuzzer runs with `bench` (each sweeps every core: with at most
 /// [`BENCH_CORES_MAX`] cores and a count of 1 or 2, a fraction of a second under TCG).
 /// Not `urpc`, `shm` and `multicast`: they run ring-0 jobs that spin on several cores at

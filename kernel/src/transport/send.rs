@@ -2,13 +2,12 @@
 //! IPI that makes a halted or busy receiver read it (Multikernel §5.2).
 
 use super::poll;
-use super::protocol::Protocol;
-use super::with;
+use super::with_open;
 use crate::arch::{apic, cpu, timer, trap};
 use crate::param::{CHANNEL_SLOTS, SEND_TIMEOUT_US};
 use crate::percpu::{self, this_core, PerCore};
-use crate::tlb;
 use core::sync::atomic::{fence, Ordering};
+use protocol::Protocol;
 use urpc::{Sender, PAYLOAD_WORDS};
 
 /// Why a send failed.
@@ -23,7 +22,7 @@ pub enum SendError {
 }
 
 /// Sends core `core` the wake-up IPI (§5.2), the only interrupt one core sends another.
-pub(super) fn send_wake(core: &PerCore) {
+fn send_wake(core: &PerCore) {
     apic::send_ipi(&this_core().icr_destination, core.apic_id, trap::VECTOR_WAKE);
 }
 
@@ -48,14 +47,9 @@ pub fn notify(to: usize) {
     }
 }
 
-/// Sends a TLB shootdown's message (the `tlb` layer's transport, installed at boot).
-pub fn send_tlb(to: usize, message: tlb::TlbMessage) -> bool {
-    send(to, message).is_ok()
-}
-
 /// Wakes core `to` if it is asleep (after a message was placed in its channel).
-pub(super) fn wake_if_asleep(to: usize) {
-    // Pairs with the fence in `idle_once`: either the receiver sees our message before it
+fn wake_if_asleep(to: usize) {
+    // Pairs with the fence in `monitor::sleep`: either the receiver sees our message before it
     // halts, or we see its asleep flag and send the IPI.
     fence(Ordering::SeqCst);
     if let Some(core) = percpu::core(to) {
@@ -83,7 +77,7 @@ pub struct Unsent<M> {
 
 impl<M: Protocol> Unsent<M> {
     /// The message `encode` made `payload` of, taken back.
-    pub(super) fn back(error: SendError, tag: u32, payload: &[u64; PAYLOAD_WORDS]) -> Unsent<M> {
+    fn back(error: SendError, tag: u32, payload: &[u64; PAYLOAD_WORDS]) -> Unsent<M> {
         // SAFETY: `payload` is what `encode` made of the message just now, and it was not
         // sent: this is the one decoding of it.
         let message = unsafe { M::decode(tag, payload) };
@@ -115,10 +109,11 @@ pub fn send_bytes(to: usize, tag: u32, bytes: &[u8]) -> Result<(), SendError> {
 /// caller keeps what it wanted to send and tries again later).
 pub fn try_send<M: Protocol>(to: usize, message: M) -> Result<(), Unsent<M>> {
     let (tag, payload) = message.encode();
-    let sent = with(|m| match m.senders.get_mut(to).and_then(Option::as_mut) {
+    let sent = with_open(|m| match m.senders.get_mut(to).and_then(Option::as_mut) {
         Some(tx) => Ok(tx.try_send(tag, &payload).is_ok()),
         None => Err(SendError::NoChannel),
-    });
+    })
+    .unwrap_or(Err(SendError::NoChannel));
     let error = match sent {
         Ok(true) => None,
         Ok(false) => Some(SendError::Full),
@@ -133,16 +128,17 @@ pub fn try_send<M: Protocol>(to: usize, message: M) -> Result<(), Unsent<M>> {
     }
 }
 
-pub(super) fn send_with(
+fn send_with(
     to: usize,
     mut attempt: impl FnMut(&mut Sender<'static, CHANNEL_SLOTS>) -> bool,
 ) -> Result<(), SendError> {
     let start = cpu::rdtsc();
     loop {
-        let sent = with(|m| match m.senders.get_mut(to).and_then(Option::as_mut) {
+        let sent = with_open(|m| match m.senders.get_mut(to).and_then(Option::as_mut) {
             Some(tx) => Ok(attempt(tx)),
             None => Err(SendError::NoChannel),
-        })?;
+        })
+        .unwrap_or(Err(SendError::NoChannel))?;
         if sent {
             wake_if_asleep(to);
             return Ok(());
