@@ -10,7 +10,7 @@
 //! inbox sends ([`Note`], `T` = `Infallible`) carries none: a note is sent as it is, and
 //! decodes at the receiver as any other message of its kind.
 //!
-//! Where each kind goes: the kernel's monitor hands every message with these tags to the
+//! Where each kind goes: the kernel's transport hands every message with these tags to the
 //! kernel's `sched::inbox::on_message`, which files it ([`crate::Inbox::file`]); reading the
 //! inbox ([`crate::inbox::read`]) handles it.
 

@@ -1,8 +1,8 @@
 //! The scheduler's messages between cores as they travel: each kind (`Arrive`, `Wake`,
 //! `Joined`, `Load`, `Pull`, `NoneToGive`, `Reap`) is declared once, with its payload and
 //! tag, in `crates/sched/src/message.rs` ([`sched::Message`]), and handled there by the
-//! inbox's state machine (`sched::inbox`). The monitor's handler table routes their tags
-//! to [`super::inbox::on_message`], which files them.
+//! inbox's state machine (`sched::inbox`). The transport's handler table (`boot.rs`) routes
+//! their tags to [`super::inbox::on_message`], which files them.
 
 use super::running::Running;
 use protocol::Carried;
