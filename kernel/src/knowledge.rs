@@ -345,8 +345,34 @@ pub fn choose_cache_source(from: CacheFrom) {
 pub fn measure_at_boot() -> Result<(), String> {
     let start = cpu::rdtsc();
     let cores: Vec<usize> = smp::online_cores();
-    let n = percpu::core_count();
-    let infos = (0..n)
+    let mut skb = Skb::new(core_infos());
+    learn_last_level_cache(&mut skb);
+    // Compute speed, one core at a time.
+    let speeds = measure_speeds(&cores)?;
+    for &i in &cores {
+        skb.set_compute_speed(i, speeds[i]);
+    }
+    measure_latencies(&mut skb, &cores)?;
+    measure_ipi_cost(&mut skb, &cores);
+    monitor::broadcast_poll_budget(skb.poll_budget_cycles());
+    // With the poll budget in force: idle cores then poll between rounds as they will.
+    measure_shootdowns(&mut skb, &cores);
+    println!(
+        "skb: {} pairs measured, IPI wake-up cost {} cycles, idle poll budget {} cycles ({} us); \
+         measured in {} us",
+        cores.len() * cores.len().saturating_sub(1),
+        skb.ipi_cost().map_or(String::from("unmeasured"), |c| format!("{c}")),
+        skb.poll_budget_cycles(),
+        timer::tsc_to_us(skb.poll_budget_cycles()),
+        timer::us_since(start)
+    );
+    replicate(&skb)
+}
+
+/// Where every core sits (package, core, SMT thread, node); a core not online gets an
+/// APIC id of `u32::MAX`.
+fn core_infos() -> Vec<CoreInfo> {
+    (0..percpu::core_count())
         .map(|i| {
             let c = percpu::core(i).filter(|c| c.state() == CoreState::Online);
             c.map_or(CoreInfo { apic_id: u32::MAX, package: 0, core: 0, smt: 0, node: 0 }, |c| {
@@ -359,10 +385,12 @@ pub fn measure_at_boot() -> Result<(), String> {
                 }
             })
         })
-        .collect();
-    let mut skb = Skb::new(infos);
+        .collect()
+}
 
-    // The last-level cache, for AMPS's RSS policy (§2.4.2).
+/// The last-level cache, for AMPS's RSS policy (§2.4.2), learnt as [`choose_cache_source`]
+/// chose.
+fn learn_last_level_cache(skb: &mut Skb) {
     let from = if CACHE_FROM.load(Ordering::Relaxed) == CacheFrom::Chase as u64 {
         CacheFrom::Chase
     } else {
@@ -380,16 +408,14 @@ pub fn measure_at_boot() -> Result<(), String> {
         }
         None => println!("skb: last-level cache unknown (no CPUID leaf, no edge in the chase)"),
     }
+}
 
-    // Compute speed, one core at a time.
-    let speeds = measure_speeds(&cores)?;
-    for &i in &cores {
-        skb.set_compute_speed(i, speeds[i]);
-    }
-
-    // Latency, one source core at a time so measurements do not disturb each other.
+/// One-way latency between every pair of cores, one source core at a time so
+/// measurements do not disturb each other.
+fn measure_latencies(skb: &mut Skb, cores: &[usize]) -> Result<(), String> {
+    let n = percpu::core_count();
     let latencies: Vec<AtomicU64> = (0..n * n).map(|_| AtomicU64::new(0)).collect();
-    for &from in &cores {
+    for &from in cores {
         let measure = |_| -> Result<(), String> {
             for &to in cores.iter().filter(|&&to| to != from) {
                 latencies[from * n + to]
@@ -402,8 +428,12 @@ pub fn measure_at_boot() -> Result<(), String> {
             skb.set_latency(from, to, latencies[from * n + to].load(Ordering::Relaxed));
         }
     }
+    Ok(())
+}
 
-    // IPI cost, and from it the idle poll budget every core uses (§5.2).
+/// The IPI wake-up cost, from which the SKB derives the idle poll budget every core uses
+/// (§5.2).
+fn measure_ipi_cost(skb: &mut Skb, cores: &[usize]) {
     if let Some(&target) = cores.iter().find(|&&c| c != 0) {
         // A difference of 0 means the polling ping was itself delayed (a busy host): noise,
         // not a cost; the SKB then keeps its default.
@@ -411,17 +441,4 @@ pub fn measure_at_boot() -> Result<(), String> {
             skb.set_ipi_cost(c);
         }
     }
-    monitor::broadcast_poll_budget(skb.poll_budget_cycles());
-    // With the poll budget in force: idle cores then poll between rounds as they will.
-    measure_shootdowns(&mut skb, &cores);
-    println!(
-        "skb: {} pairs measured, IPI wake-up cost {} cycles, idle poll budget {} cycles ({} us); \
-         measured in {} us",
-        cores.len() * cores.len().saturating_sub(1),
-        skb.ipi_cost().map_or(String::from("unmeasured"), |c| format!("{c}")),
-        skb.poll_budget_cycles(),
-        timer::tsc_to_us(skb.poll_budget_cycles()),
-        timer::us_since(start)
-    );
-    replicate(&skb)
 }

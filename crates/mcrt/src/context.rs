@@ -292,6 +292,45 @@ pub(crate) fn suspended_borrow<'a, T>(p: *const T) -> &'a T {
     unsafe { &*p }
 }
 
+/// What a thread lends other threads of its team while it waits for them: `p` comes from
+/// a reference the lending thread holds (on its stack) until every borrower has said it
+/// is done with it, and the borrower uses the result only until it says so. The runtime
+/// uses this only for an OpenMP reduction's contributions (`omp::Ctx::reduce`: each member
+/// keeps its value alive until the team's slot moves on, after everyone has read).
+pub(crate) fn lent<'a, T>(p: *const T) -> &'a T {
+    // SAFETY: as above: the lender keeps the referent alive (and unchanged: shared reads
+    // only) for as long as the borrower uses the result.
+    unsafe { &*p }
+}
+
+/// What [`crate::run`] borrows or owns for the whole run (the host; the runtime's shared
+/// state, which each thread's header names), with its lifetime erased: `run` joins every
+/// processor's system thread, and frees every thread header, before it returns or drops
+/// what it owns, so no thread or header holds the result past that.
+pub(crate) fn for_the_run<T>(r: &T) -> &'static T {
+    // SAFETY: only the lifetime changes; as above, every user of the result is gone
+    // before the referent is.
+    unsafe { &*(r as *const T) }
+}
+
+/// The host [`crate::run`] borrows, for the whole run, as [`for_the_run`].
+pub(crate) fn host_for_the_run(host: &dyn crate::Host) -> &'static dyn crate::Host {
+    // SAFETY: only the lifetime changes (same layout); as for `for_the_run`, every user of
+    // the result is gone before `run` returns.
+    unsafe { core::mem::transmute::<&dyn crate::Host, &'static dyn crate::Host>(host) }
+}
+
+/// A thread's body that borrows what lives for `'a` only, as the `'static` body a thread
+/// takes: the caller joins the thread running it before `'a` ends, on every path (the
+/// OpenMP adaptor's `region`, whose guard aborts rather than unwind past the joins).
+pub(crate) fn scoped_body<'a>(
+    body: alloc::boxed::Box<dyn FnOnce() + Send + 'a>,
+) -> alloc::boxed::Box<dyn FnOnce() + Send + 'static> {
+    // SAFETY: only the lifetime changes (same layout). The thread may use what `body`
+    // borrows only while it runs, and the caller joins it (it has ended) before `'a` ends.
+    unsafe { core::mem::transmute(body) }
+}
+
 /// The calling thread's FPU control words: (MXCSR, x87 control word).
 pub(crate) fn fpu_control() -> (u32, u16) {
     let mut mxcsr: u32 = 0;

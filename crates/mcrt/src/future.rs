@@ -10,11 +10,11 @@
 //! A future's function runs on whatever stack evaluates it, so it must not block (yield on
 //! a predicate); it may spawn and read other futures.
 
+use crate::cells::Slot;
 use crate::runtime::{self, Shared};
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use locks::TtsLock;
 
@@ -36,17 +36,14 @@ trait Evaluation<T>: Job {
     fn take(&self) -> Option<T>;
 }
 
-/// A future's state, function and value.
+/// A future's state, function and value. `f` is taken only by whoever wins PENDING ->
+/// RUNNING; `value` is put by that evaluator before it publishes DONE (Release) and taken
+/// by the reader after it sees DONE (Acquire).
 struct Cell<F, T> {
     state: AtomicU32,
-    f: UnsafeCell<Option<F>>,
-    value: UnsafeCell<Option<T>>,
+    f: Slot<F>,
+    value: Slot<T>,
 }
-
-// SAFETY: `f` is touched only by whoever wins PENDING -> RUNNING; `value` is written by
-// that evaluator before it publishes DONE (Release) and read by the reader after it sees
-// DONE (Acquire).
-unsafe impl<F: Send, T: Send> Sync for Cell<F, T> {}
 
 impl<F: FnOnce() -> T + Send, T: Send> Job for Cell<F, T> {
     fn run_if_pending(&self) -> bool {
@@ -57,12 +54,9 @@ impl<F: FnOnce() -> T + Send, T: Send> Job for Cell<F, T> {
         {
             return false;
         }
-        // SAFETY: we won the state, so `f` is ours alone.
-        let f = unsafe { (*self.f.get()).take() };
-        if let Some(f) = f {
-            let v = f();
-            // SAFETY: nobody reads `value` before DONE.
-            unsafe { *self.value.get() = Some(v) };
+        // We won the state, so `f` is ours alone; nobody takes `value` before DONE.
+        if let Some(f) = self.f.take() {
+            self.value.put(f());
         }
         self.state.store(DONE, Ordering::Release);
         true
@@ -78,9 +72,9 @@ impl<F: FnOnce() -> T + Send, T: Send> Evaluation<T> for Cell<F, T> {
         if self.state.load(Ordering::Acquire) != DONE {
             return None;
         }
-        // SAFETY: DONE was published (Release) after the value was written, and the
-        // future's one handle is the only reader.
-        unsafe { (*self.value.get()).take() }
+        // DONE was published (Release) after the value was put, and the future's one
+        // handle is the only reader.
+        self.value.take()
     }
 }
 
@@ -146,11 +140,8 @@ fn queue<T: Send + 'static>(
     rt: &Shared,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Arc<dyn Evaluation<T>> {
-    let cell = Arc::new(Cell {
-        state: AtomicU32::new(PENDING),
-        f: UnsafeCell::new(Some(f)),
-        value: UnsafeCell::new(None),
-    });
+    let cell =
+        Arc::new(Cell { state: AtomicU32::new(PENDING), f: Slot::full(f), value: Slot::new() });
     let job: Arc<dyn Job> = cell.clone();
     let p = runtime::processor();
     rt.futures.queues[p].with(|q| {

@@ -24,27 +24,43 @@
 //!
 //! **Per-thread state of the subsystems.** The allocator's heap, the STM's descriptors
 //! and thread-local values hang off a thread's header. The scheduler does not name those
-//! subsystems: each implements `runtime::ThreadHooks` (what to run when a thread ends,
+//! subsystems: each implements `hooks::ThreadHooks` (what to run when a thread ends,
 //! is switched in, or is freed unfinished) and is listed in one place, `Subsystems`,
 //! here, whose hooks the runtime calls (§2.3: "when a thread exits, the scheduler uses a
-//! fast callback to notify the memory manager"). So `runtime.rs` imports none of them.
+//! fast callback to notify the memory manager"). So `runtime/` imports none of them;
+//! `hooks.rs` holds the trait and walks the list.
 //!
-//! **Where the `unsafe` code is.** Mostly in two modules, each a small set of safe
+//! **Where the `unsafe` code is.** In four modules, each a small set of safe types and
 //! functions whose docs state what the rest of the crate guarantees about their
-//! arguments: [`context`] (stacks, thread headers, the switch, the FPU control words,
-//! the word a suspended thread waits on) and `malloc::raw` (the allocator's blocks, heaps
-//! and object links, memory the crate keeps for good such as STM descriptors, the STM's
-//! word-wise copies, destructors kept in atomic words). What is left elsewhere is what
-//! only the module that owns an invariant can argue: the `Sync` of the runtime's shared
-//! state and of the lock types (`sync`), values handed over once between threads
-//! (`runtime::Slot`, futures), MCS queue nodes, the STM's commit protocol, the OpenMP
-//! adaptor's scoped threads and reductions, the pthread adaptor's per-thread block, and
-//! Linux's system calls ([`hosted`]). Every `unsafe` block says why it is sound in a
-//! `// SAFETY:` comment (`clippy::undocumented_unsafe_blocks` is on).
+//! arguments; the crate denies `unsafe_code`, and only these allow it:
+//! - [`context`]: the context switch: stacks, thread headers, the switch, the FPU control
+//!   words, and what a thread's borrows become across a switch or a run (a suspended
+//!   thread's predicate word, an OpenMP reduction's contributions, the host and runtime
+//!   `run` lends its threads, a scoped thread's body).
+//! - `malloc::raw`: the allocator's blocks, heaps and object links, memory the crate
+//!   keeps for good such as STM descriptors, the STM's word-wise copies, destructors kept
+//!   in atomic words, and boxes passed around by address (MCS queue nodes, pthread
+//!   handles and per-thread blocks) and memory given back (STM undo, limbo, self-test).
+//! - `cells`: what crosses system threads: a value handed over once (a thread's result,
+//!   a future's function and value), a value behind a lock its user implements (a
+//!   mutex's, a reader-writer lock's, the STM limbo list, a descriptor's logs), and the
+//!   `Sync` claims the compiler cannot derive (the runtime's shared state, the STM's
+//!   descriptors and cells), each on the invariant of the module that keeps it.
+//! - [`hosted`]: Linux's system calls (`mmap`, `futex`, CPU affinity) and `rdtsc`, which
+//!   no safe module can make.
+//!
+//! Besides these, four public functions are `unsafe fn` because their contract is one
+//! the caller keeps: `malloc::free`, `Heap::free` and the STM's `Tx::free` and
+//! `Tx::free_value` (as `GlobalAlloc::dealloc`: the pointer came from this allocator and
+//! is not used again). Every `unsafe` block says why it is sound in a `// SAFETY:` comment
+//! (`clippy::undocumented_unsafe_blocks` is on).
 #![no_std]
 // Every `unsafe` block says why it is sound (issue 23): an error, not a warning, so it
 // holds for any build that runs clippy.
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+// `unsafe` only where the crate's doc says (issue 23): each of those modules, and each
+// public `unsafe fn` (an API contract), allows it by name.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 extern crate alloc;
@@ -52,12 +68,17 @@ extern crate alloc;
 extern crate std;
 
 mod atomics;
+#[allow(unsafe_code)]
+mod cells;
 pub mod config;
+#[allow(unsafe_code)]
 pub mod context;
 pub mod fpu;
 pub mod future;
+mod hooks;
 pub mod host;
 #[cfg(feature = "std")]
+#[allow(unsafe_code)]
 pub mod hosted;
 pub mod malloc;
 pub mod omp;
@@ -81,7 +102,7 @@ pub use thread::{spawn, spawn_to, yield_until, JoinHandle, Key};
 
 /// The subsystems that keep per-thread state in a thread's header, each with what the
 /// scheduler must call when a thread ends, is switched in, or is freed
-/// ([`runtime::ThreadHooks`]; McRT §2.3, the scheduler's "fast callback" to the memory
+/// ([`hooks::ThreadHooks`]; McRT §2.3, the scheduler's "fast callback" to the memory
 /// manager at thread exit). The one place that names them: the runtime calls this
 /// list's hooks and imports none of them, and a new subsystem adds itself here. Order
 /// matters: thread-local destructors run first (they may allocate or use a

@@ -14,6 +14,7 @@
 //! 3. **Schedules** ([`Schedule`]) and the one-call helpers ([`parallel_for`],
 //!    [`parallel_for_reduce`]).
 
+use crate::context;
 use crate::predicate::Op;
 use crate::sync::{self, MutexKind};
 use crate::thread::{yield_until, JoinHandle};
@@ -144,17 +145,11 @@ impl Drop for AbortOnUnwind {
     }
 }
 
-/// Spawns a McRT thread running `f`, which may borrow data that lives for `'a` only.
-///
-/// # Safety
-/// The caller must join the returned handle before `'a` ends, on every path (including
-/// unwinding).
-unsafe fn spawn_scoped<'a>(f: impl FnOnce() + Send + 'a) -> Result<JoinHandle<()>, crate::Error> {
-    let body: Box<dyn FnOnce() + Send + 'a> = Box::new(f);
-    // SAFETY: only the lifetime changes (same layout). The thread may use what `f`
-    // borrows only while it runs, and the caller joins it (it has ended) before `'a` ends.
-    let body: Box<dyn FnOnce() + Send + 'static> = unsafe { core::mem::transmute(body) };
-    crate::spawn(body)
+/// Spawns a McRT thread running `f`, which may borrow data that lives for `'a` only. The
+/// caller joins the returned handle before `'a` ends, on every path (including unwinding:
+/// `region`'s guard aborts instead), as `context::scoped_body` asks.
+fn spawn_scoped<'a>(f: impl FnOnce() + Send + 'a) -> Result<JoinHandle<()>, crate::Error> {
+    crate::spawn(context::scoped_body(Box::new(f)))
 }
 
 /// `#pragma omp parallel num_threads(n)`: runs `f` on a team of `n` McRT threads (0: one
@@ -172,9 +167,9 @@ fn region<F: Fn(&Ctx<'_>) + Sync>(level: usize, n: usize, f: &F) {
     let mut helpers = Vec::with_capacity(want - 1);
     for num in 1..want {
         let team = &team;
-        // SAFETY: every helper is joined below, before `team` and `f` go; a panic here
-        // cannot unwind past that point (`guard` aborts instead).
-        match unsafe { spawn_scoped(move || member(team, f, num, level)) } {
+        // Every helper is joined below, before `team` and `f` go; a panic here cannot
+        // unwind past that point (`guard` aborts instead).
+        match spawn_scoped(move || member(team, f, num, level)) {
             Ok(h) => helpers.push(h),
             Err(_) => break,
         }
@@ -352,13 +347,13 @@ impl Ctx<'_> {
         yield_until(&slot.arrived, Op::Eq, n);
         let mut acc: Option<T> = None;
         for v in &slot.values[..self.n] {
-            // SAFETY: every member stored its contribution before its `arrived` increment
-            // (a release sequence we acquired), and keeps it alive until the slot is
+            // Every member stored its contribution before its `arrived` increment (a
+            // release sequence we acquired), and keeps it alive until the slot is
             // recycled, which is after we `leave` below.
-            let c = unsafe { &*(v.load(Ordering::Relaxed) as *const Contribution) };
+            let c: &Contribution = context::lent(v.load(Ordering::Relaxed) as *const _);
             assert!(c.ty == TypeId::of::<T>(), "mcrt::omp: a reduction met different types");
-            // SAFETY: the type checked just above; shared reads only (`T: Sync`).
-            let x = unsafe { &*(c.value as *const T) }.clone();
+            // The type checked just above; shared reads only (`T: Sync`).
+            let x = context::lent(c.value as *const T).clone();
             acc = Some(match acc {
                 None => x,
                 Some(a) => op(a, x),

@@ -12,7 +12,7 @@
 //!    values live in the same block, so a deleted key's destructor never runs.
 //! 4. **Once**, **mutex**, **condition variable**, **barrier**.
 
-use crate::malloc::raw::AtomicDestructor;
+use crate::malloc::raw::{boxed_mut, unbox, AtomicDestructor};
 use crate::predicate::Op;
 use crate::sync::{self, MutexKind, RawMutex};
 use crate::thread::{current_id, yield_until, JoinHandle, Key};
@@ -129,8 +129,8 @@ impl Record {
     fn drop_handle(&self) {
         let h = self.handle.swap(ptr::null_mut(), Ordering::AcqRel);
         if !h.is_null() {
-            // SAFETY: put there by `Box::into_raw` in `create`; the swap gave it to us alone.
-            drop(unsafe { Box::from_raw(h) });
+            // Put there by `Box::into_raw` in `create`; the swap gave it to us alone.
+            drop(unbox(h));
         }
     }
 }
@@ -214,8 +214,8 @@ fn with_block<R>(f: impl FnOnce(&mut Block) -> R) -> Result<R, Errno> {
     if b.is_null() {
         b = install(key, Arc::new(Record::new(ADOPTED)));
     }
-    // SAFETY: the block belongs to the calling thread alone, and `f` does not re-enter.
-    Ok(f(unsafe { &mut *b }))
+    // The block belongs to the calling thread alone, and `f` does not re-enter.
+    Ok(f(boxed_mut(b)))
 }
 
 /// Most destructor rounds at a thread's end (`PTHREAD_DESTRUCTOR_ITERATIONS`).
@@ -232,8 +232,8 @@ fn drop_block(v: usize) {
         let mut ran = false;
         let mut k = 0;
         loop {
-            // SAFETY: the ending thread's own block; no reference is held across `d(value)`.
-            let entry = unsafe { (&mut *b).values.get_mut(k).map(core::mem::take) };
+            // The ending thread's own block; no reference is held across `d(value)`.
+            let entry = boxed_mut(b).values.get_mut(k).map(core::mem::take);
             let Some((seq, value)) = entry else { break };
             let d = KEY_DTOR[k].load();
             if let Some(d) = d.filter(|_| value != 0 && KEY_SEQ[k].load(Ordering::Acquire) == seq) {
@@ -249,8 +249,8 @@ fn drop_block(v: usize) {
     if let Ok(key) = block_key() {
         key.set(0);
     }
-    // SAFETY: made by `install`; the thread is ending and its key no longer names it.
-    drop(unsafe { Box::from_raw(b) });
+    // Made by `install`; the thread is ending and its key no longer names it.
+    drop(unbox(b));
 }
 
 /// `pthread_create`: starts a thread running `start`, whose result is the value [`join`]
@@ -299,8 +299,8 @@ pub fn join(thread: &Pthread) -> Result<usize, Errno> {
         .map_err(|_| Errno::Invalid)?;
     yield_until(&r.stored, Op::Eq, 1);
     let h = r.handle.swap(ptr::null_mut(), Ordering::AcqRel);
-    // SAFETY: stored by `create` before `stored` became 1; as the one joiner we took it.
-    let h = unsafe { Box::from_raw(h) };
+    // Stored by `create` before `stored` became 1; as the one joiner we took it.
+    let h = unbox(h);
     Ok(h.join().unwrap_or_else(|| r.retval.load(Ordering::Acquire)))
 }
 

@@ -32,6 +32,7 @@
 //!
 //! [`Config::domains`]: crate::Config::domains
 
+use crate::malloc::raw;
 use crate::predicate::Op;
 use crate::sync::{Barrier, Mutex, MutexKind};
 use alloc::sync::Arc;
@@ -300,11 +301,10 @@ pub fn live(n: usize) -> Result<(), usize> {
 }
 
 fn malloc() -> Check {
-    use core::alloc::Layout;
     let n = 8usize;
     let per = 500usize;
-    let layout = Layout::from_size_align(48, 8).map_err(|_| "layout")?;
-    // Each thread allocates its objects and publishes them; the next thread frees them.
+    // Each thread allocates its objects (48 bytes each) and publishes them; the next
+    // thread frees them.
     let slots: Arc<Vec<AtomicUsize>> =
         Arc::new((0..n * per).map(|_| AtomicUsize::new(0)).collect());
     let ready = Arc::new(Barrier::new(n as u32));
@@ -313,25 +313,20 @@ fn malloc() -> Check {
             let (slots, ready) = (slots.clone(), ready.clone());
             crate::spawn(move || {
                 for i in 0..per {
-                    let p = crate::malloc::alloc(layout) as *mut u64;
+                    // A 48-byte object.
+                    let p = raw::alloc_value([(t * per + i) as u64 ^ 0x5a5a, 0, 0, 0, 0, 0]);
                     if p.is_null() {
                         return false;
                     }
-                    // SAFETY: a fresh 48-byte block, ours.
-                    unsafe { p.write((t * per + i) as u64 ^ 0x5a5a) };
                     slots[t * per + i].store(p as usize, Ordering::Release);
                 }
                 ready.wait();
                 let mut ok = true;
                 let next = (t + 1) % n;
                 for i in 0..per {
-                    let p = slots[next * per + i].swap(0, Ordering::AcqRel) as *mut u64;
-                    // SAFETY: published above by its allocator; taken once (swap).
-                    ok &= !p.is_null() && unsafe { p.read() } == (next * per + i) as u64 ^ 0x5a5a;
-                    if !p.is_null() {
-                        // SAFETY: allocated with this layout; nobody uses it any more.
-                        unsafe { crate::malloc::free(p as *mut u8, layout) };
-                    }
+                    let p = slots[next * per + i].swap(0, Ordering::AcqRel) as *mut [u64; 6];
+                    // Published above by its allocator; taken once (swap), so ours alone.
+                    ok &= !p.is_null() && raw::take_value(p)[0] == (next * per + i) as u64 ^ 0x5a5a;
                 }
                 ok
             })

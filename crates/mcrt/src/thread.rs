@@ -2,9 +2,10 @@
 //! A thread is a stack whose base holds its header (see [`crate::runtime`]); it runs until
 //! it yields, blocks on a predicate, or ends.
 
+use crate::cells::Slot;
 use crate::malloc::raw::AtomicDestructor;
 use crate::predicate::{Op, Predicate};
-use crate::runtime::{self, current, Slot, Task, DETACHED, DONE};
+use crate::runtime::{self, current, Task, DETACHED, DONE};
 use crate::Error;
 use alloc::boxed::Box;
 use alloc::sync::Arc;
@@ -159,7 +160,7 @@ impl Key {
 /// destructors run on its own stack.
 pub(crate) struct ThreadHooks;
 
-impl runtime::ThreadHooks for ThreadHooks {
+impl crate::hooks::ThreadHooks for ThreadHooks {
     fn ending(t: &Task) {
         run_tls_destructors(t);
     }

@@ -70,3 +70,16 @@ impl<const N: usize> Field for [u64; N] {
         words.try_into().map_err(|_| Malformed::BadField)
     }
 }
+
+/// A field no message holds: a variant with one is never made, so an enum generic over
+/// what a field carries, taken with `Infallible`, sends its other kinds only (the
+/// scheduler's notes, which carry no thread). Words never decode as one.
+impl Field for core::convert::Infallible {
+    const WORDS: usize = 0;
+    fn put(self, _out: &mut [u64]) {
+        match self {}
+    }
+    unsafe fn take(_words: &[u64]) -> Result<Self, Malformed> {
+        Err(Malformed::BadField)
+    }
+}

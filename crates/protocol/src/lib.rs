@@ -87,6 +87,12 @@ pub trait Protocol: Sized {
 /// fields (each a [`Field`]: `u64`, `u32`, `usize`, `bool`, `[u64; N]`, [`Carried`],
 /// [`Lent`]) and its tag. A variant with no payload is written `Kind {} = TAG`.
 ///
+/// The enum may take type parameters (`pub enum Message<T> { Arrive { thread: T } = 16 }`):
+/// it is a [`Protocol`] for every parameter that is a [`Field`]. A layer's state machine
+/// declares its messages once that way, generic over what a field carries (a thread, say),
+/// and the kernel picks the parameter that travels (a [`Carried`] handle); the state
+/// machine's host tests pick another.
+///
 /// ```
 /// protocol::messages! {
 ///     /// Echo traffic.
@@ -109,7 +115,7 @@ pub trait Protocol: Sized {
 macro_rules! messages {
     (
         $(#[$meta:meta])*
-        $vis:vis enum $name:ident {
+        $vis:vis enum $name:ident $(< $($param:ident),+ >)? {
             $(
                 $(#[$vmeta:meta])*
                 $variant:ident { $( $(#[$fmeta:meta])* $field:ident : $ty:ty ),* $(,)? } = $tag:literal
@@ -117,17 +123,11 @@ macro_rules! messages {
         }
     ) => {
         $(#[$meta])*
-        $vis enum $name {
+        $vis enum $name $(< $($param),+ >)? {
             $( $(#[$vmeta])* $variant { $( $(#[$fmeta])* $field: $ty ),* } ),*
         }
 
-        // Every variant's payload fits one message.
-        $( const _: () = assert!(
-            0 $( + <$ty as $crate::Field>::WORDS )* <= $crate::PAYLOAD_WORDS,
-            concat!(stringify!($name), "::", stringify!($variant), " does not fit one message")
-        ); )*
-
-        impl $crate::Protocol for $name {
+        impl $(< $($param: $crate::Field),+ >)? $crate::Protocol for $name $(< $($param),+ >)? {
             const KINDS: &'static [(u32, &'static str)] = &[ $( ($tag, stringify!($variant)) ),* ];
 
             #[allow(unused_assignments, unused_mut, unused_variables)]
@@ -136,6 +136,15 @@ macro_rules! messages {
                 let mut at = 0usize;
                 let tag = match self {
                     $( $name::$variant { $( $field ),* } => {
+                        // Every variant's payload fits one message (checked when the
+                        // enum, with its type parameters, is used).
+                        const { assert!(
+                            0 $( + <$ty as $crate::Field>::WORDS )* <= $crate::PAYLOAD_WORDS,
+                            concat!(
+                                stringify!($name), "::", stringify!($variant),
+                                " does not fit one message"
+                            )
+                        ) };
                         $(
                             let n = <$ty as $crate::Field>::WORDS;
                             $crate::Field::put($field, &mut words[at..at + n]);

@@ -8,90 +8,16 @@
 //! answered (AMPS §2.3: the source alone decides which thread goes, so two pullers never
 //! both win). Reading changes only the state it is given ([`Here`]) and returns what the
 //! kernel must then do ([`Action`]): ship threads, send messages, pass load reports on,
-//! end threads. No I/O, no clock; the kernel keeps the wire encoding of the messages.
+//! end threads. No I/O, no clock. The messages themselves are declared in [`crate::message`].
 
 use alloc::vec::Vec;
-use core::convert::Infallible;
 
 use crate::load::LoadTable;
+use crate::message::{Message, Note, Report};
 use crate::policy::Policy;
 use crate::runqueue::RunQueue;
 use crate::thread::Thread;
 use crate::wait::{WaitKey, WaitQueues, SLEEP_SPACE};
-
-/// A core's load report: core `origin`'s run-queue length, numbered `seq` (a later report
-/// replaces an earlier one), and whether the core takes threads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Report {
-    /// The core the report is about.
-    pub origin: usize,
-    /// Its run-queue length, the running thread included.
-    pub length: u64,
-    /// Its sequence number.
-    pub seq: u64,
-    /// False while the core takes no threads (dedicated to one context).
-    pub online: bool,
-}
-
-/// A scheduler message, carrying a thread of type `T` when it ships one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Message<T> {
-    /// A thread for this core.
-    Arrive(T),
-    /// Wake up to `n` waiters on the word `(space, addr)`, then pass the rest on to the
-    /// lowest core in `cores` (bit i: core i) other than this one.
-    Wake {
-        /// The waiters' address space.
-        space: u64,
-        /// The word's address.
-        addr: u64,
-        /// Most waiters to wake.
-        n: u64,
-        /// The cores that may hold waiters of `space`.
-        cores: u64,
-    },
-    /// Thread `uid` ended: wake its joiners here.
-    Joined {
-        /// The ended thread.
-        uid: u64,
-    },
-    /// A load report; with `forward` the receiver, its package's aggregator in the
-    /// multicast tree (Multikernel §5.1), passes it on within its package.
-    Load {
-        /// The report.
-        report: Report,
-        /// Whether to pass it on.
-        forward: bool,
-    },
-    /// The sender asks for one thread (and whether it may take the running one).
-    Pull {
-        /// Whether the running thread may go.
-        may_take_running: bool,
-    },
-    /// The answer to a pull that found nothing to give.
-    NoneToGive,
-    /// A program was stopped: end the threads of stopped programs held here off the CPU.
-    Reap,
-}
-
-impl<T> Message<T> {
-    /// The same message with its thread (if it carries one) changed by `f`.
-    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Message<U> {
-        match self {
-            Message::Arrive(t) => Message::Arrive(f(t)),
-            Message::Wake { space, addr, n, cores } => Message::Wake { space, addr, n, cores },
-            Message::Joined { uid } => Message::Joined { uid },
-            Message::Load { report, forward } => Message::Load { report, forward },
-            Message::Pull { may_take_running } => Message::Pull { may_take_running },
-            Message::NoneToGive => Message::NoneToGive,
-            Message::Reap => Message::Reap,
-        }
-    }
-}
-
-/// A message that carries no thread (what reading the inbox sends: threads go by
-/// [`Action::Ship`]).
-pub type Note = Message<Infallible>;
 
 /// A message the inbox refuses: from or about a core beyond its `N`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,18 +67,19 @@ impl<T, const N: usize> Inbox<T, N> {
         }
         self.any = true;
         match m {
-            Message::Arrive(t) => self.arrivals.push(t),
+            Message::Arrive { thread } => self.arrivals.push(thread),
             Message::Wake { space, addr, n, cores } => self.wakes.push(((space, addr), n, cores)),
             Message::Joined { uid } => self.joined.push(uid),
-            Message::Load { report, forward } => {
+            Message::Load { length, seq, online, origin, forward } => {
+                let report = Report { origin, length, seq, online };
                 let slot = self.loads.get_mut(report.origin).ok_or(Refused)?;
                 if slot.is_none_or(|(held, _)| held.seq < report.seq) {
                     *slot = Some((report, forward));
                 }
             }
             Message::Pull { may_take_running } => self.pulls[from] = Some(may_take_running),
-            Message::NoneToGive => {}
-            Message::Reap => self.reap = true,
+            Message::NoneToGive {} => {}
+            Message::Reap {} => self.reap = true,
         }
         Ok(())
     }
@@ -289,7 +216,7 @@ fn answer_pull<T: Thread>(
         *here.ship_running = Some(puller);
         return None;
     }
-    Some(Action::Send(puller, Message::NoneToGive))
+    Some(Action::Send(puller, Message::NoneToGive {}))
 }
 
 /// Wakes up to `n` threads parked on `key` (first parked first; each returns "woken" from

@@ -13,9 +13,11 @@
 //! 5. [`runqueue`]: one core's round-robin run queue with a time slice;
 //! 6. [`wait`]: one core's queues of threads waiting on a user word (`wait`/`wake`);
 //! 7. [`thread`]: what the two state machines below need of a thread ([`Thread`]);
-//! 8. [`inbox`]: one core's scheduler inbox (messages from other cores, filed) and what
+//! 8. [`message`]: the scheduler's messages between cores, each kind declared once with
+//!    its payload and tag ([`protocol::messages!`]);
+//! 9. [`inbox`]: one core's scheduler inbox (messages from other cores, filed) and what
 //!    reading it decides: a pure state machine, inbox in, actions out;
-//! 9. [`turn`]: the choice for the thread about to be switched in (run, end, or move).
+//! 10. [`turn`]: the choice for the thread about to be switched in (run, end, or move).
 //!
 //! All arithmetic is in integers (the kernel does not use the FPU): powers are in
 //! thousandths, and scaled loads are compared by cross-multiplication.
@@ -26,6 +28,7 @@ extern crate alloc;
 
 pub mod inbox;
 pub mod load;
+pub mod message;
 pub mod numa;
 pub mod policy;
 pub mod power;
@@ -34,8 +37,9 @@ pub mod thread;
 pub mod turn;
 pub mod wait;
 
-pub use inbox::{Action, Here, Inbox, Message, Note, Refused, Report};
+pub use inbox::{Action, Here, Inbox, Refused};
 pub use load::{CoreLoad, LoadTable, ScaledLoad};
+pub use message::{Message, Note, Report};
 pub use numa::{NumaPolicy, ResidentSet};
 pub use policy::{Move, Policy};
 pub use power::{Power, POWER_ONE};

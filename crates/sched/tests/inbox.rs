@@ -117,7 +117,7 @@ fn wake(space: u64, addr: u64, n: u64, cores: u64) -> Message<T> {
 }
 
 fn load(origin: usize, length: u64, seq: u64, forward: bool) -> Message<T> {
-    Message::Load { report: Report { origin, length, seq, online: true }, forward }
+    Report { origin, length, seq, online: true }.message(forward).carrying()
 }
 
 // ---- unit tests ------------------------------------------------------------------------
@@ -125,8 +125,10 @@ fn load(origin: usize, length: u64, seq: u64, forward: bool) -> Message<T> {
 #[test]
 fn arrivals_join_the_queue_and_note_where_they_are() {
     let mut c = Core::new(1);
-    let actions =
-        c.deliver(vec![(0, Message::Arrive(t(1, 0b10))), (2, Message::Arrive(t(2, 0xf)))]);
+    let actions = c.deliver(vec![
+        (0, Message::Arrive { thread: t(1, 0b10) }),
+        (2, Message::Arrive { thread: t(2, 0xf) }),
+    ]);
     assert!(actions.is_empty());
     assert_eq!(ready_ids(&c), [1, 2]);
     assert!(c.queue.ready().all(|t| t.at == Some(1)));
@@ -137,8 +139,10 @@ fn a_dedicated_core_passes_arrivals_on_unless_only_it_is_allowed() {
     let mut c = Core::new(0);
     c.dedicated = true;
     c.table.set_length(1, 3);
-    let actions =
-        c.deliver(vec![(1, Message::Arrive(t(1, 0b1111))), (1, Message::Arrive(t(2, 0b1)))]);
+    let actions = c.deliver(vec![
+        (1, Message::Arrive { thread: t(1, 0b1111) }),
+        (1, Message::Arrive { thread: t(2, 0b1) }),
+    ]);
     // Placed on the least loaded other core it allows (2, tied with 3: the lower index).
     assert!(matches!(&actions[..], [Action::Ship(x, 2)] if x.id == 1 && x.at == Some(0)));
     assert_eq!(ready_ids(&c), [2]);
@@ -159,7 +163,7 @@ fn a_pull_takes_the_most_recently_queued_thread_the_puller_may_run() {
     assert_eq!(c.ship_running, Some(1));
     // A second puller, while the running thread is promised, gets nothing.
     let actions = c.deliver(vec![(1, Message::Pull { may_take_running: true })]);
-    assert!(matches!(&actions[..], [Action::Send(1, Message::NoneToGive)]));
+    assert!(matches!(&actions[..], [Action::Send(1, Message::NoneToGive {})]));
 }
 
 #[test]
@@ -216,7 +220,7 @@ fn a_reap_ends_stopped_threads_off_the_cpu_only() {
     c.queue.push(stopped(2));
     c.queue.push(t(3, 1));
     c.waits.park((7, 8), stopped(4), None);
-    let actions = c.deliver(vec![(1, Message::Reap)]);
+    let actions = c.deliver(vec![(1, Message::Reap {})]);
     let ended: Vec<u32> = actions
         .iter()
         .map(|a| match a {
@@ -232,8 +236,8 @@ fn a_reap_ends_stopped_threads_off_the_cpu_only() {
 fn load_reports_update_the_replica_and_are_passed_on_when_asked() {
     let mut c = Core::new(0);
     let mut offline = load(2, 5, 3, true);
-    if let Message::Load { report, .. } = &mut offline {
-        report.online = false;
+    if let Message::Load { online, .. } = &mut offline {
+        *online = false;
     }
     let actions = c.deliver(vec![(1, load(1, 4, 2, false)), (1, offline)]);
     assert!(matches!(&actions[..], [Action::Forward(r)] if r.origin == 2 && r.seq == 3));
@@ -245,11 +249,11 @@ fn load_reports_update_the_replica_and_are_passed_on_when_asked() {
 fn the_inbox_refuses_cores_beyond_its_size_and_knows_when_it_is_empty() {
     let mut inbox: Inbox<T, CORES> = Inbox::new();
     assert!(inbox.is_empty());
-    assert!(inbox.file(CORES, Message::Reap).is_err());
+    assert!(inbox.file(CORES, Message::Reap {}).is_err());
     assert!(inbox.file(0, load(CORES, 1, 1, false)).is_err());
-    inbox.file(0, Message::NoneToGive).unwrap();
+    inbox.file(0, Message::NoneToGive {}).unwrap();
     assert!(!inbox.is_empty());
-    inbox.file(3, Message::Arrive(t(1, 1))).unwrap();
+    inbox.file(3, Message::Arrive { thread: t(1, 1) }).unwrap();
     let taken = inbox.take();
     assert!(inbox.is_empty() && taken.arrivals() == 1);
 }
@@ -343,14 +347,14 @@ fn realize(round: Vec<(usize, Gen)>, next: &mut u32) -> Vec<(usize, Message<T>)>
             let m = match g {
                 Gen::Arrive { allowed, stopping, movable } => {
                     *next += 1;
-                    Message::Arrive(T { stopping, movable, ..t(*next - 1, allowed) })
+                    Message::Arrive { thread: T { stopping, movable, ..t(*next - 1, allowed) } }
                 }
                 Gen::Wake { addr, n, cores } => wake(7, addr, n, cores),
                 Gen::Joined(uid) => Message::Joined { uid },
                 Gen::Load { origin, length, seq, forward } => load(origin, length, seq, forward),
                 Gen::Pull(may_take_running) => Message::Pull { may_take_running },
-                Gen::NoneToGive => Message::NoneToGive,
-                Gen::Reap => Message::Reap,
+                Gen::NoneToGive => Message::NoneToGive {},
+                Gen::Reap => Message::Reap {},
             };
             (from, m)
         })
@@ -431,7 +435,7 @@ proptest! {
                 let ships = actions.iter().filter(|a| matches!(a, Action::Ship(_, to) if *to == p)).count();
                 let nones = actions
                     .iter()
-                    .filter(|a| matches!(a, Action::Send(to, Message::NoneToGive) if *to == p))
+                    .filter(|a| matches!(a, Action::Send(to, Message::NoneToGive {}) if *to == p))
                     .count();
                 let promised = usize::from(promised_before.is_none() && c.ship_running == Some(p));
                 let want = usize::from(pullers.contains(&p));

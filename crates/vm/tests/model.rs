@@ -19,7 +19,7 @@
 mod sim;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use addrrange::{ArError, Perms};
 use proptest::prelude::*;
@@ -219,24 +219,7 @@ fn apply(sim: &Sim, world: &Arc<Mutex<World>>, op: &Op) {
         }
         Op::Root => w.add(Kind::Root, sim.root()),
         Op::Slot => w.add(Kind::Slot, sim.slot()),
-        Op::SetSeg { ar, seg, page, first, pages, write } => {
-            let kind = if ar % 2 == 0 { Kind::Root } else { Kind::Slot };
-            let (Some(range), Some(seg)) = (w.pick(kind, ar / 2), w.pick(Kind::Segment, seg))
-            else {
-                return;
-            };
-            let span = if kind == Kind::Root { ROOT_PAGES } else { SLOT_PAGES };
-            let page = page % span;
-            let want = w.set_seg_result(range.id, page, pages, span);
-            drop(w); // the edit may free objects: no world lock held meanwhile
-            let got = sim.set_seg(&range, page * P, &seg, first, pages, perms(write));
-            let mut w = world.lock().unwrap();
-            if got != want {
-                w.failures.push(format!("{op:?}: got {got:?}, the model says {want:?}"));
-            } else if got.is_ok() {
-                w.set_seg(range.id, (seg.id, first), page, pages, perms(write));
-            }
-        }
+        Op::SetSeg { .. } => set_seg(sim, world, w, op),
         Op::SetAr { root, slot_no, slot, write } => {
             let (Some(root), Some(slot)) = (w.pick(Kind::Root, root), w.pick(Kind::Slot, slot))
             else {
@@ -290,42 +273,66 @@ fn apply(sim: &Sim, world: &Arc<Mutex<World>>, op: &Op) {
                 sim.end(context);
             }
         }
-        Op::Access { context, page, anywhere, store, ref work } => {
-            if w.contexts.is_empty() {
-                return;
-            }
-            let (context, root) = w.contexts[context % w.contexts.len()];
-            let mapped: Vec<u64> =
-                (0..ROOT_PAGES).filter(|&p| w.resolve(root, p).is_some()).collect();
-            let page = match anywhere || mapped.is_empty() {
-                true => page % ROOT_PAGES,
-                false => mapped[page as usize % mapped.len()],
-            };
-            w.next_value += 1;
-            let value = w.next_value;
-            let refused_before = w.target(root, page, store).is_none();
-            let work = work.as_ref().map(|Work { after, op, near }| {
-                (*after, if *near { w.near(op, root, page) } else { (**op).clone() })
-            });
-            drop(w);
-            if let Some((after, work)) = work {
-                let world = world.clone();
-                sim.interfere(after, move |sim| apply(sim, &world, &work));
-            }
-            let got = match store {
-                true => sim.write(context, page * P, value).map(|()| value),
-                false => sim.read(context, page * P),
-            };
-            let mut w = world.lock().unwrap();
-            // A refusal is decided when the fault looks the mapping up, which may be before
-            // the injected work; an access that succeeds does so after it.
-            if got != Err(Refused) || !refused_before {
-                access_agrees(&mut w, op, root, page, store.then_some(value), got);
-            }
-            drop(w);
-            sim.flush_pending(); // work the access never got to runs after it
-        }
+        Op::Access { .. } => access(sim, world, w, op),
     }
+}
+
+/// [`Op::SetSeg`]: maps pages of a segment into a root or slot range, on both.
+fn set_seg(sim: &Sim, world: &Arc<Mutex<World>>, w: MutexGuard<'_, World>, op: &Op) {
+    let Op::SetSeg { ar, seg, page, first, pages, write } = *op else { return };
+    let kind = if ar % 2 == 0 { Kind::Root } else { Kind::Slot };
+    let (Some(range), Some(seg)) = (w.pick(kind, ar / 2), w.pick(Kind::Segment, seg)) else {
+        return;
+    };
+    let span = if kind == Kind::Root { ROOT_PAGES } else { SLOT_PAGES };
+    let page = page % span;
+    let want = w.set_seg_result(range.id, page, pages, span);
+    drop(w); // the edit may free objects: no world lock held meanwhile
+    let got = sim.set_seg(&range, page * P, &seg, first, pages, perms(write));
+    let mut w = world.lock().unwrap();
+    if got != want {
+        w.failures.push(format!("{op:?}: got {got:?}, the model says {want:?}"));
+    } else if got.is_ok() {
+        w.set_seg(range.id, (seg.id, first), page, pages, perms(write));
+    }
+}
+
+/// [`Op::Access`]: a read or store by a context, with work injected while it faults; the
+/// outcome must agree with the model.
+fn access(sim: &Sim, world: &Arc<Mutex<World>>, mut w: MutexGuard<'_, World>, op: &Op) {
+    let Op::Access { context, page, anywhere, store, ref work } = *op else { return };
+    if w.contexts.is_empty() {
+        return;
+    }
+    let (context, root) = w.contexts[context % w.contexts.len()];
+    let mapped: Vec<u64> = (0..ROOT_PAGES).filter(|&p| w.resolve(root, p).is_some()).collect();
+    let page = match anywhere || mapped.is_empty() {
+        true => page % ROOT_PAGES,
+        false => mapped[page as usize % mapped.len()],
+    };
+    w.next_value += 1;
+    let value = w.next_value;
+    let refused_before = w.target(root, page, store).is_none();
+    let work = work.as_ref().map(|Work { after, op, near }| {
+        (*after, if *near { w.near(op, root, page) } else { (**op).clone() })
+    });
+    drop(w);
+    if let Some((after, work)) = work {
+        let world = world.clone();
+        sim.interfere(after, move |sim| apply(sim, &world, &work));
+    }
+    let got = match store {
+        true => sim.write(context, page * P, value).map(|()| value),
+        false => sim.read(context, page * P),
+    };
+    let mut w = world.lock().unwrap();
+    // A refusal is decided when the fault looks the mapping up, which may be before
+    // the injected work; an access that succeeds does so after it.
+    if got != Err(Refused) || !refused_before {
+        access_agrees(&mut w, op, root, page, store.then_some(value), got);
+    }
+    drop(w);
+    sim.flush_pending(); // work the access never got to runs after it
 }
 
 /// Checks an access's outcome against the model, and applies a store to it.

@@ -65,79 +65,153 @@ fn wait_for(what: &str, done: impl Fn() -> bool) -> Result<(), String> {
     Ok(())
 }
 
+/// The test cores in a ring: core `i` gives blocks to the next and receives from the
+/// previous. Core 0 gives two blocks, the others one.
+struct Ring {
+    cores: Vec<usize>,
+}
+
+impl Ring {
+    fn len(&self) -> usize {
+        self.cores.len()
+    }
+    /// The index of `core` in the ring.
+    fn index(&self, core: usize) -> Result<usize, String> {
+        self.cores.iter().position(|&c| c == core).ok_or_else(|| "not a test core".into())
+    }
+    /// The core that index `i` gives to.
+    fn next(&self, i: usize) -> usize {
+        self.cores[(i + 1) % self.len()]
+    }
+    /// The index of the core that gives to index `i`.
+    fn from(&self, i: usize) -> usize {
+        (i + self.len() - 1) % self.len()
+    }
+    fn blocks_of(i: usize) -> u64 {
+        if i == 0 {
+            2
+        } else {
+            1
+        }
+    }
+}
+
 /// Every core at once gives blocks to the next (core 0 two, the others one); then every
 /// core's replica names the same owners, each core's total moved by what it got less what
 /// it gave, every received frame is free on its receiver, and a frame of a received block,
 /// taken by the receiver and freed on the giver, goes to the receiver.
 fn blocks_change_owner() -> Result<(), String> {
-    let cores = smp::online_cores();
-    let n = cores.len();
-    let next = |i: usize| cores[(i + 1) % n];
-    let given: Vec<spin::Mutex<u64>> = cores.iter().map(|_| spin::Mutex::new(0)).collect();
-    let before = counts(&cores)?;
+    let ring = Ring { cores: smp::online_cores() };
+    let before = counts(&ring.cores)?;
+    let given = give_around(&ring)?;
+    let replica = replicas_after_arrival(&ring, &given)?;
+    replica_names_receivers(&ring, &given, &replica)?;
+    totals_moved_by_gifts(&ring, &before, &counts(&ring.cores)?)?;
+    // A frame of core 0's gift.
+    let pa = given[0] + 5 * FRAME_SIZE;
+    freed_on_giver_goes_to_receiver(&ring, pa)?;
+    sent_to_giver_goes_on_to_receiver(&ring, pa)?;
+    no_failed_steps()?;
+    println!(
+        "retype: {} blocks changed owner on {} cores; {} rows in every replica",
+        ring.len() + 1,
+        ring.len(),
+        replica.len()
+    );
+    Ok(())
+}
+
+/// Every core at once gives its blocks to the next; returns, per index, the first frame
+/// it gave.
+fn give_around(ring: &Ring) -> Result<Vec<u64>, String> {
+    let given: Vec<spin::Mutex<u64>> = ring.cores.iter().map(|_| spin::Mutex::new(0)).collect();
     let give = |core: usize| -> Result<(), String> {
-        let i = cores.iter().position(|&c| c == core).ok_or("not a test core")?;
-        let blocks = if i == 0 { 2 } else { 1 };
-        let first = retype::give(blocks, next(i)).map_err(|e| format!("core {core}: {e}"))?;
+        let i = ring.index(core)?;
+        let first = retype::give(Ring::blocks_of(i), ring.next(i))
+            .map_err(|e| format!("core {core}: {e}"))?;
         *given[i].lock() = first;
         Ok(())
     };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &give))?;
-    let blocks_of = |i: usize| if i == 0 { 2 } else { 1 };
-    // Every replica the same, naming each receiver.
+    all_ok(&ring.cores, &smp::run_on(&ring.cores, JOB_TIMEOUT_US, &give))?;
+    Ok(given.iter().map(|g| *g.lock()).collect())
+}
+
+/// Waits on every core for the frames given to it (they arrive by message), then checks
+/// that every core's replica of the owner table is the same; returns it.
+fn replicas_after_arrival(ring: &Ring, given: &[u64]) -> Result<Vec<(u64, usize)>, String> {
     let replicas: Vec<spin::Mutex<Vec<(u64, usize)>>> =
-        cores.iter().map(|_| spin::Mutex::new(Vec::new())).collect();
+        ring.cores.iter().map(|_| spin::Mutex::new(Vec::new())).collect();
     let arrive = |core: usize| -> Result<(), String> {
-        let i = cores.iter().position(|&c| c == core).ok_or("not a test core")?;
-        // The frames given to this core arrive by message.
-        let from = (i + n - 1) % n;
-        let first = *given[from].lock();
-        let last = first + blocks_of(from) * BLOCK_SIZE - FRAME_SIZE;
+        let i = ring.index(core)?;
+        let from = ring.from(i);
+        let first = given[from];
+        let last = first + Ring::blocks_of(from) * BLOCK_SIZE - FRAME_SIZE;
         wait_for("the given frames' arrival", || {
             frames::is_free_here(first) && frames::is_free_here(last)
         })?;
         *replicas[i].lock() = frames::retyped_here();
         Ok(())
     };
-    all_ok(&cores, &smp::run_on(&cores, JOB_TIMEOUT_US, &arrive))?;
+    all_ok(&ring.cores, &smp::run_on(&ring.cores, JOB_TIMEOUT_US, &arrive))?;
     let first_replica = replicas[0].lock().clone();
     for (i, r) in replicas.iter().enumerate() {
         if *r.lock() != first_replica {
-            return Err(format!("core {}'s replica differs from core {}'s", cores[i], cores[0]));
+            let (core, first) = (ring.cores[i], ring.cores[0]);
+            return Err(format!("core {core}'s replica differs from core {first}'s"));
         }
     }
-    for (i, g) in given.iter().enumerate() {
-        let first = *g.lock();
-        for b in 0..blocks_of(i) {
+    Ok(first_replica)
+}
+
+/// The replica names each given block's receiver as its owner.
+fn replica_names_receivers(
+    ring: &Ring,
+    given: &[u64],
+    replica: &[(u64, usize)],
+) -> Result<(), String> {
+    for (i, &first) in given.iter().enumerate() {
+        for b in 0..Ring::blocks_of(i) {
             let block = first + b * BLOCK_SIZE;
-            let row = first_replica.iter().find(|r| r.0 == block);
-            if row.map(|r| r.1) != Some(next(i)) {
+            let row = replica.iter().find(|r| r.0 == block);
+            if row.map(|r| r.1) != Some(ring.next(i)) {
                 return Err(format!(
                     "block {block:#x}: replicas say {row:?}, not core {}",
-                    next(i)
+                    ring.next(i)
                 ));
             }
         }
     }
-    // Totals moved by exactly what was given and received.
-    let after = counts(&cores)?;
-    for i in 0..n {
-        let from = (i + n - 1) % n;
-        let want = before[i].1 + BLOCK_FRAMES * blocks_of(from) - BLOCK_FRAMES * blocks_of(i);
+    Ok(())
+}
+
+/// Each core's total (free, total) moved by exactly what it received less what it gave,
+/// and the sum over all cores did not change.
+fn totals_moved_by_gifts(
+    ring: &Ring,
+    before: &[(u64, u64)],
+    after: &[(u64, u64)],
+) -> Result<(), String> {
+    for i in 0..ring.len() {
+        let received = BLOCK_FRAMES * Ring::blocks_of(ring.from(i));
+        let want = before[i].1 + received - BLOCK_FRAMES * Ring::blocks_of(i);
         if after[i].1 != want {
             return Err(format!(
                 "core {}: {} frames in its share, want {want}",
-                cores[i], after[i].1
+                ring.cores[i], after[i].1
             ));
         }
     }
     let sum = |c: &[(u64, u64)]| c.iter().map(|x| x.1).sum::<u64>();
-    if sum(&before) != sum(&after) {
-        return Err(format!("frames appeared or vanished: {} then {}", sum(&before), sum(&after)));
+    if sum(before) != sum(after) {
+        return Err(format!("frames appeared or vanished: {} then {}", sum(before), sum(after)));
     }
-    // A frame of core 0's gift: taken on its receiver, freed on core 0, goes back to it.
-    let pa = *given[0].lock() + 5 * FRAME_SIZE;
-    let receiver = next(0);
+    Ok(())
+}
+
+/// A frame `pa` of core 0's gift: taken on its receiver, freed on core 0, goes back to
+/// the receiver.
+fn freed_on_giver_goes_to_receiver(ring: &Ring, pa: u64) -> Result<(), String> {
+    let receiver = ring.next(0);
     let claim = |_| if frames::claim_here(pa) { Ok(()) } else { Err(format!("{pa:#x} not free")) };
     all_ok(&[receiver], &smp::run_on(&[receiver], JOB_TIMEOUT_US, &claim))?;
     let free_on_giver = |_| {
@@ -145,12 +219,16 @@ fn blocks_change_owner() -> Result<(), String> {
         monitor::flush_frame_returns(); // (frames go home in batches otherwise)
         Ok(())
     };
-    all_ok(&[cores[0]], &smp::run_on(&[cores[0]], JOB_TIMEOUT_US, &free_on_giver))?;
+    let giver = ring.cores[0];
+    all_ok(&[giver], &smp::run_on(&[giver], JOB_TIMEOUT_US, &free_on_giver))?;
     let back = |_| wait_for("the freed frame's return", || frames::is_free_here(pa));
-    all_ok(&[receiver], &smp::run_on(&[receiver], JOB_TIMEOUT_US, &back))?;
-    // A frame of it sent to the giver, as a core whose replica was behind would: the giver
-    // sends it on to the receiver rather than taking it.
-    let giver = cores[0];
+    all_ok(&[receiver], &smp::run_on(&[receiver], JOB_TIMEOUT_US, &back))
+}
+
+/// A frame `pa` of core 0's gift sent to the giver, as a core whose replica was behind
+/// would: the giver sends it on to the receiver rather than taking it.
+fn sent_to_giver_goes_on_to_receiver(ring: &Ring, pa: u64) -> Result<(), String> {
+    let (giver, receiver) = (ring.cores[0], ring.next(0));
     let send_to_giver = |_| {
         if !frames::claim_here(pa) {
             return Err(format!("{pa:#x} not free on the receiver"));
@@ -161,14 +239,7 @@ fn blocks_change_owner() -> Result<(), String> {
         transport::send(giver, message).map_err(|e| format!("send: {:?}", e.error))?;
         wait_for("the frame's return through the giver", || frames::is_free_here(pa))
     };
-    all_ok(&[receiver], &smp::run_on(&[receiver], JOB_TIMEOUT_US, &send_to_giver))?;
-    no_failed_steps()?;
-    println!(
-        "retype: {} blocks changed owner on {n} cores; {} rows in every replica",
-        n + 1,
-        first_replica.len()
-    );
-    Ok(())
+    all_ok(&[receiver], &smp::run_on(&[receiver], JOB_TIMEOUT_US, &send_to_giver))
 }
 
 /// Bad requests are refused with nothing changed. A retype of a block another operation

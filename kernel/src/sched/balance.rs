@@ -3,7 +3,6 @@
 //! replica says so, and ships threads by pointer. Placement and dedication (Corey §4.4)
 //! are here too.
 
-use super::inbox::load;
 use super::message::SchedMessage;
 use super::running::Running;
 use super::{policy, with_sched, PULL_PATIENCE_TICKS, REPORT_EVERY_TICKS};
@@ -85,17 +84,17 @@ pub(super) fn send_load(length: u64, seq: u64, taking: bool) {
         Some(tree) if !tree.aggregators.is_empty() => {
             for branch in &tree.aggregators {
                 if branch.core != me && online(branch.core) {
-                    let _ = transport::try_send(branch.core, load(report, true));
+                    let _ = transport::try_send(branch.core, report.message(true));
                 } else {
                     for &c in branch.members.iter().filter(|&&c| online(c)) {
-                        let _ = transport::try_send(c, load(report, false));
+                        let _ = transport::try_send(c, report.message(false));
                     }
                 }
             }
         }
         _ => {
             for c in (0..percpu::core_count()).filter(|&c| c != me && online(c)) {
-                let _ = transport::try_send(c, load(report, false));
+                let _ = transport::try_send(c, report.message(false));
             }
         }
     }
@@ -112,7 +111,7 @@ pub(super) fn forward_load(report: Report) {
             && c.index != origin
             && c.state() == CoreState::Online;
         if member {
-            let _ = transport::try_send(c.index, load(report, false));
+            let _ = transport::try_send(c.index, report.message(false));
         }
     }
 }

@@ -2,7 +2,7 @@
 //! `wake`, `set_affinity`, `stat`, `set_fs_base`.
 
 use super::balance::{dedicated_mask, place, start_on};
-use super::inbox::{clear_waiter_bit, wake_here, wire};
+use super::inbox::{clear_waiter_bit, wake_here};
 use super::running::{
     leave_raw, read_u32_of, read_words_of, write_words_of, After, OnWake, Role, Running, SWITCHED,
 };
@@ -223,7 +223,7 @@ pub fn wake(addr: u64, n: u64) -> SysResult {
     let me = this_core().index;
     let woken = with_sched(|s| wake_here(s, (space, addr), n));
     if let Some((next, rest)) = sched::inbox::pass_on(me, (space, addr), n, woken, cores) {
-        let _ = transport::send(next, wire(rest));
+        let _ = transport::send(next, rest);
     }
     Ok(woken)
 }

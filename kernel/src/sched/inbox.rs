@@ -15,7 +15,8 @@ use abi::wait_result;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
-use sched::{Message, Note, Report, WaitKey};
+use protocol::Carried;
+use sched::{Message, WaitKey};
 use urpc::PAYLOAD_WORDS;
 
 /// Messages filed for the scheduler, read between threads and at every tick (what
@@ -33,40 +34,9 @@ pub fn on_message(from: usize, tag: u32, words: &[u64; PAYLOAD_WORDS]) -> Result
     // SAFETY: the monitor hands over each message it read once, as the sender's `encode`
     // wrote it: an `Arrive`'s thread was given up by its sender (`send_thread`).
     let message = unsafe { SchedMessage::decode(tag, words) }?;
-    INBOX.with(|inbox| inbox.file(from, typed(message))).map_err(|_| Rejection::Malformed)
-}
-
-/// The scheduler's state machine's message for wire message `m` (a thread back in its box).
-fn typed(m: SchedMessage) -> Message<Box<Running>> {
-    match m {
-        SchedMessage::Arrive { thread } => Message::Arrive(thread.into_box()),
-        SchedMessage::Wake { space, addr, n, cores } => Message::Wake { space, addr, n, cores },
-        SchedMessage::Joined { uid } => Message::Joined { uid },
-        SchedMessage::Load { length, seq, online, origin, forward } => {
-            Message::Load { report: Report { origin, length, seq, online }, forward }
-        }
-        SchedMessage::Pull { may_take_running } => Message::Pull { may_take_running },
-        SchedMessage::NoneToGive {} => Message::NoneToGive,
-        SchedMessage::Reap {} => Message::Reap,
-    }
-}
-
-/// The wire message for `note`, a message of the state machine's that carries no thread.
-pub(super) fn wire(note: Note) -> SchedMessage {
-    match note {
-        Message::Arrive(never) => match never {},
-        Message::Wake { space, addr, n, cores } => SchedMessage::Wake { space, addr, n, cores },
-        Message::Joined { uid } => SchedMessage::Joined { uid },
-        Message::Load { report: r, forward } => load(r, forward),
-        Message::Pull { may_take_running } => SchedMessage::Pull { may_take_running },
-        Message::NoneToGive => SchedMessage::NoneToGive {},
-        Message::Reap => SchedMessage::Reap {},
-    }
-}
-
-/// The wire message of load report `r` (`forward`: the receiver passes it on).
-pub(super) fn load(r: Report, forward: bool) -> SchedMessage {
-    SchedMessage::Load { length: r.length, seq: r.seq, online: r.online, origin: r.origin, forward }
+    INBOX
+        .with(|inbox| inbox.file(from, message.map(Carried::into_box)))
+        .map_err(|_| Rejection::Malformed)
 }
 
 /// What the scheduler's state machines (`sched::inbox`, `sched::choose`) need of a thread.
@@ -108,7 +78,7 @@ impl sched::Thread for Box<Running> {
 pub fn reap_on(cores: u64) {
     let me = this_core().index;
     if me < 64 && cores & (1 << me) != 0 {
-        let _ = INBOX.with(|i| i.file(me, Message::Reap));
+        let _ = INBOX.with(|i| i.file(me, Message::Reap {}));
     }
     for c in crate::smp::online_cores() {
         if c != me && c < 64 && cores & (1 << c) != 0 {

@@ -3,7 +3,7 @@
 //! tick ([`on_tick`]): the time slice, wake-up deadlines, load reports, pulls.
 
 use super::balance::{balance, forward_load, report_load, ship, undedicate};
-use super::inbox::{clear_waiter_bit, expire_deadlines, reap_on, wake_here, wire, Inbox, INBOX};
+use super::inbox::{clear_waiter_bit, expire_deadlines, reap_on, wake_here, Inbox, INBOX};
 use super::message::SchedMessage;
 use super::running::{finish, leave_raw, After, Cr3, Role, Running, SWITCHED};
 use super::{policy, with_current, with_sched, BALANCE_EVERY_TICKS, JOIN_SPACE, QUEUE_CAPACITY};
@@ -322,7 +322,7 @@ pub(super) fn read_inbox() {
             Action::Forward(r) => forward_load(r),
             Action::Ship(t, to) => ship(t, to),
             Action::Send(to, note) => {
-                let _ = transport::send(to, wire(note));
+                let _ = transport::send(to, note);
             }
             Action::End(t) => end_off_cpu(t),
         }

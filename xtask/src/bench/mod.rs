@@ -336,6 +336,56 @@ pub fn run(settings: &Settings) -> Result<Summary> {
         settings.mem,
         accel.name()
     );
+    let prepared = prepare(settings, accel, &jobs, host_cpus)?;
+    println!("bench: preparation took {:.1} s", start.elapsed().as_secs_f64());
+    let mut summary = Summary::default();
+    let first = hostload::sample();
+    let run_start = Instant::now();
+    for (i, job) in jobs.iter().enumerate() {
+        print_job_start(i, jobs.len(), job, host_cpus, settings.repeat);
+        let log = prepared.logs.join(format!("{}.log", job.label()));
+        let before = hostload::sample();
+        // Whatever goes wrong in one job (even building its command line) fails that job
+        // only: the others, on both systems, still run.
+        let verdict = launch(job, settings, accel, &prepared, &log)
+            .and_then(|o| records_of(o, job, settings, &prepared.ctx));
+        let elapsed = run_start.elapsed();
+        let eta = elapsed.mul_f64((jobs.len() - i - 1) as f64 / (i + 1) as f64);
+        let others = hostload::others_share(before, hostload::sample()).unwrap_or(0.0);
+        let progress = format!(
+            "others {:.0}% | elapsed {} eta {}",
+            others * 100.0,
+            clock(elapsed),
+            clock(eta)
+        );
+        tally(verdict, job, &log, &progress, &mut summary);
+    }
+    summary.wall = start.elapsed();
+    summary.others = hostload::others_share(first, hostload::sample());
+    let guest = prepared.guest.as_ref().map(|g| g.describe.as_str());
+    output::write(settings, &experiments, &summary, &prepared.ctx, guest)?;
+    println!(
+        "bench: {} records, {} failed runs, {} wall; see {}",
+        summary.records.len(),
+        summary.failed.len(),
+        clock(summary.wall),
+        settings.out.join("report.md").display()
+    );
+    Ok(summary)
+}
+
+/// What every job of a run uses: the images Atoll boots, the Linux guest and `bench-host`
+/// when a job needs them, where the logs go, and what every record shares.
+struct Prepared {
+    images: build::Images,
+    guest: Option<guest::Guest>,
+    host_binary: Option<PathBuf>,
+    logs: PathBuf,
+    ctx: Context,
+}
+
+/// Builds what `jobs` need and makes a fresh log folder.
+fn prepare(settings: &Settings, accel: Accel, jobs: &[Job], host_cpus: u32) -> Result<Prepared> {
     let images = build::images()?;
     let guest = if jobs.iter().any(|j| j.system == "linux") {
         let binary = linux_bin::build()?;
@@ -358,54 +408,58 @@ pub fn run(settings: &Settings) -> Result<Summary> {
         host_cpus,
         linux_hz: guest.as_ref().and_then(|g| g.hz),
     };
-    println!("bench: preparation took {:.1} s", start.elapsed().as_secs_f64());
-    let mut summary = Summary::default();
-    let first = hostload::sample();
+    Ok(Prepared { images, guest, host_binary, logs, ctx })
+}
 
-    let run_start = Instant::now();
-    for (i, job) in jobs.iter().enumerate() {
-        let e = job.experiment;
-        let system = match job.mitigations {
-            Some(Mitigations::AsBooted) => "linux (as booted)",
-            _ => job.system,
-        };
-        print!(
-            "bench: [{:>2}/{}] {:<10} {:<5} cores={}{} rep {}/{} ",
-            i + 1,
-            jobs.len(),
-            e.name,
-            system,
-            job.cores,
-            if job.cores > host_cpus { " (oversubscribed)" } else { "" },
-            job.repeat,
-            settings.repeat
-        );
-        let _ = std::io::Write::flush(&mut std::io::stdout());
-        let log = logs.join(format!("{}.log", job.label()));
-        let timeout = Duration::from_secs(e.timeout_secs);
-        let before = hostload::sample();
-        // Whatever goes wrong in one job (even building its command line) fails that job
-        // only: the others, on both systems, still run.
-        let outcome = match job.system {
-            "atoll" => e
-                .atoll_command(job.cores)
-                .ok_or_else(|| "no Atoll command".to_string())
-                .and_then(|c| qemu::cmd_arg(&(c + job.variant.map_or("", |v| v.atoll_args))))
-                .map(|command| atoll_cmdline(command, ctx.linux_hz))
-                .map(|command| match job.variant.and_then(|v| v.atoll_boot) {
-                    Some(boot) => format!("{command} {boot}"),
-                    None => command,
-                })
-                .and_then(|command| {
-                    let mut vm =
-                        vm(settings, accel, job.cores, &images.kernel, &images.initrd, command);
-                    vm.extra.extend(variant_qemu_args(job));
-                    runner::boot(&vm, &log, timeout, false)
-                }),
-            "linux" => guest
-                .as_ref()
-                .ok_or_else(|| "the Linux guest is not prepared".to_string())
-                .and_then(|g| {
+/// The start of job `i`'s progress line (its end follows when it is done).
+fn print_job_start(i: usize, jobs: usize, job: &Job, host_cpus: u32, repeat: u32) {
+    let system = match job.mitigations {
+        Some(Mitigations::AsBooted) => "linux (as booted)",
+        _ => job.system,
+    };
+    print!(
+        "bench: [{:>2}/{}] {:<10} {:<5} cores={}{} rep {}/{} ",
+        i + 1,
+        jobs,
+        job.experiment.name,
+        system,
+        job.cores,
+        if job.cores > host_cpus { " (oversubscribed)" } else { "" },
+        job.repeat,
+        repeat
+    );
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+}
+
+/// Runs one job: boots Atoll or the Linux guest (or runs `bench-host`), serial to `log`.
+fn launch(
+    job: &Job,
+    settings: &Settings,
+    accel: Accel,
+    p: &Prepared,
+    log: &std::path::Path,
+) -> Result<runner::Outcome> {
+    let e = job.experiment;
+    let timeout = Duration::from_secs(e.timeout_secs);
+    match job.system {
+        "atoll" => e
+            .atoll_command(job.cores)
+            .ok_or_else(|| "no Atoll command".to_string())
+            .and_then(|c| qemu::cmd_arg(&(c + job.variant.map_or("", |v| v.atoll_args))))
+            .map(|command| atoll_cmdline(command, p.ctx.linux_hz))
+            .map(|command| match job.variant.and_then(|v| v.atoll_boot) {
+                Some(boot) => format!("{command} {boot}"),
+                None => command,
+            })
+            .and_then(|command| {
+                let (kernel, initrd) = (&p.images.kernel, &p.images.initrd);
+                let mut vm = vm(settings, accel, job.cores, kernel, initrd, command);
+                vm.extra.extend(variant_qemu_args(job));
+                runner::boot(&vm, log, timeout, false)
+            }),
+        "linux" => {
+            p.guest.as_ref().ok_or_else(|| "the Linux guest is not prepared".to_string()).and_then(
+                |g| {
                     let mitigations = job.mitigations.unwrap_or(Mitigations::Off);
                     let mut args = e.linux_args(job.cores).unwrap_or_default();
                     args.push_str(job.variant.and_then(|v| v.linux_args).unwrap_or(""));
@@ -413,68 +467,67 @@ pub fn run(settings: &Settings) -> Result<Summary> {
                     let mut vm = vm(settings, accel, job.cores, &g.kernel, &g.initramfs, cmdline);
                     vm.extra.extend(variant_qemu_args(job));
                     match job.variant.map_or(&[][..], |v| v.linux_slow) {
-                        [] => runner::boot(&vm, &log, timeout, true),
-                        slow => runner::boot_throttled(&vm, &log, timeout, slow),
+                        [] => runner::boot(&vm, log, timeout, true),
+                        slow => runner::boot_throttled(&vm, log, timeout, slow),
                     }
-                }),
-            _ => host_binary
-                .as_deref()
-                .ok_or_else(|| "bench-host is not built".to_string())
-                .and_then(|binary| runner::host(binary, &log, timeout)),
-        };
-        let verdict = outcome.and_then(|o| {
-            let why = o.failure();
-            let mut got = Vec::new();
-            for text in &o.results {
-                let mut r = records::record(text, job, &ctx, &o.conditions)?;
-                if job.system != "host" {
-                    // The VM's topology, so the report can state it (one package unless
-                    // SOCKETS says otherwise).
-                    r.insert("sockets".into(), settings.sockets.unwrap_or(1).into());
-                }
-                got.push(r);
-            }
-            Ok((o.elapsed, got, why))
-        });
-        let elapsed = run_start.elapsed();
-        let eta = elapsed.mul_f64((jobs.len() - i - 1) as f64 / (i + 1) as f64);
-        let others = hostload::others_share(before, hostload::sample()).unwrap_or(0.0);
-        match verdict {
-            Ok((took, got, None)) => {
-                println!(
-                    "ok {:.1} s, {} results, others {:.0}% | elapsed {} eta {}",
-                    took.as_secs_f64(),
-                    got.len(),
-                    others * 100.0,
-                    clock(elapsed),
-                    clock(eta)
-                );
-                summary.records.extend(got);
-            }
-            Ok((_, got, Some(why))) => {
-                println!("FAILED: {why} (log {})", log.display());
-                runner::print_tail(&log, 15);
-                summary.records.extend(got);
-                summary.failed.push(format!("{}: {why}", job.label()));
-            }
-            Err(why) => {
-                println!("FAILED: {why}");
-                summary.failed.push(format!("{}: {why}", job.label()));
-            }
+                },
+            )
+        }
+        _ => p
+            .host_binary
+            .as_deref()
+            .ok_or_else(|| "bench-host is not built".to_string())
+            .and_then(|binary| runner::host(binary, log, timeout)),
+    }
+}
+
+/// A job's records from what it printed, with how long it took and why it failed (if
+/// it did).
+fn records_of(
+    o: runner::Outcome,
+    job: &Job,
+    settings: &Settings,
+    ctx: &Context,
+) -> Result<(Duration, Vec<Record>, Option<String>)> {
+    let why = o.failure();
+    let mut got = Vec::new();
+    for text in &o.results {
+        let mut r = records::record(text, job, ctx, &o.conditions)?;
+        if job.system != "host" {
+            // The VM's topology, so the report can state it (one package unless SOCKETS
+            // says otherwise).
+            r.insert("sockets".into(), settings.sockets.unwrap_or(1).into());
+        }
+        got.push(r);
+    }
+    Ok((o.elapsed, got, why))
+}
+
+/// Ends a job's progress line with its verdict and adds its records (and failure) to
+/// `summary`.
+fn tally(
+    verdict: Result<(Duration, Vec<Record>, Option<String>)>,
+    job: &Job,
+    log: &std::path::Path,
+    progress: &str,
+    summary: &mut Summary,
+) {
+    match verdict {
+        Ok((took, got, None)) => {
+            println!("ok {:.1} s, {} results, {progress}", took.as_secs_f64(), got.len());
+            summary.records.extend(got);
+        }
+        Ok((_, got, Some(why))) => {
+            println!("FAILED: {why} (log {})", log.display());
+            runner::print_tail(log, 15);
+            summary.records.extend(got);
+            summary.failed.push(format!("{}: {why}", job.label()));
+        }
+        Err(why) => {
+            println!("FAILED: {why}");
+            summary.failed.push(format!("{}: {why}", job.label()));
         }
     }
-    summary.wall = start.elapsed();
-    summary.others = hostload::others_share(first, hostload::sample());
-    let guest = guest.as_ref().map(|g| g.describe.as_str());
-    output::write(settings, &experiments, &summary, &ctx, guest)?;
-    println!(
-        "bench: {} records, {} failed runs, {} wall; see {}",
-        summary.records.len(),
-        summary.failed.len(),
-        clock(summary.wall),
-        settings.out.join("report.md").display()
-    );
-    Ok(summary)
 }
 
 /// Atoll's command line for a job: its command, and the Linux guest's tick rate (`hz=`) so

@@ -56,55 +56,15 @@ fn protocol_named(name: &str) -> Option<Protocol> {
 pub fn section(out: &mut String, records: &[&Record]) {
     let atoll: Vec<&Record> =
         records.iter().copied().filter(|r| text(r, "system") == "atoll").collect();
-    // Measured points: (vm, k, protocol) -> (values, whether a VM had more vCPUs than
-    // the host has CPUs).
-    let mut points: BTreeMap<(Vm, u64, String), (Vec<f64>, bool)> = BTreeMap::new();
-    for r in atoll.iter().filter(|r| text(r, "metric") == "latency_cycles") {
-        let k = number(r, "active_cores").or_else(|| number(r, "cores")).unwrap_or(0.0) as u64;
-        if let Some(v) = number(r, "value") {
-            let point = points.entry((vm_of(r), k, text(r, "protocol").to_string())).or_default();
-            point.0.push(v);
-            point.1 |= r.get("oversubscribed").and_then(|o| o.as_bool()) == Some(true);
-        }
-    }
-    let mut rows = Vec::new();
-    let (mut within, mut total, mut oversubscribed) = (0, 0, 0);
-    let mut biggest: Option<(Vm, bool, Costs)> = None;
-    for ((vm, k, protocol), (mut values, crowded)) in points {
+    let mut table = Fit::default();
+    for ((vm, k, protocol), (values, crowded)) in shootdown_points(&atoll) {
         let (Some(costs), Some(p)) = (costs_of(&atoll, vm), protocol_named(&protocol)) else {
             continue;
         };
-        // The costs to extrapolate with: from the biggest VM that is not oversubscribed
-        // (its one-way latencies are the host's scheduling otherwise), if there is one.
-        if biggest.is_none_or(|(b, b_crowded, _)| {
-            (b_crowded && !crowded) || (b_crowded == crowded && vm.0 >= b.0)
-        }) {
-            biggest = Some((vm, crowded, costs));
-        }
-        let topo = Topology { packages: vm.1 as usize, cores_per_package: (vm.0 / vm.1) as usize };
-        // A point exists only once a value was pushed to it, so there is a median.
-        let measured = median(&mut values).unwrap_or(0.0);
-        let predicted = predict(p, topo, k as usize, &costs);
-        let error = relative_error(predicted, measured);
-        // A vCPU waiting for a host CPU costs milliseconds, which no protocol model
-        // predicts: such points are shown, not counted.
-        if crowded {
-            oversubscribed += 1;
-        } else {
-            total += 1;
-            if error.abs() <= WITHIN {
-                within += 1;
-            }
-        }
-        rows.push(format!(
-            "| {}×{} | {k}{} | {protocol} | {measured:.0} | {predicted:.0} | {:.0}% |",
-            vm.1,
-            vm.0 / vm.1,
-            if crowded { " (oversubscribed)" } else { "" },
-            error * 100.0
-        ));
+        table.add(vm, k, p, values, crowded, costs);
     }
-    let Some((vm, _, costs)) = biggest else { return };
+    let Some((vm, _, costs)) = table.biggest else { return };
+    let (within, total, oversubscribed) = (table.within, table.total, table.oversubscribed);
     let crowded_note = if oversubscribed > 0 {
         format!(
             " {oversubscribed} more come from VMs with more vCPUs than the host has CPUs \
@@ -130,9 +90,88 @@ pub fn section(out: &mut String, records: &[&Record]) {
         costs.shared_line_per_reader,
         WITHIN * 100.0
     );
-    for row in rows {
+    for row in table.rows {
         let _ = writeln!(out, "{row}");
     }
+    beyond_the_machine(out, vm, &costs);
+}
+
+/// Measured points: (vm, k, protocol) -> (values, whether a VM had more vCPUs than the
+/// host has CPUs).
+type ShootdownPoints = BTreeMap<(Vm, u64, String), (Vec<f64>, bool)>;
+
+/// Atoll's measured shootdown latencies, by point.
+fn shootdown_points(atoll: &[&Record]) -> ShootdownPoints {
+    let mut points = ShootdownPoints::new();
+    for r in atoll.iter().filter(|r| text(r, "metric") == "latency_cycles") {
+        let k = number(r, "active_cores").or_else(|| number(r, "cores")).unwrap_or(0.0) as u64;
+        if let Some(v) = number(r, "value") {
+            let point = points.entry((vm_of(r), k, text(r, "protocol").to_string())).or_default();
+            point.0.push(v);
+            point.1 |= r.get("oversubscribed").and_then(|o| o.as_bool()) == Some(true);
+        }
+    }
+    points
+}
+
+/// The model beside the measurement, point by point: the table's rows, the counts of
+/// points within [`WITHIN`], and the VM whose costs to extrapolate with.
+#[derive(Default)]
+struct Fit {
+    rows: Vec<String>,
+    within: usize,
+    total: usize,
+    oversubscribed: usize,
+    /// The biggest VM that is not oversubscribed (its one-way latencies are the host's
+    /// scheduling otherwise), if there is one: (vm, crowded, its costs).
+    biggest: Option<(Vm, bool, Costs)>,
+}
+
+impl Fit {
+    /// One measured point: `values` of protocol `p` at `k` cores of `vm` (`crowded`: a VM
+    /// with more vCPUs than the host has CPUs), predicted with `costs`.
+    fn add(
+        &mut self,
+        vm: Vm,
+        k: u64,
+        p: Protocol,
+        mut values: Vec<f64>,
+        crowded: bool,
+        costs: Costs,
+    ) {
+        if self.biggest.is_none_or(|(b, b_crowded, _)| {
+            (b_crowded && !crowded) || (b_crowded == crowded && vm.0 >= b.0)
+        }) {
+            self.biggest = Some((vm, crowded, costs));
+        }
+        let topo = Topology { packages: vm.1 as usize, cores_per_package: (vm.0 / vm.1) as usize };
+        // A point exists only once a value was pushed to it, so there is a median.
+        let measured = median(&mut values).unwrap_or(0.0);
+        let predicted = predict(p, topo, k as usize, &costs);
+        let error = relative_error(predicted, measured);
+        // A vCPU waiting for a host CPU costs milliseconds, which no protocol model
+        // predicts: such points are shown, not counted.
+        if crowded {
+            self.oversubscribed += 1;
+        } else {
+            self.total += 1;
+            if error.abs() <= WITHIN {
+                self.within += 1;
+            }
+        }
+        self.rows.push(format!(
+            "| {}×{} | {k}{} | {} | {measured:.0} | {predicted:.0} | {:.0}% |",
+            vm.1,
+            vm.0 / vm.1,
+            if crowded { " (oversubscribed)" } else { "" },
+            p.name(),
+            error * 100.0
+        ));
+    }
+}
+
+/// Each protocol's predicted latency on 8 packages × 8 cores, with `vm`'s costs.
+fn beyond_the_machine(out: &mut String, vm: Vm, costs: &Costs) {
     let big = Topology { packages: 8, cores_per_package: 8 };
     let _ = writeln!(
         out,
@@ -144,7 +183,7 @@ pub fn section(out: &mut String, records: &[&Record]) {
         " --- |".repeat(Protocol::ALL.len())
     );
     let curves: Vec<Vec<(usize, f64)>> =
-        Protocol::ALL.into_iter().map(|p| curve(p, big, &costs)).collect();
+        Protocol::ALL.into_iter().map(|p| curve(p, big, costs)).collect();
     for n in [2, 4, 8, 16, 32, 64] {
         let cells: Vec<String> = curves
             .iter()
@@ -169,37 +208,17 @@ pub fn unmap_section(out: &mut String, unmap: &[&Record], shootdown: &[&Record])
     };
     let (unmap, shootdown) = (atoll(unmap), atoll(shootdown));
     let shootdown: Vec<&Record> = shootdown.iter().collect();
-    // Reductions: (vm, N) -> values.
-    let mut points: BTreeMap<(Vm, u64), Vec<f64>> = BTreeMap::new();
-    for r in unmap.iter().filter(|r| text(r, "metric") == "latency_cycles") {
-        if text(r, "config") != "reduce" {
-            continue;
-        }
-        let n = number(r, "active_cores").or_else(|| number(r, "cores")).unwrap_or(0.0) as u64;
-        if let Some(v) = number(r, "value") {
-            points.entry((vm_of(r), n)).or_default().push(v);
-        }
-    }
+    let points = reduce_points(&unmap);
     // The biggest VM with a floor, measured costs and a point to fit the kick at.
     let vms: Vec<Vm> = points.keys().map(|(vm, _)| *vm).collect();
-    let Some((vm, costs, floor)) = vms.into_iter().rev().find_map(|vm| {
+    let Some((vm, model)) = vms.into_iter().rev().find_map(|vm| {
         let floor = median(&mut points.get(&(vm, 1))?.clone())?;
         let costs = costs_of(&shootdown, vm)?;
-        points.keys().any(|&(v, n)| v == vm && n >= 2).then_some((vm, costs, floor))
+        let topo = Topology { packages: vm.1 as usize, cores_per_package: (vm.0 / vm.1) as usize };
+        let model = UnmapModel { floor, costs, topo };
+        points.keys().any(|&(v, n)| v == vm && n >= 2).then_some((vm, model))
     }) else {
         return;
-    };
-    let topo = Topology { packages: vm.1 as usize, cores_per_package: (vm.0 / vm.1) as usize };
-    let protocol = |topo: Topology| {
-        if topo.packages > 1 {
-            Protocol::NumaMulticast
-        } else {
-            Protocol::Unicast
-        }
-    };
-    let with_kick = |kick: f64| Costs { receive: costs.receive + kick, ..costs };
-    let model = |topo: Topology, n: usize, kick: f64| {
-        floor + predict(protocol(topo), topo, n, &with_kick(kick))
     };
     let measured: Vec<(u64, f64)> = points
         .iter()
@@ -207,29 +226,20 @@ pub fn unmap_section(out: &mut String, unmap: &[&Record], shootdown: &[&Record])
         .map(|((_, n), values)| (*n, median(&mut values.clone()).unwrap_or(0.0)))
         .collect();
     let (fit_n, fit_value) = measured[0];
-    // The prediction grows with the kick: bisect for the one that meets the fitted point.
-    let (mut lo, mut hi) = (0.0, 4.0 * fit_value);
-    for _ in 0..60 {
-        let mid = (lo + hi) / 2.0;
-        if model(topo, fit_n as usize, mid) < fit_value {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    let kick = (lo + hi) / 2.0;
+    let kick = model.fit_kick(fit_n as usize, fit_value);
     let _ = writeln!(
         out,
         "\nThe model of Figure 7 (`crates/agreement-sim`, costs from `shootdown` in the same \
-         run): the local floor ({floor:.0} cycles, N = 1) plus the shootdown among N cores by \
+         run): the local floor ({:.0} cycles, N = 1) plus the shootdown among N cores by \
          {}, each participant's receive cost grown by the kick that interrupts its user code \
          ({kick:.0} cycles, fitted at N = {fit_n}: that point is no check).\n\n\
          | packages×cores | N | measured `reduce` (cycles) | predicted | error |\n\
          | --- | --- | --- | --- | --- |",
-        protocol(topo).name()
+        model.floor,
+        UnmapModel::protocol(model.topo).name()
     );
     for (n, value) in &measured {
-        let predicted = model(topo, *n as usize, kick);
+        let predicted = model.predict(model.topo, *n as usize, kick);
         let error = if *n == fit_n {
             "(fitted)".to_string()
         } else {
@@ -242,6 +252,69 @@ pub fn unmap_section(out: &mut String, unmap: &[&Record], shootdown: &[&Record])
             vm.0 / vm.1
         );
     }
+    unmap_beyond_the_machine(out, &model, kick);
+}
+
+/// Atoll's measured `reduce` unmap latencies: (vm, N) -> values.
+fn reduce_points(unmap: &[Record]) -> BTreeMap<(Vm, u64), Vec<f64>> {
+    let mut points: BTreeMap<(Vm, u64), Vec<f64>> = BTreeMap::new();
+    for r in unmap.iter().filter(|r| text(r, "metric") == "latency_cycles") {
+        if text(r, "config") != "reduce" {
+            continue;
+        }
+        let n = number(r, "active_cores").or_else(|| number(r, "cores")).unwrap_or(0.0) as u64;
+        if let Some(v) = number(r, "value") {
+            points.entry((vm_of(r), n)).or_default().push(v);
+        }
+    }
+    points
+}
+
+/// Figure 7's model for one VM: its local floor, its shootdown costs and its topology.
+struct UnmapModel {
+    floor: f64,
+    costs: Costs,
+    topo: Topology,
+}
+
+impl UnmapModel {
+    /// The protocol the SKB picks: unicast within one package, NUMA-aware multicast across.
+    fn protocol(topo: Topology) -> Protocol {
+        if topo.packages > 1 {
+            Protocol::NumaMulticast
+        } else {
+            Protocol::Unicast
+        }
+    }
+
+    /// The shootdown costs with each participant's receive grown by `kick`.
+    fn with_kick(&self, kick: f64) -> Costs {
+        Costs { receive: self.costs.receive + kick, ..self.costs }
+    }
+
+    /// The predicted unmap latency at `n` cores of `topo`.
+    fn predict(&self, topo: Topology, n: usize, kick: f64) -> f64 {
+        self.floor + predict(Self::protocol(topo), topo, n, &self.with_kick(kick))
+    }
+
+    /// The kick that makes the prediction at `n` cores meet `value`: the prediction grows
+    /// with the kick, so bisect.
+    fn fit_kick(&self, n: usize, value: f64) -> f64 {
+        let (mut lo, mut hi) = (0.0, 4.0 * value);
+        for _ in 0..60 {
+            let mid = (lo + hi) / 2.0;
+            if self.predict(self.topo, n, mid) < value {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        (lo + hi) / 2.0
+    }
+}
+
+/// The predicted unmap latency on 8 packages × 8 cores, each protocol.
+fn unmap_beyond_the_machine(out: &mut String, model: &UnmapModel, kick: f64) {
     let big = Topology { packages: 8, cores_per_package: 8 };
     let _ = writeln!(
         out,
@@ -254,7 +327,7 @@ pub fn unmap_section(out: &mut String, unmap: &[&Record], shootdown: &[&Record])
     for n in [2, 4, 8, 16, 32, 64] {
         let cells: Vec<String> = Protocol::ALL
             .into_iter()
-            .map(|p| format!("{:.0}", floor + predict(p, big, n, &with_kick(kick))))
+            .map(|p| format!("{:.0}", model.floor + predict(p, big, n, &model.with_kick(kick))))
             .collect();
         let _ = writeln!(out, "| {n} | {} |", cells.join(" | "));
     }

@@ -155,19 +155,32 @@ type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 /// One panel per unit; per row (`rows_by`: the experiment's own row fields) and core count
 /// a group of bars, one per system.
 fn bars(root: &Area, name: &str, rows_by: &[&str], records: &[&Record]) -> Result {
+    let (title, body) = root.split_vertically(40);
+    let style = ("sans-serif", 22).into_font();
+    title
+        .titled(&format!("{name}: median, whiskers min–max over repetitions"), style)
+        .map_err(|e| e.to_string())?;
+    let groups = unit_groups(records, rows_by);
+    let panels = side_by_side(body, &groups);
+    for (panel, (unit, mine, cats)) in panels.iter().zip(&groups) {
+        bar_panel(root, panel, unit, mine, cats, rows_by)?;
+    }
+    Ok(())
+}
+
+/// Per unit (in order of appearance), its records and its categories: (metric, variant,
+/// cores), in order of appearance.
+fn unit_groups<'r>(
+    records: &[&'r Record],
+    rows_by: &[&str],
+) -> Vec<(&'r str, Vec<&'r Record>, Vec<Category>)> {
     let mut units: Vec<&str> = Vec::new();
     for r in records {
         if !units.contains(&text(r, "unit")) {
             units.push(text(r, "unit"));
         }
     }
-    let (title, mut body) = root.split_vertically(40);
-    let style = ("sans-serif", 22).into_font();
-    title
-        .titled(&format!("{name}: median, whiskers min–max over repetitions"), style)
-        .map_err(|e| e.to_string())?;
-    // Per unit, its records and categories: (metric, variant, cores) in order of appearance.
-    let groups: Vec<(&str, Vec<&Record>, Vec<Category>)> = units
+    units
         .iter()
         .map(|unit| {
             let mine: Vec<&Record> =
@@ -182,8 +195,12 @@ fn bars(root: &Area, name: &str, rows_by: &[&str], records: &[&Record]) -> Resul
             }
             (*unit, mine, cats)
         })
-        .collect();
-    // Panels side by side, as wide as their number of categories.
+        .collect()
+}
+
+/// `body` cut into panels side by side, one per group, as wide as its number of
+/// categories.
+fn side_by_side<'a, G>(mut body: Area<'a>, groups: &[(&str, G, Vec<Category>)]) -> Vec<Area<'a>> {
     let total: usize = groups.iter().map(|g| g.2.len() + 1).sum();
     let mut panels = Vec::new();
     for (i, group) in groups.iter().enumerate() {
@@ -196,82 +213,106 @@ fn bars(root: &Area, name: &str, rows_by: &[&str], records: &[&Record]) -> Resul
         panels.push(left);
         body = right;
     }
-    for (panel, (unit, mine, cats)) in panels.iter().zip(&groups) {
-        let systems: Vec<(&str, RGBColor)> = SYSTEMS
-            .iter()
-            .copied()
-            .filter(|(s, _)| mine.iter().any(|r| text(r, "system") == *s))
-            .collect();
-        let axis = Axis::new(mine.iter().filter_map(|r| number(r, "value")));
-        let mut chart = ChartBuilder::on(panel)
-            .margin(8)
-            .x_label_area_size(110)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0f64..cats.len() as f64, axis.lo..axis.hi)
-            .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(0)
-            .y_desc(unit.to_string())
-            .y_labels(axis.labels())
-            .y_label_formatter(&|y| axis.label(*y))
-            .draw()
-            .map_err(|e| e.to_string())?;
-        let width = 0.8 / systems.len().max(1) as f64;
-        for (s, (system, color)) in systems.iter().enumerate() {
-            let mut boxes = Vec::new();
-            for (c, key) in cats.iter().enumerate() {
-                let values: Vec<f64> = mine
-                    .iter()
-                    .filter(|r| {
-                        text(r, "system") == *system
-                            && text(r, "metric") == key.0
-                            && variant(r, rows_by) == key.1
-                    })
-                    .filter(|r| number(r, "cores").unwrap_or(0.0) as u64 == key.2)
-                    .filter_map(|r| number(r, "value"))
-                    .collect();
-                let Some(mid) = median(&values) else { continue };
-                let x0 = c as f64 + 0.1 + s as f64 * width;
-                let base = if axis.log { axis.lo } else { 0.0 };
-                boxes.push(Rectangle::new(
-                    [(x0, base), (x0 + width * 0.9, axis.to(mid))],
-                    color.filled(),
-                ));
-                let (lo, hi) =
-                    values.iter().fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
-                let xm = x0 + width * 0.45;
-                boxes.push(Rectangle::new(
-                    [(xm, axis.to(lo)), (xm, axis.to(hi))],
-                    BLACK.stroke_width(2),
-                ));
-            }
-            chart.draw_series(boxes).map_err(|e| e.to_string())?.label(system.to_string()).legend(
-                move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()),
-            );
-        }
-        // Category labels under the axis, one short line per part.
-        for (c, (metric, variant, cores)) in cats.iter().enumerate() {
-            let (px, py) = chart.backend_coord(&(c as f64 + 0.5, axis.lo));
-            let mut parts = vec![short(metric)];
-            parts.extend(variant.split(' ').filter(|p| !p.is_empty()).map(short_part));
-            parts.push(format!("{cores} cores"));
-            let style = TextStyle::from(("sans-serif", 11).into_font())
-                .pos(Pos::new(HPos::Center, VPos::Top));
-            for (i, part) in parts.iter().enumerate() {
-                // Backend coordinates are the whole image's, so draw on the root.
-                root.draw_text(part, &style, (px, py + 6 + 13 * i as i32))
-                    .map_err(|e| e.to_string())?;
-            }
+    panels
+}
+
+/// One unit's panel: per category a bar per system (the median) with a whisker (min to
+/// max), the categories labelled under the axis.
+fn bar_panel(
+    root: &Area,
+    panel: &Area,
+    unit: &str,
+    mine: &[&Record],
+    cats: &[Category],
+    rows_by: &[&str],
+) -> Result {
+    let systems: Vec<(&str, RGBColor)> = SYSTEMS
+        .iter()
+        .copied()
+        .filter(|(s, _)| mine.iter().any(|r| text(r, "system") == *s))
+        .collect();
+    let axis = Axis::new(mine.iter().filter_map(|r| number(r, "value")));
+    let mut chart = ChartBuilder::on(panel)
+        .margin(8)
+        .x_label_area_size(110)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..cats.len() as f64, axis.lo..axis.hi)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .y_desc(unit.to_string())
+        .y_labels(axis.labels())
+        .y_label_formatter(&|y| axis.label(*y))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    let width = 0.8 / systems.len().max(1) as f64;
+    for (s, (system, color)) in systems.iter().enumerate() {
+        let mut boxes = Vec::new();
+        for (c, key) in cats.iter().enumerate() {
+            let values = category_values(mine, system, key, rows_by);
+            let Some(mid) = median(&values) else { continue };
+            let x0 = c as f64 + 0.1 + s as f64 * width;
+            let base = if axis.log { axis.lo } else { 0.0 };
+            boxes.push(Rectangle::new(
+                [(x0, base), (x0 + width * 0.9, axis.to(mid))],
+                color.filled(),
+            ));
+            let (lo, hi) =
+                values.iter().fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
+            let xm = x0 + width * 0.45;
+            boxes.push(Rectangle::new(
+                [(xm, axis.to(lo)), (xm, axis.to(hi))],
+                BLACK.stroke_width(2),
+            ));
         }
         chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(|e| e.to_string())?;
+            .draw_series(boxes)
+            .map_err(|e| e.to_string())?
+            .label(system.to_string())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
+    }
+    // Category labels under the axis: where each category's middle is on the image.
+    let at: Vec<(i32, i32)> =
+        (0..cats.len()).map(|c| chart.backend_coord(&(c as f64 + 0.5, axis.lo))).collect();
+    label_categories(root, cats, &at)?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The values of `system`'s records in category `key`.
+fn category_values(mine: &[&Record], system: &str, key: &Category, rows_by: &[&str]) -> Vec<f64> {
+    mine.iter()
+        .filter(|r| {
+            text(r, "system") == system
+                && text(r, "metric") == key.0
+                && variant(r, rows_by) == key.1
+        })
+        .filter(|r| number(r, "cores").unwrap_or(0.0) as u64 == key.2)
+        .filter_map(|r| number(r, "value"))
+        .collect()
+}
+
+/// Each category's label, one short line per part, under its point `at` (the image's
+/// coordinates, so drawn on the root).
+fn label_categories(root: &Area, cats: &[Category], at: &[(i32, i32)]) -> Result {
+    for ((metric, variant, cores), &(px, py)) in cats.iter().zip(at) {
+        let mut parts = vec![short(metric)];
+        parts.extend(variant.split(' ').filter(|p| !p.is_empty()).map(short_part));
+        parts.push(format!("{cores} cores"));
+        let style =
+            TextStyle::from(("sans-serif", 11).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+        for (i, part) in parts.iter().enumerate() {
+            root.draw_text(part, &style, (px, py + 6 + 13 * i as i32))
+                .map_err(|e| e.to_string())?;
+        }
     }
     Ok(())
 }
@@ -288,28 +329,7 @@ enum Points<'a> {
 
 /// Value against active cores, a line per series value and system.
 fn lines(root: &Area, name: &str, series: &str, records: &[&Record], points: Points) -> Result {
-    let x_of = |r: &Record| number(r, "active_cores").or_else(|| number(r, "cores")).unwrap_or(0.0);
-    let largest = |system: &str| {
-        records
-            .iter()
-            .filter(|r| text(r, "system") == system)
-            .filter_map(|r| number(r, "cores"))
-            .fold(0f64, f64::max)
-    };
-    let (mine, caption): (Vec<&Record>, String) = match points {
-        Points::LargestVm => (
-            records
-                .iter()
-                .copied()
-                .filter(|r| number(r, "cores") == Some(largest(text(r, "system"))))
-                .collect(),
-            format!("{name}: median over repetitions, largest VM"),
-        ),
-        Points::EveryVm { metric } => (
-            records.to_vec(),
-            format!("{name}: {metric}, median over repetitions, a point per VM size"),
-        ),
-    };
+    let (mine, caption) = line_records(name, records, points);
     let axis = Axis::new(mine.iter().filter_map(|r| number(r, "value")));
     let max_x = mine.iter().map(|r| x_of(r)).fold(1f64, f64::max);
     let unit = mine.first().map(|r| text(r, "unit")).unwrap_or("");
@@ -345,24 +365,12 @@ fn lines(root: &Area, name: &str, series: &str, records: &[&Record], points: Poi
     for (i, n) in names.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         for system in ["atoll", "linux"] {
-            let mut xs: Vec<f64> = Vec::new();
-            for r in mine.iter().filter(|r| text(r, "system") == system && line_of(r) == *n) {
-                if !xs.contains(&x_of(r)) {
-                    xs.push(x_of(r));
-                }
-            }
-            xs.sort_by(f64::total_cmp);
-            let points: Vec<(f64, f64)> = xs
+            let of_line: Vec<&Record> = mine
                 .iter()
-                .filter_map(|&x| {
-                    let values: Vec<f64> = mine
-                        .iter()
-                        .filter(|r| text(r, "system") == system && line_of(r) == *n && x_of(r) == x)
-                        .filter_map(|r| number(r, "value"))
-                        .collect();
-                    median(&values).map(|m| (x, axis.to(m)))
-                })
+                .copied()
+                .filter(|r| text(r, "system") == system && line_of(r) == *n)
                 .collect();
+            let points = line_points(&of_line, &axis);
             if points.is_empty() {
                 continue;
             }
@@ -394,4 +402,59 @@ fn lines(root: &Area, name: &str, series: &str, records: &[&Record], points: Poi
         .draw()
         .map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// Where a record sits on a line plot's x axis: its active cores, or its VM's cores.
+fn x_of(r: &Record) -> f64 {
+    number(r, "active_cores").or_else(|| number(r, "cores")).unwrap_or(0.0)
+}
+
+/// The records a line plot draws (as `points` says), and its caption.
+fn line_records<'r>(
+    name: &str,
+    records: &[&'r Record],
+    points: Points,
+) -> (Vec<&'r Record>, String) {
+    let largest = |system: &str| {
+        records
+            .iter()
+            .filter(|r| text(r, "system") == system)
+            .filter_map(|r| number(r, "cores"))
+            .fold(0f64, f64::max)
+    };
+    match points {
+        Points::LargestVm => (
+            records
+                .iter()
+                .copied()
+                .filter(|r| number(r, "cores") == Some(largest(text(r, "system"))))
+                .collect(),
+            format!("{name}: median over repetitions, largest VM"),
+        ),
+        Points::EveryVm { metric } => (
+            records.to_vec(),
+            format!("{name}: {metric}, median over repetitions, a point per VM size"),
+        ),
+    }
+}
+
+/// One line's points: per x (in order), the median of its records' values there.
+fn line_points(of_line: &[&Record], axis: &Axis) -> Vec<(f64, f64)> {
+    let mut xs: Vec<f64> = Vec::new();
+    for r in of_line {
+        if !xs.contains(&x_of(r)) {
+            xs.push(x_of(r));
+        }
+    }
+    xs.sort_by(f64::total_cmp);
+    xs.iter()
+        .filter_map(|&x| {
+            let values: Vec<f64> = of_line
+                .iter()
+                .filter(|r| x_of(r) == x)
+                .filter_map(|r| number(r, "value"))
+                .collect();
+            median(&values).map(|m| (x, axis.to(m)))
+        })
+        .collect()
 }

@@ -292,6 +292,37 @@ pub fn render(
     meta: &Meta,
 ) -> String {
     let mut out = String::new();
+    preamble(&mut out, records, meta);
+    let mut linux_wins = Vec::new();
+    for e in experiments.iter().filter(|e| !e.host) {
+        let mine: Vec<&Record> = records
+            .iter()
+            .filter(|r| text(r, "experiment") == e.name && text(r, "system") != "host")
+            .collect();
+        section(&mut out, e, &mine, paper, meta, &mut linux_wins);
+        if e.name == "unmap" {
+            let shootdown: Vec<&Record> =
+                records.iter().filter(|r| text(r, "experiment") == "shootdown").collect();
+            super::model::unmap_section(&mut out, &mine, &shootdown);
+        }
+    }
+    if let Some(e) = experiments.iter().find(|e| e.host) {
+        let mine: Vec<&Record> = records.iter().filter(|r| text(r, "system") == "host").collect();
+        section(&mut out, e, &mine, paper, meta, &mut linux_wins);
+    }
+    let _ = writeln!(out, "## Where Linux wins\n");
+    if linux_wins.is_empty() {
+        let _ = writeln!(out, "Nowhere in this run (ties within {:.0}% not counted).", TIE * 100.0);
+    }
+    for w in linux_wins {
+        let _ = writeln!(out, "- {w}");
+    }
+    out
+}
+
+/// The report's title and what it is about: the run's settings, the host's load, the
+/// guest, the conditions, how to read the tables, and the runs that failed.
+fn preamble(out: &mut String, records: &[Record], meta: &Meta) {
     let s = meta.settings;
     let cores: Vec<String> = s.cores.iter().map(u32::to_string).collect();
     let _ = writeln!(out, "# Atoll vs Linux: benchmark report\n");
@@ -344,34 +375,8 @@ pub fn render(
         }
         let _ = writeln!(out);
     }
-    let mut linux_wins = Vec::new();
-    for e in experiments.iter().filter(|e| !e.host) {
-        let mine: Vec<&Record> = records
-            .iter()
-            .filter(|r| text(r, "experiment") == e.name && text(r, "system") != "host")
-            .collect();
-        section(&mut out, e, &mine, paper, meta, &mut linux_wins);
-        if e.name == "unmap" {
-            let shootdown: Vec<&Record> =
-                records.iter().filter(|r| text(r, "experiment") == "shootdown").collect();
-            super::model::unmap_section(&mut out, &mine, &shootdown);
-        }
-    }
-    if let Some(e) = experiments.iter().find(|e| e.host) {
-        let mine: Vec<&Record> = records.iter().filter(|r| text(r, "system") == "host").collect();
-        section(&mut out, e, &mine, paper, meta, &mut linux_wins);
-    }
-    let _ = writeln!(out, "## Where Linux wins\n");
-    if linux_wins.is_empty() {
-        let _ = writeln!(out, "Nowhere in this run (ties within {:.0}% not counted).", TIE * 100.0);
-    }
-    for w in linux_wins {
-        let _ = writeln!(out, "- {w}");
-    }
-    out
 }
 
-/// One experiment's section.
 /// The scheduler experiments' comparisons (issue M7): AMPS's speedup over the symmetric
 /// baseline (symmetric / amps, each repetition with its own) and Atoll's AMPS over Linux
 /// on the same cores (amps / cfs), for every metric and setting of the slow cores. Every
@@ -422,6 +427,7 @@ fn scheduler_comparison(out: &mut String, all: &[Row]) {
     }
 }
 
+/// One experiment's section.
 fn section(
     out: &mut String,
     e: &Experiment,
@@ -445,19 +451,7 @@ fn section(
     let refs = paper.references(e.name);
     let all = rows(records, e.rows_by);
     if e.host {
-        let _ = writeln!(out, "| metric | variant | host | paper |\n| --- | --- | --- | --- |");
-        for row in &all {
-            let host: Vec<f64> = row.host.iter().map(|p| p.1).collect();
-            let variant = if row.variant.is_empty() { "—" } else { &row.variant };
-            let _ = writeln!(
-                out,
-                "| {} ({}) | {variant} | {} | {} |",
-                row.metric,
-                row.unit,
-                spread(&host),
-                paper_cell(&refs, row)
-            );
-        }
+        host_table(out, &all, &refs);
     } else {
         let _ = writeln!(
             out,
@@ -466,50 +460,12 @@ fn section(
              | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
         );
         for row in &all {
-            let baseline = row.baseline.as_ref().and_then(|b| {
-                all.iter()
-                    .find(|r| r.metric == row.metric && r.cores == row.cores && &r.variant == b)
-            });
-            let atoll =
-                if row.atoll.is_empty() { baseline.map(|b| &b.atoll) } else { Some(&row.atoll) };
-            let ratio = atoll.map(|a| ratios(a, &row.linux)).unwrap_or_default();
-            let ratio_booted = atoll.map(|a| ratios(a, &row.linux_booted)).unwrap_or_default();
-            let values = |v: &[(u64, f64)]| spread(&v.iter().map(|p| p.1).collect::<Vec<_>>());
-            let atoll_cell = match (row.atoll.is_empty(), baseline) {
-                (false, _) => values(&row.atoll),
-                (true, Some(b)) => format!("(URPC {})", values(&b.atoll)),
-                (true, None) => "—".into(),
-            };
-            let winner = median(&ratio).map_or("", |r| better(r, &row.unit));
-            let oversubscribed =
-                if row.cores > u64::from(meta.ctx.host_cpus) { " (oversubscribed)" } else { "" };
-            let variant = match (&row.variant, row.baseline.is_some()) {
-                (v, true) => format!("{v} *peer*"),
-                (v, false) if v.is_empty() => "—".into(),
-                (v, false) => v.clone(),
-            };
-            let _ = writeln!(
-                out,
-                "| {} ({}) | {variant} | {}{oversubscribed} | {atoll_cell} | {} | {} | {winner} | {} \
-                 | {} | {} | {} |",
-                row.metric,
-                row.unit,
-                row.cores,
-                values(&row.linux),
-                spread(&ratio),
-                values(&row.linux_booted),
-                spread(&ratio_booted),
-                conditions_cell(row),
-                paper_cell(&refs, row)
-            );
-            if winner == "Linux" {
+            let (line, linux_won) = comparison_row(row, &all, &refs, meta);
+            let _ = writeln!(out, "{line}");
+            if let Some(ratio) = linux_won {
                 linux_wins.push(format!(
-                    "`{}` {} {} at {} cores: Atoll/Linux = {}",
-                    e.name,
-                    row.metric,
-                    row.variant,
-                    row.cores,
-                    spread(&ratio)
+                    "`{}` {} {} at {} cores: Atoll/Linux = {ratio}",
+                    e.name, row.metric, row.variant, row.cores
                 ));
             }
         }
@@ -520,20 +476,87 @@ fn section(
     if e.name == "shootdown" {
         super::model::section(out, records);
     }
-    if !refs.is_empty() {
-        let _ = writeln!(out, "\nPaper's numbers:");
-        for r in &refs {
-            let value = r.get("value").and_then(Value::as_f64).map(num).unwrap_or_default();
-            let unit = r.get("unit").and_then(Value::as_str).unwrap_or("");
-            let metric = r.get("metric").and_then(Value::as_str).unwrap_or("");
-            let place = r.get("where").and_then(Value::as_str).unwrap_or("");
-            let _ = writeln!(out, "- {metric}: {value} {unit} — {place}");
-        }
-    }
+    paper_numbers(out, &refs);
     if meta.plots.contains(&e.name) {
         let _ = writeln!(out, "\n![{}]({}.png)", e.name, e.name);
     }
     let _ = writeln!(out);
+}
+
+/// The table of a host-only experiment (`bench-host`): one value per row.
+fn host_table(out: &mut String, all: &[Row], refs: &[&Value]) {
+    let _ = writeln!(out, "| metric | variant | host | paper |\n| --- | --- | --- | --- |");
+    for row in all {
+        let host: Vec<f64> = row.host.iter().map(|p| p.1).collect();
+        let variant = if row.variant.is_empty() { "—" } else { &row.variant };
+        let _ = writeln!(
+            out,
+            "| {} ({}) | {variant} | {} | {} |",
+            row.metric,
+            row.unit,
+            spread(&host),
+            paper_cell(refs, row)
+        );
+    }
+}
+
+/// One row of the Atoll-against-Linux table, and (when Linux wins it) the spread of its
+/// ratios. A *peer* row (Linux only) is compared with Atoll's row it names.
+fn comparison_row(
+    row: &Row,
+    all: &[Row],
+    refs: &[&Value],
+    meta: &Meta,
+) -> (String, Option<String>) {
+    let baseline = row.baseline.as_ref().and_then(|b| {
+        all.iter().find(|r| r.metric == row.metric && r.cores == row.cores && &r.variant == b)
+    });
+    let atoll = if row.atoll.is_empty() { baseline.map(|b| &b.atoll) } else { Some(&row.atoll) };
+    let ratio = atoll.map(|a| ratios(a, &row.linux)).unwrap_or_default();
+    let ratio_booted = atoll.map(|a| ratios(a, &row.linux_booted)).unwrap_or_default();
+    let values = |v: &[(u64, f64)]| spread(&v.iter().map(|p| p.1).collect::<Vec<_>>());
+    let atoll_cell = match (row.atoll.is_empty(), baseline) {
+        (false, _) => values(&row.atoll),
+        (true, Some(b)) => format!("(URPC {})", values(&b.atoll)),
+        (true, None) => "—".into(),
+    };
+    let winner = median(&ratio).map_or("", |r| better(r, &row.unit));
+    let oversubscribed =
+        if row.cores > u64::from(meta.ctx.host_cpus) { " (oversubscribed)" } else { "" };
+    let variant = match (&row.variant, row.baseline.is_some()) {
+        (v, true) => format!("{v} *peer*"),
+        (v, false) if v.is_empty() => "—".into(),
+        (v, false) => v.clone(),
+    };
+    let line = format!(
+        "| {} ({}) | {variant} | {}{oversubscribed} | {atoll_cell} | {} | {} | {winner} | {} \
+         | {} | {} | {} |",
+        row.metric,
+        row.unit,
+        row.cores,
+        values(&row.linux),
+        spread(&ratio),
+        values(&row.linux_booted),
+        spread(&ratio_booted),
+        conditions_cell(row),
+        paper_cell(refs, row)
+    );
+    (line, (winner == "Linux").then(|| spread(&ratio)))
+}
+
+/// The paper's numbers for an experiment, as a list.
+fn paper_numbers(out: &mut String, refs: &[&Value]) {
+    if refs.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nPaper's numbers:");
+    for r in refs {
+        let value = r.get("value").and_then(Value::as_f64).map(num).unwrap_or_default();
+        let unit = r.get("unit").and_then(Value::as_str).unwrap_or("");
+        let metric = r.get("metric").and_then(Value::as_str).unwrap_or("");
+        let place = r.get("where").and_then(Value::as_str).unwrap_or("");
+        let _ = writeln!(out, "- {metric}: {value} {unit} — {place}");
+    }
 }
 
 #[cfg(test)]

@@ -42,6 +42,7 @@ mod class;
 mod heap;
 #[cfg(not(loom))]
 mod pool;
+#[allow(unsafe_code)]
 pub(crate) mod raw;
 
 use crate::runtime::Task;
@@ -138,6 +139,7 @@ pub fn alloc(layout: Layout) -> *mut u8 {
 /// # Safety
 /// `ptr` came from this allocator with this `layout` and is not used again.
 #[inline]
+#[allow(unsafe_code)] // (the contract of `free`, as `GlobalAlloc::dealloc`'s)
 pub unsafe fn free(ptr: *mut u8, layout: Layout) {
     #[cfg(not(loom))]
     if let Some(class) = class::class_of(layout.size(), layout.align()) {
@@ -159,7 +161,7 @@ pub unsafe fn free(ptr: *mut u8, layout: Layout) {
 /// it will never run again.
 pub(crate) struct ThreadHooks;
 
-impl crate::runtime::ThreadHooks for ThreadHooks {
+impl crate::hooks::ThreadHooks for ThreadHooks {
     fn release(t: &Task) {
         on_thread_exit(t);
     }
@@ -331,6 +333,7 @@ impl Heap {
     ///
     /// # Safety
     /// `ptr` came from this allocator with this `layout` and is not used again.
+    #[allow(unsafe_code)] // (the contract of `free`)
     pub unsafe fn free(&self, ptr: *mut u8, layout: Layout) {
         match class::class_of(layout.size(), layout.align()) {
             // Our heap; the caller gave us the object.

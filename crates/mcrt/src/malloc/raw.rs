@@ -30,6 +30,16 @@
 //!    undo entry's old bytes; it stores into a cell only while it owns the cell's lock
 //!    word. The lock words it logs are `'env` cells' or the static stripe table's, and its
 //!    logs are cleared before `atomic` returns.
+//!
+//! Two more rules, for memory other parts of the crate pass around by address:
+//! 5. **A box passed by address has one owner.** A `Box` turned into an address (an MCS
+//!    queue node, a pthread handle or per-thread block) is turned back ([`unbox`]) once,
+//!    by its one owner, when no one reaches it any more; until then it is reached
+//!    ([`boxed`], [`boxed_mut`]) only as its owner's protocol allows.
+//! 6. **Memory given back is unreachable.** What the crate gives back with [`give_back`]
+//!    or [`take_value`] came from `malloc::alloc` (or [`alloc_value`]) with that layout,
+//!    and nothing reaches it any more (the STM: an undone allocation, a limbo block past
+//!    quiescence; the self-test: an object it took from its slot).
 
 #[cfg(not(loom))]
 use super::block::{Block, BLOCK_BYTES};
@@ -326,4 +336,60 @@ pub(crate) fn logged<'a>(
 ) -> &'a core::sync::atomic::AtomicUsize {
     // SAFETY: by invariant 4, the word outlives every use of the logs that hold it.
     unsafe { &*lock }
+}
+
+/// The copy of a `T` that [`load_bytes`] made into `out` from a whole `T` of one version
+/// (invariant 4: the lock word did not change across the copy, or the transaction owns
+/// it).
+#[inline(always)]
+pub(crate) fn copied<T: Copy>(out: core::mem::MaybeUninit<T>) -> T {
+    // SAFETY: `out` holds all `size_of::<T>()` bytes of a `T` that a commit, an abort or
+    // `TCell::new` stored whole.
+    unsafe { out.assume_init() }
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory passed around by address: invariants 5 and 6.
+
+/// The box at `p` (from `Box::into_raw`), which its owner keeps alive while the caller
+/// uses the result (invariant 5).
+#[inline(always)]
+pub(crate) fn boxed<'a, T>(p: *const T) -> &'a T {
+    // SAFETY: by invariant 5, `p` is a live box, and its owner frees it only when no one
+    // reaches it any more.
+    unsafe { &*p }
+}
+
+/// The box at `p`, to change: only its owner's thread reaches it, and keeps no other
+/// reference meanwhile (invariant 5).
+#[inline(always)]
+pub(crate) fn boxed_mut<'a, T>(p: *mut T) -> &'a mut T {
+    // SAFETY: by invariant 5, `p` is a live box that only the caller reaches now.
+    unsafe { &mut *p }
+}
+
+/// The box at `p` (from `Box::into_raw`) again, for its one owner, when nothing reaches
+/// it any more (invariant 5).
+pub(crate) fn unbox<T>(p: *mut T) -> alloc::boxed::Box<T> {
+    // SAFETY: by invariant 5, `p` came from `Box::into_raw` and is turned back once.
+    unsafe { alloc::boxed::Box::from_raw(p) }
+}
+
+/// Gives back `ptr`, from `malloc::alloc` with `layout`, which nothing reaches any more
+/// (invariant 6).
+pub(crate) fn give_back(ptr: *mut u8, layout: Layout) {
+    // SAFETY: by invariant 6, as `malloc::free` asks.
+    unsafe { super::free(ptr, layout) }
+}
+
+/// The value at `p`, made by [`alloc_value`] and reached by nothing else any more; its
+/// memory is given back (invariant 6).
+pub(crate) fn take_value<T>(p: *mut T) -> T {
+    // SAFETY: by invariant 6, `p` holds a `T` that `alloc_value` wrote, ours alone; read
+    // once, then its memory goes back with the layout it was allocated with.
+    unsafe {
+        let value = p.read();
+        super::free(p as *mut u8, Layout::new::<T>());
+        value
+    }
 }

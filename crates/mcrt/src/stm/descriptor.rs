@@ -8,11 +8,11 @@
 
 use super::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use super::{Abort, Undo};
+use crate::cells::Held;
 use crate::malloc::raw::{forever, leak, Forever};
 use crate::runtime::Task;
 use alloc::vec::Vec;
 use core::alloc::Layout;
-use core::cell::UnsafeCell;
 
 /// `Desc::status`: no transaction.
 pub(crate) const IDLE: usize = 0;
@@ -55,14 +55,11 @@ pub(crate) struct Desc {
     pub(crate) killed: AtomicU64,
     pub(crate) undone_allocs: AtomicU64,
     /// The holder's private state.
-    pub(crate) local: UnsafeCell<Local>,
+    pub(crate) local: Held<Local>,
 }
 
-// SAFETY: `local` is touched only by the thread holding the descriptor (`taken`); the rest
-// is atomic.
-unsafe impl Sync for Desc {}
-// SAFETY: as above.
-unsafe impl Send for Desc {}
+// `Desc` is `Sync` and `Send`: `local` is touched only by the thread holding the
+// descriptor (`taken`); the rest is atomic (the claims are in `cells.rs`).
 
 // Descriptors are made once (`take`, by `raw::leak`), never freed, and kept as addresses
 // (in lock words, `Task::tx`, `Task::stm_desc`, the registry's links).
@@ -130,7 +127,7 @@ pub(crate) fn take() -> &'static Desc {
         aborts: AtomicU64::new(0),
         killed: AtomicU64::new(0),
         undone_allocs: AtomicU64::new(0),
-        local: UnsafeCell::new(Local {
+        local: Held::new(Local {
             snapshot: 0,
             reads: Vec::new(),
             writes: Vec::new(),

@@ -5,27 +5,27 @@
 
 use super::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use super::descriptor;
+use crate::cells::Held;
+use crate::malloc::raw;
 use alloc::vec::Vec;
 use core::alloc::Layout;
-use core::cell::UnsafeCell;
 
 /// A block waiting to be freed.
 struct Deferred {
     stamp: u64,
-    ptr: *mut u8,
+    /// Its address (a word: the list crosses threads).
+    ptr: usize,
     layout: Layout,
 }
 
 /// The limbo list, behind a test-and-test-and-set flag (held for a push or one sweep).
 struct Limbo {
     busy: AtomicBool,
-    list: UnsafeCell<Vec<Deferred>>,
+    /// Touched only with `busy` held; the blocks it lists belong to nobody else.
+    list: Held<Vec<Deferred>>,
 }
 
-// SAFETY: `list` is touched only with `busy` held; the blocks it lists belong to nobody else.
-unsafe impl Sync for Limbo {}
-
-static LIMBO: Limbo = Limbo { busy: AtomicBool::new(false), list: UnsafeCell::new(Vec::new()) };
+static LIMBO: Limbo = Limbo { busy: AtomicBool::new(false), list: Held::new(Vec::new()) };
 /// Blocks in limbo now.
 pub(crate) static PENDING: AtomicUsize = AtomicUsize::new(0);
 /// Blocks freed from limbo so far.
@@ -37,8 +37,8 @@ fn with_list<R>(f: impl FnOnce(&mut Vec<Deferred>) -> R) -> R {
     {
         core::hint::spin_loop();
     }
-    // SAFETY: `busy` is held.
-    let r = f(unsafe { &mut *LIMBO.list.get() });
+    // `busy` is held.
+    let r = f(LIMBO.list.get_mut());
     LIMBO.busy.store(false, Ordering::Release);
     r
 }
@@ -49,7 +49,9 @@ pub(crate) fn defer(stamp: u64, frees: &mut Vec<(*mut u8, Layout)>) {
         return;
     }
     let n = frees.len();
-    with_list(|l| l.extend(frees.drain(..).map(|(ptr, layout)| Deferred { stamp, ptr, layout })));
+    with_list(|l| {
+        l.extend(frees.drain(..).map(|(ptr, layout)| Deferred { stamp, ptr: ptr as usize, layout }))
+    });
     PENDING.fetch_add(n, Ordering::Relaxed);
 }
 
@@ -70,10 +72,10 @@ pub(crate) fn collect(clock: &AtomicU64) -> usize {
         ready
     });
     for b in &ready {
-        // SAFETY: the block came from `malloc::alloc` with this layout (the promise of
-        // `Tx::free`), was unlinked by a committed transaction, and every transaction that
-        // could have loaded a pointer to it has ended.
-        unsafe { crate::malloc::free(b.ptr, b.layout) };
+        // The block came from `malloc::alloc` with this layout (the promise of `Tx::free`),
+        // was unlinked by a committed transaction, and every transaction that could have
+        // loaded a pointer to it has ended.
+        raw::give_back(b.ptr as *mut u8, b.layout);
     }
     PENDING.fetch_sub(ready.len(), Ordering::Relaxed);
     RECLAIMED.fetch_add(ready.len() as u64, Ordering::Relaxed);

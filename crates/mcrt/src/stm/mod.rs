@@ -52,7 +52,7 @@
 //! atomic loads and stores, so a value should have no padding bytes. Do not call
 //! [`atomic`] inside a transaction (use [`Tx::nested`]), nor end a thread inside one.
 
-mod descriptor;
+pub(crate) mod descriptor;
 mod limbo;
 mod protocol;
 
@@ -123,9 +123,8 @@ pub struct TCell<T: Copy> {
 #[repr(C, align(8))]
 struct Aligned<T>(UnsafeCell<T>);
 
-// SAFETY: the value is only copied with atomic loads, and stored with atomic stores by the
-// transaction owning its lock word; a `T: Send` may thus be shared (it is `Copy`).
-unsafe impl<T: Copy + Send> Sync for TCell<T> {}
+// `TCell` is `Sync`: its value is only copied with atomic loads, and stored with atomic
+// stores by the transaction owning its lock word (the claim is in `cells.rs`).
 
 impl<T: Copy> TCell<T> {
     /// A cell holding `value`, with a lock word of its own ([`Granularity::Object`]).
@@ -209,15 +208,15 @@ impl<'env> Tx<'env> {
                     if v > self.l.snapshot {
                         self.extend()?;
                     }
-                    // SAFETY: the copy is of one version (the word did not change across
-                    // it), which was a whole `T` stored by a commit, an abort, or `new`.
-                    return Ok(unsafe { out.assume_init() });
+                    // The copy is of one version (the word did not change across it),
+                    // which was a whole `T` stored by a commit, an abort, or `new`.
+                    return Ok(raw::copied(out));
                 }
                 Err(w) if w == protocol::owner_word(self.d.addr()) => {
                     load_bytes(dst, src, len);
-                    // SAFETY: this transaction owns the word: nobody else stores there, and
-                    // the value is the whole `T` it (or a commit before) stored.
-                    return Ok(unsafe { out.assume_init() });
+                    // This transaction owns the word: nobody else stores there, and the
+                    // value is the whole `T` it (or a commit before) stored.
+                    return Ok(raw::copied(out));
                 }
                 Err(w) => self.contend(lock, w, &mut tries)?,
             }
@@ -292,6 +291,7 @@ impl<'env> Tx<'env> {
     /// `ptr` came from [`Tx::alloc`] (or `crate::malloc::alloc`) with `layout`, and the
     /// transaction makes it unreachable from every cell; nothing outside transactions uses
     /// it after the commit.
+    #[allow(unsafe_code)] // (the contract of `free`)
     pub unsafe fn free(&mut self, ptr: *mut u8, layout: Layout) {
         self.l.frees.push((ptr, layout));
     }
@@ -300,9 +300,10 @@ impl<'env> Tx<'env> {
     ///
     /// # Safety
     /// As [`Tx::free`].
+    #[allow(unsafe_code)] // (the contract of `free`)
     pub unsafe fn free_value<T>(&mut self, ptr: *mut T) {
-        // SAFETY: as the caller promised.
-        unsafe { self.free(ptr as *mut u8, Layout::new::<T>()) }
+        // (As `free`, whose caller's promise this caller made.)
+        self.l.frees.push((ptr as *mut u8, Layout::new::<T>()));
     }
 
     /// Fails once the transaction has been killed (seen by [`on_resume`]).
@@ -403,8 +404,8 @@ impl<'env> Tx<'env> {
         }
         let undone = self.l.allocs.len().saturating_sub(allocs);
         for (p, layout) in self.l.allocs.drain(allocs..) {
-            // SAFETY: allocated in the undone part, so unreachable once its writes are undone.
-            unsafe { crate::malloc::free(p, layout) };
+            // Allocated in the undone part, so unreachable once its writes are undone.
+            raw::give_back(p, layout);
         }
         bump(&self.d.undone_allocs, undone as u64);
     }
@@ -485,9 +486,9 @@ pub fn atomic<'env, R>(mut f: impl FnMut(&mut Tx<'env>) -> Result<R, Abort>) -> 
     let mut attempt = 0u32;
     loop {
         d.doomed.store(false, Ordering::Relaxed);
-        // SAFETY: this thread holds the descriptor (`take`); its logs are ours until
+        // This thread holds the descriptor (`take`); its logs are ours until
         // `give_back`, and `tx` does not outlive this iteration.
-        let l = unsafe { &mut *d.local.get() };
+        let l = d.local.get_mut();
         l.snapshot = d.begin(task, &CLOCK);
         let mut tx = Tx { d, l, task, _env: PhantomData };
         let result = f(&mut tx);
@@ -566,7 +567,7 @@ fn backoff(why: Abort, attempt: u32, task: usize, seed: usize) {
 /// switched in, whether it was aborted meanwhile.
 pub(crate) struct ThreadHooks;
 
-impl crate::runtime::ThreadHooks for ThreadHooks {
+impl crate::hooks::ThreadHooks for ThreadHooks {
     fn release(t: &Task) {
         on_thread_exit(t);
     }

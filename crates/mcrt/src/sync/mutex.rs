@@ -4,10 +4,11 @@
 //! on a predicate over the lock word it would have spun on.
 
 use super::SPIN_TRIES;
+use crate::cells::Held;
+use crate::malloc::raw::{boxed, unbox};
 use crate::predicate::Op;
 use crate::thread::yield_until;
 use alloc::boxed::Box;
-use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
@@ -101,11 +102,11 @@ impl RawMutex {
                 }));
                 let prev = self.tail.swap(node, Ordering::AcqRel);
                 if !prev.is_null() {
-                    // SAFETY: `prev` is the node of a thread that has not yet released
-                    // (it frees its node only after handing over to its successor, us).
-                    unsafe { (*prev).next.store(node, Ordering::Release) };
-                    // SAFETY: our node lives until we release.
-                    yield_until(unsafe { &(*node).locked }, Op::Eq, 0);
+                    // `prev` is the node of a thread that has not yet released (it frees
+                    // its node only after handing over to its successor, us).
+                    boxed(prev).next.store(node, Ordering::Release);
+                    // Our node lives until we release.
+                    yield_until(&boxed(node).locked, Op::Eq, 0);
                 }
                 self.holder.store(node, Ordering::Relaxed);
             }
@@ -146,8 +147,8 @@ impl RawMutex {
                     self.holder.store(node, Ordering::Relaxed);
                     true
                 } else {
-                    // SAFETY: never published.
-                    drop(unsafe { Box::from_raw(node) });
+                    // Never published.
+                    drop(unbox(node));
                     false
                 }
             }
@@ -163,8 +164,8 @@ impl RawMutex {
             }
             MutexKind::Mcs => {
                 let node = self.holder.load(Ordering::Relaxed);
-                // SAFETY: the holder's node, ours until we free it below.
-                let mut next = unsafe { (*node).next.load(Ordering::Acquire) };
+                // The holder's node, ours until we free it below.
+                let mut next = boxed(node).next.load(Ordering::Acquire);
                 if next.is_null() {
                     if self
                         .tail
@@ -176,24 +177,24 @@ impl RawMutex {
                         )
                         .is_ok()
                     {
-                        // SAFETY: nobody queued behind us, and the tail no longer names it.
-                        drop(unsafe { Box::from_raw(node) });
+                        // Nobody queued behind us, and the tail no longer names it.
+                        drop(unbox(node));
                         return;
                     }
                     // A successor swapped the tail but has not linked itself yet.
                     loop {
-                        // SAFETY: as above.
-                        next = unsafe { (*node).next.load(Ordering::Acquire) };
+                        // As above.
+                        next = boxed(node).next.load(Ordering::Acquire);
                         if !next.is_null() {
                             break;
                         }
                         core::hint::spin_loop();
                     }
                 }
-                // SAFETY: the successor's node lives until it releases.
-                unsafe { (*next).locked.store(0, Ordering::Release) };
-                // SAFETY: nobody refers to our node any more.
-                drop(unsafe { Box::from_raw(node) });
+                // The successor's node lives until it releases.
+                boxed(next).locked.store(0, Ordering::Release);
+                // Nobody refers to our node any more.
+                drop(unbox(node));
             }
         }
         crate::notify();
@@ -203,13 +204,9 @@ impl RawMutex {
 /// A mutex guarding a `T`.
 pub struct Mutex<T> {
     raw: RawMutex,
-    value: UnsafeCell<T>,
+    /// Reached only through a guard, with the mutex held.
+    value: Held<T>,
 }
-
-// SAFETY: the value is reached only through a guard, with the mutex held.
-unsafe impl<T: Send> Sync for Mutex<T> {}
-// SAFETY: as for std's Mutex.
-unsafe impl<T: Send> Send for Mutex<T> {}
 
 /// The mutex held; released when dropped.
 pub struct MutexGuard<'a, T> {
@@ -219,7 +216,7 @@ pub struct MutexGuard<'a, T> {
 impl<T> Mutex<T> {
     /// An unlocked mutex of `kind` around `value`.
     pub const fn new(kind: MutexKind, value: T) -> Mutex<T> {
-        Mutex { raw: RawMutex::new(kind), value: UnsafeCell::new(value) }
+        Mutex { raw: RawMutex::new(kind), value: Held::new(value) }
     }
 
     /// Waits for the mutex (yielding) and returns the guard.
@@ -247,15 +244,15 @@ impl<T> Mutex<T> {
 impl<T> Deref for MutexGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
-        // SAFETY: the mutex is held.
-        unsafe { &*self.mutex.value.get() }
+        // The mutex is held.
+        self.mutex.value.get()
     }
 }
 
 impl<T> DerefMut for MutexGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: the mutex is held, by this guard alone.
-        unsafe { &mut *self.mutex.value.get() }
+        // The mutex is held, by this guard alone (and `&mut self` is unique).
+        self.mutex.value.get_mut()
     }
 }
 

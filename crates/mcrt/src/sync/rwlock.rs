@@ -1,9 +1,9 @@
 //! A reader-writer lock: many readers or one writer. A waiting writer keeps new readers
 //! out (so a stream of readers cannot starve it); waiters yield on the state word.
 
+use crate::cells::ReadShared;
 use crate::predicate::Op;
 use crate::thread::yield_until;
-use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 const WRITER: u32 = 1 << 31;
@@ -14,16 +14,14 @@ const READERS: u32 = WRITER_WAITING - 1;
 pub struct RwLock<T> {
     /// Readers in the low bits, then `WRITER_WAITING`, then `WRITER`.
     state: AtomicU32,
-    value: UnsafeCell<T>,
+    /// Readers share it (so the lock is `Sync` only for `T: Sync`), a writer has it alone.
+    value: ReadShared<T>,
 }
-
-// SAFETY: readers share `&T` (so `T: Sync`), a writer has it alone (so `T: Send`).
-unsafe impl<T: Send + Sync> Sync for RwLock<T> {}
 
 impl<T> RwLock<T> {
     /// An unlocked lock around `value`.
     pub const fn new(value: T) -> RwLock<T> {
-        RwLock { state: AtomicU32::new(0), value: UnsafeCell::new(value) }
+        RwLock { state: AtomicU32::new(0), value: ReadShared::new(value) }
     }
 
     /// Runs `f` on the value shared with other readers.
@@ -42,8 +40,8 @@ impl<T> RwLock<T> {
             }
             yield_until(&self.state, Op::NoneSet, WRITER | WRITER_WAITING);
         }
-        // SAFETY: a reader's share: no writer holds the lock.
-        let r = f(unsafe { &*self.value.get() });
+        // A reader's share: no writer holds the lock.
+        let r = f(self.value.read());
         self.state.fetch_sub(1, Ordering::Release);
         crate::notify();
         r
@@ -66,8 +64,8 @@ impl<T> RwLock<T> {
             self.state.fetch_or(WRITER_WAITING, Ordering::Relaxed);
             yield_until(&self.state, Op::Le, WRITER_WAITING);
         }
-        // SAFETY: the writer's hold: nobody else is in.
-        let r = f(unsafe { &mut *self.value.get() });
+        // The writer's hold: nobody else is in.
+        let r = f(self.value.write());
         self.state.fetch_and(!WRITER, Ordering::Release);
         crate::notify_all();
         r

@@ -79,43 +79,65 @@ pub fn discover(rsdp: u64, bsp_apic_id: u32) -> Result<Platform, DiscoveryError>
     // SAFETY: the loader's RSDP address; the crate validates its checksum.
     let tables =
         unsafe { AcpiTables::from_rsdp(DirectMap, rsdp as usize) }.map_err(DiscoveryError::Acpi)?;
-    let mut p = Platform {
-        apic_ids: [0; MAX_CORES],
-        core_count: 1,
-        cores_ignored: 0,
-        core_node: [0; MAX_CORES],
-        node_memory: [physmem::NodeMemory {
-            node: 0,
-            range: physmem::PhysRange { start: 0, end: 0 },
-        }; MAX_NODE_RANGES],
-        node_memory_len: 0,
-        node_count: 1,
-        pm1a_control: None,
-    };
-    p.apic_ids[0] = bsp_apic_id;
+    let mut p = Platform::with_boot_core(bsp_apic_id);
+    p.read_madt(&tables, bsp_apic_id)?;
+    p.read_srat(&tables);
+    p.read_fadt(&tables);
+    NODE_MEMORY.call_once(|| (p.node_memory, p.node_memory_len));
+    Ok(p)
+}
 
-    // MADT: enabled (or online-capable) processors; the boot core stays first.
-    let madt = tables.find_table::<Madt>().map_err(DiscoveryError::Acpi)?;
-    for entry in madt.get().entries() {
-        let (apic_id, flags) = match entry {
-            MadtEntry::LocalApic(e) => (e.apic_id as u32, e.flags),
-            MadtEntry::LocalX2Apic(e) => (e.x2apic_id, e.flags),
-            _ => continue,
+impl Platform {
+    /// One core (the boot core), one node, no memory ranges, no power-off port.
+    fn with_boot_core(bsp_apic_id: u32) -> Self {
+        let mut p = Platform {
+            apic_ids: [0; MAX_CORES],
+            core_count: 1,
+            cores_ignored: 0,
+            core_node: [0; MAX_CORES],
+            node_memory: [physmem::NodeMemory {
+                node: 0,
+                range: physmem::PhysRange { start: 0, end: 0 },
+            }; MAX_NODE_RANGES],
+            node_memory_len: 0,
+            node_count: 1,
+            pm1a_control: None,
         };
-        let usable = flags & 0b11 != 0; // enabled, or online-capable
-        if !usable || apic_id == bsp_apic_id || p.apic_ids[..p.core_count].contains(&apic_id) {
-            continue;
-        }
-        if p.core_count == MAX_CORES {
-            p.cores_ignored += 1;
-            continue;
-        }
-        p.apic_ids[p.core_count] = apic_id;
-        p.core_count += 1;
+        p.apic_ids[0] = bsp_apic_id;
+        p
     }
 
-    // SRAT: NUMA nodes, when the VM has them.
-    if let Ok(srat) = tables.find_table::<Srat>() {
+    /// MADT: enabled (or online-capable) processors; the boot core stays first.
+    fn read_madt(
+        &mut self,
+        tables: &AcpiTables<DirectMap>,
+        bsp_apic_id: u32,
+    ) -> Result<(), DiscoveryError> {
+        let madt = tables.find_table::<Madt>().map_err(DiscoveryError::Acpi)?;
+        for entry in madt.get().entries() {
+            let (apic_id, flags) = match entry {
+                MadtEntry::LocalApic(e) => (e.apic_id as u32, e.flags),
+                MadtEntry::LocalX2Apic(e) => (e.x2apic_id, e.flags),
+                _ => continue,
+            };
+            let usable = flags & 0b11 != 0; // enabled, or online-capable
+            let known = self.apic_ids[..self.core_count].contains(&apic_id);
+            if !usable || apic_id == bsp_apic_id || known {
+                continue;
+            }
+            if self.core_count == MAX_CORES {
+                self.cores_ignored += 1;
+                continue;
+            }
+            self.apic_ids[self.core_count] = apic_id;
+            self.core_count += 1;
+        }
+        Ok(())
+    }
+
+    /// SRAT: NUMA nodes, when the VM has them.
+    fn read_srat(&mut self, tables: &AcpiTables<DirectMap>) {
+        let Ok(srat) = tables.find_table::<Srat>() else { return };
         let len = { srat.get().header.length } as usize;
         // SAFETY: the mapping covers the table's full length (the crate maps `length` bytes).
         let bytes =
@@ -124,35 +146,37 @@ pub fn discover(rsdp: u64, bsp_apic_id: u32) -> Result<Platform, DiscoveryError>
         for e in srat_entries(bytes) {
             match e {
                 SratEntry::Processor { apic_id, domain, enabled: true } => {
-                    if let Some(i) = p.apic_ids[..p.core_count].iter().position(|&a| a == apic_id) {
-                        p.core_node[i] = domain;
+                    let cores = &self.apic_ids[..self.core_count];
+                    if let Some(i) = cores.iter().position(|&a| a == apic_id) {
+                        self.core_node[i] = domain;
                         max_node = max_node.max(domain);
                     }
                 }
                 SratEntry::Memory { base, length, domain, enabled: true, .. }
-                    if length > 0 && p.node_memory_len < MAX_NODE_RANGES =>
+                    if length > 0 && self.node_memory_len < MAX_NODE_RANGES =>
                 {
                     let range = physmem::PhysRange { start: base, end: base + length };
-                    p.node_memory[p.node_memory_len] = physmem::NodeMemory { node: domain, range };
-                    p.node_memory_len += 1;
+                    self.node_memory[self.node_memory_len] =
+                        physmem::NodeMemory { node: domain, range };
+                    self.node_memory_len += 1;
                     max_node = max_node.max(domain);
                 }
                 _ => {}
             }
         }
-        p.node_count = max_node + 1;
+        self.node_count = max_node + 1;
     }
 
-    // FADT: the PM1a control block (I/O port) for S5 power-off.
-    if let Ok(fadt) = tables.find_table::<acpi::fadt::Fadt>() {
-        if let Ok(block) = fadt.get().pm1a_control_block() {
-            if block.address_space == acpi::address::AddressSpace::SystemIo {
-                p.pm1a_control = Some(block.address as u16);
+    /// FADT: the PM1a control block (I/O port) for S5 power-off.
+    fn read_fadt(&mut self, tables: &AcpiTables<DirectMap>) {
+        if let Ok(fadt) = tables.find_table::<acpi::fadt::Fadt>() {
+            if let Ok(block) = fadt.get().pm1a_control_block() {
+                if block.address_space == acpi::address::AddressSpace::SystemIo {
+                    self.pm1a_control = Some(block.address as u16);
+                }
             }
         }
     }
-    NODE_MEMORY.call_once(|| (p.node_memory, p.node_memory_len));
-    Ok(p)
 }
 
 /// The SRAT's memory ranges, kept for [`node_of`].

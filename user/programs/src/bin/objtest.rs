@@ -16,16 +16,41 @@ macro_rules! check {
     ($cond:expr, $($what:tt)*) => {
         if !$cond {
             println!("objtest: FAILED: {}", format_args!($($what)*));
-            return 1;
+            return Err(Failed);
         }
     };
 }
 
+/// A check failed (and said which).
+struct Failed;
+
+type Step<T = ()> = Result<T, Failed>;
+
 fn main() -> i32 {
+    match run() {
+        Ok(()) => {
+            println!("objtest: ok ({} soft faults)", page_faults());
+            0
+        }
+        Err(Failed) => 1,
+    }
+}
+
+/// The checks, in order: each step builds on what the ones before made.
+fn run() -> Step {
     let root = obj::root_share();
     let ar = ObjRef { share: root, object: obj::root_ar() };
+    let (seg, set) = segment_fills_on_touch(root, ar)?;
+    plain_copy(root, seg, set)?;
+    let s2 = access_control(root, seg.object)?;
+    let seg2 = nested_range(root, ar)?;
+    references(root, ar, seg, s2, seg2)?;
+    devices(root)
+}
 
-    // A 3-page segment mapped read-write: pages fill with zeroes on first touch.
+/// A 3-page segment mapped read-write at [`AT`]: pages fill with zeroes on first touch.
+/// Returns the segment and its mapping.
+fn segment_fills_on_touch(root: u64, ar: ObjRef) -> Step<(ObjRef, ArSetSeg)> {
     let seg_id = segment_alloc(root, 3 * PAGE).unwrap_or(0);
     let seg = ObjRef { share: root, object: seg_id };
     check!(seg_id != 0, "segment_alloc");
@@ -59,8 +84,13 @@ fn main() -> i32 {
         faults,
         page_faults()
     );
+    Ok((seg, set))
+}
 
-    // A plain copy: same contents now, independent afterwards.
+/// A plain copy: same contents now, independent afterwards.
+fn plain_copy(root: u64, seg: ObjRef, set: ArSetSeg) -> Step {
+    let seg_id = seg.object;
+    let p = AT as *mut u64;
     let copy_id = segment_copy(root, seg, copy_mode::PLAIN).unwrap_or(0);
     check!(copy_id != 0 && copy_id != seg_id, "segment_copy");
     let copy_at = AT + (1 << 20);
@@ -75,8 +105,12 @@ fn main() -> i32 {
         check!(c.read_volatile() == 0x1234, "writing the original leaves the copy alone");
         p.write_volatile(0x1234);
     }
+    Ok(())
+}
 
-    // Access control: a share outside the set, an object outside the share.
+/// Access control: a share outside the set, an object outside the share. Returns a share
+/// reachable from the root share but not in the share set.
+fn access_control(root: u64, seg_id: u64) -> Step<u64> {
     let stranger = ObjRef { share: root + 12345, object: seg_id };
     check!(obj_get_name(stranger) == Err(Error::NoSuchObject), "a share not in the set is refused");
     let s2 = share_alloc(root).unwrap_or(0);
@@ -86,8 +120,11 @@ fn main() -> i32 {
         "not in that share"
     );
     check!(self_drop(root) == Err(Error::NotPermitted), "the root share cannot be dropped");
+    Ok(s2)
+}
 
-    // Nested range: a second segment through a range spliced in at 2 GiB.
+/// Nested range: a second segment through a range spliced in at 2 GiB; returns it.
+fn nested_range(root: u64, ar: ObjRef) -> Step<u64> {
     let inner = ar_alloc(root, ar_kind::SLOT).unwrap_or(0);
     let seg2 = segment_alloc(root, PAGE).unwrap_or(0);
     check!(inner != 0 && seg2 != 0, "ar_alloc/segment_alloc");
@@ -112,9 +149,13 @@ fn main() -> i32 {
         q.write_volatile(77);
         check!(q.read_volatile() == 77, "nested range page");
     }
+    Ok(seg2)
+}
 
-    // References: the root share and the range both hold the segment; dropping the share's
-    // reference keeps the mapping alive.
+/// References: the root share and the range both hold the segment `seg`; dropping the
+/// share's reference keeps the mapping alive. Then bad arguments are errors.
+fn references(root: u64, ar: ObjRef, seg: ObjRef, s2: u64, seg2: u64) -> Step {
+    let p = AT as *mut u64;
     // s2 is reachable through the root share but not in the share set: it cannot be named.
     check!(
         share_addobj(s2, seg) == Err(Error::NoSuchObject),
@@ -135,10 +176,13 @@ fn main() -> i32 {
     };
     check!(ar_set_seg(&bad) == Err(Error::InvalidArgument), "an unaligned mapping is refused");
     check!(segment_alloc(root, u64::MAX) == Err(Error::NoResources), "a huge segment is refused");
+    Ok(())
+}
 
-    // Devices (Corey §4.4): the serial console, the initrd, the machine, the keyboard and a
-    // timer per core (the machine and keyboard are capabilities: nobody allocates them); a device
-    // object reports its counters.
+/// Devices (Corey §4.4): the serial console, the initrd, the machine, the keyboard and a
+/// timer per core (the machine and keyboard are capabilities: nobody allocates them); a
+/// device object reports its counters.
+fn devices(root: u64) -> Step {
     let mut devices = [libatoll::abi::DeviceInfo::default(); 64];
     let n = libatoll::obj::device_list(&mut devices).unwrap_or(0);
     check!(
@@ -173,8 +217,7 @@ fn main() -> i32 {
     check!(serial.is_ok(), "device_alloc");
     let stat = serial.and_then(|id| libatoll::obj::device_stat(ObjRef::new(root, id)));
     check!(stat.is_ok_and(|s| s.count > 0), "the console has written bytes");
-    println!("objtest: ok ({} soft faults)", page_faults());
-    0
+    Ok(())
 }
 
 libatoll::main!(main);

@@ -7,19 +7,25 @@
 //! 3. **Switching** ([`switch_to`], [`after_switch`]): a thread switches straight to the
 //!    next one; what must happen once it is off its stack (requeue it, retire it) is left
 //!    in its processor's `pending` slot, which the next thread carries out first.
-//! 4. **A processor's idle loop** ([`idle_main`]): it runs on a stack of its own, takes
+//! 4. **Threads made and retired** ([`make_task`], [`retire`]).
+//! 5. **A processor's idle loop** ([`idle`]): it runs on a stack of its own, takes
 //!    threads (and futures) from the queues it snoops, spins a while when there are none,
 //!    then parks on the runtime's `epoch` word until [`notify`] or a timeout.
-//! 5. **Starting and stopping** ([`run`]).
+//! 6. **Starting and stopping** ([`run`]).
 //!
 //! The runtime names none of the subsystems that hang state off a thread's header (the
 //! allocator's heap, the STM's descriptors, thread-local values): each implements
-//! [`ThreadHooks`] and is listed in one place, [`crate::Subsystems`], whose hooks the
-//! runtime calls when a thread ends, is switched in, or is freed unfinished (§2.3: "when
-//! a thread exits, the scheduler uses a fast callback to notify the memory manager").
+//! [`crate::hooks::ThreadHooks`] and is listed in one place, [`crate::Subsystems`], whose
+//! hooks the runtime calls when a thread ends, is switched in, or is freed unfinished
+//! (§2.3: "when a thread exits, the scheduler uses a fast callback to notify the memory
+//! manager").
 
+mod idle;
+
+use crate::cells::Slot;
 use crate::config::Config;
 use crate::context::{self, Stack};
+use crate::hooks::ThreadHooks;
 use crate::host::Host;
 use crate::park::Parking;
 use crate::predicate::Predicate;
@@ -27,7 +33,7 @@ use crate::queue::TaskQueue;
 use crate::Subsystems;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::cell::{Cell, RefCell, UnsafeCell};
+use core::cell::{Cell, RefCell};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Marks a live thread header (a check that the stack pointer is on a McRT stack).
@@ -52,7 +58,8 @@ pub(crate) struct Task {
     canary: u64,
     /// The stack pointer saved while it is switched out.
     sp: Cell<usize>,
-    rt: *const Shared,
+    /// The runtime it belongs to (which outlives it: `context::for_the_run`).
+    rt: &'static Shared,
     /// The processor running it (set when it is switched in).
     processor: Cell<usize>,
     /// The queue it goes back to when it yields (its domain's, §2.2).
@@ -159,12 +166,8 @@ pub(crate) struct Shared {
     pub(crate) fpu_saving: AtomicBool,
 }
 
-// SAFETY: a processor's cells are touched only by the system thread running it (its idle
-// loop and the McRT threads it has switched in); everything else is atomic or behind the
-// queues' locks. The host is `Sync` and outlives the run.
-unsafe impl Sync for Shared {}
-// SAFETY: as above; a header moves between processors only through a queue's lock.
-unsafe impl Sync for Task {}
+// `Shared` is `Sync`: a processor's cells are touched only by the system thread running
+// it (the claim is in `cells.rs`, with the crate's others).
 
 impl Shared {
     pub(crate) fn host(&self) -> &dyn Host {
@@ -195,8 +198,7 @@ pub(crate) fn current() -> &'static Task {
 
 impl Task {
     pub(crate) fn rt(&self) -> &'static Shared {
-        // SAFETY: the runtime outlives its threads.
-        unsafe { &*self.rt }
+        self.rt
     }
 
     fn proc(&self) -> &'static Processor {
@@ -409,90 +411,7 @@ pub(crate) fn notify_if_parked(rt: &Shared) {
 }
 
 // ---------------------------------------------------------------------------------------
-// The subsystems' hooks.
-
-/// What a subsystem that keeps per-thread state in the thread's header wants done when
-/// a thread ends, is switched in, or is freed. Each hook does nothing unless the
-/// subsystem overrides it; a hook checks its own header field (0: nothing there) and
-/// returns at once when it has nothing to do. A subsystem implements it on a unit type,
-/// and [`crate::Subsystems`] lists those types; a tuple of subsystems runs each hook
-/// for its members in order. The calls are resolved at compile time, so the switch path
-/// costs what it did when the runtime named the STM's hook (an indirect call through a
-/// table of `fn` pointers was not inlined there).
-pub(crate) trait ThreadHooks {
-    /// Runs on the ending thread's own stack, before any `release`: work that may still
-    /// use the runtime (thread-local destructors may allocate, lock, even yield).
-    fn ending(_t: &Task) {}
-
-    /// Gives back what the subsystem hangs off a header whose thread will never run
-    /// again: a thread that ended (on its stack, after every `ending`), a thread left
-    /// queued when the runtime stops, and a processor's stopped idle loop (on the
-    /// processor's system stack). It must not yield.
-    fn release(_t: &Task) {}
-
-    /// Runs on a thread each time it is switched in, before it goes on: on every switch,
-    /// so it must be cheap when it has nothing to do.
-    fn resume(_t: &Task) {}
-}
-
-/// A list of subsystems (a tuple) is one too: each hook runs for every member, in order.
-macro_rules! thread_hooks_for_tuple {
-    ($($s:ident),+) => {
-        impl<$($s: ThreadHooks),+> ThreadHooks for ($($s,)+) {
-            #[inline(always)]
-            fn ending(t: &Task) {
-                $($s::ending(t);)+
-            }
-            #[inline(always)]
-            fn release(t: &Task) {
-                $($s::release(t);)+
-            }
-            #[inline(always)]
-            fn resume(t: &Task) {
-                $($s::resume(t);)+
-            }
-        }
-    };
-}
-thread_hooks_for_tuple!(A);
-thread_hooks_for_tuple!(A, B);
-thread_hooks_for_tuple!(A, B, C);
-thread_hooks_for_tuple!(A, B, C, D);
-thread_hooks_for_tuple!(A, B, C, D, E);
-
-// ---------------------------------------------------------------------------------------
 // Threads: made, retired.
-
-/// Where a thread's result waits for its joiner (and `run`'s main thread's, for `run`).
-pub(crate) struct Slot<T> {
-    value: UnsafeCell<Option<T>>,
-}
-
-// SAFETY: written once by the thread before it is marked done (Release), read by the
-// joiner after it sees done (Acquire); `run` reads the main thread's after the host has
-// joined every processor.
-unsafe impl<T: Send> Sync for Slot<T> {}
-// SAFETY: as above.
-unsafe impl<T: Send> Send for Slot<T> {}
-
-impl<T> Slot<T> {
-    /// An empty slot.
-    pub(crate) fn new() -> Slot<T> {
-        Slot { value: UnsafeCell::new(None) }
-    }
-
-    /// Puts the result (the thread, once, before it is done).
-    pub(crate) fn put(&self, v: T) {
-        // SAFETY: only the thread writes, before it is done; nobody reads until then.
-        unsafe { *self.value.get() = Some(v) }
-    }
-
-    /// Takes the result (the one joiner, once the thread is done).
-    pub(crate) fn take(&self) -> Option<T> {
-        // SAFETY: only after the thread is done (its writes are visible), by one reader.
-        unsafe { (*self.value.get()).take() }
-    }
-}
 
 /// Makes a thread that runs `entry`, in queue `queue` (not yet queued); `None` when memory
 /// is short. `creator`: the McRT thread making it, if one is (its processor's stack cache
@@ -508,7 +427,7 @@ pub(crate) fn make_task(
     let header = Task {
         canary: CANARY,
         sp: Cell::new(0),
-        rt,
+        rt: context::for_the_run(rt),
         processor: Cell::new(0),
         queue: Cell::new(queue),
         state: AtomicU32::new(0),
@@ -603,118 +522,6 @@ pub(crate) fn spawn_queue(me: &Task) -> usize {
 }
 
 // ---------------------------------------------------------------------------------------
-// A processor's idle loop.
-
-/// A processor's idle loop: runs threads whose predicates hold, else futures, else spins,
-/// then parks; returns to the system thread when the runtime stops.
-fn idle_main(index: usize, rt: &Shared) {
-    let p = rt.processor(index);
-    let me = current();
-    let mut rounds = 0u32;
-    let mut spinning = false;
-    // At most a quarter of the processors spin (at least one).
-    let most_spinning = (rt.config.processors as u32 / 4).max(1);
-    // A spinner that found work stops spinning and wakes a sleeper to look for more.
-    let found = |spinning: &mut bool| {
-        if core::mem::take(spinning) {
-            rt.parking.stop_spinning();
-            notify_if_parked(rt);
-        }
-    };
-    // Whether this processor counts in `idle_processors` (it is looking for work).
-    let mut looking = false;
-    let look = |on: bool, looking: &mut bool| {
-        if on != core::mem::replace(looking, on) {
-            if on {
-                rt.idle_processors.fetch_add(1, Ordering::Relaxed);
-            } else {
-                rt.idle_processors.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
-    };
-    loop {
-        if rt.stopping.load(Ordering::Acquire) {
-            break;
-        }
-        if let Some(t) = find_work(rt, p) {
-            look(false, &mut looking);
-            found(&mut spinning);
-            rounds = 0;
-            switch_to(me, t, Pending::None);
-            continue;
-        }
-        look(true, &mut looking);
-        if crate::future::run_one(rt, index) {
-            found(&mut spinning);
-            rounds = 0;
-            continue;
-        }
-        if !spinning && rounds == 0 {
-            spinning = rt.parking.start_spinning(most_spinning);
-        }
-        rounds += 1;
-        if spinning && rounds < SPIN_ROUNDS {
-            core::hint::spin_loop();
-            continue;
-        }
-        rounds = 0;
-        if core::mem::take(&mut spinning) {
-            rt.parking.stop_spinning();
-        }
-        look(false, &mut looking);
-        let epoch = rt.parking.announce();
-        // Looked again after announcing the sleep: a notify from now on wakes us.
-        let work = find_work(rt, p);
-        if let Some(t) = work {
-            rt.parking.retract();
-            switch_to(me, t, Pending::None);
-            continue;
-        }
-        if !rt.stopping.load(Ordering::Acquire) && !crate::future::any_queued(rt) {
-            rt.stats.parks.fetch_add(1, Ordering::Relaxed);
-            rt.parking.sleep(rt.host(), epoch, PARK_US);
-        }
-        rt.parking.retract();
-    }
-    look(false, &mut looking);
-    if spinning {
-        rt.parking.stop_spinning();
-    }
-    // Back to the system thread's stack (`processor_main`).
-    // `host_sp` was saved by the switch into this loop, on a stack still live. (The
-    // system thread's own context always keeps its FPU words: a saving switch.)
-    context::switch_threads(&me.sp, p.host_sp.get(), true);
-    unreachable!("mcrt: a stopped idle loop was resumed");
-}
-
-/// The body of processor `index`'s system thread: switch into the idle loop, come back
-/// when the runtime stops.
-fn processor_main(rt: &Shared, index: usize) {
-    let p = rt.processor(index);
-    // The idle loop finds the runtime through its own header, as every thread does.
-    let body: Box<dyn FnOnce() + Send> = Box::new(move || idle_main(index, shared()));
-    let Some(idle) = make_task(rt, None, 0, body, true) else {
-        rt.stopping.store(true, Ordering::Release);
-        return;
-    };
-    p.idle.set(idle);
-    let inside = crate::EnterRuntime::new();
-    // The idle loop's stack was just prepared; it switches back here when it stops.
-    let idle_header = context::header(idle);
-    idle_header.processor.set(index);
-    context::switch_threads(&p.host_sp, idle_header.sp.get(), true);
-    drop(inside);
-    // The idle loop has stopped; its header is ours. (Futures it ran allocated on its
-    // heap: the blocks go to the pool as a thread's do.)
-    Subsystems::release(idle_header);
-    free_task_on(idle, None);
-    // The processor has stopped; nothing else touches its cache.
-    for stack in p.stacks.take() {
-        context::give_to_pool(stack);
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // Starting and stopping.
 
 /// Runs `main` as the first McRT thread on a runtime configured by `config`, carried by
@@ -731,10 +538,10 @@ pub fn run<R: Send + 'static>(
     if crate::in_runtime() {
         return Err(crate::Error::InvalidArgument); // one runtime per system thread
     }
-    // SAFETY: only the lifetime changes. The host is reached only through the runtime
-    // (`Shared::host`), which this call makes and drops before it returns, and through
-    // its processors' system threads, which `run_processors` joins before it returns.
-    let host: &'static dyn Host = unsafe { core::mem::transmute::<&dyn Host, _>(host) };
+    // The host is reached only through the runtime (`Shared::host`), which this call
+    // makes and drops before it returns, and through its processors' system threads,
+    // which `run_processors` joins before it returns.
+    let host: &'static dyn Host = context::host_for_the_run(host);
     let processors = (0..config.processors)
         .map(|index| Processor {
             index,
@@ -775,7 +582,7 @@ pub fn run<R: Send + 'static>(
     // Just made, not yet queued.
     context::header(main_task).state.store(DETACHED, Ordering::Relaxed);
     rt.queues[first].push(main_task as usize);
-    let started = rt.host().run_processors(rt.config.processors, &|i| processor_main(&rt, i));
+    let started = rt.host().run_processors(rt.config.processors, &|i| idle::processor_main(&rt, i));
     // Whatever is left in the queues will not run.
     for q in &rt.queues {
         while let Some(t) = q.take(|_| true) {
