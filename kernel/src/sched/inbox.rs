@@ -1,4 +1,4 @@
-//! The scheduler's messages: the monitor hands every `SCHED` message to [`on_message`],
+//! The scheduler's messages: the transport hands every `SCHED` message to [`on_message`],
 //! which only files it in this core's [`Inbox`]; the scheduler reads the inbox between
 //! threads and at every tick ([`read_inbox`]). Wake-ups, joins and reaps of parked
 //! threads are here too.
