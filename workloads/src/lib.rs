@@ -11,6 +11,7 @@
 //! | [`memclone`] | soft page faults on private memory, one address space or one per core | Corey §8.2, Figure 7(a) |
 //! | [`mempass`] | one buffer touched by each core in turn, one address space or one per core | Corey §8.2, Figure 7(b) |
 //! | [`unmap`] | taking write access to a page away from the N cores that map it (the TLB shootdown), and giving it back | Multikernel §5.1, Figure 7 |
+//! | [`locks`] | a contended lock as cores are added: spin (TTS), ticket and MCS | Corey §2, Figure 3 |
 //! | [`amps`] | thread switch and create; jobs, data-parallel steps and fairness under the scheduler | AMPS (SC'07) Table 2, Figures 5–6 |
 //!
 //! The [`linux`] module (feature `linux`, on by default) implements the platform with
@@ -34,6 +35,7 @@ use core::sync::atomic::AtomicU32;
 pub mod amps;
 pub mod avl;
 pub mod larson;
+pub mod locks;
 pub mod mcrt;
 pub mod memclone;
 pub mod memory;

@@ -29,6 +29,7 @@ kernel_test!(REMAP, "user.remap_reaches_other_cores", 2, Shared, remap_reaches_o
 kernel_test!(REVOKE, "user.revoke_reaches_other_cores", 2, Shared, revoke_reaches_other_cores);
 kernel_test!(PCORES, "user.corey_pcores_run_and_halt", 2, Shared, pcores_run_and_halt);
 kernel_test!(IPC_BENCH, "user.ipc_benchmarks_report", 2, Shared, ipc_benchmarks_report);
+kernel_test!(LOCK_BENCH, "user.lock_benchmark_reports", 2, Shared, lock_benchmark_reports);
 kernel_test!(MULTICAST, "user.multicast_program", 2, Alone, multicast_program);
 kernel_test!(UNMAP_BENCH, "user.unmap_benchmark_reports", 2, Shared, unmap_benchmark_reports);
 kernel_test!(LRPC_BENCH, "user.lrpc_benchmark_reports", 1, Shared, lrpc_benchmark_reports);
@@ -494,6 +495,38 @@ fn ipc_benchmarks_report() -> Result<(), String> {
                 ("metric", "cycles_per_update"),
             ];
             check_fields(line, &want)?;
+        }
+        Ok(())
+    })
+}
+
+/// `lockbench 50 --cores 0-1` (Corey Figure 3, the `workloads::locks` code the Linux guest
+/// runs): the TTS, ticket and MCS locks contended by 1, then 2 cores; it exits 0 (the
+/// workload fails if a lock let two cores in at once: its counter would come short) and
+/// prints both metrics for each lock and core count, each positive; bad arguments get the
+/// usage (exit 2); everything balances.
+fn lock_benchmark_reports() -> Result<(), String> {
+    balanced(|| {
+        for bad in ["0", "100001", "x", "--cores", "--cores 0-99", "5 --nope", "5 5"] {
+            expect("lockbench", bad, ExitStatus::Exited(2))?;
+        }
+        expect("lockbench", "--help", ExitStatus::Exited(0))?;
+        let lines = results("lockbench", "50 --cores 0-1", 12)?;
+        let mut want = Vec::new();
+        for cores in ["1", "2"] {
+            for lock in ["tts", "ticket", "mcs"] {
+                for metric in ["acquisitions_per_mcycle", "cycles_per_acquisition"] {
+                    want.push([
+                        ("experiment", "locks_contended"),
+                        ("cores", cores),
+                        ("impl", lock),
+                        ("metric", metric),
+                    ]);
+                }
+            }
+        }
+        for (line, fields) in lines.iter().zip(&want) {
+            check_fields(line, fields)?;
         }
         Ok(())
     })

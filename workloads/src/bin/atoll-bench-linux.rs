@@ -27,6 +27,8 @@ experiments (N: iterations or size, default in brackets):
                   shared-as and separate-as
   fdbench [20000] Corey Figure 1: N dup+close pairs per core, one descriptor table shared by
                   threads (shared) or one per process (private)
+  locks [2000]    Corey Figure 3: a spin (TTS), ticket and MCS lock contended by 1..all
+                  cores, N acquisitions per core
   thread_switch, thread_create, lrpc, thread_migrate, amps_jobs, amps_omp, amps_fairness,
   amps_server, amps_numa [20000]
                   the scheduler experiments (issue M7; N: units of work per job), with
@@ -75,6 +77,12 @@ fn main() -> ExitCode {
             run("mempass", || mempass::run(&platform, count.unwrap_or(mempass::DEFAULT_MB)))
         }
         "fdbench" => run("fdbench", || fd::run(&platform, count.unwrap_or(fd::DEFAULT_OPS))),
+        "locks" => run("locks", || {
+            workloads::locks::run(
+                &platform,
+                count.unwrap_or(workloads::locks::DEFAULT_ACQUISITIONS),
+            )
+        }),
         name if workloads::mcrt::EXPERIMENTS.contains(&name) => {
             run(name, || workloads::mcrt::run(&platform, &mcrt::hosted::LinuxHost::pinned(), name))
         }

@@ -454,6 +454,20 @@ pub const EXPERIMENTS: &[Experiment] = &[
         rows_by: &["config"],
         variants: &[],
     },
+    // Corey Figure 3: a spin (TTS), ticket and MCS lock contended by 1..all cores, the same
+    // `workloads::locks` code on both systems (issue M11 item 8).
+    Experiment {
+        name: "locks_contended",
+        min_cores: 1,
+        atoll: Some("run lockbench 2000 --cores {cores}"),
+        linux: Some("locks,2000"),
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 120,
+        plot: Plot::Lines { series: "impl" },
+        rows_by: &["impl"],
+        variants: &[],
+    },
     Experiment {
         name: "host",
         min_cores: 1,
