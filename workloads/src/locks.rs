@@ -160,7 +160,7 @@ pub fn run<P: Platform + ?Sized>(p: &P, acquisitions: usize) -> Result<Vec<Strin
                 k,
                 "acquisitions_per_mcycle",
                 point.per_mcycle,
-                "per Mcycle",
+                "acquisitions/Mcycle",
                 &extra,
             ));
             lines.push(result::line(

@@ -239,7 +239,10 @@ fn ratios(a: &[(u64, f64)], b: &[(u64, f64)]) -> Vec<f64> {
 /// True when a larger value of this unit is better (a rate: msgs/kcycle, ops/kcycle; a
 /// speedup).
 fn higher_is_better(unit: &str) -> bool {
-    unit.contains("/kcycle") || unit.contains("/Gcycle") || unit.starts_with("speedup")
+    unit.contains("/kcycle")
+        || unit.contains("/Mcycle")
+        || unit.contains("/Gcycle")
+        || unit.starts_with("speedup")
 }
 
 /// Who wins by the median ratio Atoll/Linux.
@@ -670,6 +673,7 @@ mod tests {
     #[test]
     fn rates_and_speedups_are_better_higher() {
         assert!(higher_is_better("ops/kcycle") && higher_is_better("speedup_x100"));
+        assert!(higher_is_better("acquisitions/Mcycle"));
         assert!(!higher_is_better("cycles") && !higher_is_better("ratio_x100"));
         assert_eq!(better(1.5, "speedup_x100"), "Atoll");
         assert_eq!(better(1.5, "cycles"), "Linux");
