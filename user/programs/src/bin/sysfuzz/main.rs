@@ -69,7 +69,7 @@
 //! the kernel test every core runs a fuzzer, so `pcore_alloc` is often `NotPermitted` and a
 //! context sent to a busy core waits there until that core's program ends (holding that
 //! core's pcore meanwhile). The fuzzer never waits for one: it polls what it started every
-//! few calls, halts whatever still runs after [`launch::HALT_AFTER`] calls, and before it
+//! few calls, halts whatever still runs after [`started::HALT_AFTER`] calls, and before it
 //! ends halts everything, waits a bounded time, and lets go of every pcore (a context
 //! still queued on a busy core starts later, halted, and ends at its first tick).
 //! `--others LIST` names the cores it may start things on (default: every other core);
@@ -81,12 +81,16 @@
 
 extern crate alloc;
 
+mod call;
 mod draw;
 mod fuzzer;
 mod guard;
 mod launch;
 mod park;
 mod pool;
+mod rng;
+mod started;
+mod step;
 mod text;
 
 use alloc::vec::Vec;
