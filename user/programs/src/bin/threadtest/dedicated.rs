@@ -1,13 +1,13 @@
 //! `dedicated`: a `pcore_run` context has its core to itself (Corey §4.4).
 
+use super::scheduling::chain;
+use super::{joined_ok, Check};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use libatoll::abi::Error;
 use libatoll::thread::{self, Builder};
 use libatoll::{cores_online, pcore_current};
-use super::scheduling::chain;
-use super::{joined_ok, Check};
 
 /// What the caller's part of `dedicated` may fail with (a context cannot return a
 /// string across cores, but an index).

@@ -1,10 +1,10 @@
 //! `errors`: bad arguments to every thread call are refused with the right error.
 
+use super::Check;
 use core::sync::atomic::AtomicU32;
 use libatoll::abi::{nr, Error, ThreadCreate};
 use libatoll::thread::{self};
 use libatoll::{cores_online, pcore_current, syscall3, Status};
-use super::Check;
 
 pub(crate) fn errors() -> Check {
     let word = AtomicU32::new(0);

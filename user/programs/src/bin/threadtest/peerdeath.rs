@@ -1,8 +1,8 @@
 //! `peerdeath`: a library wait sees a peer that faulted (issue M14).
 
-use libatoll::thread::{self};
-use libatoll::println;
 use super::Check;
+use libatoll::println;
+use libatoll::thread::{self};
 
 /// `peerdeath`: a thread faults while its peers will wait for it at a barrier; the
 /// peers' waits must end and `run_threads` report the failure.

@@ -1,12 +1,12 @@
 //! `placement`, `numa-small`, `numa-big` and `resident`: where AMPS places a thread and
 //! what its NUMA policy moves (AMPS §2.3, §2.4).
 
+use super::{joined_ok, Check};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use libatoll::thread::{self, Builder};
 use libatoll::{cores_online, pcore_current, println, Status};
-use super::{joined_ok, Check};
 
 pub(crate) fn placement() -> Check {
     let cores = cores_online();

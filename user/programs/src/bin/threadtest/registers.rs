@@ -1,11 +1,11 @@
 //! `registers`: preemption and migration keep every integer and SSE register.
 
+use super::{joined_ok, Check};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use libatoll::thread::{self};
 use libatoll::{cores_online, println};
-use super::{joined_ok, Check};
 
 /// Runs `iterations` rounds of a mix of integer (r12–r15) and SSE (xmm0–xmm7) additions
 /// seeded by `seed`, all in registers inside one assembly block (a preemption or

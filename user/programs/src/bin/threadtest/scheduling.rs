@@ -1,12 +1,12 @@
 //! `oversubscribe`, `starve` and `many`: threads share cores, each gets CPU, and many
 //! threads are created and joined.
 
+use super::{joined_ok, Check};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use libatoll::thread::{self, Builder};
 use libatoll::{cores_online, pcore_current};
-use super::{joined_ok, Check};
 
 /// The integer work of `oversubscribe`: an xorshift chain.
 pub(crate) fn chain(seed: u64, steps: u64) -> u64 {

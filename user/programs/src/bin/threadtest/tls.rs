@@ -1,6 +1,7 @@
 //! `tls`: each thread's FS base and thread-locals, and its own McRT-Malloc heap (issue
 //! M15).
 
+use super::{joined_ok, Check};
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -9,7 +10,6 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use libatoll::abi::{Error, USER_END};
 use libatoll::thread::{self, Builder};
 use libatoll::{cores_online, pcore_current, println, tls};
-use super::{joined_ok, Check};
 
 libatoll::thread_local! {
     /// How many rounds this thread counted.

@@ -1,11 +1,11 @@
 //! `waitwake`: wake-ups across threads, none lost, none to the wrong word.
 
+use super::{joined_ok, Check};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use libatoll::thread::{self, Builder, Woken};
 use libatoll::pcore_current;
-use super::{joined_ok, Check};
+use libatoll::thread::{self, Builder, Woken};
 
 pub(crate) fn waitwake() -> Check {
     changed_and_timed_out()?;
