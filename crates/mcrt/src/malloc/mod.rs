@@ -161,7 +161,7 @@ pub unsafe fn free(ptr: *mut u8, layout: Layout) {
 /// it will never run again.
 pub(crate) struct ThreadHooks;
 
-impl crate::hooks::ThreadHooks for ThreadHooks {
+impl crate::hooks::ThreadHooks<Task> for ThreadHooks {
     fn release(t: &Task) {
         on_thread_exit(t);
     }
