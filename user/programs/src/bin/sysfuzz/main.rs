@@ -43,7 +43,7 @@
 //!   100 %, a block retyped to another core and back (the fuzzer moves there to give it
 //!   back), `bench shootdown|twophase|polling` of 1 or 2 on up to 4 cores (`urpc`, `shm`
 //!   and `multicast` spin on several cores at once and wait seconds for cores that run
-//!   fuzzers: `launch::BENCH_FUZZED`); `sched` and the reports too. Without the capability
+//!   fuzzers: `text::BENCH_FUZZED`); `sched` and the reports too. Without the capability
 //!   any line goes.
 //! - `sleep` and `wait` go as drawn; one that may park for long (over 1 ms, or no timeout)
 //!   is made by a parker thread (`park.rs`), whose words the fuzzer wakes; those it lets go
