@@ -1,13 +1,20 @@
 //! What crosses system threads: the crate's cells that more than one thread reaches, and
-//! every `Sync` or `Send` the compiler cannot derive. Each cell is a small type over an
-//! `UnsafeCell` with safe methods, whose docs say the one rule its users keep; the claims
-//! for types of other modules (at the end) each name the invariant that module keeps.
+//! so every `Sync` or `Send` the compiler cannot derive. Each cell is a small type with
+//! safe methods, whose docs say the one rule its users keep; the types of other modules
+//! that cross threads hold their non-`Sync` parts in one of these, so this module names
+//! none of them and every module builds on it.
 //!
 //! - [`Slot`]: a value handed over once, from one thread to another, ordered by a flag
 //!   its users publish (a thread's result for its joiner, a future's function and value).
 //! - [`Held`]: a value behind a lock its user implements, reached by one holder at a time
 //!   (a mutex's value, the STM's limbo list).
+//! - [`HeldLogs`]: as `Held`, for a value that holds addresses only its holder uses (an
+//!   STM descriptor's logs).
 //! - [`ReadShared`]: a value behind a reader-writer lock its user implements.
+//! - [`Confined`]: a value one system thread changes inside a structure all share (a
+//!   processor's own state in the runtime's).
+//! - [`AtomicallyCopied`]: a value copied only word by word with atomics (a transactional
+//!   cell's).
 
 use core::cell::UnsafeCell;
 
@@ -118,23 +125,93 @@ impl<T> ReadShared<T> {
     }
 }
 
-// ---------------------------------------------------------------------------------------
-// The other modules' types that cross threads, each on the invariant its module keeps.
+/// A holder's private logs: as [`Held`], a value behind a lock its user implements and
+/// reached only by the thread holding it, but one that may hold raw addresses (an STM
+/// descriptor's read, write and undo logs, its allocations and frees). They are addresses
+/// the holder itself logged and only a holder uses, so the value moves with the lock from
+/// thread to thread whatever it holds.
+pub(crate) struct HeldLogs<T> {
+    value: UnsafeCell<T>,
+}
 
-// SAFETY: a processor's cells are touched only by the system thread running it (its idle
-// loop and the McRT threads it has switched in: `runtime`); everything else in the
-// runtime's state is atomic or behind the queues' locks. The host is `Sync` and outlives
-// the run (`context::for_the_run`).
-unsafe impl Sync for crate::runtime::Shared {}
-
-// SAFETY: a descriptor's `local` is touched only by the thread holding it (`taken`, see
-// `stm::descriptor`); the rest is atomic. Its raw pointers are the addresses its holder's
-// transaction logged, used only by that holder.
-unsafe impl Sync for crate::stm::descriptor::Desc {}
+// SAFETY: one thread at a time reaches the value (the lock's holder, as the type's rule
+// says), and the lock's Acquire/Release orders them; the addresses in it are used only by
+// the holder (the type's rule), so it may move between threads.
+unsafe impl<T> Sync for HeldLogs<T> {}
 // SAFETY: as above.
-unsafe impl Send for crate::stm::descriptor::Desc {}
+unsafe impl<T> Send for HeldLogs<T> {}
 
-// SAFETY: a transactional cell's value is only copied with atomic loads, and stored with
-// atomic stores by the transaction owning its lock word (`malloc::raw`, invariant 4); a
-// `T: Send` may thus be shared (it is `Copy`).
-unsafe impl<T: Copy + Send> Sync for crate::stm::TCell<T> {}
+impl<T> HeldLogs<T> {
+    /// `value`, behind its user's lock.
+    pub(crate) const fn new(value: T) -> HeldLogs<T> {
+        HeldLogs { value: UnsafeCell::new(value) }
+    }
+
+    /// The value to change, for the lock's holder while it holds it, which keeps no other
+    /// reference to it meanwhile.
+    #[allow(clippy::mut_from_ref)] // (the lock, not the borrow, makes it unique)
+    pub(crate) fn get_mut(&self) -> &mut T {
+        // SAFETY: the caller holds the lock (the type's rule) and no other reference.
+        unsafe { &mut *self.value.get() }
+    }
+}
+
+/// A value confined to one system thread inside a structure that all share: a processor's
+/// own state in the runtime's (`runtime::Processor`), whose cells only the system thread
+/// running that processor touches (its idle loop and the McRT threads it has switched
+/// in). Other threads read only what in it is atomic or never changes.
+pub(crate) struct Confined<T> {
+    value: T,
+}
+
+// SAFETY: the type's rule: only the one system thread it is confined to touches what in
+// it is not atomic or constant; others read only those parts, which may be shared.
+unsafe impl<T> Sync for Confined<T> {}
+
+impl<T> Confined<T> {
+    /// `value`, confined to the system thread that will run it.
+    pub(crate) const fn new(value: T) -> Confined<T> {
+        Confined { value }
+    }
+
+    /// The value: all of it for the system thread it is confined to; its atomic and
+    /// constant parts for others.
+    pub(crate) fn get(&self) -> &T {
+        &self.value
+    }
+}
+
+/// A value copied only word by word with atomics: loaded by anyone with atomic loads, and
+/// stored with atomic stores only by whoever owns the lock word its user keeps (a
+/// transactional cell's value: `malloc::raw`, invariant 4). Word-aligned for those copies.
+#[repr(C, align(8))]
+pub(crate) struct AtomicallyCopied<T> {
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is only copied with atomic loads, and stored with atomic stores by
+// the owner of its user's lock word (the type's rule); a `T: Send` may thus be shared (it
+// is `Copy`: a copy is the value).
+unsafe impl<T: Copy + Send> Sync for AtomicallyCopied<T> {}
+
+impl<T> AtomicallyCopied<T> {
+    /// `value`.
+    pub(crate) const fn new(value: T) -> AtomicallyCopied<T> {
+        AtomicallyCopied { value: UnsafeCell::new(value) }
+    }
+
+    /// Where the value is, for the word-wise atomic copies.
+    pub(crate) fn as_ptr(&self) -> *mut T {
+        self.value.get()
+    }
+
+    /// The value, when nobody else can reach it.
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.value.get_mut()
+    }
+
+    /// The value, owned.
+    pub(crate) fn into_inner(self) -> T {
+        self.value.into_inner()
+    }
+}

@@ -31,10 +31,24 @@ pub const STACK_BYTES: usize = 64 * 1024;
 /// Bytes at the very top of every stack that the stack itself keeps (above the header).
 pub const STACK_RESERVED: usize = 64;
 
-/// The MXCSR and x87 control word a new thread starts with ([`crate::fpu::INITIAL`]: every
-/// exception masked, round to nearest), as a sharing switch's frame would hold them.
-const INITIAL_FPU: u64 =
-    crate::fpu::INITIAL.mxcsr as u64 | ((crate::fpu::INITIAL.x87 as u64) << 32);
+/// The FPU control words of a thread, which a switch keeps (read and set through
+/// [`crate::fpu`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FpuWords {
+    /// MXCSR (SSE rounding, exception masks, flush-to-zero, denormals-are-zero); bits 16
+    /// and up are reserved and must be clear.
+    pub mxcsr: u32,
+    /// The x87 FPU control word (precision, rounding, exception masks).
+    pub x87: u16,
+}
+
+/// The words every McRT thread starts with (the power-on defaults: every exception
+/// masked, round to nearest, 64-bit x87 precision).
+pub const INITIAL: FpuWords = FpuWords { mxcsr: 0x1F80, x87: 0x037F };
+
+/// The MXCSR and x87 control word a new thread starts with ([`INITIAL`]), as a sharing
+/// switch's frame would hold them.
+const INITIAL_FPU: u64 = INITIAL.mxcsr as u64 | ((INITIAL.x87 as u64) << 32);
 
 /// Most stacks the process-wide pool keeps.
 pub const POOL_MAX: usize = 1024;
@@ -478,7 +492,7 @@ macro_rules! restore_fpu {
 }
 
 /// The resumed side of a sharing switch: if a saving switch resumed it (ecx is not all
-/// ones), loads the initial words (`fpu::INITIAL`: MXCSR 0x1F80, x87 0x037F), through the
+/// ones), loads the initial words ([`INITIAL`]: MXCSR 0x1F80, x87 0x037F), through the
 /// frame's FPU slot, which the sharing switch left unwritten and nobody reads again.
 macro_rules! restore_initial_fpu {
     () => {
@@ -508,7 +522,7 @@ pub unsafe fn switch(save: *mut usize, next: usize) {
 /// - another sharing switch (ecx all ones, which no 16-bit control word equals): nothing;
 ///   it carries on with the switcher's words, which are the ones it had;
 /// - a [`switch`] (ecx the switcher's x87 control word): the initial words
-///   ([`crate::fpu::INITIAL`]), MXCSR always and the x87 word if the switcher's differs.
+///   ([`INITIAL`]), MXCSR always and the x87 word if the switcher's differs.
 ///   A context is suspended by this switch only while its thread has not called the
 ///   setter, so these are its own words; the switcher's may not be (issue M15: under
 ///   `Auto`, the thread that called the setter is then running with its own).

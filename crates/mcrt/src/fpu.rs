@@ -21,19 +21,9 @@
 
 use core::sync::atomic::Ordering;
 
-/// The FPU control words of a thread.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FpuWords {
-    /// MXCSR (SSE rounding, exception masks, flush-to-zero, denormals-are-zero); bits 16
-    /// and up are reserved and must be clear.
-    pub mxcsr: u32,
-    /// The x87 FPU control word (precision, rounding, exception masks).
-    pub x87: u16,
-}
-
-/// The words every McRT thread starts with (the power-on defaults: every exception
-/// masked, round to nearest, 64-bit x87 precision).
-pub const INITIAL: FpuWords = FpuWords { mxcsr: 0x1F80, x87: 0x037F };
+// The words and the initial ones are the context switch's (it keeps them, and starts
+// every thread with them); they are this module's public face too.
+pub use crate::context::{FpuWords, INITIAL};
 
 /// The calling thread's control words.
 pub fn control() -> FpuWords {

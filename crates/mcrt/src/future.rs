@@ -11,22 +11,14 @@
 //! a predicate); it may spawn and read other futures.
 
 use crate::cells::Slot;
+use crate::future_queues::Job;
 use crate::runtime::{self, Shared};
-use alloc::collections::VecDeque;
 use alloc::sync::Arc;
-use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use locks::TtsLock;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 const PENDING: u32 = 0;
 const RUNNING: u32 = 1;
 const DONE: u32 = 2;
-
-/// Something a processor can evaluate.
-trait Job: Send + Sync {
-    /// Evaluates it if nobody has started it; true if this call did.
-    fn run_if_pending(&self) -> bool;
-}
 
 /// A future as its reader sees it: a [`Job`] with a state and, once DONE, a value.
 trait Evaluation<T>: Job {
@@ -88,23 +80,6 @@ enum Handle<T> {
     Queued(Arc<dyn Evaluation<T>>),
 }
 
-/// Each processor's queue of futures not yet started.
-pub(crate) struct FutureQueues {
-    queues: Vec<TtsLock<VecDeque<Arc<dyn Job>>>>,
-    /// Futures queued in all (kept under the queues' locks, read without them: idle
-    /// processors look here before they take any lock).
-    queued: AtomicUsize,
-}
-
-impl FutureQueues {
-    pub(crate) fn new(processors: usize) -> FutureQueues {
-        FutureQueues {
-            queues: (0..processors).map(|_| TtsLock::new(VecDeque::new())).collect(),
-            queued: AtomicUsize::new(0),
-        }
-    }
-}
-
 /// `spawn(f, arg)`: a future of `f(arg)`.
 #[inline(always)]
 pub fn spawn<A: Send + 'static, T: Send + 'static>(
@@ -126,7 +101,7 @@ pub fn spawn_with<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     // cache-line transfers to whoever takes it, so small futures are mostly run here,
     // while every idle processor is kept fed.
     let idle = rt.idle_processors.load(Ordering::Relaxed);
-    if idle == 0 || rt.futures.queued.load(Ordering::Relaxed) >= idle {
+    if idle == 0 || rt.futures.queued() >= idle {
         return Future(Handle::Ready(f()));
     }
     Future(Handle::Queued(queue(rt, f)))
@@ -143,11 +118,7 @@ fn queue<T: Send + 'static>(
     let cell =
         Arc::new(Cell { state: AtomicU32::new(PENDING), f: Slot::full(f), value: Slot::new() });
     let job: Arc<dyn Job> = cell.clone();
-    let p = runtime::processor();
-    rt.futures.queues[p].with(|q| {
-        q.push_back(job);
-        rt.futures.queued.fetch_add(1, Ordering::Relaxed);
-    });
+    rt.futures.push(runtime::processor(), job);
     runtime::notify_if_parked(rt);
     cell
 }
@@ -186,43 +157,4 @@ impl<T> Future<T> {
     pub fn was_eager(&self) -> bool {
         matches!(self.0, Handle::Ready(_))
     }
-}
-
-/// An idle processor's turn: evaluates one queued future (its own queue's newest first,
-/// then the oldest of another's); true if it ran one.
-pub(crate) fn run_one(rt: &Shared, processor: usize) -> bool {
-    if rt.futures.queued.load(Ordering::Relaxed) == 0 {
-        return false;
-    }
-    let n = rt.futures.queues.len();
-    for k in 0..n {
-        let q = &rt.futures.queues[(processor + k) % n];
-        let job = q.with(|q| {
-            let job = if k == 0 { q.pop_back() } else { q.pop_front() };
-            if job.is_some() {
-                rt.futures.queued.fetch_sub(1, Ordering::Relaxed);
-            }
-            job
-        });
-        if let Some(job) = job {
-            if job.run_if_pending() {
-                runtime::notify_if_parked(rt);
-                return true;
-            }
-        }
-    }
-    false
-}
-
-/// True if any future is queued.
-pub(crate) fn any_queued(rt: &Shared) -> bool {
-    rt.futures.queued.load(Ordering::Relaxed) != 0
-}
-
-/// Drops every queued future (the runtime stopped).
-pub(crate) fn drain(rt: &Shared) {
-    for q in &rt.futures.queues {
-        q.with(|q| q.clear());
-    }
-    rt.futures.queued.store(0, Ordering::Relaxed);
 }

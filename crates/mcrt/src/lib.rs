@@ -43,9 +43,11 @@
 //!   handles and per-thread blocks) and memory given back (STM undo, limbo, self-test).
 //! - `cells`: what crosses system threads: a value handed over once (a thread's result,
 //!   a future's function and value), a value behind a lock its user implements (a
-//!   mutex's, a reader-writer lock's, the STM limbo list, a descriptor's logs), and the
-//!   `Sync` claims the compiler cannot derive (the runtime's shared state, the STM's
-//!   descriptors and cells), each on the invariant of the module that keeps it.
+//!   mutex's, a reader-writer lock's, the STM limbo list, a descriptor's logs), a value
+//!   confined to one system thread in shared state (a processor's, in the runtime's), and
+//!   a value copied only word by word with atomics (an STM cell's): the cells in which the
+//!   other modules keep what the compiler cannot prove `Sync`, each with the rule its
+//!   users keep. It names no other module.
 //! - [`hosted`]: Linux's system calls (`mmap`, `futex`, CPU affinity) and `rdtsc`, which
 //!   no safe module can make.
 //!
@@ -75,6 +77,7 @@ pub mod config;
 pub mod context;
 pub mod fpu;
 pub mod future;
+mod future_queues;
 mod hooks;
 pub mod host;
 #[cfg(feature = "std")]

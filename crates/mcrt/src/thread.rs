@@ -160,7 +160,7 @@ impl Key {
 /// destructors run on its own stack.
 pub(crate) struct ThreadHooks;
 
-impl crate::hooks::ThreadHooks for ThreadHooks {
+impl crate::hooks::ThreadHooks<Task> for ThreadHooks {
     fn ending(t: &Task) {
         run_tls_destructors(t);
     }

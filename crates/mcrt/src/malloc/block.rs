@@ -8,7 +8,7 @@
 //! when it ends (McRT §2.3) and other threads take them from there.
 
 use super::class::{first_offset, SIZES};
-use super::raw::{self, set_next};
+use super::raw::{self, set_next, Forever};
 use super::Version;
 use core::cell::Cell;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -82,13 +82,24 @@ pub(super) fn block_of(obj: usize) -> *mut Block {
     (obj & !(BLOCK_BYTES - 1)) as *mut Block
 }
 
+// Blocks are made by `raw::new_block` and never freed (`raw`'s invariant 1).
+impl Forever for Block {}
+
 impl Block {
+    /// The block at `addr` (non-zero), an address the allocator holds (`raw`'s invariant
+    /// 1: made by [`raw::new_block`], never freed).
+    #[inline(always)]
+    pub(super) fn at(addr: usize) -> &'static Block {
+        debug_assert!(addr.is_multiple_of(BLOCK_BYTES));
+        raw::forever(addr)
+    }
+
     /// A new block of class `class` from the system, owned by `owner`; null when memory is
     /// short (or, on a machine with more than 48 address bits, when the pool's tagged word
     /// could not hold its address).
     pub(super) fn new(class: usize, version: Version, owner: usize) -> *mut Block {
         let size = SIZES[class];
-        let made = raw::new_block(|base| Block {
+        let made = raw::new_block(BLOCK_BYTES, |base| Block {
             local: Local {
                 free: Cell::new(0),
                 bump: Cell::new(base + first_offset(size, HEADER)),

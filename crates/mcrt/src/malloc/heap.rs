@@ -6,7 +6,7 @@
 
 use super::block::{self, block_of, Block, BLOCK_SHIFT};
 use super::class::NCLASSES;
-use super::raw::{self, set_next};
+use super::raw::{self, set_next, Forever};
 use super::{pool, Version, COUNTERS};
 use core::cell::Cell;
 use core::ptr::null_mut;
@@ -43,21 +43,33 @@ pub(super) struct Heap {
 /// may still read a stale owner and set its `dirty` flag, which is harmless).
 static UNUSED: TtsLock<usize> = TtsLock::new(0);
 
+// Heaps are made by `raw::leak` and never freed (`raw`'s invariant 2): a released heap
+// waits on the unused list for the next thread.
+impl Forever for Heap {}
+
 impl Heap {
+    /// The heap at `addr` (non-zero), an address the allocator holds (`raw`'s invariant
+    /// 2: made by [`raw::leak`], never freed). A heap is used by its one thread (or under
+    /// the global heap's lock); other threads only set its atomic `dirty` flags.
+    #[inline(always)]
+    pub(super) fn at(addr: usize) -> &'static Heap {
+        raw::forever(addr)
+    }
+
     /// A heap of `version` (a recycled one if there is one); null when memory is short.
     pub(super) fn make(version: Version) -> *const Heap {
         let old = UNUSED.with(|top| {
             let h = *top;
             if h != 0 {
                 // Heaps on the list are unused; we hold the lock.
-                *top = raw::heap(h).next_unused.get();
+                *top = Heap::at(h).next_unused.get();
             }
             h as *mut Heap
         });
         if !old.is_null() {
             // Taken from the list, so ours; field by field, because a thread handing over
             // a batch may still store to a stale `dirty`.
-            let h = raw::heap(old as usize);
+            let h = Heap::at(old as usize);
             h.version.set(version);
             for d in &h.dirty {
                 d.store(false, Ordering::Relaxed);
@@ -65,7 +77,7 @@ impl Heap {
             h.batches.set(0);
             return old;
         }
-        let h = raw::new_heap(|| Heap {
+        let h = raw::leak(Heap {
             version: Cell::new(version),
             avail: [const { Cell::new(null_mut()) }; NCLASSES],
             full: [const { Cell::new(null_mut()) }; NCLASSES],
@@ -94,7 +106,7 @@ impl Heap {
         let b = self.avail[class].get();
         if !b.is_null() {
             // Blocks on our lists are ours.
-            let obj = raw::block(b as usize).take_local();
+            let obj = Block::at(b as usize).take_local();
             if obj != 0 {
                 return obj as *mut u8;
             }
@@ -115,7 +127,7 @@ impl Heap {
                 }
             }
             // Blocks on our lists are ours.
-            let blk = raw::block(b as usize);
+            let blk = Block::at(b as usize);
             let obj = blk.take_local();
             if obj != 0 {
                 return obj as *mut u8;
@@ -139,7 +151,7 @@ impl Heap {
             let mut b = self.full[class].get();
             while !b.is_null() {
                 // Blocks on our lists are ours.
-                let blk = raw::block(b as usize);
+                let blk = Block::at(b as usize);
                 let next = blk.local.next.get();
                 if blk.take_remote() {
                     self.unlink(b);
@@ -162,7 +174,7 @@ impl Heap {
         } else {
             // Popped from the pool, so ours; Release for threads that read the owner to
             // decide where a free goes (they only compare it).
-            let blk = raw::block(b as usize);
+            let blk = Block::at(b as usize);
             blk.shared.owner.store(self.id(), Ordering::Release);
             blk.local.full.set(false);
             COUNTERS.recycled.fetch_add(1, Ordering::Relaxed);
@@ -177,7 +189,7 @@ impl Heap {
     #[inline]
     pub(super) fn free(&self, obj: usize, class: usize) {
         let b = block_of(obj);
-        let blk = raw::block(b as usize);
+        let blk = Block::at(b as usize);
         debug_assert_eq!(blk.local.class, class);
         // Relaxed: only we store our own id into a block (when we take it), so seeing it
         // means it is ours; any other value sends the object the remote way, which is
@@ -235,7 +247,7 @@ impl Heap {
     /// to the unused list. The caller passes a heap from [`Heap::make`] that nobody uses
     /// again (else two threads would use one heap).
     pub(super) fn release(heap: *const Heap) {
-        let h = raw::heap(heap as usize);
+        let h = Heap::at(heap as usize);
         for p in &h.pending {
             h.flush(p);
         }
@@ -246,7 +258,7 @@ impl Heap {
                 let mut b = list.replace(null_mut());
                 while !b.is_null() {
                     // Blocks on our lists are ours.
-                    let blk = raw::block(b as usize);
+                    let blk = Block::at(b as usize);
                     let next = blk.local.next.get();
                     blk.shared.owner.store(0, Ordering::Relaxed);
                     blk.shared.pool_next.store(head as usize, Ordering::Relaxed);
@@ -274,13 +286,13 @@ impl Heap {
     /// Puts `b` first on the list its `full` flag names.
     fn link(&self, b: *mut Block) {
         // Blocks on our lists are ours.
-        let l = &raw::block(b as usize).local;
+        let l = &Block::at(b as usize).local;
         let list = if l.full.get() { &self.full[l.class] } else { &self.avail[l.class] };
         let first = list.get();
         l.prev.set(null_mut());
         l.next.set(first);
         if !first.is_null() {
-            raw::block(first as usize).local.prev.set(b);
+            Block::at(first as usize).local.prev.set(b);
         }
         list.set(b);
     }
@@ -288,16 +300,16 @@ impl Heap {
     /// Takes `b` off the list its `full` flag names.
     fn unlink(&self, b: *mut Block) {
         // Blocks on our lists are ours.
-        let l = &raw::block(b as usize).local;
+        let l = &Block::at(b as usize).local;
         let (prev, next) = (l.prev.get(), l.next.get());
         if !next.is_null() {
-            raw::block(next as usize).local.prev.set(prev);
+            Block::at(next as usize).local.prev.set(prev);
         }
         if prev.is_null() {
             let list = if l.full.get() { &self.full[l.class] } else { &self.avail[l.class] };
             list.set(next);
         } else {
-            raw::block(prev as usize).local.next.set(next);
+            Block::at(prev as usize).local.next.set(next);
         }
     }
 }
@@ -311,12 +323,12 @@ pub(super) fn free_unbatched(obj: usize) {
 /// Pushes the chain `head ..= tail` onto `b`'s remote list and tells its owner (the
 /// chain as [`Block::push_remote`] takes it).
 fn hand_over(b: *const Block, head: usize, tail: usize) {
-    let blk = raw::block(b as usize);
+    let blk = Block::at(b as usize);
     blk.push_remote(head, tail);
     let owner = blk.shared.owner.load(Ordering::Acquire);
     if owner != 0 {
         // Heaps are never freed; a stale owner only gets a needless scan.
-        let owner = raw::heap(owner);
+        let owner = Heap::at(owner);
         // Release: after our push, so an owner that sees the flag sees the push.
         owner.dirty[blk.local.class].store(true, Ordering::Release);
     }

@@ -161,7 +161,7 @@ pub unsafe fn free(ptr: *mut u8, layout: Layout) {
 /// it will never run again.
 pub(crate) struct ThreadHooks;
 
-impl crate::hooks::ThreadHooks for ThreadHooks {
+impl crate::hooks::ThreadHooks<Task> for ThreadHooks {
     fn release(t: &Task) {
         on_thread_exit(t);
     }
@@ -224,7 +224,7 @@ fn current_heap() -> *const heap::Heap {
 fn with_current<R>(h: *const heap::Heap, f: impl FnOnce(&heap::Heap) -> R) -> R {
     if h != FALLBACK {
         // The calling thread's own heap.
-        return f(raw::heap(h as usize));
+        return f(heap::Heap::at(h as usize));
     }
     GLOBAL.with(|g| {
         if *g == 0 {
@@ -232,7 +232,7 @@ fn with_current<R>(h: *const heap::Heap, f: impl FnOnce(&heap::Heap) -> R) -> R 
         }
         assert!(*g != 0, "mcrt::malloc: no memory for the global heap");
         // The global heap is never released; we hold its lock.
-        f(raw::heap(*g))
+        f(heap::Heap::at(*g))
     })
 }
 
@@ -324,7 +324,7 @@ impl Heap {
     pub fn alloc(&self, layout: Layout) -> *mut u8 {
         match class::class_of(layout.size(), layout.align()) {
             // Our heap, alive while we are; not `Sync`, so used by one thread.
-            Some(class) => raw::heap(self.raw as usize).alloc(class),
+            Some(class) => heap::Heap::at(self.raw as usize).alloc(class),
             None => raw::large_alloc(layout),
         }
     }
@@ -337,7 +337,7 @@ impl Heap {
     pub unsafe fn free(&self, ptr: *mut u8, layout: Layout) {
         match class::class_of(layout.size(), layout.align()) {
             // Our heap; the caller gave us the object.
-            Some(class) => raw::heap(self.raw as usize).free(ptr as usize, class),
+            Some(class) => heap::Heap::at(self.raw as usize).free(ptr as usize, class),
             // As the caller promised.
             None => raw::large_free(ptr, layout),
         }

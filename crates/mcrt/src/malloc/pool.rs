@@ -10,7 +10,6 @@
 
 use super::block::{Block, BLOCK_SHIFT};
 use super::class::NCLASSES;
-use super::raw;
 use super::Version;
 use core::sync::atomic::{AtomicU64, Ordering};
 use locks::TtsLock;
@@ -39,7 +38,7 @@ fn unpack(word: u64) -> (usize, u64) {
 /// version.
 pub(super) fn push_chain(version: Version, class: usize, head: *mut Block, tail: *mut Block) {
     // The caller gave us the chain; blocks are never freed.
-    let tail = raw::block(tail as usize);
+    let tail = Block::at(tail as usize);
     match version {
         Version::NonBlocking => {
             let top = &STACKS[class];
@@ -81,7 +80,7 @@ pub(super) fn pop(version: Version, class: usize) -> *mut Block {
                 }
                 // Blocks are never freed; if `first` was taken meanwhile, the tag has moved
                 // and the CAS below fails.
-                let next = raw::block(first).shared.pool_next.load(Ordering::Relaxed);
+                let next = Block::at(first).shared.pool_next.load(Ordering::Relaxed);
                 match top.compare_exchange_weak(
                     old,
                     pack(next, tag.wrapping_add(1)),
@@ -97,7 +96,7 @@ pub(super) fn pop(version: Version, class: usize) -> *mut Block {
             let first = lists[class];
             if first != 0 {
                 // Blocks in the pool are live headers; we hold the lock.
-                lists[class] = raw::block(first).shared.pool_next.load(Ordering::Relaxed);
+                lists[class] = Block::at(first).shared.pool_next.load(Ordering::Relaxed);
             }
             first as *mut Block
         }),
@@ -133,7 +132,7 @@ mod tests {
                             let b = pop(version, class);
                             if !b.is_null() {
                                 // Popped, so ours alone.
-                                let owner = &raw::block(b as usize).shared.owner;
+                                let owner = &Block::at(b as usize).shared.owner;
                                 assert_eq!(owner.swap(id + 1, Ordering::Relaxed), 0, "held twice");
                                 held.push(b);
                             }
@@ -141,13 +140,13 @@ mod tests {
                         while held.len() > 1 {
                             let b = held.remove(0);
                             // Ours until pushed.
-                            raw::block(b as usize).shared.owner.store(0, Ordering::Relaxed);
+                            Block::at(b as usize).shared.owner.store(0, Ordering::Relaxed);
                             push_chain(version, class, b, b);
                         }
                     }
                     for b in held {
                         // Ours until pushed.
-                        raw::block(b as usize).shared.owner.store(0, Ordering::Relaxed);
+                        Block::at(b as usize).shared.owner.store(0, Ordering::Relaxed);
                         push_chain(version, class, b, b);
                     }
                 })

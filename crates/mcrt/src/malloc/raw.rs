@@ -15,7 +15,7 @@
 //!    cleared) was made by [`new_block`], and no block is ever given back to the system
 //!    (McRT §2.3: blocks are recycled through the pool, not freed).
 //! 2. **Heaps are forever.** Every heap address (`Task::heap`, a [`super::ThreadHeap`]
-//!    slot, a block's `owner`, the unused list) was made by [`new_heap`], and no heap is
+//!    slot, a block's `owner`, the unused list) was made by [`leak`], and no heap is
 //!    freed: a released heap waits on the unused list for the next thread.
 //! 3. **Free objects have one linker.** An object handed to [`next_of`] or [`set_next`]
 //!    is free (the program gave it back through `malloc::free`, whose caller promised it
@@ -41,20 +41,23 @@
 //!    and nothing reaches it any more (the STM: an undone allocation, a limbo block past
 //!    quiescence; the self-test: an object it took from its slot).
 
-#[cfg(not(loom))]
-use super::block::{Block, BLOCK_BYTES};
-#[cfg(not(loom))]
-use super::heap::Heap;
 use super::{McrtMalloc, ThreadHeap};
 use core::alloc::{GlobalAlloc, Layout};
 use core::sync::atomic::{self, AtomicU64, Ordering};
 
-/// A new block: `BLOCK_BYTES` from the system, aligned to their size, with the header
-/// `make(base)` builds at its start; `None` when memory is short, or when its address
-/// does not fit the pool's tagged word (over 48 bits).
+/// A new block: `bytes` (a power of two) from the system, aligned to their size, with the
+/// header `make(base)` builds at its start; `None` when memory is short, or when its
+/// address does not fit the pool's tagged word (over 48 bits).
+///
+/// # Panics
+/// When the header does not fit `bytes` or its alignment (a bug of the caller).
 #[cfg(not(loom))]
-pub(super) fn new_block(make: impl FnOnce(usize) -> Block) -> Option<&'static Block> {
-    let layout = block_layout();
+pub(super) fn new_block<B: Forever>(
+    bytes: usize,
+    make: impl FnOnce(usize) -> B,
+) -> Option<&'static B> {
+    assert!(core::mem::size_of::<B>() <= bytes && core::mem::align_of::<B>() <= bytes);
+    let layout = Layout::from_size_align(bytes, bytes).expect("block layout");
     // SAFETY: the layout is not zero-sized.
     let base = unsafe { alloc::alloc::alloc(layout) };
     if base.is_null() {
@@ -65,22 +68,12 @@ pub(super) fn new_block(make: impl FnOnce(usize) -> Block) -> Option<&'static Bl
         unsafe { alloc::alloc::dealloc(base, layout) };
         return None;
     }
-    let block = base as *mut Block;
-    // SAFETY: `base` is ours, aligned to `BLOCK_BYTES` (so to the header's 64) and big
-    // enough for the header (`block::HEADER` is checked against `BLOCK_BYTES`). It is
-    // never freed (invariant 1), so the reference lives for good.
+    let block = base as *mut B;
+    // SAFETY: `base` is ours, aligned to `bytes` and big enough for the header (both
+    // checked above). It is never freed (invariant 1), so the reference lives for good.
     unsafe {
         block.write(make(base as usize));
         Some(&*block)
-    }
-}
-
-/// The layout every block is allocated with.
-#[cfg(not(loom))]
-const fn block_layout() -> Layout {
-    match Layout::from_size_align(BLOCK_BYTES, BLOCK_BYTES) {
-        Ok(l) => l,
-        Err(_) => panic!("block layout"),
     }
 }
 
@@ -90,11 +83,6 @@ const fn block_layout() -> Layout {
 /// every value the crate holds an address of was made by [`leak`] (blocks: by
 /// [`new_block`]); that makes [`forever`] sound.
 pub(crate) trait Forever {}
-
-#[cfg(not(loom))]
-impl Forever for Block {}
-#[cfg(not(loom))]
-impl Forever for Heap {}
 
 /// Makes `value` a [`Forever`] value: on the heap, never freed.
 pub(crate) fn leak<T: Forever>(value: T) -> &'static T {
@@ -110,31 +98,6 @@ pub(crate) fn forever<T: Forever>(addr: usize) -> &'static T {
     // aligned, for good. What may be done through the shared reference is the type's
     // own business (a heap's cells are used by its one thread).
     unsafe { &*(addr as *const T) }
-}
-
-/// The block at `addr` (non-zero), an address the allocator holds (invariant 1: made by
-/// [`new_block`], never freed).
-#[cfg(not(loom))]
-#[inline(always)]
-pub(super) fn block(addr: usize) -> &'static Block {
-    debug_assert!(addr.is_multiple_of(BLOCK_BYTES));
-    forever(addr)
-}
-
-/// A new heap, made by `make`. Heaps are never freed (invariant 2), so it is leaked on
-/// purpose: a released heap goes to the unused list and a later thread takes it.
-#[cfg(not(loom))]
-pub(super) fn new_heap(make: impl FnOnce() -> Heap) -> &'static Heap {
-    leak(make())
-}
-
-/// The heap at `addr` (non-zero), an address the allocator holds (invariant 2: made by
-/// [`new_heap`], never freed). A heap is used by its one thread (or under the global
-/// heap's lock); other threads only set its atomic `dirty` flags.
-#[cfg(not(loom))]
-#[inline(always)]
-pub(super) fn heap(addr: usize) -> &'static Heap {
-    forever(addr)
 }
 
 /// The object linked after the free object `obj` (invariant 3).

@@ -52,7 +52,10 @@ fn idle_main(index: usize, rt: &Shared) {
             continue;
         }
         look(true, &mut looking);
-        if crate::future::run_one(rt, index) {
+        if rt.futures.run_one(index) {
+            // A thread may wait for its value (`read` yields until it is done): a parked
+            // processor looks again.
+            notify_if_parked(rt);
             found(&mut spinning);
             rounds = 0;
             continue;
@@ -78,7 +81,7 @@ fn idle_main(index: usize, rt: &Shared) {
             switch_to(me, t, Pending::None);
             continue;
         }
-        if !rt.stopping.load(Ordering::Acquire) && !crate::future::any_queued(rt) {
+        if !rt.stopping.load(Ordering::Acquire) && !rt.futures.any_queued() {
             rt.stats.parks.fetch_add(1, Ordering::Relaxed);
             rt.parking.sleep(rt.host(), epoch, PARK_US);
         }

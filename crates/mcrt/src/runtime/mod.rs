@@ -22,9 +22,10 @@
 
 mod idle;
 
-use crate::cells::Slot;
+use crate::cells::{Confined, Slot};
 use crate::config::Config;
 use crate::context::{self, Stack};
+use crate::future_queues::FutureQueues;
 use crate::hooks::ThreadHooks;
 use crate::host::Host;
 use crate::park::Parking;
@@ -145,7 +146,8 @@ pub struct Stats {
 pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) queues: Vec<TaskQueue>,
-    processors: Vec<Processor>,
+    /// Each processor's own state, confined to the system thread running it.
+    processors: Vec<Confined<Processor>>,
     /// Where idle processors sleep ([`crate::park`]).
     parking: Parking,
     /// Processors in their idle loops looking for work, not parked: futures are queued for
@@ -158,7 +160,7 @@ pub(crate) struct Shared {
     /// Borrowed for the whole of [`run`], which erases its lifetime (see there why that
     /// is sound).
     host: &'static dyn Host,
-    pub(crate) futures: crate::future::FutureQueues,
+    pub(crate) futures: FutureQueues,
     stats: Counters,
     /// Whether switches keep each thread's FPU control words now: from the start under
     /// `FpuControl::Saved`, never under `Shared`, and under `Auto` once a thread has called
@@ -167,7 +169,8 @@ pub(crate) struct Shared {
 }
 
 // `Shared` is `Sync`: a processor's cells are touched only by the system thread running
-// it (the claim is in `cells.rs`, with the crate's others).
+// it (`Confined`); everything else in it is atomic or behind the queues' locks, and the
+// host is `Sync` and outlives the run (`context::for_the_run`).
 
 impl Shared {
     pub(crate) fn host(&self) -> &dyn Host {
@@ -175,7 +178,7 @@ impl Shared {
     }
 
     fn processor(&self, i: usize) -> &Processor {
-        &self.processors[i]
+        self.processors[i].get()
     }
 }
 
@@ -543,20 +546,22 @@ pub fn run<R: Send + 'static>(
     // which `run_processors` joins before it returns.
     let host: &'static dyn Host = context::host_for_the_run(host);
     let processors = (0..config.processors)
-        .map(|index| Processor {
-            index,
-            idle: Cell::new(core::ptr::null()),
-            host_sp: Cell::new(0),
-            pending: Cell::new(Pending::None),
-            stacks: RefCell::new(Vec::new()),
-            next_spawn: Cell::new(0),
-            switches: AtomicU64::new(0),
+        .map(|index| {
+            Confined::new(Processor {
+                index,
+                idle: Cell::new(core::ptr::null()),
+                host_sp: Cell::new(0),
+                pending: Cell::new(Pending::None),
+                stacks: RefCell::new(Vec::new()),
+                next_spawn: Cell::new(0),
+                switches: AtomicU64::new(0),
+            })
         })
         .collect();
     let config_saves_fpu = config.fpu == crate::FpuControl::Saved;
     let rt = Box::new(Shared {
         queues: (0..config.queues).map(|_| TaskQueue::new(config.lock)).collect(),
-        futures: crate::future::FutureQueues::new(config.processors),
+        futures: FutureQueues::new(config.processors),
         config,
         processors,
         parking: Parking::new(),
@@ -592,7 +597,7 @@ pub fn run<R: Send + 'static>(
             free_task_on(t, None);
         }
     }
-    crate::future::drain(&rt);
+    rt.futures.drain();
     started.map_err(|_| crate::Error::HostFailed)?;
     result.take().ok_or(crate::Error::HostFailed)
 }
@@ -602,7 +607,7 @@ pub fn stats() -> Stats {
     let rt = shared();
     Stats {
         spawned: rt.stats.spawned.load(Ordering::Relaxed),
-        switches: rt.processors.iter().map(|p| p.switches.load(Ordering::Relaxed)).sum(),
+        switches: rt.processors.iter().map(|p| p.get().switches.load(Ordering::Relaxed)).sum(),
         steals: rt.stats.steals.load(Ordering::Relaxed),
         parks: rt.stats.parks.load(Ordering::Relaxed),
     }

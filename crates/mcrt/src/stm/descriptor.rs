@@ -8,7 +8,7 @@
 
 use super::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use super::{Abort, Undo};
-use crate::cells::Held;
+use crate::cells::HeldLogs;
 use crate::malloc::raw::{forever, leak, Forever};
 use crate::runtime::Task;
 use alloc::vec::Vec;
@@ -55,11 +55,12 @@ pub(crate) struct Desc {
     pub(crate) killed: AtomicU64,
     pub(crate) undone_allocs: AtomicU64,
     /// The holder's private state.
-    pub(crate) local: Held<Local>,
+    pub(crate) local: HeldLogs<Local>,
 }
 
 // `Desc` is `Sync` and `Send`: `local` is touched only by the thread holding the
-// descriptor (`taken`); the rest is atomic (the claims are in `cells.rs`).
+// descriptor (`taken`), and the addresses in it only by that holder (`HeldLogs`); the rest
+// is atomic.
 
 // Descriptors are made once (`take`, by `raw::leak`), never freed, and kept as addresses
 // (in lock words, `Task::tx`, `Task::stm_desc`, the registry's links).
@@ -127,7 +128,7 @@ pub(crate) fn take() -> &'static Desc {
         aborts: AtomicU64::new(0),
         killed: AtomicU64::new(0),
         undone_allocs: AtomicU64::new(0),
-        local: Held::new(Local {
+        local: HeldLogs::new(Local {
             snapshot: 0,
             reads: Vec::new(),
             writes: Vec::new(),

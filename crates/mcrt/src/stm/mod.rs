@@ -63,11 +63,11 @@ mod atomic {
     };
 }
 
+use crate::cells::AtomicallyCopied;
 use crate::malloc::raw::{self, load_bytes, store_bytes};
 use crate::runtime::Task;
 use atomic::{AtomicU64, AtomicUsize, Ordering};
 use core::alloc::Layout;
-use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 use core::mem::{size_of, MaybeUninit};
 use descriptor::{bump, Desc, Local};
@@ -116,15 +116,10 @@ pub struct TCell<T: Copy> {
     /// The versioned lock word (used at object granularity).
     lock: AtomicUsize,
     granularity: Granularity,
-    value: Aligned<T>,
+    /// The value, copied only word by word with atomics (so `TCell` is `Sync`), stored
+    /// only by the transaction owning its lock word.
+    value: AtomicallyCopied<T>,
 }
-
-/// The value, word-aligned for the word-wise atomic copies.
-#[repr(C, align(8))]
-struct Aligned<T>(UnsafeCell<T>);
-
-// `TCell` is `Sync`: its value is only copied with atomic loads, and stored with atomic
-// stores by the transaction owning its lock word (the claim is in `cells.rs`).
 
 impl<T: Copy> TCell<T> {
     /// A cell holding `value`, with a lock word of its own ([`Granularity::Object`]).
@@ -135,7 +130,7 @@ impl<T: Copy> TCell<T> {
     /// A cell holding `value`, whose conflicts are detected at `granularity`.
     pub const fn with_granularity(value: T, granularity: Granularity) -> TCell<T> {
         const { assert!(size_of::<T>() <= MAX_BYTES, "mcrt::stm: a TCell value is too large") };
-        TCell { lock: AtomicUsize::new(0), granularity, value: Aligned(UnsafeCell::new(value)) }
+        TCell { lock: AtomicUsize::new(0), granularity, value: AtomicallyCopied::new(value) }
     }
 
     /// Its granularity.
@@ -150,12 +145,12 @@ impl<T: Copy> TCell<T> {
 
     /// The value, when nobody else can reach the cell.
     pub fn get_mut(&mut self) -> &mut T {
-        self.value.0.get_mut()
+        self.value.get_mut()
     }
 
     /// Unwraps the value.
     pub fn into_inner(self) -> T {
-        self.value.0.into_inner()
+        self.value.into_inner()
     }
 
     fn lock_word(&self) -> &AtomicUsize {
@@ -169,7 +164,7 @@ impl<T: Copy> TCell<T> {
     }
 
     fn value_ptr(&self) -> *mut u8 {
-        self.value.0.get() as *mut u8
+        self.value.as_ptr() as *mut u8
     }
 }
 
@@ -567,7 +562,7 @@ fn backoff(why: Abort, attempt: u32, task: usize, seed: usize) {
 /// switched in, whether it was aborted meanwhile.
 pub(crate) struct ThreadHooks;
 
-impl crate::hooks::ThreadHooks for ThreadHooks {
+impl crate::hooks::ThreadHooks<Task> for ThreadHooks {
     fn release(t: &Task) {
         on_thread_exit(t);
     }

@@ -2,9 +2,8 @@
 //! reference to an object it made, of the right kind or not, through the right share or
 //! not; a size, a length, a place in a range; an argument block), call by call.
 
-use crate::fuzzer::{
-    composed_arg, Block, Call, Fuzzer, Kind, GIB, PAGE, SCRATCH_BYTES, ZONE, ZONE_SLOTS,
-};
+use crate::call::{composed_arg, Block, Call, Kind};
+use crate::fuzzer::{Fuzzer, GIB, PAGE, SCRATCH_BYTES, ZONE, ZONE_SLOTS};
 use crate::text;
 use libatoll::abi::{ar_kind, map, nr, USER_BASE, USER_END};
 
@@ -412,8 +411,8 @@ impl Fuzzer {
     fn pcore_run_words(&mut self) -> [u64; 16] {
         let (ps, po) = self.reference(Some(Kind::Pcore));
         let entry = match self.rng.below(4) {
-            0 => crate::launch::exit_entry(),
-            1 => crate::launch::halt_entry(),
+            0 => crate::started::exit_entry(),
+            1 => crate::started::halt_entry(),
             _ => self.argument(),
         };
         let (rs, ro) = self.range_reference(Kind::Root);

@@ -1,17 +1,18 @@
 //! One core's fuzzer: its generator, its memory (a scratch mapping the kernel may write,
 //! the zone of its root range it may edit), the objects it made (passed back while valid,
-//! and after they are gone), and one step: a call with raw or typed arguments, made safe
-//! by `guard`, made, and its result kept.
+//! and after they are gone), what it started, its parkers and its counts. What it does
+//! with them, one step at a time, is in `step.rs`.
 
-use crate::guard;
-use crate::launch::Started;
-use crate::text::Text;
+use crate::call::{Call, Kind, Made};
+use crate::park::Parkers;
+use crate::rng::Rng;
+use crate::started::{Started, STARTED_MAX};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
-use libatoll::abi::{ar_kind, nr, Error, SysResult};
+use libatoll::abi::{nr, Error, SysResult};
 use libatoll::obj::{self, ObjRef};
-use libatoll::{println, syscall5};
+use libatoll::println;
 
 pub const PAGE: u64 = 4096;
 pub const GIB: u64 = 1 << 30;
@@ -37,17 +38,6 @@ pub const GRAVE: usize = 16;
 pub const PAST: usize = nr::LAST as usize + 1;
 /// Shares it added to its share set (taken out again at a purge).
 pub const IN_SET: usize = 32;
-/// One step in this many is a scenario (`launch.rs`) rather than one call.
-const SCENARIO_ODDS: u64 = 256;
-/// A call that takes longer than this (cycles; about a second) is reported.
-const SLOW_CALL_CYCLES: u64 = 1 << 31;
-/// Steps between polls of what it started.
-const POLL_EVERY: u64 = 64;
-/// Steps between resets of the zone (its mappings keep segments and slot ranges the pool
-/// let go of, and their pages, until then).
-const ZONE_RESET_EVERY: u64 = 4096;
-/// Steps between purges of the pool and the shares it added to its set.
-const PURGE_EVERY: u64 = 32768;
 /// Pages calls may have filled in the zone before the pool is purged (1 MiB).
 pub const ZONE_BUDGET: u64 = 256;
 /// Fewest steps between two console lines sent with the machine capability.
@@ -67,65 +57,6 @@ pub const MAPPINGS_ALL: u64 = 16_384;
 /// place).
 static SCRATCH: AtomicU64 = AtomicU64::new(0);
 
-/// xorshift64*: small, fast, reproducible from the seed.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        // Odd: never the all-zero state.
-        Rng(seed.wrapping_mul(2).wrapping_add(1))
-    }
-
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A number below `n` (0 for `n` = 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-
-    /// True one time in `n`.
-    pub fn one_in(&mut self, n: u64) -> bool {
-        self.below(n) == 0
-    }
-
-    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize]
-    }
-}
-
-/// What an object the fuzzer made is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Share,
-    Segment,
-    /// A root address range.
-    Root,
-    /// A slot address range.
-    Slot,
-    Pcore,
-    Device,
-    /// A thread it created (it runs the exit entry, or faults at once).
-    Thread,
-}
-
-/// An object the fuzzer made in its root share.
-#[derive(Clone, Copy, Debug)]
-pub struct Made {
-    pub id: u64,
-    pub kind: Kind,
-    /// The step it was made at.
-    pub born: u64,
-}
-
 /// A fuzzer of its own (`Main`), one of the further threads of its program (`Worker`,
 /// `--threads`: no `cfork`, which copies the root share a thread does not have, and no
 /// machine device), or a `cfork` child's short burst (`Child`): no scenarios and no
@@ -137,65 +68,6 @@ pub enum Mode {
     Child,
 }
 
-/// Where a call's pointer to a block (`ar_set_seg`, `ar_set_ar`, `pcore_run`) or a text
-/// (`write`, `file_open`, `program_run`, `kernel_command`) points.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Block {
-    /// At the call's own `words` or `text`, filled in by the fuzzer.
-    Composed,
-    /// At this address.
-    Raw(u64),
-}
-
-/// One call about to be made.
-#[derive(Clone, Copy)]
-pub struct Call {
-    pub number: u64,
-    pub a: [u64; 5],
-    /// The argument block the kernel reads (when `block` is `Composed`).
-    pub words: [u64; 17],
-    /// The text the kernel reads (when `block` is `Composed`).
-    pub text: Text,
-    pub block: Block,
-    /// A console line a scenario composed with accepted values (and will undo): not
-    /// vetted or rationed by `guard`.
-    pub trusted: bool,
-}
-
-impl Call {
-    pub fn new(number: u64, a: [u64; 5]) -> Call {
-        Call {
-            number,
-            a,
-            words: [0; 17],
-            text: Text::new(),
-            block: Block::Composed,
-            trusted: false,
-        }
-    }
-}
-
-/// Which argument of `number` points at a block or text the fuzzer may compose.
-pub fn composed_arg(number: u64) -> Option<usize> {
-    match number {
-        nr::AR_SET_SEG | nr::AR_SET_AR | nr::PCORE_RUN | nr::THREAD_CREATE | nr::WRITE => Some(0),
-        nr::FILE_OPEN => Some(1),
-        nr::PROGRAM_RUN | nr::KERNEL_COMMAND => Some(2),
-        _ => None,
-    }
-}
-
-/// Words in the argument block of `number`.
-pub fn block_words(number: u64) -> usize {
-    match number {
-        nr::AR_SET_SEG => 8,
-        nr::AR_SET_AR => 6,
-        nr::PCORE_RUN => 16,
-        nr::THREAD_CREATE => 17,
-        _ => 0,
-    }
-}
-
 /// What a run counted.
 pub struct Stats {
     /// Calls by number; the last slot counts the numbers past the last call.
@@ -205,7 +77,7 @@ pub struct Stats {
     pub wrong: u64,
     /// Programs run on its own core (`program_run` waited for them).
     pub programs_here: u64,
-    /// Started elsewhere, by [`crate::launch::What`].
+    /// Started elsewhere, by [`crate::started::What`].
     pub started: [u64; 4],
     /// How what it started ended: exited, faulted, halted, timed out, failed, let go of
     /// while still queued or running.
@@ -284,7 +156,7 @@ pub struct Fuzzer {
     /// Its own segments grown by a call, with the size to put back at the next poll.
     pub regrow: Vec<(u64, u64)>,
     /// Threads making its long parks (`park.rs`).
-    pub parkers: crate::park::Parkers,
+    pub parkers: Parkers,
 }
 
 impl Fuzzer {
@@ -336,7 +208,7 @@ impl Fuzzer {
             pcores_lost: false,
             others: others & !(1 << me) & online_mask(),
             files: file_names(),
-            started: Vec::with_capacity(crate::launch::STARTED_MAX),
+            started: Vec::with_capacity(STARTED_MAX),
             launch_range: 0,
             mappings: alloc::vec![[0; 6]; if small { 128 } else { MAPPINGS_MAX }],
             mapped: 0,
@@ -346,7 +218,7 @@ impl Fuzzer {
             zone_pages: 0,
             trace,
             regrow: Vec::with_capacity(64),
-            parkers: crate::park::Parkers::default(),
+            parkers: Parkers::default(),
         };
         match mode {
             Mode::Main | Mode::Worker => {
@@ -364,198 +236,10 @@ impl Fuzzer {
         Ok(f)
     }
 
-    /// One step: a scenario now and then, otherwise one call.
-    pub fn step(&mut self) {
-        self.steps += 1;
-        if self.zone_pages > ZONE_BUDGET {
-            self.purge();
-        }
-        if self.steps.is_multiple_of(POLL_EVERY) {
-            self.restore_sizes();
-            if self.uses_parkers() {
-                self.poll_parkers();
-            }
-        }
-        if self.mode != Mode::Child {
-            if self.steps.is_multiple_of(POLL_EVERY) {
-                self.poll_started();
-                self.release_pcores();
-                // A call may have moved it (`thread_set_affinity` of ⟨0, 0⟩): back to its
-                // core, where its pcore ids and `--others` make sense.
-                if libatoll::pcore_current() as u64 != self.me {
-                    let _ = libatoll::thread::set_my_affinity(1 << (self.me % 64));
-                }
-            }
-            if self.steps.is_multiple_of(ZONE_RESET_EVERY) {
-                self.zone_reset();
-            }
-            if self.steps.is_multiple_of(PURGE_EVERY) {
-                self.purge();
-            }
-            if self.rng.one_in(SCENARIO_ODDS) {
-                self.scenario();
-                return;
-            }
-        }
-        let number = self.pick_number();
-        let call = if self.rng.one_in(4) { self.raw_call(number) } else { self.typed_call(number) };
-        let _ = self.make(call);
-    }
-
-    /// A call number: mostly one of the calls, sometimes one past the last or any word.
-    fn pick_number(&mut self) -> u64 {
-        loop {
-            let number = match self.rng.below(16) {
-                0 => self.rng.next(),
-                1 => nr::LAST + 1 + self.rng.below(24),
-                _ => self.rng.below(nr::LAST + 1),
-            };
-            // `exit` ends the caller: only a child's burst makes it (see `launch.rs`).
-            if number != nr::EXIT || self.mode == Mode::Child {
-                return number;
-            }
-        }
-    }
-
-    /// Makes `call` after `guard` made it safe; keeps what it made; returns the result.
-    pub fn make(&mut self, mut call: Call) -> SysResult {
-        guard::check(self, &mut call);
-        if let Some(pos) = composed_arg(call.number) {
-            call.a[pos] = match call.block {
-                Block::Raw(p) => p,
-                Block::Composed if block_words(call.number) > 0 => call.words.as_ptr() as u64,
-                Block::Composed => call.text.bytes.as_ptr() as u64,
-            };
-        }
-        let traced = self.steps >= self.trace;
-        if traced {
-            self.print_call(&call);
-        }
-        if !crate::with("park") && crate::park::parks(&call) {
-            // `--without park`: a park made short, in place (to bisect, not a guard).
-            match call.number {
-                nr::SLEEP => call.a[0] = 1000,
-                _ => call.a[2] = 1000,
-            }
-        }
-        let a = call.a;
-        let start = libatoll::rdtsc();
-        let result = if self.uses_parkers() && crate::park::parks(&call) {
-            self.park(&call)
-        } else {
-            syscall5(call.number, a[0], a[1], a[2], a[3], a[4])
-        };
-        let took = libatoll::rdtsc() - start;
-        if took > SLOW_CALL_CYCLES {
-            // Where a slow run's time goes (the test's time budget is the fuzzer's too).
-            println!(
-                "sysfuzz: core {}: #{} call {} took {} M cycles: {}",
-                self.me,
-                self.steps,
-                call.number,
-                took >> 20,
-                if call.number == nr::KERNEL_COMMAND { call.text.shown() } else { "" }
-            );
-        }
-        // The kernel read the block or text during the call: keep them alive until here.
-        core::hint::black_box((&call.words, &call.text));
-        if traced {
-            println!("sysfuzz:   -> {result:?}");
-        }
-        self.after(&call, result);
-        result
-    }
-
-    fn print_call(&self, call: &Call) {
-        let a = call.a;
-        println!(
-            "sysfuzz: #{} call {} ({:#x}, {:#x}, {:#x}, {:#x}, {:#x})",
-            self.steps, call.number, a[0], a[1], a[2], a[3], a[4]
-        );
-        if call.block == Block::Composed {
-            let n = block_words(call.number);
-            if n > 0 {
-                println!("sysfuzz:   block {:x?}", &call.words[..n]);
-            } else if composed_arg(call.number).is_some() {
-                println!("sysfuzz:   text {:?}", call.text.shown());
-            }
-        }
-    }
-
-    /// Counts the result, checks it against what the kernel must answer, and keeps what
-    /// the call made.
-    fn after(&mut self, call: &Call, result: SysResult) {
-        let (number, a) = (call.number, call.a);
-        self.stats.by_number[number.min(PAST as u64) as usize] += 1;
-        if result.is_err() {
-            self.stats.errors += 1;
-        }
-        self.oracle(call, result);
-        let Ok(value) = result else {
-            return;
-        };
-        match number {
-            nr::SHARE_ALLOC => self.keep(a[0], value, Kind::Share),
-            nr::SEGMENT_ALLOC | nr::SEGMENT_COPY | nr::FILE_OPEN => {
-                self.keep(a[0], value, Kind::Segment)
-            }
-            nr::AR_ALLOC if a[1] == ar_kind::ROOT => self.keep(a[0], value, Kind::Root),
-            nr::AR_ALLOC => self.keep(a[0], value, Kind::Slot),
-            nr::DEVICE_ALLOC => self.keep(a[0], value, Kind::Device),
-            nr::THREAD_CREATE => self.keep(call.words[0], value, Kind::Thread),
-            nr::PCORE_ALLOC => {
-                self.note_pcore(value, a[1]);
-                self.keep(a[0], value, Kind::Pcore);
-            }
-            nr::SET_ADD_SHARE => {
-                if self.in_sets == IN_SET {
-                    let _ = obj::self_drop(self.in_set[0]);
-                    self.in_set.copy_within(1.., 0);
-                    self.in_sets -= 1;
-                }
-                self.in_set[self.in_sets] = value;
-                self.in_sets += 1;
-            }
-            nr::SHARE_DELOBJ => self.bury(a[1]),
-            // A descriptor: another id for the object, of its kind.
-            nr::SHARE_DUPOBJ => {
-                if let Some(kind) = self.kind_of(a[2]) {
-                    self.keep(a[0], value, kind)
-                }
-            }
-            // 0: started on another core; a status word: ran here and ended.
-            nr::PROGRAM_RUN if value == 0 => self.pin(a[0], a[1], crate::launch::What::Program),
-            nr::PROGRAM_RUN => self.stats.programs_here += 1,
-            nr::PCORE_RUN => {
-                let what = if call.words[5] == self.root_ar {
-                    crate::launch::What::Thread
-                } else {
-                    crate::launch::What::Context
-                };
-                self.pin(call.words[0], call.words[1], what);
-            }
-            _ => {}
-        }
-    }
-
-    /// The answers the kernel must give whatever the rest of the call: the machine calls
-    /// without the machine device are `NotPermitted`, and nobody gets a machine device
-    /// from `device_alloc`.
-    fn oracle(&mut self, call: &Call, result: SysResult) {
-        let a = call.a;
-        let holds_machine = self.machine.is_some_and(|m| m == a[1]);
-        let why = match call.number {
-            nr::KERNEL_COMMAND | nr::POWEROFF
-                if !holds_machine && result != Err(Error::NotPermitted) =>
-            {
-                "a machine call without the machine device was not refused"
-            }
-            nr::DEVICE_ALLOC if Some(a[1]) == self.machine_hwid && result.is_ok() => {
-                "device_alloc made a machine device"
-            }
-            _ => return,
-        };
-        self.wrong(why, call, result);
+    /// Whether this fuzzer hands parks to parkers: a `cfork` child makes them itself (the
+    /// fuzzer that started it halts it after a while, which ends any park of it).
+    pub fn uses_parkers(&self) -> bool {
+        self.mode != Mode::Child
     }
 
     /// Reports an answer the kernel must never give.

@@ -10,11 +10,12 @@
 //! `retype`, `sched`, `tlb` and `bench` lines with accepted values (`launch.rs`), and its
 //! own affinity goes as drawn (it takes its core back at each poll).
 
+use crate::call::{block_words, composed_arg, Block, Call, Kind};
 use crate::fuzzer::{
-    block_words, Block, Call, Fuzzer, Kind, Mode, ARMED_EVERY, PAGE, SCRATCH_BYTES, ZONE, ZONE_END,
-    ZONE_SLOTS, ZONE_TOUCH_MAX,
+    Fuzzer, Mode, ARMED_EVERY, GIB, PAGE, SCRATCH_BYTES, ZONE, ZONE_END, ZONE_SLOTS, ZONE_TOUCH_MAX,
 };
-use crate::launch;
+use crate::rng::Rng;
+use crate::started::{exit_entry, is_entry};
 use crate::text::{self, TEXT_BYTES};
 use libatoll::abi::{self, map, nr, USER_BASE, USER_END};
 
@@ -187,7 +188,7 @@ fn zone_pages(f: &Fuzzer, call: &Call) -> u64 {
     }
     // A text read there is at most 256 bytes (the kernel refuses a longer line unread).
     if let Block::Raw(p) = call.block {
-        if crate::fuzzer::composed_arg(call.number).is_some() && class(f, p) == Class::Zone {
+        if composed_arg(call.number).is_some() && class(f, p) == Class::Zone {
             pages += 2;
         }
     }
@@ -223,7 +224,7 @@ fn vet(
     call: &mut Call,
     len: usize,
     harmless: impl Fn(&[u8], &[alloc::string::String]) -> bool,
-    make: fn(&mut crate::fuzzer::Rng) -> text::Text,
+    make: fn(&mut Rng) -> text::Text,
 ) {
     if let Block::Raw(p) = call.block {
         if class(f, p) == Class::Outside {
@@ -309,7 +310,7 @@ fn fix_block(f: &mut Fuzzer, number: u64, w: &mut [u64; 17]) -> bool {
         // [ar_share, ar, va, child_share, child, flags]
         nr::AR_SET_AR => {
             if w[1] == f.root_ar && !(ZONE..ZONE_END).contains(&w[2]) {
-                w[2] = ZONE + (w[2] % ZONE_SLOTS) * crate::fuzzer::GIB;
+                w[2] = ZONE + (w[2] % ZONE_SLOTS) * GIB;
             }
             if w[1] == f.launch_range && f.launch_range != 0 {
                 w[5] &= !map::EXEC;
@@ -323,8 +324,8 @@ fn fix_block(f: &mut Fuzzer, number: u64, w: &mut [u64; 17]) -> bool {
             if w[5] == f.root_ar {
                 // On its own range a context runs only the two-instruction entries: a
                 // random entry would run its code, or garbage, in its memory.
-                if !launch::is_entry(w[2]) {
-                    w[2] = launch::exit_entry();
+                if !is_entry(w[2]) {
+                    w[2] = exit_entry();
                 }
             } else if f.maybe_pcore(w[1]) && (w[5] != f.launch_range || f.launch_range == 0) {
                 // Anywhere else a context starts only on the fresh range a scenario built
@@ -338,7 +339,7 @@ fn fix_block(f: &mut Fuzzer, number: u64, w: &mut [u64; 17]) -> bool {
             if w[5] == f.root_ar {
                 // In its own memory a thread runs only the exit entry (the self-halt entry
                 // would halt a pcore; anything else runs its code, or garbage, there).
-                w[2] = launch::exit_entry();
+                w[2] = exit_entry();
             } else if w[5] != f.launch_range || f.launch_range == 0 {
                 // Elsewhere only on the fresh range a scenario built (nothing executable:
                 // the thread faults at once), or a slot range (refused: not a root).

@@ -4,95 +4,25 @@
 //! calls, halted once they run long, let go of before the fuzzer ends, never waited for
 //! without bound (`main.rs` says why).
 
-use crate::fuzzer::{Block, Call, Fuzzer, Kind, Mode, GIB, PAGE, ZONE};
-use crate::text;
+use crate::call::{Block, Call, Kind};
+use crate::fuzzer::{Fuzzer, Mode, GIB, PAGE, ZONE};
+use crate::started::{exit_entry, halt_entry, Started, What, HALT_AFTER, STARTED_MAX};
+use crate::text::{self, BENCH_CORES_MAX, BENCH_FUZZED};
 use alloc::format;
-use core::arch::global_asm;
 use core::sync::atomic::{AtomicU64, Ordering};
 use libatoll::abi::{ar_kind, map, nr, Error, SysResult, USER_END};
 use libatoll::obj::{self, share_delobj, ObjRef};
 use libatoll::{cfork, CforkOptions, Child, Status};
 
-/// Calls after which a context the fuzzer started and that still runs is halted.
-pub const HALT_AFTER: u64 = 512;
-/// Most started contexts followed at once (past this one is halted and let go at once).
-pub const STARTED_MAX: usize = 16;
 /// A scenario starts something only while fewer than this many run.
 const BUSY: usize = 4;
 /// How long `finish` waits for what it started (cycles; about a fifth of a second): one queued
 /// behind another core's program may not start before that program ends.
 const DRAIN_CYCLES: u64 = 400_000_000;
 
-// The two entries a context on the fuzzer's own root range may start at. They touch no
-// stack: `exit(rdi)`; and `pcore_halt(rdi[0], rdi[1])`, which ends the context if that is
-// its own pcore (else `exit` with the error word).
-global_asm!(
-    ".globl sysfuzz_exit_entry",
-    "sysfuzz_exit_entry:",
-    "mov eax, {exit}",
-    "syscall",
-    "ud2",
-    ".globl sysfuzz_halt_entry",
-    "sysfuzz_halt_entry:",
-    "mov rsi, [rdi + 8]",
-    "mov rdi, [rdi]",
-    "mov eax, {halt}",
-    "syscall",
-    "mov rdi, rax",
-    "mov eax, {exit}",
-    "syscall",
-    "ud2",
-    exit = const nr::EXIT,
-    halt = const nr::PCORE_HALT,
-);
-
-extern "C" {
-    fn sysfuzz_exit_entry();
-    fn sysfuzz_halt_entry();
-}
-
-/// The `exit` entry's address.
-pub fn exit_entry() -> u64 {
-    sysfuzz_exit_entry as *const () as u64
-}
-
-/// The self-halt entry's address.
-pub fn halt_entry() -> u64 {
-    sysfuzz_halt_entry as *const () as u64
-}
-
-/// Whether `entry` is one of the two.
-pub fn is_entry(entry: u64) -> bool {
-    entry == exit_entry() || entry == halt_entry()
-}
-
 /// ⟨share, pcore⟩ cells the self-halt entry reads (one per context in flight; reused in
 /// turn: a context that reads a newer cell than its own halts nothing and exits).
 static CELLS: [[AtomicU64; 2]; 8] = [const { [AtomicU64::new(0), AtomicU64::new(0)] }; 8];
-
-/// What was started.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum What {
-    /// A program (`program_run`) on another core.
-    Program = 0,
-    /// A context (`pcore_run`) on a fresh range.
-    Context = 1,
-    /// A context on the fuzzer's own range, at one of the two entries.
-    Thread = 2,
-    /// A `cfork` child.
-    Child = 3,
-}
-
-/// Something started on a pcore of the root share and not let go of yet.
-pub struct Started {
-    /// The pcore, in the root share.
-    pub pcore: u64,
-    /// The `cfork` handle, for a child.
-    pub child: Option<Child>,
-    /// The step after which it is halted.
-    pub halt_at: u64,
-    pub halted: bool,
-}
 
 impl Fuzzer {
     /// One scenario: a few calls that set up what a single random call never would.
@@ -406,7 +336,7 @@ impl Fuzzer {
     /// its parkers are woken and joined or let go of.
     pub fn finish(&mut self) {
         self.restore_sizes();
-        self.finish_parkers();
+        self.parkers.finish();
         if libatoll::pcore_current() as u64 != self.me {
             let _ = libatoll::thread::set_my_affinity(1 << (self.me % 64));
         }
@@ -433,24 +363,6 @@ const TLB_PROTOCOLS: &[&str] = &["broadcast", "unicast", "multicast", "numa-mult
 /// Duty percentages for `asym` (then 100 puts the core back): an eighth, half, seven
 /// eighths.
 const DUTIES: &[&str] = &["12.5", "50", "87.5"];
-/// Experiments the console's `bench` knows (a random line naming one with a count is
-/// replaced: see `text::harmless_console`).
-pub const BENCH: &[&str] =
-    &["urpc", "multicast", "shootdown", "twophase", "polling", "shm", "console"];
-/// Experiments the fuzzer runs with `bench` (each sweeps every core: with at most
-/// [`BENCH_CORES_MAX`] cores and a count of 1 or 2, a fraction of a second under TCG).
-/// Not `urpc`, `shm` and `multicast`: they run ring-0 jobs that spin on several cores at
-/// once (a pair, a server and its clients, a broadcast line's listeners), and here every
-/// core runs fuzzing threads, which give a core to a kernel job only between slices; the
-/// first job waits for the last to start, and every thread on those cores waits for them.
-/// In `fuzz4` a `bench urpc` reached its 60 s time limit four times in a million calls,
-/// `bench shm` took 13 G cycles (about 5 s) per update, and a `bench multicast 2` took
-/// 19 s while yields, revocations and affinity changes on other cores waited 10-19 s:
-/// most of that run's 8 minutes. `console.hostile_arguments` runs them on an idle machine.
-pub const BENCH_FUZZED: &[&str] = &["shootdown", "twophase", "polling"];
-/// Most cores on which a fuzzer sends `bench` lines: past this each sweep takes seconds
-/// under TCG while every other core runs a fuzzer.
-pub const BENCH_CORES_MAX: u64 = 4;
 /// Tries to give back a retyped block (another two-phase operation may abort it).
 const GIVE_BACK_TRIES: u32 = 20;
 /// How often a scenario's console line is tried again while another's runs (1 ms apart).

@@ -43,7 +43,7 @@
 //!   100 %, a block retyped to another core and back (the fuzzer moves there to give it
 //!   back), `bench shootdown|twophase|polling` of 1 or 2 on up to 4 cores (`urpc`, `shm`
 //!   and `multicast` spin on several cores at once and wait seconds for cores that run
-//!   fuzzers: `launch::BENCH_FUZZED`); `sched` and the reports too. Without the capability
+//!   fuzzers: `text::BENCH_FUZZED`); `sched` and the reports too. Without the capability
 //!   any line goes.
 //! - `sleep` and `wait` go as drawn; one that may park for long (over 1 ms, or no timeout)
 //!   is made by a parker thread (`park.rs`), whose words the fuzzer wakes; those it lets go
@@ -69,7 +69,7 @@
 //! the kernel test every core runs a fuzzer, so `pcore_alloc` is often `NotPermitted` and a
 //! context sent to a busy core waits there until that core's program ends (holding that
 //! core's pcore meanwhile). The fuzzer never waits for one: it polls what it started every
-//! few calls, halts whatever still runs after [`launch::HALT_AFTER`] calls, and before it
+//! few calls, halts whatever still runs after [`started::HALT_AFTER`] calls, and before it
 //! ends halts everything, waits a bounded time, and lets go of every pcore (a context
 //! still queued on a busy core starts later, halted, and ends at its first tick).
 //! `--others LIST` names the cores it may start things on (default: every other core);
@@ -81,12 +81,16 @@
 
 extern crate alloc;
 
+mod call;
 mod draw;
 mod fuzzer;
 mod guard;
 mod launch;
 mod park;
 mod pool;
+mod rng;
+mod started;
+mod step;
 mod text;
 
 use alloc::vec::Vec;

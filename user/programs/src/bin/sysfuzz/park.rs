@@ -8,7 +8,7 @@
 //! (`docs/syscalls.md`, *Programs and their threads*). So the kernel's long parks are
 //! fuzzed, and the fuzzer never waits for one.
 
-use crate::fuzzer::{Call, Fuzzer, Mode};
+use crate::call::Call;
 use alloc::vec::Vec;
 use libatoll::abi::{nr, SysResult};
 use libatoll::thread::{Builder, Thread};
@@ -49,13 +49,13 @@ pub fn parks(call: &Call) -> bool {
     }
 }
 
-impl Fuzzer {
+impl Parkers {
     /// Makes the parking `call` in a parker; the result the fuzzer sees is `Ok(0)` (the
     /// parker's own result is its exit code, not checked: no answer of these is wrong).
     pub fn park(&mut self, call: &Call) -> SysResult {
-        if self.parkers.list.len() == PARKERS_MAX {
-            let oldest = self.parkers.list.remove(0);
-            self.let_go_parker(oldest);
+        if self.list.len() == PARKERS_MAX {
+            let oldest = self.list.remove(0);
+            self.let_go(oldest);
         }
         let (n, a) = (call.number, call.a);
         let started = Builder::new().spawn(move || {
@@ -65,29 +65,29 @@ impl Fuzzer {
         match started {
             Ok(thread) => {
                 let word = if n == nr::WAIT { a[0] } else { 0 };
-                self.parkers.list.push(Parker { thread, word });
-                self.parkers.made += 1;
+                self.list.push(Parker { thread, word });
+                self.made += 1;
                 Ok(0)
             }
             Err(e) => {
-                self.parkers.no_thread += 1;
+                self.no_thread += 1;
                 Err(e)
             }
         }
     }
 
     /// Wakes every parker's word and joins those that ended.
-    pub fn poll_parkers(&mut self) {
+    pub fn poll(&mut self) {
         let mut i = 0;
-        while i < self.parkers.list.len() {
-            let p = &self.parkers.list[i];
+        while i < self.list.len() {
+            let p = &self.list[i];
             if p.word != 0 {
                 let _ = syscall5(nr::WAKE, p.word, u64::MAX, 0, 0, 0);
             }
             if p.thread.status() == Status::Running {
                 i += 1;
             } else {
-                let p = self.parkers.list.swap_remove(i);
+                let p = self.list.swap_remove(i);
                 p.thread.join();
             }
         }
@@ -95,31 +95,25 @@ impl Fuzzer {
 
     /// Before the fuzzer ends: wakes the waiters, gives them a moment, joins what ended
     /// and lets go of the rest (sleeps, waits a wake missed).
-    pub fn finish_parkers(&mut self) {
+    pub fn finish(&mut self) {
         for _ in 0..4 {
-            self.poll_parkers();
+            self.poll();
             libatoll::thread::yield_now();
         }
-        while let Some(p) = self.parkers.list.pop() {
-            self.let_go_parker(p);
+        while let Some(p) = self.list.pop() {
+            self.let_go(p);
         }
     }
 
     /// Lets a parker go without joining it: it ends when its park does or with the
     /// program (its stack and thread slot are the program's until then).
-    fn let_go_parker(&mut self, p: Parker) {
+    fn let_go(&mut self, p: Parker) {
         if p.word != 0 {
             let _ = syscall5(nr::WAKE, p.word, u64::MAX, 0, 0, 0);
         }
-        self.parkers.let_go += 1;
+        self.let_go += 1;
         // Not joined: the handle (`p`) goes, the thread lives on until its park or the
         // program ends (its stack stays mapped until then).
         let _ = p;
-    }
-
-    /// Whether this fuzzer hands parks to parkers: a `cfork` child makes them itself (the
-    /// fuzzer that started it halts it after a while, which ends any park of it).
-    pub fn uses_parkers(&self) -> bool {
-        self.mode != Mode::Child
     }
 }

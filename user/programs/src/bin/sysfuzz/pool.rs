@@ -2,9 +2,8 @@
 //! deleted), the shares it added to its set, the pcores it held and on which core, its
 //! own objects (never destroyed or aliased writable), and the zone of its root range.
 
-use crate::fuzzer::{
-    Fuzzer, Kind, Made, GRAVE, MAPPINGS_ALL, PAGE, PCORE_HOLD, POOL, ZONE, ZONE_END,
-};
+use crate::call::{Kind, Made};
+use crate::fuzzer::{Fuzzer, GRAVE, MAPPINGS_ALL, PAGE, PCORE_HOLD, POOL, ZONE, ZONE_END};
 use crate::{SIBLINGS, WORKERS};
 use core::sync::atomic::Ordering;
 use libatoll::abi::{map, nr, ArSetSeg, ObjectKind};

@@ -4,14 +4,31 @@
 //! and the tests that a line about to reach the console or the program loader is
 //! harmless (see `guard.rs`).
 
-use crate::fuzzer::Rng;
-use crate::launch::{BENCH, BENCH_CORES_MAX, BENCH_FUZZED};
+use crate::rng::Rng;
 use alloc::string::String;
 
 /// Bytes in a text buffer: more than the kernel reads of a line (256), so whatever
 /// length a call names, every byte the kernel could read is one the fuzzer wrote.
 pub const TEXT_BYTES: usize = 320;
 
+/// Experiments the console's `bench` knows (a random line naming one with a count is
+/// replaced: see `text::harmless_console`).
+pub const BENCH: &[&str] =
+    &["urpc", "multicast", "shootdown", "twophase", "polling", "shm", "console"];
+/// Experiments the fuzzer runs with `bench` (each sweeps every core: with at most
+/// [`BENCH_CORES_MAX`] cores and a count of 1 or 2, a fraction of a second under TCG).
+/// Not `urpc`, `shm` and `multicast`: they run ring-0 jobs that spin on several cores at
+/// once (a pair, a server and its clients, a broadcast line's listeners), and here every
+/// core runs fuzzing threads, which give a core to a kernel job only between slices; the
+/// first job waits for the last to start, and every thread on those cores waits for them.
+/// In `fuzz4` a `bench urpc` reached its 60 s time limit four times in a million calls,
+/// `bench shm` took 13 G cycles (about 5 s) per update, and a `bench multicast 2` took
+/// 19 s while yields, revocations and affinity changes on other cores waited 10-19 s:
+/// most of that run's 8 minutes. `console.hostile_arguments` runs them on an idle machine.
+pub const BENCH_FUZZED: &[&str] = &["shootdown", "twophase", "polling"];
+/// Most cores on which a fuzzer sends `bench` lines: past this each sweep takes seconds
+/// under TCG while every other core runs a fuzzer.
+pub const BENCH_CORES_MAX: u64 = 4;
 /// A text and its length; the rest of the buffer is spaces.
 #[derive(Clone, Copy)]
 pub struct Text {
