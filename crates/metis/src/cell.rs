@@ -5,10 +5,10 @@
 //! which the reduce-task count (keys / 10 per column) arranges. Both are here; which one
 //! a job uses is [`CellKind`], and `docs/metis.md` has the measurement behind the default.
 
-use crate::job::Job;
+use crate::job::{Job, Key, Values};
 use alloc::collections::btree_map::{BTreeMap, Entry};
-use alloc::vec;
 use alloc::vec::Vec;
+use core::cmp::Ordering;
 
 /// The structure of a cell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,72 +47,85 @@ pub trait Cell<K, V>: Default + Send {
 
     /// Adds a whole group of `key`'s values (moving the sample table's cells into the map
     /// table's), as [`Cell::insert`] would one by one.
-    fn insert_group<J: Job<Key = K, Value = V>>(&mut self, job: &J, key: K, values: Vec<V>);
+    fn insert_group<J: Job<Key = K, Value = V>>(&mut self, job: &J, key: K, values: Values<V>);
 
     /// The keys and their values, sorted by key.
-    fn into_sorted(self) -> Vec<(K, Vec<V>)>;
+    fn into_sorted(self) -> Vec<(K, Values<V>)>;
 }
 
-/// Adds `value` to a key's existing values.
-fn add<J: Job>(job: &J, values: &mut Vec<J::Value>, value: J::Value) {
-    match values.first_mut() {
-        Some(first) if J::COMBINES => job.combine(first, value),
-        _ => values.push(value),
-    }
-}
-
-/// Adds `more` to a key's existing values.
-fn add_all<J: Job>(job: &J, values: &mut Vec<J::Value>, more: Vec<J::Value>) {
-    if J::COMBINES {
-        for v in more {
-            add(job, values, v);
-        }
-    } else {
-        let mut more = more;
-        values.append(&mut more);
-    }
-}
-
-/// The sorted-array cell ([`CellKind::SortedArray`]).
+/// The sorted-array cell ([`CellKind::SortedArray`]): the keys' prefixes
+/// ([`Key::prefix`]) in one dense array, searched first, beside the entries.
 pub struct ArrayCell<K, V> {
-    entries: Vec<(K, Vec<V>)>,
+    prefixes: Vec<u64>,
+    entries: Vec<(K, Values<V>)>,
 }
 
 impl<K, V> Default for ArrayCell<K, V> {
     fn default() -> Self {
-        ArrayCell { entries: Vec::new() }
+        ArrayCell { prefixes: Vec::new(), entries: Vec::new() }
     }
 }
 
-impl<K: Ord + Send, V: Send> Cell<K, V> for ArrayCell<K, V> {
+/// Cells up to this many keys are searched by counting (a loop the compiler vectorises,
+/// no dependent loads); larger ones by binary search.
+const LINEAR: usize = 48;
+
+impl<K: Key, V> ArrayCell<K, V> {
+    /// Where `key` is (`Ok`) or would go (`Err`).
+    #[inline]
+    fn find(&self, key: &K) -> Result<usize, usize> {
+        let p = key.prefix();
+        let mut i = if self.prefixes.len() <= LINEAR {
+            self.prefixes.iter().map(|&q| (q < p) as usize).sum()
+        } else {
+            self.prefixes.partition_point(|&q| q < p)
+        };
+        while i < self.prefixes.len() && self.prefixes[i] == p {
+            match self.entries[i].0.cmp(key) {
+                Ordering::Less => i += 1,
+                Ordering::Equal => return Ok(i),
+                Ordering::Greater => break,
+            }
+        }
+        Err(i)
+    }
+
+    fn put(&mut self, i: usize, key: K, values: Values<V>) {
+        self.prefixes.insert(i, key.prefix());
+        self.entries.insert(i, (key, values));
+    }
+}
+
+impl<K: Key, V: Send> Cell<K, V> for ArrayCell<K, V> {
+    #[inline]
     fn insert<J: Job<Key = K, Value = V>>(&mut self, job: &J, key: K, value: V) -> bool {
-        match self.entries.binary_search_by(|(k, _)| k.cmp(&key)) {
+        match self.find(&key) {
             Ok(i) => {
-                add(job, &mut self.entries[i].1, value);
+                self.entries[i].1.add(job, value);
                 false
             }
             Err(i) => {
-                self.entries.insert(i, (key, vec![value]));
+                self.put(i, key, Values::One(value));
                 true
             }
         }
     }
 
-    fn insert_group<J: Job<Key = K, Value = V>>(&mut self, job: &J, key: K, values: Vec<V>) {
-        match self.entries.binary_search_by(|(k, _)| k.cmp(&key)) {
-            Ok(i) => add_all(job, &mut self.entries[i].1, values),
-            Err(i) => self.entries.insert(i, (key, values)),
+    fn insert_group<J: Job<Key = K, Value = V>>(&mut self, job: &J, key: K, values: Values<V>) {
+        match self.find(&key) {
+            Ok(i) => self.entries[i].1.add_all(job, values),
+            Err(i) => self.put(i, key, values),
         }
     }
 
-    fn into_sorted(self) -> Vec<(K, Vec<V>)> {
+    fn into_sorted(self) -> Vec<(K, Values<V>)> {
         self.entries
     }
 }
 
 /// The B-tree cell ([`CellKind::BTree`]).
 pub struct TreeCell<K, V> {
-    tree: BTreeMap<K, Vec<V>>,
+    tree: BTreeMap<K, Values<V>>,
 }
 
 impl<K, V> Default for TreeCell<K, V> {
@@ -121,30 +134,30 @@ impl<K, V> Default for TreeCell<K, V> {
     }
 }
 
-impl<K: Ord + Send, V: Send> Cell<K, V> for TreeCell<K, V> {
+impl<K: Key, V: Send> Cell<K, V> for TreeCell<K, V> {
     fn insert<J: Job<Key = K, Value = V>>(&mut self, job: &J, key: K, value: V) -> bool {
         match self.tree.entry(key) {
             Entry::Occupied(mut e) => {
-                add(job, e.get_mut(), value);
+                e.get_mut().add(job, value);
                 false
             }
             Entry::Vacant(e) => {
-                e.insert(vec![value]);
+                e.insert(Values::One(value));
                 true
             }
         }
     }
 
-    fn insert_group<J: Job<Key = K, Value = V>>(&mut self, job: &J, key: K, values: Vec<V>) {
+    fn insert_group<J: Job<Key = K, Value = V>>(&mut self, job: &J, key: K, values: Values<V>) {
         match self.tree.entry(key) {
-            Entry::Occupied(mut e) => add_all(job, e.get_mut(), values),
+            Entry::Occupied(mut e) => e.get_mut().add_all(job, values),
             Entry::Vacant(e) => {
                 e.insert(values);
             }
         }
     }
 
-    fn into_sorted(self) -> Vec<(K, Vec<V>)> {
+    fn into_sorted(self) -> Vec<(K, Values<V>)> {
         self.tree.into_iter().collect()
     }
 }

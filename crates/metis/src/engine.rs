@@ -4,7 +4,7 @@
 //! threads) still does every task. Worker `w` owns row `w` of the intermediate table.
 
 use crate::cell::{ArrayCell, Cell, CellKind, TreeCell};
-use crate::job::{Emit, Groups, Job, Key};
+use crate::job::{Emit, Groups, Job, Key, Values};
 use crate::layout::{Edge, Layout, Phase, SharedLayout};
 use crate::plan::{self, Sampler, SAMPLE_COLUMNS};
 use crate::psrs::{self, slots, Counter};
@@ -278,7 +278,7 @@ fn balance<T>(outputs: Vec<Vec<T>>, parts: usize) -> Vec<Vec<Vec<T>>> {
 }
 
 /// A key with its values in a cell.
-type Entry<J> = (<J as Job>::Key, Vec<<J as Job>::Value>);
+type Entry<J> = (<J as Job>::Key, Values<<J as Job>::Value>);
 
 /// Reduce task: merges one column's cells (each sorted by key) and reduces each key's
 /// groups, in key order.
@@ -290,7 +290,7 @@ fn reduce_column<J: Job, C: Cell<J::Key, J::Value>>(
     let mut heads: Vec<Option<Entry<J>>> = runs.iter_mut().map(Iterator::next).collect();
     let mut out = Vec::new();
     let mut hits: Vec<usize> = Vec::with_capacity(runs.len());
-    let mut groups: Vec<Vec<J::Value>> = Vec::with_capacity(runs.len());
+    let mut groups: Vec<Values<J::Value>> = Vec::with_capacity(runs.len());
     loop {
         // The smallest head key, and every row whose head has it (in row order).
         let mut min: Option<&J::Key> = None;

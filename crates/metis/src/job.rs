@@ -12,12 +12,23 @@ use core::ops::Range;
 pub trait Key: Ord + Send + Sync {
     /// The key's hash; any 64-bit value (the engine mixes it before use).
     fn hash(&self) -> u64;
+
+    /// An order-preserving prefix of the key: `a < b` implies `a.prefix() <= b.prefix()`.
+    /// Cells search a dense array of prefixes first and compare whole keys only among
+    /// equal prefixes (an "abbreviated key"). The default, 0, orders nothing.
+    fn prefix(&self) -> u64 {
+        0
+    }
 }
 
 macro_rules! int_key {
     ($($t:ty),*) => {$(
         impl Key for $t {
             fn hash(&self) -> u64 {
+                *self as u64
+            }
+
+            fn prefix(&self) -> u64 {
                 *self as u64
             }
         }
@@ -73,24 +84,79 @@ pub trait Emit<K, V> {
     fn emit(&mut self, key: K, value: V);
 }
 
+/// One row's values for one key: a single value (always, for a job that combines; and a
+/// key seen once) kept inline in the cell, or several. Inline, a combining job's cell
+/// entry is one cache line with no pointer to chase on every emitted pair.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Values<V> {
+    /// One value.
+    One(V),
+    /// More than one, in emission order.
+    Many(Vec<V>),
+}
+
+impl<V> Values<V> {
+    /// The values as a slice.
+    pub fn as_slice(&self) -> &[V] {
+        match self {
+            Values::One(v) => core::slice::from_ref(v),
+            Values::Many(vs) => vs,
+        }
+    }
+
+    /// The values as a vector.
+    pub fn into_vec(self) -> Vec<V> {
+        match self {
+            Values::One(v) => alloc::vec![v],
+            Values::Many(vs) => vs,
+        }
+    }
+
+    /// Adds `value`: folded into the one value if `J` combines, appended otherwise.
+    #[inline]
+    pub(crate) fn add<J: Job<Value = V>>(&mut self, job: &J, value: V) {
+        match self {
+            Values::One(v) if J::COMBINES => job.combine(v, value),
+            Values::Many(vs) => vs.push(value),
+            Values::One(_) => {
+                if let Values::One(first) = core::mem::replace(self, Values::Many(Vec::new())) {
+                    *self = Values::Many(alloc::vec![first, value]);
+                }
+            }
+        }
+    }
+
+    /// Adds all of `more`, as [`Values::add`] would one by one.
+    pub(crate) fn add_all<J: Job<Value = V>>(&mut self, job: &J, more: Values<V>) {
+        match (self, more) {
+            (Values::Many(vs), Values::Many(mut more)) if !J::COMBINES => vs.append(&mut more),
+            (this, more) => {
+                for v in more.into_vec() {
+                    this.add(job, v);
+                }
+            }
+        }
+    }
+}
+
 /// One key's values at reduce: one group per row of the intermediate table (per map
 /// worker) that saw the key, in row order; inside a group, in the order that worker
 /// emitted them (a worker takes tasks in increasing order, so a group follows the input).
 /// Which worker ran which task varies from run to run: a job whose output must not depend
 /// on it sorts or folds the values.
 pub struct Groups<'a, V> {
-    rows: &'a mut Vec<Vec<V>>,
+    rows: &'a mut Vec<Values<V>>,
 }
 
 impl<'a, V> Groups<'a, V> {
     /// The groups in `rows` (the engine's).
-    pub(crate) fn new(rows: &'a mut Vec<Vec<V>>) -> Groups<'a, V> {
+    pub(crate) fn new(rows: &'a mut Vec<Values<V>>) -> Groups<'a, V> {
         Groups { rows }
     }
 
     /// The number of values, over all groups.
     pub fn len(&self) -> usize {
-        self.rows.iter().map(Vec::len).sum()
+        self.rows.iter().map(|r| r.as_slice().len()).sum()
     }
 
     /// True if there are no values (never, for a key map emitted).
@@ -99,13 +165,13 @@ impl<'a, V> Groups<'a, V> {
     }
 
     /// The groups, one per row that saw the key.
-    pub fn rows(&self) -> &[Vec<V>] {
-        self.rows
+    pub fn rows(&self) -> impl Iterator<Item = &[V]> {
+        self.rows.iter().map(Values::as_slice)
     }
 
     /// Every value, group after group.
     pub fn iter(&self) -> impl Iterator<Item = &V> {
-        self.rows.iter().flatten()
+        self.rows.iter().flat_map(Values::as_slice)
     }
 
     /// Every value, moved out, group after group: the first group's buffer is reused and
@@ -113,9 +179,12 @@ impl<'a, V> Groups<'a, V> {
     /// freshly allocated buffer").
     pub fn take_all(self) -> Vec<V> {
         let mut rows = self.rows.drain(..);
-        let mut all = rows.next().unwrap_or_default();
-        for mut more in rows {
-            all.append(&mut more);
+        let mut all = rows.next().map(Values::into_vec).unwrap_or_default();
+        for more in rows {
+            match more {
+                Values::One(v) => all.push(v),
+                Values::Many(mut vs) => all.append(&mut vs),
+            }
         }
         all
     }

@@ -41,7 +41,7 @@ pub mod text;
 
 pub use cell::CellKind;
 pub use engine::{run, run_with, Output, Stats};
-pub use job::{Emit, Groups, Job, Key};
+pub use job::{Emit, Groups, Job, Key, Values};
 pub use layout::{Edge, Layout, Phase, SharedLayout};
 
 /// The most workers a job may have: rows of the intermediate table, and McRT threads per

@@ -69,15 +69,19 @@ impl<'a> Word<'a> {
     #[inline]
     pub fn new(raw: &'a [u8]) -> Word<'a> {
         let raw = &raw[..raw.len().min(MAX_KEY)];
-        let bytes = if raw.iter().any(u8::is_ascii_lowercase) {
-            Cow::Owned(raw.to_ascii_uppercase())
-        } else {
-            Cow::Borrowed(raw)
-        };
-        let mut head = [0u8; 8];
-        let n = bytes.len().min(8);
-        head[..n].copy_from_slice(&bytes[..n]);
-        Word { head: u64::from_be_bytes(head), bytes }
+        // One pass over the first eight bytes makes the head and finds lower case (the
+        // common, short word needs no other pass).
+        let mut head = 0u64;
+        let mut lower = false;
+        for (i, &b) in raw.iter().take(8).enumerate() {
+            lower |= b.is_ascii_lowercase();
+            head |= (b.to_ascii_uppercase() as u64) << (56 - 8 * i);
+        }
+        if raw.len() > 8 {
+            lower |= raw[8..].iter().any(u8::is_ascii_lowercase);
+        }
+        let bytes = if lower { Cow::Owned(raw.to_ascii_uppercase()) } else { Cow::Borrowed(raw) };
+        Word { head, bytes }
     }
 
     /// The same key owning its bytes (to outlive the input).
@@ -107,10 +111,15 @@ impl Ord for Word<'_> {
     /// words never hold `\0`).
     #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
-        self.head
-            .cmp(&other.head)
-            .then_with(|| self.rest().cmp(other.rest()))
-            .then_with(|| self.bytes.len().cmp(&other.bytes.len()))
+        if self.head != other.head {
+            return self.head.cmp(&other.head);
+        }
+        let (a, b) = (self.bytes.len(), other.bytes.len());
+        if a <= 8 && b <= 8 {
+            // Short words (all of wrmem's) never reach the bytes: no memcmp call.
+            return a.cmp(&b);
+        }
+        self.rest().cmp(other.rest()).then(a.cmp(&b))
     }
 }
 
@@ -137,6 +146,11 @@ impl crate::job::Key for Word<'_> {
             h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
         }
         h
+    }
+
+    #[inline]
+    fn prefix(&self) -> u64 {
+        self.head
     }
 }
 

@@ -41,8 +41,13 @@ impl<'a> Job for Wri<'a> {
 
 /// The output's checksum: each key with its number of positions and their sum.
 pub fn checksum(pairs: &[(Word<'_>, Vec<usize>)]) -> u64 {
-    text::checksum(pairs.iter().map(|(k, v)| {
+    checksum_of(pairs.iter().map(|(k, v)| (k.bytes(), &v[..])))
+}
+
+/// The same checksum of `(key bytes, positions)` pairs in output order (for peers).
+pub fn checksum_of<'k>(pairs: impl Iterator<Item = (&'k [u8], &'k [usize])>) -> u64 {
+    text::checksum(pairs.map(|(k, v)| {
         let sum = v.iter().fold(0u64, |s, &p| s.wrapping_mul(31).wrapping_add(p as u64));
-        (k.bytes(), sum ^ ((v.len() as u64) << 40))
+        (k, sum ^ ((v.len() as u64) << 40))
     }))
 }
