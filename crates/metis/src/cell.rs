@@ -56,7 +56,9 @@ pub trait Cell<K, V>: Default + Send {
 /// The sorted-array cell ([`CellKind::SortedArray`]): the keys' prefixes
 /// ([`Key::prefix`]) in one dense array, searched first, beside the entries.
 pub struct ArrayCell<K, V> {
-    prefixes: Vec<u64>,
+    /// The top 32 bits of each key's prefix (still order-preserving): half the cache
+    /// lines of whole prefixes.
+    prefixes: Vec<u32>,
     entries: Vec<(K, Values<V>)>,
 }
 
@@ -66,20 +68,20 @@ impl<K, V> Default for ArrayCell<K, V> {
     }
 }
 
-/// Cells up to this many keys are searched by counting (a loop the compiler vectorises,
-/// no dependent loads); larger ones by binary search.
-const LINEAR: usize = 48;
+/// The part of a prefix a cell keeps.
+#[inline]
+fn short(prefix: u64) -> u32 {
+    (prefix >> 32) as u32
+}
 
 impl<K: Key, V> ArrayCell<K, V> {
     /// Where `key` is (`Ok`) or would go (`Err`).
     #[inline]
     fn find(&self, key: &K) -> Result<usize, usize> {
-        let p = key.prefix();
-        let mut i = if self.prefixes.len() <= LINEAR {
-            self.prefixes.iter().map(|&q| (q < p) as usize).sum()
-        } else {
-            self.prefixes.partition_point(|&q| q < p)
-        };
+        let p = short(key.prefix());
+        // Binary search (branch-free in std): measured faster than a vectorised count
+        // even for the 20–40 keys of a wrmem cell (docs/metis.md).
+        let mut i = self.prefixes.partition_point(|&q| q < p);
         while i < self.prefixes.len() && self.prefixes[i] == p {
             match self.entries[i].0.cmp(key) {
                 Ordering::Less => i += 1,
@@ -91,7 +93,7 @@ impl<K: Key, V> ArrayCell<K, V> {
     }
 
     fn put(&mut self, i: usize, key: K, values: Values<V>) {
-        self.prefixes.insert(i, key.prefix());
+        self.prefixes.insert(i, short(key.prefix()));
         self.entries.insert(i, (key, values));
     }
 }
