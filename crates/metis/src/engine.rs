@@ -188,6 +188,7 @@ fn execute<J: Job, C: Cell<J::Key, J::Value>>(
 
     // Map: each worker moves its sample into its row, then takes the remaining tasks.
     let rows: Vec<Mutex<Row<C>>> = slots((0..n).map(|_| Row::new(0)));
+    let mut orphans = Vec::new();
     timed(Phase::Map, &mut || {
         let next = Counter::new(sampled);
         team(Phase::Map, &|w| {
@@ -200,22 +201,21 @@ fn execute<J: Job, C: Cell<J::Key, J::Value>>(
             }
             *rows[w].lock() = row;
         });
-        // A sample row no map worker took (a smaller team than the sample's).
-        for (w, s) in samples.iter().enumerate() {
+        // A sample row no map worker took (a smaller team than the sample's) becomes a
+        // row of its own: appended to a worker's row it would break the order of values
+        // inside a group (task order, `Groups`).
+        for s in &samples {
             if let Some(sample) = s.lock().take() {
-                let mut row = rows[w].lock();
-                if row.cells.is_empty() {
-                    *row = Row::new(columns);
-                }
+                let mut row = Row::new(columns);
                 rehash(job, sample, &mut row);
+                orphans.push(row);
             }
         }
     });
 
     // Reduce: column c of every row, merged key by key.
     let mut by_column: Vec<Vec<C>> = (0..columns).map(|_| Vec::with_capacity(n)).collect();
-    for row in rows {
-        let row = row.into_inner();
+    for row in rows.into_iter().map(Mutex::into_inner).chain(orphans) {
         stats.pairs += row.pairs;
         for (c, cell) in row.cells.into_iter().enumerate() {
             by_column[c].push(cell);

@@ -140,10 +140,12 @@ impl<V> Values<V> {
 }
 
 /// One key's values at reduce: one group per row of the intermediate table (per map
-/// worker) that saw the key, in row order; inside a group, in the order that worker
-/// emitted them (a worker takes tasks in increasing order, so a group follows the input).
-/// Which worker ran which task varies from run to run: a job whose output must not depend
-/// on it sorts or folds the values.
+/// worker) that saw the key, in row order. Inside a group the values are in task order
+/// (a worker takes tasks in increasing order; the sampled tasks come first), and in
+/// emission order within a task: so values that increase along the input (`wri`'s
+/// positions) are sorted in each group, and [`Groups::merge_sorted`] merges them. Which
+/// worker ran which task varies from run to run: a job whose output must not depend on
+/// it merges, sorts or folds the values.
 pub struct Groups<'a, V> {
     rows: &'a mut Vec<Values<V>>,
 }
@@ -174,9 +176,24 @@ impl<'a, V> Groups<'a, V> {
         self.rows.iter().flat_map(Values::as_slice)
     }
 
+    /// The groups, each sorted, merged into one sorted vector: moved when there is one
+    /// group, else merged into a freshly allocated buffer in one pass per pair of groups
+    /// (Corey §8.5.1: reduce copies a word's indices "to a freshly allocated buffer").
+    /// If a group is not sorted the result is sorted anyway (by a sort after the merge).
+    pub fn merge_sorted(self) -> Vec<V>
+    where
+        V: Ord,
+    {
+        let runs: Vec<Vec<V>> = self.rows.drain(..).map(Values::into_vec).collect();
+        let mut all = crate::psrs::merge_all(runs, &|a: &V, b: &V| a.cmp(b));
+        if !all.is_sorted() {
+            all.sort();
+        }
+        all
+    }
+
     /// Every value, moved out, group after group: the first group's buffer is reused and
-    /// the others copied after it (Corey §8.5.1: reduce copies a word's indices "to a
-    /// freshly allocated buffer").
+    /// the others copied after it.
     pub fn take_all(self) -> Vec<V> {
         let mut rows = self.rows.drain(..);
         let mut all = rows.next().map(Values::into_vec).unwrap_or_default();

@@ -1,8 +1,7 @@
 //! `wri`, the inverted index of Corey §8.5.1: each word (key) with the positions of all
 //! its occurrences, ascending. Map emits `(word, position)`; values are grouped per key
-//! ("for pairs with the same word, the indices are grouped as an array"); reduce copies a
-//! word's groups into one buffer and sorts it (each group already ascends, so the sort
-//! only merges the runs).
+//! ("for pairs with the same word, the indices are grouped as an array"); reduce merges a
+//! word's groups (each ascending: `Groups`) into one fresh buffer.
 
 use crate::job::{Emit, Groups, Job};
 use crate::text::{self, Word};
@@ -33,9 +32,7 @@ impl<'a> Job for Wri<'a> {
     }
 
     fn reduce(&self, _key: &Word<'a>, values: Groups<'_, usize>) -> Vec<usize> {
-        let mut all = values.take_all();
-        all.sort();
-        all
+        values.merge_sorted()
     }
 }
 
