@@ -4,7 +4,7 @@
 //! `bench-host [--quick] [EXPERIMENT...] [METIS OPTIONS]`: `urpc`, one of
 //! `bench_host::mcrt::EXPERIMENTS` or of `bench_host::metis::EXPERIMENTS` (all when none is
 //! named); `--quick` runs tiny iteration counts (a smoke test; the numbers mean nothing).
-//! The Metis options (`--mb N --threads T --impl metis|rayon|both --cell array|btree
+//! The Metis options (`--mb N | --file PATH --threads T --impl metis|rayon|both --cell array|btree
 //! --trials K`) are `bench_host::metis::Options`.
 
 use bench_host::{mcrt, metis, pinning_possible, run, Config, PAIR, QUEUE};
@@ -15,7 +15,7 @@ fn main() -> ExitCode {
     let mut config = Config::FULL;
     let mut chosen: Vec<String> = Vec::new();
     let usage = format!(
-        "usage: bench-host [--quick] [urpc|{}|{}]... [--mb N] [--threads T] [--impl metis|rayon|both] [--cell array|btree] [--trials K]",
+        "usage: bench-host [--quick] [urpc|{}|{}]... [--mb N | --file PATH] [--threads T] [--impl metis|rayon|both] [--cell array|btree] [--trials K]",
         mcrt::EXPERIMENTS.join("|"),
         metis::EXPERIMENTS.join("|")
     );
@@ -70,8 +70,12 @@ fn main() -> ExitCode {
     }
     for name in metis::EXPERIMENTS {
         if chosen.is_empty() || chosen.iter().any(|c| c == name) {
-            for line in metis::run(name, &metis_options) {
-                println!("{line}");
+            match metis::run(name, &metis_options) {
+                Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
+                Err(e) => {
+                    eprintln!("bench-host: {e}");
+                    return ExitCode::FAILURE;
+                }
             }
         }
     }

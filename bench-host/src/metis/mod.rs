@@ -2,8 +2,9 @@
 //! McRT's pinned processors against the rayon peer ([`peer`]), the same input (Metis's
 //! `wrmem`, `--mb` MiB) and the same output, checked by checksum, in one run.
 //!
-//! `bench-host metis_wri|metis_wc [--mb N] [--threads T] [--impl metis|rayon|both]
-//! [--cell array|btree] [--trials K]`. Records: each phase's seconds and the total
+//! `bench-host metis_wri|metis_wc [--mb N | --file PATH] [--threads T]
+//! [--impl metis|rayon|both] [--cell array|btree] [--trials K]` (`--file`: a file's bytes
+//! instead of `wrmem`). Records: each phase's seconds and the total
 //! (rayon: the total), words, `keys` (with the output's checksum), the first five keys
 //! with their counts, the minor (soft) page faults of each phase (`getrusage`, the whole
 //! process), the peak resident set so far, and `speed_vs_rayon` (rayon's seconds over
@@ -32,8 +33,10 @@ pub enum Impls {
 }
 
 /// The command-line options of the metis experiments.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Options {
+    /// A file to read instead of generating the input.
+    pub file: Option<String>,
     /// Input size, MiB.
     pub mb: usize,
     /// Workers (Metis: McRT processors and threads; rayon: the pool's threads).
@@ -51,6 +54,7 @@ impl Options {
     /// one trial.
     pub fn new(quick: bool) -> Options {
         Options {
+            file: None,
             mb: if quick { 1 } else { 64 },
             threads: super::mcrt::cpus(),
             impls: Impls::Both,
@@ -65,6 +69,7 @@ impl Options {
             |v: &str| v.parse::<usize>().map_err(|_| format!("{name}: not a number: {v:?}"));
         match name {
             "--mb" => self.mb = number(value)?,
+            "--file" => self.file = Some(value.to_string()),
             "--threads" => self.threads = number(value)?,
             "--trials" => self.trials = number(value)?.max(1),
             "--cell" => {
@@ -155,8 +160,8 @@ fn summarise<'k>(
 }
 
 /// One Metis run of `app` on McRT's pinned processors.
-fn run_metis(app: &str, input: &Arc<Vec<u8>>, o: &Options) -> Run {
-    let (input, app, o) = (input.clone(), app.to_string(), *o);
+fn run_metis(app: &str, input: &Arc<Vec<u8>>, o: &Options) -> Result<Run, String> {
+    let (input, app, o) = (input.clone(), app.to_string(), o.clone());
     let run = metis::hosted::run(o.threads, metis::hosted::Placement::Pinned, move || {
         let config =
             Config { cell: o.cell, clock: Some(metis::hosted::clock), ..Config::new(o.threads) };
@@ -186,36 +191,25 @@ fn run_metis(app: &str, input: &Arc<Vec<u8>>, o: &Options) -> Run {
             stats: Some(stats),
         })
     });
-    match run {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => fail(&e),
-        Err(e) => fail(&e.to_string()),
-    }
-}
-
-fn fail(e: &str) -> Run {
-    eprintln!("bench-host: metis failed: {e}");
-    Run { total: f64::NAN, ..Run::default() }
+    run.map_err(|e| e.to_string())?
 }
 
 /// One rayon run of `app` on a pool of `threads`.
-fn run_rayon(app: &str, input: &[u8], threads: usize) -> Run {
-    let pool = match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
-        Ok(p) => p,
-        Err(e) => return fail(&e.to_string()),
-    };
+fn run_rayon(app: &str, input: &[u8], threads: usize) -> Result<Run, String> {
+    let pool =
+        rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| e.to_string())?;
     let start = std::time::Instant::now();
     if app == "metis_wri" {
         let out = pool.install(|| peer::wri(input, threads));
         let total = start.elapsed().as_secs_f64();
         let (words, first, _) = summarise(out.iter().map(|(k, v)| (&k[..], v.len() as u64)));
         let checksum = metis::apps::wri::checksum_of(out.iter().map(|(k, v)| (&k[..], &v[..])));
-        Run { total, words, keys: out.len(), first, checksum, ..Run::default() }
+        Ok(Run { total, words, keys: out.len(), first, checksum, ..Run::default() })
     } else {
         let out = pool.install(|| peer::wc(input, threads));
         let total = start.elapsed().as_secs_f64();
         let (words, first, checksum) = summarise(out.iter().map(|(k, n)| (&k[..], *n)));
-        Run { total, words, keys: out.len(), first, checksum, ..Run::default() }
+        Ok(Run { total, words, keys: out.len(), first, checksum, ..Run::default() })
     }
 }
 
@@ -226,13 +220,25 @@ fn median_run(mut runs: Vec<Run>) -> Run {
     runs.swap_remove(mid)
 }
 
-/// Runs experiment `app` (one of [`EXPERIMENTS`]) with `o`; its RESULT lines.
-pub fn run(app: &str, o: &Options) -> Vec<String> {
-    let input = Arc::new(text::wrmem(o.mb));
+/// Runs experiment `app` (one of [`EXPERIMENTS`]) with `o`; its RESULT lines, or why
+/// it could not run.
+pub fn run(app: &str, o: &Options) -> Result<Vec<String>, String> {
+    let input = match &o.file {
+        None => text::wrmem(o.mb),
+        Some(path) => match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) => return Err(format!("{app}: cannot read {path}: {e}")),
+        },
+    };
+    let mb = input.len() >> 20;
+    let input = Arc::new(input);
     let mut lines = Vec::new();
     let mut totals = [f64::NAN; 2];
-    let extra_of =
-        |imp: &str| format!(",\"impl\":\"{imp}\",\"mb\":{},\"cell\":\"{}\"", o.mb, o.cell.name());
+    let source = if o.file.is_some() { "file" } else { "wrmem" };
+    let extra_of = |imp: &str| {
+        let cell = o.cell.name();
+        format!(",\"impl\":\"{imp}\",\"mb\":{mb},\"input\":\"{source}\",\"cell\":\"{cell}\"")
+    };
     for (k, imp) in ["metis", "rayon"].into_iter().enumerate() {
         let wanted = match o.impls {
             Impls::Both => true,
@@ -250,7 +256,8 @@ pub fn run(app: &str, o: &Options) -> Vec<String> {
                     run_rayon(app, &input, o.threads)
                 }
             })
-            .collect();
+            .collect::<Result<Vec<Run>, String>>()
+            .map_err(|e| format!("{app} {imp}: {e}"))?;
         let r = median_run(runs);
         let rss = peak_rss_mb();
         totals[k] = r.total;
@@ -303,7 +310,7 @@ pub fn run(app: &str, o: &Options) -> Vec<String> {
         let first: Vec<String> = r.first.iter().map(|(k, n)| format!("{k} {n}")).collect();
         eprintln!(
             "{app} {imp} ({} MiB, {} threads): {phases}total {:.3} s; {} words, {} keys; first: {}; checksum {:016x}",
-            o.mb, o.threads, r.total, r.words, r.keys, first.join(", "), r.checksum
+            mb, o.threads, r.total, r.words, r.keys, first.join(", "), r.checksum
         );
     }
     if o.impls == Impls::Both {
@@ -314,5 +321,5 @@ pub fn run(app: &str, o: &Options) -> Vec<String> {
         lines.push(rec.extra(&extra).line(Fixed2(ratio)).to_string());
         eprintln!("{app}: metis at {ratio:.2}x rayon's speed ({} threads)", o.threads);
     }
-    lines
+    Ok(lines)
 }
