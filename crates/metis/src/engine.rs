@@ -165,7 +165,7 @@ fn execute<J: Job, C: Cell<J::Key, J::Value>>(
     // Sample: the first tasks into a small table per worker; predict the keys.
     let sampled = match config.reduce_tasks {
         Some(_) => 0,
-        None => plan::sampled_tasks(tasks.len(), config.sample_percent),
+        None => plan::sampled_tasks(tasks.len(), config.sample_percent, n),
     };
     let samples = slots((0..n).map(|_| None::<Row<C>>));
     let mut predicted = 0;

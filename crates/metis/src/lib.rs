@@ -5,8 +5,8 @@
 //! A job goes through five steps ([`engine`]):
 //! 1. **Split**: the input is cut into `threads × 16` map tasks at unit boundaries (words,
 //!    for text: [`Job::split_at`]); workers take tasks from one shared counter.
-//! 2. **Sample**: about 5 % of the map tasks run first, counting new keys, to predict the
-//!    number of distinct keys ([`plan`]); reduce tasks = keys / 10, clamped to
+//! 2. **Sample**: about 5 % of the map tasks (at least one per worker) run first, counting
+//!    new keys, to predict the number of distinct keys ([`plan`]); reduce tasks = keys / 10, clamped to
 //!    `[16 × threads, 100 × threads]` and rounded up to a prime.
 //! 3. **Map**: the rest of the tasks. Each worker owns one row of the intermediate table,
 //!    one cell per reduce task; a key goes to the column its hash picks. A cell is a sorted
@@ -88,7 +88,8 @@ pub struct Config {
     pub threads: usize,
     /// Map tasks per worker (Metis: 16).
     pub tasks_per_thread: usize,
-    /// Percentage of the map tasks the sampling phase runs (Metis: 5; at least one task).
+    /// Percentage of the map tasks the sampling phase runs (Metis: 5; at least one task
+    /// per worker; 0: no sampling, the fewest reduce tasks).
     pub sample_percent: usize,
     /// Reduce tasks, when given: no sampling phase then.
     pub reduce_tasks: Option<usize>,

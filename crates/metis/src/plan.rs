@@ -32,12 +32,14 @@ pub fn split(len: usize, tasks: usize, split_at: impl Fn(usize) -> usize) -> Vec
     out
 }
 
-/// Map tasks the sampling phase runs: `percent` of `tasks`, at least one (if any).
-pub fn sampled_tasks(tasks: usize, percent: usize) -> usize {
+/// Map tasks the sampling phase runs: `percent` of `tasks`, but at least one per worker
+/// (so no worker idles through the phase: the sampled tasks' output is kept, so sampling
+/// more costs nothing), and at most all of them.
+pub fn sampled_tasks(tasks: usize, percent: usize, threads: usize) -> usize {
     if tasks == 0 || percent == 0 {
         return 0;
     }
-    (tasks * percent / 100).clamp(1, tasks)
+    (tasks * percent / 100).max(threads).clamp(1, tasks)
 }
 
 /// What one worker saw while sampling: pairs emitted, keys new to its table, and its
@@ -136,9 +138,11 @@ mod tests {
         assert_eq!(reduce_tasks(1000, 4), 101);
         assert_eq!(next_prime(200), 211);
         assert_eq!(next_prime(2), 2);
-        assert_eq!(sampled_tasks(32, 5), 1);
-        assert_eq!(sampled_tasks(400, 5), 20);
-        assert_eq!(sampled_tasks(0, 5), 0);
+        assert_eq!(sampled_tasks(16, 5, 1), 1);
+        assert_eq!(sampled_tasks(32, 5, 2), 2);
+        assert_eq!(sampled_tasks(400, 5, 4), 20);
+        assert_eq!(sampled_tasks(0, 5, 4), 0);
+        assert_eq!(sampled_tasks(3, 5, 4), 3);
     }
 
     #[test]
