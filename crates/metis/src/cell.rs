@@ -99,7 +99,7 @@ impl<K: Key, V> ArrayCell<K, V> {
 }
 
 impl<K: Key, V: Send> Cell<K, V> for ArrayCell<K, V> {
-    #[inline]
+    #[inline(always)]
     fn insert<J: Job<Key = K, Value = V>>(&mut self, job: &J, key: K, value: V) -> bool {
         match self.find(&key) {
             Ok(i) => {

@@ -102,15 +102,13 @@ pub fn next_prime(n: usize) -> usize {
     (n..).find(|&p| is_prime(p)).unwrap_or(n)
 }
 
-/// The column of a key with hash `hash` among `columns`: the hash mixed (splitmix64's
-/// finaliser, so keys that differ in few bits spread), then scaled into range with a
-/// multiply rather than a division (this runs once per emitted pair).
+/// The column of a key with hash `hash` among `columns`: Fibonacci hashing (one
+/// multiply by 2^64/φ, whose high bits depend on every bit of the hash), then scaled into
+/// range by the high half of a second multiply rather than a division (this runs once per
+/// emitted pair).
 #[inline]
 pub fn column(hash: u64, columns: usize) -> usize {
-    let mut z = hash.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
+    let z = hash.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     ((z as u128 * columns as u128) >> 64) as usize
 }
 
