@@ -22,12 +22,13 @@ fn quick_mcrt_experiments_run_to_the_end() {
     assert!(stdout.lines().all(|l| l.starts_with("RESULT {")), "{stdout}");
 }
 
-/// `bench-host --quick metis_wri metis_wc` (1 MiB): Metis and the rayon peer report the
-/// same keys, words and output checksum, and the ratio line.
+/// `bench-host --quick metis_wri metis_wc metis_phoenix` (1 MiB): Metis and the rayon peer
+/// report the same keys, words and output checksum, and the ratio line; every Phoenix
+/// application reports its time.
 #[test]
 fn quick_metis_experiments_agree_with_the_rayon_peer() {
     let out = Command::new(env!("CARGO_BIN_EXE_bench-host"))
-        .args(["--quick", "metis_wri", "metis_wc", "--threads", "2"])
+        .args(["--quick", "metis_wri", "metis_wc", "metis_phoenix", "--threads", "2"])
         .output()
         .expect("bench-host runs");
     let stdout = String::from_utf8_lossy(&out.stdout);

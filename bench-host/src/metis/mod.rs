@@ -1,4 +1,4 @@
-//! metis_wri, metis_wc (issue 24, Corey §8.5.1): the Metis library (`crates/metis`) on
+//! metis_wri, metis_wc (issue 24, Corey §8.5.1), and metis_phoenix ([`phoenix`]): the Metis library (`crates/metis`) on
 //! McRT's pinned processors against the rayon peer ([`peer`]), the same input (Metis's
 //! `wrmem`, `--mb` MiB) and the same output, checked by checksum, in one run.
 //!
@@ -11,6 +11,7 @@
 //! Metis's: the goal is at least 1). A summary with `N keys` goes to stderr.
 
 pub mod peer;
+pub mod phoenix;
 
 use metis::apps::{wc::Wc, wri::Wri};
 use metis::text::{self, Word};
@@ -19,7 +20,7 @@ use record::{Cores, Fixed2, Record};
 use std::sync::{Arc, Mutex};
 
 /// The experiments, by name.
-pub const EXPERIMENTS: [&str; 2] = ["metis_wri", "metis_wc"];
+pub const EXPERIMENTS: [&str; 3] = ["metis_wri", "metis_wc", "metis_phoenix"];
 
 /// Which implementations run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,6 +224,9 @@ fn median_run(mut runs: Vec<Run>) -> Run {
 /// Runs experiment `app` (one of [`EXPERIMENTS`]) with `o`; its RESULT lines, or why
 /// it could not run.
 pub fn run(app: &str, o: &Options) -> Result<Vec<String>, String> {
+    if app == "metis_phoenix" {
+        return phoenix::run(o.threads, o.mb <= 1);
+    }
     let input = match &o.file {
         None => text::wrmem(o.mb),
         Some(path) => match std::fs::read(path) {
