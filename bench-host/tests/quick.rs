@@ -55,4 +55,7 @@ fn quick_metis_experiments_agree_with_the_rayon_peer() {
                 && stdout.contains("speed_vs_rayon")
         );
     }
+    let phoenix =
+        stdout.lines().filter(|l| record::field(l, "experiment") == Some("metis_phoenix"));
+    assert_eq!(phoenix.count(), 5, "{stdout}");
 }
