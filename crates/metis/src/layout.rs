@@ -6,13 +6,22 @@
 //!
 //! - `shared` (Figure 4(a), threads on Linux): one address range for everything; the
 //!   hooks do nothing ([`SharedLayout`]).
-//! - `corey` (Figure 4(c), §6.1): on [`Phase::Map`] `Begin`, worker `w` points its
-//!   thread's heap at its own *shared* address range (mapped by every core), so its row
-//!   of the intermediate table lands there and "the reduce phase incurs no soft page
-//!   faults"; at `End`, and for every other phase, the thread's temporaries go back to
-//!   its core's *private* range. The Atoll side implements this (issue 24); the engine
-//!   guarantees the calls below, and that each worker's map output is allocated on that
-//!   worker's thread between its map `Begin` and `End`.
+//! - `corey` (Figure 4(c), §3.1, §6.1): each core has a *private* root range (its McRT
+//!   stack, its mapping of the input, its scratch) and one *shared* range of its own that
+//!   every core maps. On a worker's `Begin` of [`Phase::Sample`], [`Phase::Map`] and
+//!   [`Phase::Reduce`], the worker points its thread's heap at its core's shared range:
+//!   what it allocates then (its row of the intermediate table; its reduce outputs) is
+//!   read by other cores in the next phase. Only that core adds mappings to that range,
+//!   so map does not contend, and every core shares the range's page tables, so "the
+//!   reduce phase incurs no soft page faults" on the rows (§6.1). On `End` the heap goes
+//!   back to the private range. The Atoll side implements this (issue 24).
+//!
+//! What the engine guarantees an implementation: a worker's data that another core reads
+//! later (its sample and map rows, its reduce outputs, its merge segments) is allocated on
+//! that worker's own thread between its `Begin` and `End` of the phase that makes it; the
+//! coordinator allocates only small bookkeeping (the task list, slot vectors, the column
+//! index of cells, the final concatenated output, whose buffer a `corey` layout may want
+//! in a shared range too: it is made after the merge workers' `End`).
 //!
 //! The coordinator's calls ([`Layout::phase`]) bracket each phase, and are where a
 //! benchmark reads the soft-fault counters per phase.
