@@ -56,8 +56,7 @@ pub trait Cell<K, V>: Default + Send {
 /// The sorted-array cell ([`CellKind::SortedArray`]): the keys' prefixes
 /// ([`Key::prefix`]) in one dense array, searched first, beside the entries.
 pub struct ArrayCell<K, V> {
-    /// The top 32 bits of each key's prefix (still order-preserving): half the cache
-    /// lines of whole prefixes.
+    /// Each key's [`Key::prefix`], in key order.
     prefixes: Vec<u32>,
     entries: Vec<(K, Values<V>)>,
 }
@@ -68,17 +67,11 @@ impl<K, V> Default for ArrayCell<K, V> {
     }
 }
 
-/// The part of a prefix a cell keeps.
-#[inline]
-fn short(prefix: u64) -> u32 {
-    (prefix >> 32) as u32
-}
-
 impl<K: Key, V> ArrayCell<K, V> {
     /// Where `key` is (`Ok`) or would go (`Err`).
     #[inline]
     fn find(&self, key: &K) -> Result<usize, usize> {
-        let p = short(key.prefix());
+        let p = key.prefix();
         // Binary search (branch-free in std): measured faster than a vectorised count
         // even for the 20–40 keys of a wrmem cell (docs/metis.md).
         let mut i = self.prefixes.partition_point(|&q| q < p);
@@ -93,7 +86,7 @@ impl<K: Key, V> ArrayCell<K, V> {
     }
 
     fn put(&mut self, i: usize, key: K, values: Values<V>) {
-        self.prefixes.insert(i, short(key.prefix()));
+        self.prefixes.insert(i, key.prefix());
         self.entries.insert(i, (key, values));
     }
 }

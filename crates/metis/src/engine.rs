@@ -213,17 +213,21 @@ fn execute<J: Job, C: Cell<J::Key, J::Value>>(
         }
     });
 
-    // Reduce: column c of every row, merged key by key.
-    let mut by_column: Vec<Vec<C>> = (0..columns).map(|_| Vec::with_capacity(n)).collect();
-    for row in rows.into_iter().map(Mutex::into_inner).chain(orphans) {
-        stats.pairs += row.pairs;
-        for (c, cell) in row.cells.into_iter().enumerate() {
-            by_column[c].push(cell);
-        }
-    }
-    let by_column = slots(by_column);
+    // Reduce: column c of every row, merged key by key. The cells are regrouped by
+    // column first (moving cell headers, not their contents), inside the phase's time.
+    let mut pairs_emitted = 0;
+    let mut rows = Some(rows);
     let reduced = slots((0..columns).map(|_| Vec::new()));
     timed(Phase::Reduce, &mut || {
+        let mut by_column: Vec<Vec<C>> = (0..columns).map(|_| Vec::with_capacity(n)).collect();
+        let all = rows.take().unwrap_or_default().into_iter().map(Mutex::into_inner);
+        for row in all.chain(core::mem::take(&mut orphans)) {
+            pairs_emitted += row.pairs;
+            for (c, cell) in row.cells.into_iter().enumerate() {
+                by_column[c].push(cell);
+            }
+        }
+        let by_column = slots(by_column);
         let next = Counter::new(0);
         team(Phase::Reduce, &|_| {
             while let Some(c) = next.take(columns) {
@@ -246,6 +250,7 @@ fn execute<J: Job, C: Cell<J::Key, J::Value>>(
         pairs = psrs::sort(parts, &order, &merge_team);
     });
 
+    stats.pairs = pairs_emitted;
     stats.map_tasks = tasks.len();
     stats.sampled_tasks = sampled;
     stats.predicted_keys = predicted;

@@ -13,10 +13,11 @@ pub trait Key: Ord + Send + Sync {
     /// The key's hash; any 64-bit value (the engine mixes it before use).
     fn hash(&self) -> u64;
 
-    /// An order-preserving prefix of the key: `a < b` implies `a.prefix() <= b.prefix()`.
-    /// Cells search a dense array of prefixes first and compare whole keys only among
-    /// equal prefixes (an "abbreviated key"). The default, 0, orders nothing.
-    fn prefix(&self) -> u64 {
+    /// An order-preserving abbreviation of the key: `a < b` implies
+    /// `a.prefix() <= b.prefix()`. Sorted-array cells binary-search a dense array of these
+    /// first and compare whole keys only among equal prefixes (an "abbreviated key"). The
+    /// default, 0, abbreviates nothing (every search then compares whole keys).
+    fn prefix(&self) -> u32 {
         0
     }
 }
@@ -28,8 +29,10 @@ macro_rules! int_key {
                 *self as u64
             }
 
-            fn prefix(&self) -> u64 {
-                *self as u64
+            /// The value itself, saturated at `u32::MAX` (monotone; larger keys fall back
+            /// to whole comparisons).
+            fn prefix(&self) -> u32 {
+                u32::try_from(*self).unwrap_or(u32::MAX)
             }
         }
     )*};

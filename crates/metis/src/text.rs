@@ -148,9 +148,10 @@ impl crate::job::Key for Word<'_> {
         h
     }
 
+    /// The first four bytes (zero-padded, big-endian).
     #[inline]
-    fn prefix(&self) -> u64 {
-        self.head
+    fn prefix(&self) -> u32 {
+        (self.head >> 32) as u32
     }
 }
 
@@ -216,6 +217,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::job::Key;
     use alloc::vec;
 
     #[test]
@@ -258,6 +260,9 @@ mod tests {
         for a in keys {
             for b in keys {
                 assert_eq!(Word::new(a).cmp(&Word::new(b)), a.cmp(b), "{a:?} {b:?}");
+                if a < b {
+                    assert!(Word::new(a).prefix() <= Word::new(b).prefix(), "{a:?} {b:?}");
+                }
             }
         }
     }
