@@ -3,7 +3,7 @@
 //! counter, so a faster worker takes more and a smaller team (McRT short of memory for
 //! threads) still does every task. Worker `w` owns row `w` of the intermediate table.
 
-use crate::cell::{ArrayCell, Cell, CellKind, TreeCell};
+use crate::cell::{ArrayCell, Cell, CellKind, Folded, Grouped, TreeCell};
 use crate::job::{Emit, Groups, Job, Key, Values};
 use crate::layout::{Edge, Layout, Phase, SharedLayout};
 use crate::plan::{self, Sampler, SAMPLE_COLUMNS};
@@ -69,7 +69,12 @@ pub fn run_with<J: Job>(
         return Err(Error::NotInRuntime);
     }
     Ok(match config.cell {
-        CellKind::SortedArray => execute::<J, ArrayCell<J::Key, J::Value>>(job, config, layout),
+        CellKind::SortedArray if J::COMBINES => {
+            execute::<J, ArrayCell<J::Key, J::Value, Folded<J::Value>>>(job, config, layout)
+        }
+        CellKind::SortedArray => {
+            execute::<J, ArrayCell<J::Key, J::Value, Grouped<J::Value>>>(job, config, layout)
+        }
         CellKind::BTree => execute::<J, TreeCell<J::Key, J::Value>>(job, config, layout),
     })
 }

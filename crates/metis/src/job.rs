@@ -20,6 +20,13 @@ pub trait Key: Ord + Send + Sync {
     fn prefix(&self) -> u32 {
         0
     }
+
+    /// True if the prefix alone identifies this key: two keys that are both whole are
+    /// equal exactly when their prefixes are. A whole key must also be smaller than every
+    /// other key with its prefix (a cell finds it first). The default: never.
+    fn whole(&self) -> bool {
+        false
+    }
 }
 
 macro_rules! int_key {
@@ -33,6 +40,13 @@ macro_rules! int_key {
             /// to whole comparisons).
             fn prefix(&self) -> u32 {
                 u32::try_from(*self).unwrap_or(u32::MAX)
+            }
+
+            /// Below `u32::MAX`, the prefix is the value (the largest of the prefix's keys
+            /// are the saturated ones, and the one whole key, `u32::MAX - 1` or less, is
+            /// smaller than them).
+            fn whole(&self) -> bool {
+                u32::try_from(*self).is_ok_and(|v| v < u32::MAX)
             }
         }
     )*};

@@ -153,6 +153,13 @@ impl crate::job::Key for Word<'_> {
     fn prefix(&self) -> u32 {
         (self.head >> 32) as u32
     }
+
+    /// Four bytes or fewer, none of them `\0` (so the zero padding tells where it ends;
+    /// a longer key with the same prefix has it as a proper prefix, and sorts after it).
+    #[inline]
+    fn whole(&self) -> bool {
+        self.bytes.len() <= 4 && !self.bytes.contains(&0)
+    }
 }
 
 /// The first word boundary at or after `at`: `at` itself if a word cannot span it (it is
