@@ -1,14 +1,15 @@
-//! metis_wri, metis_wc (issue 24, Corey §8.5.1), and metis_phoenix ([`phoenix`]): the Metis library (`crates/metis`) on
-//! McRT's pinned processors against the rayon peer ([`peer`]), the same input (Metis's
-//! `wrmem`, `--mb` MiB) and the same output, checked by checksum, in one run.
+//! metis_wri, metis_wc (issue 24, Corey §8.5.1), and metis_phoenix ([`phoenix`]): the
+//! Metis library (`crates/metis`) on McRT's pinned processors against the rayon peer
+//! ([`peer`]), the same input (Metis's `wrmem`, `--mb` MiB) and the same output, checked
+//! by checksum, in one run.
 //!
 //! `bench-host metis_wri|metis_wc [--mb N | --file PATH] [--threads T]
 //! [--impl metis|rayon|both] [--cell array|btree] [--trials K]` (`--file`: a file's bytes
-//! instead of `wrmem`). Records: each phase's seconds and the total
-//! (rayon: the total), words, `keys` (with the output's checksum), the first five keys
-//! with their counts, the minor (soft) page faults of each phase (`getrusage`, the whole
-//! process), the peak resident set so far, and `speed_vs_rayon` (rayon's seconds over
-//! Metis's: the goal is at least 1). A summary with `N keys` goes to stderr.
+//! instead of `wrmem`). Records: each phase's seconds and the total (rayon: the total),
+//! words, `keys` (with the output's checksum), the first five keys with their counts, the
+//! minor (soft) page faults of each phase (`getrusage`, the whole process), the peak
+//! resident set so far, and `speed_vs_rayon` (rayon's seconds over Metis's: the goal is at
+//! least 1). A summary with `N keys` goes to stderr.
 
 pub mod peer;
 pub mod phoenix;
@@ -312,9 +313,11 @@ pub fn run(app: &str, o: &Options) -> Result<Vec<String>, String> {
             String::new()
         };
         let first: Vec<String> = r.first.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let (words, keys, first, sum) = (r.words, r.keys, first.join(", "), r.checksum);
         eprintln!(
-            "{app} {imp} ({} MiB, {} threads): {phases}total {:.3} s; {} words, {} keys; first: {}; checksum {:016x}",
-            mb, o.threads, r.total, r.words, r.keys, first.join(", "), r.checksum
+            "{app} {imp} ({mb} MiB, {} threads): {phases}total {:.3} s; \
+             {words} words, {keys} keys; first: {first}; checksum {sum:016x}",
+            o.threads, r.total
         );
     }
     if o.impls == Impls::Both {

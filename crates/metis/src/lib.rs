@@ -6,8 +6,8 @@
 //! 1. **Split**: the input is cut into `threads × 16` map tasks at unit boundaries (words,
 //!    for text: [`Job::split_at`]); workers take tasks from one shared counter.
 //! 2. **Sample**: about 5 % of the map tasks (at least one per worker) run first, counting
-//!    new keys, to predict the number of distinct keys ([`plan`]); reduce tasks = keys / 10, clamped to
-//!    `[16 × threads, 100 × threads]` and rounded up to a prime.
+//!    new keys, to predict the number of distinct keys ([`plan`]); reduce tasks =
+//!    keys / 10, clamped to `[16 × threads, 100 × threads]` and rounded up to a prime.
 //! 3. **Map**: the rest of the tasks. Each worker owns one row of the intermediate table,
 //!    one cell per reduce task; a key goes to the column its hash picks. A cell is a sorted
 //!    array or a B-tree ([`cell`], [`CellKind`]); values are grouped per key, or folded
