@@ -115,6 +115,17 @@ fn minor_faults() -> u64 {
     u.ru_minflt as u64
 }
 
+/// The machine's memory, bytes (`sysconf`; unbounded if unknown).
+fn physical_memory() -> usize {
+    // SAFETY: sysconf reads system constants; no memory is passed.
+    let (pages, size) =
+        unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    if pages <= 0 || size <= 0 {
+        return usize::MAX;
+    }
+    (pages as usize).saturating_mul(size as usize)
+}
+
 /// The peak resident set of the process so far, MiB.
 fn peak_rss_mb() -> f64 {
     // SAFETY: as in `minor_faults`.
@@ -229,7 +240,21 @@ pub fn run(app: &str, o: &Options) -> Result<Vec<String>, String> {
         return phoenix::run(o.threads, o.mb <= 1);
     }
     let input = match &o.file {
-        None => text::wrmem(o.mb),
+        None => {
+            // An input larger than memory is refused before anything is allocated (`wri`
+            // needs about three times the input besides).
+            let bytes =
+                o.mb.checked_mul(1 << 20).ok_or(format!("{app}: --mb {} is too large", o.mb))?;
+            let memory = physical_memory();
+            if bytes > memory {
+                return Err(format!(
+                    "{app}: an input of {} MiB is larger than memory ({} MiB)",
+                    o.mb,
+                    memory >> 20
+                ));
+            }
+            text::wrmem(o.mb)
+        }
         Some(path) => match std::fs::read(path) {
             Ok(bytes) => bytes,
             Err(e) => return Err(format!("{app}: cannot read {path}: {e}")),

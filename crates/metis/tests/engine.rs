@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use metis::apps::{hist, kmeans, linreg, matmul, strmatch, wc::Wc, wri::Wri};
 use metis::text::{self, Word};
-use metis::{CellKind, Config, Error};
+use metis::{CellKind, Config, Edge, Error, Layout, Phase};
 
 #[test]
 fn wc_and_wri_match_the_reference_at_every_core_count_and_cell() {
@@ -197,4 +197,48 @@ fn phoenix_kmeans_agrees_across_core_counts() {
     let (means, iterations) = &runs[0];
     assert_eq!(means.len(), 8);
     assert!(*iterations > 1 && *iterations <= 50);
+}
+
+/// Records every hook call.
+#[derive(Default)]
+struct Recorder {
+    calls: std::sync::Mutex<Vec<(Phase, Option<usize>, Edge)>>,
+}
+
+impl Layout for Recorder {
+    fn phase(&self, phase: Phase, edge: Edge) {
+        self.calls.lock().unwrap().push((phase, None, edge));
+    }
+
+    fn worker(&self, phase: Phase, worker: usize, edge: Edge) {
+        self.calls.lock().unwrap().push((phase, Some(worker), edge));
+    }
+}
+
+#[test]
+fn the_layout_hook_brackets_every_phase_and_every_worker() {
+    let calls = on_mcrt(3, || {
+        let input = text::wrmem(1);
+        let rec = Recorder::default();
+        metis::run_with(&Wri { input: &input }, &Config::new(3), &rec).expect("runs");
+        rec.calls.into_inner().unwrap()
+    });
+    // The coordinator's calls: each phase begins and ends, in order.
+    let coordinator: Vec<_> = calls.iter().filter(|c| c.1.is_none()).map(|c| (c.0, c.2)).collect();
+    let want: Vec<_> =
+        Phase::ALL.iter().flat_map(|&p| [(p, Edge::Begin), (p, Edge::End)]).collect();
+    assert_eq!(coordinator, want);
+    // Inside each phase's bracket, every worker begins once and ends once (the merge phase
+    // runs three regions, so three brackets per worker there).
+    for phase in Phase::ALL {
+        let begin = calls.iter().position(|c| *c == (phase, None, Edge::Begin)).unwrap();
+        let end = calls.iter().position(|c| *c == (phase, None, Edge::End)).unwrap();
+        let regions = if phase == Phase::Merge { 3 } else { 1 };
+        for w in 0..3 {
+            for edge in [Edge::Begin, Edge::End] {
+                let n = calls[begin..end].iter().filter(|c| **c == (phase, Some(w), edge)).count();
+                assert_eq!(n, regions, "{phase:?} worker {w} {edge:?}: {calls:?}");
+            }
+        }
+    }
 }
