@@ -1,7 +1,8 @@
 //! The memory-layout hook (Corey §3.1, Figure 4). Metis allocates its intermediate data
-//! through the global allocator, on the thread of the worker that owns it; so choosing
-//! *where* a worker's data lives is choosing which memory that thread's allocations come
-//! from, phase by phase. The engine calls a [`Layout`] at those points and does nothing
+//! through the global allocator (stable Rust's collections cannot take another one), on
+//! the thread of the worker that owns it; so choosing *where* a worker's data lives is
+//! choosing which memory that thread's allocations come from, phase by phase (on Atoll:
+//! which address range backs the calling thread's McRT-Malloc heap). The engine calls a [`Layout`] at those points and does nothing
 //! else about memory:
 //!
 //! - `shared` (Figure 4(a), threads on Linux): one address range for everything; the
