@@ -14,6 +14,7 @@ use std::thread;
 
 pub mod latency;
 pub mod mcrt;
+pub mod metis;
 pub mod throughput;
 
 /// The two CPUs the benchmark threads are pinned to.

@@ -1,33 +1,61 @@
 //! `make bench-host`: URPC between two pinned threads against the cache-line floor and rtrb,
-//! then McRT's experiments against their peer libraries. Prints `RESULT {json}` lines on
-//! stdout and a short summary on stderr. `bench-host [--quick] [EXPERIMENT...]`: `urpc`
-//! or one of `bench_host::mcrt::EXPERIMENTS` (all when none is named); `--quick` runs tiny
-//! iteration counts (a smoke test; the numbers mean nothing).
+//! then McRT's experiments against their peer libraries, then Metis against rayon. Prints
+//! `RESULT {json}` lines on stdout and a short summary on stderr.
+//! `bench-host [--quick] [EXPERIMENT...] [METIS OPTIONS]`: `urpc`, one of
+//! `bench_host::mcrt::EXPERIMENTS` or of `bench_host::metis::EXPERIMENTS` (all when none is
+//! named); `--quick` runs tiny iteration counts (a smoke test; the numbers mean nothing).
+//! The Metis options (`--mb N | --file PATH --threads T --impl metis|rayon|both --cell array|btree
+//! --trials K`) are `bench_host::metis::Options`.
 
-use bench_host::{mcrt, pinning_possible, run, Config, PAIR, QUEUE};
+use bench_host::{mcrt, metis, pinning_possible, run, Config, PAIR, QUEUE};
 use std::process::ExitCode;
 use std::time::Instant;
 
 fn main() -> ExitCode {
     let mut config = Config::FULL;
     let mut chosen: Vec<String> = Vec::new();
-    let usage = format!("usage: bench-host [--quick] [urpc|{}]...", mcrt::EXPERIMENTS.join("|"));
-    for arg in std::env::args().skip(1) {
+    let usage = format!(
+        "usage: bench-host [--quick] [urpc|{}|{}]... [--mb N | --file PATH] [--threads T] [--impl metis|rayon|both] [--cell array|btree] [--trials K]",
+        mcrt::EXPERIMENTS.join("|"),
+        metis::EXPERIMENTS.join("|")
+    );
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let mut metis_options = metis::Options::new(quick);
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => config = Config::QUICK,
             "-h" | "--help" => {
                 println!("{usage}");
                 return ExitCode::SUCCESS;
             }
-            name if name == "urpc" || mcrt::EXPERIMENTS.contains(&name) => chosen.push(arg.clone()),
+            name if name == "urpc"
+                || mcrt::EXPERIMENTS.contains(&name)
+                || metis::EXPERIMENTS.contains(&name) =>
+            {
+                chosen.push(arg.clone())
+            }
+            option if option.starts_with("--") => {
+                let value = args.next().map(String::as_str).unwrap_or("");
+                match metis_options.set(option, value) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        eprintln!("bench-host: unknown option {option:?} ({usage})");
+                        return ExitCode::from(2);
+                    }
+                    Err(e) => {
+                        eprintln!("bench-host: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
             other => {
                 eprintln!("bench-host: unknown argument {other:?} ({usage})");
                 return ExitCode::from(2);
             }
         }
     }
-    let quick =
-        config.trials == Config::QUICK.trials && config.round_trips == Config::QUICK.round_trips;
     if chosen.is_empty() || chosen.iter().any(|c| c == "urpc") {
         urpc(config);
     }
@@ -38,6 +66,17 @@ fn main() -> ExitCode {
                 println!("{line}");
             }
             eprintln!("bench-host: {name}, {:.1} s", started.elapsed().as_secs_f64());
+        }
+    }
+    for name in metis::EXPERIMENTS {
+        if chosen.is_empty() || chosen.iter().any(|c| c == name) {
+            match metis::run(name, &metis_options) {
+                Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
+                Err(e) => {
+                    eprintln!("bench-host: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
         }
     }
     ExitCode::SUCCESS
