@@ -13,6 +13,7 @@ use record::{median, Cores, Fixed2, Record};
 use std::thread;
 
 pub mod latency;
+pub mod locks;
 pub mod mcrt;
 pub mod metis;
 pub mod throughput;
@@ -73,7 +74,7 @@ pub fn median_of(trials: usize, mut trial: impl FnMut() -> f64) -> f64 {
 }
 
 /// Pins the calling thread to `cpu`; false if the system refused (e.g. fewer CPUs).
-fn pin(cpu: usize) -> bool {
+pub(crate) fn pin(cpu: usize) -> bool {
     core_affinity::set_for_current(core_affinity::CoreId { id: cpu })
 }
 

@@ -1,13 +1,14 @@
 //! `make bench-host`: URPC between two pinned threads against the cache-line floor and rtrb,
-//! then McRT's experiments against their peer libraries, then Metis against rayon. Prints
+//! then McRT's experiments against their peer libraries, then Corey Figure 3's locks against
+//! parking_lot and std, then Metis against rayon. Prints
 //! `RESULT {json}` lines on stdout and a short summary on stderr.
-//! `bench-host [--quick] [EXPERIMENT...] [METIS OPTIONS]`: `urpc`, one of
+//! `bench-host [--quick] [EXPERIMENT...] [METIS OPTIONS]`: `urpc`, `locks_contended`, one of
 //! `bench_host::mcrt::EXPERIMENTS` or of `bench_host::metis::EXPERIMENTS` (all when none is
 //! named); `--quick` runs tiny iteration counts (a smoke test; the numbers mean nothing).
 //! The Metis options (`--mb N | --file PATH --threads T --impl metis|rayon|both --cell array|btree
 //! --trials K`) are `bench_host::metis::Options`.
 
-use bench_host::{mcrt, metis, pinning_possible, run, Config, PAIR, QUEUE};
+use bench_host::{locks, mcrt, metis, pinning_possible, run, Config, PAIR, QUEUE};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -15,7 +16,7 @@ fn main() -> ExitCode {
     let mut config = Config::FULL;
     let mut chosen: Vec<String> = Vec::new();
     let usage = format!(
-        "usage: bench-host [--quick] [urpc|{}|{}]... [--mb N | --file PATH] [--threads T] [--impl metis|rayon|both] [--cell array|btree] [--trials K]",
+        "usage: bench-host [--quick] [urpc|locks_contended|{}|{}]... [--mb N | --file PATH] [--threads T] [--impl metis|rayon|both] [--cell array|btree] [--trials K]",
         mcrt::EXPERIMENTS.join("|"),
         metis::EXPERIMENTS.join("|")
     );
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             name if name == "urpc"
+                || name == "locks_contended"
                 || mcrt::EXPERIMENTS.contains(&name)
                 || metis::EXPERIMENTS.contains(&name) =>
             {
@@ -67,6 +69,17 @@ fn main() -> ExitCode {
             }
             eprintln!("bench-host: {name}, {:.1} s", started.elapsed().as_secs_f64());
         }
+    }
+    if chosen.is_empty() || chosen.iter().any(|c| c == "locks_contended") {
+        let started = Instant::now();
+        match locks::run(quick) {
+            Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
+            Err(e) => {
+                eprintln!("bench-host: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+        eprintln!("bench-host: locks_contended, {:.1} s", started.elapsed().as_secs_f64());
     }
     for name in metis::EXPERIMENTS {
         if chosen.is_empty() || chosen.iter().any(|c| c == name) {

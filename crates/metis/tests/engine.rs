@@ -41,7 +41,7 @@ fn wc_counts_every_word_of_wrmem_and_sorts_by_count() {
     assert_eq!(stats.map_tasks, 32);
     assert_eq!(stats.sampled_tasks, 2); // 5 % of 32 is 1; one per worker
                                         // The two sampled tasks (whichever workers took them) see nearly all 4394 keys; / 10,
-    // clamped to 200, a prime.
+                                        // clamped to 200, a prime.
     assert!(stats.predicted_keys > 4000, "{stats:?}");
     assert_eq!(stats.reduce_tasks, 211);
     assert_eq!(stats.pairs, words);
