@@ -43,6 +43,10 @@ pub const SEND_TIMEOUT_US: u64 = 10_000_000;
 /// that cores answer the SKB's pings while polling rather than from a halt.
 pub const DEFAULT_POLL_BUDGET: u64 = 2_000_000;
 
+/// How many times the boot measures the IPI wake-up cost C before it gives up (a busy
+/// host can delay both of a measurement's pings alike, which measures nothing).
+pub const IPI_COST_TRIES: usize = 4;
+
 /// Slots in each core-to-core channel (one 64-byte message each). 32 slots and the credit
 /// line fit one 4 KiB frame; credits come back every 16 messages.
 pub const CHANNEL_SLOTS: usize = 32;
