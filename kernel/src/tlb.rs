@@ -348,7 +348,8 @@ impl Shootdown {
     pub fn wait(self) -> Result<(), CoreSet> {
         let start = cpu::rdtsc();
         let pause_after = timer::us_to_tsc(TLB_PAUSE_AFTER_US);
-        let mut patience = crate::transport::PollThenBlock::new();
+        // Spins (P per call site, M15 item 4: see `PollThenBlock::spinning`).
+        let mut patience = crate::transport::PollThenBlock::spinning();
         let mut reported = false;
         let outcome = loop {
             match self.status() {

@@ -255,7 +255,8 @@ pub fn trim_this_core() -> u64 {
 pub fn give_back_this_core(timeout_us: u64) -> u64 {
     trim_this_core();
     let start = crate::arch::cpu::rdtsc();
-    let mut patience = crate::transport::PollThenBlock::new();
+    // Spins (P per call site, M15 item 4: see `PollThenBlock::spinning`).
+    let mut patience = crate::transport::PollThenBlock::spinning();
     loop {
         let given = trim_this_core();
         let waiting = trim_pending_this_core();

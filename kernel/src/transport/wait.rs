@@ -1,5 +1,6 @@
-//! Poll, then block (Multikernel §5.2), for every wait whose end is a message to this
-//! core. A waiter polls for the budget P, then halts until an interrupt: the message's
+//! Poll, then block (Multikernel §5.2), for waits whose end is a message to this core,
+//! with a budget per call site (`docs/architecture.md`, "Waits for a message": several
+//! sites spin, [`PollThenBlock::spinning`], for a measured reason). A waiter polls for the budget P, then halts until an interrupt: the message's
 //! wake-up IPI (its sender finds this core asleep, `send::wake_if_asleep`) or the tick.
 //! P is the SKB's measured cost C of that IPI (`SetPollBudget` from the boot core), which
 //! makes the wait 2-competitive with the best choice in hindsight: a reply that comes
@@ -79,6 +80,15 @@ impl PollThenBlock {
     /// its own reason to poll longer or shorter than P).
     pub fn with_budget(budget: u64) -> PollThenBlock {
         PollThenBlock { start: cpu::rdtsc(), budget, slept_at: None }
+    }
+
+    /// A wait that never halts: P set to forever at a call site whose waits the halt made
+    /// slower (`make bench`, M15 item 4: a remote call's, a shootdown's, a two-phase
+    /// operation's wait and the heap's gave two-phase latencies 500 times the spinning
+    /// ones, the woken waiter seeing the reply only at the next tick in many runs; the
+    /// cause is not found yet). Its cycles are still counted in [`wait_stats`].
+    pub fn spinning() -> PollThenBlock {
+        PollThenBlock::with_budget(u64::MAX)
     }
 
     /// Between two checks: a pause within the budget; past it, a halt until an interrupt

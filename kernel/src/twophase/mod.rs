@@ -428,7 +428,8 @@ pub fn undelivered_here() -> usize {
 /// Waits (serving this core's channels) until operation `op` is over; its decision. Poll,
 /// then block (`transport::PollThenBlock`): votes and acknowledgements are messages.
 pub fn finish(op: OpId) -> Decision {
-    let mut patience = crate::transport::PollThenBlock::new();
+    // Spins (P per call site, M15 item 4: see `PollThenBlock::spinning`).
+    let mut patience = crate::transport::PollThenBlock::spinning();
     loop {
         if let Some(d) = poll(op) {
             return d;
