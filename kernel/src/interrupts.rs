@@ -23,6 +23,9 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
             // A throttled core's timer also ends its on and off phases (`throttle`).
             if crate::throttle::on_timer(core.index) {
                 core.on_tick();
+                // The serial port's core drains the other cores' console lines once a tick,
+                // in user mode and in the kernel alike (`print`).
+                crate::print::drain();
                 if frame.cs & 3 == 3 {
                     crate::user::on_tick_in_user(frame);
                 }

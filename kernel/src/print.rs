@@ -4,7 +4,8 @@
 //! The serial port belongs to one core, [`SERIAL_CORE`]. Every other core formats a line
 //! on its stack and appends it, stamped with the TSC, to its own [`Ring`] (only that core
 //! writes it); the port's core drains every ring, oldest stamp first, whenever it prints
-//! and whenever its monitor polls (idle, tick, waits). So a printing core never waits for
+//! and at every tick and idle pass (not at every poll: in a wait's loop even the drain's
+//! check cost half a message's latency). So a printing core never waits for
 //! the port or for another core, lines never interleave, and each core's lines keep their
 //! order. (Output by message to the port's core was the other choice: a 1 KiB line is 19
 //! channel slots of 32, and a core that prints would wait for the port's core to read its
@@ -183,9 +184,20 @@ fn port_core_drains() -> bool {
 }
 
 /// On the port's core: writes every line waiting in any core's ring to the port, oldest
-/// stamp first (others do nothing). The transport calls it at every poll.
+/// stamp first (others do nothing). The tick and the idle loop call it.
 pub fn drain() {
     if !OPEN.load(Ordering::Acquire) || percpu::this_core().index != SERIAL_CORE {
+        return;
+    }
+    // The common case, at every poll of the port's core: nothing waits. Two loads a ring,
+    // no interrupt flag change (this check at every turn of a wait for a message once
+    // added half a message's latency, `bench polling`).
+    let cores = percpu::core_count().clamp(1, MAX_CORES);
+    let waiting = RINGS[..cores]
+        .iter()
+        .filter_map(spin::Once::get)
+        .any(|r| r.tail.0.load(Ordering::Relaxed) != r.head.0.load(Ordering::Acquire));
+    if !waiting {
         return;
     }
     cpu::without_interrupts(|| {

@@ -153,12 +153,9 @@ impl Transport {
 }
 
 /// Handles every message waiting now in this core's channels, and (outside a user
-/// context) the ones deferred until the core is free; on the serial port's core, first
-/// writes out the console lines other cores printed. Returns whether there was any
+/// context) the ones deferred until the core is free. Returns whether there was any
 /// message.
 pub fn poll() -> bool {
-    // The serial port's core writes out the lines other cores printed (`print`).
-    crate::print::drain();
     let mut any = false;
     while let Some(incoming) = with_open(|t| t.take_message()).flatten() {
         any = true;
