@@ -50,7 +50,7 @@ impl Machine {
                 None => groups.push((s, 1)),
             }
         }
-        groups.sort_by(|a, b| b.0.cmp(&a.0));
+        groups.sort_by_key(|g| std::cmp::Reverse(g.0));
         let parts: Vec<String> =
             groups.iter().map(|(s, n)| format!("{n}x{}", s * 100 / FULL)).collect();
         parts.join("+")
@@ -97,6 +97,13 @@ pub struct Params {
     /// barrier's last thread readying the others here): not the kernel (it reports at
     /// most once a tick, from the tick and the loop between threads), a candidate change.
     pub eager_reports: bool,
+    /// A source checks a pull against its own true length before it answers (AMPS
+    /// §2.3.2's rule: the move must not leave the puller above the source's load, and must
+    /// restore balance or go to a faster core) and refuses one that no longer holds: not
+    /// the kernel (`sched::inbox::answer_pull` gives a thread whenever it has one that may
+    /// go, so two pullers with one stale report can both win and empty a fast core), a
+    /// candidate change.
+    pub recheck_pulls: bool,
     /// Print every scheduling event to standard error (for reading one run).
     pub trace: bool,
 }
@@ -121,6 +128,7 @@ impl Default for Params {
             oracle_table: false,
             answer_ends_patience: false,
             eager_reports: false,
+            recheck_pulls: false,
             trace: false,
         }
     }

@@ -11,7 +11,7 @@ use amps_sim::{Machine, Params};
 
 const USAGE: &str = "usage: amps-sim [--cores 2,4,8] [--phases N] [--hz N] [--tsc-mhz N] [--unit-cycles N] [--report-every N] \
 [--balance-every N] [--patience N] [--migration CYCLES] [--message CYCLES] [--switch CYCLES] \
-[--step CYCLES] [--trace] [--oracle] [--answer-ends-patience] [--eager-reports] [--uniform] [--only EXPERIMENT] [--factors] [--sweep] [--results]";
+[--step CYCLES] [--trace] [--oracle] [--answer-ends-patience] [--eager-reports] [--recheck-pulls] [--uniform] [--only EXPERIMENT] [--factors] [--sweep] [--results]";
 
 /// What the command line asked for.
 struct Args {
@@ -59,6 +59,7 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
             "--unit-cycles" => p.unit_cycles = number(it.next(), arg)?.max(1),
             "--tsc-mhz" => p.tsc_hz = number(it.next(), arg)?.max(1) * 1_000_000,
             "--eager-reports" => p.eager_reports = true,
+            "--recheck-pulls" => p.recheck_pulls = true,
             "--report-every" => p.report_every_ticks = number(it.next(), arg)?.max(1),
             "--balance-every" => p.balance_every_ticks = number(it.next(), arg)?.max(1),
             "--patience" => p.pull_patience_ticks = number(it.next(), arg)?,
@@ -134,45 +135,54 @@ fn run(args: &Args, out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The median speedup at each core count under each factor's variant.
+/// Each experiment's speedup and the medians at each core count under each factor's
+/// variant.
 fn factors(args: &Args, out: &mut dyn Write) -> std::io::Result<()> {
-    let heads: Vec<String> = args.cores.iter().map(|c| format!("{c} cores")).collect();
-    writeln!(out, "What each factor costs: median speedup of AMPS over symmetric (and per experiment at {} cores: jobs / omp / fairness / numa)\n", args.cores[0])?;
-    writeln!(out, "| variant | {} | experiments at {} cores |", heads.join(" | "), args.cores[0])?;
-    writeln!(out, "| --- |{}--- |", " --- |".repeat(heads.len()))?;
-    for (name, params) in report::factor_variants(&args.params) {
-        let mut cells = Vec::new();
-        let mut detail = String::new();
-        for (i, &cores) in args.cores.iter().enumerate() {
-            let rows: Vec<Row> = report::compare_all(&machine(args, cores), &params, args.phases);
-            cells.push(format!("{:.2}", report::median_speedup(&rows)));
-            if i == 0 {
-                let pick = |label: &str| {
-                    rows.iter().find(|r| r.workload.label() == label).map_or(f64::NAN, |r| r.speedup)
-                };
-                detail = format!(
-                    "{:.2} / {:.2} / {:.2} / {:.2}",
-                    pick("amps_jobs"),
-                    pick("amps_omp"),
-                    pick("amps_fairness"),
-                    pick("amps_numa")
-                );
-            }
+    for &cores in &args.cores {
+        let m = machine(args, cores);
+        writeln!(
+            out,
+            "What each factor costs at {cores} cores ({}): AMPS's speedup over symmetric\n",
+            m.name()
+        )?;
+        writeln!(out, "| variant | jobs | omp | fairness | server (W = N … 2N) | numa | median of the five | median of the rows |")?;
+        writeln!(out, "| --- | --- | --- | --- | --- | --- | --- | --- |")?;
+        for (name, params) in report::factor_variants(&args.params) {
+            let rows: Vec<Row> = report::compare_all(&m, &params, args.phases);
+            let w = report::workload_speedups(&rows, cores);
+            writeln!(
+                out,
+                "| {name} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                w[0],
+                w[1],
+                w[2],
+                w[3],
+                w[4],
+                report::median_of_workloads(&rows, cores),
+                report::median_speedup(&rows),
+            )?;
         }
-        writeln!(out, "| {name} | {} | {detail} |", cells.join(" | "))?;
+        writeln!(out)?;
     }
-    writeln!(out)
+    Ok(())
 }
 
-/// The median speedup at the first core count over a grid of the kernel's tunables.
+/// The medians at each core count over a grid of the kernel's tunables.
 fn sweep(args: &Args, out: &mut dyn Write) -> std::io::Result<()> {
-    let cores = args.cores[0];
+    for &cores in &args.cores {
+        sweep_at(args, cores, out)?;
+    }
+    Ok(())
+}
+
+/// The medians at `cores` cores over a grid of the kernel's tunables, best first.
+fn sweep_at(args: &Args, cores: usize, out: &mut dyn Write) -> std::io::Result<()> {
     let m = machine(args, cores);
     let mut results = Vec::new();
     for hz in [100, 250, 1000] {
         for report_every in [1, 2, 5, 10] {
             for balance_every in [1, 2] {
-                for patience in [0, 1, 2, 4] {
+                for patience in [1, 2, 4] {
                     let params = Params {
                         hz,
                         report_every_ticks: report_every,
@@ -181,20 +191,18 @@ fn sweep(args: &Args, out: &mut dyn Write) -> std::io::Result<()> {
                         ..args.params.clone()
                     };
                     let rows = report::compare_all(&m, &params, args.phases);
-                    let pick = |label: &str| {
-                        rows.iter()
-                            .find(|r| r.workload.label() == label)
-                            .map_or(f64::NAN, |r| r.speedup)
-                    };
+                    let w = report::workload_speedups(&rows, cores);
+                    let five = report::median_of_workloads(&rows, cores);
                     results.push((
-                        report::median_speedup(&rows),
+                        five,
                         format!(
-                            "| {hz} | {report_every} | {balance_every} | {patience} | {:.2} | {:.2} / {:.2} / {:.2} / {:.2} |",
+                            "| {hz} | {report_every} | {balance_every} | {patience} | {:.2} / {:.2} / {:.2} / {:.2} / {:.2} | {five:.2} | {:.2} |",
+                            w[0],
+                            w[1],
+                            w[2],
+                            w[3],
+                            w[4],
                             report::median_speedup(&rows),
-                            pick("amps_jobs"),
-                            pick("amps_omp"),
-                            pick("amps_fairness"),
-                            pick("amps_numa"),
                         ),
                     ));
                 }
@@ -203,8 +211,8 @@ fn sweep(args: &Args, out: &mut dyn Write) -> std::io::Result<()> {
     }
     results.sort_by(|a, b| b.0.total_cmp(&a.0));
     writeln!(out, "Sweep at {cores} cores ({}), best first:\n", m.name())?;
-    writeln!(out, "| hz | REPORT_EVERY_TICKS | BALANCE_EVERY_TICKS | PULL_PATIENCE_TICKS | median speedup | jobs / omp / fairness / numa |")?;
-    writeln!(out, "| --- | --- | --- | --- | --- | --- |")?;
+    writeln!(out, "| hz | REPORT_EVERY_TICKS | BALANCE_EVERY_TICKS | PULL_PATIENCE_TICKS | jobs / omp / fairness / server / numa | median of the five | median of the rows |")?;
+    writeln!(out, "| --- | --- | --- | --- | --- | --- | --- |")?;
     for (_, line) in &results {
         writeln!(out, "{line}")?;
     }

@@ -23,7 +23,9 @@
 use record::median;
 use sched::message::Message;
 use sched::wait::WaitKey;
-use sched::{inbox, Action, Choice, Here, Inbox, LoadTable, Policy, RunQueue, Thread, WaitQueues};
+use sched::{
+    inbox, Action, Choice, Here, Inbox, LoadTable, Policy, RunQueue, ScaledLoad, Thread, WaitQueues,
+};
 
 use crate::machine::{Machine, Params};
 use crate::workload::{Workload, SERVER_BUDGET};
@@ -85,7 +87,7 @@ impl Thread for SimThread {
 pub struct Outcome {
     /// The experiment's metric: makespan (cycles) for `amps_jobs`, `amps_omp` and
     /// `amps_numa`, median first completion (cycles) for `amps_fairness`, transactions
-    /// per Gcycle for `amps_server`.
+    /// per Gcycle for `amps_server`; NaN for a run that did not finish.
     pub metric: f64,
     /// When the last worker ended (cycles from the start).
     pub makespan: u64,
@@ -223,7 +225,9 @@ pub fn run(
     e.start();
     let limit =
         400 * workload.segment_cycles(n, params.unit_cycles) * workers as u64 + 4 * SERVER_BUDGET;
-    while e.ended < e.workers && e.now < limit {
+    // Pulls that answer pulls can multiply without end (no patience and stale tables):
+    // such a run stops, unfinished.
+    while e.ended < e.workers && e.now < limit && e.flights.len() < 100_000 {
         e.step();
     }
     e.outcome()
@@ -246,13 +250,14 @@ impl Engine<'_> {
     }
 
     fn outcome(&self) -> Outcome {
+        let finished = self.ended >= self.workers;
         let metric = match self.workload {
+            // An unfinished run has no metric.
+            _ if !finished => f64::NAN,
             Workload::Fairness => {
                 median(&mut self.firsts.clone()).map_or(f64::INFINITY, |m| m as f64)
             }
-            Workload::Server { .. } => {
-                self.transactions as f64 * 1e9 / SERVER_BUDGET.max(1) as f64
-            }
+            Workload::Server { .. } => self.transactions as f64 * 1e9 / SERVER_BUDGET.max(1) as f64,
             _ => self.last_end as f64,
         };
         Outcome {
@@ -261,7 +266,7 @@ impl Engine<'_> {
             migrations: self.migrations,
             pulls: self.pulls,
             reports: self.reports,
-            finished: self.ended >= self.workers,
+            finished,
         }
     }
 
@@ -618,6 +623,15 @@ impl Engine<'_> {
                 {
                     core.pull_until = 0;
                 }
+                if let Message::Pull { .. } = m {
+                    if self.params.recheck_pulls && !self.pull_still_holds(f.from, f.to) {
+                        self.trace(f.to, &format!("refuses core {}'s pull", f.from));
+                        let none = Message::NoneToGive {};
+                        self.send(f.to, f.from, none, self.params.message_cycles);
+                        return;
+                    }
+                }
+                let core = &mut self.cores[f.to];
                 // Every sender is below MAX_CORES.
                 let _ = core.inbox.file(f.from, m);
                 if core.asleep {
@@ -626,12 +640,35 @@ impl Engine<'_> {
             }
             Flight::Kick => {
                 if core.asleep {
-                    self.core_loop(f.to);
+                    // Its message woke it already (the two travel together); a halted
+                    // core the kick finds with nothing new halts again.
+                    if !core.inbox.is_empty() {
+                        self.core_loop(f.to);
+                    }
                 } else {
                     self.housekeeping(f.to);
                     self.switch_if_due(f.to, false);
                 }
             }
+        }
+    }
+
+    /// With `recheck_pulls`: whether `puller`'s pull from `source` still follows AMPS's
+    /// rule (`sched::policy`) by both cores' true lengths (the pull would carry the
+    /// puller's).
+    fn pull_still_holds(&self, puller: usize, source: usize) -> bool {
+        let core = &self.cores[source];
+        let (Some(s), Some(d)) = (core.table.get(source), core.table.get(puller)) else {
+            return true;
+        };
+        let s = ScaledLoad::new(core.queue.len() as u64, s.power);
+        let d = ScaledLoad::new(self.cores[puller].queue.len() as u64, d.power);
+        match self.policy {
+            Policy::Amps => {
+                let within = !d.plus_one().cmp_load(s).is_gt();
+                within && (s.exceeds_by_more_than_one(d) || d.power > s.power)
+            }
+            Policy::Symmetric => s.length >= d.length + 2,
         }
     }
 
@@ -645,7 +682,7 @@ impl Engine<'_> {
             return self.core_loop(c);
         }
         self.housekeeping(c);
-        if self.cores[c].ticks % self.params.balance_every_ticks.max(1) == 0 {
+        if self.cores[c].ticks.is_multiple_of(self.params.balance_every_ticks.max(1)) {
             self.balance(c);
         }
         let over = self.cores[c].queue.tick();
