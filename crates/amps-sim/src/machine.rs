@@ -104,6 +104,11 @@ pub struct Params {
     /// go, so two pullers with one stale report can both win and empty a fast core), a
     /// candidate change.
     pub recheck_pulls: bool,
+    /// A core that readies woken threads places the ready ones by the policy, as a new
+    /// thread is placed (Linux's wake-up balancing, which the paper's AMPS inherits): not
+    /// the kernel (a woken thread joins the run queue of the core it parked on), a
+    /// candidate change.
+    pub place_woken: bool,
     /// Print every scheduling event to standard error (for reading one run).
     pub trace: bool,
 }
@@ -129,6 +134,7 @@ impl Default for Params {
             answer_ends_patience: false,
             eager_reports: false,
             recheck_pulls: false,
+            place_woken: false,
             trace: false,
         }
     }

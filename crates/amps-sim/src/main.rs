@@ -11,7 +11,7 @@ use amps_sim::{Machine, Params};
 
 const USAGE: &str = "usage: amps-sim [--cores 2,4,8] [--phases N] [--hz N] [--tsc-mhz N] [--unit-cycles N] [--report-every N] \
 [--balance-every N] [--patience N] [--migration CYCLES] [--message CYCLES] [--switch CYCLES] \
-[--step CYCLES] [--trace] [--oracle] [--answer-ends-patience] [--eager-reports] [--recheck-pulls] [--uniform] [--only EXPERIMENT] [--factors] [--sweep] [--results]";
+[--step CYCLES] [--trace] [--oracle] [--answer-ends-patience] [--eager-reports] [--recheck-pulls] [--place-woken] [--uniform] [--only EXPERIMENT] [--factors] [--sweep] [--results]";
 
 /// What the command line asked for.
 struct Args {
@@ -60,6 +60,7 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
             "--tsc-mhz" => p.tsc_hz = number(it.next(), arg)?.max(1) * 1_000_000,
             "--eager-reports" => p.eager_reports = true,
             "--recheck-pulls" => p.recheck_pulls = true,
+            "--place-woken" => p.place_woken = true,
             "--report-every" => p.report_every_ticks = number(it.next(), arg)?.max(1),
             "--balance-every" => p.balance_every_ticks = number(it.next(), arg)?.max(1),
             "--patience" => p.pull_patience_ticks = number(it.next(), arg)?,

@@ -32,13 +32,10 @@ pub struct Row {
 }
 
 impl Row {
-    /// How much of the possible gain AMPS gets: `(speedup - 1) / (ideal_speedup - 1)`.
-    pub fn share_of_gain(&self) -> f64 {
-        if self.ideal_speedup > 1.0 {
-            (self.speedup - 1.0) / (self.ideal_speedup - 1.0)
-        } else {
-            1.0
-        }
+    /// How much of the possible gain AMPS gets: `(speedup - 1) / (ideal_speedup - 1)`;
+    /// `None` where there is (almost) no gain to be had (the ratio would be noise).
+    pub fn share_of_gain(&self) -> Option<f64> {
+        (self.ideal_speedup > 1.01).then(|| (self.speedup - 1.0) / (self.ideal_speedup - 1.0))
     }
 }
 
@@ -158,7 +155,7 @@ pub fn table(machine: &Machine, rows: &[Row]) -> String {
     );
     for r in rows {
         out += &format!(
-            "| `{}` | {} | {} | {} | {} | {:.2} | {:.2} | {:.0} % |\n",
+            "| `{}` | {} | {} | {} | {} | {:.2} | {:.2} | {} |\n",
             r.workload.label(),
             shown(r.workload, r.ideal),
             shown(r.workload, r.symmetric),
@@ -166,7 +163,7 @@ pub fn table(machine: &Machine, rows: &[Row]) -> String {
             r.migrations,
             r.speedup,
             r.ideal_speedup,
-            100.0 * r.share_of_gain(),
+            r.share_of_gain().map_or("—".to_string(), |g| format!("{:.0} %", 100.0 * g)),
         );
     }
     out += &format!(
@@ -225,6 +222,11 @@ pub fn factor_variants(base: &Params) -> Vec<(&'static str, Params)> {
     v.push(("an answer ends patience", Params { answer_ends_patience: true, ..base.clone() }));
     v.push(("eager reports", Params { eager_reports: true, ..base.clone() }));
     v.push(("the source rechecks a pull", Params { recheck_pulls: true, ..base.clone() }));
+    v.push(("woken threads placed", Params { place_woken: true, ..base.clone() }));
+    v.push((
+        "placed, patience 1, 1000 Hz",
+        Params { place_woken: true, pull_patience_ticks: 1, hz: 1000, ..base.clone() },
+    ));
     v.push((
         "recheck, patience 1, 1000 Hz",
         Params { recheck_pulls: true, pull_patience_ticks: 1, hz: 1000, ..base.clone() },

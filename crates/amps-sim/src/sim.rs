@@ -390,6 +390,9 @@ impl Engine<'_> {
         if let Some((next, note)) = inbox::pass_on(c, BARRIER, u64::MAX, woken, self.waiters) {
             self.send(c, next, note.carrying(), self.params.message_cycles);
         }
+        if self.params.place_woken && woken > 0 {
+            self.place_ready(c);
+        }
         if self.params.eager_reports && woken > 0 {
             self.report_load(c);
         }
@@ -523,6 +526,9 @@ impl Engine<'_> {
             };
             inbox::read(&mut here, filed)
         };
+        if self.params.place_woken {
+            self.place_ready(c);
+        }
         for action in actions {
             match action {
                 Action::NoWaiters(_) => self.waiters &= !(1 << c),
@@ -533,6 +539,28 @@ impl Engine<'_> {
                 // Reports go to every core directly (one package: no aggregators), and
                 // no program is stopped.
                 Action::Forward(_) | Action::End(_) => {}
+            }
+        }
+    }
+
+    /// With `place_woken`: core `c`'s ready threads go where the policy places them, each
+    /// weighed as a new thread against this core without it.
+    fn place_ready(&mut self, c: usize) {
+        self.refresh(c);
+        let ready = self.cores[c].queue.ready().count();
+        for _ in 0..ready {
+            let core = &mut self.cores[c];
+            let here = core.queue.len() as u64;
+            core.table.set_length(c, here - 1);
+            let to = self.policy.place(&core.table, |_| true);
+            core.table.set_length(c, here);
+            match to {
+                Some(to) if to != c => {
+                    let Some(t) = core.queue.take_ready(|t| t.allowed_on(to)) else { break };
+                    core.table.set_length(c, here - 1);
+                    self.ship(c, t, to);
+                }
+                _ => break,
             }
         }
     }
