@@ -216,8 +216,8 @@ pub fn factor_variants(base: &Params) -> Vec<(&'static str, Params)> {
     v.push(("no staleness (true loads)", Params { oracle_table: true, ..base.clone() }));
     v.push(("reports every tick", Params { report_every_ticks: 1, ..base.clone() }));
     v.push(("tick 10x finer (2500 Hz)", Params { hz: base.hz * 10, ..base.clone() }));
-    // Not 0: with no patience at all, idle cores with stale tables pull from each other
-    // without end (each refusal wakes the puller, which asks again).
+    // Not 0: with no patience at all an idle core whose table is stale asks again at
+    // every refusal (each refusal wakes it).
     v.push(("pull patience 1 tick", Params { pull_patience_ticks: 1, ..base.clone() }));
     v.push(("an answer ends patience", Params { answer_ends_patience: true, ..base.clone() }));
     v.push(("eager reports", Params { eager_reports: true, ..base.clone() }));

@@ -225,8 +225,8 @@ pub fn run(
     e.start();
     let limit =
         400 * workload.segment_cycles(n, params.unit_cycles) * workers as u64 + 4 * SERVER_BUDGET;
-    // Pulls that answer pulls can multiply without end (no patience and stale tables):
-    // such a run stops, unfinished.
+    // A guard, not a model: a run whose messages pile up (pulls answering pulls with no
+    // patience) stops, unfinished, rather than run for ever.
     while e.ended < e.workers && e.now < limit && e.flights.len() < 100_000 {
         e.step();
     }
