@@ -54,6 +54,10 @@ fn table_refuses_conflicts() -> Result<(), String> {
     if transport::check_table(&[entry("c", c, by, later)]).is_ok() {
         return Err("a bytes handler that waits for the core was accepted".into());
     }
+    let past: &[(u32, &str)] = &[(transport::TAGS as u32, "Past")];
+    if transport::check_table(&[entry("p", past, w, now)]).is_ok() {
+        return Err("a tag past the table was accepted".into());
+    }
     Ok(())
 }
 

@@ -41,16 +41,29 @@ pub struct Handler {
     pub when: When,
 }
 
-/// The handler table: which layer handles each tag. Written once, at boot, before any
-/// other core runs (`install_handlers`).
-static HANDLERS: spin::Once<&'static [Handler]> = spin::Once::new();
+/// Tags are below this (a message's tag indexes [`HANDLERS`] directly).
+pub const TAGS: usize = 64;
+
+/// The handler table by tag: each tag's handler, found in one load for every message (a
+/// search of the table's kinds on every message added a fifth to a message's latency,
+/// `bench polling`). Written once, at boot, before any other core runs
+/// (`install_handlers`).
+static HANDLERS: spin::Once<[Option<&'static Handler>; TAGS]> = spin::Once::new();
 
 /// Installs the handler table (the boot core, once). Refused if two layers claim one tag
-/// (each kind of message has one handler), or if messages sent as bytes are to wait for
-/// the core (they are handled as read).
+/// (each kind of message has one handler), if a tag is not below [`TAGS`], or if messages
+/// sent as bytes are to wait for the core (they are handled as read).
 pub fn install_handlers(table: &'static [Handler]) -> Result<(), String> {
     check_table(table)?;
-    HANDLERS.call_once(|| table);
+    HANDLERS.call_once(|| {
+        let mut by_tag = [None; TAGS];
+        for handler in table {
+            for &(tag, _) in handler.kinds {
+                by_tag[tag as usize] = Some(handler);
+            }
+        }
+        by_tag
+    });
     Ok(())
 }
 
@@ -63,6 +76,9 @@ pub fn check_table(table: &[Handler]) -> Result<(), String> {
             return Err(alloc::format!("{}: messages sent as bytes run at once", handler.layer));
         }
         for &(tag, name) in handler.kinds {
+            if tag as usize >= TAGS {
+                return Err(alloc::format!("{}::{name} has tag {tag}, past {TAGS}", handler.layer));
+            }
             if let Some((_, owner)) = claimed.iter().find(|(t, _)| *t == tag) {
                 return Err(alloc::format!(
                     "{}::{name} takes tag {tag}, which {owner} has",
@@ -77,5 +93,5 @@ pub fn check_table(table: &[Handler]) -> Result<(), String> {
 
 /// The layer that handles `tag`, if any.
 pub(super) fn handler_for(tag: u32) -> Option<&'static Handler> {
-    HANDLERS.get()?.iter().find(|h| h.kinds.iter().any(|&(t, _)| t == tag))
+    *HANDLERS.get()?.get(tag as usize)?
 }

@@ -23,7 +23,7 @@ mod handlers;
 mod send;
 mod wait;
 
-pub use handlers::{check_table, install_handlers, Handle, Handler, When};
+pub use handlers::{check_table, install_handlers, Handle, Handler, When, TAGS};
 pub use send::*;
 pub use wait::{poll_budget, set_poll_budget, sleep_unless, wait_stats, PollThenBlock};
 
@@ -166,7 +166,7 @@ pub fn poll() -> bool {
             with_open(|t| (!t.deferred.is_empty()).then(|| t.deferred.remove(0))).flatten()
         {
             any = true;
-            handle_words(from, tag, &words);
+            handle_words(handler_for(tag), from, tag, &words);
         }
     }
     any
@@ -189,16 +189,17 @@ fn dispatch(incoming: Incoming) {
         Incoming::Partial => {}
         Incoming::Rejected(from, why) => reject(from, why),
         Incoming::Words(from, tag, words) => {
+            let handler = handler_for(tag);
             // Work that needs this core (a remote call, a user context to start) cannot run
             // while a thread is on the CPU: keep it for the scheduler's loop (between
             // threads; the tick ends the thread's slice when such work waits) or the idle
             // loop.
-            let needs_the_core = handler_for(tag).is_some_and(|h| h.when == When::BetweenThreads);
+            let needs_the_core = handler.is_some_and(|h| h.when == When::BetweenThreads);
             if needs_the_core && this_core().in_context.load(Ordering::Acquire) {
                 with(|t| t.deferred.push((from, tag, words)));
                 return;
             }
-            handle_words(from, tag, &words);
+            handle_words(handler, from, tag, &words);
         }
         Incoming::Bytes(from, tag, bytes, len) => {
             let outcome = match handler_for(tag).map(|h| h.handle) {
@@ -213,9 +214,9 @@ fn dispatch(incoming: Incoming) {
     }
 }
 
-/// Hands a one-slot message to the handler of its kind.
-fn handle_words(from: usize, tag: u32, words: &[u64; PAYLOAD_WORDS]) {
-    let outcome = match handler_for(tag).map(|h| h.handle) {
+/// Hands a one-slot message to `handler`, the handler of its kind.
+fn handle_words(handler: Option<&Handler>, from: usize, tag: u32, words: &[u64; PAYLOAD_WORDS]) {
+    let outcome = match handler.map(|h| h.handle) {
         Some(Handle::Words(handle)) => handle(from, tag, words),
         Some(Handle::Bytes(_)) => Err(Rejection::Malformed),
         None => Err(Rejection::UnknownKind),
