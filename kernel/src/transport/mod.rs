@@ -58,16 +58,16 @@ struct Transport {
     deferred: Vec<(usize, u32, [u64; PAYLOAD_WORDS])>,
 }
 
-/// A message taken out of a channel, ready to dispatch. (One at a time, on the stack: the
-/// bytes variant's size costs nothing kept.)
-#[allow(clippy::large_enum_variant)]
+/// A message taken out of a channel, ready to dispatch. Small, since every turn of every
+/// poll moves one: a reassembled message's bytes are boxed (a remote call's reply; a
+/// 256-byte array here once cost every poll its copy, `bench polling`).
 enum Incoming {
     /// A fragment of a message still being reassembled.
     Partial,
     /// A one-slot message: its sender, tag and words.
     Words(usize, u32, [u64; PAYLOAD_WORDS]),
-    /// A reassembled message: its sender, tag, and bytes (`len` of them).
-    Bytes(usize, u32, [u8; LONG_MESSAGE_BYTES], usize),
+    /// A reassembled message: its sender, tag, and bytes.
+    Bytes(usize, u32, Box<[u8]>),
     /// A message that could not be taken (its fragments do not fit together).
     Rejected(usize, Rejection),
 }
@@ -137,11 +137,7 @@ impl Transport {
         }
         match self.reassemblers[from].push(msg) {
             Ok(None) => Incoming::Partial,
-            Ok(Some((tag, bytes))) => {
-                let mut copy = [0u8; LONG_MESSAGE_BYTES];
-                copy[..bytes.len()].copy_from_slice(bytes);
-                Incoming::Bytes(from, tag, copy, bytes.len())
-            }
+            Ok(Some((tag, bytes))) => Incoming::Bytes(from, tag, bytes.into()),
             Err(_) => Incoming::Rejected(from, Rejection::Malformed),
         }
     }
@@ -201,9 +197,9 @@ fn dispatch(incoming: Incoming) {
             }
             handle_words(handler, from, tag, &words);
         }
-        Incoming::Bytes(from, tag, bytes, len) => {
+        Incoming::Bytes(from, tag, bytes) => {
             let outcome = match handler_for(tag).map(|h| h.handle) {
-                Some(Handle::Bytes(handle)) => handle(from, tag, &bytes[..len]),
+                Some(Handle::Bytes(handle)) => handle(from, tag, &bytes),
                 Some(Handle::Words(_)) => Err(Rejection::Malformed),
                 None => Err(Rejection::UnknownKind),
             };
