@@ -202,16 +202,22 @@ pub fn drain() {
     }
     cpu::without_interrupts(|| {
         // At most the lines there now: a core printing without pause cannot keep us here.
-        let mut heads = [0u64; MAX_CORES];
+        let heads = heads();
         let cores = percpu::core_count().clamp(1, MAX_CORES);
-        for (i, ring) in RINGS[..cores].iter().enumerate() {
-            heads[i] = ring.get().map_or(0, |r| r.head.0.load(Ordering::Acquire));
-        }
         while let Some(i) = oldest(&heads[..cores]) {
             let Some(ring) = RINGS[i].get() else { break };
             write_record(ring);
         }
     });
+}
+
+/// Where every core's ring ends now (0 for a core without one).
+fn heads() -> [u64; MAX_CORES] {
+    let mut heads = [0u64; MAX_CORES];
+    for (i, ring) in RINGS.iter().enumerate() {
+        heads[i] = ring.get().map_or(0, |r| r.head.0.load(Ordering::Acquire));
+    }
+    heads
 }
 
 /// The ring whose first waiting line (below its `heads` entry) is the oldest.
@@ -260,10 +266,7 @@ pub fn flush() {
     if percpu::this_core().index == SERIAL_CORE {
         return drain();
     }
-    let mut heads = [0u64; MAX_CORES];
-    for (i, ring) in RINGS.iter().enumerate() {
-        heads[i] = ring.get().map_or(0, |r| r.head.0.load(Ordering::Acquire));
-    }
+    let heads = heads();
     let drained = || {
         RINGS
             .iter()

@@ -23,6 +23,7 @@ pub mod ideal;
 pub mod machine;
 pub mod report;
 pub mod sim;
+pub mod thread;
 pub mod workload;
 
 pub use machine::{Machine, Params};

@@ -28,59 +28,14 @@ use sched::{
 };
 
 use crate::machine::{Machine, Params};
+use crate::thread::{SimThread, SPACE};
 use crate::workload::{Workload, SERVER_BUDGET};
 
 /// Most cores the inbox has slots for.
 pub const MAX_CORES: usize = 64;
 
-/// The benchmark program's address space (its wait keys' first half).
-const SPACE: u64 = 1;
-
 /// The barrier's futex word (`workloads::amps::Barrier::generation`).
 const BARRIER: WaitKey = (SPACE, 0x1000);
-
-/// A thread as the simulation holds it: what it is doing, and how much of it is left.
-#[derive(Debug)]
-pub struct SimThread {
-    /// The worker's index (`usize::MAX` for the main thread).
-    id: usize,
-    /// The program's main thread: it creates the workers on core 0, where it is pinned
-    /// (a program's first context runs on the core it was started on).
-    main: bool,
-    /// Work left in the current segment, in thousandths of a full-speed cycle.
-    left: u64,
-    /// Barrier steps done.
-    step: u32,
-    /// Woken from the barrier: its next segment starts when it runs.
-    after_barrier: bool,
-    /// `amps_fairness`: its first job is done.
-    first_done: bool,
-}
-
-impl Thread for SimThread {
-    type Space = u64;
-
-    fn allowed_on(&self, core: usize) -> bool {
-        !self.main || core == 0
-    }
-
-    fn stopping(&self) -> bool {
-        false
-    }
-
-    /// `numa=always`, the default.
-    fn may_move_running(&self, _from: usize, _to: usize) -> bool {
-        true
-    }
-
-    fn arrived(&mut self, _core: usize) {}
-
-    fn woken(&mut self) {}
-
-    fn space(&self) -> u64 {
-        SPACE
-    }
-}
 
 /// What one run gave.
 #[derive(Clone, Debug, PartialEq)]
