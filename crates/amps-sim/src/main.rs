@@ -57,7 +57,10 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
             "--phases" => a.phases = number(it.next(), arg)?.max(1),
             "--hz" => p.hz = number(it.next(), arg)?.max(1),
             "--unit-cycles" => p.unit_cycles = number(it.next(), arg)?.max(1),
-            "--tsc-mhz" => p.tsc_hz = number(it.next(), arg)?.max(1) * 1_000_000,
+            "--tsc-mhz" => {
+                let mhz = number(it.next(), arg)?.clamp(1, 1_000_000);
+                p.tsc_hz = mhz * 1_000_000;
+            }
             "--eager-reports" => p.eager_reports = true,
             "--recheck-pulls" => p.recheck_pulls = true,
             "--place-woken" => p.place_woken = true,
