@@ -194,8 +194,11 @@ pub const REPORT_EVERY_TICKS: u64 = 10;
 /// Ticks between balancing passes of a busy core (an idle core tries at every tick).
 pub const BALANCE_EVERY_TICKS: u64 = 2;
 
-/// Ticks a pull may stay unanswered before the puller tries again.
-pub const PULL_PATIENCE_TICKS: u64 = 4;
+/// Ticks a pull may stay unanswered before the puller tries again. One tick: a pull at
+/// an omp barrier that misses (the thread moved or ran meanwhile) is tried again at the
+/// next tick rather than four later (`crates/amps-sim`, docs/bench.md "AMPS at the
+/// paper's gain": with 4, omp's barrier pulls miss whenever units are 5-13 % cheaper).
+pub const PULL_PATIENCE_TICKS: u64 = 1;
 
 /// Longest `sleep` (one minute).
 pub const SLEEP_MAX_US: u64 = 60_000_000;
