@@ -104,7 +104,7 @@ fn measure_speeds(cores: &[usize]) -> Result<Vec<u64>, String> {
             monitor::Outcome::Done(measure(me))
         } else {
             match monitor::call_async(core, &measure) {
-                Ok(id) => monitor::wait_sleeping(id, SKB_JOB_TIMEOUT_US),
+                Ok(id) => monitor::wait(id, SKB_JOB_TIMEOUT_US),
                 Err(_) => monitor::Outcome::NotOnline,
             }
         };

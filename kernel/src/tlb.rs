@@ -344,14 +344,16 @@ impl Shootdown {
     /// until [`TLB_TIMEOUT_US`] passed: `Err` with the cores that never answered, and the
     /// caller must not free what they may still reach. Call it with no lock held that the
     /// other cores might be spinning on. Poll, then block (`transport::PollThenBlock`):
-    /// past P the core halts until an acknowledgement's IPI.
+    /// past P the core halts until an acknowledgement's IPI. The channels are read before
+    /// the status is: an acknowledgement read after it would be in hand when the core
+    /// halts, and no IPI would come for it.
     pub fn wait(self) -> Result<(), CoreSet> {
         let start = cpu::rdtsc();
         let pause_after = timer::us_to_tsc(TLB_PAUSE_AFTER_US);
-        // Spins (P per call site, M15 item 4: see `PollThenBlock::spinning`).
-        let mut patience = crate::transport::PollThenBlock::spinning();
+        let mut patience = crate::transport::PollThenBlock::new();
         let mut reported = false;
         let outcome = loop {
+            poll_messages();
             match self.status() {
                 OnePhaseStatus::Pending => {}
                 OnePhaseStatus::Complete | OnePhaseStatus::CompleteWithFailures(_) => {
@@ -363,7 +365,6 @@ impl Shootdown {
                 crate::println!("tlb: still waiting for cores to flush ({:#x})", self.waiting());
                 reported = true;
             }
-            poll_messages();
             // No `pause` for the first microseconds, while an acknowledgement is due: under
             // TCG a `pause` leaves the translated code (QEMU ends the block to let other
             // vCPUs run), about 1k cycles added to noticing the last one (`make bench

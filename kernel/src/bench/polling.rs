@@ -55,7 +55,7 @@ pub(super) fn polling(rounds: usize, deadline: Deadline) -> Result<(), String> {
 
 /// The waiter's side (M15 item 4: every wait polls for P, then blocks): core 0 calls core 1
 /// `rounds` times with work that takes `gap` cycles there, for gaps of ¼ C to 8 C, and
-/// waits for each reply with `monitor::wait_sleeping` (poll for P, then block). Per gap: the median latency the wait added
+/// waits for each reply with `monitor::wait` (poll for P, then block). Per gap: the median latency the wait added
 /// (round trip less the gap), the cycles it polled per call (the model: min(gap + the
 /// trip, P)), and how often it halted (above P: then the reply's IPI wakes it, at most C
 /// later than a spinning waiter would have seen it).
@@ -75,7 +75,7 @@ fn waiter(target: usize, rounds: usize, c: u64, deadline: Deadline) -> Result<()
             deadline.check()?;
             let start = cpu::rdtsc();
             let id = monitor::call_async(target, &work).map_err(|e| format!("call: {e:?}"))?;
-            if !monitor::wait_sleeping(id, 5_000_000).is_ok() {
+            if !monitor::wait(id, 5_000_000).is_ok() {
                 return Err(format!("core {target} did not answer"));
             }
             *sample = (cpu::rdtsc() - start).saturating_sub(gap);

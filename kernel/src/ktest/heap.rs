@@ -12,6 +12,13 @@ use spin::Mutex;
 kernel_test!(HEAP_CROSS_CORE_FREE, "heap.cross_core_free", 1, Shared, cross_core_free);
 kernel_test!(HEAP_GIVES_BACK, "heap.gives_back_its_free_top", 1, Shared, gives_back_its_free_top);
 kernel_test!(
+    HEAP_HALTED_GIVE_BACK,
+    "heap.a_halted_give_back_hears_its_acknowledgements",
+    2,
+    Shared,
+    halted_give_back_hears_its_acknowledgements
+);
+kernel_test!(
     HEAP_GROWS_DURING_TRIM,
     "heap.grows_while_its_trim_is_unacknowledged",
     2,
@@ -204,5 +211,35 @@ fn gives_back_its_free_top() -> Result<(), String> {
              {free_after}, heap mapped {mapped_before} -> {mapped_after} bytes"
         ));
     }
+    Ok(())
+}
+
+/// M15 item 4: with P forced to 1000 cycles, `give_back_this_core` halts while the other
+/// cores acknowledge its trim's flush, and their IPIs must wake it. Its first version read
+/// the channels after looking at the trim and then halted with the last acknowledgement in
+/// hand, sleeping to the next tick every time.
+fn halted_give_back_hears_its_acknowledgements() -> Result<(), String> {
+    const ROUNDS: u64 = 20;
+    let cores = smp::online_cores();
+    let (given, waits) = super::with_poll_budget(&cores, 1000, || {
+        let mut given = 0;
+        for i in 0..ROUNDS {
+            // Grow the heap, then free it all: a free top to trim and give back.
+            let burst: Vec<Box<[u64; 512]>> = (0..256).map(|j| Box::new([i + j; 512])).collect();
+            drop(burst);
+            given += crate::mem::heap::give_back_this_core(5_000_000);
+        }
+        given
+    })?;
+    if given == 0 {
+        return Err("no round gave frames back".into());
+    }
+    super::woken_by_their_messages("heap", &waits)?;
+    crate::println!(
+        "heap: {ROUNDS} give-backs at P = 1000: {given} frames, {} past P, {} halts, {} ended by the tick",
+        waits.past_budget,
+        waits.halts,
+        waits.ended_by_tick
+    );
     Ok(())
 }

@@ -24,6 +24,8 @@ mod user;
 
 use crate::arch::{cpu, power, timer};
 use crate::{println, smp};
+use alloc::format;
+use alloc::string::String;
 use verdict::ExitCode;
 
 pub use crate::testing::{all, skip, Isolation, KernelTest};
@@ -118,6 +120,64 @@ pub fn fault_this_core() -> Result<(), alloc::string::String> {
     // SAFETY: deliberately not safe: this write must fault and stop this core.
     unsafe { wild.write_volatile(1) };
     Err("the wild write did not fault".into())
+}
+
+/// What [`with_poll_budget`] saw of this core's waits for messages.
+pub struct HaltedWaits {
+    /// Waits that outlasted P (each then halts unless a message is already there).
+    pub past_budget: u64,
+    /// Halts in those waits.
+    pub halts: u64,
+    /// Halts that the tick ended, not a message's IPI.
+    pub ended_by_tick: u64,
+}
+
+/// Runs `f` with the poll budget P of every core in `cores` forced to `cycles` (restored
+/// after), so that their waits for messages halt (M15 item 4), and reports this core's
+/// halts meanwhile.
+pub fn with_poll_budget<T>(
+    cores: &[usize],
+    cycles: u64,
+    f: impl FnOnce() -> T,
+) -> Result<(T, HaltedWaits), String> {
+    let saved = crate::transport::poll_budget();
+    let set = |p: u64| {
+        let set_here = |_| -> Result<(), String> {
+            crate::transport::set_poll_budget(p);
+            Ok(())
+        };
+        all_ok(cores, &smp::run_on(cores, JOB_TIMEOUT_US, &set_here))
+    };
+    set(cycles)?;
+    let before = crate::transport::wait_stats();
+    let result = f();
+    let after = crate::transport::wait_stats();
+    set(saved)?;
+    let ended_by_tick = after.halts_ended_by_tick - before.halts_ended_by_tick;
+    let waits = HaltedWaits {
+        past_budget: after.slept - before.slept,
+        halts: after.halts - before.halts,
+        ended_by_tick,
+    };
+    Ok((result, waits))
+}
+
+/// Checks what [`with_poll_budget`] saw in `what`'s waits: they outlasted P (else the
+/// test tested nothing), and the tick ended few of their halts. A wait that halts with the
+/// message it awaits already read sleeps to the tick every time; one that halts before its
+/// message is read is woken by the message's IPI (or does not halt: the message came).
+pub fn woken_by_their_messages(what: &str, waits: &HaltedWaits) -> Result<(), String> {
+    if waits.past_budget == 0 {
+        return Err(format!("{what}: no wait outlasted P = 1000 cycles"));
+    }
+    // A tick that happens to come during a halt ends it too: rare, never most.
+    if waits.ended_by_tick * 4 > waits.past_budget {
+        return Err(format!(
+            "{what}: the tick ended {} halts in {} waits past P ({} halts)",
+            waits.ended_by_tick, waits.past_budget, waits.halts
+        ));
+    }
+    Ok(())
 }
 
 /// Time limit for one job in a test (generous: 16 vCPUs under TCG on two host cores).

@@ -16,6 +16,13 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use skb::Protocol;
 use x86_64::structures::paging::PageTableFlags as F;
 
+kernel_test!(
+    HALTED_INITIATOR,
+    "tlb.a_halted_initiator_hears_its_acknowledgements",
+    2,
+    Shared,
+    halted_initiator_hears_its_acknowledgements
+);
 kernel_test!(NO_STALE, "tlb.no_stale_entry_after_shootdown", 2, Shared, no_stale_entry);
 kernel_test!(
     FAULTED_PARTICIPANT,
@@ -189,6 +196,28 @@ fn shootdown_with_faulted(victim: usize, protocol: Protocol) -> Result<(), Strin
     println!(
         "tlb: a {} shootdown with faulted core {victim} completed in {us} us",
         protocol.name()
+    );
+    Ok(())
+}
+
+/// M15 item 4: with P forced to 1000 cycles, a shootdown's wait halts, and the
+/// acknowledgements' IPIs must wake it. Its first version read the channels after the
+/// status and then halted with the last acknowledgement in hand: every shootdown slept to
+/// the next tick.
+fn halted_initiator_hears_its_acknowledgements() -> Result<(), String> {
+    const OPS: u64 = 40;
+    let cores: Vec<usize> = smp::online_cores().into_iter().take(2).collect();
+    let mask = cores.iter().fold(0u64, |m, c| m | 1 << c);
+    let (outcome, waits) = super::with_poll_budget(&cores, 1000, || {
+        (0..OPS).try_for_each(|_| crate::tlb::shootdown(mask).map_err(|c| c.0))
+    })?;
+    if let Err(cores) = outcome {
+        return Err(format!("cores {cores:#x} never acknowledged a shootdown"));
+    }
+    super::woken_by_their_messages("tlb", &waits)?;
+    println!(
+        "tlb: {OPS} shootdowns at P = 1000: {} past P, {} halts, {} ended by the tick",
+        waits.past_budget, waits.halts, waits.ended_by_tick
     );
     Ok(())
 }

@@ -12,6 +12,13 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
+kernel_test!(
+    HALTED_COORDINATOR,
+    "twophase.a_halted_coordinator_hears_its_votes",
+    2,
+    Shared,
+    halted_coordinator_hears_its_votes
+);
 kernel_test!(ONE_ORDER, "twophase.conflicting_operations_end_in_one_order", 2, Shared, one_order);
 kernel_test!(
     DECISION_WAITS,
@@ -283,6 +290,32 @@ fn votes_for_unknown_operations_are_refused() -> Result<(), String> {
     println!("twophase: votes and acks for operations core {coordinator} never started refused");
     Ok(())
 }
+
+/// M15 item 4: with P forced to 1000 cycles, the coordinator's `finish` halts in every
+/// operation, and the votes' and acknowledgements' IPIs must wake it. Its first version
+/// read the channels after looking at the operation and then halted: the vote just read
+/// was in hand, no IPI was coming, and every operation slept to the next tick (52M cycles
+/// an operation under TCG, against 0.4M woken by the IPIs).
+fn halted_coordinator_hears_its_votes() -> Result<(), String> {
+    const OPS: u64 = 40;
+    let cores: Vec<usize> = smp::online_cores().into_iter().take(2).collect();
+    let participants: CoreSet = cores.iter().copied().collect();
+    let (committed, waits) = super::with_poll_budget(&cores, 1000, || {
+        (0..OPS).all(|i| twophase::commit(participants, reg(HALT_REGISTER, i)) == Decision::Commit)
+    })?;
+    if !committed {
+        return Err("an operation without conflict aborted".into());
+    }
+    super::woken_by_their_messages("twophase", &waits)?;
+    println!(
+        "twophase: {OPS} operations at P = 1000: {} past P, {} halts, {} ended by the tick",
+        waits.past_budget, waits.halts, waits.ended_by_tick
+    );
+    Ok(())
+}
+
+/// The register `halted_coordinator_hears_its_votes` writes (no other test's).
+const HALT_REGISTER: u64 = 0x4a17;
 
 fn reg(register: u64, value: u64) -> Operation {
     Operation::Register { register, value }

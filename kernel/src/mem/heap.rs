@@ -255,16 +255,16 @@ pub fn trim_this_core() -> u64 {
 pub fn give_back_this_core(timeout_us: u64) -> u64 {
     trim_this_core();
     let start = crate::arch::cpu::rdtsc();
-    // Spins (P per call site, M15 item 4: see `PollThenBlock::spinning`).
-    let mut patience = crate::transport::PollThenBlock::spinning();
+    let mut patience = crate::transport::PollThenBlock::new();
     loop {
+        // The other cores' acknowledgements of the flush come as messages: poll, look,
+        // then block (polled after the look, one would be in hand when the core halts).
+        tlb::poll_messages();
         let given = trim_this_core();
         let waiting = trim_pending_this_core();
         if given > 0 || !waiting || crate::arch::timer::us_since(start) > timeout_us {
             return given;
         }
-        // The other cores' acknowledgements of the flush come as messages: poll, then block.
-        tlb::poll_messages();
         patience.pause(&tlb::broadcast_pending);
     }
 }

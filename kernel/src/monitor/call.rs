@@ -164,24 +164,13 @@ pub(super) fn forget_call(id: u64, free_body: bool) -> Option<PendingCall> {
 /// cancelled and ends `TimedOut` (the target will not run it). One the target has started
 /// is waited for however long it takes: its work may borrow the caller's memory.
 ///
-/// It spins (P per call site, M15 item 4: see `transport::PollThenBlock::spinning`); a
-/// wait that should block past P is [`wait_sleeping`]. While it waits outside a thread,
-/// the core runs its ready threads.
+/// Poll, then block (Multikernel §5.2; `transport::PollThenBlock`): past the poll budget
+/// P the caller's core halts until the reply's wake-up IPI (or a tick), so a long call
+/// leaves the host CPU to its target when the cores are vCPUs (a caller with interrupts
+/// off gets them back off). While it waits outside a thread, the core runs its ready
+/// threads.
 pub fn wait(id: CallId, timeout_us: u64) -> Outcome {
-    wait_with(id, timeout_us, PollThenBlock::spinning())
-}
-
-/// [`wait`], but poll, then block (Multikernel §5.2; `transport::PollThenBlock`): past
-/// the poll budget P the caller's core halts until the reply's wake-up IPI (or a tick), so
-/// a long call leaves the host CPU to its target when the cores are vCPUs (the speed
-/// measurement, whose cost is what is measured; a caller with interrupts off gets them
-/// back off).
-pub fn wait_sleeping(id: CallId, timeout_us: u64) -> Outcome {
-    wait_with(id, timeout_us, PollThenBlock::new())
-}
-
-/// [`wait`] with the given patience.
-fn wait_with(id: CallId, timeout_us: u64, mut patience: PollThenBlock) -> Outcome {
+    let mut patience = PollThenBlock::new();
     let start = cpu::rdtsc();
     loop {
         poll();

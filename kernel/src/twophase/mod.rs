@@ -426,16 +426,17 @@ pub fn undelivered_here() -> usize {
 }
 
 /// Waits (serving this core's channels) until operation `op` is over; its decision. Poll,
-/// then block (`transport::PollThenBlock`): votes and acknowledgements are messages.
+/// then block (`transport::PollThenBlock`): votes and acknowledgements are messages. The
+/// channels are read *before* the operation is looked at: a vote read after the look
+/// would be in hand when the core halts, and nothing would wake it to act on it.
 pub fn finish(op: OpId) -> Decision {
-    // Spins (P per call site, M15 item 4: see `PollThenBlock::spinning`).
-    let mut patience = crate::transport::PollThenBlock::spinning();
+    let mut patience = crate::transport::PollThenBlock::new();
     loop {
+        deliver_decisions();
+        monitor::poll();
         if let Some(d) = poll(op) {
             return d;
         }
-        deliver_decisions();
-        monitor::poll();
         patience.pause(&crate::tlb::broadcast_pending);
     }
 }

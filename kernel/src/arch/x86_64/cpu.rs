@@ -72,23 +72,27 @@ pub fn cr2() -> u64 {
     v
 }
 
+// `sti`, `cli` and `hlt` are compiler barriers (no `nomem`): an interrupt handler may
+// change memory at an `sti`, and `PerCoreState::with` relies on no access to its state
+// moving out past the `cli` that starts its critical section or the `sti` that ends it.
+
 /// Enables interrupts and halts until one arrives, atomically (no lost wakeup).
 pub fn enable_and_halt() {
     // SAFETY: `sti; hlt` is the canonical idle sequence; handlers are installed before use.
-    unsafe { asm!("sti; hlt", options(nomem, nostack)) };
+    unsafe { asm!("sti; hlt", options(nostack)) };
 }
 
 /// Enables interrupts.
 pub fn enable_interrupts() {
     // SAFETY: the IDT is loaded before any core calls this.
-    unsafe { asm!("sti", options(nomem, nostack)) };
+    unsafe { asm!("sti", options(nostack)) };
 }
 
 /// Disables interrupts and returns whether they were enabled.
 pub fn disable_interrupts() -> bool {
     let flags: u64;
     // SAFETY: reads RFLAGS and clears IF; no memory effects.
-    unsafe { asm!("pushfq; pop {}; cli", out(reg) flags, options(nomem)) };
+    unsafe { asm!("pushfq; pop {}; cli", out(reg) flags) };
     flags & (1 << 9) != 0
 }
 
