@@ -12,6 +12,8 @@
 //! | [`mempass`] | one buffer touched by each core in turn, one address space or one per core | Corey §8.2, Figure 7(b) |
 //! | [`unmap`] | taking write access to a page away from the N cores that map it (the TLB shootdown), and giving it back | Multikernel §5.1, Figure 7 |
 //! | [`locks`] | a contended lock as cores are added: spin (TTS), ticket and MCS | Corey §2, Figure 3 |
+//! | [`metis`] | MapReduce (`wri`, `wc`) on McRT per phase: cycles and soft faults, Figure 4's layouts | Corey §3.1, §6.1, §8.5.1, Figure 10 |
+//! | [`phoenix`] | the Phoenix applications on Metis: histogram, linear regression, string match, matrix multiply, k-means | Corey §8.5.1 (Metis ships them) |
 //! | [`amps`] | thread switch and create; jobs, data-parallel steps and fairness under the scheduler | AMPS (SC'07) Table 2, Figures 5–6 |
 //!
 //! The [`linux`] module (feature `linux`, on by default) implements the platform with
@@ -40,9 +42,11 @@ pub mod mcrt;
 pub mod memclone;
 pub mod memory;
 pub mod mempass;
+pub mod metis;
 pub mod motion;
 pub mod multicast;
 pub mod nullsys;
+pub mod phoenix;
 pub mod pingpong;
 pub mod result;
 pub mod shm;
@@ -72,6 +76,14 @@ pub trait Platform: Sync {
     /// `None` where the platform cannot tell. `memclone` and `mempass` check with it that
     /// each first touch of a 4 KiB page costs one fault on both systems.
     fn soft_faults(&self) -> Option<u64> {
+        None
+    }
+
+    /// Soft page faults the whole program has taken so far, every thread of it (Linux:
+    /// `getrusage(RUSAGE_SELF)`'s minor faults; Atoll: every context of the address space,
+    /// `page_faults(ADDRESS_SPACE)`), or `None` where the platform cannot tell. Metis counts
+    /// each phase's faults with it.
+    fn process_faults(&self) -> Option<u64> {
         None
     }
 

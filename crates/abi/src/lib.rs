@@ -103,7 +103,9 @@ pub mod nr {
     pub const AR_SET_AR: u64 = 18;
     /// `ar_get(ref_share, ref_obj, va)`: the target id mapped at `va` (0 if none).
     pub const AR_GET: u64 = 19;
-    /// `page_faults()`: soft page faults the caller's program has taken so far.
+    /// `page_faults(which)`: soft page faults taken so far, by the calling context
+    /// ([`faults::CONTEXT`], 0) or by every context of its address space (its program's
+    /// threads: [`faults::ADDRESS_SPACE`], 1); anything else is `InvalidArgument`.
     pub const PAGE_FAULTS: u64 = 20;
     /// `locality_get(core, &mut Locality)`: where `core` sits and what it costs to reach
     /// from the caller's core, from the system knowledge base (Corey §4.4, Multikernel §4.9).
@@ -291,6 +293,15 @@ pub mod copy_mode {
     pub const PLAIN: u64 = 0;
     /// Pages are shared until either segment writes them (Corey §4.3, §5.1 `cfork`).
     pub const COW: u64 = 1;
+}
+
+/// What `page_faults` counts.
+pub mod faults {
+    /// The calling context's own faults (a thread, a `cfork` context).
+    pub const CONTEXT: u64 = 0;
+    /// Every context on the caller's root address range: the program's threads together
+    /// (what `getrusage(RUSAGE_SELF)` counts on Linux).
+    pub const ADDRESS_SPACE: u64 = 1;
 }
 
 /// Kinds of address range `ar_alloc` makes (its second argument).

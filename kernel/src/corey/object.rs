@@ -38,6 +38,10 @@ pub struct Range {
     /// Cores with a thread waiting (`wait`) on a word of this root range's address space:
     /// where a `wake` must look besides its own core.
     pub(super) waiters: AtomicU64,
+    /// For a root range, the soft page faults resolved through it: every context of the
+    /// address space (a program's threads) adds its faults here (`page_faults(1)`, the
+    /// count Linux's `getrusage` gives a process; Metis reads it per phase, issue 24).
+    pub(super) faults: AtomicU64,
     /// For a slot range, where roots have spliced it (its address in their address
     /// spaces), so a shootdown can name the pages it changed; an address stays after an
     /// unsplice (invalidating it again costs little). `None`: more than [`MOST_SPLICES`]
@@ -265,6 +269,11 @@ pub fn range_waiters(ar: &Ptr) -> Option<&AtomicU64> {
     range(ar).map(|r| &r.waiters)
 }
 
+/// The soft page faults resolved through root range `ar` so far (0 for another object).
+pub fn range_faults(ar: &Ptr) -> u64 {
+    range(ar).map_or(0, |r| r.faults.load(Ordering::Relaxed))
+}
+
 /// Whether this core has room for a new thread (the object cap, the memory reserve).
 pub fn room_for_thread() -> Result<(), Error> {
     room()
@@ -387,6 +396,7 @@ pub(super) fn new_range(root: bool, quota: &Arc<Quota>) -> Result<Range, Error> 
         state: McsLock::new(RangeState::new(map, tables)),
         cores: AtomicU64::new(0),
         waiters: AtomicU64::new(0),
+        faults: AtomicU64::new(0),
         splices: McsLock::new(Some(Vec::new())),
         charge,
     })

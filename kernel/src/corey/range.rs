@@ -283,6 +283,11 @@ pub fn soft_fault(p: &mut ProgramObjects, va: u64, access: Access) -> bool {
     match vm::fault(&Kernel, &p.root_ar, va, write) {
         vm::Fault::Mapped => {
             p.fault_count += 1;
+            // The address space's count too (one line every context of it writes, beside
+            // the root range's lock that `vm::fault` took anyway to route the fault).
+            if let Some(r) = range(&p.root_ar) {
+                r.faults.fetch_add(1, Ordering::Relaxed);
+            }
             true
         }
         // Another core mapped it meanwhile (or this core's TLB was stale).

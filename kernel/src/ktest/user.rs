@@ -364,11 +364,11 @@ fn out_of_memory() -> Result<(), String> {
 }
 
 /// Frames taken from this core's list (no heap: a frame chain), given back when dropped.
-struct BorrowedFrames(crate::mem::frames::FrameChain);
+pub(super) struct BorrowedFrames(crate::mem::frames::FrameChain);
 
 impl BorrowedFrames {
     /// Takes frames until only `left` are free.
-    fn leaving(left: u64) -> BorrowedFrames {
+    pub(super) fn leaving(left: u64) -> BorrowedFrames {
         let mut chain = crate::mem::frames::FrameChain::new();
         while crate::percpu::this_core().free_frames() > left {
             let Some(pa) = crate::mem::frames::alloc() else { break };

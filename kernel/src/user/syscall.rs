@@ -166,7 +166,11 @@ pub(super) fn object_call(frame: &SyscallFrame) -> SysResult {
             }
             nr::AR_GET => corey::ar_get(p, a, b, c),
             nr::AR_MAPPINGS => ar_mappings(p, space, a, b, c, d),
-            nr::PAGE_FAULTS => Ok(p.fault_count),
+            nr::PAGE_FAULTS => match a {
+                abi::faults::CONTEXT => Ok(p.fault_count),
+                abi::faults::ADDRESS_SPACE => Ok(corey::range_faults(&p.root_ar)),
+                _ => Err(Error::InvalidArgument),
+            },
             nr::SET_ADD_SHARE => corey::set_add_share(p, a, b),
             nr::FILE_OPEN => {
                 let name = read_string(p, space, b, c)?;

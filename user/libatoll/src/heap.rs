@@ -5,7 +5,8 @@
 //! when it runs out (pages cost memory only once touched).
 //!
 //! Threads ([`crate::threads`]) share the heap and its state like everything else in the
-//! root range; the state sits behind a spin lock.
+//! root range; the state sits behind a spin lock. A thread may allocate from a per-core
+//! arena instead ([`crate::arena`]); its blocks go back there when freed.
 //!
 //! After `cfork` the child has a copy-on-write copy of the heap and of this allocator's
 //! state, so it goes on from the same point; its new segments go into its own root share.
@@ -21,57 +22,81 @@ pub const HEAP_BASE: u64 = 0x1000_0000_0000;
 /// Most bytes the heap can reach (1 TiB of address space).
 const HEAP_LIMIT: u64 = 1 << 40;
 /// The smallest block (two words: room for the free-list link, 16-byte aligned).
-const MIN_SHIFT: u32 = 4;
+pub(crate) const MIN_SHIFT: u32 = 4;
 /// The largest block class (1 GiB).
-const MAX_SHIFT: u32 = 30;
+pub(crate) const MAX_SHIFT: u32 = 30;
 /// Number of block sizes.
-const CLASSES: usize = (MAX_SHIFT - MIN_SHIFT + 1) as usize;
+pub(crate) const CLASSES: usize = (MAX_SHIFT - MIN_SHIFT + 1) as usize;
 /// First segment size; each later one doubles the heap, up to [`GROW_MAX`] at a time.
-const GROW_MIN: u64 = 1 << 20;
+pub(crate) const GROW_MIN: u64 = 1 << 20;
 /// Largest segment added in one step (one step may be bigger for one big block).
-const GROW_MAX: u64 = 64 << 20;
-const PAGE: u64 = 4096;
+pub(crate) const GROW_MAX: u64 = 64 << 20;
+pub(crate) const PAGE: u64 = 4096;
 /// The largest alignment the heap gives (a block's class is at least its alignment).
-const ALIGN_MAX: u64 = 64 * 1024;
+pub(crate) const ALIGN_MAX: u64 = 64 * 1024;
 /// Spins on a busy heap lock before the waiter yields its core.
 const SPINS_BEFORE_YIELD: u32 = 256;
 
+/// A free list per block size: a free block's first word links the next (0: the end).
+pub(crate) struct FreeLists([u64; CLASSES]);
+
+impl FreeLists {
+    /// Every list empty.
+    pub(crate) const fn new() -> FreeLists {
+        FreeLists([0; CLASSES])
+    }
+
+    /// A free block of `class`, if the list has one.
+    pub(crate) fn pop(&mut self, class: usize) -> Option<u64> {
+        let head = self.0[class];
+        if head == 0 {
+            return None;
+        }
+        // SAFETY: `head` is a free block of this class: its first word is the link.
+        self.0[class] = unsafe { (head as *const u64).read() };
+        Some(head)
+    }
+
+    /// Puts block `at` of `class`, given back by the program, on its list.
+    pub(crate) fn push(&mut self, at: u64, class: usize) {
+        // SAFETY: `at` is a block of this class the program gave back: we own its bytes.
+        unsafe { (at as *mut u64).write(self.0[class]) };
+        self.0[class] = at;
+    }
+}
+
 /// The allocator's state: free lists and the carving point.
 struct State {
-    /// Head of each size's free list (0: empty); a free block's first word links the next.
-    free: [u64; CLASSES],
+    free: FreeLists,
     /// Next address to carve a block from.
     next: u64,
     /// End of the mapped heap.
     end: u64,
 }
 
-/// The heap: its state behind a spin lock (threads, [`crate::threads`], share it: several
-/// cores may allocate at once). `cfork` copies it while no thread runs, so never with the
-/// lock held.
-pub struct Heap {
+/// A value behind a spin lock that yields the core after a while (the holder may be a
+/// thread preempted on this very core). Heaps keep their state in one.
+pub(crate) struct Locked<T> {
     busy: AtomicBool,
-    state: UnsafeCell<State>,
+    state: UnsafeCell<T>,
 }
 
-// SAFETY: `state` is only reached while `busy` is held (see `with`).
-unsafe impl Sync for Heap {}
+// SAFETY: `state` is only reached while `busy` is held (see `with`), by one thread at a
+// time; the state is plain addresses and counters.
+unsafe impl<T: Send> Sync for Locked<T> {}
 
-impl Heap {
-    /// An empty heap; the first allocation maps its first segment.
-    pub const fn new() -> Heap {
-        Heap {
-            busy: AtomicBool::new(false),
-            state: UnsafeCell::new(State { free: [0; CLASSES], next: HEAP_BASE, end: HEAP_BASE }),
-        }
+impl<T> Locked<T> {
+    /// `value`, unlocked.
+    pub(crate) const fn new(value: T) -> Locked<T> {
+        Locked { busy: AtomicBool::new(false), state: UnsafeCell::new(value) }
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+    /// Runs `f` on the value with the lock held.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         let mut spins = 0u32;
         while self.busy.swap(true, Ordering::Acquire) {
             spins += 1;
             if spins.is_multiple_of(SPINS_BEFORE_YIELD) {
-                // The holder may be a thread preempted on this very core: let it run.
                 let _ = crate::sys::syscall3(abi::nr::YIELD, 0, 0, 0);
             }
             core::hint::spin_loop();
@@ -83,6 +108,22 @@ impl Heap {
     }
 }
 
+/// The heap: its state behind a spin lock (threads, [`crate::threads`], share it: several
+/// cores may allocate at once). `cfork` copies it while no thread runs, so never with the
+/// lock held. A thread that chose an arena ([`crate::arena`]) allocates there instead.
+pub struct Heap {
+    state: Locked<State>,
+}
+
+impl Heap {
+    /// An empty heap; the first allocation maps its first segment.
+    pub const fn new() -> Heap {
+        Heap {
+            state: Locked::new(State { free: FreeLists::new(), next: HEAP_BASE, end: HEAP_BASE }),
+        }
+    }
+}
+
 impl Default for Heap {
     fn default() -> Self {
         Heap::new()
@@ -90,7 +131,7 @@ impl Default for Heap {
 }
 
 /// The size class of a layout (its block is `1 << (class + MIN_SHIFT)` bytes), if any.
-fn class_of(layout: Layout) -> Option<usize> {
+pub(crate) fn class_of(layout: Layout) -> Option<usize> {
     let size = layout.size().max(layout.align()).max(1 << MIN_SHIFT);
     let shift = size.checked_next_power_of_two()?.trailing_zeros();
     (shift <= MAX_SHIFT).then(|| (shift - MIN_SHIFT) as usize)
@@ -98,11 +139,8 @@ fn class_of(layout: Layout) -> Option<usize> {
 
 impl State {
     fn alloc(&mut self, class: usize) -> u64 {
-        let head = self.free[class];
-        if head != 0 {
-            // SAFETY: `head` is a free block of this class: its first word is the link.
-            self.free[class] = unsafe { (head as *const u64).read() };
-            return head;
+        if let Some(at) = self.free.pop(class) {
+            return at;
         }
         let size = 1u64 << (class as u32 + MIN_SHIFT);
         // Blocks up to 64 KiB are aligned to their size (McRT's stacks need theirs), bigger
@@ -156,9 +194,7 @@ impl State {
     }
 
     fn free(&mut self, at: u64, class: usize) {
-        // SAFETY: `at` is a block of this class the program gave back: we own its bytes.
-        unsafe { (at as *mut u64).write(self.free[class]) };
-        self.free[class] = at;
+        self.free.push(at, class);
     }
 }
 
@@ -170,15 +206,19 @@ unsafe impl GlobalAlloc for Heap {
         if layout.align() as u64 > ALIGN_MAX {
             return core::ptr::null_mut();
         }
-        match class_of(layout) {
-            Some(class) => self.with(|s| s.alloc(class)) as *mut u8,
-            None => core::ptr::null_mut(),
+        let Some(class) = class_of(layout) else { return core::ptr::null_mut() };
+        // The calling thread's arena, if it chose one and it has room.
+        if let Some(at) = crate::arena::alloc(class) {
+            return at as *mut u8;
         }
+        self.state.with(|s| s.alloc(class)) as *mut u8
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if let Some(class) = class_of(layout) {
-            self.with(|s| s.free(ptr as u64, class));
+        let Some(class) = class_of(layout) else { return };
+        // A block goes back to the arena it came from, whichever thread frees it.
+        if !crate::arena::free(ptr as u64, class) {
+            self.state.with(|s| s.free(ptr as u64, class));
         }
     }
 

@@ -7,6 +7,7 @@
 //! - [`obj`]: Corey's object calls (Figure 5): shares, segments, ranges, pcores, devices.
 //! - [`console`]: `print!`/`println!` and reading typed lines.
 //! - [`heap`]: the global allocator, on segments mapped in the root range.
+//! - [`arena`]: heap arenas per core in slot ranges of their own (Corey Figure 4(c)).
 //! - [`shared`]: SLOT ranges spliced into the root range: memory shared between cores.
 //! - [`cfork`]: Corey §5.1 `cfork`.
 //! - [`cores`]: `--cores LIST` and [`cores::spread`].
@@ -25,6 +26,7 @@
 
 extern crate alloc;
 
+pub mod arena;
 pub mod args;
 pub mod bench;
 pub mod cfork;

@@ -12,6 +12,9 @@
 //! spread over the cores' memory instead of exhausting one core's (the heap, from which
 //! stacks came before, grows only from the core that allocates).
 //!
+//! A processor whose kernel thread ends badly (a fault, a panic) ends the program: the
+//! others notice it when they park ([`AtollHost`]'s `wait`).
+//!
 //! McRT-Malloc's heaps for kernel threads outside the runtime live in their thread-local
 //! storage ([`crate::tls`]): [`name_thread_heaps`], called at every program's start, tells
 //! McRT where, so each kernel thread allocates from a heap of its own (McRT §2.3), as a
@@ -68,6 +71,101 @@ fn make_segment_here(va: u64, bytes: u64) -> bool {
     true
 }
 
+/// Runs `body(i)` for each processor `i` in `0..count`: processor 0 on the calling
+/// thread, each other on a kernel thread of its own pinned to core `core_of(i)`; joins
+/// them all.
+fn run_processors_on(
+    count: usize,
+    body: &(dyn Fn(usize) + Sync),
+    core_of: impl Fn(usize) -> usize,
+) -> Result<(), &'static str> {
+    // SAFETY: every thread started here is joined below before this function returns,
+    // so `body` outlives every use the threads make of it.
+    let body: &'static (dyn Fn(usize) + Sync) = unsafe { core::mem::transmute(body) };
+    let mut threads = Vec::with_capacity(count);
+    let mut failed = false;
+    for i in 1..count {
+        let core = core_of(i);
+        match Builder::new().core(core).affinity(1 << core).spawn(move || {
+            body(i);
+            0
+        }) {
+            Ok(t) => threads.push(t),
+            Err(_) => {
+                failed = true;
+                break;
+            }
+        }
+    }
+    // Processor 0 runs even if another could not start (the runtime must run to stop
+    // the ones that did); `mcrt::run` then reports the failure.
+    body(0);
+    let mut bad = false;
+    for t in threads {
+        bad |= t.join() != Status::Exited(0);
+    }
+    match (failed, bad) {
+        (true, _) => Err("mcrt: a processor's thread could not start"),
+        (_, true) => Err("mcrt: a processor's thread failed"),
+        _ => Ok(()),
+    }
+}
+
+/// Atoll's host with McRT's processors on chosen cores (`--cores LIST`): processor `i` on
+/// `cores[i]`, processor 0 being the calling thread, which should run on `cores[0]`
+/// ([`move_to_core`]). More processors than cores wrap around the list. Otherwise as
+/// [`AtollHost`].
+pub struct AtollHostOn<'a> {
+    /// The cores, in processor order (at least one, each below 64).
+    pub cores: &'a [usize],
+}
+
+impl mcrt::Host for AtollHostOn<'_> {
+    fn run_processors(
+        &self,
+        count: usize,
+        body: &(dyn Fn(usize) + Sync),
+    ) -> Result<(), &'static str> {
+        if self.cores.is_empty() || self.cores.iter().any(|&c| c >= 64) {
+            return Err("mcrt: no core, or a core past 63, for the processors");
+        }
+        run_processors_on(count, body, |i| self.cores[i % self.cores.len()])
+    }
+
+    fn wait(&self, word: &AtomicU32, expected: u32, timeout_us: u64) {
+        mcrt::Host::wait(&AtollHost, word, expected, timeout_us)
+    }
+
+    fn wake(&self, word: &AtomicU32, n: u32) {
+        mcrt::Host::wake(&AtollHost, word, n)
+    }
+
+    fn stack_memory(&self) -> Option<(usize, usize)> {
+        mcrt::Host::stack_memory(&AtollHost)
+    }
+
+    fn now(&self) -> u64 {
+        mcrt::Host::now(&AtollHost)
+    }
+}
+
+/// Moves the calling kernel thread to `core` (below 64) for good: its affinity becomes
+/// that core, and it yields until it runs there (`TimedOut` if it never does).
+pub fn move_to_core(core: usize) -> Result<(), abi::Error> {
+    if core >= 64 {
+        return Err(abi::Error::InvalidArgument);
+    }
+    thread::set_my_affinity(1 << core)?;
+    // The scheduler moves it at its next switch; a few yields at most.
+    for _ in 0..10_000 {
+        if pcore_current() == core {
+            return Ok(());
+        }
+        thread::yield_now();
+    }
+    Err(abi::Error::TimedOut)
+}
+
 /// Atoll's host for `mcrt::run`.
 pub struct AtollHost;
 
@@ -78,40 +176,16 @@ impl mcrt::Host for AtollHost {
         body: &(dyn Fn(usize) + Sync),
     ) -> Result<(), &'static str> {
         let (me, cores) = (pcore_current(), cores_online());
-        // SAFETY: every thread started here is joined below before this function returns,
-        // so `body` outlives every use the threads make of it.
-        let body: &'static (dyn Fn(usize) + Sync) = unsafe { core::mem::transmute(body) };
-        let mut threads = Vec::with_capacity(count);
-        let mut failed = false;
-        for i in 1..count {
-            let core = (me + i) % cores;
-            match Builder::new().core(core).affinity(1 << core).spawn(move || {
-                body(i);
-                0
-            }) {
-                Ok(t) => threads.push(t),
-                Err(_) => {
-                    failed = true;
-                    break;
-                }
-            }
-        }
-        // Processor 0 runs even if another could not start (the runtime must run to stop
-        // the ones that did); `mcrt::run` then reports the failure.
-        body(0);
-        let mut bad = false;
-        for t in threads {
-            bad |= t.join() != Status::Exited(0);
-        }
-        match (failed, bad) {
-            (true, _) => Err("mcrt: a processor's thread could not start"),
-            (_, true) => Err("mcrt: a processor's thread failed"),
-            _ => Ok(()),
-        }
+        run_processors_on(count, body, |i| (me + i) % cores)
     }
 
     fn wait(&self, word: &AtomicU32, expected: u32, timeout_us: u64) {
-        let _ = thread::wait(word, expected, timeout_us.max(1));
+        if let Ok(thread::Woken::TimedOut) = thread::wait(word, expected, timeout_us.max(1)) {
+            if let Some(peer) = thread::peer_ended_badly() {
+                crate::println!("mcrt: a processor ended badly ({peer}): the program stops");
+                crate::exit(thread::PEER_ENDED_EXIT);
+            }
+        }
     }
 
     fn wake(&self, word: &AtomicU32, n: u32) {

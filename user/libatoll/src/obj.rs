@@ -212,9 +212,16 @@ pub fn ar_mappings(ar: ObjRef, out: &mut [MappingInfo]) -> Result<usize, Error> 
     Ok(total as usize)
 }
 
-/// Soft page faults this program (or `cfork` context) has taken so far.
+/// Soft page faults the calling context (this thread, or this `cfork` context) has taken
+/// so far.
 pub fn page_faults() -> u64 {
-    syscall3(nr::PAGE_FAULTS, 0, 0, 0).unwrap_or(0)
+    syscall3(nr::PAGE_FAULTS, abi::faults::CONTEXT, 0, 0).unwrap_or(0)
+}
+
+/// Soft page faults every context of this address space (the program's threads, McRT's
+/// processors) has taken so far: Linux's `getrusage(RUSAGE_SELF).ru_minflt`.
+pub fn address_space_faults() -> u64 {
+    syscall3(nr::PAGE_FAULTS, abi::faults::ADDRESS_SPACE, 0, 0).unwrap_or(0)
 }
 
 /// `pcore_alloc`: the pcore object of core `core`, placed in `share` (Corey §4.4); one

@@ -242,6 +242,10 @@ impl Platform for Atoll {
         Some(crate::obj::page_faults())
     }
 
+    fn process_faults(&self) -> Option<u64> {
+        Some(crate::obj::address_space_faults())
+    }
+
     fn package(&self, core: usize) -> Option<u32> {
         // The SKB's place of the core (`locality_get`, Corey §4.4): its package by CPUID.
         let real = *self.cores.get(core)?;

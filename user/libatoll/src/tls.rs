@@ -41,6 +41,10 @@ pub const KEYS_MAX: usize = 32;
 pub struct ThreadBlock {
     /// Its own address: `fs:[0]`.
     this: *const ThreadBlock,
+    /// The heap arena the thread allocates from, plus one (0: the program's heap in the
+    /// root range); see [`crate::arena`]. A field, not a key, because the allocator reads
+    /// it and a key's value would be allocated.
+    arena: Cell<usize>,
     /// Set when its destructors start: no value is made any more.
     ending: Cell<bool>,
     /// Each key's value (a `Box<T>`'s pointer), or null.
@@ -51,6 +55,7 @@ impl ThreadBlock {
     const fn new() -> ThreadBlock {
         ThreadBlock {
             this: core::ptr::null(),
+            arena: Cell::new(0),
             ending: Cell::new(false),
             slots: [const { Cell::new(core::ptr::null_mut()) }; KEYS_MAX],
         }
@@ -113,6 +118,21 @@ pub fn block_address() -> u64 {
         core::arch::asm!("mov {}, fs:[0]", out(reg) block, options(nostack, readonly, preserves_flags))
     };
     block
+}
+
+/// The calling thread's arena choice ([`ThreadBlock`]'s `arena`: 0 for the program's
+/// heap, `i + 1` for arena `i`). The thread must have a block ([`run_thread`]).
+#[inline]
+pub(crate) fn arena_choice() -> usize {
+    // SAFETY: the calling thread's block lives for the thread's life (the caller's
+    // promise that it has one); `arena` is a `Cell` only this thread touches.
+    unsafe { (*(block_address() as *const ThreadBlock)).arena.get() }
+}
+
+/// Sets the calling thread's arena choice (see [`arena_choice`]).
+pub(crate) fn set_arena_choice(choice: usize) {
+    // SAFETY: as in `arena_choice`.
+    unsafe { (*(block_address() as *const ThreadBlock)).arena.set(choice) }
 }
 
 /// A value used after its thread's destructors ran, or a key past [`KEYS_MAX`].

@@ -35,6 +35,11 @@ experiments (N: iterations or size, default in brackets):
                   pthreads; `bench=NAME,N,LABEL` labels the lines' config (default cfs)
   mcrt_micro, mcrt_create, mcrt_futures, mcrt_policies, mcrt_stm, mcrt_larson
                   McRT (issue M8) on pinned threads parking on a futex, beside pthreads
+  metis_wri, metis_wc [2]
+                  Metis MapReduce (Corey §8.5.1): the inverted index or word count of N
+                  MiB of wrmem on McRT, every core; cycles and soft faults per phase
+  metis_phoenix [1]
+                  the Phoenix applications on Metis, inputs N times the smallest
   all             all of the above with their defaults
 
 The Corey experiments use every core the process may run on.";
@@ -82,6 +87,18 @@ fn main() -> ExitCode {
                 &platform,
                 count.unwrap_or(workloads::locks::DEFAULT_ACQUISITIONS),
             )
+        }),
+        name if workloads::metis::EXPERIMENTS.contains(&name) => run(name, || {
+            let mb = count.unwrap_or(workloads::metis::DEFAULT_MB);
+            let host = mcrt::hosted::LinuxHost::pinned();
+            let faults = linux::process_minor_faults;
+            workloads::metis::run(&platform, &host, name, mb, faults)
+        }),
+        "metis_phoenix" => run("metis_phoenix", || {
+            let host = mcrt::hosted::LinuxHost::pinned();
+            let threads = workloads::Platform::cores(&platform);
+            let outcomes = workloads::phoenix::run_apps(&host, threads, count.unwrap_or(1))?;
+            Ok(workloads::phoenix::lines(&platform, threads, &outcomes))
         }),
         name if workloads::mcrt::EXPERIMENTS.contains(&name) => {
             run(name, || workloads::mcrt::run(&platform, &mcrt::hosted::LinuxHost::pinned(), name))
@@ -170,6 +187,9 @@ mod tests {
             "amps_fairness",
             "mcrt_micro",
             "mcrt_policies",
+            "metis_wri",
+            "metis_wc",
+            "metis_phoenix",
             "all",
             "--cmdline",
         ] {

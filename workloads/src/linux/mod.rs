@@ -96,6 +96,10 @@ impl Platform for Linux {
         ok.then_some(usage.ru_minflt as u64)
     }
 
+    fn process_faults(&self) -> Option<u64> {
+        Some(process_minor_faults())
+    }
+
     fn run_on(&self, cores: &[usize], work: &(dyn Fn(usize) + Sync)) -> Result<(), String> {
         let cpus = self.cpus_of(cores)?;
         // Every thread pins itself, then all meet; work starts only if every pin held, so a
@@ -418,6 +422,20 @@ pub fn package_id(text: &str) -> Option<u32> {
 pub fn bench_from_cmdline(cmdline: &str) -> Option<Vec<String>> {
     let value = cmdline.split_whitespace().find_map(|word| word.strip_prefix("bench="))?;
     Some(value.split(',').filter(|s| !s.is_empty()).map(ToString::to_string).collect())
+}
+
+/// The minor (soft) page faults of the whole process so far (`getrusage(RUSAGE_SELF)`; 0
+/// if it fails).
+pub fn process_minor_faults() -> u64 {
+    // SAFETY: an all-zero rusage is valid, and getrusage only writes it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage.
+    let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0;
+    if ok {
+        usage.ru_minflt as u64
+    } else {
+        0
+    }
 }
 
 #[cfg(test)]

@@ -270,6 +270,23 @@ const fn mcrt(name: &'static str, atoll: &'static str) -> Experiment {
     }
 }
 
+/// A Metis experiment (issue 24): `atoll` runs `metis` in each layout, `linux` is the
+/// guest's `bench=`; rows by layout (`config`).
+const fn metis(name: &'static str, atoll: &'static str, linux: &'static str) -> Experiment {
+    Experiment {
+        name,
+        min_cores: 1,
+        atoll: Some(atoll),
+        linux: Some(linux),
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 300,
+        plot: Plot::Bars,
+        rows_by: &["config"],
+        variants: &[],
+    }
+}
+
 /// An Atoll-only experiment of the kernel's own `bench` command (issue M9: the protocols
 /// Linux has no message-based peer for), on 2 cores and up, rows by `rows_by`, a line per
 /// `series` value.
@@ -468,6 +485,22 @@ pub const EXPERIMENTS: &[Experiment] = &[
         rows_by: &["impl"],
         variants: &[],
     },
+    // Metis MapReduce (issue 24, Corey §8.5.1, Figure 10): `wri` and `wc` over 2 MiB of
+    // `wrmem` on McRT, cycles and soft faults per phase; Atoll in both of Figure 4's
+    // layouts (`config` shared, corey), the Linux guest with threads (shared), the same
+    // `workloads::metis` code.
+    metis(
+        "metis_wri",
+        "run metis wri --mb 2 --layout shared --cores {cores}; \
+         run metis wri --mb 2 --layout corey --cores {cores}",
+        "metis_wri,2",
+    ),
+    metis(
+        "metis_wc",
+        "run metis wc --mb 2 --layout shared --cores {cores}; \
+         run metis wc --mb 2 --layout corey --cores {cores}",
+        "metis_wc,2",
+    ),
     Experiment {
         name: "host",
         min_cores: 1,

@@ -1,0 +1,131 @@
+//! Layer 7 tests of Metis on Atoll (issue 24): `metis` computes the same output in both of
+//! Corey's Figure 4 layouts as a sequential reference, refuses bad arguments, and ends
+//! cleanly when memory runs out, leaving the kernel as it was.
+
+use super::balance::balanced;
+use super::skip;
+use super::user::{expect, BorrowedFrames};
+use crate::kernel_test;
+use crate::thread::ExitStatus;
+use crate::user;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+kernel_test!(METIS, "user.metis_matches_the_reference", 2, Shared, matches_the_reference);
+kernel_test!(METIS_OOM, "user.metis_out_of_memory_ends_cleanly", 1, Shared, out_of_memory);
+
+/// A job's time limit: a 1 MiB run takes a few seconds under TCG on 2 host CPUs.
+const METIS_LIMIT_US: u64 = 120_000_000;
+/// Free frames each core needs for the 1 MiB runs (16 MiB: input, rows, reduce's
+/// buffers, McRT's stacks); a VM with less (64 MiB over 16 cores) skips the check.
+const NEEDS_FRAMES: u64 = 4096;
+
+/// `metis wri|wc --mb 1 --layout shared|corey --cores 0-(k-1) --check` with k = the
+/// online cores up to 4 (smp2: 2, smp4 and up: 4): each exits 0 having found its
+/// checksum equal to the sequential reference's (a `BTreeMap`, computed by the program
+/// after the run), and both layouts print the same checksum; `wc --file hello` (an ELF:
+/// binary bytes, from the initrd) matches its reference too; bad arguments get the usage
+/// (exit 2), a missing file exit 1; every core's frames, heap bytes and objects balance
+/// (the arenas' slot ranges go with the program).
+fn matches_the_reference() -> Result<(), String> {
+    let k = crate::smp::online_cores().len().min(4);
+    let short = crate::percpu::all_cores().take(k).find(|c| c.free_frames() < NEEDS_FRAMES);
+    if let Some(c) = short {
+        let free = c.free_frames() * 4;
+        return skip(format!("core {} has {free} KiB free; metis needs 16 MiB a core", c.index));
+    }
+    balanced(|| {
+        for bad in ["", "nope", "wri --mb 0", "wri --mb x", "wri --layout flat", "wc --mb"] {
+            expect("metis", bad, ExitStatus::Exited(2))?;
+        }
+        for bad in ["wri --cores 0-99", "wc --mb 1 --file hello", "wc --bogus"] {
+            expect("metis", bad, ExitStatus::Exited(2))?;
+        }
+        expect("metis", "--help", ExitStatus::Exited(0))?;
+        expect("metis", "wc --file no-such-file", ExitStatus::Exited(1))?;
+        let cores = format!("--cores 0-{}", k - 1);
+        for app in ["wri", "wc"] {
+            let mut sums = Vec::new();
+            for layout in ["shared", "corey"] {
+                let args = format!("{app} --mb 1 --layout {layout} {cores} --check");
+                sums.push(checked_run(&args, k)?);
+            }
+            if sums[0] != sums[1] {
+                return Err(format!(
+                    "metis {app}: checksum {} (shared), {} (corey)",
+                    sums[0], sums[1]
+                ));
+            }
+        }
+        checked_run(&format!("wc --file hello --layout corey {cores} --check"), k).map(|_| ())
+    })
+}
+
+/// Runs `metis args` here; it must exit 0, say its checksum equals the reference's, and
+/// print a `keys` record for `cores` cores; returns that checksum.
+fn checked_run(args: &str, cores: usize) -> Result<String, String> {
+    let (status, text) = user::run_capturing("metis", args, METIS_LIMIT_US)
+        .map_err(|e| format!("metis: could not run: {e:?}"))?;
+    if status != ExitStatus::Exited(0) || !text.contains("equals the sequential reference") {
+        return Err(format!("metis {args}: ended {status:?}: {}", last_line(&text)));
+    }
+    let keys = text
+        .lines()
+        .filter(|l| l.starts_with(record::MARKER))
+        .find(|l| record::field(l, "metric") == Some("keys"))
+        .ok_or_else(|| format!("metis {args}: no keys record"))?;
+    let want = format!("{cores}");
+    if record::field(keys, "cores") != Some(want.as_str())
+        || record::field(keys, "system") != Some("atoll")
+    {
+        return Err(format!("metis {args}: `{keys}`: not atoll on {cores} cores"));
+    }
+    let sum = record::field(keys, "checksum").ok_or_else(|| format!("`{keys}`: no checksum"))?;
+    Ok(String::from(sum))
+}
+
+/// The last line of `text` (or a note that there was none).
+fn last_line(text: &str) -> &str {
+    text.lines().last().unwrap_or("(no output)")
+}
+
+/// Free frames left to this core while `metis wri --mb 4` runs out of memory (10 MiB):
+/// the 4 MiB input fits, its million positions (8 MiB) and their rows do not.
+const OOM_LEFT_FRAMES: u64 = 2560;
+
+/// `metis` running out of memory: an input larger than this core's free memory is
+/// refused before anything runs (exit 1, saying so); with 10 MiB left to this core, `wri
+/// --mb 4` on it gets its input and then runs out in the middle of a phase, which ends
+/// the program (a panic on a failed allocation, status 101, or a page fault the kernel
+/// reports as out of memory), never the kernel: the core then runs another program, and
+/// every frame, heap byte and object comes back.
+fn out_of_memory() -> Result<(), String> {
+    let me = crate::percpu::this_core().index;
+    let free = crate::percpu::this_core().free_frames();
+    if free < NEEDS_FRAMES {
+        return skip(format!("this core has {} KiB free; the check needs 16 MiB", free * 4));
+    }
+    balanced(|| {
+        let too_big = crate::percpu::this_core().free_frames() / 256 + 1;
+        let args = format!("wc --mb {too_big} --cores {me}");
+        let (status, text) = user::run_capturing("metis", &args, METIS_LIMIT_US)
+            .map_err(|e| format!("metis: could not run: {e:?}"))?;
+        if status != ExitStatus::Exited(1) || !text.contains("larger than") {
+            return Err(format!("metis {args}: ended {status:?}: {}", last_line(&text)));
+        }
+        let args = format!("wri --mb 4 --cores {me}");
+        let borrowed = BorrowedFrames::leaving(OOM_LEFT_FRAMES);
+        let run = user::run_capturing("metis", &args, METIS_LIMIT_US);
+        drop(borrowed);
+        let (status, text) = run.map_err(|e| format!("metis: could not run: {e:?}"))?;
+        let page_fault = ExitStatus::Faulted(crate::arch::trap::VECTOR_PAGE_FAULT);
+        // A panic that names memory: Rust's "memory allocation of N bytes failed", or McRT's
+        // own when its allocator came back empty.
+        let panicked = status == ExitStatus::Exited(101) && text.contains("memory");
+        if text.contains("larger than") || !(panicked || status == page_fault) {
+            return Err(format!("metis {args}: ended {status:?}: {}", last_line(&text)));
+        }
+        expect("hello", "after metis ran out of memory", ExitStatus::Exited(0))
+    })
+}
