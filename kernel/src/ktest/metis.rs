@@ -96,10 +96,11 @@ const OOM_LEFT_FRAMES: u64 = 2560;
 
 /// `metis` running out of memory: an input larger than this core's free memory is
 /// refused before anything runs (exit 1, saying so); with 10 MiB left to this core, `wri
-/// --mb 4` on it gets its input and then runs out in the middle of a phase, which ends
-/// the program (a panic on a failed allocation, status 101, or a page fault the kernel
-/// reports as out of memory), never the kernel: the core then runs another program, and
-/// every frame, heap byte and object comes back.
+/// --mb 4` on it (alone, then with a second worker on another core) gets its input and
+/// then runs out in the middle of a phase, which ends the program (a panic on a failed
+/// allocation, status 101, or a page fault the kernel reports as out of memory), never
+/// the kernel: the core then runs another program, and every frame, heap byte and object
+/// comes back.
 fn out_of_memory() -> Result<(), String> {
     let me = crate::percpu::this_core().index;
     let free = crate::percpu::this_core().free_frames();
@@ -114,18 +115,30 @@ fn out_of_memory() -> Result<(), String> {
         if status != ExitStatus::Exited(1) || !text.contains("larger than") {
             return Err(format!("metis {args}: ended {status:?}: {}", last_line(&text)));
         }
-        let args = format!("wri --mb 4 --cores {me}");
-        let borrowed = BorrowedFrames::leaving(OOM_LEFT_FRAMES);
-        let run = user::run_capturing("metis", &args, METIS_LIMIT_US);
-        drop(borrowed);
-        let (status, text) = run.map_err(|e| format!("metis: could not run: {e:?}"))?;
-        let page_fault = ExitStatus::Faulted(crate::arch::trap::VECTOR_PAGE_FAULT);
-        // A panic that names memory: Rust's "memory allocation of N bytes failed", or McRT's
-        // own when its allocator came back empty.
-        let panicked = status == ExitStatus::Exited(101) && text.contains("memory");
-        if text.contains("larger than") || !(panicked || status == page_fault) {
-            return Err(format!("metis {args}: ended {status:?}: {}", last_line(&text)));
+        // On this core alone, then (2 cores and more) with a worker on the next core too,
+        // whose thread the program's end must stop wherever it is.
+        let next = crate::smp::online_cores().into_iter().find(|&c| c != me);
+        let lists = [Some(format!("{me}")), next.map(|n| format!("{me},{n}"))];
+        for cores in lists.iter().flatten() {
+            run_out(&format!("wri --mb 4 --layout corey --cores {cores}"))?;
         }
         expect("hello", "after metis ran out of memory", ExitStatus::Exited(0))
     })
+}
+
+/// Runs `metis args` here with [`OOM_LEFT_FRAMES`] left to this core: it must get its
+/// input and end out of memory (see [`out_of_memory`]).
+fn run_out(args: &str) -> Result<(), String> {
+    let borrowed = BorrowedFrames::leaving(OOM_LEFT_FRAMES);
+    let run = user::run_capturing("metis", args, METIS_LIMIT_US);
+    drop(borrowed);
+    let (status, text) = run.map_err(|e| format!("metis: could not run: {e:?}"))?;
+    let page_fault = ExitStatus::Faulted(crate::arch::trap::VECTOR_PAGE_FAULT);
+    // A panic that names memory: Rust's "memory allocation of N bytes failed", or McRT's
+    // own when its allocator came back empty.
+    let panicked = status == ExitStatus::Exited(101) && text.contains("memory");
+    if text.contains("larger than") || !(panicked || status == page_fault) {
+        return Err(format!("metis {args}: ended {status:?}: {}", last_line(&text)));
+    }
+    Ok(())
 }
