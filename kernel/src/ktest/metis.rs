@@ -90,6 +90,10 @@ fn last_line(text: &str) -> &str {
     text.lines().last().unwrap_or("(no output)")
 }
 
+/// The exit status of a program whose McRT processor died (`libatoll::thread`'s
+/// `PEER_ENDED_EXIT`, sysexits' `EX_SOFTWARE`).
+const PEER_ENDED_EXIT: i32 = 70;
+
 /// Free frames left to this core while `metis wri --mb 4` runs out of memory (10 MiB):
 /// the 4 MiB input fits, its million positions (8 MiB) and their rows do not.
 const OOM_LEFT_FRAMES: u64 = 2560;
@@ -118,7 +122,13 @@ fn out_of_memory() -> Result<(), String> {
         // On this core alone, then (2 cores and more) with a worker on the next core too,
         // whose thread the program's end must stop wherever it is.
         let next = crate::smp::online_cores().into_iter().find(|&c| c != me);
-        let lists = [Some(format!("{me}")), next.map(|n| format!("{me},{n}"))];
+        // Last, the main thread on the next core and a worker here: the worker's thread
+        // dies, and the main one must see it and end the program (exit 70).
+        let lists = [
+            Some(format!("{me}")),
+            next.map(|n| format!("{me},{n}")),
+            next.map(|n| format!("{n},{me}")),
+        ];
         for cores in lists.iter().flatten() {
             run_out(&format!("wri --mb 4 --layout corey --cores {cores}"))?;
         }
@@ -137,7 +147,10 @@ fn run_out(args: &str) -> Result<(), String> {
     // A panic that names memory: Rust's "memory allocation of N bytes failed", or McRT's
     // own when its allocator came back empty.
     let panicked = status == ExitStatus::Exited(101) && text.contains("memory");
-    if text.contains("larger than") || !(panicked || status == page_fault) {
+    // Or a processor's thread died so and the main thread, elsewhere, saw it (its line
+    // is printed there, not captured here).
+    let peer_died = status == ExitStatus::Exited(PEER_ENDED_EXIT);
+    if text.contains("larger than") || !(panicked || peer_died || status == page_fault) {
         return Err(format!("metis {args}: ended {status:?}: {}", last_line(&text)));
     }
     Ok(())
