@@ -271,3 +271,53 @@ pub fn run<P: Platform + ?Sized>(
     let report = run_job(host, app, input, p.cores(), layout, faults)?;
     Ok(lines(p, app, "shared", mb, &report))
 }
+
+#[cfg(all(test, feature = "linux"))]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    /// No faults counted (the hosted tests need no counter).
+    fn no_faults() -> u64 {
+        0
+    }
+
+    /// Metis's checksum of `input` at `threads` workers, shared layout, on unpinned threads.
+    fn checksum(app: App, input: Vec<u8>, threads: usize) -> Report {
+        let host = mcrt::hosted::LinuxHost::unpinned();
+        let layout: Arc<dyn Layout + Send> = Arc::new(metis::SharedLayout);
+        run_job(&host, app, Arc::new(input), threads, layout, no_faults).expect("runs")
+    }
+
+    #[test]
+    fn both_jobs_match_the_sequential_reference() {
+        let mixed = b"the The tHe\0a\tb\nc\r d \xff\xfe \xff\xfe A".repeat(500);
+        for input in [text::wrmem(1), mixed, vec![], b"   \n\t".to_vec()] {
+            for app in [App::Wri, App::Wc] {
+                for threads in [1, 3] {
+                    let r = checksum(app, input.clone(), threads);
+                    assert_eq!(r.checksum, reference_checksum(app, &input), "{app:?} {threads}");
+                    assert_eq!(r.stats.threads, threads);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn wc_counts_every_word_and_reports_the_first_five() {
+        let r = checksum(App::Wc, text::wrmem(1), 2);
+        assert_eq!((r.words, r.stats.keys, r.first.len()), (1 << 18, 4394, 5));
+        assert!(r.first.windows(2).all(|w| w[0].1 >= w[1].1), "{:?}", r.first);
+        let lines = lines(&crate::linux::Linux::new(), App::Wc, "shared", 1, &r);
+        assert_eq!(lines.len(), 10);
+        assert!(lines[9].contains(&format!("\"checksum\":\"{:016x}\"", r.checksum)));
+        assert!(summary(App::Wc, "shared", "wrmem 1 MiB", &r).iter().all(|l| l.len() < 200));
+    }
+
+    #[test]
+    fn names_parse() {
+        assert_eq!(App::parse("metis_wri"), Some(App::Wri));
+        assert_eq!(App::parse("wc"), Some(App::Wc));
+        assert_eq!(App::parse("hist"), None);
+    }
+}
