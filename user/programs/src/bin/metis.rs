@@ -36,10 +36,11 @@ use metis::{Edge, Layout, Phase, SharedLayout};
 use workloads::metis::{self as job, App, DEFAULT_MB, MAX_MB};
 
 const HELP: &str = "usage: metis wri|wc [--mb N | --file NAME] [--layout shared|corey] \
-[--cores LIST] [--check]   (N: MiB of wrmem input, 1..=65536, default 2; NAME: a file of \
-the initrd; default cores: all; --check: compare with the sequential reference)
-       metis phoenix [--scale S] [--cores LIST]   (the Phoenix applications; S: inputs S \
-times the smallest, 1..=64, default 1)";
+[--cores LIST] [--check]
+         N: MiB of wrmem input, 1..=65536, default 2; NAME: a file of the initrd;
+         LIST: cores 0..=63, default all; --check: compare with the sequential reference
+       metis phoenix [--scale S] [--cores LIST]
+         the Phoenix applications, inputs S times the smallest (1..=64, default 1)";
 
 /// Corey's Figure 4 layouts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +59,14 @@ struct Options {
     check: bool,
 }
 
+/// Every online core, up to the first [`arena::MAX_ARENAS`] (a processor's affinity and
+/// an arena are per core, and both stop there).
+fn default_cores() -> Vec<usize> {
+    let mut cores = libatoll::cores::all_cores();
+    cores.truncate(arena::MAX_ARENAS);
+    cores
+}
+
 /// The options of `line`, or `None` if any is bad.
 fn parse(line: &str) -> Option<Options> {
     let mut words = line.split_whitespace();
@@ -67,7 +76,7 @@ fn parse(line: &str) -> Option<Options> {
         mb: DEFAULT_MB,
         file: None,
         layout: Kind::Shared,
-        cores: libatoll::cores::all_cores(),
+        cores: default_cores(),
         check: false,
     };
     let mut sized = false;
@@ -238,7 +247,7 @@ fn main() -> i32 {
 /// (`workloads::phoenix`), each one's cycles and result.
 fn phoenix(line: &str) -> i32 {
     let mut words = line.split_whitespace().skip(1);
-    let (mut scale, mut cores) = (Some(1), Some(libatoll::cores::all_cores()));
+    let (mut scale, mut cores) = (Some(1), Some(default_cores()));
     while let Some(word) = words.next() {
         match word {
             "--scale" => scale = args::number(words.next(), 1..=64),
@@ -246,6 +255,7 @@ fn phoenix(line: &str) -> i32 {
             _ => scale = None,
         }
     }
+    let cores = cores.filter(|c| c.iter().all(|&c| c < arena::MAX_ARENAS));
     let (Some(scale), Some(cores)) = (scale, cores) else {
         println!("{HELP}");
         return 2;
