@@ -501,6 +501,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
          run metis wc --mb 2 --layout corey --cores {cores}",
         "metis_wc,2",
     ),
+    // The Phoenix applications on Metis (histogram, linear regression, string match,
+    // matrix multiply, k-means): cycles of each (`config`), shared layout on both systems.
+    metis("metis_phoenix", "run metis phoenix --cores {cores}", "metis_phoenix,1"),
     Experiment {
         name: "host",
         min_cores: 1,
