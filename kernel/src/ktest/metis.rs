@@ -120,7 +120,8 @@ fn out_of_memory() -> Result<(), String> {
             return Err(format!("metis {args}: ended {status:?}: {}", last_line(&text)));
         }
         // On this core alone it must run out: all the work is here.
-        run_out(&format!("wri --mb 4 --layout corey --cores {me}"), Ending::OutOfMemory)?;
+        let alone = format!("wri --mb 4 --layout corey --cores {me}");
+        run_out(&alone, OOM_LEFT_FRAMES, Ending::OutOfMemory)?;
         // With 2 cores and more: a worker on the next core too, whose thread the program's
         // end must stop wherever it is; then the main thread on the next core and a worker
         // here, whose thread dies while the main one lives, which must see it and end the
@@ -128,9 +129,13 @@ fn out_of_memory() -> Result<(), String> {
         // tasks from one counter: under TCG on a busy host the other core's may take
         // nearly all), so these may also finish, correctly; they must never hang.
         if let Some(n) = crate::smp::online_cores().into_iter().find(|&c| c != me) {
-            for cores in [format!("{me},{n}"), format!("{n},{me}")] {
+            // (The main thread makes the input on its core: with it elsewhere, 4 MiB left
+            // here is short for a worker's half of the rows.)
+            for (cores, left) in
+                [(format!("{me},{n}"), OOM_LEFT_FRAMES), (format!("{n},{me}"), 1024)]
+            {
                 let args = format!("wri --mb 4 --layout corey --cores {cores}");
-                run_out(&args, Ending::OutOfMemoryOrDone)?;
+                run_out(&args, left, Ending::OutOfMemoryOrDone)?;
             }
         }
         expect("hello", "after metis ran out of memory", ExitStatus::Exited(0))
@@ -146,10 +151,10 @@ enum Ending {
     OutOfMemoryOrDone,
 }
 
-/// Runs `metis args` here with [`OOM_LEFT_FRAMES`] left to this core: it must get its
-/// input and end as `ending` allows (see [`out_of_memory`]).
-fn run_out(args: &str, ending: Ending) -> Result<(), String> {
-    let borrowed = BorrowedFrames::leaving(OOM_LEFT_FRAMES);
+/// Runs `metis args` here with `left` frames left to this core: it must get its input
+/// and end as `ending` allows (see [`out_of_memory`]).
+fn run_out(args: &str, left: u64, ending: Ending) -> Result<(), String> {
+    let borrowed = BorrowedFrames::leaving(left);
     let run = user::run_capturing("metis", args, METIS_LIMIT_US);
     drop(borrowed);
     let (status, text) = run.map_err(|e| format!("metis: could not run: {e:?}"))?;

@@ -189,6 +189,12 @@ fn main() -> i32 {
         println!("{HELP}");
         return 2;
     };
+    // Processor 0 is this thread: it runs on the first listed core, as each other
+    // processor runs on its own, and makes the input there.
+    if let Err(e) = move_to_core(o.cores[0]) {
+        println!("metis: cannot move to core {}: {e:?}", o.cores[0]);
+        return 1;
+    }
     let (bytes, what) = match input(&o) {
         Ok(got) => got,
         Err(line) => {
@@ -201,12 +207,6 @@ fn main() -> i32 {
             println!("metis: no address space for the arenas: {e:?}");
             return 1;
         }
-    }
-    // Processor 0 is this thread: it runs on the first listed core, as each other
-    // processor runs on its own.
-    if let Err(e) = move_to_core(o.cores[0]) {
-        println!("metis: cannot move to core {}: {e:?}", o.cores[0]);
-        return 1;
     }
     let (layout, name): (Arc<dyn Layout + Send>, &str) = match o.layout {
         Kind::Shared => (Arc::new(SharedLayout), "shared"),
