@@ -18,7 +18,8 @@
 //! slot, or an arena out of room, falls back to the program's heap.
 //!
 //! Arenas are off until [`enable`]: until then the allocator never reads a thread's
-//! choice (a context started without a thread block has none to read).
+//! choice (a context started without a thread block has none to read). Once on, they
+//! stay on, and `cfork` is refused ([`enabled`]).
 
 use crate::heap::{FreeLists, Locked, ALIGN_MAX, GROW_MAX, GROW_MIN, MIN_SHIFT, PAGE};
 use crate::obj::{ar_set_seg, home_share, obj_get_name, root_share, segment_alloc, share_delobj};
@@ -68,6 +69,13 @@ pub fn enable() -> Result<(), Error> {
     let base = slot_vas(MAX_ARENAS as u64 * ARENA_SLOTS)?;
     BASE.store(base, Ordering::Release);
     Ok(())
+}
+
+/// Whether arenas are on ([`enable`]): then `cfork` is refused (`NotPermitted`), as the
+/// child would splice the arenas' slot ranges, shared, under its own copy of their free
+/// lists.
+pub fn enabled() -> bool {
+    BASE.load(Ordering::Acquire) != 0
 }
 
 /// Points the calling thread's allocations at arena `core` (`None`: the program's heap

@@ -143,6 +143,8 @@ const CHILD_STACK: u64 = abi::USER_STACK_TOP - 16 - 8;
 /// Corey §5.1 `cfork`: runs `f(arg)` on core `core` in a new context whose memory is the
 /// caller's, copy-on-write, except what is shared (see the module comment and
 /// [`CforkOptions`]). The child's result is `f`'s return value as its exit code.
+/// `NotPermitted` for the caller's own core, and once heap arenas are on
+/// ([`crate::arena::enabled`]).
 pub fn cfork(
     core: usize,
     opts: &CforkOptions,
@@ -154,6 +156,11 @@ pub fn cfork(
     }
     if core == crate::pcore_current() {
         // The caller's own core is busy running the caller.
+        return Err(Error::NotPermitted);
+    }
+    if crate::arena::enabled() {
+        // The arenas' slot ranges would be spliced into the child as they are, shared,
+        // under its copy of their free lists: two allocators over one memory.
         return Err(Error::NotPermitted);
     }
     let root = root_share();
