@@ -12,14 +12,13 @@
 
 use crate::result::{line, Fixed2};
 use crate::Platform;
-use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use metis::apps::{wc::Wc, wri::Wri};
-use metis::text::{self, Word, MAX_KEY};
+use metis::text::{self, Word};
 use metis::{Config, Edge, Layout, Phase};
 
 /// The experiments, by name.
@@ -180,20 +179,7 @@ fn first_five<'a, 'k: 'a>(pairs: impl Iterator<Item = (&'a Word<'k>, u64)>) -> V
 /// checksum of `app`'s output from it: what Metis must give on any layout, core count and
 /// system.
 pub fn reference_checksum(app: App, input: &[u8]) -> u64 {
-    let mut index: BTreeMap<Vec<u8>, Vec<usize>> = BTreeMap::new();
-    let mut i = 0;
-    while i < input.len() {
-        if text::is_space(input[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < input.len() && !text::is_space(input[i]) {
-            i += 1;
-        }
-        let key = input[start..i.min(start + MAX_KEY)].to_ascii_uppercase();
-        index.entry(key).or_default().push(start);
-    }
+    let index = metis::reference::index(input);
     match app {
         App::Wri => metis::apps::wri::checksum_of(index.iter().map(|(k, v)| (&k[..], &v[..]))),
         App::Wc => {

@@ -37,6 +37,7 @@ pub mod job;
 pub mod layout;
 pub mod plan;
 pub mod psrs;
+pub mod reference;
 pub mod text;
 
 pub use cell::CellKind;

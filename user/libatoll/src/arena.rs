@@ -21,11 +21,11 @@
 //! choice (a context started without a thread block has none to read). Once on, they
 //! stay on, and `cfork` is refused ([`enabled`]).
 
-use crate::heap::{FreeLists, Locked, ALIGN_MAX, GROW_MAX, GROW_MIN, MIN_SHIFT, PAGE};
-use crate::obj::{ar_set_seg, home_share, obj_get_name, root_share, segment_alloc, share_delobj};
+use crate::heap::{map_segment, FreeLists, Locked, ALIGN_MAX, GROW_MAX, GROW_MIN, MIN_SHIFT, PAGE};
+use crate::obj::{home_share, obj_get_name, root_share, share_delobj};
 use crate::shared::{slot_alloc, slot_vas, splice, SLOT_BYTES};
 use crate::ObjRef;
-use abi::{map, ArSetSeg, Error};
+use abi::Error;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Arenas: one per core, cores `0..MAX_ARENAS` (a core past them uses the heap).
@@ -192,29 +192,11 @@ impl Arena {
         let least = (need - self.end).next_multiple_of(PAGE);
         let room = self.slot_end - self.end;
         let step = (self.end - slot_start).clamp(GROW_MIN, GROW_MAX).max(least).min(room);
-        let home = home_share();
-        let mut got = None;
-        for size in [step, least.max(GROW_MIN).min(step), least] {
-            if let Ok(seg) = segment_alloc(home, size) {
-                got = Some((size, seg));
-                break;
-            }
-        }
-        let Some((bytes, seg)) = got else { return false };
-        let set = ArSetSeg {
-            ar: [self.slot.share, self.slot.object],
-            va: self.end - slot_start,
-            seg: [home, seg],
-            first_page: 0,
-            pages: bytes / PAGE,
-            flags: map::WRITE,
-        };
         // The slot range holds the segment from here on, as long as it lives.
-        let mapped = ar_set_seg(&set).is_ok();
-        if !mapped {
-            let _ = share_delobj(ObjRef::new(home, seg));
+        let ar = [self.slot.share, self.slot.object];
+        let Some(bytes) = map_segment(ar, self.end - slot_start, step, least) else {
             return false;
-        }
+        };
         self.end += bytes;
         true
     }

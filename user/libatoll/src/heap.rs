@@ -164,28 +164,10 @@ impl State {
         if self.end + step > HEAP_BASE + HEAP_LIMIT {
             return false;
         }
-        let home = home_share();
-        let mut got = None;
-        for size in [step, least.max(GROW_MIN).min(step), least] {
-            if let Ok(seg) = segment_alloc(home, size) {
-                got = Some((size, seg));
-                break;
-            }
-        }
-        let Some((step, seg)) = got else { return false };
         let ar = root_ar_ref();
-        let set = ArSetSeg {
-            ar: [ar.share, ar.object],
-            va: self.end,
-            seg: [home, seg],
-            first_page: 0,
-            pages: step / PAGE,
-            flags: map::WRITE,
-        };
-        if ar_set_seg(&set).is_err() {
-            let _ = crate::obj::share_delobj(crate::ObjRef::new(home, seg));
+        let Some(step) = map_segment([ar.share, ar.object], self.end, step, least) else {
             return false;
-        }
+        };
         // The segment stays in the root share (or, while threads run, in the share they
         // hold, from which it is moved to the root share when they end): everything the
         // root range maps is named there, which is how `cfork` finds it.
@@ -196,6 +178,28 @@ impl State {
     fn free(&mut self, at: u64, class: usize) {
         self.free.push(at, class);
     }
+}
+
+/// Maps a new segment of heap at `va` in address range `ar` (its share and object): of
+/// `step` bytes, or, if the calling core cannot back that much (a segment may not exceed
+/// its core's free memory), of less, down to `least`. The bytes mapped, or `None`. The
+/// segment is named in the caller's home share.
+pub(crate) fn map_segment(ar: [u64; 2], va: u64, step: u64, least: u64) -> Option<u64> {
+    let home = home_share();
+    let mut got = None;
+    for size in [step, least.max(GROW_MIN).min(step), least] {
+        if let Ok(seg) = segment_alloc(home, size) {
+            got = Some((size, seg));
+            break;
+        }
+    }
+    let (bytes, seg) = got?;
+    let set = ArSetSeg { ar, va, seg: [home, seg], first_page: 0, pages: bytes / PAGE, flags: map::WRITE };
+    if ar_set_seg(&set).is_err() {
+        let _ = crate::obj::share_delobj(crate::ObjRef::new(home, seg));
+        return None;
+    }
+    Some(bytes)
 }
 
 // SAFETY: blocks never overlap (each is carved once from `next` and only reused after

@@ -1,28 +1,11 @@
 //! Sequential references (a `BTreeMap`) for the engine's tests, and a runner.
 #![allow(dead_code)]
 
-use metis::text::{self, Word, MAX_KEY};
+use metis::text::{self, Word};
 use metis::{Config, Error};
-use std::collections::BTreeMap;
 
 /// Word → positions, by the rules of `metis::text`, sequentially.
-pub fn index(input: &[u8]) -> BTreeMap<Vec<u8>, Vec<usize>> {
-    let mut m: BTreeMap<Vec<u8>, Vec<usize>> = BTreeMap::new();
-    let mut i = 0;
-    while i < input.len() {
-        if text::is_space(input[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < input.len() && !text::is_space(input[i]) {
-            i += 1;
-        }
-        let key = input[start..i.min(start + MAX_KEY)].to_ascii_uppercase();
-        m.entry(key).or_default().push(start);
-    }
-    m
-}
+pub use metis::reference::index;
 
 /// The `wri` checksum of the reference.
 pub fn wri_checksum(input: &[u8]) -> u64 {
