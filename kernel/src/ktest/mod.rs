@@ -171,8 +171,11 @@ pub fn woken_by_their_messages(what: &str, waits: &HaltedWaits) -> Result<(), St
     if waits.past_budget == 0 {
         return Err(format!("{what}: no wait outlasted P = 1000 cycles"));
     }
-    // A tick that happens to come during a halt ends it too: rare, never most.
-    if waits.ended_by_tick * 4 > waits.past_budget {
+    // A tick that happens to come during a halt ends it too: rare, never most. One is
+    // forgiven however few the waits: with 16 vCPUs on two host CPUs a run can have only
+    // two waits past P, and a vCPU the host preempted mid-halt sees the tick move. (A
+    // wait that halts with its message already read is ended by the tick every time.)
+    if waits.ended_by_tick > 1 && waits.ended_by_tick * 4 > waits.past_budget {
         return Err(format!(
             "{what}: the tick ended {} halts in {} waits past P ({} halts)",
             waits.ended_by_tick, waits.past_budget, waits.halts
