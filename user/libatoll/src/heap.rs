@@ -194,7 +194,14 @@ pub(crate) fn map_segment(ar: [u64; 2], va: u64, step: u64, least: u64) -> Optio
         }
     }
     let (bytes, seg) = got?;
-    let set = ArSetSeg { ar, va, seg: [home, seg], first_page: 0, pages: bytes / PAGE, flags: map::WRITE };
+    let set = ArSetSeg {
+        ar,
+        va,
+        seg: [home, seg],
+        first_page: 0,
+        pages: bytes / PAGE,
+        flags: map::WRITE,
+    };
     if ar_set_seg(&set).is_err() {
         let _ = crate::obj::share_delobj(crate::ObjRef::new(home, seg));
         return None;
