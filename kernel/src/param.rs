@@ -160,6 +160,13 @@ pub const LOAD_RESERVE_FRAMES: u64 = 64;
 /// kernel heap, whose allocations must not fail.
 pub const FAULT_RESERVE_FRAMES: u64 = 64;
 
+/// How long a page fault that finds its core below [`FAULT_RESERVE_FRAMES`] waits for
+/// memory on its way back before the thread is stopped as out of memory (50 ms: five
+/// ticks). A program that just ended still has frames coming home: freed on other cores
+/// and sent back by message, or free in the kernel heap until it is trimmed. The wait goes
+/// on, to at most ten times as long, while the free count rises.
+pub const FAULT_MEMORY_WAIT_US: u64 = 50_000;
+
 /// Most mappings one address range holds (`ar_set_seg` past it: `NoResources`): each is
 /// a node of the range's tree in the kernel heap, like an entry of a share (whose cap,
 /// `objects::SHARE_MAX`, is the same).

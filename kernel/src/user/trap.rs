@@ -32,9 +32,12 @@ pub fn on_exception(frame: &TrapFrame) {
             return;
         }
     }
-    let name = with_running(|r, _| r.name.clone()).unwrap_or_default();
     let out_of_memory = vector == crate::arch::trap::VECTOR_PAGE_FAULT
         && this_core().free_frames() < crate::param::FAULT_RESERVE_FRAMES;
+    if out_of_memory && wait_for_frames(crate::param::FAULT_RESERVE_FRAMES) {
+        return; // the instruction faults again, and the fault is filled
+    }
+    let name = with_running(|r, _| r.name.clone()).unwrap_or_default();
     println!(
         "USER FAULT core={} program={} vector={} ({}{}) error={:#x} rip={:#x} cr2={:#x} cs={:#x} rsp={:#x} rflags={:#x}",
         this_core().index,
@@ -51,6 +54,42 @@ pub fn on_exception(frame: &TrapFrame) {
     );
     drop(name);
     leave(ExitStatus::Faulted(vector))
+}
+
+/// Waits until this core has `at_least` free frames, for frames on their way back: a
+/// program that just ended (the shell's last one, say) frees its memory on every core that
+/// held its threads, at their next tick or message, and frames freed on another core come
+/// home by message (`FRAME_RETURN`); the kernel heap's free pages come back by a trim. For
+/// a page fault or a program load that found its core short. Polls for them, then blocks
+/// until the next message or tick; gives up after [`crate::param::FAULT_MEMORY_WAIT_US`]
+/// without progress (or ten times that in all). Whether the core has them.
+pub fn wait_for_frames(at_least: u64) -> bool {
+    use crate::arch::timer::us_since;
+    use crate::param::FAULT_MEMORY_WAIT_US;
+    let core = this_core();
+    let start = cpu::rdtsc();
+    let mut progress_at = start;
+    let mut best = core.free_frames();
+    let mut patience = crate::transport::PollThenBlock::new();
+    loop {
+        // Read, look, then pause (see `PollThenBlock`).
+        crate::monitor::poll();
+        crate::retype::recover_lost_frames();
+        crate::mem::heap::trim_this_core();
+        let free = core.free_frames();
+        if free >= at_least {
+            return true;
+        }
+        if free > best {
+            (best, progress_at) = (free, cpu::rdtsc());
+        }
+        if us_since(progress_at) > FAULT_MEMORY_WAIT_US
+            || us_since(start) > 10 * FAULT_MEMORY_WAIT_US
+        {
+            return false;
+        }
+        patience.pause(&crate::tlb::broadcast_pending);
+    }
 }
 
 /// A timer tick that interrupted user mode (after its EOI): stops the context if it has
