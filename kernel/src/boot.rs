@@ -11,6 +11,8 @@ use crate::param::{CRITICAL_STACK_PAGES, ONLINE_TIMEOUT_US, STACK_PAGES};
 use crate::percpu::{self, CoreSetup, CoreState};
 use crate::transport::{self, channels};
 use crate::{console, knowledge, ktest, println, smp};
+use alloc::format;
+use alloc::string::String;
 use physmem::{CoreFrames, CoreShare, FrameOwners, PhysRange, RangeSet, FRAME_SIZE};
 use x86_64::structures::paging::PageTableFlags as F;
 
@@ -85,6 +87,7 @@ pub fn boot_core(start_info: u32) -> ! {
         boot_us: phases.boot_us(),
     });
     print_boot_log(&usable, &platform, &layout, online, &phases);
+    find_pci_devices(&platform, ram_top);
     if let Err(e) = knowledge::measure_at_boot() {
         println!("skb: measurement failed: {e}");
     }
@@ -404,6 +407,43 @@ fn print_boot_log(
         us(phases.cores, phases.calibrated),
         us(phases.calibrated, phases.end)
     );
+}
+
+/// Walks the PCI Express configuration space the MCFG names and prints each function (its
+/// `bb:dd.f`, ids, class and first BAR): `devices` in the shell lists them after.
+fn find_pci_devices(platform: &acpi::Platform, ram_top: u64) {
+    // The direct map reaches at least 4 GiB (`switch_to_kernel_tables`).
+    match crate::arch::pci::scan(platform.ecam, ram_top.max(4 << 30)) {
+        Ok(functions) => {
+            let ecam = platform.ecam.expect("a scan needs the ECAM");
+            println!(
+                "pci: {} functions (ECAM {:#x}, buses {}-{})",
+                functions.len(),
+                ecam.base,
+                ecam.bus_start,
+                ecam.bus_end
+            );
+            for f in functions {
+                let bar = match f.first_bar() {
+                    Some(b) if b.io => format!(", io {:#x}+{:#x}", b.address, b.size),
+                    Some(b) => format!(", mem {:#x}+{:#x}", b.address, b.size),
+                    None => String::new(),
+                };
+                println!(
+                    "pci: {:02x}:{:02x}.{} {:04x}:{:04x} {} (class {:06x}), node {}{bar}",
+                    f.bus,
+                    f.device,
+                    f.function,
+                    f.vendor_id,
+                    f.device_id,
+                    f.class_name(),
+                    f.class_code,
+                    f.node
+                );
+            }
+        }
+        Err(e) => println!("pci: none ({e:?})"),
+    }
 }
 
 /// What the boot core does once the machine is up: the `test=` tests, or the shell

@@ -135,6 +135,9 @@ impl Vm {
         }
         command.arg("-append").arg(&self.cmdline);
         command.args(["-no-reboot", "-display", "none"]);
+        // No NIC (q35 would add an e1000e on unrestricted user networking) until Atoll has a
+        // driver (M12), which gets a virtio-net restricted to 127.0.0.1.
+        command.args(["-nic", "none"]);
         command.args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]);
         match serial {
             Serial::Interactive => command.args(["-serial", "mon:stdio"]),
@@ -274,7 +277,7 @@ mod tests {
         assert!(line.starts_with(
             "-machine q35 -accel tcg,thread=multi -cpu max,l3-cache=on -m 256M -smp 4 -kernel /k"
         ));
-        assert!(line.contains("-append test=all -no-reboot -display none"));
+        assert!(line.contains("-append test=all -no-reboot -display none -nic none"));
         assert!(line.contains("-device isa-debug-exit,iobase=0xf4,iosize=0x04"));
         assert!(line.contains("-serial stdio -monitor none"));
         assert!(line.ends_with("-numa node"));

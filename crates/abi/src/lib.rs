@@ -285,6 +285,13 @@ pub mod device_kind {
     /// the kernel makes one (for `init`, at boot, its second start argument);
     /// `device_alloc` of it is `NotPermitted`.
     pub const KEYBOARD: u64 = 5;
+    /// A PCI function the boot found (issue M12). Its hardware id is `PCI_HWID_BASE` plus
+    /// its `bus << 8 | device << 3 | function`; its name, its vendor and device ids in hex
+    /// (`1af41000`); `device_stat`'s `count` its class code (class, subclass, programming
+    /// interface: `0x020000` is Ethernet), `detail` the address of its first BAR.
+    pub const PCI: u64 = 6;
+    /// The hardware id of PCI function 00:00.0 (see [`PCI`]).
+    pub const PCI_HWID_BASE: u64 = 0x1_0000;
 }
 
 /// Modes of `segment_copy` (its fourth argument).

@@ -1,7 +1,7 @@
 //! The devices user programs can see (Corey §4.4 `device_list`, `device_stat`): the serial
 //! console, the initrd, the machine (its kernel console and power: a capability), the
-//! keyboard (the console's input: a capability) and each core's timer. Drivers for network devices come with
-//! kernel cores (M8); until then these are the machine's devices.
+//! keyboard (the console's input: a capability), each core's timer, and every PCI function
+//! the boot found (`arch::pci`). Drivers for PCI devices come with kernel cores (M12).
 
 use crate::arch::{serial, timer};
 use crate::percpu;
@@ -82,7 +82,26 @@ pub fn list() -> Vec<DeviceInfo> {
             name: short_name("lapic-tm"),
         });
     }
+    for f in crate::arch::pci::functions() {
+        out.push(DeviceInfo {
+            hwid: device_kind::PCI_HWID_BASE + f.location() as u64,
+            kind: device_kind::PCI,
+            core: u64::MAX,
+            name: pci_name(f.vendor_id, f.device_id),
+        });
+    }
     out
+}
+
+/// A PCI function's name: its vendor and device ids as eight hex digits (`1af41000`).
+fn pci_name(vendor: u16, device: u16) -> u64 {
+    let ids = (vendor as u32) << 16 | device as u32;
+    let mut bytes = [0u8; 8];
+    for (i, b) in bytes.iter_mut().enumerate() {
+        let nibble = (ids >> (28 - 4 * i)) & 0xf;
+        *b = b"0123456789abcdef"[nibble as usize];
+    }
+    u64::from_le_bytes(bytes)
 }
 
 /// Whether `hwid` names a device.
@@ -102,6 +121,11 @@ pub fn stat(hwid: u64) -> Option<DeviceStat> {
             (MACHINE_COMMANDS.load(Ordering::Relaxed), percpu::core_count() as u64)
         }
         device_kind::KEYBOARD => (KEYBOARD_BYTES.load(Ordering::Relaxed), 0),
+        device_kind::PCI => {
+            let at = hwid - device_kind::PCI_HWID_BASE;
+            let f = crate::arch::pci::functions().iter().find(|f| f.location() as u64 == at)?;
+            (f.class_code as u64, f.first_bar().map_or(0, |b| b.address))
+        }
         _ => {
             let core = percpu::core(info.core as usize)?;
             (core.ticks(), timer::tick_hz())

@@ -1,5 +1,6 @@
 //! ACPI discovery: cores and APIC ids (MADT), NUMA nodes (SRAT), the power-off register
-//! (FADT). Tables are read through the direct map; nothing is allocated.
+//! (FADT), PCI Express configuration space (MCFG). Tables are read through the direct map;
+//! nothing is allocated.
 
 use super::paging::phys_to_virt;
 use acpi::madt::{Madt, MadtEntry};
@@ -29,6 +30,8 @@ pub struct Platform {
     pub node_memory_len: usize,
     /// Number of distinct NUMA nodes (1 without an SRAT).
     pub node_count: u32,
+    /// The first MCFG entry: PCI Express configuration space (ECAM), if the machine has it.
+    pub ecam: Option<Ecam>,
     /// PM1a control port for ACPI S5 power-off.
     pub pm1a_control: Option<u16>,
 }
@@ -61,6 +64,20 @@ unsafe impl AcpiTable for Srat {
     }
 }
 
+/// A PCI Express ECAM region from the MCFG: configuration space of buses `bus_start..=
+/// bus_end` of one segment group, 1 MiB a bus, at physical address `base`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ecam {
+    /// Physical address of bus 0's configuration space (even if `bus_start` is later).
+    pub base: u64,
+    /// The PCI segment group.
+    pub segment: u16,
+    /// First bus decoded.
+    pub bus_start: u8,
+    /// Last bus decoded.
+    pub bus_end: u8,
+}
+
 /// Why discovery failed (printed with `{:?}`).
 #[derive(Debug)]
 #[allow(dead_code)]
@@ -83,6 +100,7 @@ pub fn discover(rsdp: u64, bsp_apic_id: u32) -> Result<Platform, DiscoveryError>
     p.read_madt(&tables, bsp_apic_id)?;
     p.read_srat(&tables);
     p.read_fadt(&tables);
+    p.read_mcfg(&tables);
     NODE_MEMORY.call_once(|| (p.node_memory, p.node_memory_len));
     Ok(p)
 }
@@ -102,6 +120,7 @@ impl Platform {
             node_memory_len: 0,
             node_count: 1,
             pm1a_control: None,
+            ecam: None,
         };
         p.apic_ids[0] = bsp_apic_id;
         p
@@ -175,6 +194,21 @@ impl Platform {
                     self.pm1a_control = Some(block.address as u16);
                 }
             }
+        }
+    }
+}
+
+impl Platform {
+    /// MCFG: the first ECAM region (QEMU's q35 has one: segment 0, buses 0-255).
+    fn read_mcfg(&mut self, tables: &AcpiTables<DirectMap>) {
+        let Ok(mcfg) = tables.find_table::<acpi::mcfg::Mcfg>() else { return };
+        if let Some(e) = mcfg.get().entries().first() {
+            self.ecam = Some(Ecam {
+                base: e.base_address,
+                segment: e.pci_segment_group,
+                bus_start: e.bus_number_start,
+                bus_end: e.bus_number_end,
+            });
         }
     }
 }

@@ -1,10 +1,12 @@
-//! x86-64: boot, CPU structures, interrupts, the local APIC, timers, paging, SMP start.
+//! x86-64: boot, CPU structures, interrupts, the local APIC, timers, paging, SMP start,
+//! PCI enumeration.
 pub mod acpi;
 pub mod apic;
 pub mod boot;
 pub mod cpu;
 pub mod gdt;
 pub mod paging;
+pub mod pci;
 pub mod power;
 pub mod serial;
 pub mod start_ap;

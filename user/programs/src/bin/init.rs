@@ -304,6 +304,7 @@ fn devices() {
             device_kind::INITRD => ("initrd", "bytes", "files"),
             device_kind::MACHINE => ("machine", "kernel commands", "cores"),
             device_kind::KEYBOARD => ("keyboard", "bytes read", "-"),
+            device_kind::PCI => ("pci", "class", "first BAR"),
             _ => ("timer", "ticks", "hz"),
         };
         let core =
@@ -324,6 +325,10 @@ fn devices() {
             }),
         };
         match stat {
+            Ok(s) if d.kind == device_kind::PCI => println!(
+                "{:#x}  {kind:<8} {core:>4}  {name:<8}  {count} {:06x}, {detail} {:#x}",
+                d.hwid, s.count, s.detail
+            ),
             Ok(s) => println!(
                 "{:>4}  {kind:<8} {core:>4}  {name:<8}  {} {count}, {} {detail}",
                 d.hwid, s.count, s.detail
