@@ -49,6 +49,7 @@ help:
 	@echo "  NUMA_POLICY=always|same-node|rss  run: when a running thread may change node (AMPS 3.3)"
 	@echo "  KQUOTA=25|off  run: each program's kernel memory, percent of its core's (default 25)"
 	@echo "  CONSOLE=kernel  run: the kernel's own console instead of the init shell"
+	@echo "  NET=0          run: no virtio-net device (default: one, on QEMU user networking with restrict=on)"
 	@echo "  ACCEL=tcg|kvm  accelerator (default: kvm only with a usable /dev/kvm and vmx/svm)"
 	@echo "  QEMU_ARGS=\"...\" extra QEMU arguments, appended last"
 	@echo "  TEST_FILTER=x  test: only QEMU runs whose label contains x; SKIP_HOST=1 skips host tests"

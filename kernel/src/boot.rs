@@ -88,6 +88,7 @@ pub fn boot_core(start_info: u32) -> ! {
     });
     print_boot_log(&usable, &platform, &layout, online, &phases);
     find_pci_devices(&platform, ram_top);
+    crate::drivers::probe();
     if let Err(e) = knowledge::measure_at_boot() {
         println!("skb: measurement failed: {e}");
     }

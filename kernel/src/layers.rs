@@ -45,6 +45,8 @@ pub const LAYERS: &[Layer] = &[
     Layer { module: "smp", tests: &[] },
     // The SKB and boot facts.
     Layer { module: "knowledge", tests: &["boot"] },
+    // Device drivers over the PCI scan (virtio-net).
+    Layer { module: "drivers", tests: &["net"] },
     // Two-phase commit between the monitors.
     Layer { module: "twophase", tests: &["twophase"] },
     // Frames change owner by two-phase commit.

@@ -13,6 +13,7 @@ mod bench;
 mod boot;
 mod console;
 mod corey;
+mod drivers;
 mod initrd;
 mod interrupts;
 mod knowledge;

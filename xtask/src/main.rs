@@ -51,6 +51,8 @@ flags, or the environment variable after each (a flag wins; empty means unset):
   --kquota Q        KQUOTA       run: each program's kernel-memory quota, a percent of its
                                  core's memory (1-100) or `off` (default: 25, at most 64 MiB)
                     CONSOLE      run: `kernel` for the kernel console instead of init
+  --net 0|1         NET          run: a virtio-net device on QEMU's user network with
+                                 restrict=on (default 1; 0 leaves it out)
   --accel tcg|kvm   ACCEL        run, test: accelerator (default: kvm if /dev/kvm opens
                                  and the CPU flags show vmx or svm, else tcg)
   --qemu-args ARGS  QEMU_ARGS    run, test: extra QEMU arguments, split on whitespace
@@ -87,6 +89,9 @@ pub struct Options {
     pub kquota: Option<String>,
     /// `CONSOLE`: `kernel` keeps the kernel's own console instead of the `init` shell.
     pub console: Option<String>,
+    /// `NET`: `run` gives the VM a virtio-net device on restricted user networking
+    /// (`qemu::USER_NET`) unless this is `0`.
+    pub net: Option<String>,
     /// `TEST_FILTER`: substring selecting QEMU test runs by label.
     pub only: Option<String>,
     /// `SKIP_HOST`: skip the host unit tests.
@@ -112,6 +117,7 @@ impl Options {
             numa: env_var("NUMA_POLICY"),
             kquota: env_var("KQUOTA"),
             console: env_var("CONSOLE"),
+            net: env_var("NET"),
             only: env_var("TEST_FILTER"),
             skip_host: env_var("SKIP_HOST").is_some_and(|v| v != "0"),
             timeout: env_var("TEST_TIMEOUT").map(|v| parse_secs(&v)).transpose()?,
@@ -147,6 +153,7 @@ impl Options {
                 "--sched" => opts.sched = Some(value()?),
                 "--numa" => opts.numa = Some(value()?),
                 "--kquota" => opts.kquota = Some(value()?),
+                "--net" => opts.net = Some(value()?),
                 "--only" => opts.only = Some(value()?),
                 "--timeout" => opts.timeout = Some(parse_secs(&value()?)?),
                 _ => return Err(format!("unknown argument `{arg}`\n\n{USAGE}")),

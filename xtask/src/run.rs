@@ -56,6 +56,13 @@ pub fn run(opts: &Options) -> Result<ExitCode> {
         }
         cmdline = format!("{cmdline} kquota={kquota}").trim().to_string();
     }
+    let mut extra = Vec::new();
+    match opts.net.as_deref() {
+        None | Some("1") => extra.extend(qemu::USER_NET.split_whitespace().map(String::from)),
+        Some("0") => {}
+        Some(other) => return Err(format!("NET must be 0 or 1, not `{other}`")),
+    }
+    extra.extend(opts.qemu_args.iter().cloned());
     let vm = Vm {
         cores,
         sockets: opts.sockets,
@@ -64,7 +71,7 @@ pub fn run(opts: &Options) -> Result<ExitCode> {
         kernel: images.kernel,
         initrd: Some(images.initrd),
         cmdline,
-        extra: opts.qemu_args.clone(),
+        extra,
     };
 
     if opts.dry_run {

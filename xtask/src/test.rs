@@ -163,6 +163,13 @@ const RUNS: &[Run] = &[
         check: Some(chased_the_cache),
         ..all("chase1", 1, "256M")
     },
+    // A virtio-net device on restricted user networking (issue M12): the driver's frames
+    // reach QEMU's gateway and its answer comes back.
+    Run {
+        test: "net.virtio_arp_is_answered",
+        qemu_args: crate::qemu::USER_NET,
+        ..all("net2", 2, "256M")
+    },
     // Several packages (issue 10): the boot sees them, the SKB's multicast tree has an
     // aggregator per package, and `mcbench` prints Figure 6's lines from that tree.
     Run {

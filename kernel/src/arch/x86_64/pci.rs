@@ -74,6 +74,13 @@ impl PciFunction {
 /// The functions found at boot ([`scan`]), in bus order.
 static FUNCTIONS: spin::Once<Vec<PciFunction>> = spin::Once::new();
 
+/// Configuration-space access after the scan, for drivers (`virtio-drivers`' transports
+/// read capabilities and BARs through it).
+static ROOT: spin::Mutex<Option<PciRoot<MmioCam<'static>>>> = spin::Mutex::new(None);
+
+/// The end of the direct map, which reaches every BAR below it (`scan` records it).
+static MAP_TOP: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
 /// Why there is no PCI scan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ScanError {
@@ -129,12 +136,27 @@ pub fn scan(ecam: Option<Ecam>, map_top: u64) -> Result<&'static [PciFunction], 
         }
     }
     found.sort_by_key(PciFunction::location);
+    *ROOT.lock() = Some(root);
+    MAP_TOP.store(map_top, core::sync::atomic::Ordering::Relaxed);
     Ok(FUNCTIONS.call_once(|| found))
 }
 
 /// The functions [`scan`] found (none before it ran or if it failed).
 pub fn functions() -> &'static [PciFunction] {
     FUNCTIONS.get().map(Vec::as_slice).unwrap_or(&[])
+}
+
+/// Runs `f` with configuration-space access (a driver starting its device); `None` if the
+/// scan found no ECAM.
+pub fn with_root<R>(f: impl FnOnce(&mut PciRoot<MmioCam<'static>>) -> R) -> Option<R> {
+    ROOT.lock().as_mut().map(f)
+}
+
+/// The direct-map address of device registers at `pa` (`size` bytes), if the direct map
+/// reaches them (it does for every BAR below 4 GiB).
+pub fn registers(pa: u64, size: u64) -> Option<u64> {
+    let top = MAP_TOP.load(core::sync::atomic::Ordering::Relaxed);
+    (pa.checked_add(size)? <= top).then(|| phys_to_virt(pa))
 }
 
 /// A standard function's BARs (a bridge has two, which its own bus's devices use through

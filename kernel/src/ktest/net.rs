@@ -1,0 +1,72 @@
+//! Layer tests of the device drivers (issue M12): the virtio network device sends and
+//! receives, on QEMU's user network (`restrict=on`: the VM reaches no one but QEMU's own
+//! gateway, 10.0.2.2).
+
+use super::skip;
+use crate::drivers::virtio_net::{self, NetError, MAX_FRAME};
+use crate::kernel_test;
+use alloc::format;
+use alloc::string::String;
+
+kernel_test!(ARP, "net.virtio_arp_is_answered", 1, Shared, arp_is_answered);
+
+/// QEMU user networking's addresses: the guest's (its DHCP would give it) and the gateway.
+const GUEST_IP: [u8; 4] = [10, 0, 2, 15];
+const GATEWAY_IP: [u8; 4] = [10, 0, 2, 2];
+/// How long the gateway has to answer (it answers at once; TCG on a busy host is slow).
+const ANSWER_US: u64 = 5_000_000;
+
+/// An ARP request for the gateway's address, broadcast, sent through the device, is
+/// answered with an ARP reply from the gateway to our MAC: frames go out and come in.
+/// Bad frames are refused with an error (empty, longer than an Ethernet frame), and the
+/// driver's counters moved.
+fn arp_is_answered() -> Result<(), String> {
+    let Some(info) = virtio_net::info() else {
+        return skip(String::from("no virtio network device (QEMU -nic ...,model=virtio-net-pci)"));
+    };
+    let mac = info.mac;
+    if virtio_net::send(&[]) != Err(NetError::BadLength)
+        || virtio_net::send(&[0u8; MAX_FRAME + 1]) != Err(NetError::BadLength)
+    {
+        return Err(String::from("a frame of 0 or 1515 bytes was not refused"));
+    }
+    let before = virtio_net::stats();
+    let mut request = [0u8; 42];
+    request[0..6].copy_from_slice(&[0xff; 6]);
+    request[6..12].copy_from_slice(&mac);
+    request[12..14].copy_from_slice(&[0x08, 0x06]); // ARP
+    request[14..22].copy_from_slice(&[0, 1, 0x08, 0x00, 6, 4, 0, 1]); // Ethernet/IPv4, request
+    request[22..28].copy_from_slice(&mac);
+    request[28..32].copy_from_slice(&GUEST_IP);
+    request[38..42].copy_from_slice(&GATEWAY_IP);
+    let start = crate::arch::cpu::rdtsc();
+    let mut sent = false;
+    let mut frame = [0u8; MAX_FRAME];
+    while crate::arch::timer::us_since(start) < ANSWER_US {
+        if !sent {
+            sent = virtio_net::send(&request).map(|_| true).or_else(|e| match e {
+                NetError::Full => Ok(false),
+                e => Err(format!("send: {e:?}")),
+            })?;
+        }
+        let Some(n) = virtio_net::receive(&mut frame) else {
+            crate::arch::cpu::pause();
+            continue;
+        };
+        let f = &frame[..n];
+        let is_reply = n >= 42
+            && f[0..6] == mac
+            && f[12..14] == [0x08, 0x06]
+            && f[20..22] == [0, 2]
+            && f[28..32] == GATEWAY_IP
+            && f[38..42] == GUEST_IP;
+        if is_reply {
+            let after = virtio_net::stats();
+            if after.sent <= before.sent || after.received <= before.received {
+                return Err(format!("counters did not move: {before:?} then {after:?}"));
+            }
+            return Ok(());
+        }
+    }
+    Err(format!("no ARP reply from 10.0.2.2 in {} s (sent: {sent})", ANSWER_US / 1_000_000))
+}
