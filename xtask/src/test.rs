@@ -164,9 +164,10 @@ const RUNS: &[Run] = &[
         ..all("chase1", 1, "256M")
     },
     // A virtio-net device on restricted user networking (issue M12): the driver's frames
-    // reach QEMU's gateway and its answer comes back.
+    // reach QEMU's gateway and its answer comes back; a program's own TCP/IP stack gets a
+    // DHCP lease through the frame calls.
     Run {
-        test: "net.virtio_arp_is_answered",
+        test: "net.virtio_arp_is_answered,user.netconf_gets_a_lease",
         qemu_args: crate::qemu::USER_NET,
         ..all("net2", 2, "256M")
     },

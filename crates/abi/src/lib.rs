@@ -227,8 +227,19 @@ pub mod nr {
     /// ([`crate::fs_base_allowed`]; 0 is allowed and means none), else `InvalidArgument`.
     /// Returns 0.
     pub const SET_FS_BASE: u64 = 52;
+    /// `device_send(dev_share, dev_obj, buf, len)`: hands one Ethernet frame of `len`
+    /// bytes at `buf` (destination MAC first, no checksum; 14 to 1514 bytes, else
+    /// `InvalidArgument`) to the network device `dev` (a device object of a PCI function
+    /// that has a driver: the virtio-net; another device is `NotPermitted`), on the
+    /// caller's own core (a trap, as against a syscall device of a kernel core). `Busy`
+    /// while every send buffer is in flight. Returns 0.
+    pub const DEVICE_SEND: u64 = 53;
+    /// `device_receive(dev_share, dev_obj, buf, len)`: the next Ethernet frame the network
+    /// device `dev` received, copied to `buf` (cut to `len` bytes); returns the frame's
+    /// whole length (more than `len`: it was cut), or 0 if none has come. Never waits.
+    pub const DEVICE_RECEIVE: u64 = 54;
     /// The highest call number.
-    pub const LAST: u64 = SET_FS_BASE;
+    pub const LAST: u64 = DEVICE_RECEIVE;
 }
 
 /// What `pcore_status` reports (one word): the state in the high 32 bits, a detail in the
@@ -292,6 +303,11 @@ pub mod device_kind {
     pub const PCI: u64 = 6;
     /// The hardware id of PCI function 00:00.0 (see [`PCI`]).
     pub const PCI_HWID_BASE: u64 = 0x1_0000;
+    /// A network device the kernel drives (the virtio-net, a PCI function: its hardware id
+    /// as for [`PCI`]); `device_send` and `device_receive` take a device object of it.
+    /// Its name is `virtio-n`; `device_stat`'s `count` the frames it received and sent,
+    /// `detail` its MAC address (the first byte in the low bits).
+    pub const NET: u64 = 7;
 }
 
 /// Modes of `segment_copy` (its fourth argument).

@@ -82,13 +82,15 @@ pub fn list() -> Vec<DeviceInfo> {
             name: short_name("lapic-tm"),
         });
     }
+    let nic = crate::drivers::virtio_net::info().map(|n| n.hwid);
     for f in crate::arch::pci::functions() {
-        out.push(DeviceInfo {
-            hwid: device_kind::PCI_HWID_BASE + f.location() as u64,
-            kind: device_kind::PCI,
-            core: u64::MAX,
-            name: pci_name(f.vendor_id, f.device_id),
-        });
+        let hwid = device_kind::PCI_HWID_BASE + f.location() as u64;
+        let (kind, name) = if nic == Some(hwid) {
+            (device_kind::NET, short_name("virtio-n"))
+        } else {
+            (device_kind::PCI, pci_name(f.vendor_id, f.device_id))
+        };
+        out.push(DeviceInfo { hwid, kind, core: u64::MAX, name });
     }
     out
 }
@@ -121,6 +123,13 @@ pub fn stat(hwid: u64) -> Option<DeviceStat> {
             (MACHINE_COMMANDS.load(Ordering::Relaxed), percpu::core_count() as u64)
         }
         device_kind::KEYBOARD => (KEYBOARD_BYTES.load(Ordering::Relaxed), 0),
+        device_kind::NET => {
+            let (nic, stats) =
+                (crate::drivers::virtio_net::info()?, crate::drivers::virtio_net::stats());
+            let mut mac = [0u8; 8];
+            mac[..6].copy_from_slice(&nic.mac);
+            (stats.received + stats.sent, u64::from_le_bytes(mac))
+        }
         device_kind::PCI => {
             let at = hwid - device_kind::PCI_HWID_BASE;
             let f = crate::arch::pci::functions().iter().find(|f| f.location() as u64 == at)?;

@@ -54,6 +54,8 @@ pub struct NicInfo {
     pub location: String,
     /// Its MAC address.
     pub mac: [u8; 6],
+    /// Its hardware id (`device_list`).
+    pub hwid: u64,
 }
 
 /// Why a send was refused.
@@ -112,6 +114,7 @@ pub fn probe() -> Result<Option<&'static NicInfo>, String> {
     let info = NicInfo {
         location: format!("{:02x}:{:02x}.{}", f.bus, f.device, f.function),
         mac: nic.raw.mac_address(),
+        hwid: abi::device_kind::PCI_HWID_BASE + f.location() as u64,
     };
     *NIC.lock() = Some(nic);
     Ok(Some(INFO.call_once(|| info)))
@@ -152,8 +155,8 @@ pub fn send(frame: &[u8]) -> Result<(), NetError> {
     Ok(())
 }
 
-/// Copies the next received frame into `out` (cut to its length) and gives its buffer
-/// back to the device; the frame's length, or `None` if nothing came.
+/// Copies the next received frame into `out` (cut to `out`'s length) and gives its buffer
+/// back to the device; the frame's whole length, or `None` if nothing came.
 pub fn receive(out: &mut [u8]) -> Option<usize> {
     let mut guard = NIC.lock();
     let nic = guard.as_mut()?;
@@ -166,7 +169,7 @@ pub fn receive(out: &mut [u8]) -> Option<usize> {
     let copied = got.ok().map(|(header, len)| {
         let n = len.min(out.len());
         out[..n].copy_from_slice(&buf[header..header + n]);
-        n
+        len
     });
     nic.stats.received += copied.is_some() as u64;
     // The buffer goes back to the device whatever came (a bad length is dropped).

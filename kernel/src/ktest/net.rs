@@ -2,13 +2,16 @@
 //! receives, on QEMU's user network (`restrict=on`: the VM reaches no one but QEMU's own
 //! gateway, 10.0.2.2).
 
+use super::balance::balanced;
 use super::skip;
 use crate::drivers::virtio_net::{self, NetError, MAX_FRAME};
 use crate::kernel_test;
+use crate::thread::ExitStatus;
 use alloc::format;
 use alloc::string::String;
 
 kernel_test!(ARP, "net.virtio_arp_is_answered", 1, Shared, arp_is_answered);
+kernel_test!(DHCP, "user.netconf_gets_a_lease", 1, Shared, netconf_gets_a_lease);
 
 /// QEMU user networking's addresses: the guest's (its DHCP would give it) and the gateway.
 const GUEST_IP: [u8; 4] = [10, 0, 2, 15];
@@ -69,4 +72,25 @@ fn arp_is_answered() -> Result<(), String> {
         }
     }
     Err(format!("no ARP reply from 10.0.2.2 in {} s (sent: {sent})", ANSWER_US / 1_000_000))
+}
+
+/// `netconf --check` (a user program with smoltcp over `device_send`/`device_receive`)
+/// gets its error for each bad argument, then a DHCP lease from QEMU's user network:
+/// 10.0.2.15/24; every core's frames, heap and objects balance after.
+fn netconf_gets_a_lease() -> Result<(), String> {
+    if virtio_net::info().is_none() {
+        return skip(String::from("no virtio network device (QEMU -nic ...,model=virtio-net-pci)"));
+    }
+    balanced(|| {
+        let (status, text) =
+            crate::user::run_capturing("netconf", "--check --seconds 20", 60_000_000)
+                .map_err(|e| format!("netconf: could not run: {e:?}"))?;
+        if status != ExitStatus::Exited(0)
+            || !text.contains("bad arguments refused")
+            || !text.contains("address 10.0.2.15/24")
+        {
+            return Err(format!("netconf ended {status:?}: {text}"));
+        }
+        Ok(())
+    })
 }

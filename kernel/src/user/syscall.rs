@@ -12,6 +12,7 @@ use crate::corey::device as devices;
 use crate::corey::revocation::{self, CAUGHT_UP};
 use crate::corey::space::AddressSpace;
 use crate::corey::user_memory::{copy_out, read_string, read_words, write_words};
+use crate::drivers::virtio_net::{self, NetError};
 use crate::initrd;
 use crate::param::{CAPTURE_MAX, LINE_MAX, WRITE_CALL_MAX, WRITE_MAX};
 use crate::percpu::this_core;
@@ -63,6 +64,8 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         nr::THREAD_SET_AFFINITY => sched::set_affinity(frame, a, b, c),
         nr::THREAD_STAT => sched::thread_stat(a, b, c),
         nr::SET_FS_BASE => sched::set_fs_base(a),
+        nr::DEVICE_SEND => device_send(a, b, c, frame.r10),
+        nr::DEVICE_RECEIVE => device_receive(a, b, c, frame.r10),
         nr::ROOT_SHARE..=nr::PAGE_FAULTS
         | nr::SEGMENT_COPY..=nr::SEGMENT_READ
         | nr::SHARE_DUPOBJ
@@ -319,6 +322,49 @@ pub(super) fn console_read(share: u64, obj: u64, ptr: u64, len: u64) -> SysResul
         .ok_or(Error::NotPermitted)??;
     devices::count_keyboard_bytes(bytes.len() as u64);
     Ok(bytes.len() as u64)
+}
+
+/// Whether the caller holds ⟨share, obj⟩, a device object of the started network device.
+fn holds_nic(share: u64, obj: u64) -> Result<(), Error> {
+    let nic = virtio_net::info().ok_or(Error::NotPermitted)?;
+    match with_running(|r, _| corey::device_hwid(&r.objects, share, obj)) {
+        Some(Ok(hwid)) if hwid == nic.hwid => Ok(()),
+        Some(Err(e)) => Err(e),
+        _ => Err(Error::NotPermitted),
+    }
+}
+
+/// `device_send(dev, buf, len)`: one Ethernet frame to the network device, from this core.
+pub(super) fn device_send(share: u64, obj: u64, ptr: u64, len: u64) -> SysResult {
+    holds_nic(share, obj)?;
+    if !(14..=virtio_net::MAX_FRAME as u64).contains(&len) {
+        return Err(Error::InvalidArgument);
+    }
+    let mut frame = [0u8; virtio_net::MAX_FRAME];
+    let frame = &mut frame[..len as usize];
+    with_running_mut(|r, space| {
+        corey::fault_in(&mut r.objects, space, ptr, len, false);
+        space.copy_in(ptr, frame)
+    })
+    .ok_or(Error::NotPermitted)??;
+    match virtio_net::send(frame) {
+        Ok(()) => Ok(0),
+        Err(NetError::Full) => Err(Error::Busy),
+        Err(NetError::BadLength) => Err(Error::InvalidArgument),
+        Err(NetError::NoDevice | NetError::Device) => Err(Error::NotPermitted),
+    }
+}
+
+/// `device_receive(dev, buf, len)`: the next frame the network device received, if any.
+pub(super) fn device_receive(share: u64, obj: u64, ptr: u64, len: u64) -> SysResult {
+    holds_nic(share, obj)?;
+    let mut frame = [0u8; virtio_net::MAX_FRAME];
+    let Some(whole) = virtio_net::receive(&mut frame) else { return Ok(0) };
+    let n = whole.min(len as usize).min(frame.len());
+    // A bad buffer loses this frame (it was taken off the device): the caller's fault.
+    with_running_mut(|r, space| copy_out(&mut r.objects, space, ptr, &frame[..n]))
+        .ok_or(Error::NotPermitted)??;
+    Ok(whole as u64)
 }
 
 /// `file_list(buf, len)`: the initrd's names, one per line.

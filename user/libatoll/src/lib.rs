@@ -36,6 +36,7 @@ pub mod devices;
 pub mod fd;
 pub mod heap;
 pub mod mcrt_host;
+pub mod net;
 pub mod obj;
 pub mod opsbench;
 #[cfg(feature = "workloads")]

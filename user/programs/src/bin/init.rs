@@ -305,6 +305,7 @@ fn devices() {
             device_kind::MACHINE => ("machine", "kernel commands", "cores"),
             device_kind::KEYBOARD => ("keyboard", "bytes read", "-"),
             device_kind::PCI => ("pci", "class", "first BAR"),
+            device_kind::NET => ("net", "frames", "mac"),
             _ => ("timer", "ticks", "hz"),
         };
         let core =
@@ -325,6 +326,14 @@ fn devices() {
             }),
         };
         match stat {
+            Ok(s) if d.kind == device_kind::NET => {
+                let m = s.detail.to_le_bytes();
+                println!(
+                    "{:#x}  {kind:<8} {core:>4}  {name:<8}  {} {count}, {detail} \
+                     {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                    d.hwid, s.count, m[0], m[1], m[2], m[3], m[4], m[5]
+                )
+            }
             Ok(s) if d.kind == device_kind::PCI => println!(
                 "{:#x}  {kind:<8} {core:>4}  {name:<8}  {count} {:06x}, {detail} {:#x}",
                 d.hwid, s.count, s.detail

@@ -179,16 +179,28 @@ fn references(root: u64, ar: ObjRef, seg: ObjRef, s2: u64, seg2: u64) -> Step {
     Ok(())
 }
 
-/// Devices (Corey §4.4): the serial console, the initrd, the machine, the keyboard and a
-/// timer per core (the machine and keyboard are capabilities: nobody allocates them); a
-/// device object reports its counters.
+/// Devices (Corey §4.4): the serial console, the initrd, the machine, the keyboard, a
+/// timer per core and the PCI functions, the NIC among them if there is one (the machine
+/// and keyboard are capabilities: nobody allocates them); a device object reports its
+/// counters.
 fn devices(root: u64) -> Step {
+    use libatoll::abi::device_kind::{NET, PCI, PCI_HWID_BASE, TIMER};
     let mut devices = [libatoll::abi::DeviceInfo::default(); 64];
-    let n = libatoll::obj::device_list(&mut devices).unwrap_or(0);
+    let n = libatoll::obj::device_list(&mut devices).unwrap_or(0).min(devices.len());
+    let listed = &devices[..n];
+    let timers = listed.iter().filter(|d| d.kind == TIMER).count();
+    let pci = listed.iter().filter(|d| d.kind == PCI || d.kind == NET).count();
     check!(
-        n == 4 + libatoll::cores_online(),
-        "device_list: serial, initrd, machine, keyboard, one timer per core"
+        timers == libatoll::cores_online() && n == 4 + timers + pci,
+        "device_list: serial, initrd, machine, keyboard, one timer per core, PCI functions"
     );
+    // q35's host bridge is 00:00.0; a PCI device object reports its class code.
+    let bridge = libatoll::obj::device_alloc(root, PCI_HWID_BASE);
+    let stat = bridge.and_then(|id| libatoll::obj::device_stat(ObjRef::new(root, id)));
+    check!(stat.is_ok_and(|s| s.kind == PCI && s.count == 0x06_00_00), "the PCI host bridge");
+    if let Ok(id) = bridge {
+        let _ = libatoll::obj::share_delobj(ObjRef::new(root, id));
+    }
     // The keyboard is a capability too (issue M14): only `init` reads what is typed.
     check!(
         devices[..n].iter().any(|d| d.kind == libatoll::abi::device_kind::KEYBOARD)

@@ -1,0 +1,191 @@
+//! The network (issue M12): the kernel's network device through `device_send` and
+//! `device_receive` (a trap on the caller's own core), and a TCP/IP stack in the program:
+//! smoltcp, as Corey's library OS (§5.2) and Barrelfish (lwIP in each application) link a
+//! stack into every application. [`Nic`] is smoltcp's `phy::Device` over the device;
+//! [`Clock`] gives smoltcp its time.
+
+use crate::obj::{device_alloc, device_list, device_stat, root_share, share_delobj, ObjRef};
+use crate::sys::{buf_addr, rdtsc, syscall5};
+use abi::{device_kind, nr, DeviceInfo, Error};
+use smoltcp::phy::{self, DeviceCapabilities, Medium};
+use smoltcp::time::Instant;
+
+/// Largest Ethernet frame (header and 1500 bytes of payload).
+pub const MAX_FRAME: usize = 1514;
+/// Tries of a send the device refuses as `Busy` (its send buffers all in flight) before
+/// the frame is dropped, as a full NIC queue drops (TCP sends it again).
+const BUSY_TRIES: u32 = 1000;
+
+/// The machine's network device, as a device object of this program.
+pub struct Nic {
+    dev: ObjRef,
+    mac: [u8; 6],
+}
+
+impl Nic {
+    /// A device object of the network device (`NoSuchObject` if the machine has none: `make
+    /// run NET=0`, or a test run without a NIC).
+    pub fn open() -> Result<Nic, Error> {
+        let mut list = [DeviceInfo::default(); 64];
+        let n = device_list(&mut list)?.min(list.len());
+        let info =
+            list[..n].iter().find(|d| d.kind == device_kind::NET).ok_or(Error::NoSuchObject)?;
+        let root = root_share();
+        let dev = ObjRef::new(root, device_alloc(root, info.hwid)?);
+        let stat = match device_stat(dev) {
+            Ok(stat) => stat,
+            Err(e) => {
+                let _ = share_delobj(dev);
+                return Err(e);
+            }
+        };
+        let bytes = stat.detail.to_le_bytes();
+        let mut mac = [0u8; 6];
+        mac.copy_from_slice(&bytes[..6]);
+        Ok(Nic { dev, mac })
+    }
+
+    /// Its MAC address.
+    pub fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    /// The device object (share, object), for calls of one's own.
+    pub fn object(&self) -> (u64, u64) {
+        (self.dev.share, self.dev.object)
+    }
+
+    /// Sends one Ethernet frame (`device_send`): `Busy` while the device's send buffers are
+    /// all in flight.
+    pub fn send_frame(&self, frame: &[u8]) -> Result<(), Error> {
+        let (a, b) = (self.dev.share, self.dev.object);
+        syscall5(nr::DEVICE_SEND, a, b, buf_addr(frame), frame.len() as u64, 0).map(|_| ())
+    }
+
+    /// The next frame the device received, copied into `buf`: its whole length (more than
+    /// `buf` holds: it was cut), or 0 if none has come (`device_receive`; never waits).
+    pub fn receive_frame(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        let (a, b) = (self.dev.share, self.dev.object);
+        let n = syscall5(nr::DEVICE_RECEIVE, a, b, buf_addr(buf), buf.len() as u64, 0)?;
+        Ok(n as usize)
+    }
+}
+
+impl Drop for Nic {
+    fn drop(&mut self) {
+        let _ = share_delobj(self.dev);
+    }
+}
+
+/// A received frame, for smoltcp.
+pub struct RxToken {
+    frame: [u8; MAX_FRAME],
+    len: usize,
+}
+
+/// Room to send one frame, for smoltcp.
+pub struct TxToken<'a> {
+    nic: &'a Nic,
+}
+
+impl phy::RxToken for RxToken {
+    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+        f(&self.frame[..self.len])
+    }
+}
+
+impl phy::TxToken for TxToken<'_> {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        let mut frame = [0u8; MAX_FRAME];
+        let len = len.min(MAX_FRAME);
+        let r = f(&mut frame[..len]);
+        for _ in 0..BUSY_TRIES {
+            match self.nic.send_frame(&frame[..len]) {
+                Err(Error::Busy) => core::hint::spin_loop(),
+                _ => break, // sent, or refused for good: dropped, as a wire would
+            }
+        }
+        r
+    }
+}
+
+impl phy::Device for Nic {
+    type RxToken<'a> = RxToken;
+    type TxToken<'a> = TxToken<'a>;
+
+    fn receive(&mut self, _timestamp: Instant) -> Option<(RxToken, TxToken<'_>)> {
+        let mut frame = [0u8; MAX_FRAME];
+        match self.receive_frame(&mut frame) {
+            Ok(len) if len > 0 && len <= MAX_FRAME => {
+                Some((RxToken { frame, len }, TxToken { nic: self }))
+            }
+            _ => None,
+        }
+    }
+
+    fn transmit(&mut self, _timestamp: Instant) -> Option<TxToken<'_>> {
+        Some(TxToken { nic: self })
+    }
+
+    fn capabilities(&self) -> DeviceCapabilities {
+        let mut caps = DeviceCapabilities::default();
+        caps.medium = Medium::Ethernet;
+        caps.max_transmission_unit = MAX_FRAME;
+        caps
+    }
+}
+
+/// smoltcp's clock: the time-stamp counter, its rate measured once against this core's
+/// timer ticks (a few ticks; a tick is 10 ms at the default 100 Hz).
+pub struct Clock {
+    start: u64,
+    cycles_per_us: u64,
+}
+
+impl Clock {
+    /// Measures the counter's rate (about 30 ms).
+    pub fn new() -> Result<Clock, Error> {
+        let core = crate::pcore_current();
+        let root = root_share();
+        let timer = ObjRef::new(root, device_alloc(root, TIMER_HWID_BASE + core as u64)?);
+        let measured = measure_rate(timer);
+        let _ = share_delobj(timer);
+        let cycles_per_us = measured?;
+        Ok(Clock { start: rdtsc(), cycles_per_us })
+    }
+
+    /// Now, from the clock's start.
+    pub fn now(&self) -> Instant {
+        Instant::from_micros(((rdtsc() - self.start) / self.cycles_per_us) as i64)
+    }
+
+    /// Microseconds since the clock's start.
+    pub fn micros(&self) -> u64 {
+        (rdtsc() - self.start) / self.cycles_per_us
+    }
+}
+
+/// Hardware id of core 0's timer device (core k's is this plus k; `device_list`).
+const TIMER_HWID_BASE: u64 = 16;
+
+/// Cycles of the time-stamp counter per microsecond, over three of `timer`'s ticks.
+fn measure_rate(timer: ObjRef) -> Result<u64, Error> {
+    let first = device_stat(timer)?;
+    let hz = first.detail.max(1);
+    // Start on a tick's edge, then count three.
+    let mut edge = first.count;
+    while edge == first.count {
+        edge = device_stat(timer)?.count;
+    }
+    let start = rdtsc();
+    let mut now = edge;
+    while now < edge + 3 {
+        now = device_stat(timer)?.count;
+    }
+    let cycles = rdtsc() - start;
+    let us = (now - edge) * 1_000_000 / hz;
+    Ok((cycles / us.max(1)).max(1))
+}
+
+/// smoltcp itself, for programs that build on [`Nic`] (`Interface`, sockets).
+pub use smoltcp;
