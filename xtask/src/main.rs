@@ -15,6 +15,7 @@ mod bench;
 mod build;
 mod deps;
 mod host;
+mod netclient;
 mod qemu;
 mod run;
 mod tally;

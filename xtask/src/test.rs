@@ -8,12 +8,16 @@
 //! its run's machine): skipped tests never count as passed.
 
 use std::fs::{self, File};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{ExitCode, Stdio};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use verdict::judge::{judge, Outcome, Verdict};
 
+use crate::netclient::{self, Client, Proto};
 use crate::qemu::{self, Accel, Serial, Vm};
 use crate::tally::Tally;
 use crate::{build, host, Options, Result};
@@ -42,6 +46,10 @@ struct Run {
     /// A check of the serial log beyond the tests' verdicts (the topology the boot saw,
     /// a program's result lines); a failure counts as one failed test, `<label>/log`.
     check: Option<fn(&str) -> Result>,
+    /// Clients on the host that talk to servers in the VM while it runs (issue M12): the
+    /// VM then gets a virtio-net on restricted user networking with a forward from
+    /// 127.0.0.1 for each; each client's outcome is a test, `<label>/host-<name>`.
+    clients: &'static [Client],
 }
 
 /// Two NUMA nodes of two cores and 256 MiB each.
@@ -68,6 +76,7 @@ const fn all(label: &'static str, cores: u32, mem: &'static str) -> Run {
         append: "",
         timeout_secs: 120,
         check: None,
+        clients: &[],
     }
 }
 
@@ -165,10 +174,25 @@ const RUNS: &[Run] = &[
     },
     // A virtio-net device on restricted user networking (issue M12): the driver's frames
     // reach QEMU's gateway and its answer comes back; a program's own TCP/IP stack gets a
-    // DHCP lease through the frame calls.
+    // DHCP lease through the frame calls; `tcpsvc` answers the host's connections through
+    // a forward from 127.0.0.1, and `udpecho` counts the host's datagrams.
     Run {
-        test: "net.virtio_arp_is_answered,user.netconf_gets_a_lease",
-        qemu_args: crate::qemu::USER_NET,
+        test: "net.virtio_arp_is_answered,user.netconf_gets_a_lease,\
+               user.tcpsvc_serves_the_host,user.udpecho_counts_the_hosts_datagrams",
+        clients: &[
+            Client {
+                name: "tcpsvc",
+                proto: Proto::Tcp,
+                guest_port: 80,
+                talk: netclient::tcpsvc_replies,
+            },
+            Client {
+                name: "udp",
+                proto: Proto::Udp,
+                guest_port: 7,
+                talk: netclient::udp_datagrams,
+            },
+        ],
         ..all("net2", 2, "256M")
     },
     // Several packages (issue 10): the boot sees them, the SKB's multicast tree has an
@@ -412,14 +436,70 @@ fn run_qemu_tests(opts: &Options, accel: Accel, why: &str, tally: &mut Tally) {
         let smp = qemu::smp_arg(vm.cores, vm.sockets);
         println!("== {}: -smp {smp} -m {} test={}", run.label, run.mem, run.test);
         let timeout = Duration::from_secs(opts.timeout.unwrap_or(run.timeout_secs));
-        match boot_and_judge(run, &vm, &log, timeout) {
+        let mut vm = vm;
+        let ports = match forward_ports(run, &mut vm) {
+            Ok(ports) => ports,
+            Err(e) => {
+                println!("FAIL {}: {e}", run.label);
+                tally.failed += 1;
+                continue;
+            }
+        };
+        let stop = AtomicBool::new(false);
+        let deadline = Instant::now() + timeout;
+        let (booted, talked) = thread::scope(|scope| {
+            let talking: Vec<_> = run
+                .clients
+                .iter()
+                .zip(&ports)
+                .map(|(client, &port)| {
+                    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+                    let stop = &stop;
+                    scope.spawn(move || (client.talk)(addr, stop, deadline))
+                })
+                .collect();
+            let booted = boot_and_judge(run, &vm, &log, timeout);
+            stop.store(true, Ordering::Relaxed);
+            let talked: Vec<Result> = talking
+                .into_iter()
+                .map(|t| t.join().unwrap_or_else(|_| Err("the client panicked".into())))
+                .collect();
+            (booted, talked)
+        });
+        match booted {
             Ok((verdict, seconds)) => report(run, &verdict, seconds, &log, tally),
             Err(e) => {
                 println!("FAIL {}: {e}", run.label);
                 tally.failed += 1;
             }
         }
+        for (client, outcome) in run.clients.iter().zip(talked) {
+            match outcome {
+                Ok(()) => {
+                    println!("PASS {}/host-{}", run.label, client.name);
+                    tally.passed += 1;
+                }
+                Err(why) => {
+                    println!("FAIL {}/host-{}: {why}", run.label, client.name);
+                    tally.failed += 1;
+                }
+            }
+        }
     }
+}
+
+/// For a run with host clients: a free port on 127.0.0.1 for each, and the VM's NIC with
+/// a forward from each to its client's guest port. The ports, in the clients' order.
+fn forward_ports(run: &Run, vm: &mut Vm) -> Result<Vec<u16>> {
+    if run.clients.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut forwards = Vec::new();
+    for client in run.clients {
+        forwards.push((client.proto, netclient::free_port(client.proto)?, client.guest_port));
+    }
+    vm.extra.extend(netclient::nic_args(&forwards));
+    Ok(forwards.iter().map(|f| f.1).collect())
 }
 
 /// The virtual machine of `run`: its own QEMU arguments, then `QEMU_ARGS`.

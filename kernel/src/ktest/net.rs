@@ -12,6 +12,8 @@ use alloc::string::String;
 
 kernel_test!(ARP, "net.virtio_arp_is_answered", 1, Shared, arp_is_answered);
 kernel_test!(DHCP, "user.netconf_gets_a_lease", 1, Shared, netconf_gets_a_lease);
+kernel_test!(TCPSVC, "user.tcpsvc_serves_the_host", 1, Shared, tcpsvc_serves_the_host);
+kernel_test!(UDPECHO, "user.udpecho_counts_the_hosts_datagrams", 1, Shared, udpecho_counts);
 
 /// QEMU user networking's addresses: the guest's (its DHCP would give it) and the gateway.
 const GUEST_IP: [u8; 4] = [10, 0, 2, 15];
@@ -90,6 +92,35 @@ fn netconf_gets_a_lease() -> Result<(), String> {
             || !text.contains("address 10.0.2.15/24")
         {
             return Err(format!("netconf ended {status:?}: {text}"));
+        }
+        Ok(())
+    })
+}
+
+/// `tcpsvc --count 3` answers three connections from the host (`xtask`'s client, through a
+/// forward from 127.0.0.1:P to port 80; its own verdict is `<run>/host-tcpsvc`): 128 bytes
+/// each, then the close. Skipped without a NIC.
+fn tcpsvc_serves_the_host() -> Result<(), String> {
+    served_by("tcpsvc", "--count 3 --seconds 90", "tcpsvc: served 3 connections")
+}
+
+/// `udpecho --count 3` receives three of the host's datagrams (sent every 50 ms through a
+/// forward to port 7) and sends each back (QEMU drops the echoes under `restrict=on`).
+fn udpecho_counts() -> Result<(), String> {
+    served_by("udpecho", "--count 3 --seconds 90", "udpecho: echoed 3 datagrams")
+}
+
+/// Runs server `name` with `args` (a host client talks to it meanwhile): it must exit 0
+/// and print `done`; everything balances after.
+fn served_by(name: &str, args: &str, done: &str) -> Result<(), String> {
+    if virtio_net::info().is_none() {
+        return skip(String::from("no virtio network device (a run with host clients has one)"));
+    }
+    balanced(|| {
+        let (status, text) = crate::user::run_capturing(name, args, 120_000_000)
+            .map_err(|e| format!("{name}: could not run: {e:?}"))?;
+        if status != ExitStatus::Exited(0) || !text.contains(done) {
+            return Err(format!("{name} ended {status:?}: {text}"));
         }
         Ok(())
     })

@@ -1,0 +1,131 @@
+//! `udpecho [--port P] [--count N] [--seconds S]`: the UDP echo server of the
+//! Multikernel's §5.4, on a TCP/IP stack of this program's own (smoltcp over the network
+//! device, `libatoll::net`). It takes QEMU's user-network address (10.0.2.15/24, what its
+//! DHCP gives), echoes every datagram to port P (default 7) back to its sender, and stops
+//! after N datagrams (default 10, at most 1,000,000) or S seconds (default 30, at most
+//! 600), whichever comes first: `udpecho: echoed N datagrams (B bytes)`. From the host,
+//! through a forward QEMU binds to 127.0.0.1 only (`hostfwd=udp:127.0.0.1:PORT-:7`).
+//! Exit 0 when N were echoed, 1 when the time ran out first or there is no network
+//! device, 2 for bad arguments.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::vec;
+use alloc::vec::Vec;
+use libatoll::net::smoltcp::iface::{Config, Interface, SocketSet};
+use libatoll::net::smoltcp::socket::udp;
+use libatoll::net::smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr, Ipv4Address};
+use libatoll::net::{Clock, Nic};
+use libatoll::println;
+
+const USAGE: &str = "usage: udpecho [--port P] [--count N] [--seconds S]   \
+     (P 1-65535, default 7; N 1-1000000, default 10; S 1-600, default 30)";
+
+/// QEMU user networking's guest address (its DHCP gives the same).
+const ADDRESS: Ipv4Address = Ipv4Address::new(10, 0, 2, 15);
+/// Datagrams each socket buffer holds, and their bytes.
+const SLOTS: usize = 16;
+const SLOT_BYTES: usize = 1500;
+
+struct Options {
+    port: u16,
+    count: u64,
+    seconds: u64,
+}
+
+fn main() -> i32 {
+    let mut buf = [0u8; 128];
+    let Some(opts) = parse(libatoll::args(&mut buf)) else {
+        println!("{USAGE}");
+        return 2;
+    };
+    let mut nic = match Nic::open() {
+        Ok(nic) => nic,
+        Err(e) => {
+            println!("udpecho: no network device ({e:?}; `make run` has one unless NET=0)");
+            return 1;
+        }
+    };
+    let clock = match Clock::new() {
+        Ok(c) => c,
+        Err(e) => {
+            println!("udpecho: no clock ({e:?})");
+            return 1;
+        }
+    };
+    let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(nic.mac())));
+    config.random_seed = libatoll::rdtsc();
+    let mut iface = Interface::new(config, &mut nic, clock.now());
+    iface.update_ip_addrs(|addrs| {
+        let _ = addrs.push(IpCidr::new(ADDRESS.into(), 24));
+    });
+    let buffer = || {
+        udp::PacketBuffer::new(
+            vec![udp::PacketMetadata::EMPTY; SLOTS],
+            vec![0u8; SLOTS * SLOT_BYTES],
+        )
+    };
+    let mut socket = udp::Socket::new(buffer(), buffer());
+    if let Err(e) = socket.bind(opts.port) {
+        println!("udpecho: cannot bind port {}: {e}", opts.port);
+        return 2;
+    }
+    let mut sockets = SocketSet::new(Vec::new());
+    let handle = sockets.add(socket);
+    println!(
+        "udpecho: listening on {ADDRESS}:{} for {} datagrams, {} s",
+        opts.port, opts.count, opts.seconds
+    );
+    let (mut echoed, mut bytes) = (0u64, 0u64);
+    let mut datagram = [0u8; SLOT_BYTES];
+    while echoed < opts.count && clock.micros() < opts.seconds * 1_000_000 {
+        iface.poll(clock.now(), &mut nic, &mut sockets);
+        let socket = sockets.get_mut::<udp::Socket>(handle);
+        while echoed < opts.count && socket.can_recv() && socket.can_send() {
+            let Ok((n, meta)) = socket.recv_slice(&mut datagram) else { break };
+            if socket.send_slice(&datagram[..n], meta.endpoint).is_ok() {
+                echoed += 1;
+                bytes += n as u64;
+            }
+        }
+        if !socket.can_recv() {
+            libatoll::thread::yield_now();
+        }
+    }
+    // The last echoes may wait for the sender's address to be resolved: poll until they
+    // have left (at most a second more).
+    let drain_until = clock.micros() + 1_000_000;
+    loop {
+        iface.poll(clock.now(), &mut nic, &mut sockets);
+        if sockets.get::<udp::Socket>(handle).send_queue() == 0 || clock.micros() > drain_until {
+            break;
+        }
+        libatoll::thread::yield_now();
+    }
+    println!("udpecho: echoed {echoed} datagrams ({bytes} bytes)");
+    if echoed == opts.count {
+        0
+    } else {
+        1
+    }
+}
+
+/// The options, or `None` for bad ones.
+fn parse(args: &str) -> Option<Options> {
+    let mut opts = Options { port: 7, count: 10, seconds: 30 };
+    let mut words = args.split_whitespace();
+    while let Some(w) = words.next() {
+        let value: u64 = words.next()?.parse().ok()?;
+        match w {
+            "--port" if (1..=65535).contains(&value) => opts.port = value as u16,
+            "--count" if (1..=1_000_000).contains(&value) => opts.count = value,
+            "--seconds" if (1..=600).contains(&value) => opts.seconds = value,
+            _ => return None,
+        }
+    }
+    Some(opts)
+}
+
+libatoll::main!(main);

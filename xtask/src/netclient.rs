@@ -1,0 +1,141 @@
+//! The host's side of the network tests (issue M12): clients that talk to a server in the
+//! VM through a port QEMU forwards from 127.0.0.1 only (`hostfwd=tcp:127.0.0.1:P-:G`, on
+//! user networking with `restrict=on`). Each runs on a thread of its own while the VM
+//! runs, bounded by a count and a deadline, and stops when told.
+//!
+//! Under `restrict=on` QEMU's user network drops every UDP datagram the guest sends
+//! except DHCP and TFTP (libslirp's `udp_input`), so a UDP client can deliver datagrams
+//! but never hear an echo: the guest's count is the check there.
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::Result;
+
+/// Which transport a forward carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    /// `hostfwd=tcp:...`
+    Tcp,
+    /// `hostfwd=udp:...`
+    Udp,
+}
+
+/// One client of a test run: the guest port it reaches and what it does.
+pub struct Client {
+    /// Its name in the test lines (`PASS <label>/host-<name>`).
+    pub name: &'static str,
+    /// The transport of the forward.
+    pub proto: Proto,
+    /// The port the guest's server listens on.
+    pub guest_port: u16,
+    /// Talks to `addr` (127.0.0.1 and the forwarded host port) until done, `stop` is set
+    /// or `deadline` passes.
+    pub talk: fn(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> Result,
+}
+
+/// Connections `tcpsvc_replies` must see answered in full.
+pub const TCPSVC_CONNECTIONS: u32 = 3;
+
+/// `tcpsvc`'s client: connects, reads to the end, and counts the connections that got
+/// exactly 128 bytes ending in a newline, until [`TCPSVC_CONNECTIONS`] did. Before the
+/// server listens, QEMU accepts the connection and closes it empty (the guest resets it):
+/// the client tries again 100 ms later (at most 3,000 tries).
+pub fn tcpsvc_replies(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> Result {
+    let mut served = 0;
+    let mut tries = 0;
+    let mut last = String::from("no connection tried");
+    while served < TCPSVC_CONNECTIONS && tries < 3000 {
+        if stop.load(Ordering::Relaxed) || Instant::now() > deadline {
+            break;
+        }
+        tries += 1;
+        match read_all(addr) {
+            Ok(reply) if reply.len() == 128 && reply.ends_with(b"\n") => served += 1,
+            Ok(reply) => last = format!("a reply of {} bytes", reply.len()),
+            Err(e) => last = e,
+        }
+        if served < TCPSVC_CONNECTIONS {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    if served == TCPSVC_CONNECTIONS {
+        Ok(())
+    } else {
+        Err(format!(
+            "{served} of {TCPSVC_CONNECTIONS} connections answered in {tries} tries (last: {last})"
+        ))
+    }
+}
+
+/// Connects to `addr` and reads until the server closes (2 s at most).
+fn read_all(addr: SocketAddr) -> std::result::Result<Vec<u8>, String> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        .map_err(|e| format!("connect: {e}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).map_err(|e| e.to_string())?;
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).map_err(|e| format!("read: {e}"))?;
+    Ok(reply)
+}
+
+/// `udpecho`'s client: a datagram every 50 ms (at most 2,000) until told to stop. The
+/// guest counts what arrives; no echo can come back (see the module comment).
+pub fn udp_datagrams(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> Result {
+    let socket = UdpSocket::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+    for i in 0..2000u32 {
+        if stop.load(Ordering::Relaxed) || Instant::now() > deadline {
+            break;
+        }
+        let _ = socket.send_to(format!("datagram {i}").as_bytes(), addr);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// A free port on 127.0.0.1 for `proto` (the OS picks it; QEMU binds it a moment later).
+pub fn free_port(proto: Proto) -> std::result::Result<u16, String> {
+    let port = match proto {
+        Proto::Tcp => std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()),
+        Proto::Udp => UdpSocket::bind("127.0.0.1:0").and_then(|s| s.local_addr()),
+    };
+    port.map(|a| a.port()).map_err(|e| format!("no free port on 127.0.0.1: {e}"))
+}
+
+/// The QEMU NIC for `forwards` (protocol, host port, guest port): virtio-net on user
+/// networking with `restrict=on`, each forward bound to 127.0.0.1.
+pub fn nic_args(forwards: &[(Proto, u16, u16)]) -> [String; 2] {
+    let mut nic = String::from("user,model=virtio-net-pci,restrict=on");
+    for (proto, host, guest) in forwards {
+        let proto = if *proto == Proto::Tcp { "tcp" } else { "udp" };
+        nic.push_str(&format!(",hostfwd={proto}:127.0.0.1:{host}-:{guest}"));
+    }
+    [String::from("-nic"), nic]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forwards_bind_to_loopback_only() {
+        let [flag, nic] = nic_args(&[(Proto::Tcp, 5000, 80), (Proto::Udp, 5001, 7)]);
+        assert_eq!(flag, "-nic");
+        assert_eq!(
+            nic,
+            "user,model=virtio-net-pci,restrict=on,hostfwd=tcp:127.0.0.1:5000-:80,\
+             hostfwd=udp:127.0.0.1:5001-:7"
+        );
+    }
+
+    #[test]
+    fn a_closed_port_fails_within_its_bounds() {
+        let port = free_port(Proto::Tcp).unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let stop = AtomicBool::new(false);
+        let deadline = Instant::now() + Duration::from_millis(300);
+        let got = tcpsvc_replies(addr, &stop, deadline);
+        assert!(got.is_err_and(|e| e.contains("0 of 3")));
+    }
+}
