@@ -158,8 +158,7 @@ pub fn makea(n: usize, nonzer: usize, shift: f64, tran: &mut f64) -> Matrix {
                 nzloc[nzrow] = i;
             }
         }
-        for k in 1..=nzrow {
-            let i = nzloc[k];
+        for &i in &nzloc[1..=nzrow] {
             mark[i] = false;
             let xi = x[i];
             x[i] = 0.0;

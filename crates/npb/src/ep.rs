@@ -24,7 +24,8 @@ const S: f64 = 271_828_183.0;
 /// NPB's tolerance.
 const EPSILON: f64 = 1e-8;
 
-/// NPB's `M` (2^M pairs) and the verification sums (sx, sy) of a class.
+/// NPB's `M` (2^M pairs) and the verification sums (sx, sy) of a class (NPB's digits).
+#[allow(clippy::excessive_precision)]
 fn params(class: Class) -> (u32, f64, f64) {
     match class {
         Class::S => (24, -3.247_834_652_034_740e3, -6.958_407_078_382_297e3),

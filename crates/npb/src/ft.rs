@@ -26,8 +26,8 @@ const EPSILON: f64 = 1e-12;
 const ALPHA: f64 = 1e-6;
 /// Steps (NITER) in every class here.
 const NITER: usize = 6;
-/// π as NPB writes it.
-const PI: f64 = 3.141_592_653_589_793_238;
+/// π (NPB's 3.141592653589793238 rounds to this double).
+const PI: f64 = core::f64::consts::PI;
 
 /// A complex number.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -220,7 +220,8 @@ fn twiddles(threads: usize, t: &mut [f64], s: Shape) {
                 let jj = freq(j, s.ny);
                 for i in 0..s.nx {
                     let ii = freq(i, s.nx);
-                    t[p * plane + j * s.nx + i] = libm::exp(ap * (ii * ii + jj * jj + kk * kk) as f64);
+                    t[p * plane + j * s.nx + i] =
+                        libm::exp(ap * (ii * ii + jj * jj + kk * kk) as f64);
                 }
             }
         }

@@ -127,7 +127,9 @@ impl Sort {
             keys: create_seq(threads, total, max_key),
             grouped: (0..total).map(|_| AtomicI32::new(0)).collect(),
             ranks: (0..max_key).map(|_| AtomicI32::new(0)).collect(),
-            counts: (0..threads).map(|_| (0..buckets).map(|_| AtomicI32::new(0)).collect()).collect(),
+            counts: (0..threads)
+                .map(|_| (0..buckets).map(|_| AtomicI32::new(0)).collect())
+                .collect(),
             bucket_ends: vec![0; buckets],
             threads,
             p,

@@ -178,7 +178,9 @@ fn rprj3(threads: usize, r: &[f64], df: Dim, s: &mut [f64], dc: Dim) {
                         + r[df.at(i3 + 2, i2 + 1, i1 + 1)];
                     s[(p * mj + j2) * mj + j1] = 0.5 * r[df.at(i3 + 1, i2 + 1, i1 + 1)]
                         + 0.25
-                            * (r[df.at(i3 + 1, i2 + 1, i1)] + r[df.at(i3 + 1, i2 + 1, i1 + 2)] + x2)
+                            * (r[df.at(i3 + 1, i2 + 1, i1)]
+                                + r[df.at(i3 + 1, i2 + 1, i1 + 2)]
+                                + x2)
                         + 0.125 * (x1[i1] + x1[i1 + 2] + y2)
                         + 0.0625 * (y1[i1] + y1[i1 + 2]);
                 }

@@ -54,7 +54,8 @@ fn more_threads_than_processors_still_verify() {
 #[test]
 fn bad_requests_are_errors() {
     assert_eq!(npb::run(Kernel::Ep, Class::S, 1, hosted::clock).err(), Some(Error::NotInRuntime));
-    let zero = hosted::run(1, Placement::Unpinned, || npb::run(Kernel::Ep, Class::S, 0, hosted::clock));
+    let zero =
+        hosted::run(1, Placement::Unpinned, || npb::run(Kernel::Ep, Class::S, 0, hosted::clock));
     assert_eq!(zero.expect("mcrt runs").err(), Some(Error::NoThreads));
     let many =
         hosted::run(1, Placement::Unpinned, || npb::run(Kernel::Ep, Class::S, 257, hosted::clock));
