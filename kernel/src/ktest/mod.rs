@@ -15,6 +15,7 @@ mod heap;
 mod interrupts;
 mod metis;
 mod monitor;
+mod npb;
 mod print;
 mod retype;
 mod threads;
