@@ -50,13 +50,15 @@ const USER_RUSTFLAGS: &str =
 /// the Linux guest's binaries have): the target `x86_64-unknown-none` is soft-float, and a
 /// floating-point benchmark compared with Linux must run the same instructions. The
 /// flags are the user flags plus `+sse,+sse2,-soft-float`; every crate of that build has
-/// them (one ABI), and rustc warns that disabling `soft-float` on this target is being
-/// phased out (rust-lang/rust#116344): accepted by the pinned toolchain. `docs/npb.md`.
+/// them (one ABI). rustc warns that disabling `soft-float` on this target is being phased
+/// out (rust-lang/rust#116344; accepted by the pinned toolchain): that build's warnings
+/// are silenced (`-A warnings`), as the same code is built, and warned about, in the
+/// soft-float build too. `docs/npb.md`.
 const SSE_PROGRAMS: &[&str] = &["npb"];
 
 /// The flags of [`SSE_PROGRAMS`]' build.
 const SSE_RUSTFLAGS: &str = "-C code-model=small -C relocation-model=static \
--C force-frame-pointers=yes -C target-feature=+sse,+sse2,-soft-float";
+-C force-frame-pointers=yes -C target-feature=+sse,+sse2,-soft-float -A warnings";
 
 /// Where [`images`] leaves the kernel and the initrd (for a dry run, which builds nothing).
 pub fn image_paths() -> Images {
