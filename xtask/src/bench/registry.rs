@@ -525,6 +525,22 @@ pub const EXPERIMENTS: &[Experiment] = &[
     metis("metis_wri", "run metis wri --mb 2 --cores {cores}", "metis_wri,2", METIS_VARIANTS),
     metis("metis_wc", "run metis wc --mb 2 --cores {cores}", "metis_wc,2", METIS_VARIANTS),
     metis("metis_phoenix", "run metis phoenix --cores {cores}", "metis_phoenix,1", &[]),
+    // The NAS Parallel Benchmarks (issue 24 item 7; Multikernel §5.3, Figure 9): EP, IS,
+    // CG, MG and FT at class S on McRT's OpenMP adaptor, one processor per core, the same
+    // `workloads::npb` code on both systems (Atoll's `npb` built with SSE2, as the guest's
+    // binary); the cycles of NPB's timed section and NPB's verification, rows by kernel.
+    Experiment {
+        name: "npb",
+        min_cores: 1,
+        atoll: Some("run npb all S --cores {cores}"),
+        linux: Some("npb,1,S,all"),
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 300,
+        plot: Plot::Bars,
+        rows_by: &["config"],
+        variants: &[],
+    },
     Experiment {
         name: "host",
         min_cores: 1,
