@@ -61,12 +61,16 @@ pub fn config(r: &Report) -> String {
 
 /// The `RESULT` lines of runs on `p`: the timed section's cycles (`mcycles`, Figure 9's
 /// "compute time in cycles") and whether NPB's verification passed (`verified`, 1 or 0).
-/// NPB's operation count is in [`summary`]: Mop/s needs the TSC's rate.
-pub fn lines<P: Platform + ?Sized>(p: &P, reports: &[Report]) -> Vec<String> {
+/// NPB's operation count is in [`summary`]: Mop/s needs the TSC's rate. `boot`, if any,
+/// names how the system was booted (a `boot` field: Atoll's `tlbflush=tick` runs).
+pub fn lines<P: Platform + ?Sized>(p: &P, reports: &[Report], boot: Option<&str>) -> Vec<String> {
     let sys = p.system();
     let mut out = Vec::new();
     for r in reports {
-        let extra = format!(",\"config\":\"{}\",\"threads\":{}", config(r), r.threads);
+        let mut extra = format!(",\"config\":\"{}\",\"threads\":{}", config(r), r.threads);
+        if let Some(b) = boot {
+            extra += &format!(",\"boot\":\"{b}\"");
+        }
         let cores = r.threads;
         let m = Fixed2(r.ticks as f64 / 1e6);
         out.push(line(sys, EXPERIMENT, cores, "mcycles", m, "Mcycles", &extra));
@@ -111,7 +115,7 @@ mod tests {
         let reports = run_kernels(&host, 2, Class::S, &[Kernel::Is, Kernel::Cg], 1).expect("runs");
         assert_eq!(reports.len(), 2);
         assert!(reports.iter().all(|r| r.verified));
-        let lines = lines(&crate::linux::Linux::new(), &reports);
+        let lines = lines(&crate::linux::Linux::new(), &reports, None);
         assert_eq!(lines.len(), 4);
         assert!(lines[0].contains("\"config\":\"is.S\""), "{}", lines[0]);
         assert!(summary(&reports[1], "Mcycles", 1.0).iter().all(|l| l.len() < 200));

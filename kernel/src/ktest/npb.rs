@@ -38,6 +38,7 @@ fn kernels_verify() -> Result<(), String> {
             ("ep S W", "unexpected"),
             ("cg S --cores 0-99", "--cores"),
             ("mg S --repeat 0", "--repeat"),
+            ("ft S --boot a/b", "--boot"),
         ] {
             let (status, text) = run("npb", bad)?;
             if status != ExitStatus::Exited(2) || !text.contains(why) {

@@ -120,7 +120,7 @@ fn main() -> ExitCode {
                     eprintln!("{l}");
                 }
             }
-            Ok(workloads::npb::lines(&platform, &reports))
+            Ok(workloads::npb::lines(&platform, &reports, None))
         }),
         name if workloads::mcrt::EXPERIMENTS.contains(&name) => {
             run(name, || workloads::mcrt::run(&platform, &mcrt::hosted::LinuxHost::pinned(), name))

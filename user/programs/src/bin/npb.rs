@@ -1,10 +1,11 @@
-//! `npb ep|is|cg|mg|ft|all [S|W|A] [--cores LIST] [--repeat N]`: the NAS Parallel
+//! `npb ep|is|cg|mg|ft|all [S|W|A] [--cores LIST] [--repeat N] [--boot NAME]`: the NAS Parallel
 //! Benchmarks' kernels (issue 24 item 7; Multikernel §5.3, Figure 9) on McRT, one
 //! processor on each listed core (default: all) and an OpenMP team of one McRT thread per
 //! processor: the code the Linux guest runs for `bench=npb` (`workloads::npb`, over
 //! `crates/npb`). Prints, for each kernel, the TSC cycles of NPB's timed section and NPB's
 //! verification (`RESULT` lines, then NPB's verdict `Verification = SUCCESSFUL` and what
-//! was compared).
+//! was compared). `--boot NAME` labels the lines with how Atoll was booted (`make bench`'s
+//! `tlbflush=tick` runs: a `boot` field).
 //!
 //! Exit status: 0 when every kernel verified, 1 when one did not (or could not run), 2
 //! for bad arguments (a line saying which, and the usage).
@@ -21,8 +22,9 @@ use libatoll::platform::Atoll;
 use libatoll::{args, println};
 use npb::{Class, Kernel};
 
-const HELP: &str = "usage: npb ep|is|cg|mg|ft|all [S|W|A] [--cores LIST] [--repeat N]
-         class S (default), W or A; LIST: cores 0..=63, default all; N: runs each, 1..=100";
+const HELP: &str = "usage: npb ep|is|cg|mg|ft|all [S|W|A] [--cores LIST] [--repeat N] [--boot NAME]
+         class S (default), W or A; LIST: cores 0..=63, default all; N: runs each, 1..=100;
+         NAME: letters, digits and '-' labelling the RESULT lines (a boot field)";
 
 /// The most cores (a McRT processor each), as `metis`.
 const MAX_CORES: usize = 64;
@@ -33,6 +35,7 @@ struct Options {
     class: Class,
     cores: Vec<usize>,
     repeat: usize,
+    boot: Option<String>,
 }
 
 /// The options of `line`, or what is wrong with it.
@@ -43,7 +46,7 @@ fn parse(line: &str) -> Result<Options, String> {
         .ok_or_else(|| format!("unknown kernel {kernel:?} (ep, is, cg, mg, ft or all)"))?;
     let mut cores = libatoll::cores::all_cores();
     cores.truncate(MAX_CORES);
-    let mut o = Options { kernels, class: Class::S, cores, repeat: 1 };
+    let mut o = Options { kernels, class: Class::S, cores, repeat: 1, boot: None };
     let mut classed = false;
     while let Some(word) = words.next() {
         match word {
@@ -54,6 +57,12 @@ fn parse(line: &str) -> Result<Options, String> {
             }
             "--repeat" => {
                 o.repeat = args::number(words.next(), 1..=100).ok_or("--repeat: 1..=100")?
+            }
+            "--boot" => {
+                let name = words.next().filter(|w| {
+                    w.len() <= 32 && w.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                });
+                o.boot = Some(String::from(name.ok_or("--boot: a name of letters, digits, '-'")?));
             }
             class if !classed && !class.starts_with('-') => {
                 o.class = Class::parse(class)
@@ -95,7 +104,7 @@ fn main() -> i32 {
             return 1;
         }
     };
-    for l in workloads::npb::lines(&Atoll::new(o.cores.clone()), &reports) {
+    for l in workloads::npb::lines(&Atoll::new(o.cores.clone()), &reports, o.boot.as_deref()) {
         println!("{l}");
     }
     for r in &reports {
