@@ -16,6 +16,7 @@ pub mod latency;
 pub mod locks;
 pub mod mcrt;
 pub mod metis;
+pub mod npb;
 pub mod throughput;
 
 /// The two CPUs the benchmark threads are pinned to.

@@ -6,9 +6,11 @@
 //! `bench_host::mcrt::EXPERIMENTS` or of `bench_host::metis::EXPERIMENTS` (all when none is
 //! named); `--quick` runs tiny iteration counts (a smoke test; the numbers mean nothing).
 //! The Metis options (`--mb N | --file PATH --threads T --impl metis|rayon|both --cell array|btree
-//! --trials K`) are `bench_host::metis::Options`.
+//! --trials K`) are `bench_host::metis::Options`; `npb` (the NAS Parallel Benchmarks) takes
+//! `--kernel ep|is|cg|mg|ft|all --class S|W|A` (`bench_host::npb::Options`) and `--threads`,
+//! `--trials`, and runs only when named.
 
-use bench_host::{locks, mcrt, metis, pinning_possible, run, Config, PAIR, QUEUE};
+use bench_host::{locks, mcrt, metis, npb, pinning_possible, run, Config, PAIR, QUEUE};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -16,13 +18,14 @@ fn main() -> ExitCode {
     let mut config = Config::FULL;
     let mut chosen: Vec<String> = Vec::new();
     let usage = format!(
-        "usage: bench-host [--quick] [urpc|locks_contended|{}|{}]... [--mb N | --file PATH] [--threads T] [--impl metis|rayon|both] [--cell array|btree] [--trials K]",
+        "usage: bench-host [--quick] [urpc|locks_contended|{}|{}|npb]... [--mb N | --file PATH] [--threads T] [--impl metis|rayon|both] [--cell array|btree] [--trials K] [--kernel ep|is|cg|mg|ft|all] [--class S|W|A]",
         mcrt::EXPERIMENTS.join("|"),
         metis::EXPERIMENTS.join("|")
     );
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     let mut metis_options = metis::Options::new(quick);
+    let mut npb_options = npb::Options::new();
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -34,13 +37,18 @@ fn main() -> ExitCode {
             name if name == "urpc"
                 || name == "locks_contended"
                 || mcrt::EXPERIMENTS.contains(&name)
-                || metis::EXPERIMENTS.contains(&name) =>
+                || metis::EXPERIMENTS.contains(&name)
+                || npb::EXPERIMENTS.contains(&name) =>
             {
                 chosen.push(arg.clone())
             }
             option if option.starts_with("--") => {
                 let value = args.next().map(String::as_str).unwrap_or("");
-                match metis_options.set(option, value) {
+                let taken = match npb_options.set(option, value) {
+                    Ok(false) => metis_options.set(option, value),
+                    other => other,
+                };
+                match taken {
                     Ok(true) => {}
                     Ok(false) => {
                         eprintln!("bench-host: unknown option {option:?} ({usage})");
@@ -91,6 +99,18 @@ fn main() -> ExitCode {
                 }
             }
         }
+    }
+    // The NAS kernels run only when named (they are not a peer comparison).
+    if chosen.iter().any(|c| c == "npb") {
+        let started = Instant::now();
+        match npb::run(&npb_options, metis_options.threads, metis_options.trials) {
+            Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
+            Err(e) => {
+                eprintln!("bench-host: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+        eprintln!("bench-host: npb, {:.1} s", started.elapsed().as_secs_f64());
     }
     ExitCode::SUCCESS
 }

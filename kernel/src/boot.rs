@@ -73,6 +73,7 @@ pub fn boot_core(start_info: u32) -> ! {
     choose_tick(info.cmdline());
     choose_quota(info.cmdline());
     choose_scheduler(info.cmdline());
+    choose_tlb_flush(info.cmdline());
     choose_slow_cores(info.cmdline(), platform.core_count);
     crate::throttle::start_tick(0);
     bsp.set_state(CoreState::Online);
@@ -167,6 +168,20 @@ fn choose_scheduler(cmdline: &str) {
             Some(policy) => crate::sched::choose_numa(policy),
             None => println!("sched: ignoring numa={word}: always, same-node or rss"),
         }
+    }
+}
+
+/// `tlbflush=tick` empties each core's TLB at every tick in user mode (for QEMU's TCG,
+/// whose software TLB grows only at a flush: `sched::run::FLUSH_ON_TICK`); `tlbflush=off`
+/// (the default) does not; a bad value is reported and the default kept.
+fn choose_tlb_flush(cmdline: &str) {
+    match cmdline::get(cmdline, "tlbflush") {
+        None | Some("off") => {}
+        Some("tick") => {
+            crate::sched::choose_flush_on_tick(true);
+            println!("tlb: every core flushes its whole TLB at each tick (tlbflush=tick)");
+        }
+        Some(word) => println!("tlb: ignoring tlbflush={word}: tick or off"),
     }
 }
 

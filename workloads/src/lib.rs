@@ -14,6 +14,7 @@
 //! | [`locks`] | a contended lock as cores are added: spin (TTS), ticket and MCS | Corey §2, Figure 3 |
 //! | [`metis`] | MapReduce (`wri`, `wc`) on McRT per phase: cycles and soft faults, Figure 4's layouts | Corey §3.1, §6.1, §8.5.1, Figure 10 |
 //! | [`phoenix`] | the Phoenix applications on Metis: histogram, linear regression, string match, matrix multiply, k-means | Corey §8.5.1 (Metis ships them) |
+//! | [`npb`] | the NAS Parallel Benchmarks EP, IS, CG, MG, FT on McRT's OpenMP adaptor, verified | Multikernel §5.3, Figure 9 |
 //! | [`amps`] | thread switch and create; jobs, data-parallel steps and fairness under the scheduler | AMPS (SC'07) Table 2, Figures 5–6 |
 //!
 //! The [`linux`] module (feature `linux`, on by default) implements the platform with
@@ -45,6 +46,7 @@ pub mod mempass;
 pub mod metis;
 pub mod motion;
 pub mod multicast;
+pub mod npb;
 pub mod nullsys;
 pub mod phoenix;
 pub mod pingpong;

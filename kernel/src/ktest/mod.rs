@@ -16,6 +16,7 @@ mod interrupts;
 mod metis;
 mod monitor;
 mod net;
+mod npb;
 mod print;
 mod retype;
 mod threads;

@@ -16,7 +16,7 @@ use crate::thread::ExitStatus;
 use crate::transport;
 use abi::pcore_status;
 use alloc::boxed::Box;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicBool, Ordering};
 use sched::{Action, Choice, Here};
 
 /// What the scheduler does between threads and at ticks: its inbox, deadlines, load.
@@ -244,11 +244,28 @@ pub(super) fn unload_tables() {
     }
 }
 
+/// `tlbflush=tick` (`boot::choose_tlb_flush`): every core empties its whole TLB at each
+/// tick that interrupts user mode. Off by default. For emulation: QEMU's TCG sizes its
+/// software TLB only when the guest flushes it, and Atoll, whose programs keep one address
+/// space (no CR3 switch), otherwise leaves it at its initial 256 entries, so a program
+/// with a larger working set (NPB's CG: `docs/npb.md`) misses on nearly every access; a
+/// Linux guest flushes at each address-space switch. On hardware it costs one refill per
+/// tick.
+static FLUSH_ON_TICK: AtomicBool = AtomicBool::new(false);
+
+/// Turns [`FLUSH_ON_TICK`] on or off (at boot, before the cores start ticking).
+pub fn choose_flush_on_tick(on: bool) {
+    FLUSH_ON_TICK.store(on, Ordering::Relaxed);
+}
+
 /// A timer tick that interrupted a thread in user mode: the scheduler's turn. Ends the
 /// thread's slice (its registers saved from `frame`) when its slice is over and another
 /// is ready, when a puller asked for it, when its affinity excludes this core, or when
 /// calls or starts wait for the core.
 pub fn on_tick(frame: &crate::arch::trap::TrapFrame) {
+    if FLUSH_ON_TICK.load(Ordering::Relaxed) {
+        paging::flush_everything();
+    }
     housekeeping();
     let now = this_core().ticks();
     if now.is_multiple_of(BALANCE_EVERY_TICKS) {

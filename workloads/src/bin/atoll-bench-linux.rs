@@ -40,6 +40,10 @@ experiments (N: iterations or size, default in brackets):
                   MiB of wrmem on McRT, every core; cycles and soft faults per phase
   metis_phoenix [1]
                   the Phoenix applications on Metis, inputs N times the smallest
+  npb [1] [CLASS] [KERNEL]
+                  the NAS Parallel Benchmarks (Multikernel Figure 9) on McRT, every core:
+                  KERNEL ep|is|cg|mg|ft|all (default all) at CLASS S|W|A (default S), N
+                  runs each; cycles of NPB's timed section, and NPB's verification
   all             all of the above with their defaults
 
 The Corey experiments use every core the process may run on.";
@@ -99,6 +103,24 @@ fn main() -> ExitCode {
             let threads = workloads::Platform::cores(&platform);
             let outcomes = workloads::phoenix::run_apps(&host, threads, count.unwrap_or(1))?;
             Ok(workloads::phoenix::lines(&platform, threads, &outcomes))
+        }),
+        "npb" => run("npb", || {
+            let class = words.get(2).map_or("S", String::as_str);
+            let class = npb::Class::parse(class).ok_or(format!("npb: no class {class:?}"))?;
+            let kernel = words.get(3).map_or("all", String::as_str);
+            let kernels =
+                workloads::npb::kernels(kernel).ok_or(format!("npb: no kernel {kernel:?}"))?;
+            let host = mcrt::hosted::LinuxHost::pinned();
+            let threads = workloads::Platform::cores(&platform);
+            let reports =
+                workloads::npb::run_kernels(&host, threads, class, &kernels, count.unwrap_or(1))?;
+            for r in &reports {
+                let m = r.ticks as f64 / 1e6;
+                for l in workloads::npb::summary(r, "Mcycles", m) {
+                    eprintln!("{l}");
+                }
+            }
+            Ok(workloads::npb::lines(&platform, &reports, None))
         }),
         name if workloads::mcrt::EXPERIMENTS.contains(&name) => {
             run(name, || workloads::mcrt::run(&platform, &mcrt::hosted::LinuxHost::pinned(), name))
@@ -190,6 +212,7 @@ mod tests {
             "metis_wri",
             "metis_wc",
             "metis_phoenix",
+            "npb",
             "all",
             "--cmdline",
         ] {

@@ -297,6 +297,32 @@ const METIS_VARIANTS: &[Variant] = &[
     },
 ];
 
+/// NPB's two Atoll boots: as booted, and with `tlbflush=tick` (each core flushes its whole
+/// TLB at every tick, which lets QEMU's TCG grow its software TLB as it does for the Linux
+/// guest's address-space switches: `docs/npb.md`); the guest runs once, in the first.
+const NPB_VARIANTS: &[Variant] = &[
+    Variant {
+        name: "plain",
+        min_cores: 1,
+        atoll_boot: Some(""),
+        atoll_args: "",
+        linux_args: Some(""),
+        linux_slow: &[],
+        qemu_args: "",
+        max_cores: u32::MAX,
+    },
+    Variant {
+        name: "tickflush",
+        min_cores: 1,
+        atoll_boot: Some("tlbflush=tick"),
+        atoll_args: " --boot tlbflush-tick",
+        linux_args: None,
+        linux_slow: &[],
+        qemu_args: "",
+        max_cores: u32::MAX,
+    },
+];
+
 /// A Metis experiment (issue 24): `atoll` runs `metis` (in each of [`METIS_VARIANTS`]'
 /// layouts when `variants` says so), `linux` is the guest's `bench=`; rows by layout or
 /// application (`config`).
@@ -525,6 +551,23 @@ pub const EXPERIMENTS: &[Experiment] = &[
     metis("metis_wri", "run metis wri --mb 2 --cores {cores}", "metis_wri,2", METIS_VARIANTS),
     metis("metis_wc", "run metis wc --mb 2 --cores {cores}", "metis_wc,2", METIS_VARIANTS),
     metis("metis_phoenix", "run metis phoenix --cores {cores}", "metis_phoenix,1", &[]),
+    // The NAS Parallel Benchmarks (issue 24 item 7; Multikernel §5.3, Figure 9): EP, IS,
+    // CG, MG and FT at class S on McRT's OpenMP adaptor, one processor per core, the same
+    // `workloads::npb` code on both systems (Atoll's `npb` built with SSE2, as the guest's
+    // binary); the cycles of NPB's timed section and NPB's verification, rows by kernel;
+    // Atoll also with `tlbflush=tick` (variant `tickflush`).
+    Experiment {
+        name: "npb",
+        min_cores: 1,
+        atoll: Some("run npb all S --cores {cores}"),
+        linux: Some("npb,1,S,all"),
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 300,
+        plot: Plot::Bars,
+        rows_by: &["config", "boot"],
+        variants: NPB_VARIANTS,
+    },
     Experiment {
         name: "host",
         min_cores: 1,
