@@ -7,7 +7,7 @@
 //! named); `--quick` runs tiny iteration counts (a smoke test; the numbers mean nothing).
 //! The Metis options (`--mb N | --file PATH --threads T --impl metis|rayon|both --cell array|btree
 //! --trials K`) are `bench_host::metis::Options`; `npb` (the NAS Parallel Benchmarks) takes
-//! `--kernel ep|is|cg|mg|ft|all --class S|W|A` (`bench_host::npb::Options`) and `--threads`,
+//! `--kernel ep|is|cg|mg|ft|all --class S|W|A --impl mcrt|rayon|both` (`bench_host::npb::Options`) and `--threads`,
 //! `--trials`, and runs only when named.
 
 use bench_host::{locks, mcrt, metis, npb, pinning_possible, run, Config, PAIR, QUEUE};
@@ -18,7 +18,7 @@ fn main() -> ExitCode {
     let mut config = Config::FULL;
     let mut chosen: Vec<String> = Vec::new();
     let usage = format!(
-        "usage: bench-host [--quick] [urpc|locks_contended|{}|{}|npb]... [--mb N | --file PATH] [--threads T] [--impl metis|rayon|both] [--cell array|btree] [--trials K] [--kernel ep|is|cg|mg|ft|all] [--class S|W|A]",
+        "usage: bench-host [--quick] [urpc|locks_contended|{}|{}|npb]... [--mb N | --file PATH] [--threads T] [--impl metis|mcrt|rayon|both] [--cell array|btree] [--trials K] [--kernel ep|is|cg|mg|ft|all] [--class S|W|A]",
         mcrt::EXPERIMENTS.join("|"),
         metis::EXPERIMENTS.join("|")
     );
@@ -44,9 +44,17 @@ fn main() -> ExitCode {
             }
             option if option.starts_with("--") => {
                 let value = args.next().map(String::as_str).unwrap_or("");
-                let taken = match npb_options.set(option, value) {
-                    Ok(false) => metis_options.set(option, value),
-                    other => other,
+                // `--impl` is both Metis's (metis|rayon|both) and npb's (mcrt|rayon|both).
+                let taken = if option == "--impl" {
+                    match (npb_options.set(option, value), metis_options.set(option, value)) {
+                        (Ok(true), _) | (_, Ok(true)) => Ok(true),
+                        (_, other) => other,
+                    }
+                } else {
+                    match npb_options.set(option, value) {
+                        Ok(false) => metis_options.set(option, value),
+                        other => other,
+                    }
                 };
                 match taken {
                     Ok(true) => {}

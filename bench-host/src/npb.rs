@@ -2,10 +2,16 @@
 //! (`crates/npb`) on McRT's pinned processors, a team of `--threads`, hosted.
 //!
 //! `bench-host npb [--kernel ep|is|cg|mg|ft|all] [--class S|W|A] [--threads T]
-//! [--trials K]`. Records (experiment `npb`, `config` = kernel.class, e.g. `cg.S`): the
-//! seconds of NPB's timed section (`seconds`, the median of K runs), NPB's Mop/s for it
-//! (`mops`) and NPB's verification (`verified`, 1 or 0; every run must verify). On stderr,
-//! NPB's verdict line for each kernel (`Verification = SUCCESSFUL`) and what was compared.
+//! [--trials K] [--impl mcrt|rayon|both]`. Records (experiment `npb`, `config` =
+//! kernel.class, e.g. `cg.S`, and `impl`): the seconds of NPB's timed section (`seconds`,
+//! the median of K runs), NPB's Mop/s for it (`mops`) and NPB's verification
+//! (`verified`, 1 or 0; every run must verify); with both, `speed_vs_rayon` (rayon's
+//! seconds over McRT's). On stderr, NPB's verdict line for each kernel (`Verification =
+//! SUCCESSFUL`) and what was compared.
+//!
+//! The rayon peer runs the same kernels, their loops split the same way (`npb::par`'s
+//! static shares; IS's three phases as three loops), on a rayon pool of T threads
+//! (`npb::par::with_team`): the runtime under the same code is the difference.
 
 use npb::hosted::{self, Placement};
 use npb::{Class, Kernel};
@@ -21,12 +27,32 @@ pub struct Options {
     pub kernels: Vec<Kernel>,
     /// The class.
     pub class: Class,
+    /// The runtimes: McRT, rayon, or both (McRT first).
+    pub impls: Vec<Impl>,
+}
+
+/// Which runtime runs the loops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Impl {
+    /// McRT's pinned processors (`mcrt::omp`).
+    Mcrt,
+    /// A rayon pool (`npb::par::with_team`).
+    Rayon,
+}
+
+impl Impl {
+    fn name(self) -> &'static str {
+        match self {
+            Impl::Mcrt => "mcrt",
+            Impl::Rayon => "rayon",
+        }
+    }
 }
 
 impl Options {
-    /// Every kernel, class S.
+    /// Every kernel, class S, McRT only.
     pub fn new() -> Options {
-        Options { kernels: Kernel::ALL.to_vec(), class: Class::S }
+        Options { kernels: Kernel::ALL.to_vec(), class: Class::S, impls: vec![Impl::Mcrt] }
     }
 
     /// Takes option `name` with `value`; false if `name` is not one of these options.
@@ -38,6 +64,14 @@ impl Options {
                 } else {
                     vec![Kernel::parse(value)
                         .ok_or(format!("--kernel: ep, is, cg, mg, ft or all, not {value:?}"))?]
+                }
+            }
+            "--impl" => {
+                self.impls = match value {
+                    "mcrt" => vec![Impl::Mcrt],
+                    "rayon" => vec![Impl::Rayon],
+                    "both" => vec![Impl::Mcrt, Impl::Rayon],
+                    _ => return Err(format!("--impl: mcrt, rayon or both, not {value:?}")),
                 }
             }
             "--class" => {
@@ -65,43 +99,71 @@ pub fn run(o: &Options, threads: usize, trials: usize) -> Result<Vec<String>, St
     }
     let mut lines = Vec::new();
     let mut failed = Vec::new();
+    let pool = if o.impls.contains(&Impl::Rayon) {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+        Some(&*Box::leak(Box::new(RayonTeam(pool.map_err(|e| format!("npb: rayon: {e}"))?))))
+    } else {
+        None
+    };
     for &kernel in &o.kernels {
         let class = o.class;
-        let mut runs = Vec::new();
-        for _ in 0..trials.max(1) {
-            let r = hosted::run(threads, Placement::Pinned, move || {
-                npb::run(kernel, class, threads, hosted::clock)
-            })
-            .map_err(|e| format!("npb: {e}"))?
-            .map_err(|e| format!("npb: {e}"))?;
-            runs.push(r);
-        }
-        runs.sort_by_key(|r| r.ticks);
-        let verified = runs.iter().all(|r| r.verified);
-        let r = &runs[runs.len() / 2];
-        let seconds = r.ticks as f64 / 1e9;
         let config = format!("{}.{}", kernel.name(), class.letter());
-        let extra = format!(",\"threads\":{threads},\"trials\":{}", runs.len());
-        let rec = |metric: &'static str, unit: &'static str| {
-            Record::new("npb", "host", Cores::Active(threads), metric, unit)
-                .config(&config)
-                .extra(&extra)
-        };
-        lines.push(rec("seconds", "s").line(Fixed2(seconds)).to_string());
-        lines.push(rec("mops", "Mop/s").line(Fixed2(r.mops(seconds))).to_string());
-        lines.push(rec("verified", "bool").line(u8::from(verified)).to_string());
-        eprintln!(
-            " {} Benchmark Completed. Class = {}, threads = {threads}, time = {seconds:.3} s, Mop/s = {:.2}",
-            kernel.name().to_ascii_uppercase(),
-            class.letter(),
-            r.mops(seconds)
-        );
-        eprintln!(" Verification = {}", if verified { "SUCCESSFUL" } else { "UNSUCCESSFUL" });
-        for part in r.detail.split("; ") {
-            eprintln!("   {part}");
+        let mut seconds_of = Vec::new();
+        for &imp in &o.impls {
+            let mut runs = Vec::new();
+            for _ in 0..trials.max(1) {
+                let r = match (imp, pool) {
+                    (Impl::Rayon, Some(team)) => npb::par::with_team(team, || {
+                        npb::run(kernel, class, threads, hosted::clock)
+                    }),
+                    _ => hosted::run(threads, Placement::Pinned, move || {
+                        npb::run(kernel, class, threads, hosted::clock)
+                    })
+                    .map_err(|e| format!("npb: {e}"))?,
+                }
+                .map_err(|e| format!("npb: {e}"))?;
+                runs.push(r);
+            }
+            runs.sort_by_key(|r| r.ticks);
+            let verified = runs.iter().all(|r| r.verified);
+            let r = &runs[runs.len() / 2];
+            let seconds = r.ticks as f64 / 1e9;
+            seconds_of.push(seconds);
+            let extra = format!(
+                ",\"impl\":\"{}\",\"threads\":{threads},\"trials\":{}",
+                imp.name(),
+                runs.len()
+            );
+            let rec = |metric: &'static str, unit: &'static str| {
+                Record::new("npb", "host", Cores::Active(threads), metric, unit)
+                    .config(&config)
+                    .extra(&extra)
+            };
+            lines.push(rec("seconds", "s").line(Fixed2(seconds)).to_string());
+            lines.push(rec("mops", "Mop/s").line(Fixed2(r.mops(seconds))).to_string());
+            lines.push(rec("verified", "bool").line(u8::from(verified)).to_string());
+            eprintln!(
+                " {} Benchmark Completed ({}). Class = {}, threads = {threads}, time = {seconds:.3} s, Mop/s = {:.2}",
+                kernel.name().to_ascii_uppercase(),
+                imp.name(),
+                class.letter(),
+                r.mops(seconds)
+            );
+            eprintln!(" Verification = {}", if verified { "SUCCESSFUL" } else { "UNSUCCESSFUL" });
+            for part in r.detail.split("; ") {
+                eprintln!("   {part}");
+            }
+            if !verified {
+                failed.push(format!("{config} ({})", imp.name()));
+            }
         }
-        if !verified {
-            failed.push(config.clone());
+        if let [mcrt, rayon] = seconds_of[..] {
+            let extra = format!(",\"threads\":{threads}");
+            let speed = Record::new("npb", "host", Cores::Active(threads), "speed_vs_rayon", "x")
+                .config(&config)
+                .extra(&extra);
+            lines.push(speed.line(Fixed2(rayon / mcrt.max(1e-9))).to_string());
+            eprintln!(" {config}: McRT at {:.2}x rayon's speed", rayon / mcrt.max(1e-9));
         }
     }
     if failed.is_empty() {
@@ -109,5 +171,15 @@ pub fn run(o: &Options, threads: usize, trials: usize) -> Result<Vec<String>, St
     } else {
         lines.iter().for_each(|l| println!("{l}"));
         Err(format!("npb: verification failed: {}", failed.join(", ")))
+    }
+}
+
+/// A rayon pool as a team for `npb::par`: a loop's parts are rayon tasks.
+struct RayonTeam(rayon::ThreadPool);
+
+impl npb::par::Team for RayonTeam {
+    fn run(&self, parts: usize, part: &(dyn Fn(usize) + Sync)) {
+        use rayon::prelude::*;
+        self.0.install(|| (0..parts).into_par_iter().for_each(part));
     }
 }

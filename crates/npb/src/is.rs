@@ -147,73 +147,39 @@ impl Sort {
         let tests: Vec<i32> = self.p.test_index.iter().map(|&i| self.keys[i]).collect();
         let shift = self.p.max_key_log2 - self.p.buckets_log2;
         let buckets = 1usize << self.p.buckets_log2;
-        let per_bucket = 1usize << shift;
-        let (keys, grouped, ranks, counts) = (&self.keys, &self.grouped, &self.ranks, &self.counts);
-        let ends = mcrt::sync::Mutex::new(mcrt::sync::MutexKind::Tts, Vec::new());
-        omp::parallel(self.threads, |ctx| {
-            let (me, n) = (ctx.thread_num(), ctx.num_threads());
-            let mine = share(total, me, n);
-            // Count this thread's keys per bucket.
-            let work = &counts[me];
-            for c in work.iter() {
-                c.store(0, Relaxed);
-            }
-            for &k in &keys[mine.clone()] {
-                let c = &work[(k >> shift) as usize];
-                c.store(c.load(Relaxed) + 1, Relaxed);
-            }
-            ctx.barrier();
-            // Where this thread's keys of each bucket start: all keys of lower buckets,
-            // and the keys of this bucket of lower-numbered threads.
-            let mut ptrs = vec![0i32; buckets];
-            let mut below = 0;
-            for (b, ptr) in ptrs.iter_mut().enumerate() {
-                let mut before = 0;
-                let mut all = 0;
-                for (t, c) in counts[..n].iter().enumerate() {
-                    let v = c[b].load(Relaxed);
-                    if t < me {
-                        before += v;
-                    }
-                    all += v;
-                }
-                *ptr = below + before;
-                below += all;
-            }
-            for &k in &keys[mine] {
-                let p = &mut ptrs[(k >> shift) as usize];
-                grouped[*p as usize].store(k, Relaxed);
-                *p += 1;
-            }
-            // The end of each bucket (every thread's keys of it counted).
-            let mut end = vec![0i32; buckets];
-            let mut acc = 0;
-            for (b, e) in end.iter_mut().enumerate() {
-                acc += counts[..n].iter().map(|c| c[b].load(Relaxed)).sum::<i32>();
-                *e = acc;
-            }
-            ctx.barrier();
-            // Rank each bucket's key values: count, then prefix sums from the bucket's start.
-            ctx.for_each(0..buckets, Schedule::Dynamic(1), |b| {
-                let (k1, k2) = (b * per_bucket, (b + 1) * per_bucket);
-                for r in &ranks[k1..k2] {
-                    r.store(0, Relaxed);
-                }
-                let m = if b > 0 { end[b - 1] } else { 0 };
-                for g in &grouped[m as usize..end[b] as usize] {
-                    let r = &ranks[g.load(Relaxed) as usize];
-                    r.store(r.load(Relaxed) + 1, Relaxed);
-                }
-                let mut sum = ranks[k1].load(Relaxed) + m;
-                ranks[k1].store(sum, Relaxed);
-                for r in &ranks[k1 + 1..k2] {
-                    sum += r.load(Relaxed);
-                    r.store(sum, Relaxed);
-                }
+        let phases = Phases {
+            keys: &self.keys,
+            grouped: &self.grouped,
+            ranks: &self.ranks,
+            counts: &self.counts,
+            shift,
+            buckets,
+            per_bucket: 1usize << shift,
+        };
+        let n = self.threads;
+        let end = if let Some(team) = crate::par::team() {
+            // Another runtime (the hosted rayon peer): the three phases as three loops.
+            team.run(n, &|me| phases.count(me, n));
+            team.run(n, &|me| phases.scatter(me, n));
+            let end = phases.bucket_ends(n);
+            team.run(buckets, &|b| phases.rank_bucket(b, &end));
+            end
+        } else {
+            let ends = mcrt::sync::Mutex::new(mcrt::sync::MutexKind::Tts, Vec::new());
+            omp::parallel(n, |ctx| {
+                let (me, n) = (ctx.thread_num(), ctx.num_threads());
+                phases.count(me, n);
+                ctx.barrier();
+                phases.scatter(me, n);
+                let end = phases.bucket_ends(n);
+                ctx.barrier();
+                // The buckets, taken dynamically.
+                ctx.for_each(0..buckets, Schedule::Dynamic(1), |b| phases.rank_bucket(b, &end));
+                ctx.master(|| *ends.lock() = end);
             });
-            ctx.master(|| *ends.lock() = end);
-        });
-        self.bucket_ends = ends.into_inner();
+            ends.into_inner()
+        };
+        self.bucket_ends = end;
         // Partial verification (NPB's test keys).
         for (i, &k) in tests.iter().enumerate() {
             if 0 < k && (k as usize) < total {
@@ -244,6 +210,89 @@ impl Sort {
             self.passed += 1;
         }
         out_of_order
+    }
+}
+
+/// One ranking's data, shared by the threads of its three phases.
+struct Phases<'a> {
+    keys: &'a [i32],
+    grouped: &'a [AtomicI32],
+    ranks: &'a [AtomicI32],
+    counts: &'a [Vec<AtomicI32>],
+    /// Key bits below the bucket number.
+    shift: u32,
+    buckets: usize,
+    per_bucket: usize,
+}
+
+impl Phases<'_> {
+    /// Phase 1: thread `me` of `n` counts its static share of keys per bucket.
+    fn count(&self, me: usize, n: usize) {
+        let work = &self.counts[me];
+        for c in work.iter() {
+            c.store(0, Relaxed);
+        }
+        for &k in &self.keys[share(self.keys.len(), me, n)] {
+            let c = &work[(k >> self.shift) as usize];
+            c.store(c.load(Relaxed) + 1, Relaxed);
+        }
+    }
+
+    /// Phase 2 (after every thread counted): thread `me` puts its keys of each bucket
+    /// after all keys of lower buckets and the keys of this bucket of lower threads.
+    fn scatter(&self, me: usize, n: usize) {
+        let mut ptrs = vec![0i32; self.buckets];
+        let mut below = 0;
+        for (b, ptr) in ptrs.iter_mut().enumerate() {
+            let mut before = 0;
+            let mut all = 0;
+            for (t, c) in self.counts[..n].iter().enumerate() {
+                let v = c[b].load(Relaxed);
+                if t < me {
+                    before += v;
+                }
+                all += v;
+            }
+            *ptr = below + before;
+            below += all;
+        }
+        for &k in &self.keys[share(self.keys.len(), me, n)] {
+            let p = &mut ptrs[(k >> self.shift) as usize];
+            self.grouped[*p as usize].store(k, Relaxed);
+            *p += 1;
+        }
+    }
+
+    /// The end of each bucket in `grouped` (every thread's keys of it counted).
+    fn bucket_ends(&self, n: usize) -> Vec<i32> {
+        let mut end = vec![0i32; self.buckets];
+        let mut acc = 0;
+        for (b, e) in end.iter_mut().enumerate() {
+            acc += self.counts[..n].iter().map(|c| c[b].load(Relaxed)).sum::<i32>();
+            *e = acc;
+        }
+        end
+    }
+
+    /// Phase 3 (after every thread scattered): ranks bucket `b`'s key values: counts
+    /// them, then prefix sums from the bucket's start.
+    fn rank_bucket(&self, b: usize, end: &[i32]) {
+        let (k1, k2) = (b * self.per_bucket, (b + 1) * self.per_bucket);
+        let ranks = self.ranks;
+        for r in &ranks[k1..k2] {
+            r.store(0, Relaxed);
+        }
+        let m = if b > 0 { end[b - 1] } else { 0 };
+        for g in &self.grouped[m as usize..end[b] as usize] {
+            let r = &ranks[g.load(Relaxed) as usize];
+            r.store(r.load(Relaxed) + 1, Relaxed);
+        }
+        let mut sum = ranks[k1].load(Relaxed) + m;
+        ranks[k1].store(sum, Relaxed);
+        for r in &ranks[k1 + 1..k2] {
+            sum += r.load(Relaxed);
+            r.store(sum, Relaxed);
+        }
     }
 }
 

@@ -181,7 +181,7 @@ pub fn run(
     if threads > MAX_THREADS {
         return Err(Error::TooManyThreads { asked: threads });
     }
-    if !mcrt::in_runtime() {
+    if !mcrt::in_runtime() && par::team().is_none() {
         return Err(Error::NotInRuntime);
     }
     Ok(match kernel {

@@ -9,6 +9,32 @@ use core::ops::Range;
 use mcrt::omp;
 use mcrt::sync::{Mutex, MutexKind};
 
+/// Another runtime to run the loops' parts on instead of McRT's team: the host's rayon
+/// peer (`bench-host npb --impl rayon`) runs the same loops, split the same way, on
+/// rayon's pool.
+pub trait Team: Sync {
+    /// Runs `part(p)` for every `p` in `0..parts`, in parallel as the runtime sees fit,
+    /// and returns when all have.
+    fn run(&self, parts: usize, part: &(dyn Fn(usize) + Sync));
+}
+
+/// The team set by [`with_team`] (`None`: McRT's).
+static TEAM: Mutex<Option<&'static dyn Team>> = Mutex::new(MutexKind::Tts, None);
+
+/// Runs `f` with every parallel loop on `team` instead of McRT (one caller at a time: the
+/// hosted benchmark, outside any McRT runtime).
+pub fn with_team<R>(team: &'static dyn Team, f: impl FnOnce() -> R) -> R {
+    *TEAM.lock() = Some(team);
+    let r = f();
+    *TEAM.lock() = None;
+    r
+}
+
+/// The team [`with_team`] set, if any.
+pub fn team() -> Option<&'static dyn Team> {
+    *TEAM.lock()
+}
+
 /// OpenMP's static share of `0..len` for thread `t` of `n`: contiguous blocks whose sizes
 /// differ by one at most, the larger first (as `mcrt::omp::Schedule::Static`).
 pub fn share(len: usize, t: usize, n: usize) -> Range<usize> {
@@ -114,6 +140,20 @@ where
     let shares: Vec<Range<usize>> = (0..n).map(|t| share(rows, t, n)).collect();
     let parts: Vec<Mutex<Option<P>>> =
         data.split(&shares).into_iter().map(|p| Mutex::new(MutexKind::Tts, Some(p))).collect();
+    if let Some(team) = team() {
+        // Each part's contribution, then combined in part order, as McRT's reduction does.
+        let results: Vec<Mutex<Option<R>>> =
+            (0..n).map(|_| Mutex::new(MutexKind::Tts, None)).collect();
+        team.run(n, &|p| {
+            if let Some(part) = parts[p].lock().take() {
+                *results[p].lock() = Some(body(shares[p].clone(), part));
+            }
+        });
+        return results
+            .into_iter()
+            .filter_map(|r| r.into_inner())
+            .fold(identity, |acc, r| combine(acc, r));
+    }
     let out = Mutex::new(MutexKind::Tts, None);
     omp::parallel(n, |ctx| {
         let mut acc = identity.clone();
@@ -144,6 +184,14 @@ pub fn for_rows<P: Split>(
     let shares: Vec<Range<usize>> = (0..n).map(|t| share(rows, t, n)).collect();
     let parts: Vec<Mutex<Option<P>>> =
         data.split(&shares).into_iter().map(|p| Mutex::new(MutexKind::Tts, Some(p))).collect();
+    if let Some(team) = team() {
+        team.run(n, &|p| {
+            if let Some(part) = parts[p].lock().take() {
+                body(shares[p].clone(), part);
+            }
+        });
+        return;
+    }
     omp::parallel(n, |ctx| {
         for p in (ctx.thread_num()..n).step_by(ctx.num_threads()) {
             let part = parts[p].lock().take();
