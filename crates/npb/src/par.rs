@@ -152,7 +152,7 @@ where
         return results
             .into_iter()
             .filter_map(|r| r.into_inner())
-            .fold(identity, |acc, r| combine(acc, r));
+            .fold(identity, &combine);
     }
     let out = Mutex::new(MutexKind::Tts, None);
     omp::parallel(n, |ctx| {
