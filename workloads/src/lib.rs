@@ -15,6 +15,7 @@
 //! | [`metis`] | MapReduce (`wri`, `wc`) on McRT per phase: cycles and soft faults, Figure 4's layouts | Corey §3.1, §6.1, §8.5.1, Figure 10 |
 //! | [`phoenix`] | the Phoenix applications on Metis: histogram, linear regression, string match, matrix multiply, k-means | Corey §8.5.1 (Metis ships them) |
 //! | [`npb`] | the NAS Parallel Benchmarks EP, IS, CG, MG, FT on McRT's OpenMP adaptor, verified | Multikernel §5.3, Figure 9 |
+//! | [`http`] | `webd`'s requests and responses (HTTP/1.1 keep-alive, HTTP/1.0; GET, HEAD) | Corey §6.2 |
 //! | [`amps`] | thread switch and create; jobs, data-parallel steps and fairness under the scheduler | AMPS (SC'07) Table 2, Figures 5–6 |
 //!
 //! The [`linux`] module (feature `linux`, on by default) implements the platform with
@@ -37,6 +38,7 @@ use core::sync::atomic::AtomicU32;
 
 pub mod amps;
 pub mod avl;
+pub mod http;
 pub mod larson;
 pub mod locks;
 pub mod mcrt;

@@ -7,7 +7,7 @@
 //! except DHCP and TFTP (libslirp's `udp_input`), so a UDP client can deliver datagrams
 //! but never hear an echo: the guest's count is the check there.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -78,6 +78,143 @@ fn read_all(addr: SocketAddr) -> std::result::Result<Vec<u8>, String> {
     let mut reply = Vec::new();
     stream.read_to_end(&mut reply).map_err(|e| format!("read: {e}"))?;
     Ok(reply)
+}
+
+/// `webd`'s client, once the server answers: on one HTTP/1.1 connection `GET /` (the
+/// index, kept alive), `HEAD /hello` (a head with the file's length and no body) and `GET
+/// /no-such-file` (404, then the server closes); then an HTTP/1.0 `GET /hello` (the whole
+/// file, then the close); then `BREW /` (405) and bytes that are no request (400).
+/// Six responses in all (the guest's test runs `webd --count 6`). Until the server listens, QEMU's forward closes
+/// the connection empty: the client tries again every 100 ms (at most 3,000 tries).
+pub fn webd_conversation(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> Result {
+    let mut tries = 0;
+    loop {
+        if stop.load(Ordering::Relaxed) || Instant::now() > deadline || tries >= 3000 {
+            return Err(format!("webd never answered ({tries} tries)"));
+        }
+        tries += 1;
+        match keep_alive_exchange(addr) {
+            Ok(()) => break,
+            Err(Retry::NotYet) => std::thread::sleep(Duration::from_millis(100)),
+            Err(Retry::Failed(why)) => return Err(why),
+        }
+    }
+    let hello = http(addr, b"GET /hello HTTP/1.0\r\n\r\n")?;
+    expect_status(&hello, 200, "HTTP/1.0 GET /hello")?;
+    if !hello.head.contains("Connection: close") || hello.body.len() != hello.length {
+        return Err(format!(
+            "HTTP/1.0 GET /hello: {} (body {} bytes)",
+            hello.head,
+            hello.body.len()
+        ));
+    }
+    expect_status(&http(addr, b"BREW / HTTP/1.1\r\n\r\n")?, 405, "BREW /")?;
+    expect_status(&http(addr, b"\x16\x03\x01 not http\r\n\r\n")?, 400, "garbage")?;
+    Ok(())
+}
+
+/// Why a first exchange did not happen.
+enum Retry {
+    /// The server is not listening yet (the connection closed empty).
+    NotYet,
+    /// It answered wrongly.
+    Failed(String),
+}
+
+/// The keep-alive part of [`webd_conversation`]: three requests on one connection.
+fn keep_alive_exchange(addr: SocketAddr) -> std::result::Result<(), Retry> {
+    // Refused: QEMU is not listening yet (it binds the forward as it starts).
+    let mut stream =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|_| Retry::NotYet)?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| Retry::Failed(e.to_string()))?;
+    stream.write_all(b"GET / HTTP/1.1\r\nHost: atoll\r\n\r\n").map_err(|_| Retry::NotYet)?;
+    let index = match read_response(&mut stream, true) {
+        Ok(r) => r,
+        Err(_) => return Err(Retry::NotYet),
+    };
+    let failed = |why: String| Retry::Failed(why);
+    expect_status(&index, 200, "GET /").map_err(failed)?;
+    if !index.head.contains("Connection: keep-alive")
+        || !index.body.windows(5).any(|w| w == b"hello")
+    {
+        return Err(Retry::Failed(format!(
+            "GET /: {} (no link to hello in the index)",
+            index.head
+        )));
+    }
+    stream
+        .write_all(b"HEAD /hello HTTP/1.1\r\nHost: atoll\r\n\r\n")
+        .map_err(|e| Retry::Failed(e.to_string()))?;
+    let head = read_response(&mut stream, false).map_err(failed)?;
+    expect_status(&head, 200, "HEAD /hello").map_err(failed)?;
+    if head.length == 0 || !head.body.is_empty() {
+        return Err(Retry::Failed(format!("HEAD /hello: {}", head.head)));
+    }
+    stream
+        .write_all(b"GET /no-such-file HTTP/1.1\r\nHost: atoll\r\n\r\n")
+        .map_err(|e| Retry::Failed(e.to_string()))?;
+    let missing = read_response(&mut stream, true).map_err(failed)?;
+    expect_status(&missing, 404, "GET /no-such-file").map_err(failed)?;
+    // The server closes after an error: the next read is the end.
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    if !rest.is_empty() {
+        return Err(Retry::Failed(format!("{} bytes after the 404's close", rest.len())));
+    }
+    Ok(())
+}
+
+/// One response: its head, its `Content-Length` and the body read.
+struct Response {
+    head: String,
+    length: usize,
+    body: Vec<u8>,
+}
+
+/// Sends `request` on a new connection and reads the response to the server's close.
+fn http(addr: SocketAddr, request: &[u8]) -> Result<Response> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        .map_err(|e| format!("connect: {e}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    stream.write_all(request).map_err(|e| format!("write: {e}"))?;
+    read_response(&mut stream, true)
+}
+
+/// Reads one response from `stream`: the head, then `Content-Length` bytes of body if
+/// `has_body`.
+fn read_response(stream: &mut TcpStream, has_body: bool) -> Result<Response> {
+    let mut bytes = Vec::new();
+    let mut one = [0u8; 1];
+    while !bytes.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut one) {
+            Ok(0) => return Err(format!("closed after {} bytes of head", bytes.len())),
+            Ok(_) => bytes.push(one[0]),
+            Err(e) => return Err(format!("read: {e}")),
+        }
+        if bytes.len() > 8192 {
+            return Err(String::from("a head of more than 8 KiB"));
+        }
+    }
+    let head = String::from_utf8_lossy(&bytes).into_owned();
+    let length = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or(format!("no Content-Length in {head:?}"))?;
+    let mut body = vec![0u8; if has_body { length } else { 0 }];
+    stream.read_exact(&mut body).map_err(|e| format!("body: {e}"))?;
+    Ok(Response { head, length, body })
+}
+
+/// The response's status is `want`.
+fn expect_status(r: &Response, want: u16, what: &str) -> Result {
+    if r.head.starts_with(&format!("HTTP/1.1 {want} ")) {
+        Ok(())
+    } else {
+        Err(format!("{what}: {:?}, expected {want}", r.head.lines().next().unwrap_or("")))
+    }
 }
 
 /// `udpecho`'s client: a datagram every 50 ms (at most 2,000) until told to stop. The

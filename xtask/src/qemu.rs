@@ -136,7 +136,7 @@ impl Vm {
         command.arg("-append").arg(&self.cmdline);
         command.args(["-no-reboot", "-display", "none"]);
         // No default NIC (q35 would add an e1000e on unrestricted user networking): a VM
-        // that has one gets [`USER_NET`] among its extra arguments.
+        // that has one gets `netclient::nic_args` among its extra arguments.
         command.args(["-nic", "none"]);
         command.args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]);
         match serial {
@@ -147,11 +147,6 @@ impl Vm {
         command
     }
 }
-
-/// The network a VM may have (`make run`, unless `NET=0`; the `net2` test run): a
-/// virtio-net device on QEMU's user network with `restrict=on`, so the guest reaches no
-/// one but QEMU's own gateway and services (10.0.2.2, 10.0.2.3).
-pub const USER_NET: &str = "-nic user,model=virtio-net-pci,restrict=on";
 
 /// The value of `-smp`: `4`, or `4,sockets=2` (QEMU then gives each package
 /// `cores / sockets` cores, one thread each).

@@ -10,11 +10,15 @@ use std::time::Instant;
 
 use verdict::ExitCode as KernelExit;
 
+use crate::netclient;
 use crate::qemu::{self, Accel, Serial, Vm};
 use crate::{build, Options, Result};
 
 /// Guest memory when `MEM` is not given.
 const DEFAULT_MEM: &str = "512M";
+
+/// The host port forwarded to the guest's port 80 (webd's) when it is free.
+const WEB_PORT: u16 = 8080;
 
 /// Builds, boots, waits; prints the wall time of the whole run to stderr at the end.
 pub fn run(opts: &Options) -> Result<ExitCode> {
@@ -58,7 +62,16 @@ pub fn run(opts: &Options) -> Result<ExitCode> {
     }
     let mut extra = Vec::new();
     match opts.net.as_deref() {
-        None | Some("1") => extra.extend(qemu::USER_NET.split_whitespace().map(String::from)),
+        None | Some("1") => {
+            // The web port: 8080 if free, else one the OS picks (bound to 127.0.0.1 only).
+            let free = std::net::TcpListener::bind(("127.0.0.1", WEB_PORT)).is_ok();
+            let port = if free { WEB_PORT } else { netclient::free_port(netclient::Proto::Tcp)? };
+            extra.extend(netclient::nic_args(&[(netclient::Proto::Tcp, port, 80)]));
+            eprintln!(
+                "run: virtio-net on QEMU user networking (restrict=on); 127.0.0.1:{port} forwards \
+                 to the guest's port 80: `run webd` in the shell serves http://127.0.0.1:{port}/"
+            );
+        }
         Some("0") => {}
         Some(other) => return Err(format!("NET must be 0 or 1, not `{other}`")),
     }

@@ -175,11 +175,19 @@ const RUNS: &[Run] = &[
     // A virtio-net device on restricted user networking (issue M12): the driver's frames
     // reach QEMU's gateway and its answer comes back; a program's own TCP/IP stack gets a
     // DHCP lease through the frame calls; `tcpsvc` answers the host's connections through
-    // a forward from 127.0.0.1, and `udpecho` counts the host's datagrams.
+    // a forward from 127.0.0.1, `udpecho` counts the host's datagrams, and `webd` holds
+    // an HTTP conversation with the host (keep-alive, HEAD, 404, HTTP/1.0, 405, 400).
     Run {
         test: "net.virtio_arp_is_answered,user.netconf_gets_a_lease,\
-               user.tcpsvc_serves_the_host,user.udpecho_counts_the_hosts_datagrams",
+               user.tcpsvc_serves_the_host,user.udpecho_counts_the_hosts_datagrams,\
+               user.webd_serves_the_host",
         clients: &[
+            Client {
+                name: "webd",
+                proto: Proto::Tcp,
+                guest_port: 8080,
+                talk: netclient::webd_conversation,
+            },
             Client {
                 name: "tcpsvc",
                 proto: Proto::Tcp,

@@ -149,10 +149,7 @@ where
                 *results[p].lock() = Some(body(shares[p].clone(), part));
             }
         });
-        return results
-            .into_iter()
-            .filter_map(|r| r.into_inner())
-            .fold(identity, &combine);
+        return results.into_iter().filter_map(|r| r.into_inner()).fold(identity, &combine);
     }
     let out = Mutex::new(MutexKind::Tts, None);
     omp::parallel(n, |ctx| {

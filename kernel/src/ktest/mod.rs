@@ -171,7 +171,10 @@ pub fn with_poll_budget<T>(
 /// message is read is woken by the message's IPI (or does not halt: the message came).
 pub fn woken_by_their_messages(what: &str, waits: &HaltedWaits) -> Result<(), String> {
     if waits.past_budget == 0 {
-        return Err(format!("{what}: no wait outlasted P = 1000 cycles"));
+        // Every message came within P (a busy host can deschedule the waiting vCPU until
+        // its peers have answered): nothing to judge. A wait that halts with its message
+        // in hand always outlasts P, so this never hides the bug.
+        return skip(format!("{what}: no wait outlasted P = 1000 cycles, nothing to judge"));
     }
     // A tick that happens to come during a halt ends it too: rare, never most. One is
     // forgiven however few the waits: with 16 vCPUs on two host CPUs a run can have only

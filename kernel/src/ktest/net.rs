@@ -14,6 +14,7 @@ kernel_test!(ARP, "net.virtio_arp_is_answered", 1, Shared, arp_is_answered);
 kernel_test!(DHCP, "user.netconf_gets_a_lease", 1, Shared, netconf_gets_a_lease);
 kernel_test!(TCPSVC, "user.tcpsvc_serves_the_host", 1, Shared, tcpsvc_serves_the_host);
 kernel_test!(UDPECHO, "user.udpecho_counts_the_hosts_datagrams", 1, Shared, udpecho_counts);
+kernel_test!(WEBD, "user.webd_serves_the_host", 1, Shared, webd_serves_the_host);
 
 /// QEMU user networking's addresses: the guest's (its DHCP would give it) and the gateway.
 const GUEST_IP: [u8; 4] = [10, 0, 2, 15];
@@ -108,6 +109,13 @@ fn tcpsvc_serves_the_host() -> Result<(), String> {
 /// forward to port 7) and sends each back (QEMU drops the echoes under `restrict=on`).
 fn udpecho_counts() -> Result<(), String> {
     served_by("udpecho", "--count 3 --seconds 90", "udpecho: echoed 3 datagrams")
+}
+
+/// `webd --port 8080 --count 6` answers the host's six requests (`xtask`'s client through
+/// a forward to port 8080: `GET /` kept alive, `HEAD /hello`, a 404, an HTTP/1.0 GET, a
+/// 405 and a 400; its own verdict is `<run>/host-webd`).
+fn webd_serves_the_host() -> Result<(), String> {
+    served_by("webd", "--port 8080 --count 6 --seconds 90", "webd: 6 responses")
 }
 
 /// Runs server `name` with `args` (a host client talks to it meanwhile): it must exit 0

@@ -1,0 +1,331 @@
+//! `webd [--port P] [--count N] [--seconds S] [--backlog B]`: the web server of Corey
+//! §6.2 (issue M12), first form: one core, a TCP/IP stack of its own (smoltcp over the
+//! network device, `libatoll::net`), at QEMU's user-network address 10.0.2.15/24. It
+//! serves the initrd's files (GET and HEAD; `/` is a list of them) over HTTP/1.1 with
+//! keep-alive and HTTP/1.0, parsed by `workloads::http` (`httparse`); every bad request
+//! gets its status (400, 404, 405, 414, 431, 505) and the connection closes. B sockets
+//! listen at once (a backlog; default 8). Stops after N responses (default 100, at most
+//! 1,000,000) or S seconds (default 60, at most 3600): `webd: N responses`. From the host
+//! through a forward QEMU binds to 127.0.0.1 (`hostfwd=tcp:127.0.0.1:8080-:80`). Exit 0
+//! when N were sent, 1 when the time ran out first or there is no network device, 2 for
+//! bad arguments.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use libatoll::net::smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use libatoll::net::smoltcp::socket::tcp;
+use libatoll::net::smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr, Ipv4Address};
+use libatoll::net::{Clock, Nic};
+use libatoll::obj::{file_open, root_share, segment_read, share_delobj, ObjRef};
+use libatoll::println;
+use workloads::http::{self, Parsed};
+
+const USAGE: &str = "usage: webd [--port P] [--count N] [--seconds S] [--backlog B]   \
+     (P 1-65535, default 80; N 1-1000000, default 100; S 1-3600, default 60; B 1-64, default 8)";
+
+/// QEMU user networking's guest address (its DHCP gives the same).
+const ADDRESS: Ipv4Address = Ipv4Address::new(10, 0, 2, 15);
+/// Bytes of each socket's send buffer (a response larger streams through it).
+const SEND_BUFFER: usize = 64 * 1024;
+
+struct Options {
+    port: u16,
+    count: u64,
+    seconds: u64,
+    backlog: usize,
+}
+
+/// One listening socket and its connection's state.
+struct Connection {
+    handle: SocketHandle,
+    /// Request bytes received and not yet answered.
+    input: Vec<u8>,
+    /// The response being sent, and how much of it has gone.
+    output: Vec<u8>,
+    sent: usize,
+    /// Close once the response has gone.
+    close_after: bool,
+}
+
+impl Connection {
+    fn reset(&mut self) {
+        self.input.clear();
+        self.output.clear();
+        self.sent = 0;
+        self.close_after = false;
+    }
+}
+
+fn main() -> i32 {
+    let mut buf = [0u8; 128];
+    let Some(opts) = parse(libatoll::args(&mut buf)) else {
+        println!("{USAGE}");
+        return 2;
+    };
+    let mut nic = match Nic::open() {
+        Ok(nic) => nic,
+        Err(e) => {
+            println!("webd: no network device ({e:?}; `make run` has one unless NET=0)");
+            return 1;
+        }
+    };
+    let clock = match Clock::new() {
+        Ok(c) => c,
+        Err(e) => {
+            println!("webd: no clock ({e:?})");
+            return 1;
+        }
+    };
+    let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(nic.mac())));
+    config.random_seed = libatoll::rdtsc();
+    let mut iface = Interface::new(config, &mut nic, clock.now());
+    iface.update_ip_addrs(|addrs| {
+        let _ = addrs.push(IpCidr::new(ADDRESS.into(), 24));
+    });
+    let mut sockets = SocketSet::new(Vec::new());
+    let mut connections = Vec::new();
+    for _ in 0..opts.backlog {
+        let mut socket = tcp::Socket::new(
+            tcp::SocketBuffer::new(vec![0; http::MAX_HEAD]),
+            tcp::SocketBuffer::new(vec![0; SEND_BUFFER]),
+        );
+        // Request and response: no Nagle, no delayed ACK (issue M12).
+        socket.set_nagle_enabled(false);
+        socket.set_ack_delay(None);
+        if let Err(e) = socket.listen(opts.port) {
+            println!("webd: cannot listen on port {}: {e}", opts.port);
+            return 2;
+        }
+        connections.push(Connection {
+            handle: sockets.add(socket),
+            input: Vec::new(),
+            output: Vec::new(),
+            sent: 0,
+            close_after: false,
+        });
+    }
+    println!(
+        "webd: serving the initrd's files on {ADDRESS}:{} ({} sockets) for {} responses, {} s",
+        opts.port, opts.backlog, opts.count, opts.seconds
+    );
+    let mut files = Files::new();
+    let mut responses = 0u64;
+    while responses < opts.count && clock.micros() < opts.seconds * 1_000_000 {
+        iface.poll(clock.now(), &mut nic, &mut sockets);
+        let mut busy = false;
+        for c in &mut connections {
+            let socket = sockets.get_mut::<tcp::Socket>(c.handle);
+            busy |= serve(c, socket, opts.port, &mut files, &mut responses);
+        }
+        if !busy {
+            libatoll::thread::yield_now();
+        }
+    }
+    // The last responses leave with a few more polls (at most a second).
+    let drain_until = clock.micros() + 1_000_000;
+    while clock.micros() < drain_until {
+        iface.poll(clock.now(), &mut nic, &mut sockets);
+        let mut pending = false;
+        for c in &mut connections {
+            let socket = sockets.get_mut::<tcp::Socket>(c.handle);
+            if c.sent < c.output.len() {
+                send_some(c, socket);
+                pending = true;
+            }
+        }
+        if !pending {
+            break;
+        }
+        libatoll::thread::yield_now();
+    }
+    println!("webd: {responses} responses");
+    if responses == opts.count {
+        0
+    } else {
+        1
+    }
+}
+
+/// One turn of connection `c`: reads what came, answers a whole request, sends what it
+/// can, closes or listens again. Whether there was anything to do.
+fn serve(
+    c: &mut Connection,
+    socket: &mut tcp::Socket,
+    port: u16,
+    files: &mut Files,
+    responses: &mut u64,
+) -> bool {
+    match socket.state() {
+        tcp::State::Listen => return false,
+        // Closed by both sides, or reset: listen afresh.
+        tcp::State::TimeWait | tcp::State::Closed => {
+            socket.abort();
+            let _ = socket.listen(port);
+            c.reset();
+            return false;
+        }
+        _ => {}
+    }
+    let mut busy = false;
+    if socket.can_recv() && c.input.len() < http::MAX_HEAD {
+        let room = http::MAX_HEAD - c.input.len();
+        let _ = socket.recv(|bytes| {
+            let n = bytes.len().min(room);
+            c.input.extend_from_slice(&bytes[..n]);
+            (n, ())
+        });
+        busy = true;
+    }
+    // A new request once the last response has gone (pipelined ones wait their turn).
+    if c.sent == c.output.len() && !c.close_after && !c.input.is_empty() {
+        let answer = match http::parse(&c.input) {
+            Parsed::Request(request, used) => {
+                c.input.drain(..used);
+                Some(respond(&request, files))
+            }
+            Parsed::Error(status) => {
+                c.input.clear();
+                Some(error(status))
+            }
+            Parsed::Partial => None,
+        };
+        if let Some((output, keep_alive)) = answer {
+            c.output = output;
+            c.sent = 0;
+            c.close_after = !keep_alive;
+            *responses += 1;
+            busy = true;
+        }
+    }
+    if c.sent < c.output.len() {
+        send_some(c, socket);
+        busy = true;
+    }
+    // Close once the last response has gone: after an error or an HTTP/1.0 request, or
+    // when the client has closed its side (CLOSE_WAIT) with nothing more to answer.
+    if c.sent == c.output.len() {
+        let state = socket.state();
+        let peer_done = state == tcp::State::CloseWait && c.input.is_empty();
+        let answered = c.close_after && state == tcp::State::Established;
+        if answered || peer_done {
+            socket.close();
+        }
+    }
+    busy
+}
+
+/// Sends as much of `c`'s response as the socket takes.
+fn send_some(c: &mut Connection, socket: &mut tcp::Socket) {
+    if let Ok(n) = socket.send_slice(&c.output[c.sent..]) {
+        c.sent += n;
+    }
+}
+
+/// The response to `request`, and whether the connection stays open.
+fn respond(request: &http::Request, files: &mut Files) -> (Vec<u8>, bool) {
+    let Some(body) = files.get(&request.file) else { return error(404) };
+    let kind = if request.file == "index.html" {
+        "text/html; charset=utf-8"
+    } else {
+        http::content_type(&request.file)
+    };
+    let mut out = http::response_head(200, kind, body.len(), request.keep_alive).into_bytes();
+    if !request.head_only {
+        out.extend_from_slice(body);
+    }
+    (out, request.keep_alive)
+}
+
+/// An error response (the connection closes after it).
+fn error(status: u16) -> (Vec<u8>, bool) {
+    let body = http::error_body(status);
+    let mut out =
+        http::response_head(status, "text/plain; charset=utf-8", body.len(), false).into_bytes();
+    out.extend_from_slice(body.as_bytes());
+    (out, false)
+}
+
+/// The initrd's files, read once each (at most the initrd's few MiB), and the index page.
+struct Files {
+    read: BTreeMap<String, Vec<u8>>,
+}
+
+impl Files {
+    fn new() -> Files {
+        Files { read: BTreeMap::new() }
+    }
+
+    /// The bytes of `name` (`index.html`: the list of files, unless the initrd has one).
+    fn get(&mut self, name: &str) -> Option<&[u8]> {
+        if !self.read.contains_key(name) {
+            let bytes = match read_file(name) {
+                Some(bytes) => bytes,
+                None if name == "index.html" => index_page(),
+                None => return None,
+            };
+            self.read.insert(String::from(name), bytes);
+        }
+        self.read.get(name).map(Vec::as_slice)
+    }
+}
+
+/// The initrd file `name`, whole.
+fn read_file(name: &str) -> Option<Vec<u8>> {
+    let root = root_share();
+    let seg = ObjRef::new(root, file_open(root, name).ok()?);
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        match segment_read(seg, bytes.len() as u64, &mut chunk) {
+            Ok(0) => break,
+            Ok(n) => bytes.extend_from_slice(&chunk[..n as usize]),
+            Err(_) => {
+                let _ = share_delobj(seg);
+                return None;
+            }
+        }
+    }
+    let _ = share_delobj(seg);
+    Some(bytes)
+}
+
+/// `/`: a page listing the initrd's files, each a link.
+fn index_page() -> Vec<u8> {
+    let mut names = vec![0u8; 4096];
+    let n = libatoll::sys::file_list(&mut names).unwrap_or(0) as usize;
+    let list = core::str::from_utf8(&names[..n.min(names.len())]).unwrap_or("");
+    let mut page = String::from(
+        "<!DOCTYPE html>\n<html><head><title>Atoll webd</title></head><body>\n\
+         <h1>Atoll</h1>\n<p>webd (Corey &sect;6.2) on a TCP/IP stack of its own. The initrd's files:</p>\n<ul>\n",
+    );
+    for name in list.lines().filter(|l| !l.is_empty()) {
+        page.push_str(&alloc::format!("<li><a href=\"/{name}\">{name}</a></li>\n"));
+    }
+    page.push_str("</ul>\n</body></html>\n");
+    page.into_bytes()
+}
+
+/// The options, or `None` for bad ones.
+fn parse(args: &str) -> Option<Options> {
+    let mut opts = Options { port: 80, count: 100, seconds: 60, backlog: 8 };
+    let mut words = args.split_whitespace();
+    while let Some(w) = words.next() {
+        let value: u64 = words.next()?.parse().ok()?;
+        match w {
+            "--port" if (1..=65535).contains(&value) => opts.port = value as u16,
+            "--count" if (1..=1_000_000).contains(&value) => opts.count = value,
+            "--seconds" if (1..=3600).contains(&value) => opts.seconds = value,
+            "--backlog" if (1..=64).contains(&value) => opts.backlog = value as usize,
+            _ => return None,
+        }
+    }
+    Some(opts)
+}
+
+libatoll::main!(main);
