@@ -173,12 +173,13 @@ const RUNS: &[Run] = &[
         ..all("chase1", 1, "256M")
     },
     // A virtio-net device on restricted user networking (issue M12): the driver's frames
-    // reach QEMU's gateway and its answer comes back; a program's own TCP/IP stack gets a
+    // reach QEMU's gateway and its answer comes back; the fuzzer meets a real NIC
+    // (`device_send`, `device_receive`); a program's own TCP/IP stack gets a
     // DHCP lease through the frame calls; `tcpsvc` answers the host's connections through
     // a forward from 127.0.0.1, `udpecho` counts the host's datagrams, and `webd` holds
     // an HTTP conversation with the host (keep-alive, HEAD, 404, HTTP/1.0, 405, 400).
     Run {
-        test: "net.virtio_arp_is_answered,user.netconf_gets_a_lease,\
+        test: "net.virtio_arp_is_answered,user.sysfuzz_every_core,user.netconf_gets_a_lease,\
                user.tcpsvc_serves_the_host,user.udpecho_counts_the_hosts_datagrams,\
                user.webd_serves_the_host",
         clients: &[

@@ -300,7 +300,19 @@ impl Fuzzer {
             }
             nr::DEVICE_ALLOC => {
                 a[0] = self.share();
-                a[1] = if self.rng.one_in(8) { self.argument() } else { self.rng.below(8) };
+                a[1] = match self.nic_hwid {
+                    Some(nic) if self.rng.one_in(4) => nic,
+                    _ if self.rng.one_in(8) => self.argument(),
+                    _ => self.rng.below(8),
+                };
+            }
+            // A frame out or in: any device (the NIC among those the fuzzer holds), a
+            // pointer of any kind, a length around the frame's bounds.
+            nr::DEVICE_SEND | nr::DEVICE_RECEIVE => {
+                (a[0], a[1]) = self.reference(Some(Kind::Device));
+                a[2] =
+                    if number == nr::DEVICE_RECEIVE { self.out_pointer() } else { self.argument() };
+                a[3] = self.rng.pick(&[0, 13, 14, 60, 1514, 1515, 4096, u64::MAX]);
             }
             nr::DEVICE_STAT => {
                 (a[0], a[1]) = self.machine_reference();

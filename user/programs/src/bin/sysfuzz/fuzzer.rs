@@ -116,6 +116,9 @@ pub struct Fuzzer {
     pub machine: Option<u64>,
     /// The hardware id of the machine device (`device_alloc` of it must be refused).
     pub machine_hwid: Option<u64>,
+    /// The hardware id of the network device, if the machine has one: `device_alloc`
+    /// draws it, so `device_send` and `device_receive` meet a real device (issue M12).
+    pub nic_hwid: Option<u64>,
     pub scratch: u64,
     /// An empty segment mapped over the whole zone to reset it.
     pub cover: u64,
@@ -194,6 +197,7 @@ impl Fuzzer {
                 libatoll::machine().map(|m| m.object)
             },
             machine_hwid: machine_hwid(),
+            nic_hwid: hwid_of(libatoll::abi::device_kind::NET),
             scratch,
             cover,
             readonly: [(0, 0); 8],
@@ -304,9 +308,14 @@ fn file_names() -> Vec<String> {
 
 /// The hardware id of the machine device, from `device_list`.
 fn machine_hwid() -> Option<u64> {
+    hwid_of(libatoll::abi::device_kind::MACHINE)
+}
+
+/// The hardware id of the first device of `kind`, from `device_list`.
+fn hwid_of(kind: u64) -> Option<u64> {
     let mut list = [libatoll::abi::DeviceInfo::default(); 64];
     let n = obj::device_list(&mut list).ok()?;
-    list[..n.min(64)].iter().find(|d| d.kind == libatoll::abi::device_kind::MACHINE).map(|d| d.hwid)
+    list[..n.min(64)].iter().find(|d| d.kind == kind).map(|d| d.hwid)
 }
 
 impl Fuzzer {

@@ -148,6 +148,7 @@ fn out_buffer_of(number: u64) -> Option<(usize, Option<usize>, u64)> {
         nr::DEVICE_STAT => (2, None, 32),
         nr::THREAD_STAT => (2, None, 40),
         nr::SEGMENT_READ => (3, Some(4), 1),
+        nr::DEVICE_RECEIVE => (2, Some(3), 1),
         _ => return None,
     })
 }

@@ -208,6 +208,10 @@ impl Fuzzer {
             nr::DEVICE_ALLOC if Some(a[1]) == self.machine_hwid && result.is_ok() => {
                 "device_alloc made a machine device"
             }
+            // A frame's length is checked before anything else of it.
+            nr::DEVICE_SEND if result.is_ok() && !(14..=1514).contains(&a[3]) => {
+                "device_send took a frame of a length outside 14..=1514"
+            }
             _ => return,
         };
         self.wrong(why, call, result);
