@@ -187,5 +187,46 @@ fn measure_rate(timer: ObjRef) -> Result<u64, Error> {
     Ok((cycles / us.max(1)).max(1))
 }
 
+/// QEMU user networking's address for the guest (what its DHCP gives), with its /24.
+pub const QEMU_GUEST_ADDRESS: ([u8; 4], u8) = ([10, 0, 2, 15], 24);
+
+/// A program's network: the device, the clock, and a smoltcp interface on them.
+pub struct Stack {
+    /// The device.
+    pub nic: Nic,
+    /// smoltcp's time.
+    pub clock: Clock,
+    /// The interface (its address set by [`Stack::open`], or by DHCP).
+    pub iface: smoltcp::iface::Interface,
+}
+
+impl Stack {
+    /// Opens the network device, measures the clock and makes an interface with
+    /// `address` (an IPv4 address and prefix length; `None`: none yet, for DHCP). The
+    /// reason as a line to print if there is no device or no clock.
+    pub fn open(address: Option<([u8; 4], u8)>) -> Result<Stack, alloc::string::String> {
+        use smoltcp::iface::{Config, Interface};
+        use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr, Ipv4Address};
+        let mut nic = Nic::open().map_err(|e| {
+            alloc::format!("no network device ({e:?}; `make run` has one unless NET=0)")
+        })?;
+        let clock = Clock::new().map_err(|e| alloc::format!("no clock ({e:?})"))?;
+        let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(nic.mac())));
+        config.random_seed = rdtsc();
+        let mut iface = Interface::new(config, &mut nic, clock.now());
+        if let Some((ip, prefix)) = address {
+            iface.update_ip_addrs(|addrs| {
+                let _ = addrs.push(IpCidr::new(Ipv4Address::from(ip).into(), prefix));
+            });
+        }
+        Ok(Stack { nic, clock, iface })
+    }
+
+    /// One turn of the stack: frames in and out for `sockets`.
+    pub fn poll(&mut self, sockets: &mut smoltcp::iface::SocketSet) {
+        self.iface.poll(self.clock.now(), &mut self.nic, sockets);
+    }
+}
+
 /// smoltcp itself, for programs that build on [`Nic`] (`Interface`, sockets).
 pub use smoltcp;

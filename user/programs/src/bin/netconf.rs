@@ -10,10 +10,9 @@
 extern crate alloc;
 
 use alloc::vec::Vec;
-use libatoll::net::smoltcp::iface::{Config, Interface, SocketSet};
+use libatoll::net::smoltcp::iface::SocketSet;
 use libatoll::net::smoltcp::socket::dhcpv4;
-use libatoll::net::smoltcp::wire::{EthernetAddress, HardwareAddress};
-use libatoll::net::{Clock, Nic};
+use libatoll::net::{Nic, Stack};
 use libatoll::println;
 
 const USAGE: &str = "usage: netconf [--seconds N] [--check]   (N from 1 to 600; default 10)";
@@ -28,36 +27,26 @@ fn main() -> i32 {
             return 2;
         }
     };
-    let mut nic = match Nic::open() {
-        Ok(nic) => nic,
+    let mut stack = match Stack::open(None) {
+        Ok(stack) => stack,
         Err(e) => {
-            println!("netconf: no network device ({e:?}; `make run` has one unless NET=0)");
+            println!("netconf: {e}");
             return 1;
         }
     };
     if check {
-        if let Err(what) = hostile_calls(&nic) {
+        if let Err(what) = hostile_calls(&stack.nic) {
             println!("netconf: {what}");
             return 3;
         }
         println!("netconf: bad arguments refused");
     }
-    let clock = match Clock::new() {
-        Ok(c) => c,
-        Err(e) => {
-            println!("netconf: no clock ({e:?})");
-            return 1;
-        }
-    };
-    let mac = nic.mac();
-    let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
-    config.random_seed = libatoll::rdtsc();
-    let mut iface = Interface::new(config, &mut nic, clock.now());
+    let mac = stack.nic.mac();
     let mut sockets = SocketSet::new(Vec::new());
     let dhcp = sockets.add(dhcpv4::Socket::new());
     let deadline_us = seconds * 1_000_000;
-    while clock.micros() < deadline_us {
-        iface.poll(clock.now(), &mut nic, &mut sockets);
+    while stack.clock.micros() < deadline_us {
+        stack.poll(&mut sockets);
         if let Some(dhcpv4::Event::Configured(lease)) =
             sockets.get_mut::<dhcpv4::Socket>(dhcp).poll()
         {
@@ -73,7 +62,7 @@ fn main() -> i32 {
                 mac[5],
                 lease.address,
                 gateway.as_deref().unwrap_or("none"),
-                clock.micros() / 1000
+                stack.clock.micros() / 1000
             );
             return 0;
         }

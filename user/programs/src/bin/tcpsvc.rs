@@ -17,17 +17,14 @@ extern crate alloc;
 
 use alloc::vec;
 use alloc::vec::Vec;
-use libatoll::net::smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use libatoll::net::smoltcp::iface::{SocketHandle, SocketSet};
 use libatoll::net::smoltcp::socket::tcp;
-use libatoll::net::smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr, Ipv4Address};
-use libatoll::net::{Clock, Nic};
+use libatoll::net::{Stack, QEMU_GUEST_ADDRESS};
 use libatoll::println;
 
 const USAGE: &str = "usage: tcpsvc [--port P] [--count N] [--seconds S] [--backlog B]   \
      (P 1-65535, default 80; N 1-1000000, default 10; S 1-600, default 30; B 1-64, default 8)";
 
-/// QEMU user networking's guest address (its DHCP gives the same).
-const ADDRESS: Ipv4Address = Ipv4Address::new(10, 0, 2, 15);
 /// What each connection gets (Corey §8.3: 128 bytes): a line, padded with dots.
 const REPLY: [u8; 128] = reply();
 
@@ -62,26 +59,13 @@ fn main() -> i32 {
         println!("{USAGE}");
         return 2;
     };
-    let mut nic = match Nic::open() {
-        Ok(nic) => nic,
+    let mut stack = match Stack::open(Some(QEMU_GUEST_ADDRESS)) {
+        Ok(stack) => stack,
         Err(e) => {
-            println!("tcpsvc: no network device ({e:?}; `make run` has one unless NET=0)");
+            println!("tcpsvc: {e}");
             return 1;
         }
     };
-    let clock = match Clock::new() {
-        Ok(c) => c,
-        Err(e) => {
-            println!("tcpsvc: no clock ({e:?})");
-            return 1;
-        }
-    };
-    let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(nic.mac())));
-    config.random_seed = libatoll::rdtsc();
-    let mut iface = Interface::new(config, &mut nic, clock.now());
-    iface.update_ip_addrs(|addrs| {
-        let _ = addrs.push(IpCidr::new(ADDRESS.into(), 24));
-    });
     let mut sockets = SocketSet::new(Vec::new());
     let mut slots = Vec::new();
     for _ in 0..opts.backlog {
@@ -99,12 +83,12 @@ fn main() -> i32 {
         slots.push(Slot { handle: sockets.add(socket), replied: false });
     }
     println!(
-        "tcpsvc: listening on {ADDRESS}:{} ({} sockets) for {} connections, {} s",
+        "tcpsvc: listening on 10.0.2.15:{} ({} sockets) for {} connections, {} s",
         opts.port, opts.backlog, opts.count, opts.seconds
     );
     let mut served = 0u64;
-    while served < opts.count && clock.micros() < opts.seconds * 1_000_000 {
-        iface.poll(clock.now(), &mut nic, &mut sockets);
+    while served < opts.count && stack.clock.micros() < opts.seconds * 1_000_000 {
+        stack.poll(&mut sockets);
         let mut busy = false;
         for slot in &mut slots {
             let socket = sockets.get_mut::<tcp::Socket>(slot.handle);
@@ -132,9 +116,9 @@ fn main() -> i32 {
         }
     }
     // The last replies and FINs leave with a few more polls (at most a second).
-    let drain_until = clock.micros() + 1_000_000;
-    while clock.micros() < drain_until {
-        iface.poll(clock.now(), &mut nic, &mut sockets);
+    let drain_until = stack.clock.micros() + 1_000_000;
+    while stack.clock.micros() < drain_until {
+        stack.poll(&mut sockets);
         let pending = slots.iter().any(|s| {
             let state = sockets.get::<tcp::Socket>(s.handle).state();
             !matches!(state, tcp::State::Listen | tcp::State::TimeWait | tcp::State::Closed)

@@ -14,17 +14,14 @@ extern crate alloc;
 
 use alloc::vec;
 use alloc::vec::Vec;
-use libatoll::net::smoltcp::iface::{Config, Interface, SocketSet};
+use libatoll::net::smoltcp::iface::SocketSet;
 use libatoll::net::smoltcp::socket::udp;
-use libatoll::net::smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr, Ipv4Address};
-use libatoll::net::{Clock, Nic};
+use libatoll::net::{Stack, QEMU_GUEST_ADDRESS};
 use libatoll::println;
 
 const USAGE: &str = "usage: udpecho [--port P] [--count N] [--seconds S]   \
      (P 1-65535, default 7; N 1-1000000, default 10; S 1-600, default 30)";
 
-/// QEMU user networking's guest address (its DHCP gives the same).
-const ADDRESS: Ipv4Address = Ipv4Address::new(10, 0, 2, 15);
 /// Datagrams each socket buffer holds, and their bytes.
 const SLOTS: usize = 16;
 const SLOT_BYTES: usize = 1500;
@@ -41,26 +38,13 @@ fn main() -> i32 {
         println!("{USAGE}");
         return 2;
     };
-    let mut nic = match Nic::open() {
-        Ok(nic) => nic,
+    let mut stack = match Stack::open(Some(QEMU_GUEST_ADDRESS)) {
+        Ok(stack) => stack,
         Err(e) => {
-            println!("udpecho: no network device ({e:?}; `make run` has one unless NET=0)");
+            println!("udpecho: {e}");
             return 1;
         }
     };
-    let clock = match Clock::new() {
-        Ok(c) => c,
-        Err(e) => {
-            println!("udpecho: no clock ({e:?})");
-            return 1;
-        }
-    };
-    let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(nic.mac())));
-    config.random_seed = libatoll::rdtsc();
-    let mut iface = Interface::new(config, &mut nic, clock.now());
-    iface.update_ip_addrs(|addrs| {
-        let _ = addrs.push(IpCidr::new(ADDRESS.into(), 24));
-    });
     let buffer = || {
         udp::PacketBuffer::new(
             vec![udp::PacketMetadata::EMPTY; SLOTS],
@@ -75,13 +59,13 @@ fn main() -> i32 {
     let mut sockets = SocketSet::new(Vec::new());
     let handle = sockets.add(socket);
     println!(
-        "udpecho: listening on {ADDRESS}:{} for {} datagrams, {} s",
+        "udpecho: listening on 10.0.2.15:{} for {} datagrams, {} s",
         opts.port, opts.count, opts.seconds
     );
     let (mut echoed, mut bytes) = (0u64, 0u64);
     let mut datagram = [0u8; SLOT_BYTES];
-    while echoed < opts.count && clock.micros() < opts.seconds * 1_000_000 {
-        iface.poll(clock.now(), &mut nic, &mut sockets);
+    while echoed < opts.count && stack.clock.micros() < opts.seconds * 1_000_000 {
+        stack.poll(&mut sockets);
         let socket = sockets.get_mut::<udp::Socket>(handle);
         while echoed < opts.count && socket.can_recv() && socket.can_send() {
             let Ok((n, meta)) = socket.recv_slice(&mut datagram) else { break };
@@ -96,10 +80,12 @@ fn main() -> i32 {
     }
     // The last echoes may wait for the sender's address to be resolved: poll until they
     // have left (at most a second more).
-    let drain_until = clock.micros() + 1_000_000;
+    let drain_until = stack.clock.micros() + 1_000_000;
     loop {
-        iface.poll(clock.now(), &mut nic, &mut sockets);
-        if sockets.get::<udp::Socket>(handle).send_queue() == 0 || clock.micros() > drain_until {
+        stack.poll(&mut sockets);
+        if sockets.get::<udp::Socket>(handle).send_queue() == 0
+            || stack.clock.micros() > drain_until
+        {
             break;
         }
         libatoll::thread::yield_now();

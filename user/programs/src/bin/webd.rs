@@ -18,10 +18,9 @@ use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
-use libatoll::net::smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use libatoll::net::smoltcp::iface::{SocketHandle, SocketSet};
 use libatoll::net::smoltcp::socket::tcp;
-use libatoll::net::smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr, Ipv4Address};
-use libatoll::net::{Clock, Nic};
+use libatoll::net::{Stack, QEMU_GUEST_ADDRESS};
 use libatoll::obj::{file_open, root_share, segment_read, share_delobj, ObjRef};
 use libatoll::println;
 use workloads::http::{self, Parsed};
@@ -29,8 +28,6 @@ use workloads::http::{self, Parsed};
 const USAGE: &str = "usage: webd [--port P] [--count N] [--seconds S] [--backlog B]   \
      (P 1-65535, default 80; N 1-1000000, default 100; S 1-3600, default 60; B 1-64, default 8)";
 
-/// QEMU user networking's guest address (its DHCP gives the same).
-const ADDRESS: Ipv4Address = Ipv4Address::new(10, 0, 2, 15);
 /// Bytes of each socket's send buffer (a response larger streams through it).
 const SEND_BUFFER: usize = 64 * 1024;
 
@@ -68,26 +65,13 @@ fn main() -> i32 {
         println!("{USAGE}");
         return 2;
     };
-    let mut nic = match Nic::open() {
-        Ok(nic) => nic,
+    let mut stack = match Stack::open(Some(QEMU_GUEST_ADDRESS)) {
+        Ok(stack) => stack,
         Err(e) => {
-            println!("webd: no network device ({e:?}; `make run` has one unless NET=0)");
+            println!("webd: {e}");
             return 1;
         }
     };
-    let clock = match Clock::new() {
-        Ok(c) => c,
-        Err(e) => {
-            println!("webd: no clock ({e:?})");
-            return 1;
-        }
-    };
-    let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(nic.mac())));
-    config.random_seed = libatoll::rdtsc();
-    let mut iface = Interface::new(config, &mut nic, clock.now());
-    iface.update_ip_addrs(|addrs| {
-        let _ = addrs.push(IpCidr::new(ADDRESS.into(), 24));
-    });
     let mut sockets = SocketSet::new(Vec::new());
     let mut connections = Vec::new();
     for _ in 0..opts.backlog {
@@ -111,13 +95,13 @@ fn main() -> i32 {
         });
     }
     println!(
-        "webd: serving the initrd's files on {ADDRESS}:{} ({} sockets) for {} responses, {} s",
+        "webd: serving the initrd's files on 10.0.2.15:{} ({} sockets) for {} responses, {} s",
         opts.port, opts.backlog, opts.count, opts.seconds
     );
     let mut files = Files::new();
     let mut responses = 0u64;
-    while responses < opts.count && clock.micros() < opts.seconds * 1_000_000 {
-        iface.poll(clock.now(), &mut nic, &mut sockets);
+    while responses < opts.count && stack.clock.micros() < opts.seconds * 1_000_000 {
+        stack.poll(&mut sockets);
         let mut busy = false;
         for c in &mut connections {
             let socket = sockets.get_mut::<tcp::Socket>(c.handle);
@@ -128,9 +112,9 @@ fn main() -> i32 {
         }
     }
     // The last responses leave with a few more polls (at most a second).
-    let drain_until = clock.micros() + 1_000_000;
-    while clock.micros() < drain_until {
-        iface.poll(clock.now(), &mut nic, &mut sockets);
+    let drain_until = stack.clock.micros() + 1_000_000;
+    while stack.clock.micros() < drain_until {
+        stack.poll(&mut sockets);
         let mut pending = false;
         for c in &mut connections {
             let socket = sockets.get_mut::<tcp::Socket>(c.handle);
