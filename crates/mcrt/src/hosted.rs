@@ -132,3 +132,36 @@ fn restore(cpus: &[usize]) {
         libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set);
     }
 }
+
+/// Where a hosted runtime's processors run ([`run_stealing`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// One per CPU, pinned (benchmarks).
+    Pinned,
+    /// Left to Linux (tests: more processors than CPUs).
+    Unpinned,
+}
+
+/// Runs `main` as the first thread of a McRT runtime of `processors` processors (the
+/// stealing scheduler) on Linux threads placed as `placement` says, and returns its result
+/// (what the hosted runs of Metis and NPB share).
+pub fn run_stealing<R: Send + 'static>(
+    processors: usize,
+    placement: Placement,
+    main: impl FnOnce() -> R + Send + 'static,
+) -> Result<R, crate::Error> {
+    let config = crate::Config::new(crate::Policy::Stealing, processors);
+    let host = match placement {
+        Placement::Pinned => LinuxHost::pinned(),
+        Placement::Unpinned => LinuxHost::unpinned(),
+    };
+    crate::run(config, &host, main)
+}
+
+/// Nanoseconds since the first call (a clock for hosted benchmarks).
+pub fn clock() -> u64 {
+    use std::sync::OnceLock;
+    use std::time::Instant;
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}

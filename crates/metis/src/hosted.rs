@@ -1,16 +1,8 @@
-//! Running Metis hosted on Linux: McRT on pinned (or unpinned) OS threads, and a clock.
+//! Running Metis hosted on Linux: McRT on pinned (or unpinned) OS threads
+//! (`mcrt::hosted`), and a clock (for [`crate::Config::clock`]).
 
 use crate::Error;
-use mcrt::hosted::LinuxHost;
-
-/// Where McRT's processors run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Placement {
-    /// One per CPU, pinned (benchmarks).
-    Pinned,
-    /// Left to Linux (tests: more processors than CPUs).
-    Unpinned,
-}
+pub use mcrt::hosted::{clock, Placement};
 
 /// Runs `main` as the first thread of a McRT runtime with `processors` processors
 /// (stealing scheduler), and returns its result.
@@ -25,18 +17,5 @@ pub fn run<R: Send + 'static>(
     if processors > crate::MAX_THREADS {
         return Err(Error::TooManyThreads { asked: processors });
     }
-    let config = mcrt::Config::new(mcrt::Policy::Stealing, processors);
-    let host = match placement {
-        Placement::Pinned => LinuxHost::pinned(),
-        Placement::Unpinned => LinuxHost::unpinned(),
-    };
-    mcrt::run(config, &host, main).map_err(Error::Runtime)
-}
-
-/// Nanoseconds since the first call (for [`crate::Config::clock`]).
-pub fn clock() -> u64 {
-    use std::sync::OnceLock;
-    use std::time::Instant;
-    static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    mcrt::hosted::run_stealing(processors, placement, main).map_err(Error::Runtime)
 }
