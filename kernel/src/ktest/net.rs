@@ -15,6 +15,13 @@ kernel_test!(DHCP, "user.netconf_gets_a_lease", 1, Shared, netconf_gets_a_lease)
 kernel_test!(TCPSVC, "user.tcpsvc_serves_the_host", 1, Shared, tcpsvc_serves_the_host);
 kernel_test!(UDPECHO, "user.udpecho_counts_the_hosts_datagrams", 1, Shared, udpecho_counts);
 kernel_test!(WEBD, "user.webd_serves_the_host", 1, Shared, webd_serves_the_host);
+kernel_test!(
+    BAD_ARGS,
+    "user.servers_refuse_bad_arguments",
+    1,
+    Shared,
+    servers_refuse_bad_arguments
+);
 
 /// QEMU user networking's addresses: the guest's (its DHCP would give it) and the gateway.
 const GUEST_IP: [u8; 4] = [10, 0, 2, 15];
@@ -129,6 +136,31 @@ fn served_by(name: &str, args: &str, done: &str) -> Result<(), String> {
             .map_err(|e| format!("{name}: could not run: {e:?}"))?;
         if status != ExitStatus::Exited(0) || !text.contains(done) {
             return Err(format!("{name} ended {status:?}: {text}"));
+        }
+        Ok(())
+    })
+}
+
+/// The network programs refuse bad arguments with their usage (exit 2) before they touch
+/// the network (so in every run, NIC or not): values out of range, unknown options, a
+/// `--backlog` for `udpecho` (UDP has none), a missing value.
+fn servers_refuse_bad_arguments() -> Result<(), String> {
+    let cases: [(&str, &str); 10] = [
+        ("webd", "--port 0"),
+        ("webd", "--seconds 3601"),
+        ("webd", "--backlog 65"),
+        ("webd", "--count"),
+        ("tcpsvc", "--count 0"),
+        ("tcpsvc", "--seconds 601"),
+        ("tcpsvc", "--bogus 1"),
+        ("udpecho", "--backlog 2"),
+        ("udpecho", "--port 65536"),
+        ("netconf", "--seconds 0"),
+    ];
+    balanced(|| {
+        for (name, args) in cases {
+            super::user::expect(name, args, ExitStatus::Exited(2))
+                .map_err(|e| format!("`{name} {args}`: {e}"))?;
         }
         Ok(())
     })

@@ -228,5 +228,99 @@ impl Stack {
     }
 }
 
+/// TCP sockets listening on one port, a backlog of them (issue M12): smoltcp has no
+/// `listen` backlog, so each listening socket takes one connection, and a burst of
+/// `backlog` connections is answered, not reset. Request and response traffic: no Nagle,
+/// no delayed ACK.
+pub struct Listener {
+    port: u16,
+    handles: alloc::vec::Vec<smoltcp::iface::SocketHandle>,
+}
+
+impl Listener {
+    /// `backlog` sockets with buffers of `rx` and `tx` bytes, listening on `port`, added
+    /// to `sockets`. The reason as a line to print if they cannot listen.
+    pub fn new(
+        sockets: &mut smoltcp::iface::SocketSet<'static>,
+        port: u16,
+        backlog: usize,
+        rx: usize,
+        tx: usize,
+    ) -> Result<Listener, alloc::string::String> {
+        use smoltcp::socket::tcp;
+        let mut handles = alloc::vec::Vec::with_capacity(backlog);
+        for _ in 0..backlog {
+            let mut socket = tcp::Socket::new(
+                tcp::SocketBuffer::new(alloc::vec![0; rx]),
+                tcp::SocketBuffer::new(alloc::vec![0; tx]),
+            );
+            socket.set_nagle_enabled(false);
+            socket.set_ack_delay(None);
+            socket.listen(port).map_err(|e| alloc::format!("cannot listen on port {port}: {e}"))?;
+            handles.push(sockets.add(socket));
+        }
+        Ok(Listener { port, handles })
+    }
+
+    /// The sockets, in order (a caller keeps its per-connection state by index).
+    pub fn handles(&self) -> &[smoltcp::iface::SocketHandle] {
+        &self.handles
+    }
+
+    /// Makes `socket` listen again if its connection is over (closed, or in TIME_WAIT,
+    /// which it leaves at once: a server that closes many connections never runs out of
+    /// sockets). Whether it did, so the caller forgets that connection's state.
+    pub fn recycle(&self, socket: &mut smoltcp::socket::tcp::Socket) -> bool {
+        use smoltcp::socket::tcp::State;
+        if !matches!(socket.state(), State::TimeWait | State::Closed) {
+            return false;
+        }
+        socket.abort();
+        let _ = socket.listen(self.port);
+        true
+    }
+}
+
+/// The options every server program takes: `--port P`, `--count N` (requests or
+/// connections), `--seconds S`, and `--backlog B` where it listens for TCP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerOptions {
+    /// The port (1 to 65535).
+    pub port: u16,
+    /// How many to serve before it stops (1 to 1,000,000).
+    pub count: u64,
+    /// How long it runs at most (1 to `max_seconds`).
+    pub seconds: u64,
+    /// Listening sockets (1 to 64).
+    pub backlog: usize,
+}
+
+impl ServerOptions {
+    /// Parses `args` over `defaults`; `None` for anything else, a value out of range, or
+    /// `--backlog` when `takes_backlog` is false.
+    pub fn parse(
+        args: &str,
+        defaults: ServerOptions,
+        max_seconds: u64,
+        takes_backlog: bool,
+    ) -> Option<ServerOptions> {
+        let mut opts = defaults;
+        let mut words = args.split_whitespace();
+        while let Some(w) = words.next() {
+            let value: u64 = words.next()?.parse().ok()?;
+            match w {
+                "--port" if (1..=65535).contains(&value) => opts.port = value as u16,
+                "--count" if (1..=1_000_000).contains(&value) => opts.count = value,
+                "--seconds" if (1..=max_seconds).contains(&value) => opts.seconds = value,
+                "--backlog" if takes_backlog && (1..=64).contains(&value) => {
+                    opts.backlog = value as usize
+                }
+                _ => return None,
+            }
+        }
+        Some(opts)
+    }
+}
+
 /// smoltcp itself, for programs that build on [`Nic`] (`Interface`, sockets).
 pub use smoltcp;

@@ -17,9 +17,9 @@ extern crate alloc;
 
 use alloc::vec;
 use alloc::vec::Vec;
-use libatoll::net::smoltcp::iface::{SocketHandle, SocketSet};
+use libatoll::net::smoltcp::iface::SocketSet;
 use libatoll::net::smoltcp::socket::tcp;
-use libatoll::net::{Stack, QEMU_GUEST_ADDRESS};
+use libatoll::net::{Listener, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
 use libatoll::println;
 
 const USAGE: &str = "usage: tcpsvc [--port P] [--count N] [--seconds S] [--backlog B]   \
@@ -40,22 +40,10 @@ const fn reply() -> [u8; 128] {
     out
 }
 
-struct Options {
-    port: u16,
-    count: u64,
-    seconds: u64,
-    backlog: usize,
-}
-
-/// A listening socket and whether it has written its reply on its connection.
-struct Slot {
-    handle: SocketHandle,
-    replied: bool,
-}
-
 fn main() -> i32 {
     let mut buf = [0u8; 128];
-    let Some(opts) = parse(libatoll::args(&mut buf)) else {
+    let defaults = ServerOptions { port: 80, count: 10, seconds: 30, backlog: 8 };
+    let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 600, true) else {
         println!("{USAGE}");
         return 2;
     };
@@ -67,21 +55,15 @@ fn main() -> i32 {
         }
     };
     let mut sockets = SocketSet::new(Vec::new());
-    let mut slots = Vec::new();
-    for _ in 0..opts.backlog {
-        let mut socket = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0; 1024]),
-            tcp::SocketBuffer::new(vec![0; 1024]),
-        );
-        // Request and response: no Nagle, no delayed ACK (issue M12).
-        socket.set_nagle_enabled(false);
-        socket.set_ack_delay(None);
-        if let Err(e) = socket.listen(opts.port) {
-            println!("tcpsvc: cannot listen on port {}: {e}", opts.port);
+    let listener = match Listener::new(&mut sockets, opts.port, opts.backlog, 1024, 1024) {
+        Ok(l) => l,
+        Err(e) => {
+            println!("tcpsvc: {e}");
             return 2;
         }
-        slots.push(Slot { handle: sockets.add(socket), replied: false });
-    }
+    };
+    // Whether each socket has written its reply on its connection.
+    let mut replied = vec![false; opts.backlog];
     println!(
         "tcpsvc: listening on 10.0.2.15:{} ({} sockets) for {} connections, {} s",
         opts.port, opts.backlog, opts.count, opts.seconds
@@ -90,22 +72,20 @@ fn main() -> i32 {
     while served < opts.count && stack.clock.micros() < opts.seconds * 1_000_000 {
         stack.poll(&mut sockets);
         let mut busy = false;
-        for slot in &mut slots {
-            let socket = sockets.get_mut::<tcp::Socket>(slot.handle);
+        for (i, &handle) in listener.handles().iter().enumerate() {
+            let socket = sockets.get_mut::<tcp::Socket>(handle);
+            if listener.recycle(socket) {
+                replied[i] = false;
+                continue;
+            }
             match socket.state() {
-                tcp::State::Established if !slot.replied => {
+                tcp::State::Established if !replied[i] => {
                     if socket.send_slice(&REPLY) == Ok(REPLY.len()) {
                         socket.close();
-                        slot.replied = true;
+                        replied[i] = true;
                         served += 1;
                     }
                     busy = true;
-                }
-                // Closed by both sides, or never used again: listen afresh.
-                tcp::State::TimeWait | tcp::State::Closed => {
-                    socket.abort();
-                    let _ = socket.listen(opts.port);
-                    slot.replied = false;
                 }
                 tcp::State::Listen => {}
                 _ => busy = true,
@@ -119,8 +99,8 @@ fn main() -> i32 {
     let drain_until = stack.clock.micros() + 1_000_000;
     while stack.clock.micros() < drain_until {
         stack.poll(&mut sockets);
-        let pending = slots.iter().any(|s| {
-            let state = sockets.get::<tcp::Socket>(s.handle).state();
+        let pending = listener.handles().iter().any(|&h| {
+            let state = sockets.get::<tcp::Socket>(h).state();
             !matches!(state, tcp::State::Listen | tcp::State::TimeWait | tcp::State::Closed)
         });
         if !pending {
@@ -134,23 +114,6 @@ fn main() -> i32 {
     } else {
         1
     }
-}
-
-/// The options, or `None` for bad ones.
-fn parse(args: &str) -> Option<Options> {
-    let mut opts = Options { port: 80, count: 10, seconds: 30, backlog: 8 };
-    let mut words = args.split_whitespace();
-    while let Some(w) = words.next() {
-        let value: u64 = words.next()?.parse().ok()?;
-        match w {
-            "--port" if (1..=65535).contains(&value) => opts.port = value as u16,
-            "--count" if (1..=1_000_000).contains(&value) => opts.count = value,
-            "--seconds" if (1..=600).contains(&value) => opts.seconds = value,
-            "--backlog" if (1..=64).contains(&value) => opts.backlog = value as usize,
-            _ => return None,
-        }
-    }
-    Some(opts)
 }
 
 libatoll::main!(main);

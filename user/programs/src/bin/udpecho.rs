@@ -16,7 +16,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use libatoll::net::smoltcp::iface::SocketSet;
 use libatoll::net::smoltcp::socket::udp;
-use libatoll::net::{Stack, QEMU_GUEST_ADDRESS};
+use libatoll::net::{ServerOptions, Stack, QEMU_GUEST_ADDRESS};
 use libatoll::println;
 
 const USAGE: &str = "usage: udpecho [--port P] [--count N] [--seconds S]   \
@@ -26,15 +26,10 @@ const USAGE: &str = "usage: udpecho [--port P] [--count N] [--seconds S]   \
 const SLOTS: usize = 16;
 const SLOT_BYTES: usize = 1500;
 
-struct Options {
-    port: u16,
-    count: u64,
-    seconds: u64,
-}
-
 fn main() -> i32 {
     let mut buf = [0u8; 128];
-    let Some(opts) = parse(libatoll::args(&mut buf)) else {
+    let defaults = ServerOptions { port: 7, count: 10, seconds: 30, backlog: 1 };
+    let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 600, false) else {
         println!("{USAGE}");
         return 2;
     };
@@ -96,22 +91,6 @@ fn main() -> i32 {
     } else {
         1
     }
-}
-
-/// The options, or `None` for bad ones.
-fn parse(args: &str) -> Option<Options> {
-    let mut opts = Options { port: 7, count: 10, seconds: 30 };
-    let mut words = args.split_whitespace();
-    while let Some(w) = words.next() {
-        let value: u64 = words.next()?.parse().ok()?;
-        match w {
-            "--port" if (1..=65535).contains(&value) => opts.port = value as u16,
-            "--count" if (1..=1_000_000).contains(&value) => opts.count = value,
-            "--seconds" if (1..=600).contains(&value) => opts.seconds = value,
-            _ => return None,
-        }
-    }
-    Some(opts)
 }
 
 libatoll::main!(main);

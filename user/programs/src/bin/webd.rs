@@ -20,7 +20,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use libatoll::net::smoltcp::iface::{SocketHandle, SocketSet};
 use libatoll::net::smoltcp::socket::tcp;
-use libatoll::net::{Stack, QEMU_GUEST_ADDRESS};
+use libatoll::net::{Listener, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
 use libatoll::obj::{file_open, root_share, segment_read, share_delobj, ObjRef};
 use libatoll::println;
 use workloads::http::{self, Parsed};
@@ -30,13 +30,6 @@ const USAGE: &str = "usage: webd [--port P] [--count N] [--seconds S] [--backlog
 
 /// Bytes of each socket's send buffer (a response larger streams through it).
 const SEND_BUFFER: usize = 64 * 1024;
-
-struct Options {
-    port: u16,
-    count: u64,
-    seconds: u64,
-    backlog: usize,
-}
 
 /// One listening socket and its connection's state.
 struct Connection {
@@ -61,7 +54,8 @@ impl Connection {
 
 fn main() -> i32 {
     let mut buf = [0u8; 128];
-    let Some(opts) = parse(libatoll::args(&mut buf)) else {
+    let defaults = ServerOptions { port: 80, count: 100, seconds: 60, backlog: 8 };
+    let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 3600, true) else {
         println!("{USAGE}");
         return 2;
     };
@@ -73,27 +67,25 @@ fn main() -> i32 {
         }
     };
     let mut sockets = SocketSet::new(Vec::new());
-    let mut connections = Vec::new();
-    for _ in 0..opts.backlog {
-        let mut socket = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0; http::MAX_HEAD]),
-            tcp::SocketBuffer::new(vec![0; SEND_BUFFER]),
-        );
-        // Request and response: no Nagle, no delayed ACK (issue M12).
-        socket.set_nagle_enabled(false);
-        socket.set_ack_delay(None);
-        if let Err(e) = socket.listen(opts.port) {
-            println!("webd: cannot listen on port {}: {e}", opts.port);
-            return 2;
-        }
-        connections.push(Connection {
-            handle: sockets.add(socket),
+    let listener =
+        match Listener::new(&mut sockets, opts.port, opts.backlog, http::MAX_HEAD, SEND_BUFFER) {
+            Ok(l) => l,
+            Err(e) => {
+                println!("webd: {e}");
+                return 2;
+            }
+        };
+    let mut connections: Vec<Connection> = listener
+        .handles()
+        .iter()
+        .map(|&handle| Connection {
+            handle,
             input: Vec::new(),
             output: Vec::new(),
             sent: 0,
             close_after: false,
-        });
-    }
+        })
+        .collect();
     println!(
         "webd: serving the initrd's files on 10.0.2.15:{} ({} sockets) for {} responses, {} s",
         opts.port, opts.backlog, opts.count, opts.seconds
@@ -105,7 +97,7 @@ fn main() -> i32 {
         let mut busy = false;
         for c in &mut connections {
             let socket = sockets.get_mut::<tcp::Socket>(c.handle);
-            busy |= serve(c, socket, opts.port, &mut files, &mut responses);
+            busy |= serve(c, socket, &listener, &mut files, &mut responses);
         }
         if !busy {
             libatoll::thread::yield_now();
@@ -141,16 +133,13 @@ fn main() -> i32 {
 fn serve(
     c: &mut Connection,
     socket: &mut tcp::Socket,
-    port: u16,
+    listener: &Listener,
     files: &mut Files,
     responses: &mut u64,
 ) -> bool {
     match socket.state() {
         tcp::State::Listen => return false,
-        // Closed by both sides, or reset: listen afresh.
-        tcp::State::TimeWait | tcp::State::Closed => {
-            socket.abort();
-            let _ = socket.listen(port);
+        _ if listener.recycle(socket) => {
             c.reset();
             return false;
         }
@@ -293,23 +282,6 @@ fn index_page() -> Vec<u8> {
     }
     page.push_str("</ul>\n</body></html>\n");
     page.into_bytes()
-}
-
-/// The options, or `None` for bad ones.
-fn parse(args: &str) -> Option<Options> {
-    let mut opts = Options { port: 80, count: 100, seconds: 60, backlog: 8 };
-    let mut words = args.split_whitespace();
-    while let Some(w) = words.next() {
-        let value: u64 = words.next()?.parse().ok()?;
-        match w {
-            "--port" if (1..=65535).contains(&value) => opts.port = value as u16,
-            "--count" if (1..=1_000_000).contains(&value) => opts.count = value,
-            "--seconds" if (1..=3600).contains(&value) => opts.seconds = value,
-            "--backlog" if (1..=64).contains(&value) => opts.backlog = value as usize,
-            _ => return None,
-        }
-    }
-    Some(opts)
 }
 
 libatoll::main!(main);
