@@ -17,6 +17,7 @@ mod report;
 mod runner;
 mod smoke;
 mod throttle;
+mod variants;
 
 use std::fs;
 use std::path::PathBuf;
