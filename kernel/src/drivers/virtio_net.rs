@@ -11,8 +11,12 @@ use alloc::format;
 use alloc::string::String;
 use virtio_drivers::device::net::VirtIONetRaw;
 use virtio_drivers::transport::pci::bus::DeviceFunction;
-use virtio_drivers::transport::pci::{virtio_device_type, PciTransport};
-use virtio_drivers::transport::DeviceType;
+use virtio_drivers::transport::pci::PciTransport;
+
+/// The virtio PCI vendor id, and the network device's ids: transitional (QEMU's default
+/// `virtio-net-pci`) and modern (virtio 1.0 §4.1.2: 0x1040 + device type 1).
+const VIRTIO_VENDOR: u16 = 0x1af4;
+const NET_DEVICE_IDS: [u16; 2] = [0x1000, 0x1041];
 
 /// Descriptors in each of the two queues, and so receive (and send) buffers.
 pub const QUEUE_SIZE: usize = 16;
@@ -85,9 +89,10 @@ pub fn format_mac(mac: [u8; 6]) -> String {
 /// Starts the first virtio network device of the PCI scan, if there is one, and posts
 /// every receive buffer. Once (the boot core).
 pub fn probe() -> Result<Option<&'static NicInfo>, String> {
-    let Some(f) = pci::functions().iter().find(|f| {
-        f.vendor_id == 0x1af4 && matches!(device_type(f.device_id), Some(DeviceType::Network))
-    }) else {
+    let Some(f) = pci::functions()
+        .iter()
+        .find(|f| f.vendor_id == VIRTIO_VENDOR && NET_DEVICE_IDS.contains(&f.device_id))
+    else {
         return Ok(None);
     };
     let at = DeviceFunction { bus: f.bus, device: f.device, function: f.function };
@@ -210,18 +215,4 @@ unsafe fn buffer_mut(va: u64) -> &'static mut [u8] {
     debug_assert!(direct_map_phys(va) < va);
     // SAFETY: the caller's promise; the buffer lies in DMA memory that is never freed.
     unsafe { core::slice::from_raw_parts_mut(va as *mut u8, BUFFER_BYTES) }
-}
-
-/// A virtio device id's type (transitional or modern id).
-fn device_type(device_id: u16) -> Option<DeviceType> {
-    let info = virtio_drivers::transport::pci::bus::DeviceFunctionInfo {
-        vendor_id: 0x1af4,
-        device_id,
-        class: 0,
-        subclass: 0,
-        prog_if: 0,
-        revision: 0,
-        header_type: virtio_drivers::transport::pci::bus::HeaderType::Standard,
-    };
-    virtio_device_type(&info)
 }

@@ -203,11 +203,7 @@ fn send_some(c: &mut Connection, socket: &mut tcp::Socket) {
 /// The response to `request`, and whether the connection stays open.
 fn respond(request: &http::Request, files: &mut Files) -> (Vec<u8>, bool) {
     let Some(body) = files.get(&request.file) else { return error(404) };
-    let kind = if request.file == "index.html" {
-        "text/html; charset=utf-8"
-    } else {
-        http::content_type(&request.file)
-    };
+    let kind = http::content_type(&request.file);
     let mut out = http::response_head(200, kind, body.len(), request.keep_alive).into_bytes();
     if !request.head_only {
         out.extend_from_slice(body);
