@@ -39,8 +39,7 @@ pub struct Client {
 /// Connections `tcpsvc_replies` must see answered in full.
 pub const TCPSVC_CONNECTIONS: u32 = 3;
 
-/// `tcpsvc`'s client: connects, reads to the end, and counts the connections that got
-/// exactly 128 bytes ending in a newline, until [`TCPSVC_CONNECTIONS`] did. Before the
+/// `tcpsvc`'s client: connects, reads to the end, and counts the connections that got exactly 128 bytes ending in a newline, until [`TCPSVC_CONNECTIONS`] did. Before the
 /// server listens, QEMU accepts the connection and closes it empty (the guest resets it):
 /// the client tries again 100 ms later (at most 3,000 tries).
 pub fn tcpsvc_replies(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> Result {
@@ -82,8 +81,9 @@ fn read_all(addr: SocketAddr) -> std::result::Result<Vec<u8>, String> {
 
 /// `webd`'s client, once the server answers: on one HTTP/1.1 connection `GET /` (the
 /// index, kept alive), `HEAD /hello` (a head with the file's length and no body) and `GET
-/// /no-such-file` (404, then the server closes); then an HTTP/1.0 `GET /hello` (the whole
-/// file, then the close); then `BREW /` (405) and bytes that are no request (400).
+/// /no-such-file` (404, then the server closes); then more half-sent requests than the
+/// server has sockets, closed and then held open ([`HOSTAGES`]); then an
+/// HTTP/1.0 `GET /hello` (the whole file, then the close); then `BREW /` (405) and bytes that are no request (400).
 /// Six responses in all (the guest's test runs `webd --count 6`). Until the server listens, QEMU's forward closes
 /// the connection empty: the client tries again every 100 ms (at most 3,000 tries).
 pub fn webd_conversation(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> Result {
@@ -99,6 +99,7 @@ pub fn webd_conversation(addr: SocketAddr, stop: &AtomicBool, deadline: Instant)
             Err(Retry::Failed(why)) => return Err(why),
         }
     }
+    hold_sockets_hostage(addr)?;
     let hello = http(addr, b"GET /hello HTTP/1.0\r\n\r\n")?;
     expect_status(&hello, 200, "HTTP/1.0 GET /hello")?;
     if !hello.head.contains("Connection: close") || hello.body.len() != hello.length {
@@ -110,6 +111,33 @@ pub fn webd_conversation(addr: SocketAddr, stop: &AtomicBool, deadline: Instant)
     }
     expect_status(&http(addr, b"BREW / HTTP/1.1\r\n\r\n")?, 405, "BREW /")?;
     expect_status(&http(addr, b"\x16\x03\x01 not http\r\n\r\n")?, 400, "garbage")?;
+    Ok(())
+}
+
+/// More connections than `webd` has listening sockets (32), each sending half a request:
+/// first 40 that then close (the server must close its side of each, not keep waiting for
+/// the rest of a request that cannot come), then 40 that stay open and silent, until the
+/// server resets them (its idle limit is 10 s; the client waits 12). Then the server must
+/// answer again (the caller's next request).
+const HOSTAGES: usize = 40;
+
+/// See [`HOSTAGES`].
+fn hold_sockets_hostage(addr: SocketAddr) -> Result {
+    let half = b"GET /hello HTTP/1.1\r\nHost: at";
+    for _ in 0..HOSTAGES {
+        let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+            .map_err(|e| format!("a cut-short request: connect: {e}"))?;
+        let _ = c.write_all(half);
+    }
+    let mut idle = Vec::new();
+    for _ in 0..HOSTAGES {
+        if let Ok(mut c) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+            let _ = c.write_all(half);
+            idle.push(c);
+        }
+    }
+    std::thread::sleep(Duration::from_secs(12));
+    drop(idle);
     Ok(())
 }
 

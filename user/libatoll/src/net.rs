@@ -256,6 +256,8 @@ impl Listener {
             );
             socket.set_nagle_enabled(false);
             socket.set_ack_delay(None);
+            // A peer that stops answering (acknowledging nothing for 10 s) is reset.
+            socket.set_timeout(Some(smoltcp::time::Duration::from_secs(10)));
             socket.listen(port).map_err(|e| alloc::format!("cannot listen on port {port}: {e}"))?;
             handles.push(sockets.add(socket));
         }

@@ -4,7 +4,8 @@
 //! serves the initrd's files (GET and HEAD; `/` is a list of them) over HTTP/1.1 with
 //! keep-alive and HTTP/1.0, parsed by `workloads::http` (`httparse`); every bad request
 //! gets its status (400, 404, 405, 414, 431, 505) and the connection closes. B sockets
-//! listen at once (a backlog; default 8). Stops after N responses (default 100, at most
+//! listen at once (a backlog; default 32), and a connection silent for 10 s is reset, so
+//! idle or half-sent requests cannot hold every socket. Stops after N responses (default 100, at most
 //! 1,000,000) or S seconds (default 60, at most 3600): `webd: N responses`. From the host
 //! through a forward QEMU binds to 127.0.0.1 (`hostfwd=tcp:127.0.0.1:8080-:80`). Exit 0
 //! when N were sent, 1 when the time ran out first or there is no network device, 2 for
@@ -26,8 +27,10 @@ use libatoll::println;
 use workloads::http::{self, Parsed};
 
 const USAGE: &str = "usage: webd [--port P] [--count N] [--seconds S] [--backlog B]   \
-     (P 1-65535, default 80; N 1-1000000, default 100; S 1-3600, default 60; B 1-64, default 8)";
+     (P 1-65535, default 80; N 1-1000000, default 100; S 1-3600, default 60; B 1-64, default 32)";
 
+/// How long a connection may stay silent, neither sending nor taking anything (10 s).
+const IDLE_US: u64 = 10_000_000;
 /// Bytes of each socket's send buffer (a response larger streams through it).
 const SEND_BUFFER: usize = 64 * 1024;
 
@@ -41,6 +44,8 @@ struct Connection {
     sent: usize,
     /// Close once the response has gone.
     close_after: bool,
+    /// When it last received or sent anything (the clock's microseconds).
+    active_at: u64,
 }
 
 impl Connection {
@@ -54,7 +59,7 @@ impl Connection {
 
 fn main() -> i32 {
     let mut buf = [0u8; 128];
-    let defaults = ServerOptions { port: 80, count: 100, seconds: 60, backlog: 8 };
+    let defaults = ServerOptions { port: 80, count: 100, seconds: 60, backlog: 32 };
     let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 3600, true) else {
         println!("{USAGE}");
         return 2;
@@ -84,6 +89,7 @@ fn main() -> i32 {
             output: Vec::new(),
             sent: 0,
             close_after: false,
+            active_at: 0,
         })
         .collect();
     println!(
@@ -97,7 +103,8 @@ fn main() -> i32 {
         let mut busy = false;
         for c in &mut connections {
             let socket = sockets.get_mut::<tcp::Socket>(c.handle);
-            busy |= serve(c, socket, &listener, &mut files, &mut responses);
+            let now = stack.clock.micros();
+            busy |= serve(c, socket, &listener, now, &mut files, &mut responses);
         }
         if !busy {
             libatoll::thread::yield_now();
@@ -134,18 +141,30 @@ fn serve(
     c: &mut Connection,
     socket: &mut tcp::Socket,
     listener: &Listener,
+    now: u64,
     files: &mut Files,
     responses: &mut u64,
 ) -> bool {
     match socket.state() {
-        tcp::State::Listen => return false,
+        tcp::State::Listen => {
+            c.active_at = now;
+            return false;
+        }
         _ if listener.recycle(socket) => {
             c.reset();
             return false;
         }
         _ => {}
     }
+    // A connection that sends nothing and takes nothing for IDLE_US holds a listening
+    // socket from everyone else (a half-sent request, a forgotten keep-alive): reset it.
+    if now.saturating_sub(c.active_at) > IDLE_US {
+        socket.abort();
+        c.reset();
+        return false;
+    }
     let mut busy = false;
+    let progress = (c.input.len(), c.sent);
     if socket.can_recv() && c.input.len() < http::MAX_HEAD {
         let room = http::MAX_HEAD - c.input.len();
         let _ = socket.recv(|bytes| {
@@ -181,14 +200,20 @@ fn serve(
         busy = true;
     }
     // Close once the last response has gone: after an error or an HTTP/1.0 request, or
-    // when the client has closed its side (CLOSE_WAIT) with nothing more to answer.
+    // when the client has closed its side (CLOSE_WAIT): what it left unanswered is a
+    // request it cut short, which can never be completed.
     if c.sent == c.output.len() {
         let state = socket.state();
-        let peer_done = state == tcp::State::CloseWait && c.input.is_empty();
+        let peer_done =
+            state == tcp::State::CloseWait && !matches!(http::parse(&c.input), Parsed::Request(..));
         let answered = c.close_after && state == tcp::State::Established;
         if answered || peer_done {
+            c.input.clear();
             socket.close();
         }
+    }
+    if (c.input.len(), c.sent) != progress {
+        c.active_at = now;
     }
     busy
 }
