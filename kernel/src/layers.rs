@@ -57,6 +57,8 @@ pub const LAYERS: &[Layer] = &[
     Layer { module: "thread", tests: &[] },
     // Corey's objects: shares, segments, address ranges, pcores, devices.
     Layer { module: "corey", tests: &[] },
+    // Kernel cores: a core that polls devices and syscall devices (Corey §3.2, §4.4).
+    Layer { module: "kcore", tests: &[] },
     // Threads, run queues, migration and load (AMPS).
     Layer { module: "sched", tests: &[] },
     // Loading and starting programs, the system-call dispatcher, user traps.

@@ -16,6 +16,7 @@ mod corey;
 mod drivers;
 mod initrd;
 mod interrupts;
+mod kcore;
 mod knowledge;
 mod ktest;
 mod layers;

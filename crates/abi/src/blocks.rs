@@ -31,8 +31,8 @@ impl ThreadCreate {
     /// Words in memory.
     pub const WORDS: usize = 17;
 
-    /// The words as they sit in memory: `pcore_run`'s 16, with ⟨share, core⟩ where that
-    /// block has the pcore, then the affinity.
+    /// The words as they sit in memory: `pcore_run`'s block, with ⟨share, core⟩ where
+    /// that block has the pcore, and the affinity where it has its flags.
     pub fn to_words(&self) -> [u64; 17] {
         let run = PcoreRun {
             pcore: [self.share, self.core],
@@ -42,18 +42,14 @@ impl ThreadCreate {
             arg: self.arg,
             nshares: self.nshares,
             shares: self.shares,
+            flags: self.affinity,
         };
-        let mut w = [0u64; 17];
-        w[..16].copy_from_slice(&run.to_words());
-        w[16] = self.affinity;
-        w
+        run.to_words()
     }
 
     /// Reads the words.
     pub fn from_words(w: [u64; 17]) -> ThreadCreate {
-        let mut first = [0u64; 16];
-        first.copy_from_slice(&w[..16]);
-        let run = PcoreRun::from_words(first);
+        let run = PcoreRun::from_words(w);
         ThreadCreate {
             share: run.pcore[0],
             core: run.pcore[1],
@@ -63,7 +59,7 @@ impl ThreadCreate {
             arg: run.arg,
             nshares: run.nshares,
             shares: run.shares,
-            affinity: w[16],
+            affinity: run.flags,
         }
     }
 }
@@ -101,8 +97,8 @@ impl ThreadStat {
     }
 }
 
-/// Arguments of `pcore_run`, read from user memory (16 little-endian words):
-/// `[pcore_share, pcore_obj, entry, stack, ar_share, ar_obj, arg, nshares, shares[8]]`.
+/// Arguments of `pcore_run`, read from user memory (17 little-endian words):
+/// `[pcore_share, pcore_obj, entry, stack, ar_share, ar_obj, arg, nshares, shares[8], flags]`.
 /// The shares (at most [`PcoreRun::MAX_SHARES`]) must be in the caller's share set; they
 /// become the new context's share set beside a fresh, empty root share.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -121,15 +117,22 @@ pub struct PcoreRun {
     pub nshares: u64,
     /// Shares (ids in the caller's share set) for the new context's share set.
     pub shares: [u64; 8],
+    /// Options: [`PcoreRun::KERNEL_CORE`] (then every field but `pcore` must be 0).
+    pub flags: u64,
 }
 
 impl PcoreRun {
     /// Most shares a context can be given.
     pub const MAX_SHARES: usize = 8;
+    /// Words in memory.
+    pub const WORDS: usize = 17;
+    /// `flags`: the pcore becomes a kernel core (Corey §4.4), polling the devices
+    /// `pcore_add_device` gave it, instead of running a user context.
+    pub const KERNEL_CORE: u64 = 1;
 
     /// The words as they sit in memory.
-    pub fn to_words(&self) -> [u64; 16] {
-        let mut w = [0u64; 16];
+    pub fn to_words(&self) -> [u64; 17] {
+        let mut w = [0u64; 17];
         w[..8].copy_from_slice(&[
             self.pcore[0],
             self.pcore[1],
@@ -140,14 +143,15 @@ impl PcoreRun {
             self.arg,
             self.nshares,
         ]);
-        w[8..].copy_from_slice(&self.shares);
+        w[8..16].copy_from_slice(&self.shares);
+        w[16] = self.flags;
         w
     }
 
     /// From the words in memory.
-    pub fn from_words(w: [u64; 16]) -> Self {
+    pub fn from_words(w: [u64; 17]) -> Self {
         let mut shares = [0u64; 8];
-        shares.copy_from_slice(&w[8..]);
+        shares.copy_from_slice(&w[8..16]);
         PcoreRun {
             pcore: [w[0], w[1]],
             entry: w[2],
@@ -156,6 +160,7 @@ impl PcoreRun {
             arg: w[6],
             nshares: w[7],
             shares,
+            flags: w[16],
         }
     }
 }
@@ -368,7 +373,9 @@ mod tests {
         };
         r.nshares = 2;
         r.shares[..2].copy_from_slice(&[9, 10]);
+        r.flags = PcoreRun::KERNEL_CORE;
         assert_eq!(PcoreRun::from_words(r.to_words()), r);
+        assert_eq!(r.to_words()[16], PcoreRun::KERNEL_CORE, "flags are the last word");
         let t = ThreadCreate {
             share: 1,
             core: ANY_CORE,

@@ -238,8 +238,22 @@ pub mod nr {
     /// device `dev` received, copied to `buf` (cut to `len` bytes); returns the frame's
     /// whole length (more than `len`: it was cut), or 0 if none has come. Never waits.
     pub const DEVICE_RECEIVE: u64 = 54;
+    /// `pcore_add_device(pcore_share, pcore_obj, dev_share, dev_obj)`: adds the device to
+    /// the list a kernel core polls (Corey §4.4). A pcore that is running is `Busy`; a
+    /// device a kernel core cannot poll is `InvalidArgument`; past
+    /// [`crate::sysdev::PCORE_DEVICES_MAX`] devices `NoResources`.
+    pub const PCORE_ADD_DEVICE: u64 = 55;
+    /// `device_buf(dev_share, dev_obj, seg_share, seg_obj, offset | type << 56)`: feeds
+    /// pages of a segment to a device (Corey §4.4): for a syscall device, its ring
+    /// ([`crate::sysdev::buf_type::RING`], one page at `offset`) or its packet area
+    /// (`PACKETS`, from `offset` to the segment's end, at most
+    /// [`crate::sysdev::PACKET_AREA_MAX`] bytes). `offset` is page-aligned.
+    pub const DEVICE_BUF: u64 = 56;
+    /// `device_conf(dev_share, dev_obj, conf, value)`: configures a device (Corey §4.4);
+    /// for a syscall device, [`crate::sysdev::conf`].
+    pub const DEVICE_CONF: u64 = 57;
     /// The highest call number.
-    pub const LAST: u64 = DEVICE_RECEIVE;
+    pub const LAST: u64 = DEVICE_CONF;
 }
 
 /// What `pcore_status` reports (one word): the state in the high 32 bits, a detail in the
@@ -259,6 +273,9 @@ pub mod pcore_status {
     pub const HALTED: u64 = 5 << 32;
     /// The context could not start (its program or address range was bad).
     pub const FAILED: u64 = 6 << 32;
+    /// `RUNNING | POLLING`: a kernel core that has taken its devices and polls them
+    /// (before, from `pcore_run` until it starts on its core, plain `RUNNING`).
+    pub const POLLING: u64 = 1;
     /// The state part of a status word.
     pub const fn state(word: u64) -> u64 {
         word & !0xffff_ffff
@@ -308,6 +325,71 @@ pub mod device_kind {
     /// Its name is `virtio-n`; `device_stat`'s `count` the frames it received and sent,
     /// `detail` its MAC address (the first byte in the low bits).
     pub const NET: u64 = 7;
+    /// A syscall device (Corey §4.4): a ring in a shared segment through which a program
+    /// posts system calls to a kernel core. `device_alloc` of
+    /// [`crate::sysdev::SYSCALL_HWID`] makes a new one each time; `device_stat`'s `count`
+    /// the calls kernel cores served through every syscall device, `detail` how many
+    /// syscall devices are live.
+    pub const SYSCALL: u64 = 8;
+}
+
+/// Kernel cores and syscall devices (Corey §3.2, §4.4). A kernel core is a pcore started
+/// with `pcore_run` and [`PcoreRun::KERNEL_CORE`]: instead of a user context it polls the
+/// devices `pcore_add_device` listed, until `pcore_halt` or until its pcore object is
+/// dropped. A syscall device is two URPC channels (`urpc::ChannelMemory<RING_SLOTS>`) in
+/// one page of a segment the program shares with the kernel core: requests at
+/// [`REQUEST_OFFSET`], replies at [`REPLY_OFFSET`]. A request's tag is the call
+/// ([`call`]), its payload `[cookie, arg0, arg1, ...]`; the reply's tag is the same call
+/// and its payload `[cookie, result]`, the result encoded as a trap's (`encode`).
+pub mod sysdev {
+    /// The hardware id `device_alloc` takes to make a new syscall device.
+    pub const SYSCALL_HWID: u64 = 5;
+    /// Slots in each of a syscall device's two channels.
+    pub const RING_SLOTS: usize = 16;
+    /// Where the request channel starts in the ring page.
+    pub const REQUEST_OFFSET: usize = 0;
+    /// Where the reply channel starts in the ring page.
+    pub const REPLY_OFFSET: usize = 2048;
+    /// Bytes of a ring (one page).
+    pub const RING_BYTES: u64 = 4096;
+    /// Most bytes of a packet area (`device_buf` with `PACKETS`).
+    pub const PACKET_AREA_MAX: u64 = 256 * 1024;
+    /// Most devices on one kernel core's list.
+    pub const PCORE_DEVICES_MAX: usize = 8;
+
+    /// What `device_buf` feeds a device (its fifth argument's top byte).
+    pub mod buf_type {
+        /// A syscall device's ring: one page.
+        pub const RING: u64 = 1;
+        /// A syscall device's packet area: packet buffers named by offset in calls.
+        pub const PACKETS: u64 = 2;
+    }
+
+    /// The calls a kernel core serves through a syscall device.
+    pub mod call {
+        /// Does nothing; the result is 0 (measures the round trip).
+        pub const NULL: u32 = 0;
+        /// `[offset, len]`: sends the Ethernet frame at `offset` of the packet area on the
+        /// kernel core's network device. Errors as the trap `device_send`.
+        pub const NET_SEND: u32 = 1;
+        /// `[offset, len]`: the next frame for this syscall device, copied to `offset` of
+        /// the packet area (cut to `len`); its whole length, or 0 if none waits.
+        pub const NET_RECEIVE: u32 = 2;
+    }
+
+    /// What `device_conf` sets on a syscall device (its third argument).
+    pub mod conf {
+        /// Which received frames go to this syscall device (its fourth argument): 0 every
+        /// frame for no other device's address (one stack), else an IPv4 address as a
+        /// number (10.0.2.15 is `0x0a00_020f`): frames for that address, and every ARP
+        /// frame.
+        pub const NET_ADDRESS: u64 = 1;
+    }
+
+    /// `device_buf`'s fifth argument: `offset` with `kind` in its top byte.
+    pub const fn buf_arg(offset: u64, kind: u64) -> u64 {
+        offset | kind << 56
+    }
 }
 
 /// Modes of `segment_copy` (its fourth argument).

@@ -45,7 +45,7 @@ pub mod range;
 pub mod segment;
 
 pub use addrrange::{Perms, PAGE_SIZE};
-pub use ops::{copy_on_write, fault, set_nbytes, Fault};
+pub use ops::{copy_on_write, fault, pin_page, set_nbytes, Fault};
 pub use range::{Edited, RangeState};
 pub use segment::SegmentState;
 

@@ -103,6 +103,27 @@ fn fill_page<H: Host>(host: &H, fill: &Fill<H::Object>) -> Option<(H::Frame, Opt
     }
 }
 
+/// The frame of page `index` of segment `seg`, filled with zeroes if it was never
+/// touched: a page handed to a device as buffer space (Corey §4.4 `device_buf`), which
+/// the device reaches by its physical address from then on. A copy-on-write page is
+/// refused (`WrongKind`): the device would keep the shared frame while the segment's next
+/// write moved to a copy. `OutOfRange` past the segment's end.
+pub fn pin_page<H: Host>(host: &H, seg: &H::Object, index: u64) -> Result<H::Frame, VmError> {
+    loop {
+        let looked = host.with_segment(seg, |s| s.look(index, true)).ok_or(VmError::WrongKind)?;
+        let looked = looked.ok_or(VmError::OutOfRange)?;
+        let fresh = match &looked {
+            Look::Ready(frame) => return Ok(frame.clone()),
+            Look::Zero => host.zeroed().ok_or(VmError::NoMemory)?,
+            Look::Copy(_) => return Err(VmError::WrongKind),
+        };
+        if host.with_segment(seg, |s| s.place(index, &looked, fresh.clone())) == Some(true) {
+            return Ok(fresh);
+        }
+        // Another core filled the page meanwhile: `fresh` goes back; look again.
+    }
+}
+
 /// `segment_copy(COW)` of the segment `seg`: marks every page copy-on-write and returns
 /// the copy's state, sharing the frames. The source's writable mappings are taken back in
 /// every range that mapped them, on every core, so no context can write the shared frames

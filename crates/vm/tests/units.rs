@@ -369,3 +369,26 @@ fn after_a_write_copies_a_page_every_mapping_of_it_sees_the_copy() {
     drop((r1, r2, seg, copy));
     all_freed(&sim);
 }
+
+#[test]
+fn a_pinned_page_is_the_one_contexts_map_and_a_copy_on_write_page_is_refused() {
+    let sim = Sim::new();
+    let (root, seg) = (sim.root(), sim.segment(2));
+    sim.set_seg(&root, 0, &seg, 0, 2, Perms::RW).unwrap();
+    // An untouched page is filled with zeroes by the pin, and a context's first touch
+    // then finds that frame (not a second one).
+    let pinned = vm::pin_page(&sim, &seg, 1).unwrap();
+    assert_eq!(sim.live_frames(), 1);
+    let a = sim.run(&root);
+    sim.write(a, P, 9).unwrap();
+    assert_eq!(sim.live_frames(), 1, "the write went to the pinned frame");
+    let addr = <Sim as vm::Host>::addr;
+    assert_eq!(vm::pin_page(&sim, &seg, 1).map(|f| addr(&f)), Ok(addr(&pinned)));
+    assert_eq!(vm::pin_page(&sim, &seg, 2).map(|_| ()), Err(vm::VmError::OutOfRange));
+    // Once the segment is copied copy-on-write, its pages are refused.
+    let copy = sim.copy_cow(&seg);
+    assert_eq!(vm::pin_page(&sim, &seg, 1).map(|_| ()), Err(vm::VmError::WrongKind));
+    sim.end(a);
+    drop((root, seg, copy, pinned));
+    all_freed(&sim);
+}

@@ -35,6 +35,9 @@ pub const MACHINE: u64 = 3;
 /// Hardware id of the keyboard (the serial console's input): a device object of it is the
 /// capability for `console_read`.
 pub const KEYBOARD: u64 = 4;
+/// Hardware id of the syscall pseudo-device: each `device_alloc` of it makes a new
+/// syscall device (`abi::sysdev`).
+const SYSCALL: u64 = abi::sysdev::SYSCALL_HWID;
 /// Hardware id of core 0's timer; core k's is `TIMER_BASE + k`.
 const TIMER_BASE: u64 = 16;
 
@@ -72,6 +75,12 @@ pub fn list() -> Vec<DeviceInfo> {
             kind: device_kind::KEYBOARD,
             core: u64::MAX,
             name: short_name("keyboard"),
+        },
+        DeviceInfo {
+            hwid: SYSCALL,
+            kind: device_kind::SYSCALL,
+            core: u64::MAX,
+            name: short_name("syscall"),
         },
     ];
     for core in percpu::all_cores() {
@@ -123,6 +132,7 @@ pub fn stat(hwid: u64) -> Option<DeviceStat> {
             (MACHINE_COMMANDS.load(Ordering::Relaxed), percpu::core_count() as u64)
         }
         device_kind::KEYBOARD => (KEYBOARD_BYTES.load(Ordering::Relaxed), 0),
+        device_kind::SYSCALL => super::sysdev::counts(),
         device_kind::NET => {
             let (nic, stats) =
                 (crate::drivers::virtio_net::info()?, crate::drivers::virtio_net::stats());

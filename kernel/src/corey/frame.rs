@@ -33,6 +33,11 @@ pub(super) fn zeroed_frame() -> Option<u64> {
 }
 
 impl Frame {
+    /// Its physical address (a device reaches a pinned page by it: `sysdev`).
+    pub fn phys(&self) -> u64 {
+        self.0
+    }
+
     /// Frame `pa` of this core, charged to the thread whose fault is being served, if any.
     pub(super) fn new(pa: u64) -> Arc<Frame> {
         let node = this_core().node as usize;

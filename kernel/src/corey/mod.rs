@@ -36,6 +36,8 @@
 //! - [`context`]: a program's or context's objects (share set, root range);
 //! - [`share`], [`segment`], [`range`], [`pcore`]: the system calls on each kind;
 //! - [`device`]: the device table;
+//! - [`sysdev`]: syscall devices and a kernel core's device list (`pcore_add_device`,
+//!   `device_buf`, `device_conf`);
 //! - [`user_memory`]: copying words and strings in and out of a program's memory.
 
 pub mod context;
@@ -49,6 +51,7 @@ pub mod revocation;
 pub mod segment;
 pub mod share;
 pub mod space;
+pub mod sysdev;
 pub mod user_memory;
 
 pub use context::*;
@@ -59,6 +62,7 @@ pub use quota::*;
 pub use range::*;
 pub use segment::*;
 pub use share::*;
+pub use sysdev::{device_buf, device_conf, pcore_add_device, syscall_device};
 
 use crate::mem::frames;
 use crate::param::{

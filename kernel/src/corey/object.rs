@@ -183,6 +183,8 @@ pub struct Pcore {
     pub halt: AtomicBool,
     /// Time-slice period in Hz (`pcore_set_interval`).
     pub hz: AtomicU64,
+    /// The devices it polls as a kernel core (`pcore_add_device`, Corey §4.4).
+    pub devices: McsLock<Vec<Ptr>>,
 }
 
 impl Drop for Pcore {
@@ -197,6 +199,16 @@ impl Drop for Pcore {
 pub struct Device {
     /// The device's hardware id.
     pub hwid: u64,
+    /// A syscall device's own state (each `device_alloc` of one makes a new device).
+    pub syscall: Option<super::sysdev::SyscallDevice>,
+}
+
+impl Device {
+    /// A device object of `hwid`: a new syscall device for `abi::sysdev::SYSCALL_HWID`.
+    pub fn new(hwid: u64) -> Device {
+        let syscall = (hwid == abi::sysdev::SYSCALL_HWID).then(super::sysdev::SyscallDevice::new);
+        Device { hwid, syscall }
+    }
 }
 
 /// What a kernel object owns, by kind.
@@ -217,6 +229,7 @@ impl objects::Payload for Payload {
     fn take_held(&mut self) -> Vec<Ptr> {
         match self {
             Payload::Range(r) => r.state.with(|s| s.take_held()),
+            Payload::Pcore(c) => c.devices.with(core::mem::take),
             _ => Vec::new(),
         }
     }
@@ -243,6 +256,14 @@ pub(super) fn range(p: &Ptr) -> Option<&Range> {
 pub fn pcore(p: &Ptr) -> Option<&Pcore> {
     match p.payload()? {
         Payload::Pcore(c) => Some(c),
+        _ => None,
+    }
+}
+
+/// The device object `p` is, if it is one.
+pub fn device(p: &Ptr) -> Option<&Device> {
+    match p.payload()? {
+        Payload::Device(d) => Some(d),
         _ => None,
     }
 }

@@ -8,7 +8,9 @@ use super::object::{
 use crate::percpu;
 use abi::Error;
 use alloc::sync::Arc;
+use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use locks::McsLock;
 use objects::ObjectKind;
 
 /// `pcore_alloc(share, core)`: the pcore object of `core`; one live per core.
@@ -23,6 +25,7 @@ pub fn pcore_alloc(p: &mut ProgramObjects, share: u64, core: u64) -> Result<u64,
         status: Arc::new(AtomicU64::new(abi::pcore_status::IDLE)),
         halt: AtomicBool::new(false),
         hz: AtomicU64::new(crate::arch::timer::tick_hz()),
+        devices: McsLock::new(Vec::new()),
     };
     // On failure the payload is dropped, and its Drop releases the claim.
     alloc(p, share, ObjectKind::Pcore, Payload::Pcore(pcore))
@@ -37,7 +40,7 @@ pub fn device_alloc(p: &mut ProgramObjects, share: u64, hwid: u64) -> Result<u64
     if hwid == super::device::MACHINE || hwid == super::device::KEYBOARD {
         return Err(Error::NotPermitted);
     }
-    alloc(p, share, ObjectKind::Device, Payload::Device(Device { hwid }))
+    alloc(p, share, ObjectKind::Device, Payload::Device(Device::new(hwid)))
 }
 
 /// A new device object of `hwid` that only the kernel makes: the machine device (the
@@ -45,7 +48,7 @@ pub fn device_alloc(p: &mut ProgramObjects, share: u64, hwid: u64) -> Result<u64
 /// for the kernel to give the program it starts on the console (`init`).
 pub fn capability_device(hwid: u64) -> Result<Ptr, Error> {
     room()?;
-    let payload = Payload::Device(Device { hwid });
+    let payload = Payload::Device(Device::new(hwid));
     with_creator(|c| c.make(ObjectKind::Device, name(), objects::Body::Kernel(payload), None))
         .map_err(to_abi)
 }

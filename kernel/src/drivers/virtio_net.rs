@@ -75,6 +75,18 @@ pub enum NetError {
     Device,
 }
 
+impl NetError {
+    /// The system-call error a program gets for it (`device_send`, a syscall device's
+    /// `NET_SEND`).
+    pub fn to_abi(self) -> abi::Error {
+        match self {
+            NetError::Full => abi::Error::Busy,
+            NetError::BadLength => abi::Error::InvalidArgument,
+            NetError::NoDevice | NetError::Device => abi::Error::NotPermitted,
+        }
+    }
+}
+
 static NIC: spin::Mutex<Option<Nic>> = spin::Mutex::new(None);
 static INFO: spin::Once<NicInfo> = spin::Once::new();
 

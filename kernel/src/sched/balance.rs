@@ -147,9 +147,24 @@ pub(super) fn balance() {
 /// one here, and the ready threads it holds go where the policy places them now. Threads
 /// whose affinity allows this core alone stay and share it with the context.
 pub fn enqueue_dedicated(t: Box<Running>) {
+    dedicate(t.shared.uid, Some(t));
+}
+
+/// Dedicates this core to a kernel core (Corey §4.4): as [`enqueue_dedicated`], with no
+/// context; the idle loop polls its devices until it ends.
+pub fn dedicate_to_kernel_core() {
+    dedicate(KERNEL_CORE_UID, None);
+}
+
+/// What `dedicated` holds while the core is a kernel core (no thread has this uid).
+pub(super) const KERNEL_CORE_UID: u64 = u64::MAX;
+
+/// Dedicates this core to `uid` and queues `t`, if any: the ready threads that may run
+/// elsewhere go where the policy places them now.
+fn dedicate(uid: u64, t: Option<Box<Running>>) {
     let me = this_core().index;
     let evicted = with_sched(|s| {
-        s.dedicated = Some(t.shared.uid);
+        s.dedicated = Some(uid);
         s.table.set_online(me, false);
         s.reported = None; // the next report says so at once
         let mut evicted = Vec::new();
@@ -158,7 +173,9 @@ pub fn enqueue_dedicated(t: Box<Running>) {
         {
             evicted.push(x);
         }
-        s.queue.push(t);
+        if let Some(t) = t {
+            s.queue.push(t);
+        }
         evicted
     });
     for x in evicted {
@@ -173,9 +190,14 @@ pub fn enqueue_dedicated(t: Box<Running>) {
 /// Ends this core's dedication if `shared` is the context it is dedicated to (it ended,
 /// or it moved away by changing its own affinity).
 pub(super) fn undedicate(shared: &ThreadShared) {
+    undedicate_uid(shared.uid);
+}
+
+/// Ends this core's dedication to `uid`, if it is dedicated to it.
+pub(super) fn undedicate_uid(uid: u64) {
     let me = this_core().index;
     with_sched(|s| {
-        if s.dedicated == Some(shared.uid) {
+        if s.dedicated == Some(uid) {
             s.dedicated = None;
             s.table.set_online(me, true);
             s.reported = None;

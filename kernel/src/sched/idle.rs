@@ -3,9 +3,10 @@
 //! time, and halts until a message's IPI or a tick. Kernel code that waits for threads
 //! runs them itself ([`run_until`]).
 
-use super::balance::balance;
+use super::balance::{balance, report_load, undedicate_uid, KERNEL_CORE_UID};
 use super::run::{housekeeping, run_next, unload_tables};
 use crate::arch::cpu;
+use crate::kcore::Polled;
 use crate::monitor;
 use crate::percpu::{this_core, PerCoreState};
 
@@ -15,6 +16,22 @@ use crate::percpu::{this_core, PerCoreState};
 pub fn idle_once() {
     if idle_work() {
         return;
+    }
+    // A kernel core never sleeps: a round over its devices instead (Corey §4.4), with a
+    // window for the tick between rounds.
+    match crate::kcore::poll() {
+        Polled::NotKernelCore => {}
+        Polled::Round => {
+            cpu::enable_interrupts();
+            cpu::pause();
+            cpu::disable_interrupts();
+            return;
+        }
+        Polled::Ended => {
+            undedicate_uid(KERNEL_CORE_UID);
+            report_load();
+            return;
+        }
     }
     if monitor::poll_for_budget() {
         return;

@@ -158,6 +158,7 @@ impl StartJob {
                 core::iter::once(root_ar).chain(shares.iter()).collect()
             }
             StartWhat::Program { give, .. } => give.iter().collect(),
+            StartWhat::KernelCore => Vec::new(),
         }
     }
 }
@@ -167,6 +168,8 @@ pub(super) enum StartWhat {
     Context { entry: u64, stack: u64, arg: u64, root_ar: Ptr, shares: Vec<Ptr> },
     /// `program_run`: a program from the initrd, and the object it is given, if any.
     Program { line: String, give: Option<Ptr> },
+    /// `pcore_run` with `KERNEL_CORE`: the core polls the pcore's devices (Corey §4.4).
+    KernelCore,
 }
 
 /// Sends `job` to `core`'s monitor. On failure the job is dropped (and the pcore's status
@@ -224,6 +227,18 @@ fn start_job(job: StartJob) {
     }
     let StartJob { pcore, what, .. } = job;
     let cell = corey::pcore(&pcore).map(|p| p.status.clone());
+    if let StartWhat::KernelCore = what {
+        match crate::kcore::start(pcore) {
+            Ok(()) => sched::dedicate_to_kernel_core(),
+            Err(e) => {
+                println!("start: core {}: kernel core: {:?}", this_core().index, e);
+                if let Some(cell) = cell {
+                    cell.store(pcore_status::FAILED, Ordering::Release);
+                }
+            }
+        }
+        return;
+    }
     // Corey §4.4: a `pcore_run` context has its core to itself.
     let dedicate = matches!(what, StartWhat::Context { .. });
     let context = match what {
@@ -243,6 +258,7 @@ fn start_job(job: StartJob) {
                 Err(e) => Err(e),
             }
         }
+        StartWhat::KernelCore => return, // started above
         StartWhat::Program { line, give } => {
             let (name, args) = line.split_once(' ').unwrap_or((&line, ""));
             load_program(name, args.trim_start(), DEFAULT_LIMIT_US, Some(pcore), give.as_slice())
@@ -266,11 +282,25 @@ pub(super) fn pcore_run(
     space: &mut AddressSpace,
     ptr: u64,
 ) -> SysResult {
-    let a = abi::PcoreRun::from_words(read_words::<16>(p, space, ptr)?);
+    let a = abi::PcoreRun::from_words(read_words::<{ abi::PcoreRun::WORDS }>(p, space, ptr)?);
     let pcore_ptr = corey::lookup(p, a.pcore[0], a.pcore[1], ObjectKind::Pcore)?;
     let pc = corey::pcore(&pcore_ptr).ok_or(Error::InvalidArgument)?;
     if pc.core == this_core().index {
         return Err(Error::NotPermitted);
+    }
+    if a.flags == abi::PcoreRun::KERNEL_CORE {
+        // Corey §4.4: a kernel core runs no context; every other field must be empty.
+        let context = abi::PcoreRun { pcore: [0; 2], flags: 0, ..a };
+        if context != abi::PcoreRun::default() {
+            return Err(Error::InvalidArgument);
+        }
+        claim(pc)?;
+        let seen = CAUGHT_UP.with(|c| *c);
+        let job = StartJob { pcore: pcore_ptr.clone(), what: StartWhat::KernelCore, seen };
+        return send_job(pc.core, job).map(|_| 0);
+    }
+    if a.flags != 0 {
+        return Err(Error::InvalidArgument);
     }
     let root_ar = corey::lookup(p, a.ar[0], a.ar[1], ObjectKind::AddressRange)?;
     if !corey::is_root_range(&root_ar) || a.entry >= paging::USER_END {

@@ -69,7 +69,8 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         nr::ROOT_SHARE..=nr::PAGE_FAULTS
         | nr::SEGMENT_COPY..=nr::SEGMENT_READ
         | nr::SHARE_DUPOBJ
-        | nr::OBJ_REVOKE => object_call(frame),
+        | nr::OBJ_REVOKE
+        | nr::PCORE_ADD_DEVICE..=nr::DEVICE_CONF => object_call(frame),
         _ => Err(Error::NoSuchCall),
     };
     // Only a call that took steps can have outlived a tick's checks (a plain load keeps
@@ -185,6 +186,9 @@ pub(super) fn object_call(frame: &SyscallFrame) -> SysResult {
             nr::PCORE_STATUS => corey::pcore_status(p, a, b),
             nr::PCORE_SET_INTERVAL => corey::pcore_set_interval(p, a, b, c),
             nr::DEVICE_ALLOC => corey::device_alloc(p, a, b),
+            nr::PCORE_ADD_DEVICE => corey::pcore_add_device(p, a, b, c, d),
+            nr::DEVICE_BUF => corey::device_buf(p, a, b, c, d, e),
+            nr::DEVICE_CONF => corey::device_conf(p, a, b, c, d),
             nr::DEVICE_STAT => {
                 let hwid = corey::device_hwid(p, a, b)?;
                 let st = devices::stat(hwid).ok_or(Error::NoSuchObject)?;
@@ -347,12 +351,7 @@ pub(super) fn device_send(share: u64, obj: u64, ptr: u64, len: u64) -> SysResult
         space.copy_in(ptr, frame)
     })
     .ok_or(Error::NotPermitted)??;
-    match virtio_net::send(frame) {
-        Ok(()) => Ok(0),
-        Err(NetError::Full) => Err(Error::Busy),
-        Err(NetError::BadLength) => Err(Error::InvalidArgument),
-        Err(NetError::NoDevice | NetError::Device) => Err(Error::NotPermitted),
-    }
+    virtio_net::send(frame).map(|_| 0).map_err(NetError::to_abi)
 }
 
 /// `device_receive(dev, buf, len)`: the next frame the network device received, if any.

@@ -204,6 +204,7 @@ fn build_and_run(
             arg: start as u64,
             nshares: 1 + opts.shares.len() as u64,
             shares: [0; PcoreRun::MAX_SHARES],
+            flags: 0,
         };
         run.shares[0] = handover;
         run.shares[1..=opts.shares.len()].copy_from_slice(opts.shares);

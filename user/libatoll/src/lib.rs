@@ -12,6 +12,8 @@
 //! - [`cfork`]: Corey §5.1 `cfork`.
 //! - [`cores`]: `--cores LIST` and [`cores::spread`].
 //! - [`fd`]: file-descriptor tables as shares (Corey §3.3).
+//! - [`kcore`]: kernel cores and syscall devices (Corey §3.2, §4.4).
+//! - [`net`]: the network device (by trap or through a kernel core) under smoltcp.
 //! - [`private`]: segments mapped at fresh addresses of the root range.
 //! - [`threads`]: one address space on several cores (contexts on one root range).
 //! - [`thread`]: kernel threads, time-shared and moved between cores by the schedulers,
@@ -35,6 +37,7 @@ pub mod cores;
 pub mod devices;
 pub mod fd;
 pub mod heap;
+pub mod kcore;
 pub mod mcrt_host;
 pub mod net;
 pub mod obj;

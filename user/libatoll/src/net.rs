@@ -4,8 +4,10 @@
 //! stack into every application. [`Nic`] is smoltcp's `phy::Device` over the device;
 //! [`Clock`] gives smoltcp its time.
 
+use crate::kcore::{KernelCore, SyscallRing};
 use crate::obj::{device_alloc, device_list, device_stat, root_share, share_delobj, ObjRef};
 use crate::sys::{buf_addr, rdtsc, syscall5};
+use abi::sysdev::call;
 use abi::{device_kind, nr, DeviceInfo, Error};
 use smoltcp::phy::{self, DeviceCapabilities, Medium};
 use smoltcp::time::Instant;
@@ -16,11 +18,20 @@ pub const MAX_FRAME: usize = 1514;
 /// the frame is dropped, as a full NIC queue drops (TCP sends it again).
 const BUSY_TRIES: u32 = 1000;
 
-/// The machine's network device, as a device object of this program.
+/// The machine's network device, as a device object of this program, reached by a trap
+/// on the caller's core or through a kernel core (Corey §8.3's "Dedicated").
 pub struct Nic {
     dev: ObjRef,
     mac: [u8; 6],
+    /// Through a kernel core: the syscall device and the kernel core polling it and the
+    /// network device.
+    dedicated: Option<(SyscallRing, KernelCore)>,
 }
+
+/// Where a frame to send sits in a syscall device's packet area, and where a received
+/// one is put.
+const TX_OFFSET: u64 = 0;
+const RX_OFFSET: u64 = 2048;
 
 impl Nic {
     /// A device object of the network device (`NoSuchObject` if the machine has none: `make
@@ -42,7 +53,24 @@ impl Nic {
         let bytes = stat.detail.to_le_bytes();
         let mut mac = [0u8; 6];
         mac.copy_from_slice(&bytes[..6]);
-        Ok(Nic { dev, mac })
+        Ok(Nic { dev, mac, dedicated: None })
+    }
+
+    /// The network device through a kernel core on `core` (Corey §8.3, "Dedicated"): that
+    /// core does all the device work; this program's frames go to it and come from it
+    /// through a syscall device.
+    pub fn through_kernel_core(core: usize) -> Result<Nic, Error> {
+        let mut nic = Nic::open()?;
+        let mut ring = SyscallRing::new(4096)?;
+        let kernel_core = KernelCore::start(core, &[nic.dev, ring.device()])?;
+        ring.served_by(&kernel_core);
+        nic.dedicated = Some((ring, kernel_core));
+        Ok(nic)
+    }
+
+    /// The kernel core it goes through, if any.
+    pub fn kernel_core(&self) -> Option<&KernelCore> {
+        self.dedicated.as_ref().map(|(_, k)| k)
     }
 
     /// Its MAC address.
@@ -57,14 +85,29 @@ impl Nic {
 
     /// Sends one Ethernet frame (`device_send`): `Busy` while the device's send buffers are
     /// all in flight.
-    pub fn send_frame(&self, frame: &[u8]) -> Result<(), Error> {
+    pub fn send_frame(&mut self, frame: &[u8]) -> Result<(), Error> {
+        if let Some((ring, _)) = self.dedicated.as_mut() {
+            let len = frame.len();
+            if !(14..=MAX_FRAME).contains(&len) {
+                return Err(Error::InvalidArgument);
+            }
+            ring.packets()[..len].copy_from_slice(frame);
+            return ring.call(call::NET_SEND, &[TX_OFFSET, len as u64]).map(|_| ());
+        }
         let (a, b) = (self.dev.share, self.dev.object);
         syscall5(nr::DEVICE_SEND, a, b, buf_addr(frame), frame.len() as u64, 0).map(|_| ())
     }
 
     /// The next frame the device received, copied into `buf`: its whole length (more than
     /// `buf` holds: it was cut), or 0 if none has come (`device_receive`; never waits).
-    pub fn receive_frame(&self, buf: &mut [u8]) -> Result<usize, Error> {
+    pub fn receive_frame(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
+        if let Some((ring, _)) = self.dedicated.as_mut() {
+            let room = buf.len().min(MAX_FRAME);
+            let n = ring.call(call::NET_RECEIVE, &[RX_OFFSET, room as u64])? as usize;
+            let at = RX_OFFSET as usize;
+            buf[..n.min(room)].copy_from_slice(&ring.packets()[at..at + n.min(room)]);
+            return Ok(n);
+        }
         let (a, b) = (self.dev.share, self.dev.object);
         let n = syscall5(nr::DEVICE_RECEIVE, a, b, buf_addr(buf), buf.len() as u64, 0)?;
         Ok(n as usize)
@@ -73,6 +116,10 @@ impl Nic {
 
 impl Drop for Nic {
     fn drop(&mut self) {
+        if let Some((ring, kernel_core)) = self.dedicated.take() {
+            kernel_core.stop(); // before its devices go
+            drop(ring);
+        }
         let _ = share_delobj(self.dev);
     }
 }
@@ -85,7 +132,7 @@ pub struct RxToken {
 
 /// Room to send one frame, for smoltcp.
 pub struct TxToken<'a> {
-    nic: &'a Nic,
+    nic: &'a mut Nic,
 }
 
 impl phy::RxToken for RxToken {
@@ -205,10 +252,26 @@ impl Stack {
     /// `address` (an IPv4 address and prefix length; `None`: none yet, for DHCP). The
     /// reason as a line to print if there is no device or no clock.
     pub fn open(address: Option<([u8; 4], u8)>) -> Result<Stack, alloc::string::String> {
+        Stack::open_with(address, None)
+    }
+
+    /// As [`open`](Self::open), the device reached through a kernel core on core
+    /// `kernel_core` if one is given ([`Nic::through_kernel_core`]).
+    pub fn open_with(
+        address: Option<([u8; 4], u8)>,
+        kernel_core: Option<usize>,
+    ) -> Result<Stack, alloc::string::String> {
         use smoltcp::iface::{Config, Interface};
         use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr, Ipv4Address};
-        let mut nic = Nic::open().map_err(|e| {
-            alloc::format!("no network device ({e:?}; `make run` has one unless NET=0)")
+        let nic = match kernel_core {
+            None => Nic::open(),
+            Some(core) => Nic::through_kernel_core(core),
+        };
+        let mut nic = nic.map_err(|e| match kernel_core {
+            Some(core) if e != Error::NoSuchObject => {
+                alloc::format!("no kernel core on core {core} ({e:?}: another core, not this one)")
+            }
+            _ => alloc::format!("no network device ({e:?}; `make run` has one unless NET=0)"),
         })?;
         let clock = Clock::new().map_err(|e| alloc::format!("no clock ({e:?})"))?;
         let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(nic.mac())));
@@ -284,7 +347,8 @@ impl Listener {
 }
 
 /// The options every server program takes: `--port P`, `--count N` (requests or
-/// connections), `--seconds S`, and `--backlog B` where it listens for TCP.
+/// connections), `--seconds S`, `--kernel-core C`, and `--backlog B` where it listens for
+/// TCP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ServerOptions {
     /// The port (1 to 65535).
@@ -295,6 +359,9 @@ pub struct ServerOptions {
     pub seconds: u64,
     /// Listening sockets (1 to 64).
     pub backlog: usize,
+    /// The core of a kernel core that drives the network device for the server
+    /// (`--kernel-core C`, Corey §8.3 "Dedicated"); `None`: the server's own traps.
+    pub kernel_core: Option<usize>,
 }
 
 impl ServerOptions {
@@ -317,6 +384,7 @@ impl ServerOptions {
                 "--backlog" if takes_backlog && (1..=64).contains(&value) => {
                     opts.backlog = value as usize
                 }
+                "--kernel-core" if value < 64 => opts.kernel_core = Some(value as usize),
                 _ => return None,
             }
         }

@@ -237,6 +237,11 @@ pub fn pcore_run(run: &PcoreRun) -> SysResult {
     syscall3(nr::PCORE_RUN, words.as_ptr() as u64, 0, 0)
 }
 
+/// `pcore_status`: the raw status word (`abi::pcore_status`), detail bits included.
+pub fn pcore_status_word(pcore: ObjRef) -> SysResult {
+    syscall3(nr::PCORE_STATUS, pcore.share, pcore.object, 0)
+}
+
 /// `pcore_status`: what the pcore is doing, as a [`Status`].
 pub fn pcore_status(pcore: ObjRef) -> Result<Status, Error> {
     syscall3(nr::PCORE_STATUS, pcore.share, pcore.object, 0).map(Status::from_word)
@@ -364,4 +369,22 @@ pub fn ar_mappings_all(ar: ObjRef) -> Result<alloc::vec::Vec<MappingInfo>, Error
         }
         list.resize(total, MappingInfo::default());
     }
+}
+
+/// `pcore_add_device`: `dev` joins the devices the pcore polls as a kernel core (Corey
+/// §4.4); returns how many it has now.
+pub fn pcore_add_device(pcore: ObjRef, dev: ObjRef) -> SysResult {
+    syscall5(nr::PCORE_ADD_DEVICE, pcore.share, pcore.object, dev.share, dev.object, 0)
+}
+
+/// `device_buf`: feeds pages of segment `seg` from byte `offset` (page-aligned) to the
+/// device as `kind` (`abi::sysdev::buf_type`), Corey §4.4.
+pub fn device_buf(dev: ObjRef, seg: ObjRef, offset: u64, kind: u64) -> SysResult {
+    let arg = abi::sysdev::buf_arg(offset, kind);
+    syscall5(nr::DEVICE_BUF, dev.share, dev.object, seg.share, seg.object, arg)
+}
+
+/// `device_conf`: sets `conf` (`abi::sysdev::conf`) of the device to `value` (Corey §4.4).
+pub fn device_conf(dev: ObjRef, conf: u64, value: u64) -> SysResult {
+    syscall5(nr::DEVICE_CONF, dev.share, dev.object, conf, value, 0)
 }

@@ -147,6 +147,7 @@ fn start(core: usize, home: u64, ar: u64, job: &Job) -> Result<(Child, u64), Err
         arg: job as *const Job as u64,
         nshares: 1,
         shares: [0; PcoreRun::MAX_SHARES],
+        flags: 0,
     };
     run.shares[0] = home;
     match patiently(|| pcore_run(&run)) {

@@ -22,8 +22,8 @@ use libatoll::net::smoltcp::socket::tcp;
 use libatoll::net::{Listener, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
 use libatoll::println;
 
-const USAGE: &str = "usage: tcpsvc [--port P] [--count N] [--seconds S] [--backlog B]   \
-     (P 1-65535, default 80; N 1-1000000, default 10; S 1-600, default 30; B 1-64, default 8)";
+const USAGE: &str = "usage: tcpsvc [--port P] [--count N] [--seconds S] [--backlog B] [--kernel-core C]   \
+     (P 1-65535, default 80; N 1-1000000, default 10; S 1-600, default 30; B 1-64, default 8; C: a core for a kernel core driving the NIC)";
 
 /// What each connection gets (Corey §8.3: 128 bytes): a line, padded with dots.
 const REPLY: [u8; 128] = reply();
@@ -42,12 +42,13 @@ const fn reply() -> [u8; 128] {
 
 fn main() -> i32 {
     let mut buf = [0u8; 128];
-    let defaults = ServerOptions { port: 80, count: 10, seconds: 30, backlog: 8 };
+    let defaults =
+        ServerOptions { port: 80, count: 10, seconds: 30, backlog: 8, kernel_core: None };
     let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 600, true) else {
         println!("{USAGE}");
         return 2;
     };
-    let mut stack = match Stack::open(Some(QEMU_GUEST_ADDRESS)) {
+    let mut stack = match Stack::open_with(Some(QEMU_GUEST_ADDRESS), opts.kernel_core) {
         Ok(stack) => stack,
         Err(e) => {
             println!("tcpsvc: {e}");

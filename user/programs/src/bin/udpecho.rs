@@ -19,7 +19,7 @@ use libatoll::net::smoltcp::socket::udp;
 use libatoll::net::{ServerOptions, Stack, QEMU_GUEST_ADDRESS};
 use libatoll::println;
 
-const USAGE: &str = "usage: udpecho [--port P] [--count N] [--seconds S]   \
+const USAGE: &str = "usage: udpecho [--port P] [--count N] [--seconds S] [--kernel-core C]   \
      (P 1-65535, default 7; N 1-1000000, default 10; S 1-600, default 30)";
 
 /// Datagrams each socket buffer holds, and their bytes.
@@ -28,12 +28,12 @@ const SLOT_BYTES: usize = 1500;
 
 fn main() -> i32 {
     let mut buf = [0u8; 128];
-    let defaults = ServerOptions { port: 7, count: 10, seconds: 30, backlog: 1 };
+    let defaults = ServerOptions { port: 7, count: 10, seconds: 30, backlog: 1, kernel_core: None };
     let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 600, false) else {
         println!("{USAGE}");
         return 2;
     };
-    let mut stack = match Stack::open(Some(QEMU_GUEST_ADDRESS)) {
+    let mut stack = match Stack::open_with(Some(QEMU_GUEST_ADDRESS), opts.kernel_core) {
         Ok(stack) => stack,
         Err(e) => {
             println!("udpecho: {e}");

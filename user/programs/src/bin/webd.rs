@@ -26,7 +26,8 @@ use libatoll::obj::{file_open, root_share, segment_read, share_delobj, ObjRef};
 use libatoll::println;
 use workloads::http::{self, Parsed};
 
-const USAGE: &str = "usage: webd [--port P] [--count N] [--seconds S] [--backlog B]   \
+const USAGE: &str =
+    "usage: webd [--port P] [--count N] [--seconds S] [--backlog B] [--kernel-core C]   \
      (P 1-65535, default 80; N 1-1000000, default 100; S 1-3600, default 60; B 1-64, default 32)";
 
 /// How long a connection may stay silent, neither sending nor taking anything (10 s).
@@ -59,12 +60,13 @@ impl Connection {
 
 fn main() -> i32 {
     let mut buf = [0u8; 128];
-    let defaults = ServerOptions { port: 80, count: 100, seconds: 60, backlog: 32 };
+    let defaults =
+        ServerOptions { port: 80, count: 100, seconds: 60, backlog: 32, kernel_core: None };
     let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 3600, true) else {
         println!("{USAGE}");
         return 2;
     };
-    let mut stack = match Stack::open(Some(QEMU_GUEST_ADDRESS)) {
+    let mut stack = match Stack::open_with(Some(QEMU_GUEST_ADDRESS), opts.kernel_core) {
         Ok(stack) => stack,
         Err(e) => {
             println!("webd: {e}");
