@@ -13,6 +13,13 @@ use alloc::string::String;
 kernel_test!(ARP, "net.virtio_arp_is_answered", 1, Shared, arp_is_answered);
 kernel_test!(DHCP, "user.netconf_gets_a_lease", 1, Shared, netconf_gets_a_lease);
 kernel_test!(TCPSVC, "user.tcpsvc_serves_the_host", 1, Shared, tcpsvc_serves_the_host);
+kernel_test!(
+    TCPSVC_KCORE,
+    "user.tcpsvc_serves_through_a_kernel_core",
+    2,
+    Shared,
+    tcpsvc_serves_through_a_kernel_core
+);
 kernel_test!(UDPECHO, "user.udpecho_counts_the_hosts_datagrams", 1, Shared, udpecho_counts);
 kernel_test!(WEBD, "user.webd_serves_the_host", 1, Shared, webd_serves_the_host);
 kernel_test!(
@@ -110,6 +117,19 @@ fn netconf_gets_a_lease() -> Result<(), String> {
 /// each, then the close. Skipped without a NIC.
 fn tcpsvc_serves_the_host() -> Result<(), String> {
     served_by("tcpsvc", "--count 3 --seconds 90", "tcpsvc: served 3 connections")
+}
+
+/// `tcpsvc --kernel-core 1` (Corey §8.3, Dedicated): a kernel core on another core drives
+/// the network device; the server's stack sends and receives its frames through a
+/// syscall device. It serves three connections from the host (`host-tcpsvc-kernel-core`,
+/// through a forward to port 81), and the kernel core stops with it.
+fn tcpsvc_serves_through_a_kernel_core() -> Result<(), String> {
+    let me = crate::percpu::this_core().index;
+    let Some(other) = crate::smp::online_cores().into_iter().find(|&c| c != me) else {
+        return skip(String::from("one core"));
+    };
+    let args = format!("--port 81 --count 3 --seconds 90 --kernel-core {other}");
+    served_by("tcpsvc", &args, "tcpsvc: served 3 connections")
 }
 
 /// `udpecho --count 3` receives three of the host's datagrams (sent every 50 ms through a

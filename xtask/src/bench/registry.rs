@@ -328,6 +328,21 @@ pub const EXPERIMENTS: &[Experiment] = &[
         rows_by: &["config"],
         variants: &[],
     },
+    // Corey §3.2, §4.4 (issue M12): a null call through a syscall device to a kernel core,
+    // one at a time and pipelined, against a trap on the caller's core. Atoll's mechanism
+    // alone: Linux has no kernel cores.
+    Experiment {
+        name: "syscall_device",
+        min_cores: 2,
+        atoll: Some("run sysdevbench 21"),
+        linux: None,
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 120,
+        plot: Plot::Bars,
+        rows_by: &["config"],
+        variants: &[],
+    },
     Experiment {
         name: "sharebench",
         min_cores: 1,

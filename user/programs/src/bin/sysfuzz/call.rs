@@ -81,7 +81,7 @@ pub fn block_words(number: u64) -> usize {
     match number {
         nr::AR_SET_SEG => 8,
         nr::AR_SET_AR => 6,
-        nr::PCORE_RUN => 16,
+        nr::PCORE_RUN => 17,
         nr::THREAD_CREATE => 17,
         _ => 0,
     }

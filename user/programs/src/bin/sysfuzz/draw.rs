@@ -5,7 +5,7 @@
 use crate::call::{composed_arg, Block, Call, Kind};
 use crate::fuzzer::{Fuzzer, GIB, PAGE, SCRATCH_BYTES, ZONE, ZONE_SLOTS};
 use crate::text;
-use libatoll::abi::{ar_kind, map, nr, USER_BASE, USER_END};
+use libatoll::abi::{ar_kind, map, nr, sysdev, PcoreRun, USER_BASE, USER_END};
 
 impl Fuzzer {
     /// A raw argument: the values that break kernels.
@@ -188,7 +188,7 @@ impl Fuzzer {
         match number {
             nr::AR_SET_SEG => call.words[..8].copy_from_slice(&self.set_seg_words()),
             nr::AR_SET_AR => call.words[..6].copy_from_slice(&self.set_ar_words()),
-            nr::PCORE_RUN => call.words[..16].copy_from_slice(&self.pcore_run_words()),
+            nr::PCORE_RUN => call.words = self.pcore_run_words(),
             nr::THREAD_CREATE => call.words = self.thread_create_words(),
             nr::WRITE | nr::FILE_OPEN | nr::PROGRAM_RUN | nr::KERNEL_COMMAND | nr::POWEROFF => {
                 self.text_call(&mut call)
@@ -314,6 +314,26 @@ impl Fuzzer {
                     if number == nr::DEVICE_RECEIVE { self.out_pointer() } else { self.argument() };
                 a[3] = self.rng.pick(&[0, 13, 14, 60, 1514, 1515, 4096, u64::MAX]);
             }
+            // A kernel core's devices and a syscall device's buffers (Corey §4.4).
+            nr::PCORE_ADD_DEVICE => {
+                (a[0], a[1]) = self.reference(Some(Kind::Pcore));
+                (a[2], a[3]) = self.reference(Some(Kind::Device));
+            }
+            nr::DEVICE_BUF => {
+                (a[0], a[1]) = self.reference(Some(Kind::Device));
+                (a[2], a[3]) = self.reference(Some(Kind::Segment));
+                a[4] = match self.rng.below(4) {
+                    0 => sysdev::buf_arg(0, sysdev::buf_type::RING),
+                    1 => sysdev::buf_arg(PAGE * self.rng.below(3), sysdev::buf_type::PACKETS),
+                    2 => sysdev::buf_arg(self.rng.below(3 * PAGE), self.rng.below(4)),
+                    _ => self.argument(),
+                };
+            }
+            nr::DEVICE_CONF => {
+                (a[0], a[1]) = self.reference(Some(Kind::Device));
+                a[2] = self.rng.pick(&[sysdev::conf::NET_ADDRESS, 0, 2, u64::MAX]);
+                a[3] = self.rng.pick(&[0, 0x0a00_020f, 1 << 32, u64::MAX]);
+            }
             nr::DEVICE_STAT => {
                 (a[0], a[1]) = self.machine_reference();
                 a[2] = self.out_pointer();
@@ -405,8 +425,7 @@ impl Fuzzer {
     /// `thread_create`'s block: [share, core, entry, stack, ar_share, ar, arg, nshares,
     /// shares..., affinity].
     fn thread_create_words(&mut self) -> [u64; 17] {
-        let mut w = [0u64; 17];
-        w[..16].copy_from_slice(&self.pcore_run_words());
+        let mut w = self.pcore_run_words();
         w[0] = self.share();
         w[1] = match self.rng.below(4) {
             0 => self.argument(),
@@ -420,8 +439,17 @@ impl Fuzzer {
         w
     }
 
-    fn pcore_run_words(&mut self) -> [u64; 16] {
+    fn pcore_run_words(&mut self) -> [u64; 17] {
         let (ps, po) = self.reference(Some(Kind::Pcore));
+        // A kernel core (Corey §4.4): every field but the pcore empty, or some not.
+        if self.rng.one_in(8) {
+            let mut w = [0u64; 17];
+            (w[0], w[1], w[16]) = (ps, po, PcoreRun::KERNEL_CORE);
+            if self.rng.one_in(4) {
+                w[2 + self.rng.below(14) as usize] = self.argument();
+            }
+            return w;
+        }
         let entry = match self.rng.below(4) {
             0 => crate::started::exit_entry(),
             1 => crate::started::halt_entry(),
@@ -446,8 +474,9 @@ impl Fuzzer {
             0,
             0,
             0,
+            self.rng.pick(&[0, 0, 0, 2, u64::MAX]),
         ];
-        for share in w[8..].iter_mut() {
+        for share in w[8..16].iter_mut() {
             *share = match self.rng.below(4) {
                 0 => self.set_share().unwrap_or(self.root),
                 1 => self.share(),

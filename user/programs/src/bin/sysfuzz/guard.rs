@@ -106,6 +106,9 @@ fn objects(f: &mut Fuzzer, call: &mut Call) {
         nr::OBJ_REVOKE if f.is_protected(a[1]) || f.machine == Some(a[1]) || a[1] == f.root_ar => {
             a[1] = f.stale()
         }
+        // A segment fed to a device as a ring is cleared, and its pages stay the device's:
+        // never its own memory.
+        nr::DEVICE_BUF if f.is_protected(a[3]) => a[3] = f.stale(),
         // `poweroff` with the machine device ends the machine: every other reference.
         nr::POWEROFF if f.machine == Some(a[1]) => {
             a[1] = f.pooled_of(Some(Kind::Device)).unwrap_or(f.root_ar)
