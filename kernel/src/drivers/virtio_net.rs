@@ -2,13 +2,15 @@
 //! the driver keeps its own packet buffers, [`QUEUE_SIZE`] to receive and as many to send,
 //! in DMA memory ([`super::dma`]), and is polled: [`send`] and [`receive`] never wait.
 //! One device, started at boot on the boot core ([`probe`]); callers on any core take its
-//! lock (kernel cores will own it, M12).
+//! MCS lock: programs by trap (`device_send`, `device_receive`), or a kernel core
+//! (`kcore`) that drives it for them.
 
 use super::dma::{alloc_pages, direct_map_phys, AtollHal};
 use crate::arch::paging::phys_to_virt;
 use crate::arch::pci;
 use alloc::format;
 use alloc::string::String;
+use locks::McsLock;
 use virtio_drivers::device::net::VirtIONetRaw;
 use virtio_drivers::transport::pci::bus::DeviceFunction;
 use virtio_drivers::transport::pci::PciTransport;
@@ -87,7 +89,9 @@ impl NetError {
     }
 }
 
-static NIC: spin::Mutex<Option<Nic>> = spin::Mutex::new(None);
+/// The device, under an MCS lock (Corey §8.3's Polling: service cores post to the rings
+/// themselves, with locking, and queue fairly behind one another).
+static NIC: McsLock<Option<Nic>> = McsLock::new(None);
 static INFO: spin::Once<NicInfo> = spin::Once::new();
 
 /// `aa:bb:cc:dd:ee:ff`.
@@ -133,7 +137,7 @@ pub fn probe() -> Result<Option<&'static NicInfo>, String> {
         mac: nic.raw.mac_address(),
         hwid: abi::device_kind::PCI_HWID_BASE + f.location() as u64,
     };
-    *NIC.lock() = Some(nic);
+    NIC.with(|n| *n = Some(nic));
     Ok(Some(INFO.call_once(|| info)))
 }
 
@@ -144,13 +148,16 @@ pub fn info() -> Option<&'static NicInfo> {
 
 /// Its counters (zero without a device).
 pub fn stats() -> NicStats {
-    NIC.lock().as_ref().map(|n| n.stats).unwrap_or_default()
+    NIC.with(|n| n.as_ref().map(|n| n.stats).unwrap_or_default())
 }
 
 /// Hands Ethernet frame `frame` (destination MAC first, no checksum) to the device.
 pub fn send(frame: &[u8]) -> Result<(), NetError> {
-    let mut guard = NIC.lock();
-    let nic = guard.as_mut().ok_or(NetError::NoDevice)?;
+    NIC.with(|nic| send_locked(nic.as_mut().ok_or(NetError::NoDevice)?, frame))
+}
+
+/// [`send`], the lock held.
+fn send_locked(nic: &mut Nic, frame: &[u8]) -> Result<(), NetError> {
     if frame.is_empty() || frame.len() > MAX_FRAME {
         return Err(NetError::BadLength);
     }
@@ -175,8 +182,21 @@ pub fn send(frame: &[u8]) -> Result<(), NetError> {
 /// Copies the next received frame into `out` (cut to `out`'s length) and gives its buffer
 /// back to the device; the frame's whole length, or `None` if nothing came.
 pub fn receive(out: &mut [u8]) -> Option<usize> {
-    let mut guard = NIC.lock();
-    let nic = guard.as_mut()?;
+    NIC.with(|nic| receive_locked(nic.as_mut()?, out))
+}
+
+/// Takes back the send buffers the device has finished with (a kernel core polls for
+/// transmit completions, Corey §8.3); a send does it too.
+pub fn reclaim() {
+    NIC.with(|nic| {
+        if let Some(nic) = nic.as_mut() {
+            nic.reclaim_sent();
+        }
+    })
+}
+
+/// [`receive`], the lock held.
+fn receive_locked(nic: &mut Nic, out: &mut [u8]) -> Option<usize> {
     let token = nic.raw.poll_receive()?;
     let i = nic.rx_posted[token as usize % QUEUE_SIZE].take()?;
     // SAFETY: receive buffer `i` was posted under `token` and the device is done with it.

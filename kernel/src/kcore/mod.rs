@@ -2,7 +2,10 @@
 //! `pcore_run` with `PcoreRun::KERNEL_CORE`, it runs no user context; its idle loop polls,
 //! round after round, each device on its pcore's list by that device's poll function:
 //! - the network device: frames it received are steered to the syscall devices
-//!   ([`steer`]), each into a queue of its own;
+//!   ([`steer`]: by IPv4 address, and software RSS among devices of one address), each
+//!   into a queue of its own; and its send buffers the device is done with are taken back
+//!   (so in Corey §8.3's Polling configuration, where programs post their sends by trap,
+//!   the kernel core still polls for the completions);
 //! - each syscall device ([`ring`]): requests a program posted in its ring are served
 //!   and answered there.
 //!
@@ -93,7 +96,10 @@ pub fn poll() -> Polled {
             return Polled::Ended;
         }
         if k.nic {
+            // Corey §8.3: the kernel core polls for received frames and for transmit
+            // completions, whoever posted the sends.
             steer::receive_all(&mut k.rings);
+            virtio_net::reclaim();
         }
         for r in k.rings.iter_mut() {
             r.serve(k.nic);

@@ -20,6 +20,20 @@ kernel_test!(
     Shared,
     tcpsvc_serves_through_a_kernel_core
 );
+kernel_test!(
+    TCPSVC_POLLING,
+    "user.tcpsvc_serves_with_a_polling_core",
+    2,
+    Shared,
+    tcpsvc_serves_with_a_polling_core
+);
+kernel_test!(
+    TCPSVC_STACKS,
+    "user.tcpsvc_serves_on_two_stacks",
+    2,
+    Shared,
+    tcpsvc_serves_on_two_stacks
+);
 kernel_test!(UDPECHO, "user.udpecho_counts_the_hosts_datagrams", 1, Shared, udpecho_counts);
 kernel_test!(WEBD, "user.webd_serves_the_host", 1, Shared, webd_serves_the_host);
 kernel_test!(
@@ -124,11 +138,30 @@ fn tcpsvc_serves_the_host() -> Result<(), String> {
 /// syscall device. It serves three connections from the host (`host-tcpsvc-kernel-core`,
 /// through a forward to port 81), and the kernel core stops with it.
 fn tcpsvc_serves_through_a_kernel_core() -> Result<(), String> {
+    tcpsvc_with_a_kernel_core("--port 81 --kernel-core")
+}
+
+/// `tcpsvc --polling-core 1` (Corey §8.3, Polling): the kernel core only polls the device
+/// for received frames (handed over through a syscall device) and transmit completions;
+/// the server posts its sends by trap. Three connections from the host, port 82.
+fn tcpsvc_serves_with_a_polling_core() -> Result<(), String> {
+    tcpsvc_with_a_kernel_core("--port 82 --polling-core")
+}
+
+/// `tcpsvc --stacks 2 --kernel-core 1`: two stacks of one address (both threads on this
+/// run's other core), the kernel core steering each connection to one by a hash of its
+/// flow (software RSS); three connections from the host, port 83, served between them.
+fn tcpsvc_serves_on_two_stacks() -> Result<(), String> {
+    tcpsvc_with_a_kernel_core("--port 83 --stacks 2 --kernel-core")
+}
+
+/// `tcpsvc --count 3 <args> C`, C a core other than this one.
+fn tcpsvc_with_a_kernel_core(args: &str) -> Result<(), String> {
     let me = crate::percpu::this_core().index;
     let Some(other) = crate::smp::online_cores().into_iter().find(|&c| c != me) else {
         return skip(String::from("one core"));
     };
-    let args = format!("--port 81 --count 3 --seconds 90 --kernel-core {other}");
+    let args = format!("--count 3 --seconds 90 {args} {other}");
     served_by("tcpsvc", &args, "tcpsvc: served 3 connections")
 }
 

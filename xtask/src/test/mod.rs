@@ -182,18 +182,32 @@ const RUNS: &[Run] = &[
     // reach QEMU's gateway and its answer comes back; the fuzzer meets a real NIC
     // (`device_send`, `device_receive`); a program's own TCP/IP stack gets a
     // DHCP lease through the frame calls; `tcpsvc` answers the host's connections through
-    // a forward from 127.0.0.1, again through a kernel core on core 1 (Corey §8.3's
-    // Dedicated), `udpecho` counts the host's datagrams, and `webd` holds an HTTP
+    // a forward from 127.0.0.1, again through a kernel core on core 1 in Corey §8.3's
+    // Dedicated and Polling configurations and with two stacks of one address (software
+    // RSS), `udpecho` counts the host's datagrams, and `webd` holds an HTTP
     // conversation with the host (keep-alive, HEAD, 404, HTTP/1.0, 405, 400).
     Run {
         test: "net.virtio_arp_is_answered,user.sysfuzz_every_core,user.netconf_gets_a_lease,\
                user.tcpsvc_serves_the_host,user.tcpsvc_serves_through_a_kernel_core,\
+               user.tcpsvc_serves_with_a_polling_core,user.tcpsvc_serves_on_two_stacks,\
                user.udpecho_counts_the_hosts_datagrams,user.webd_serves_the_host",
         clients: &[
             Client {
                 name: "tcpsvc-kernel-core",
                 proto: Proto::Tcp,
                 guest_port: 81,
+                talk: netclient::tcpsvc_replies,
+            },
+            Client {
+                name: "tcpsvc-polling-core",
+                proto: Proto::Tcp,
+                guest_port: 82,
+                talk: netclient::tcpsvc_replies,
+            },
+            Client {
+                name: "tcpsvc-two-stacks",
+                proto: Proto::Tcp,
+                guest_port: 83,
                 talk: netclient::tcpsvc_replies,
             },
             Client {

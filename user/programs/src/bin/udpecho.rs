@@ -16,10 +16,11 @@ use alloc::vec;
 use alloc::vec::Vec;
 use libatoll::net::smoltcp::iface::SocketSet;
 use libatoll::net::smoltcp::socket::udp;
-use libatoll::net::{ServerOptions, Stack, QEMU_GUEST_ADDRESS};
+use libatoll::net::{DeviceConfig, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
 use libatoll::println;
 
-const USAGE: &str = "usage: udpecho [--port P] [--count N] [--seconds S] [--kernel-core C]   \
+const USAGE: &str =
+    "usage: udpecho [--port P] [--count N] [--seconds S] [--kernel-core C | --polling-core C]   \
      (P 1-65535, default 7; N 1-1000000, default 10; S 1-600, default 30)";
 
 /// Datagrams each socket buffer holds, and their bytes.
@@ -28,12 +29,22 @@ const SLOT_BYTES: usize = 1500;
 
 fn main() -> i32 {
     let mut buf = [0u8; 128];
-    let defaults = ServerOptions { port: 7, count: 10, seconds: 30, backlog: 1, kernel_core: None };
-    let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 600, false) else {
+    let defaults = ServerOptions {
+        port: 7,
+        count: 10,
+        seconds: 30,
+        backlog: 1,
+        device: DeviceConfig::Trap,
+        stacks: 1,
+    };
+    // One stack: `--stacks` is tcpsvc's.
+    let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 600, false)
+        .filter(|o| o.stacks == 1)
+    else {
         println!("{USAGE}");
         return 2;
     };
-    let mut stack = match Stack::open_with(Some(QEMU_GUEST_ADDRESS), opts.kernel_core) {
+    let mut stack = match Stack::open_with(Some(QEMU_GUEST_ADDRESS), opts.device) {
         Ok(stack) => stack,
         Err(e) => {
             println!("udpecho: {e}");

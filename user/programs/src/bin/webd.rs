@@ -21,13 +21,13 @@ use alloc::vec;
 use alloc::vec::Vec;
 use libatoll::net::smoltcp::iface::{SocketHandle, SocketSet};
 use libatoll::net::smoltcp::socket::tcp;
-use libatoll::net::{Listener, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
+use libatoll::net::{DeviceConfig, Listener, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
 use libatoll::obj::{file_open, root_share, segment_read, share_delobj, ObjRef};
 use libatoll::println;
 use workloads::http::{self, Parsed};
 
 const USAGE: &str =
-    "usage: webd [--port P] [--count N] [--seconds S] [--backlog B] [--kernel-core C]   \
+    "usage: webd [--port P] [--count N] [--seconds S] [--backlog B] [--kernel-core C | --polling-core C]   \
      (P 1-65535, default 80; N 1-1000000, default 100; S 1-3600, default 60; B 1-64, default 32)";
 
 /// How long a connection may stay silent, neither sending nor taking anything (10 s).
@@ -60,13 +60,22 @@ impl Connection {
 
 fn main() -> i32 {
     let mut buf = [0u8; 128];
-    let defaults =
-        ServerOptions { port: 80, count: 100, seconds: 60, backlog: 32, kernel_core: None };
-    let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 3600, true) else {
+    let defaults = ServerOptions {
+        port: 80,
+        count: 100,
+        seconds: 60,
+        backlog: 32,
+        device: DeviceConfig::Trap,
+        stacks: 1,
+    };
+    // One stack: `--stacks` is tcpsvc's.
+    let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 3600, true)
+        .filter(|o| o.stacks == 1)
+    else {
         println!("{USAGE}");
         return 2;
     };
-    let mut stack = match Stack::open_with(Some(QEMU_GUEST_ADDRESS), opts.kernel_core) {
+    let mut stack = match Stack::open_with(Some(QEMU_GUEST_ADDRESS), opts.device) {
         Ok(stack) => stack,
         Err(e) => {
             println!("webd: {e}");
