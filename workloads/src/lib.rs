@@ -54,6 +54,7 @@ pub mod phoenix;
 pub mod pingpong;
 pub mod result;
 pub mod shm;
+pub mod tcpsvc;
 pub mod unmap;
 
 #[cfg(feature = "linux")]

@@ -79,6 +79,44 @@ fn read_all(addr: SocketAddr) -> std::result::Result<Vec<u8>, String> {
     Ok(reply)
 }
 
+/// Threads of [`connection_load`].
+const LOAD_THREADS: usize = 4;
+/// Connections [`connection_load`] makes at most, in all.
+const LOAD_CONNECTIONS_MAX: u64 = 20_000;
+
+/// The load of `tcp_conn` (Corey Figure 8): [`LOAD_THREADS`] threads each connecting,
+/// reading the reply to its end and connecting again, as fast as the server answers, until
+/// `stop`, the deadline or [`LOAD_CONNECTIONS_MAX`] connections. A connection the server
+/// does not answer yet (QEMU's forward closes it empty) is tried again 20 ms later. The
+/// counts, as a line for the job's output: the server measures the rate.
+pub fn connection_load(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> Result<String> {
+    let answered = std::sync::atomic::AtomicU64::new(0);
+    let failed = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..LOAD_THREADS {
+            scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed)
+                    && Instant::now() < deadline
+                    && answered.load(Ordering::Relaxed) + failed.load(Ordering::Relaxed)
+                        < LOAD_CONNECTIONS_MAX
+                {
+                    match read_all(addr) {
+                        Ok(reply) if reply.len() == 128 => {
+                            answered.fetch_add(1, Ordering::Relaxed);
+                        }
+                        _ => {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let (answered, failed) = (answered.into_inner(), failed.into_inner());
+    Ok(format!("{answered} connections answered, {failed} not (closed before the server listened, or after it stopped)"))
+}
+
 /// `webd`'s client, once the server answers: on one HTTP/1.1 connection `GET /` (the
 /// index, kept alive), `HEAD /hello` (a head with the file's length and no body) and `GET
 /// /no-such-file` (404, then the server closes); then more half-sent requests than the

@@ -375,6 +375,12 @@ pub mod sysdev {
         /// `[offset, len]`: the next frame for this syscall device, copied to `offset` of
         /// the packet area (cut to `len`); its whole length, or 0 if none waits.
         pub const NET_RECEIVE: u32 = 2;
+        /// `[offset, len]`: a receive buffer at `offset` of the packet area, handed to the
+        /// kernel core (Corey §3.2: stacks "pass buffers to receive incoming packets" to
+        /// it): answered only when a frame for this device comes, with its whole length
+        /// (the frame copied there, cut to `len`). At most 32 wait at once (more: `Busy`);
+        /// replies to other calls may pass them.
+        pub const NET_RECEIVE_BUFFER: u32 = 3;
     }
 
     /// What `device_conf` sets on a syscall device (its third argument).

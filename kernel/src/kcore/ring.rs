@@ -19,6 +19,8 @@ use urpc::{ChannelMemory, Receiver, Sender, PAYLOAD_WORDS};
 const PAGE: usize = 4096;
 /// Received frames a syscall device may have waiting; more are dropped (counted).
 pub const QUEUE_FRAMES: usize = 64;
+/// Receive buffers a syscall device may have posted; more are refused (`Busy`).
+const POSTED_MAX: usize = 32;
 
 /// One syscall device on its kernel core.
 pub struct Ring {
@@ -30,6 +32,9 @@ pub struct Ring {
     pub received: VecDeque<Box<[u8]>>,
     /// Frames dropped because [`QUEUE_FRAMES`] were waiting.
     pub dropped: u64,
+    /// Receive buffers the program posted (`NET_RECEIVE_BUFFER`) that wait for a frame,
+    /// oldest first: (cookie, offset, length).
+    posted: VecDeque<(u64, u64, u64)>,
     /// The packet area's pages.
     packets: Vec<Arc<Frame>>,
     /// The ring page: it outlives `requests` and `replies`, which point into it.
@@ -67,6 +72,7 @@ impl Ring {
             replies: Sender::new(replies),
             received: VecDeque::new(),
             dropped: 0,
+            posted: VecDeque::new(),
             packets,
             _ring: ring,
             device,
@@ -83,24 +89,59 @@ impl Ring {
     /// ring's worth a round, so one device cannot starve the others). `nic`: whether the
     /// network device is this kernel core's.
     pub fn serve(&mut self, nic: bool) {
-        let mut served = 0;
+        let mut served = self.fill_posted();
         while served < RING_SLOTS && self.replies.free_slots() > 0 {
             let Some(m) = self.requests.try_recv() else { break };
+            served += 1;
+            if m.tag == call::NET_RECEIVE_BUFFER && nic && m.is_well_formed() {
+                // Answered when a frame comes (at once if one waits).
+                if self.posted.len() < POSTED_MAX {
+                    self.posted.push_back((m.payload[0], m.payload[1], m.payload[2]));
+                    served += self.fill_posted();
+                    continue;
+                }
+                self.reply(m.tag, m.payload[0], Err(Error::Busy));
+                continue;
+            }
             let result = if m.is_well_formed() {
                 self.call(m.tag, &m.payload, nic)
             } else {
                 Err(Error::InvalidArgument)
             };
-            let mut reply = [0u64; PAYLOAD_WORDS];
-            reply[0] = m.payload[0];
-            reply[1] = abi::encode(result);
-            // Room was checked above, and only this core writes the channel.
-            let _ = self.replies.try_send(m.tag, &reply);
-            served += 1;
+            self.reply(m.tag, m.payload[0], result);
         }
         if served > 0 {
             corey::sysdev::CALLS_SERVED.fetch_add(served as u64, Ordering::Relaxed);
         }
+    }
+
+    /// Sends the reply to call `tag` of `cookie` (the caller checked for room; only this
+    /// core writes the channel).
+    fn reply(&mut self, tag: u32, cookie: u64, result: Result<u64, Error>) {
+        let mut reply = [0u64; PAYLOAD_WORDS];
+        reply[0] = cookie;
+        reply[1] = abi::encode(result);
+        let _ = self.replies.try_send(tag, &reply);
+    }
+
+    /// Fills the posted receive buffers with the frames waiting, oldest to oldest, and
+    /// answers each with its frame's length, while the reply channel has room; how many.
+    fn fill_posted(&mut self) -> usize {
+        let mut answered = 0;
+        while !self.posted.is_empty() && !self.received.is_empty() && self.replies.free_slots() > 0
+        {
+            let (Some((cookie, offset, len)), Some(frame)) =
+                (self.posted.pop_front(), self.received.pop_front())
+            else {
+                break;
+            };
+            let n = frame.len().min(len as usize);
+            // A bad buffer loses this frame: the caller's fault.
+            let result = self.copy_to_area(offset, &frame[..n]).map(|_| frame.len() as u64);
+            self.reply(call::NET_RECEIVE_BUFFER, cookie, result);
+            answered += 1;
+        }
+        answered
     }
 
     /// One call: `tag` is the call number, `args` the payload (`args[0]` the cookie).
@@ -125,7 +166,9 @@ impl Ring {
                 self.copy_to_area(offset, &frame[..n])?;
                 Ok(frame.len() as u64)
             }
-            call::NET_SEND | call::NET_RECEIVE => Err(Error::NotPermitted),
+            call::NET_SEND | call::NET_RECEIVE | call::NET_RECEIVE_BUFFER => {
+                Err(Error::NotPermitted)
+            }
             _ => Err(Error::NoSuchCall),
         }
     }

@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use workloads::linux::{self, fd, Linux};
+use workloads::linux::{self, fd, tcpsvc, Linux};
 use workloads::{amps, memclone, mempass, multicast, nullsys, pingpong, shm, unmap};
 
 const USAGE: &str = "\
@@ -27,6 +27,8 @@ experiments (N: iterations or size, default in brackets):
                   shared-as and separate-as
   fdbench [20000] Corey Figure 1: N dup+close pairs per core, one descriptor table shared by
                   threads (shared) or one per process (private)
+  tcp_conn [2000] Corey Figure 8: Corey's TCP service on port 80 (accept, write 128
+                  bytes, close), a thread per core, until N connections; connections/s
   locks [2000]    Corey Figure 3: a spin (TTS), ticket and MCS lock contended by 1..all
                   cores, N acquisitions per core
   thread_switch, thread_create, lrpc, thread_migrate, amps_jobs, amps_omp, amps_fairness,
@@ -44,7 +46,7 @@ experiments (N: iterations or size, default in brackets):
                   the NAS Parallel Benchmarks (Multikernel Figure 9) on McRT, every core:
                   KERNEL ep|is|cg|mg|ft|all (default all) at CLASS S|W|A (default S), N
                   runs each; cycles of NPB's timed section, and NPB's verification
-  all             all of the above with their defaults
+  all             all of the above with their defaults, but tcp_conn (it needs a client)
 
 The Corey experiments use every core the process may run on.";
 
@@ -86,6 +88,7 @@ fn main() -> ExitCode {
             run("mempass", || mempass::run(&platform, count.unwrap_or(mempass::DEFAULT_MB)))
         }
         "fdbench" => run("fdbench", || fd::run(&platform, count.unwrap_or(fd::DEFAULT_OPS))),
+        "tcp_conn" => run("tcp_conn", || tcpsvc::run(count.unwrap_or(tcpsvc::DEFAULT_CONNECTIONS))),
         "locks" => run("locks", || {
             workloads::locks::run(
                 &platform,
@@ -204,6 +207,7 @@ mod tests {
             "memclone",
             "mempass",
             "fdbench",
+            "tcp_conn",
             "thread_switch",
             "lrpc",
             "amps_fairness",

@@ -4,8 +4,10 @@
 //! host system is not changed. The vmlinux inside the bzImage is extracted (its payload is
 //! XZ) and booted through PVH like Atoll, which is faster than the bzImage under TCG; if
 //! that fails the bzImage is booted. The initramfs (cpio newc) holds busybox,
-//! `atoll-bench-linux` and an `/init` that runs the benchmark named by `bench=` on the
-//! kernel command line, prints its lines on the serial console and powers off.
+//! `atoll-bench-linux`, the kernel package's virtio network modules, and an `/init` that
+//! brings up the network device if the VM has one (10.0.2.15/24, as Atoll's servers),
+//! runs the benchmark named by `bench=` on the kernel command line, prints its lines on
+//! the serial console and powers off.
 //! `rm -rf target/linux-guest` fetches everything again.
 
 use std::fs;
@@ -44,6 +46,17 @@ t=/sys/kernel/mm/transparent_hugepage/enabled
 for v in /sys/devices/system/cpu/vulnerabilities/meltdown /sys/devices/system/cpu/vulnerabilities/spectre_v2; do
     [ -r $v ] && echo \"CONDITION ${v##*/} $(/bin/busybox cat $v)\"
 done
+# The network device (issue M12: `tcp_conn`), when the VM has one: the virtio modules in
+# dependency order, then QEMU's user-network address, as Atoll's servers take.
+for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci failover net_failover virtio_net; do
+    [ -f /lib/net/$m.ko ] && /bin/busybox insmod /lib/net/$m.ko
+done
+if [ -d /sys/class/net/eth0 ]; then
+    /bin/busybox ip link set lo up
+    /bin/busybox ip link set eth0 up
+    /bin/busybox ip addr add 10.0.2.15/24 dev eth0
+    echo \"net: eth0 10.0.2.15/24\"
+fi
 /bin/atoll-bench-linux --cmdline
 echo \"BENCH DONE status=$?\"
 /bin/busybox poweroff -f
@@ -108,7 +121,7 @@ pub fn prepare(bench_binary: &Path) -> Result<Guest> {
     let (kernel, describe) = kernel(&dir)?;
     let busybox = busybox(&dir)?;
     let initramfs = dir.join("initramfs.cpio");
-    write_initramfs(&initramfs, &busybox, bench_binary)?;
+    write_initramfs(&initramfs, &busybox, bench_binary, &dir.join("net"))?;
     let hz = fs::read_to_string(dir.join("config")).ok().and_then(|c| config_hz(&c));
     Ok(Guest { kernel, initramfs, describe, hz })
 }
@@ -118,7 +131,13 @@ fn kernel(dir: &Path) -> Result<(PathBuf, String)> {
     let (vmlinux, bzimage, about) =
         (dir.join("vmlinux"), dir.join("bzImage"), dir.join("kernel.txt"));
     let config = dir.join("config");
-    if !about.is_file() || !config.is_file() || !(vmlinux.is_file() || bzimage.is_file()) {
+    let modules = dir.join("net");
+    let have_modules = modules.join("virtio_net.ko").is_file();
+    if !about.is_file()
+        || !config.is_file()
+        || !(vmlinux.is_file() || bzimage.is_file())
+        || !have_modules
+    {
         let work = fresh_dir(&dir.join("download"))?;
         let meta = apt_download(&work, KERNEL_META)?;
         let package = versioned_image(&dpkg_field(&meta, "Depends")?)
@@ -141,6 +160,7 @@ fn kernel(dir: &Path) -> Result<(PathBuf, String)> {
             .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("config-")));
         let text = build_config.and_then(|p| fs::read(p).ok()).unwrap_or_default();
         fs::write(&config, text).map_err(|e| format!("{}: {e}", config.display()))?;
+        copy_net_modules(&root, &modules)?;
         let bytes = fs::read(&image).map_err(|e| format!("{}: {e}", image.display()))?;
         fs::write(&bzimage, &bytes).map_err(|e| format!("{}: {e}", bzimage.display()))?;
         let _ = fs::remove_file(&vmlinux);
@@ -164,6 +184,46 @@ fn kernel(dir: &Path) -> Result<(PathBuf, String)> {
     }
 }
 
+/// The modules the guest's virtio network device needs (Debian builds them as modules),
+/// in the order `/init` loads them; those the kernel has built in are simply absent.
+const NET_MODULES: [&str; 8] = [
+    "virtio_ring",
+    "virtio",
+    "virtio_pci_modern_dev",
+    "virtio_pci_legacy_dev",
+    "virtio_pci",
+    "failover",
+    "net_failover",
+    "virtio_net",
+];
+
+/// Copies [`NET_MODULES`] from the unpacked kernel package `root` (`lib/modules/*/`) to
+/// `to`, flat.
+fn copy_net_modules(root: &Path, to: &Path) -> Result {
+    fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+    let mut stack = vec![root.join("lib").join("modules")];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else { continue };
+        for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            let Some(stem) = name.as_deref().and_then(|n| n.strip_suffix(".ko")) else { continue };
+            if NET_MODULES.contains(&stem) {
+                let target = to.join(format!("{stem}.ko"));
+                fs::copy(&path, &target).map_err(|e| format!("{}: {e}", target.display()))?;
+            }
+        }
+    }
+    if !to.join("virtio_net.ko").is_file() {
+        // Built in, or packaged otherwise: mark it so the package is not fetched again.
+        fs::write(to.join("virtio_net.ko"), b"").map_err(|e| format!("{}: {e}", to.display()))?;
+    }
+    Ok(())
+}
+
 /// The cached static busybox, fetched first if needed.
 fn busybox(dir: &Path) -> Result<PathBuf> {
     let path = dir.join("busybox");
@@ -180,22 +240,38 @@ fn busybox(dir: &Path) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// Writes the initramfs: `/init`, `/bin/busybox`, `/bin/atoll-bench-linux` and the mount
-/// points. (`/dev/console` comes from the kernel's built-in initramfs.)
-fn write_initramfs(path: &Path, busybox: &Path, bench: &Path) -> Result {
+/// Writes the initramfs: `/init`, `/bin/busybox`, `/bin/atoll-bench-linux`, the network
+/// modules found in `modules` (as `/lib/net/NAME.ko`) and the mount points.
+/// (`/dev/console` comes from the kernel's built-in initramfs.)
+fn write_initramfs(path: &Path, busybox: &Path, bench: &Path, modules: &Path) -> Result {
     let read = |p: &Path| fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
     let (busybox, bench) = (read(busybox)?, read(bench)?);
     const DIR: u32 = 0o040_755;
     const EXE: u32 = 0o100_755;
-    let entries: [(&str, u32, &[u8]); 7] = [
+    const FILE: u32 = 0o100_644;
+    let mut names = Vec::new();
+    let mut files = Vec::new();
+    for m in NET_MODULES {
+        let bytes = fs::read(modules.join(format!("{m}.ko"))).unwrap_or_default();
+        if !bytes.is_empty() {
+            names.push(format!("lib/net/{m}.ko"));
+            files.push(bytes);
+        }
+    }
+    let mut entries: Vec<(&str, u32, &[u8])> = vec![
         ("bin", DIR, &[]),
         ("dev", DIR, &[]),
         ("proc", DIR, &[]),
         ("sys", DIR, &[]),
+        ("lib", DIR, &[]),
+        ("lib/net", DIR, &[]),
         ("bin/busybox", EXE, &busybox),
         ("bin/atoll-bench-linux", EXE, &bench),
         ("init", EXE, INIT.as_bytes()),
     ];
+    for (name, bytes) in names.iter().zip(&files) {
+        entries.push((name, FILE, bytes));
+    }
     fs::write(path, cpio::write_archive(&entries)).map_err(|e| format!("{}: {e}", path.display()))
 }
 

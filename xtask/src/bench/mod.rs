@@ -9,6 +9,7 @@ mod guest;
 mod hostload;
 mod linux_bin;
 mod model;
+mod netload;
 mod output;
 mod plot;
 mod records;
@@ -446,7 +447,10 @@ fn launch(
         "atoll" => e
             .atoll_command(job.cores)
             .ok_or_else(|| "no Atoll command".to_string())
-            .and_then(|c| qemu::cmd_arg(&(c + job.variant.map_or("", |v| v.atoll_args))))
+            .and_then(|c| {
+                let args = job.variant.map_or("", |v| v.atoll_args);
+                qemu::cmd_arg(&(c + &registry::with_cores(args, job.cores)))
+            })
             .map(|command| atoll_cmdline(command, p.ctx.linux_hz))
             .map(|command| match job.variant.and_then(|v| v.atoll_boot) {
                 Some(boot) => format!("{command} {boot}"),
@@ -456,7 +460,10 @@ fn launch(
                 let (kernel, initrd) = (&p.images.kernel, &p.images.initrd);
                 let mut vm = vm(settings, accel, job.cores, kernel, initrd, command);
                 vm.extra.extend(variant_qemu_args(job));
-                runner::boot(&vm, log, timeout, false)
+                match netload::load_of(e.name) {
+                    Some(load) => netload::boot_with_load(&vm, log, timeout, false, &load),
+                    None => runner::boot(&vm, log, timeout, false),
+                }
             }),
         "linux" => {
             p.guest.as_ref().ok_or_else(|| "the Linux guest is not prepared".to_string()).and_then(
@@ -467,8 +474,12 @@ fn launch(
                     let cmdline = g.cmdline(&args, mitigations);
                     let mut vm = vm(settings, accel, job.cores, &g.kernel, &g.initramfs, cmdline);
                     vm.extra.extend(variant_qemu_args(job));
+                    let load = netload::load_of(e.name);
                     match job.variant.map_or(&[][..], |v| v.linux_slow) {
-                        [] => runner::boot(&vm, log, timeout, true),
+                        [] => match &load {
+                            Some(load) => netload::boot_with_load(&vm, log, timeout, true, load),
+                            None => runner::boot(&vm, log, timeout, true),
+                        },
                         slow => runner::boot_throttled(&vm, log, timeout, slow),
                     }
                 },

@@ -4,7 +4,7 @@
 //! lines `{cores}` stands for every core of the job's VM (`0-3` at 4 cores, `0` at 1).
 
 use super::variants::{
-    AMPS_VARIANTS, METIS_VARIANTS, NPB_VARIANTS, NUMA_VARIANTS, THREAD_VARIANTS,
+    AMPS_VARIANTS, METIS_VARIANTS, NPB_VARIANTS, NUMA_VARIANTS, TCP_CONN_VARIANTS, THREAD_VARIANTS,
 };
 
 /// How an experiment's PNG is drawn.
@@ -97,13 +97,18 @@ impl Experiment {
     }
 }
 
-/// `template` with `{cores}` replaced by the list of all `cores` cores: `0-3`, or `0`.
-fn with_cores(template: &str, cores: u32) -> String {
+/// `template` with `{cores}` replaced by the list of all `cores` cores (`0-3`, or `0`),
+/// `{last}` by the last core's number and `{others}` by how many cores the others are.
+pub fn with_cores(template: &str, cores: u32) -> String {
     let list = match cores {
         0 | 1 => "0".to_string(),
         n => format!("0-{}", n - 1),
     };
-    template.replace("{cores}", &list)
+    let last = cores.saturating_sub(1);
+    template
+        .replace("{cores}", &list)
+        .replace("{last}", &last.to_string())
+        .replace("{others}", &last.max(1).to_string())
 }
 
 /// A scheduler experiment of issue M7 (`workloads::amps`, the `ampsbench` program).
@@ -327,6 +332,21 @@ pub const EXPERIMENTS: &[Experiment] = &[
         plot: Plot::Scaling { series: "config", metric: "total_cycles" },
         rows_by: &["config"],
         variants: &[],
+    },
+    // Corey §8.3, Figure 8 (issue M12): Corey's TCP service (accept, write 128 bytes,
+    // close) against a client on the host through a forward from 127.0.0.1
+    // (`bench/netload.rs`), by device configuration.
+    Experiment {
+        name: "tcp_conn",
+        min_cores: 1,
+        atoll: Some("run tcpsvc --count 1000 --seconds 60 --backlog 16"),
+        linux: Some("tcp_conn,1000"),
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 180,
+        plot: Plot::Scaling { series: "config", metric: "connections_per_s" },
+        rows_by: &["config"],
+        variants: TCP_CONN_VARIANTS,
     },
     // Corey §3.2, §4.4 (issue M12): a null call through a syscall device to a kernel core,
     // one at a time and pipelined, against a trap on the caller's core. Atoll's mechanism

@@ -186,3 +186,50 @@ pub(super) const NPB_VARIANTS: &[Variant] = &[
         max_cores: u32::MAX,
     },
 ];
+
+/// `tcp_conn`'s device configurations (Corey §8.3, Figure 8): Atoll's server by its own
+/// traps (one stack), through a kernel core on the VM's last core that does all the device
+/// work (Dedicated) or only polls it (Polling), a stack on each other core; and Linux's
+/// kernel stack with a thread per core. At most 8 cores: a kernel core takes 7 stacks.
+pub(super) const TCP_CONN_VARIANTS: &[Variant] = &[
+    Variant {
+        name: "trap",
+        min_cores: 1,
+        atoll_boot: Some(""),
+        atoll_args: "",
+        linux_args: None,
+        linux_slow: &[],
+        qemu_args: "",
+        max_cores: 8,
+    },
+    Variant {
+        name: "dedicated",
+        min_cores: 2,
+        atoll_boot: Some(""),
+        atoll_args: " --kernel-core {last} --stacks {others}",
+        linux_args: None,
+        linux_slow: &[],
+        qemu_args: "",
+        max_cores: 8,
+    },
+    Variant {
+        name: "polling",
+        min_cores: 2,
+        atoll_boot: Some(""),
+        atoll_args: " --polling-core {last} --stacks {others}",
+        linux_args: None,
+        linux_slow: &[],
+        qemu_args: "",
+        max_cores: 8,
+    },
+    Variant {
+        name: "kernel",
+        min_cores: 1,
+        atoll_boot: None,
+        atoll_args: "",
+        linux_args: Some(""),
+        linux_slow: &[],
+        qemu_args: "",
+        max_cores: 8,
+    },
+];

@@ -18,6 +18,7 @@ use crate::obj::{device_alloc, device_list, device_stat, home_share, share_delob
 use crate::sys::{buf_addr, syscall5};
 use abi::sysdev::{call, conf};
 use abi::{device_kind, nr, DeviceInfo, Error};
+use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use smoltcp::phy::{self, DeviceCapabilities, Medium};
@@ -28,10 +29,13 @@ pub const MAX_FRAME: usize = 1514;
 /// Tries of a send the device refuses as `Busy` (its send buffers all in flight) before
 /// the frame is dropped, as a full NIC queue drops (TCP sends it again).
 const BUSY_TRIES: u32 = 1000;
-/// Where a frame to send sits in a syscall device's packet area, and where a received
-/// one is put.
-const TX_OFFSET: u64 = 0;
-const RX_OFFSET: u64 = 2048;
+/// A syscall device's packet area: [`RX_BUFFERS`] receive buffers handed to the kernel
+/// core, then [`TX_BUFFERS`] send buffers, [`BUFFER_BYTES`] each.
+const RX_BUFFERS: usize = 8;
+const TX_BUFFERS: usize = 8;
+const BUFFER_BYTES: usize = 2048;
+const TX_BASE: usize = RX_BUFFERS * BUFFER_BYTES;
+const AREA_BYTES: u64 = ((RX_BUFFERS + TX_BUFFERS) * BUFFER_BYTES) as u64;
 
 /// Who drives the network device for a program's stacks (Corey §8.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,12 +59,92 @@ impl DeviceConfig {
     }
 }
 
+/// A stack's side of its syscall device (Corey §3.2: "the application cores exchange
+/// packet buffers with the kernel core"): receive buffers stay posted at the kernel core,
+/// which fills and answers them as frames come, so a stack with nothing to receive makes
+/// no call; sends are posted and their buffers taken back when answered.
+struct RingIo {
+    ring: SyscallRing,
+    /// The cookie of each receive buffer's posted call, while the kernel core holds it.
+    rx_posted: [Option<u64>; RX_BUFFERS],
+    /// Receive buffers filled, oldest first: (buffer, frame length).
+    rx_ready: VecDeque<(usize, usize)>,
+    /// The cookie of each send buffer's call, while the kernel core has not answered it.
+    tx_posted: [Option<u64>; TX_BUFFERS],
+}
+
+impl RingIo {
+    fn new(ring: SyscallRing) -> RingIo {
+        RingIo {
+            ring,
+            rx_posted: [None; RX_BUFFERS],
+            rx_ready: VecDeque::new(),
+            tx_posted: [None; TX_BUFFERS],
+        }
+    }
+
+    /// Takes every answer that has come: filled receive buffers queue up, answered sends
+    /// free their buffers (a send the device refused is a frame lost, as on a wire).
+    fn pump(&mut self) {
+        while let Some((cookie, result)) = self.ring.reply() {
+            if let Some(i) = self.rx_posted.iter().position(|&c| c == Some(cookie)) {
+                self.rx_posted[i] = None;
+                if let Ok(len) = result {
+                    self.rx_ready.push_back((i, len as usize));
+                }
+            } else if let Some(j) = self.tx_posted.iter().position(|&c| c == Some(cookie)) {
+                self.tx_posted[j] = None;
+            }
+        }
+    }
+
+    /// Hands the kernel core every receive buffer that is neither posted nor holding a
+    /// frame, while the request channel has room.
+    fn post_receives(&mut self) {
+        for i in 0..RX_BUFFERS {
+            if self.rx_posted[i].is_some() || self.rx_ready.iter().any(|&(b, _)| b == i) {
+                continue;
+            }
+            let args = [(i * BUFFER_BYTES) as u64, BUFFER_BYTES as u64];
+            match self.ring.post(call::NET_RECEIVE_BUFFER, &args) {
+                Ok(cookie) => self.rx_posted[i] = Some(cookie),
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// The next received frame copied into `buf` (cut to it): its whole length, or 0.
+    fn receive(&mut self, buf: &mut [u8]) -> usize {
+        self.pump();
+        let got = self.rx_ready.pop_front();
+        if let Some((i, len)) = got {
+            let n = len.min(buf.len()).min(BUFFER_BYTES);
+            let at = i * BUFFER_BYTES;
+            buf[..n].copy_from_slice(&self.ring.packets()[at..at + n]);
+        }
+        self.post_receives();
+        got.map_or(0, |(_, len)| len)
+    }
+
+    /// Posts `frame` to be sent from a free send buffer: `Busy` while none is free or the
+    /// request channel is full.
+    fn send(&mut self, frame: &[u8]) -> Result<(), Error> {
+        self.pump();
+        let j = self.tx_posted.iter().position(Option::is_none).ok_or(Error::Busy)?;
+        let at = TX_BASE + j * BUFFER_BYTES;
+        self.ring.packets()[at..at + frame.len()].copy_from_slice(frame);
+        let cookie = self.ring.post(call::NET_SEND, &[at as u64, frame.len() as u64])?;
+        self.tx_posted[j] = Some(cookie);
+        Ok(())
+    }
+}
+
 /// The network device as one stack of this program reaches it.
 pub struct Nic {
     dev: ObjRef,
     mac: [u8; 6],
     /// With a kernel core: this stack's syscall device.
-    ring: Option<SyscallRing>,
+    ring: Option<RingIo>,
     /// Whether sends go by trap (`Trap`, `Polling`) rather than through the ring.
     send_by_trap: bool,
     /// The kernel core, shared by the program's stacks; it stops when the last goes.
@@ -117,12 +201,10 @@ impl Nic {
     pub fn send_frame(&mut self, frame: &[u8]) -> Result<(), Error> {
         match self.ring.as_mut() {
             Some(ring) if !self.send_by_trap => {
-                let len = frame.len();
-                if !(14..=MAX_FRAME).contains(&len) {
+                if !(14..=MAX_FRAME).contains(&frame.len()) {
                     return Err(Error::InvalidArgument);
                 }
-                ring.packets()[..len].copy_from_slice(frame);
-                ring.call(call::NET_SEND, &[TX_OFFSET, len as u64]).map(|_| ())
+                ring.send(frame)
             }
             _ => {
                 let (a, b) = (self.dev.share, self.dev.object);
@@ -136,13 +218,7 @@ impl Nic {
     /// holds: it was cut), or 0 if none has come (never waits).
     pub fn receive_frame(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
         match self.ring.as_mut() {
-            Some(ring) => {
-                let room = buf.len().min(MAX_FRAME);
-                let n = ring.call(call::NET_RECEIVE, &[RX_OFFSET, room as u64])? as usize;
-                let (at, n) = (RX_OFFSET as usize, n.min(room));
-                buf[..n].copy_from_slice(&ring.packets()[at..at + n]);
-                Ok(n)
-            }
+            Some(ring) => Ok(ring.receive(buf)),
             None => {
                 let (a, b) = (self.dev.share, self.dev.object);
                 let n = syscall5(nr::DEVICE_RECEIVE, a, b, buf_addr(buf), buf.len() as u64, 0)?;
@@ -169,18 +245,19 @@ pub fn open_stacks(config: DeviceConfig, addresses: &[u32]) -> Result<Vec<Nic>, 
     let mut nics = Vec::new();
     for &address in addresses {
         let mut nic = Nic::open()?;
-        let ring = SyscallRing::new(4096)?;
+        let ring = SyscallRing::new(AREA_BYTES)?;
         ring.configure(conf::NET_ADDRESS, u64::from(address))?;
-        nic.ring = Some(ring);
+        nic.ring = Some(RingIo::new(ring));
         nic.send_by_trap = matches!(config, DeviceConfig::Polling(_));
         nics.push(nic);
     }
     let mut devices = alloc::vec![nics[0].dev];
-    devices.extend(nics.iter().filter_map(|n| n.ring.as_ref().map(|r| r.device())));
+    devices.extend(nics.iter().filter_map(|n| n.ring.as_ref().map(|r| r.ring.device())));
     let kernel_core = Arc::new(KernelCore::start(core, &devices)?);
     for nic in nics.iter_mut() {
-        if let Some(ring) = nic.ring.as_mut() {
-            ring.served_by(&kernel_core);
+        if let Some(io) = nic.ring.as_mut() {
+            io.ring.served_by(&kernel_core);
+            io.post_receives();
         }
         nic.kernel_core = Some(kernel_core.clone());
     }

@@ -17,7 +17,9 @@
 //! Stops after N connections in all (default 10, at most 1,000,000) or S seconds (default
 //! 30, at most 600): `tcpsvc: served N connections`. From the host through a forward QEMU
 //! binds to 127.0.0.1 (`hostfwd=tcp:127.0.0.1:PORT-:80`). Exit 0 when N were served, 1
-//! when the time ran out first or there is no network device, 2 for bad arguments.
+//! when the time ran out first or there is no network device, 2 for bad arguments. With
+//! two connections or more it prints the rate between the first and the last as a
+//! `tcp_conn` result line (Corey Figure 8; `make bench ONLY=tcp_conn`).
 #![no_std]
 #![no_main]
 
@@ -36,24 +38,10 @@ use libatoll::net::{DeviceConfig, Listener, ServerOptions, Stack, QEMU_GUEST_ADD
 use libatoll::println;
 use libatoll::thread::Builder;
 use locks::TtsLock;
+use workloads::tcpsvc::{connections_per_s, result_line, REPLY};
 
 const USAGE: &str = "usage: tcpsvc [--port P] [--count N] [--seconds S] [--backlog B] [--kernel-core C | --polling-core C] [--stacks K]   \
      (P 1-65535, default 80; N 1-1000000, default 10; S 1-600, default 30; B 1-64, default 8; C: another core, a kernel core for the NIC; K 1-7 stacks, more than 1 with a kernel core)";
-
-/// What each connection gets (Corey §8.3: 128 bytes): a line, padded with dots.
-const REPLY: [u8; 128] = reply();
-
-const fn reply() -> [u8; 128] {
-    let text = b"Atoll tcpsvc: the 128 bytes Corey's TCP service writes to each connection ";
-    let mut out = [b'.'; 128];
-    let mut i = 0;
-    while i < text.len() {
-        out[i] = text[i];
-        i += 1;
-    }
-    out[127] = b'\n';
-    out
-}
 
 fn main() -> i32 {
     let mut buf = [0u8; 128];
@@ -87,7 +75,16 @@ fn main() -> i32 {
         }
     };
     println!("tcpsvc: served {served} connections");
-    if served == opts.count {
+    let (first, last) = (FIRST_US.load(Ordering::Relaxed), LAST_US.load(Ordering::Relaxed));
+    if let Some(rate) = connections_per_s(served, first, last) {
+        let config = match opts.device {
+            DeviceConfig::Trap => "trap",
+            DeviceConfig::Dedicated(_) => "dedicated",
+            DeviceConfig::Polling(_) => "polling",
+        };
+        println!("{}", result_line("atoll", config, opts.stacks, rate, served));
+    }
+    if served >= opts.count {
         0
     } else {
         1
@@ -96,6 +93,10 @@ fn main() -> i32 {
 
 /// Connections served so far by every stack of this program.
 static SERVED: AtomicU64 = AtomicU64::new(0);
+/// When the first and the last of them were served (µs of the stacks' common clock), for
+/// the rate `tcp_conn` reports (Corey Figure 8).
+static FIRST_US: AtomicU64 = AtomicU64::new(u64::MAX);
+static LAST_US: AtomicU64 = AtomicU64::new(0);
 
 /// Each stack on a thread of its own, on the cores other than the kernel core's (round
 /// robin), sharing the address by the kernel core's software RSS. The threads start
@@ -207,6 +208,9 @@ fn serve(mut stack: Stack, opts: &ServerOptions, index: usize) -> u64 {
                         replied[i] = true;
                         served += 1;
                         SERVED.fetch_add(1, Ordering::Relaxed);
+                        let now = stack.clock.micros();
+                        FIRST_US.fetch_min(now, Ordering::Relaxed);
+                        LAST_US.fetch_max(now, Ordering::Relaxed);
                     }
                     busy = true;
                 }
