@@ -120,6 +120,9 @@ impl<D: BlockDevice> Ext2<D> {
         sb.free_blocks = free_blocks.min(sb.blocks_count);
         sb.free_inodes = free_inodes.min(sb.inodes_count);
         let was_clean = sb.state & STATE_VALID != 0;
+        // Until the kernel sets the clock, stamp the latest time the superblock records
+        // (mount, write or mkfs time) so that new times are at least plausible.
+        let now = [44, 48, 264].iter().map(|&off| get32(&sb.raw, off)).max().unwrap_or(0);
         let mut fs = Ext2 {
             dev,
             sb,
@@ -129,7 +132,7 @@ impl<D: BlockDevice> Ext2<D> {
             read_only,
             was_clean,
             features_changed: false,
-            now: 0,
+            now,
         };
         let root = fs.read_inode(crate::disk::ROOT_INO)?;
         if root.kind() != FileKind::Dir {
@@ -148,8 +151,8 @@ impl<D: BlockDevice> Ext2<D> {
         self.read_only
     }
 
-    /// Sets the clock stamped on inodes from now on (seconds since 1970); 0 until set,
-    /// since the crate has no clock of its own.
+    /// Sets the clock stamped on inodes from now on (seconds since 1970). The crate has
+    /// no clock; until this is called it uses the latest time the superblock records.
     pub fn set_time(&mut self, secs: u32) {
         self.now = secs;
     }
@@ -431,7 +434,9 @@ impl<D: BlockDevice> Ext2<D> {
         let xattr = inode.xattr_block();
         let has_map = inode.has_block_map(self.bs);
         inode.set_links(0);
-        put32(&mut inode.raw, 20, self.now.max(1)); // dtime: nonzero marks it deleted
+        // dtime marks the inode deleted. e2fsck reads a dtime below the inode count as a
+        // link in the orphan list, so a clock near zero is lifted past it.
+        put32(&mut inode.raw, 20, self.now.max(self.sb.inodes_count));
         put32(&mut inode.raw, 104, 0);
         if has_map {
             self.truncate_blocks(ino, &mut inode, 0)?;
