@@ -394,10 +394,11 @@ impl<D: BlockDevice> Ext2<D> {
     }
 
     /// Fails with [`Error::InvalidArgument`] if directory `dir` is `ancestor` or below it
-    /// (walking `..` up to the root, at most once per inode so a corrupt loop ends).
+    /// (walking `..` up to the root: at most one step per directory, so a corrupt loop of
+    /// `..` entries ends).
     fn check_not_below(&mut self, dir: Ino, ancestor: Ino) -> Result<(), Error> {
         let mut cur = dir;
-        for _ in 0..self.sb.inodes_count {
+        for _ in 0..=self.dir_count() {
             if cur == ancestor {
                 return Err(Error::InvalidArgument);
             }

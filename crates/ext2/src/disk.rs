@@ -152,6 +152,11 @@ impl Superblock {
         if self.blocks_count <= self.first_data_block + 1 {
             return Err(Error::Corrupt("too few blocks"));
         }
+        // Far more groups than any disk ext2 addresses: a block count and group size that
+        // would make the descriptor table gigabytes long.
+        if self.groups() > 1 << 20 {
+            return Err(Error::Corrupt("more than 2^20 block groups"));
+        }
         let groups = self.groups() as u64;
         if groups * self.inodes_per_group as u64 != self.inodes_count as u64 {
             return Err(Error::Corrupt("inode count is not groups times inodes per group"));

@@ -97,7 +97,7 @@ impl<D: BlockDevice> Ext2<D> {
         let groups: Vec<GroupDesc> =
             (0..ngroups as usize).map(|g| GroupDesc::parse(&gdt_raw[g * 32..])).collect();
         let itb = sb.itable_blocks();
-        let (mut free_blocks, mut free_inodes) = (0u32, 0u32);
+        let (mut free_blocks, mut free_inodes) = (0u64, 0u64);
         for gd in &groups {
             let in_fs = |b: u32| b > gdt_start && b < sb.blocks_count;
             if !in_fs(gd.block_bitmap) || !in_fs(gd.inode_bitmap) || !in_fs(gd.inode_table) {
@@ -112,13 +112,13 @@ impl<D: BlockDevice> Ext2<D> {
             {
                 return Err(Error::Corrupt("group descriptor counter exceeds its group"));
             }
-            free_blocks += gd.free_blocks as u32;
-            free_inodes += gd.free_inodes as u32;
+            free_blocks += gd.free_blocks as u64;
+            free_inodes += gd.free_inodes as u64;
         }
         // As Linux does, the superblock's totals are recomputed from the groups (they are
         // only written at sync, so after a crash they lag behind).
-        sb.free_blocks = free_blocks.min(sb.blocks_count);
-        sb.free_inodes = free_inodes.min(sb.inodes_count);
+        sb.free_blocks = free_blocks.min(sb.blocks_count as u64) as u32;
+        sb.free_inodes = free_inodes.min(sb.inodes_count as u64) as u32;
         let was_clean = sb.state & STATE_VALID != 0;
         // Until the kernel sets the clock, stamp the latest time the superblock records
         // (mount, write or mkfs time) so that new times are at least plausible.
@@ -334,7 +334,8 @@ impl<D: BlockDevice> Ext2<D> {
         let g = self.block_group(b);
         let gd = &self.groups[g];
         let first = self.sb.first_data_block + g as u32 * self.sb.blocks_per_group;
-        if self.sb.has_super(g as u32) && b <= first + self.sb.gdt_blocks() + self.sb.reserved_gdt {
+        let meta_end = first as u64 + self.sb.gdt_blocks() as u64 + self.sb.reserved_gdt as u64;
+        if self.sb.has_super(g as u32) && b as u64 <= meta_end {
             return false;
         }
         let itable = gd.inode_table..gd.inode_table.saturating_add(self.sb.itable_blocks());
@@ -421,6 +422,11 @@ impl<D: BlockDevice> Ext2<D> {
             }
         }
         Err(Error::NoSpace)
+    }
+
+    /// The number of directories, from the group counters: no chain of parents is longer.
+    pub(crate) fn dir_count(&self) -> u64 {
+        self.groups.iter().map(|g| g.used_dirs as u64).sum()
     }
 
     /// The group of inode `ino` (a goal for allocations made for it).
