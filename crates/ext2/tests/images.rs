@@ -247,3 +247,33 @@ fn feature_flags() {
         matches!(Ext2::mount(ext2::MemDisk { bytes }), Err(Error::Unsupported(r)) if r.contains("EXTENTS"))
     );
 }
+
+/// A directory with an htree index (made by `e2fsck -D`) reads linearly, and after a
+/// change loses the index flag and stays consistent.
+#[test]
+fn htree_directory_is_read_and_changed_linearly() {
+    if !have_tools("htree") {
+        return;
+    }
+    let tmp = TempDir::new("htree");
+    let src = tmp.path("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    for i in 0..2000 {
+        fs::write(src.join(format!("d/file_{i}")), format!("{i}")).unwrap();
+    }
+    let img = tmp.path("img");
+    mkfs(&img, 1024, 16384, Some(&src), &[]);
+    index_directories(&img);
+    let mut fs = Ext2::mount(FileDisk::open(&img)).unwrap();
+    assert_eq!(ls(&mut fs, "/d").len(), 2002);
+    for i in (0..2000).step_by(7) {
+        assert_eq!(read_path(&mut fs, &format!("/d/file_{i}")), format!("{i}").as_bytes());
+    }
+    fs.create("/d/new", 0o644).unwrap();
+    fs.unlink("/d/file_5").unwrap();
+    fs.rename("/d/file_6", "/d/renamed").unwrap();
+    assert_eq!(read_path(&mut fs, "/d/renamed"), b"6");
+    assert_eq!(ls(&mut fs, "/d").len(), 2002);
+    fs.unmount().unwrap();
+    assert_clean(&img);
+}

@@ -162,3 +162,22 @@ pub fn stat_path<D: BlockDevice>(fs: &mut ext2::Ext2<D>, path: &str) -> ext2::St
     let ino = fs.lookup(path).unwrap();
     fs.stat(ino).unwrap()
 }
+
+/// The size of `path` inside `img`, from `debugfs -R "stat path"`.
+pub fn debugfs_size(img: &Path, path: &str) -> u64 {
+    let out =
+        Command::new(DEBUGFS).arg("-R").arg(format!("stat {path}")).arg(img).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let at = text.find("Size: ").expect("debugfs stat prints Size:") + 6;
+    text[at..].split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// Runs `e2fsck -fyD img`, which gives every large directory an htree index.
+pub fn index_directories(img: &Path) {
+    let out = Command::new(E2FSCK).arg("-fyD").arg(img).output().unwrap();
+    assert!(
+        out.status.code().unwrap_or(8) < 4,
+        "e2fsck -fyD failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
