@@ -37,7 +37,7 @@ mod file;
 mod fs;
 
 pub use dir::DirEntry;
-pub use disk::FileKind;
+pub use disk::{FileKind, ROOT_INO};
 pub use fs::{Ext2, Stat, StatFs};
 
 use alloc::vec::Vec;

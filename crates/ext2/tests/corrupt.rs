@@ -54,10 +54,13 @@ fn le32(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes(b[off..off + 4].try_into().unwrap())
 }
 
+/// A named byte range of the image: (what it holds, start, end).
+type Region = (&'static str, usize, usize);
+
 /// The base image (1 KiB blocks): files of one block, of indirect blocks and of double
 /// indirect blocks, nested directories, a symlink. Returns it with the byte ranges worth
 /// damaging.
-fn base_image() -> Option<(Vec<u8>, Vec<(&'static str, usize, usize)>)> {
+fn base_image() -> Option<(Vec<u8>, Vec<Region>)> {
     if !have_tools("corrupt") {
         return None;
     }
