@@ -16,13 +16,19 @@ impl<D: BlockDevice> Ext2<D> {
 
     /// The largest file size this block size allows: the blocks the map can address,
     /// capped (as Linux `ext2_max_size` does) so that data plus indirect blocks fit the
-    /// 32-bit `i_blocks` count of 512-byte sectors.
+    /// 32-bit `i_blocks` count of 512-byte sectors (and below 2 GiB on revision 0).
     pub fn max_file_size(&self) -> u64 {
         let p = self.ptrs();
         let addressable = NDIR as u64 + p + p * p + p * p * p;
         let meta = 1 + (1 + p) + (1 + p + p * p);
         let sector_cap = (u32::MAX as u64 >> (self.bs.trailing_zeros() - 9)) - meta;
-        addressable.min(sector_cap) * self.bs as u64
+        let limit = addressable.min(sector_cap) * self.bs as u64;
+        // Revision 0 has no LARGE_FILE feature to announce `i_size_high`.
+        if self.sb.rev_level == 0 {
+            limit.min((1 << 31) - 1)
+        } else {
+            limit
+        }
     }
 
     /// Where file block `lblk` sits in the map: the inode slot, then the index at each

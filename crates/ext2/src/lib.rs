@@ -76,6 +76,26 @@ pub enum Error {
     InvalidArgument,
 }
 
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Error::NotFound => f.write_str("not found"),
+            Error::Exists => f.write_str("already exists"),
+            Error::NotADirectory => f.write_str("not a directory"),
+            Error::IsADirectory => f.write_str("is a directory"),
+            Error::NotEmpty => f.write_str("directory not empty"),
+            Error::NameTooLong => f.write_str("name longer than 255 bytes"),
+            Error::NoSpace => f.write_str("no space left"),
+            Error::FileTooLarge => f.write_str("file too large"),
+            Error::Corrupt(why) => write!(f, "corrupt file system: {why}"),
+            Error::Unsupported(why) => write!(f, "unsupported file system: {why}"),
+            Error::Io => f.write_str("device I/O error"),
+            Error::ReadOnly => f.write_str("read-only file system"),
+            Error::InvalidArgument => f.write_str("invalid argument"),
+        }
+    }
+}
+
 /// The error a [`BlockDevice`] returns; the file system reports it as [`Error::Io`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IoError;

@@ -277,3 +277,28 @@ fn htree_directory_is_read_and_changed_linearly() {
     fs.unmount().unwrap();
     assert_clean(&img);
 }
+
+/// Revision 0 (`mke2fs -r 0`): fixed 128-byte inodes, no features, files below 2 GiB.
+#[test]
+fn image_revision_0() {
+    if !have_tools("image_revision_0") {
+        return;
+    }
+    let tmp = TempDir::new("rev0");
+    let src = tmp.path("src");
+    fs::create_dir_all(src.join("sub")).unwrap();
+    fs::write(src.join("sub/f"), pattern(8, 70_000)).unwrap();
+    let img = tmp.path("img");
+    mkfs(&img, 1024, 4096, Some(&src), &["-r", "0"]);
+    let mut fs = Ext2::mount(FileDisk::open(&img)).unwrap();
+    assert_eq!(read_path(&mut fs, "/sub/f"), pattern(8, 70_000));
+    assert_eq!(fs.max_file_size(), (1 << 31) - 1);
+    let g = fs.create("/sub/g", 0o644).unwrap();
+    assert_eq!(fs.write(g, 1 << 31, b"x"), Err(Error::FileTooLarge));
+    fs.write(g, 0, &pattern(9, 5000)).unwrap();
+    fs.rename("/sub", "/moved").unwrap();
+    fs.unlink("/moved/f").unwrap();
+    fs.unmount().unwrap();
+    assert_clean(&img);
+    assert_eq!(debugfs_cat(&img, "/moved/g"), pattern(9, 5000));
+}
