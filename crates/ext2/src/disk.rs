@@ -57,22 +57,39 @@ pub fn put32(b: &mut [u8], off: usize, v: u32) {
 /// bytes are kept so that `sync` rewrites every field it does not know unchanged.
 #[derive(Clone)]
 pub struct Superblock {
+    /// The 1024 bytes as read (bytes 1024..2048 of the disk).
     pub raw: Vec<u8>,
+    /// `s_inodes_count`: inodes in all groups.
     pub inodes_count: u32,
+    /// `s_blocks_count`: blocks in the file system, metadata included.
     pub blocks_count: u32,
+    /// `s_r_blocks_count`: blocks reserved for root (reported, not enforced).
     pub r_blocks_count: u32,
+    /// Free blocks: the groups' sum at mount, kept up to date, written at sync.
     pub free_blocks: u32,
+    /// Free inodes, likewise.
     pub free_inodes: u32,
+    /// `s_first_data_block`: 1 with 1 KiB blocks (block 0 holds the boot sector), else 0.
     pub first_data_block: u32,
+    /// Bytes per block: 1024 << `s_log_block_size`.
     pub block_size: usize,
+    /// `s_blocks_per_group`.
     pub blocks_per_group: u32,
+    /// `s_inodes_per_group`.
     pub inodes_per_group: u32,
+    /// `s_state`: VALID when cleanly unmounted.
     pub state: u16,
+    /// `s_rev_level`: 0 (fixed inode size, no features) or 1.
     pub rev_level: u32,
+    /// `s_first_ino`: the first inode not reserved (11 on revision 0).
     pub first_ino: u32,
+    /// `s_inode_size` (128 on revision 0).
     pub inode_size: usize,
+    /// `s_feature_incompat`.
     pub incompat: u32,
+    /// `s_feature_ro_compat`.
     pub ro_compat: u32,
+    /// `s_reserved_gdt_blocks`: blocks kept after the descriptor table (RESIZE_INODE).
     pub reserved_gdt: u32,
 }
 
@@ -235,11 +252,17 @@ fn incompat_name(flags: u32) -> &'static str {
 /// A block group descriptor (the first 20 of its 32 bytes; the rest stay as on disk).
 #[derive(Clone, Copy, Debug)]
 pub struct GroupDesc {
+    /// The block holding the group's block bitmap.
     pub block_bitmap: u32,
+    /// The block holding the group's inode bitmap.
     pub inode_bitmap: u32,
+    /// The first block of the group's inode table.
     pub inode_table: u32,
+    /// Free blocks in the group.
     pub free_blocks: u16,
+    /// Free inodes in the group.
     pub free_inodes: u16,
+    /// Directories among the group's inodes.
     pub used_dirs: u16,
 }
 
@@ -348,6 +371,7 @@ impl FileKind {
 /// in-inode attributes) intact across a rewrite.
 #[derive(Clone)]
 pub struct Inode {
+    /// The inode's `inode_size` bytes as stored in the inode table.
     pub raw: Vec<u8>,
 }
 
@@ -470,10 +494,15 @@ impl Inode {
 /// One parsed directory entry: where it sits in its block and what it says.
 #[derive(Clone, Copy, Debug)]
 pub struct RawDirent {
+    /// Byte offset of the entry in its block.
     pub off: usize,
+    /// The inode named, 0 for a free entry.
     pub ino: u32,
+    /// Bytes to the next entry (the entry plus the slack after it).
     pub rec_len: usize,
+    /// Bytes of name.
     pub name_len: usize,
+    /// The FILETYPE byte (0 without the feature).
     pub file_type: u8,
 }
 

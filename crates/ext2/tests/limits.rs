@@ -155,6 +155,15 @@ fn file_too_large() {
         assert_eq!(b, [0, b'z']);
         assert_eq!(fs.read(ino, 12345, &mut b), Ok(2));
         assert_eq!(b, [0, 0]);
+        // A second such file shrunk back: the triple-indirect chain is freed again.
+        let free = fs.statfs().free_blocks;
+        let back = fs.create("/back", 0o644).unwrap();
+        fs.write(back, max - 5000, &pattern(1, 5000)).unwrap();
+        fs.write(back, 0, b"head").unwrap();
+        assert!(fs.statfs().free_blocks < free);
+        fs.truncate(back, 4).unwrap();
+        assert_eq!(fs.statfs().free_blocks, free - 1);
+        assert_eq!(read_all(&mut fs, back), b"head");
         let mid = fs.create("/mid", 0o644).unwrap();
         assert_eq!(fs.write(mid, 3 << 30, b"past 2 GiB"), Ok(10));
         store_and_check(&img, fs);
