@@ -147,6 +147,7 @@ impl Superblock {
         Ok(sb)
     }
 
+    /// The consistency checks of `parse`: sizes in range, counts that agree, features.
     fn check(&self) -> Result<(), Error> {
         let bits = 8 * self.block_size as u32;
         if self.first_data_block != u32::from(self.block_size == 1024) {

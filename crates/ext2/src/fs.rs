@@ -16,12 +16,17 @@ const RO_COMPAT_KNOWN: u32 = RO_COMPAT_SPARSE_SUPER | RO_COMPAT_LARGE_FILE;
 /// A mounted ext2 file system over the device `D`. Not thread-safe: the kernel holds it
 /// under one lock.
 pub struct Ext2<D: BlockDevice> {
+    /// The disk.
     pub(crate) dev: D,
+    /// The superblock, its free counters kept current in memory.
     pub(crate) sb: Superblock,
+    /// Every group's descriptor, counters kept current in memory.
     pub(crate) groups: Vec<GroupDesc>,
     /// Raw descriptor table, rewritten with the counters of `groups` at sync.
     gdt_raw: Vec<u8>,
+    /// Bytes per block.
     pub(crate) bs: usize,
+    /// Mounted read-only (an unknown ro_compat feature): every change fails.
     read_only: bool,
     /// Whether the image was marked clean when mounted (restored by `unmount`).
     was_clean: bool,
