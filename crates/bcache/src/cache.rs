@@ -8,7 +8,7 @@
 //! tell whether anything happened to the block meanwhile: no ABA, even when the same buffer
 //! comes back for the same block.
 
-use crate::pool::{BufId, PerCore, Pool, PrivateBuf, Resident};
+use crate::pool::{BufId, PerCore, Pool, Resident};
 use crate::tree::RadixTree;
 use crate::words::Words;
 use crate::{BlockDevice, Config, ConfigError, Error, Stats};
@@ -105,20 +105,20 @@ enum WriteStep {
 /// assert_eq!(&cache.device().0.lock().unwrap()[3 * 512 + 10..3 * 512 + 15], b"hello");
 /// ```
 pub struct Cache<D: BlockDevice> {
-    device: D,
-    block_size: usize,
-    per_core: usize,
+    pub(crate) device: D,
+    pub(crate) block_size: usize,
+    pub(crate) per_core: usize,
     /// Block number → entry (Corey §5.3's lock-free tree).
-    tree: RadixTree,
+    pub(crate) tree: RadixTree,
     /// Every buffer; core `c` owns `c * per_core .. (c + 1) * per_core`.
-    bufs: Vec<Words>,
-    cores: Vec<PerCore>,
+    pub(crate) bufs: Vec<Words>,
+    pub(crate) cores: Vec<PerCore>,
     /// Held for reading while a shared buffer is copied; taken for writing before retired
     /// buffers are reused (Corey §5.3). It guards no data of its own.
-    readers: RwLock<()>,
+    pub(crate) readers: RwLock<()>,
     /// Orders write-backs of shared blocks, so an older copy of a block can never reach the
     /// device after a newer one; holds the block-sized copy being written.
-    writeback: McsLock<Vec<u8>>,
+    pub(crate) writeback: McsLock<Vec<u8>>,
 }
 
 impl<D: BlockDevice> Cache<D> {
@@ -448,7 +448,11 @@ impl<D: BlockDevice> Cache<D> {
 
     /// `alloc` with the pool lock held: the free list, else reclaimed buffers, else
     /// evicted ones.
-    fn alloc_locked(&self, core: usize, pool: &mut Pool) -> Result<BufId, Error<D::Error>> {
+    pub(crate) fn alloc_locked(
+        &self,
+        core: usize,
+        pool: &mut Pool,
+    ) -> Result<BufId, Error<D::Error>> {
         loop {
             if let Some(buf) = pool.free.pop() {
                 return Ok(buf);
@@ -547,7 +551,7 @@ impl<D: BlockDevice> Cache<D> {
     }
 
     /// Reads `block` into buffer `buf` through `scratch`.
-    fn fill_from(
+    pub(crate) fn fill_from(
         &self,
         scratch: &mut Vec<u8>,
         buf: BufId,
@@ -583,110 +587,6 @@ impl<D: BlockDevice> Cache<D> {
             Ok(())
         })
     }
-
-    // ---- Private blocks (after Corey §9) ----
-
-    /// Runs `f` on core `core`'s pool if `block` is private to it; `None` (without taking
-    /// the lock when the core has no private blocks) if not.
-    fn private<R>(&self, core: usize, block: u64, f: impl FnOnce(&mut Pool) -> R) -> Option<R> {
-        let me = &self.cores[core];
-        // Relaxed: only this core changes its count, and it reads its own latest value.
-        if me.private_blocks.load(Relaxed) == 0 {
-            return None;
-        }
-        me.pool.with(|pool| pool.private.contains_key(&block).then(|| f(pool)))
-    }
-
-    /// The buffer holding private `block`, read from the device on a miss.
-    fn private_buf(
-        &self,
-        core: usize,
-        pool: &mut Pool,
-        block: u64,
-        fill: Fill,
-    ) -> Result<PrivateBuf, Error<D::Error>> {
-        let me = &self.cores[core];
-        if let Some(Some(p)) = pool.private.get(&block).copied() {
-            PerCore::count(&me.hits, 1);
-            return Ok(p);
-        }
-        PerCore::count(&me.misses, 1);
-        let buf = self.alloc_locked(core, pool)?;
-        if fill == Fill::FromDevice {
-            let mut scratch = mem::take(&mut pool.scratch);
-            let r = self.fill_from(&mut scratch, buf, block);
-            pool.scratch = scratch;
-            if let Err(e) = r {
-                pool.free.push(buf);
-                return Err(e);
-            }
-        }
-        let p = PrivateBuf { buf, dirty: false };
-        pool.private.insert(block, Some(p));
-        Ok(p)
-    }
-
-    /// `read` of a block private to `core`, under its pool lock.
-    fn private_read(
-        &self,
-        core: usize,
-        pool: &mut Pool,
-        block: u64,
-        offset: usize,
-        out: &mut [u8],
-    ) -> Result<(), Error<D::Error>> {
-        let p = self.private_buf(core, pool, block, Fill::FromDevice)?;
-        self.bufs[p.buf as usize].load_into(offset, out);
-        Ok(())
-    }
-
-    /// `write` of a block private to `core`, under its pool lock: in place, since no other
-    /// core ever reads the buffer.
-    fn private_write(
-        &self,
-        core: usize,
-        pool: &mut Pool,
-        block: u64,
-        offset: usize,
-        data: &[u8],
-    ) -> Result<(), Error<D::Error>> {
-        let whole = offset == 0 && data.len() == self.block_size;
-        let fill = if whole { Fill::No } else { Fill::FromDevice };
-        let p = self.private_buf(core, pool, block, fill)?;
-        self.bufs[p.buf as usize].store_from(offset, data);
-        pool.private.insert(block, Some(PrivateBuf { buf: p.buf, dirty: true }));
-        Ok(())
-    }
-
-    /// Writes private `block` of the core owning `pool` back if it is dirty (counted for
-    /// core `core`, the one asking).
-    fn write_back_private(
-        &self,
-        core: usize,
-        pool: &mut Pool,
-        block: u64,
-    ) -> Result<(), Error<D::Error>> {
-        let Some(Some(p)) = pool.private.get(&block).copied() else { return Ok(()) };
-        if !p.dirty {
-            return Ok(());
-        }
-        let mut copy = mem::take(&mut pool.scratch);
-        copy.resize(self.block_size, 0);
-        self.bufs[p.buf as usize].load_into(0, &mut copy);
-        let r = self.device.write_block(block, &copy);
-        pool.scratch = copy;
-        r.map_err(Error::Device)?;
-        PerCore::count(&self.cores[core].writebacks, 1);
-        pool.private.insert(block, Some(PrivateBuf { buf: p.buf, dirty: false }));
-        Ok(())
-    }
-}
-
-/// Whether a private miss reads the device first (a whole-block write need not).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Fill {
-    FromDevice,
-    No,
 }
 
 #[cfg(all(test, not(loom)))]
@@ -704,7 +604,7 @@ mod tests {
         let c = b.then(None, State::Clean);
         assert_eq!(c.buf(), None);
         assert_ne!(c, Entry::EMPTY, "an emptied entry differs from a never-used one");
-        let top = Entry(u64::MAX & !DIRTY).then(Some(u32::MAX - 1), State::Dirty);
+        let top = Entry(!DIRTY).then(Some(u32::MAX - 1), State::Dirty);
         assert_eq!((top.buf(), top.dirty(), top.0 >> VERSION_SHIFT), (Some(u32::MAX - 1), true, 0));
     }
 }

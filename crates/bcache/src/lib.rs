@@ -47,6 +47,7 @@ extern crate std;
 
 mod cache;
 mod pool;
+mod private;
 mod sync;
 pub mod tree;
 mod words;

@@ -134,7 +134,7 @@ fn invalidate_writes_back_and_the_next_read_sees_the_device() {
     c.device().set(2, &pattern(7)); // changed behind the cache's back
     assert_eq!(read_all(&c, 0, 2), pattern(7));
     c.invalidate(0, 9).unwrap(); // not cached: nothing to do
-    // Buffers freed by invalidation are reused: many more blocks than buffers.
+                                 // Buffers freed by invalidation are reused: many more blocks than buffers.
     for block in 0..16 {
         c.write(1, block, 0, &pattern(block as u8)).unwrap();
         c.invalidate(0, block).unwrap();
