@@ -9,6 +9,7 @@
 //! comes back for the same block.
 
 use crate::pool::{BufId, PerCore, Pool, Resident};
+use crate::sync::Spin;
 use crate::tree::RadixTree;
 use crate::words::Words;
 use crate::{BlockDevice, Config, ConfigError, Error, Stats};
@@ -453,11 +454,13 @@ impl<D: BlockDevice> Cache<D> {
         core: usize,
         pool: &mut Pool,
     ) -> Result<BufId, Error<D::Error>> {
+        let me = &self.cores[core];
         loop {
             if let Some(buf) = pool.free.pop() {
                 return Ok(buf);
             }
-            if pool.retired.is_empty() {
+            me.retired.with(|r| mem::swap(r, &mut pool.spare));
+            if pool.spare.is_empty() {
                 self.evict(core, pool)?;
             } else {
                 self.reclaim(pool);
@@ -471,44 +474,49 @@ impl<D: BlockDevice> Cache<D> {
     }
 
     /// Hands a buffer just unlinked from the tree to its owner, to be reused once no
-    /// reader can still be copying it. Never called with a pool lock held.
+    /// reader can still be copying it.
     fn retire(&self, buf: BufId) {
-        self.cores[buf as usize / self.per_core].pool.with(|p| p.retired.push(buf));
+        self.cores[buf as usize / self.per_core].retired.with(|r| r.push(buf));
     }
 
-    /// Moves all of a core's retired buffers to its free list.
+    /// Moves the retired buffers taken into `pool.spare` to the free list.
     fn reclaim(&self, pool: &mut Pool) {
-        let mut batch = mem::take(&mut pool.retired);
         // Corey §5.3: taking the lock for writing waits until every reader inside has left.
         // Each of these buffers was unlinked before it was retired, so a reader that enters
         // after this cannot find it, and one that found it earlier has now finished.
         self.readers.write(|()| ());
+        let batch = &mut pool.spare;
         batch.sort_unstable();
         pool.resident.retain(|r| batch.binary_search(&r.buf).is_err());
-        pool.free.append(&mut batch);
-        pool.retired = batch;
+        pool.free.append(batch);
     }
 
     /// Frees some of core `core`'s buffers: up to a batch of its clean blocks, shared ones
-    /// oldest first, then private ones; if all are dirty, writes the oldest back first.
+    /// oldest first, then private ones; if all are dirty, writes the oldest back first. If
+    /// other cores have replaced our buffers and are about to retire them, waits for that.
     fn evict(&self, core: usize, pool: &mut Pool) -> Result<(), Error<D::Error>> {
+        let me = &self.cores[core];
         let want = (self.per_core / EVICT_FRACTION).max(1);
         loop {
-            let mut evicted = 0;
+            let (mut evicted, mut replaced, mut raced, mut dirty) = (0, false, false, None);
             let mut i = 0;
             while i < pool.resident.len() && evicted < want {
                 let r = pool.resident[i];
                 let seen = self.entry(r.block);
                 if seen.buf() != Some(r.buf) {
-                    // Another core replaced it and has already retired it to us.
+                    // Another core replaced it and retires it to us (reclaim drops the entry).
+                    replaced = true;
+                } else if seen.dirty() {
+                    dirty = dirty.or(Some(r.block));
+                } else if self.swap(r.block, seen, None, State::Clean) {
                     pool.resident.remove(i);
-                } else if !seen.dirty() && self.swap(r.block, seen, None, State::Clean) {
-                    pool.resident.remove(i);
-                    pool.retired.push(r.buf);
+                    me.retired.with(|retired| retired.push(r.buf));
                     evicted += 1;
+                    continue;
                 } else {
-                    i += 1;
+                    raced = true;
                 }
+                i += 1;
             }
             for b in pool.private.values_mut() {
                 if evicted == want {
@@ -522,12 +530,24 @@ impl<D: BlockDevice> Cache<D> {
                 }
             }
             if evicted > 0 {
-                PerCore::count(&self.cores[core].evictions, evicted as u64);
+                PerCore::count(&me.evictions, evicted as u64);
+                return Ok(());
+            }
+            if raced {
+                continue;
+            }
+            if replaced {
+                // The replacing cores take only our `retired` lock, never the pool lock we
+                // hold, so they finish; `alloc_locked` then reclaims.
+                let mut spin = Spin::new();
+                while me.retired.with(|r| r.is_empty()) {
+                    spin.wait();
+                }
                 return Ok(());
             }
             // Everything is dirty: write the oldest back, then it is clean (or replaced).
-            if let Some(r) = pool.resident.front().copied() {
-                self.write_back_shared(core, r.block)?;
+            if let Some(block) = dirty {
+                self.write_back_shared(core, block)?;
                 continue;
             }
             let dirty = pool.private.iter().find(|(_, b)| b.is_some_and(|b| b.dirty));

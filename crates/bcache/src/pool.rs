@@ -1,10 +1,10 @@
 //! A core's own share of the cache (Corey §5.3: "per-core block allocators"): its buffers'
 //! free list, the buffers it has published in the shared tree (oldest first, for eviction),
 //! the buffers retired from the tree and waiting for readers to leave, and its private
-//! cache (after Corey §9). Only the owning core uses its pool, except that a core that
-//! replaces another core's buffer in the tree hands it back to the owner's `retired` list;
-//! so the lock around a pool is almost always uncontended and its line stays in the owner's
-//! cache.
+//! cache (after Corey §9). Only the owning core takes its pool lock (and `sync`, for private
+//! blocks), so that lock is uncontended and its line stays in the owner's cache. A core that
+//! replaces another core's buffer in the tree hands it back through the owner's separate
+//! `retired` lock, which the owner can wait on while holding its pool lock.
 
 use crate::sync::{AtomicU64, AtomicUsize};
 use crate::Stats;
@@ -35,12 +35,11 @@ pub(crate) struct PrivateBuf {
 pub(crate) struct Pool {
     /// Buffers ready to fill: nobody can reach them.
     pub(crate) free: Vec<BufId>,
-    /// Buffers unlinked from the tree that a reader may still be copying: reusable after
-    /// the read-write lock has been taken once for writing (Corey §5.3).
-    pub(crate) retired: Vec<BufId>,
+    /// An empty list with capacity, swapped with `PerCore::retired` to take its contents.
+    pub(crate) spare: Vec<BufId>,
     /// Buffers this core linked into the tree, oldest first. An entry whose buffer another
-    /// core has since replaced is skipped (and dropped) by eviction and removed when the
-    /// buffer is reclaimed, so each buffer has at most one entry.
+    /// core has since replaced stays until the buffer is reclaimed (eviction skips it), so
+    /// each buffer has at most one entry.
     pub(crate) resident: VecDeque<Resident>,
     /// The blocks declared private to this core (Corey §9), with their buffer if cached.
     pub(crate) private: BTreeMap<u64, Option<PrivateBuf>>,
@@ -52,6 +51,9 @@ pub(crate) struct Pool {
 #[repr(align(64))]
 pub(crate) struct PerCore {
     pub(crate) pool: TtsLock<Pool>,
+    /// This core's buffers unlinked from the tree that a reader may still be copying:
+    /// reusable once the read-write lock has been taken for writing (Corey §5.3).
+    pub(crate) retired: TtsLock<Vec<BufId>>,
     /// How many blocks are private to this core; zero lets lookups skip `pool` entirely.
     /// Only the owner changes it, under `pool`.
     pub(crate) private_blocks: AtomicUsize,
@@ -70,11 +72,12 @@ impl PerCore {
         PerCore {
             pool: TtsLock::new(Pool {
                 free,
-                retired: Vec::new(),
+                spare: Vec::new(),
                 resident: VecDeque::new(),
                 private: BTreeMap::new(),
                 scratch: Vec::new(),
             }),
+            retired: TtsLock::new(Vec::new()),
             private_blocks: AtomicUsize::new(0),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
