@@ -8,7 +8,7 @@
 //! own node and follows the winner's. Nodes are never removed while the tree lives (an
 //! emptied leaf keeps its zero entries), so a lookup never meets a freed node and needs no
 //! lock, epoch or hazard pointer: memory grows with the set of blocks ever cached, at most
-//! one 512-byte leaf per 64 blocks of the device.
+//! one 512-byte leaf per 64 blocks of the device (plus an inner node per 64 leaves).
 //!
 //! The leaves hold `AtomicU64` entries that the tree does not interpret (zero is "absent"
 //! to [`RadixTree::get`]); the cache stores a buffer id, a dirty bit and a version there and
@@ -16,6 +16,7 @@
 
 use crate::sync::{AtomicPtr, AtomicU64};
 use alloc::boxed::Box;
+use core::array;
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
@@ -25,47 +26,64 @@ const BITS: u32 = if cfg!(loom) { 2 } else { 6 };
 /// Children (or entries) per node.
 const FANOUT: usize = 1 << BITS;
 
-/// One node: inner nodes point to the next level, leaves hold the entries.
-enum Node {
-    /// Children, null until first needed.
-    Inner(Box<[AtomicPtr<Node>]>),
-    /// The entries of `FANOUT` consecutive keys.
-    Leaf(Box<[AtomicU64]>),
+/// An inner node. Its children are inner nodes, or leaves on the level just above the
+/// leaves; it has an array for each so that a lookup follows one typed pointer per level
+/// (no tag to check, no second indirection). The unused array costs 512 bytes per inner
+/// node, and inner nodes are 1/64 of the nodes.
+struct Inner {
+    inner: [AtomicPtr<Inner>; FANOUT],
+    leaves: [AtomicPtr<Leaf>; FANOUT],
 }
 
-impl Node {
-    /// A node for a level with `below` levels beneath it (0: a leaf).
-    fn new(below: u32) -> Node {
-        if below == 0 {
-            Node::Leaf((0..FANOUT).map(|_| AtomicU64::new(0)).collect())
-        } else {
-            Node::Inner((0..FANOUT).map(|_| AtomicPtr::new(null_mut())).collect())
+/// A leaf: the entries of `FANOUT` consecutive keys.
+struct Leaf {
+    entries: [AtomicU64; FANOUT],
+}
+
+impl Inner {
+    fn new() -> Self {
+        Inner {
+            inner: array::from_fn(|_| AtomicPtr::new(null_mut())),
+            leaves: array::from_fn(|_| AtomicPtr::new(null_mut())),
         }
     }
 }
 
-impl Drop for Node {
+impl Leaf {
+    fn new() -> Self {
+        Leaf { entries: array::from_fn(|_| AtomicU64::new(0)) }
+    }
+}
+
+impl Drop for Inner {
     fn drop(&mut self) {
-        if let Node::Inner(children) = self {
-            for child in children.iter() {
-                // Relaxed: `&mut self` means no other thread can touch the tree any more.
-                let p = child.load(Relaxed);
-                if !p.is_null() {
-                    // SAFETY: a non-null child came from `Box::into_raw` in `leaf` and was
-                    // published exactly once; this is the only place that frees it, and the
-                    // tree is being dropped, so no reference to it survives.
-                    drop(unsafe { Box::from_raw(p) });
-                }
-            }
+        // Relaxed: `&mut self` means no other thread can touch the tree any more.
+        for link in &self.inner {
+            free(link.load(Relaxed));
         }
+        for link in &self.leaves {
+            free(link.load(Relaxed));
+        }
+    }
+}
+
+/// Frees a node published by `child` (null: nothing).
+fn free<T>(p: *mut T) {
+    if !p.is_null() {
+        // SAFETY: a non-null child came from `Box::into_raw` in `child` and was published
+        // exactly once; this is the only place that frees it, and the tree is being
+        // dropped, so no reference to it survives.
+        drop(unsafe { Box::from_raw(p) });
     }
 }
 
 /// A map from keys `0..keys` to `AtomicU64` entries, safe to read and grow from any number
 /// of cores at once.
 pub struct RadixTree {
-    root: Node,
-    /// Levels below the root (0: the root is the only leaf).
+    /// Always an inner node (a tree of at most 64 keys has one level more than it needs,
+    /// so that every lookup takes the same typed path).
+    root: Inner,
+    /// Levels below the root, the last of them leaves (at least 1).
     below: u32,
     /// Keys `0..keys` are valid.
     keys: u64,
@@ -74,11 +92,11 @@ pub struct RadixTree {
 impl RadixTree {
     /// An empty tree for keys `0..keys`.
     pub fn new(keys: u64) -> Self {
-        let mut below = 0;
+        let mut below = 1;
         while (below + 1) * BITS < 64 && keys > 1u64 << ((below + 1) * BITS) {
             below += 1;
         }
-        RadixTree { root: Node::new(below), below, keys }
+        RadixTree { root: Inner::new(), below, keys }
     }
 
     /// The number of keys (`0..keys` are valid).
@@ -87,7 +105,7 @@ impl RadixTree {
     }
 
     /// The value of `key`'s entry, 0 if it has none (or `key` is out of range). Lock-free
-    /// and write-free: a fixed number of Acquire loads.
+    /// and write-free: one Acquire load per level.
     pub fn get(&self, key: u64) -> u64 {
         // Acquire: pairs with the Release that published the value (the cache's buffer).
         self.entry(key).map_or(0, |e| e.load(Acquire))
@@ -116,18 +134,15 @@ impl RadixTree {
         if key >= self.keys {
             return None;
         }
+        let index = |below: u32| ((key >> (below * BITS)) as usize) & (FANOUT - 1);
         let mut node = &self.root;
         let mut below = self.below;
-        loop {
-            let index = ((key >> (below * BITS)) as usize) & (FANOUT - 1);
-            match node {
-                Node::Leaf(entries) => return Some(&entries[index]),
-                Node::Inner(children) => {
-                    node = child(&children[index], below - 1, grow)?;
-                    below -= 1;
-                }
-            }
+        while below > 1 {
+            node = child(&node.inner[index(below)], grow, Inner::new)?;
+            below -= 1;
         }
+        let leaf = child(&node.leaves[index(1)], grow, Leaf::new)?;
+        Some(&leaf.entries[index(0)])
     }
 }
 
@@ -138,9 +153,8 @@ enum Grow {
     No,
 }
 
-/// The node behind `link` (one level down, with `below` levels beneath it), adding it
-/// first if it is missing and `grow` says so.
-fn child(link: &AtomicPtr<Node>, below: u32, grow: Grow) -> Option<&Node> {
+/// The node behind `link`, adding a `make()` first if it is missing and `grow` says so.
+fn child<T>(link: &AtomicPtr<T>, grow: Grow, make: impl FnOnce() -> T) -> Option<&T> {
     // Acquire: pairs with the Release CAS that published the node, so its initialised
     // (zeroed) contents are visible before we read them.
     let mut p = link.load(Acquire);
@@ -148,7 +162,7 @@ fn child(link: &AtomicPtr<Node>, below: u32, grow: Grow) -> Option<&Node> {
         if grow == Grow::No {
             return None;
         }
-        let fresh = Box::into_raw(Box::new(Node::new(below)));
+        let fresh = Box::into_raw(Box::new(make()));
         // Release on success: publishes the new node's contents. Acquire on failure: we
         // follow the winner's node instead, so we need its contents too.
         p = match link.compare_exchange(null_mut(), fresh, Release, Acquire) {
@@ -167,23 +181,27 @@ fn child(link: &AtomicPtr<Node>, below: u32, grow: Grow) -> Option<&Node> {
     Some(unsafe { &*p })
 }
 
-/// `RadixTree::for_each` below one node whose first key is `base`.
-fn walk(node: &Node, base: u64, below: u32, keys: u64, f: &mut impl FnMut(u64, &AtomicU64)) {
-    match node {
-        Node::Leaf(entries) => {
-            for (i, e) in entries.iter().enumerate() {
-                let key = base + i as u64;
-                if key < keys {
-                    f(key, e);
-                }
+/// `RadixTree::for_each` below inner node `node` (with `below` levels beneath it, the
+/// last of them leaves) whose first key is `base`.
+fn walk(node: &Inner, base: u64, below: u32, keys: u64, f: &mut impl FnMut(u64, &AtomicU64)) {
+    for i in 0..FANOUT {
+        let base = base + ((i as u64) << (below * BITS));
+        if below == 1 {
+            if let Some(leaf) = child(&node.leaves[i], Grow::No, Leaf::new) {
+                walk_leaf(leaf, base, keys, f);
             }
+        } else if let Some(next) = child(&node.inner[i], Grow::No, Inner::new) {
+            walk(next, base, below - 1, keys, f);
         }
-        Node::Inner(children) => {
-            for (i, link) in children.iter().enumerate() {
-                if let Some(next) = child(link, below - 1, Grow::No) {
-                    walk(next, base + ((i as u64) << (below * BITS)), below - 1, keys, f);
-                }
-            }
+    }
+}
+
+/// `RadixTree::for_each` over one leaf whose first key is `base`.
+fn walk_leaf(leaf: &Leaf, base: u64, keys: u64, f: &mut impl FnMut(u64, &AtomicU64)) {
+    for (i, e) in leaf.entries.iter().enumerate() {
+        let key = base + i as u64;
+        if key < keys {
+            f(key, e);
         }
     }
 }
@@ -196,9 +214,10 @@ mod tests {
 
     #[test]
     fn height_follows_the_key_count() {
-        assert_eq!(RadixTree::new(1).below, 0);
-        assert_eq!(RadixTree::new(64).below, 0);
-        assert_eq!(RadixTree::new(65).below, 1);
+        assert_eq!(RadixTree::new(1).below, 1);
+        assert_eq!(RadixTree::new(64).below, 1);
+        assert_eq!(RadixTree::new(4096).below, 1);
+        assert_eq!(RadixTree::new(4097).below, 2);
         assert_eq!(RadixTree::new(1 << 20).below, 3);
         assert_eq!(RadixTree::new(u64::MAX).below, 10);
     }
