@@ -38,7 +38,8 @@
 //! `RUSTFLAGS="--cfg loom" cargo test -p bcache --release --test loom`. Measurements of the
 //! tree against a locked `BTreeMap` are in `docs/bcache.md` (`bench-host bcache`).
 #![no_std]
-#![deny(unsafe_op_in_unsafe_fn)]
+// `unsafe` only in `tree` (following the node pointers it publishes), which allows it.
+#![deny(unsafe_code, unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
 extern crate alloc;

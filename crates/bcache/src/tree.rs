@@ -13,6 +13,10 @@
 //! The leaves hold `AtomicU64` entries that the tree does not interpret (zero is "absent"
 //! to [`RadixTree::get`]); the cache stores a buffer id, a dirty bit and a version there and
 //! changes them with its own compare-and-swaps.
+//!
+//! The crate's only `unsafe` is here: turning a published node pointer back into a
+//! reference, and freeing nodes (a lost race's, and all of them when the tree is dropped).
+#![allow(unsafe_code)]
 
 use crate::sync::{AtomicPtr, AtomicU64};
 use alloc::boxed::Box;
