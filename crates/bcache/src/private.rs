@@ -12,6 +12,43 @@ use core::mem;
 use core::sync::atomic::Ordering::Relaxed;
 
 impl<D: BlockDevice> Cache<D> {
+    /// Makes `block` private to core `core` (after Corey §9): any shared copy is written
+    /// back and dropped, and from now on the block lives in `core`'s own map, found
+    /// without the shared tree. Only `core` may then use the block until
+    /// [`Cache::make_shared`]; the file system guarantees that for a file it marked private
+    /// (another core's access would see the shared tree's copy, not this one).
+    pub fn make_private(&self, core: usize, block: u64) -> Result<(), Error<D::Error>> {
+        self.check(core, block, 0, 0)?;
+        let me = &self.cores[core];
+        if me.pool.with(|p| p.private.contains_key(&block)) {
+            return Ok(());
+        }
+        self.invalidate(core, block)?;
+        me.pool.with(|p| {
+            p.private.insert(block, None);
+            me.private_blocks.store(p.private.len(), Relaxed);
+        });
+        Ok(())
+    }
+
+    /// Gives a private block of core `core` back to the shared cache: its copy is written
+    /// back if dirty and dropped. Does nothing if the block is not private to `core`.
+    pub fn make_shared(&self, core: usize, block: u64) -> Result<(), Error<D::Error>> {
+        self.check(core, block, 0, 0)?;
+        let me = &self.cores[core];
+        me.pool.with(|pool| {
+            if !pool.private.contains_key(&block) {
+                return Ok(());
+            }
+            self.write_back_private(core, pool, block)?;
+            if let Some(Some(p)) = pool.private.remove(&block) {
+                pool.free.push(p.buf);
+            }
+            me.private_blocks.store(pool.private.len(), Relaxed);
+            Ok(())
+        })
+    }
+
     /// Runs `f` on core `core`'s pool if `block` is private to it; `None` (without taking
     /// the lock when the core has no private blocks) if not.
     pub(crate) fn private<R>(
