@@ -1,6 +1,7 @@
 //! Loom models of the cache's lock-free parts: nodes added to the tree by racing cores, a
 //! read racing a copy-on-write replacement whose old buffer is then reclaimed and reused
-//! (Corey §5.3's read-write lock), two cores missing the same block, two partial writes to
+//! (Corey §5.3's read-write lock), an owner waiting for a buffer another core is handing
+//! back, two cores missing the same block, two partial writes to
 //! one block, and a write racing a sync. Buffers hold their bytes in atomic words, so a
 //! reuse during a read shows as another block's bytes, which the models assert against. Run
 //! with `RUSTFLAGS="--cfg loom" cargo test -p bcache --release --test loom`.
@@ -105,6 +106,25 @@ fn a_read_never_sees_its_buffer_reused() {
         assert_eq!(read(&cache, 0, 1), [2; BS]);
         reader.join().unwrap();
         assert_eq!(read(&cache, 0, 0), [9; BS]);
+    });
+}
+
+/// Core 0 owns one buffer, holding block 0; core 1 overwrites block 0 (its own buffer
+/// replaces core 0's, which it then hands back) while core 0 misses on block 1. Core 0's
+/// only buffer may be replaced but not yet handed back: it must wait for it, not fail
+/// with `NoBuffer` (the stress test's one-buffer run found that).
+#[test]
+fn an_owner_waits_for_a_buffer_being_handed_back() {
+    bounded(3).check(|| {
+        let cache = cache(1, 2);
+        assert_eq!(read(&cache, 0, 0), [1; BS]);
+        let writer = {
+            let cache = cache.clone();
+            thread::spawn(move || cache.write(1, 0, 0, &[7; BS]).unwrap())
+        };
+        assert_eq!(read(&cache, 0, 1), [2; BS]);
+        writer.join().unwrap();
+        assert_eq!(read(&cache, 1, 0), [7; BS]);
     });
 }
 
