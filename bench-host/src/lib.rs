@@ -12,6 +12,7 @@
 use record::{median, Cores, Fixed2, Record};
 use std::thread;
 
+pub mod bcache;
 pub mod latency;
 pub mod locks;
 pub mod mcrt;

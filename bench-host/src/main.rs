@@ -8,9 +8,11 @@
 //! The Metis options (`--mb N | --file PATH --threads T --impl metis|rayon|both --cell array|btree
 //! --trials K`) are `bench_host::metis::Options`; `npb` (the NAS Parallel Benchmarks) takes
 //! `--kernel ep|is|cg|mg|ft|all --class S|W|A --impl mcrt|rayon|both` (`bench_host::npb::Options`) and `--threads`,
-//! `--trials`, and runs only when named.
+//! `--trials`, and runs only when named. `bcache` (experiment `bcache_lookup`: the buffer
+//! cache's lock-free tree against a locked `BTreeMap`, `bench_host::bcache`) also runs only
+//! when named.
 
-use bench_host::{locks, mcrt, metis, npb, pinning_possible, run, Config, PAIR, QUEUE};
+use bench_host::{bcache, locks, mcrt, metis, npb, pinning_possible, run, Config, PAIR, QUEUE};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -18,7 +20,7 @@ fn main() -> ExitCode {
     let mut config = Config::FULL;
     let mut chosen: Vec<String> = Vec::new();
     let usage = format!(
-        "usage: bench-host [--quick] [urpc|locks_contended|{}|{}|npb]... [--mb N | --file PATH] [--threads T] [--impl metis|mcrt|rayon|both] [--cell array|btree] [--trials K] [--kernel ep|is|cg|mg|ft|all] [--class S|W|A]",
+        "usage: bench-host [--quick] [urpc|locks_contended|{}|{}|npb|bcache]... [--mb N | --file PATH] [--threads T] [--impl metis|mcrt|rayon|both] [--cell array|btree] [--trials K] [--kernel ep|is|cg|mg|ft|all] [--class S|W|A]",
         mcrt::EXPERIMENTS.join("|"),
         metis::EXPERIMENTS.join("|")
     );
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
             }
             name if name == "urpc"
                 || name == "locks_contended"
+                || name == "bcache"
                 || mcrt::EXPERIMENTS.contains(&name)
                 || metis::EXPERIMENTS.contains(&name)
                 || npb::EXPERIMENTS.contains(&name) =>
@@ -119,6 +122,18 @@ fn main() -> ExitCode {
             }
         }
         eprintln!("bench-host: npb, {:.1} s", started.elapsed().as_secs_f64());
+    }
+    // The buffer cache's lookups (issue M13) run only when named.
+    if chosen.iter().any(|c| c == "bcache") {
+        let started = Instant::now();
+        match bcache::run(quick) {
+            Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
+            Err(e) => {
+                eprintln!("bench-host: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+        eprintln!("bench-host: {}, {:.1} s", bcache::EXPERIMENT, started.elapsed().as_secs_f64());
     }
     ExitCode::SUCCESS
 }

@@ -16,6 +16,8 @@ const LOOM_TESTS: &[(&str, &[&str])] = &[
     ("return-stack", &["--test", "loom"]),
     ("urpc", &["--test", "loom"]),
     ("locks", &["--test", "loom"]),
+    // The buffer cache's tree, copy-on-write swaps and reclamation (`crates/bcache`).
+    ("bcache", &["--test", "loom"]),
     // McRT: stealing from a task queue and parking (`src/queue.rs`, `src/park.rs`), and
     // the STM's commit/validate protocol (`src/stm/protocol.rs`).
     ("mcrt", &["--lib", "loom"]),
