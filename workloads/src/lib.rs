@@ -41,6 +41,7 @@ pub mod avl;
 pub mod http;
 pub mod larson;
 pub mod locks;
+pub mod loopback;
 pub mod mcrt;
 pub mod memclone;
 pub mod memory;

@@ -134,8 +134,9 @@ impl<'a, const SLOTS: usize> Sender<'a, SLOTS> {
     }
 
     /// Whether `count` slots are free, refreshing the credits from the receiver's line only
-    /// if the cached view is short.
-    fn has_room(&mut self, count: usize) -> bool {
+    /// if the cached view is short (a sender of byte strings asks for a whole string's
+    /// fragments before it commits to sending it).
+    pub fn has_room(&mut self, count: usize) -> bool {
         if self.cached_free() < count {
             // Acquire pairs with the receiver's Release store of its count: the receiver's
             // reads of the slots it consumed happen before our next writes to them, so we

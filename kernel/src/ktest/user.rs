@@ -29,6 +29,7 @@ kernel_test!(REMAP, "user.remap_reaches_other_cores", 2, Shared, remap_reaches_o
 kernel_test!(REVOKE, "user.revoke_reaches_other_cores", 2, Shared, revoke_reaches_other_cores);
 kernel_test!(PCORES, "user.corey_pcores_run_and_halt", 2, Shared, pcores_run_and_halt);
 kernel_test!(KCORES, "user.kernel_cores_serve_syscall_devices", 2, Shared, kernel_cores_serve);
+kernel_test!(LOOPBACK, "user.loopback_stacks_over_urpc", 2, Shared, loopback_over_urpc);
 kernel_test!(IPC_BENCH, "user.ipc_benchmarks_report", 2, Shared, ipc_benchmarks_report);
 kernel_test!(LOCK_BENCH, "user.lock_benchmark_reports", 2, Shared, lock_benchmark_reports);
 kernel_test!(MULTICAST, "user.multicast_program", 2, Alone, multicast_program);
@@ -468,6 +469,23 @@ fn kernel_cores_serve() -> Result<(), String> {
         expect("kcoretest", "", ExitStatus::Exited(0))?;
         expect("kcoretest", "leave", ExitStatus::Exited(0))?;
         expect("kcoretest", "claim", ExitStatus::Exited(0))
+    })
+}
+
+/// `loopback` (Multikernel Table 4): 500 UDP packets from a smoltcp stack on one core to
+/// one on another, joined by URPC channels, all received (exit 0) with a result line;
+/// bad arguments get the usage (exit 2).
+fn loopback_over_urpc() -> Result<(), String> {
+    balanced(|| {
+        for bad in ["0", "99", "x", "--cores", "--cores 0,0", "--cores 0-2"] {
+            expect("loopback", bad, ExitStatus::Exited(2))?;
+        }
+        let (status, text) = user::run_capturing("loopback", "500", 60_000_000)
+            .map_err(|e| format!("loopback: could not run: {e:?}"))?;
+        if status != ExitStatus::Exited(0) || !text.contains("\"experiment\":\"loopback\"") {
+            return Err(format!("loopback ended {status:?}: {text}"));
+        }
+        Ok(())
     })
 }
 

@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use workloads::linux::{self, fd, tcpsvc, Linux};
+use workloads::linux::{self, fd, loopback, tcpsvc, Linux};
 use workloads::{amps, memclone, mempass, multicast, nullsys, pingpong, shm, unmap};
 
 const USAGE: &str = "\
@@ -27,6 +27,8 @@ experiments (N: iterations or size, default in brackets):
                   shared-as and separate-as
   fdbench [20000] Corey Figure 1: N dup+close pairs per core, one descriptor table shared by
                   threads (shared) or one per process (private)
+  loopback [20000] Multikernel Table 4: UDP packets of 1000-byte payload from CPU 0 to
+                  CPU 1 over 127.0.0.1; Mbit/s at the sink
   tcp_conn [2000] Corey Figure 8: Corey's TCP service on port 80 (accept, write 128
                   bytes, close), a thread per core, until N connections; connections/s
   locks [2000]    Corey Figure 3: a spin (TTS), ticket and MCS lock contended by 1..all
@@ -88,6 +90,9 @@ fn main() -> ExitCode {
             run("mempass", || mempass::run(&platform, count.unwrap_or(mempass::DEFAULT_MB)))
         }
         "fdbench" => run("fdbench", || fd::run(&platform, count.unwrap_or(fd::DEFAULT_OPS))),
+        "loopback" => run("loopback", || {
+            loopback::run(count.map_or(workloads::loopback::DEFAULT_PACKETS, |n| n as u64))
+        }),
         "tcp_conn" => run("tcp_conn", || tcpsvc::run(count.unwrap_or(tcpsvc::DEFAULT_CONNECTIONS))),
         "locks" => run("locks", || {
             workloads::locks::run(
@@ -208,6 +213,7 @@ mod tests {
             "mempass",
             "fdbench",
             "tcp_conn",
+            "loopback",
             "thread_switch",
             "lrpc",
             "amps_fairness",

@@ -11,6 +11,7 @@
 
 pub mod fd;
 pub mod ipc;
+pub mod loopback;
 pub mod tcpsvc;
 
 use std::hint::spin_loop;

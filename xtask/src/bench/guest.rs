@@ -46,13 +46,14 @@ t=/sys/kernel/mm/transparent_hugepage/enabled
 for v in /sys/devices/system/cpu/vulnerabilities/meltdown /sys/devices/system/cpu/vulnerabilities/spectre_v2; do
     [ -r $v ] && echo \"CONDITION ${v##*/} $(/bin/busybox cat $v)\"
 done
-# The network device (issue M12: `tcp_conn`), when the VM has one: the virtio modules in
-# dependency order, then QEMU's user-network address, as Atoll's servers take.
+# The loopback interface (`loopback`), and the network device (issue M12: `tcp_conn`) when
+# the VM has one: the virtio modules in dependency order, then QEMU's user-network address,
+# as Atoll's servers take.
 for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci failover net_failover virtio_net; do
     [ -f /lib/net/$m.ko ] && /bin/busybox insmod /lib/net/$m.ko
 done
+/bin/busybox ip link set lo up
 if [ -d /sys/class/net/eth0 ]; then
-    /bin/busybox ip link set lo up
     /bin/busybox ip link set eth0 up
     /bin/busybox ip addr add 10.0.2.15/24 dev eth0
     echo \"net: eth0 10.0.2.15/24\"

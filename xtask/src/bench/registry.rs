@@ -333,6 +333,20 @@ pub const EXPERIMENTS: &[Experiment] = &[
         rows_by: &["config"],
         variants: &[],
     },
+    // Multikernel §5.4, Table 4 (issue M12): IP loopback, two user-space stacks on two
+    // cores joined by URPC (Atoll) against Linux's kernel stack over 127.0.0.1.
+    Experiment {
+        name: "loopback",
+        min_cores: 2,
+        atoll: Some("run loopback 20000 --cores 0,1"),
+        linux: Some("loopback,20000"),
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 180,
+        plot: Plot::Bars,
+        rows_by: &[],
+        variants: &[],
+    },
     // Corey §8.3, Figure 8 (issue M12): Corey's TCP service (accept, write 128 bytes,
     // close) against a client on the host through a forward from 127.0.0.1
     // (`bench/netload.rs`), by device configuration.

@@ -236,12 +236,13 @@ fn ratios(a: &[(u64, f64)], b: &[(u64, f64)]) -> Vec<f64> {
         .collect()
 }
 
-/// True when a larger value of this unit is better (a rate: msgs/kcycle, ops/kcycle; a
-/// speedup).
+/// True when a larger value of this unit is better (a rate: msgs/kcycle, ops/kcycle,
+/// Mbit/s, conn/s; a speedup).
 fn higher_is_better(unit: &str) -> bool {
     unit.contains("/kcycle")
         || unit.contains("/Mcycle")
         || unit.contains("/Gcycle")
+        || unit.ends_with("/s")
         || unit.starts_with("speedup")
 }
 
@@ -674,6 +675,7 @@ mod tests {
     fn rates_and_speedups_are_better_higher() {
         assert!(higher_is_better("ops/kcycle") && higher_is_better("speedup_x100"));
         assert!(higher_is_better("acquisitions/Mcycle"));
+        assert!(higher_is_better("Mbit/s") && higher_is_better("conn/s"));
         assert!(!higher_is_better("cycles") && !higher_is_better("ratio_x100"));
         assert_eq!(better(1.5, "speedup_x100"), "Atoll");
         assert_eq!(better(1.5, "cycles"), "Linux");

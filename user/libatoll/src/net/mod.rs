@@ -78,7 +78,7 @@ impl Stack {
                     let _ = addrs.push(IpCidr::new(Ipv4Address::from(ip).into(), prefix));
                 });
             }
-            stacks.push(Stack { nic, clock: clock.clone(), iface });
+            stacks.push(Stack { nic, clock, iface });
         }
         Ok(stacks)
     }
