@@ -306,6 +306,7 @@ fn devices() {
             device_kind::KEYBOARD => ("keyboard", "bytes read", "-"),
             device_kind::PCI => ("pci", "class", "first BAR"),
             device_kind::NET => ("net", "frames", "mac"),
+            device_kind::SYSCALL => ("syscall", "calls served", "live"),
             _ => ("timer", "ticks", "hz"),
         };
         let core =

@@ -184,15 +184,16 @@ fn references(root: u64, ar: ObjRef, seg: ObjRef, s2: u64, seg2: u64) -> Step {
 /// and keyboard are capabilities: nobody allocates them); a device object reports its
 /// counters.
 fn devices(root: u64) -> Step {
-    use libatoll::abi::device_kind::{NET, PCI, PCI_HWID_BASE, TIMER};
+    use libatoll::abi::device_kind::{NET, PCI, PCI_HWID_BASE, SYSCALL, TIMER};
     let mut devices = [libatoll::abi::DeviceInfo::default(); 64];
     let n = libatoll::obj::device_list(&mut devices).unwrap_or(0).min(devices.len());
     let listed = &devices[..n];
     let timers = listed.iter().filter(|d| d.kind == TIMER).count();
     let pci = listed.iter().filter(|d| d.kind == PCI || d.kind == NET).count();
+    let syscall = listed.iter().filter(|d| d.kind == SYSCALL).count();
     check!(
-        timers == libatoll::cores_online() && n == 4 + timers + pci,
-        "device_list: serial, initrd, machine, keyboard, one timer per core, PCI functions"
+        timers == libatoll::cores_online() && syscall == 1 && n == 5 + timers + pci,
+        "device_list: serial, initrd, machine, keyboard, syscall, one timer per core, PCI functions"
     );
     // q35's host bridge is 00:00.0; a PCI device object reports its class code.
     let bridge = libatoll::obj::device_alloc(root, PCI_HWID_BASE);
