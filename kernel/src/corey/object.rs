@@ -200,14 +200,67 @@ pub struct Device {
     /// The device's hardware id.
     pub hwid: u64,
     /// A syscall device's own state (each `device_alloc` of one makes a new device).
-    pub syscall: Option<super::sysdev::SyscallDevice>,
+    pub syscall: Option<SyscallDevice>,
 }
 
 impl Device {
     /// A device object of `hwid`: a new syscall device for `abi::sysdev::SYSCALL_HWID`.
     pub fn new(hwid: u64) -> Device {
-        let syscall = (hwid == abi::sysdev::SYSCALL_HWID).then(super::sysdev::SyscallDevice::new);
+        let syscall = (hwid == abi::sysdev::SYSCALL_HWID).then(SyscallDevice::new);
         Device { hwid, syscall }
+    }
+}
+
+/// Live syscall devices.
+static LIVE: AtomicU64 = AtomicU64::new(0);
+
+/// Live syscall devices (`device_stat`'s detail).
+pub fn live_syscall_devices() -> u64 {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// A syscall device's state (Corey §4.4; its calls are `sysdev`'s, its kernel core's side
+/// `kcore`).
+pub struct SyscallDevice {
+    /// The pages the program fed it.
+    pub buffers: McsLock<SyscallBuffers>,
+    /// Set while a kernel core polls it: its buffers stay as they are then.
+    pub polled: AtomicBool,
+    /// Which received frames it takes (`abi::sysdev::conf::NET_ADDRESS`): 0 what no other
+    /// device takes, else an IPv4 address as a number.
+    pub net_address: AtomicU64,
+}
+
+/// The pages of a syscall device (`device_buf`).
+#[derive(Default)]
+pub struct SyscallBuffers {
+    /// The ring: one page holding the request and reply channels.
+    pub ring: Option<Arc<Frame>>,
+    /// The packet area, page by page.
+    pub packets: Vec<Arc<Frame>>,
+}
+
+impl SyscallDevice {
+    /// A new syscall device with no buffers yet.
+    pub fn new() -> SyscallDevice {
+        LIVE.fetch_add(1, Ordering::Relaxed);
+        SyscallDevice {
+            buffers: McsLock::new(SyscallBuffers::default()),
+            polled: AtomicBool::new(false),
+            net_address: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Default for SyscallDevice {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for SyscallDevice {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

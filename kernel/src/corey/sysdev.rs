@@ -4,8 +4,7 @@
 //! pages (the kernel core reaches them by their frames, whatever the program's mappings
 //! do later). The kernel core that polls them is `crate::kcore`.
 
-use super::frame::Frame;
-use super::object::{device, lookup, pcore, segment, Kernel, ProgramObjects, Ptr};
+use super::object::{device, lookup, pcore, segment, Kernel, ProgramObjects, Ptr, SyscallDevice};
 use super::{reserve_frames, PAGE};
 use crate::arch::paging::phys_to_virt;
 use crate::percpu::this_core;
@@ -13,62 +12,14 @@ use abi::sysdev::{buf_type, conf, PACKET_AREA_MAX, PCORE_DEVICES_MAX};
 use abi::{pcore_status, Error};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use locks::McsLock;
+use core::sync::atomic::{AtomicU64, Ordering};
 use objects::ObjectKind;
 
 /// Calls kernel cores served through syscall devices since boot (`device_stat`'s count).
 pub static CALLS_SERVED: AtomicU64 = AtomicU64::new(0);
-/// Live syscall devices (`device_stat`'s detail).
-static LIVE: AtomicU64 = AtomicU64::new(0);
-
 /// The counters of the syscall pseudo-device: calls served, live syscall devices.
 pub fn counts() -> (u64, u64) {
-    (CALLS_SERVED.load(Ordering::Relaxed), LIVE.load(Ordering::Relaxed))
-}
-
-/// A syscall device's state.
-pub struct SyscallDevice {
-    /// The pages the program fed it.
-    pub buffers: McsLock<SyscallBuffers>,
-    /// Set while a kernel core polls it: its buffers stay as they are then.
-    pub polled: AtomicBool,
-    /// Which received frames it takes (`abi::sysdev::conf::NET_ADDRESS`): 0 every frame,
-    /// else an IPv4 address in network order.
-    pub net_address: AtomicU64,
-}
-
-/// The pages of a syscall device (`device_buf`).
-#[derive(Default)]
-pub struct SyscallBuffers {
-    /// The ring: one page holding the request and reply channels.
-    pub ring: Option<Arc<Frame>>,
-    /// The packet area, page by page.
-    pub packets: Vec<Arc<Frame>>,
-}
-
-impl SyscallDevice {
-    /// A new syscall device with no buffers yet.
-    pub fn new() -> SyscallDevice {
-        LIVE.fetch_add(1, Ordering::Relaxed);
-        SyscallDevice {
-            buffers: McsLock::new(SyscallBuffers::default()),
-            polled: AtomicBool::new(false),
-            net_address: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Default for SyscallDevice {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Drop for SyscallDevice {
-    fn drop(&mut self) {
-        LIVE.fetch_sub(1, Ordering::Relaxed);
-    }
+    (CALLS_SERVED.load(Ordering::Relaxed), super::object::live_syscall_devices())
 }
 
 /// The syscall device `p` is, if it is one.
