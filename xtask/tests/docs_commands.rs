@@ -225,3 +225,23 @@ fn a_broken_command_is_caught() {
     assert!(check("make run CORES=4 SOCKETS=3").is_err());
     assert!(check("make bench CORES=1,2,4 ONLY=urpc").is_ok());
 }
+
+/// A `curl` the docs show against `tcpsvc` (whose 128 bytes are no HTTP response) asks for
+/// `--http0.9`: curl 7.66 and later refuse such a reply and print nothing, and
+/// docs/net.md's `curl -s 127.0.0.1:8080 | wc -c` printed 0, not the 128 it promised.
+#[test]
+fn curl_against_tcpsvc_accepts_a_reply_that_is_not_http() {
+    for (path, text) in documents() {
+        let mut tcpsvc_near = false;
+        for line in text.lines() {
+            if line.contains("tcpsvc") {
+                tcpsvc_near = true;
+            } else if line.trim().is_empty() || line.contains("webd") {
+                tcpsvc_near = false;
+            }
+            if tcpsvc_near && line.contains("curl ") && line.contains("| wc -c") {
+                assert!(line.contains("--http0.9"), "{path}: `{}` needs --http0.9", line.trim());
+            }
+        }
+    }
+}
