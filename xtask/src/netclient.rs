@@ -31,6 +31,8 @@ pub struct Client {
     pub proto: Proto,
     /// The port the guest's server listens on.
     pub guest_port: u16,
+    /// The guest address the forward reaches, if not QEMU's default guest (10.0.2.15).
+    pub guest_address: Option<[u8; 4]>,
     /// Talks to `addr` (127.0.0.1 and the forwarded host port) until done, `stop` is set
     /// or `deadline` passes.
     pub talk: fn(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> Result,
@@ -306,13 +308,37 @@ pub fn free_port(proto: Proto) -> std::result::Result<u16, String> {
     port.map(|a| a.port()).map_err(|e| format!("no free port on 127.0.0.1: {e}"))
 }
 
-/// The QEMU NIC for `forwards` (protocol, host port, guest port): virtio-net on user
-/// networking with `restrict=on`, each forward bound to 127.0.0.1.
-pub fn nic_args(forwards: &[(Proto, u16, u16)]) -> [String; 2] {
+/// One forward of the VM's NIC: from 127.0.0.1:`host` to the guest's `guest_port`, at
+/// `guest_address` (`None`: QEMU's guest, 10.0.2.15; another address of the guest's
+/// network reaches a second stack, Corey §5.2's address per stack).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Forward {
+    /// Its transport.
+    pub proto: Proto,
+    /// The port on the host's 127.0.0.1.
+    pub host: u16,
+    /// The guest address it reaches, if not the default.
+    pub guest_address: Option<[u8; 4]>,
+    /// The guest's port.
+    pub guest_port: u16,
+}
+
+impl Forward {
+    /// A forward from 127.0.0.1:`host` to the guest's default address, port `guest_port`.
+    pub fn to(proto: Proto, host: u16, guest_port: u16) -> Forward {
+        Forward { proto, host, guest_address: None, guest_port }
+    }
+}
+
+/// The QEMU NIC for `forwards`: virtio-net on user networking with `restrict=on`, each
+/// forward bound to 127.0.0.1.
+pub fn nic_args(forwards: &[Forward]) -> [String; 2] {
     let mut nic = String::from("user,model=virtio-net-pci,restrict=on");
-    for (proto, host, guest) in forwards {
-        let proto = if *proto == Proto::Tcp { "tcp" } else { "udp" };
-        nic.push_str(&format!(",hostfwd={proto}:127.0.0.1:{host}-:{guest}"));
+    for f in forwards {
+        let proto = if f.proto == Proto::Tcp { "tcp" } else { "udp" };
+        let guest =
+            f.guest_address.map_or(String::new(), |[a, b, c, d]| format!("{a}.{b}.{c}.{d}"));
+        nic.push_str(&format!(",hostfwd={proto}:127.0.0.1:{}-{guest}:{}", f.host, f.guest_port));
     }
     [String::from("-nic"), nic]
 }
@@ -323,12 +349,18 @@ mod tests {
 
     #[test]
     fn forwards_bind_to_loopback_only() {
-        let [flag, nic] = nic_args(&[(Proto::Tcp, 5000, 80), (Proto::Udp, 5001, 7)]);
+        let second =
+            Forward { guest_address: Some([10, 0, 2, 16]), ..Forward::to(Proto::Tcp, 5002, 84) };
+        let [flag, nic] = nic_args(&[
+            Forward::to(Proto::Tcp, 5000, 80),
+            Forward::to(Proto::Udp, 5001, 7),
+            second,
+        ]);
         assert_eq!(flag, "-nic");
         assert_eq!(
             nic,
             "user,model=virtio-net-pci,restrict=on,hostfwd=tcp:127.0.0.1:5000-:80,\
-             hostfwd=udp:127.0.0.1:5001-:7"
+             hostfwd=udp:127.0.0.1:5001-:7,hostfwd=tcp:127.0.0.1:5002-10.0.2.16:84"
         );
     }
 

@@ -66,7 +66,11 @@ pub fn run(opts: &Options) -> Result<ExitCode> {
             // The web port: 8080 if free, else one the OS picks (bound to 127.0.0.1 only).
             let free = std::net::TcpListener::bind(("127.0.0.1", WEB_PORT)).is_ok();
             let port = if free { WEB_PORT } else { netclient::free_port(netclient::Proto::Tcp)? };
-            extra.extend(netclient::nic_args(&[(netclient::Proto::Tcp, port, 80)]));
+            extra.extend(netclient::nic_args(&[netclient::Forward::to(
+                netclient::Proto::Tcp,
+                port,
+                80,
+            )]));
             eprintln!(
                 "run: virtio-net on QEMU user networking (restrict=on); 127.0.0.1:{port} forwards \
                  to the guest's port 80: `run webd` in the shell serves http://127.0.0.1:{port}/"

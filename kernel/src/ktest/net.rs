@@ -28,6 +28,13 @@ kernel_test!(
     tcpsvc_serves_with_a_polling_core
 );
 kernel_test!(
+    TCPSVC_OWN,
+    "user.tcpsvc_serves_an_address_per_stack",
+    2,
+    Shared,
+    tcpsvc_serves_an_address_per_stack
+);
+kernel_test!(
     TCPSVC_STACKS,
     "user.tcpsvc_serves_on_two_stacks",
     2,
@@ -155,14 +162,27 @@ fn tcpsvc_serves_on_two_stacks() -> Result<(), String> {
     tcpsvc_with_a_kernel_core("--port 83 --stacks 2 --kernel-core")
 }
 
+/// `tcpsvc --stacks 2 --addresses own --kernel-core 1` (Corey §5.2, an address per
+/// stack): stacks of 10.0.2.15 and 10.0.2.16, the kernel core steering by address; the
+/// host reaches each through a forward of its own (`host-tcpsvc-10.0.2.15` and `.16`, port
+/// 84), three connections each.
+fn tcpsvc_serves_an_address_per_stack() -> Result<(), String> {
+    tcpsvc_serving(6, "--port 84 --stacks 2 --addresses own --kernel-core")
+}
+
 /// `tcpsvc --count 3 <args> C`, C a core other than this one.
 fn tcpsvc_with_a_kernel_core(args: &str) -> Result<(), String> {
+    tcpsvc_serving(3, args)
+}
+
+/// `tcpsvc --count N <args> C`, C a core other than this one: N connections served.
+fn tcpsvc_serving(n: u32, args: &str) -> Result<(), String> {
     let me = crate::percpu::this_core().index;
     let Some(other) = crate::smp::online_cores().into_iter().find(|&c| c != me) else {
         return skip(String::from("one core"));
     };
-    let args = format!("--count 3 --seconds 90 {args} {other}");
-    served_by("tcpsvc", &args, "tcpsvc: served 3 connections")
+    let args = format!("--count {n} --seconds 90 {args} {other}");
+    served_by("tcpsvc", &args, &format!("tcpsvc: served {n} connections"))
 }
 
 /// `udpecho --count 3` receives three of the host's datagrams (sent every 50 ms through a

@@ -40,7 +40,11 @@ pub fn boot_with_load(
 ) -> Result<Outcome> {
     let port = netclient::free_port(Proto::Tcp)?;
     let mut vm = vm.clone();
-    vm.extra.extend(netclient::nic_args(&[(Proto::Tcp, port, load.guest_port)]));
+    vm.extra.extend(netclient::nic_args(&[netclient::Forward::to(
+        Proto::Tcp,
+        port,
+        load.guest_port,
+    )]));
     let stop = AtomicBool::new(false);
     let deadline = Instant::now() + timeout;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));

@@ -183,49 +183,70 @@ const RUNS: &[Run] = &[
     // (`device_send`, `device_receive`); a program's own TCP/IP stack gets a
     // DHCP lease through the frame calls; `tcpsvc` answers the host's connections through
     // a forward from 127.0.0.1, again through a kernel core on core 1 in Corey §8.3's
-    // Dedicated and Polling configurations and with two stacks of one address (software
-    // RSS), `udpecho` counts the host's datagrams, and `webd` holds an HTTP
+    // Dedicated and Polling configurations, with two stacks of one address (software
+    // RSS) and with an address per stack (10.0.2.15 and .16, a forward to each), `udpecho` counts the host's datagrams, and `webd` holds an HTTP
     // conversation with the host (keep-alive, HEAD, 404, HTTP/1.0, 405, 400).
     Run {
         test: "net.virtio_arp_is_answered,user.sysfuzz_every_core,user.netconf_gets_a_lease,\
                user.tcpsvc_serves_the_host,user.tcpsvc_serves_through_a_kernel_core,\
                user.tcpsvc_serves_with_a_polling_core,user.tcpsvc_serves_on_two_stacks,\
+               user.tcpsvc_serves_an_address_per_stack,\
                user.udpecho_counts_the_hosts_datagrams,user.webd_serves_the_host",
         clients: &[
             Client {
                 name: "tcpsvc-kernel-core",
                 proto: Proto::Tcp,
                 guest_port: 81,
+                guest_address: None,
                 talk: netclient::tcpsvc_replies,
             },
             Client {
                 name: "tcpsvc-polling-core",
                 proto: Proto::Tcp,
                 guest_port: 82,
+                guest_address: None,
+                talk: netclient::tcpsvc_replies,
+            },
+            Client {
+                name: "tcpsvc-10.0.2.15",
+                proto: Proto::Tcp,
+                guest_port: 84,
+                guest_address: None,
+                talk: netclient::tcpsvc_replies,
+            },
+            Client {
+                name: "tcpsvc-10.0.2.16",
+                proto: Proto::Tcp,
+                guest_port: 84,
+                guest_address: Some([10, 0, 2, 16]),
                 talk: netclient::tcpsvc_replies,
             },
             Client {
                 name: "tcpsvc-two-stacks",
                 proto: Proto::Tcp,
                 guest_port: 83,
+                guest_address: None,
                 talk: netclient::tcpsvc_replies,
             },
             Client {
                 name: "webd",
                 proto: Proto::Tcp,
                 guest_port: 8080,
+                guest_address: None,
                 talk: netclient::webd_conversation,
             },
             Client {
                 name: "tcpsvc",
                 proto: Proto::Tcp,
                 guest_port: 80,
+                guest_address: None,
                 talk: netclient::tcpsvc_replies,
             },
             Client {
                 name: "udp",
                 proto: Proto::Udp,
                 guest_port: 7,
+                guest_address: None,
                 talk: netclient::udp_datagrams,
             },
         ],
@@ -398,10 +419,15 @@ fn forward_ports(run: &Run, vm: &mut Vm) -> Result<Vec<u16>> {
     }
     let mut forwards = Vec::new();
     for client in run.clients {
-        forwards.push((client.proto, netclient::free_port(client.proto)?, client.guest_port));
+        forwards.push(netclient::Forward {
+            proto: client.proto,
+            host: netclient::free_port(client.proto)?,
+            guest_address: client.guest_address,
+            guest_port: client.guest_port,
+        });
     }
     vm.extra.extend(netclient::nic_args(&forwards));
-    Ok(forwards.iter().map(|f| f.1).collect())
+    Ok(forwards.iter().map(|f| f.host).collect())
 }
 
 /// The virtual machine of `run`: its own QEMU arguments, then `QEMU_ARGS`.

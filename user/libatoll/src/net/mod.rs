@@ -42,22 +42,44 @@ impl Stack {
         address: Option<([u8; 4], u8)>,
         config: DeviceConfig,
     ) -> Result<Stack, alloc::string::String> {
-        let mut stacks = Stack::open_many(address, config, 1)?;
+        let mut stacks = Stack::open_many(address, config, 1, Addressing::Shared)?;
         stacks.pop().ok_or_else(|| alloc::string::String::from("no stack"))
     }
 
-    /// `n` stacks of one address (`address`), each to run on a core of its own: the kernel
-    /// core of `config` steers each flow to one of them (software RSS; `Trap` has one
-    /// stack only). The reason as a line to print if they cannot be made.
+    /// `n` stacks, each to run on a core of its own, through the kernel core of `config`
+    /// (`Trap` has one stack only). With `Addressing::Shared` they all have `address` and
+    /// the kernel core steers each flow to one of them (software RSS); with `Own`, stack i
+    /// has `address` plus i in its last byte (Corey §5.2: an address per stack). The
+    /// reason as a line to print if they cannot be made.
     pub fn open_many(
         address: Option<([u8; 4], u8)>,
         config: DeviceConfig,
         n: usize,
+        addressing: Addressing,
     ) -> Result<Vec<Stack>, alloc::string::String> {
         use smoltcp::iface::{Config, Interface};
         use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr, Ipv4Address};
-        let number = address.map_or(0, |(ip, _)| u32::from_be_bytes(ip));
-        let nics = open_stacks(config, &alloc::vec![number; n]).map_err(|e| {
+        let mut addresses = Vec::new();
+        for i in 0..n {
+            let a = match (address, addressing) {
+                (None, _) => None,
+                (Some((ip, prefix)), Addressing::Shared) => Some((ip, prefix)),
+                (Some(([a, b, c, d], prefix)), Addressing::Own) => {
+                    let last = u8::try_from(usize::from(d) + i).ok().filter(|&x| x < 255);
+                    let last = last.ok_or_else(|| {
+                        alloc::format!(
+                            "no address {a}.{b}.{c}.{} for stack {i}",
+                            usize::from(d) + i
+                        )
+                    })?;
+                    Some(([a, b, c, last], prefix))
+                }
+            };
+            addresses.push(a);
+        }
+        let numbers: Vec<u32> =
+            addresses.iter().map(|a| a.map_or(0, |(ip, _)| u32::from_be_bytes(ip))).collect();
+        let nics = open_stacks(config, &numbers).map_err(|e| {
             match (config.kernel_core(), e) {
                 (_, Error::NoSuchObject) | (None, _) => alloc::format!(
                     "no network device ({e:?}; `make run` has one unless NET=0)"
@@ -69,7 +91,7 @@ impl Stack {
         })?;
         let clock = Clock::new().map_err(|e| alloc::format!("no clock ({e:?})"))?;
         let mut stacks = Vec::new();
-        for mut nic in nics {
+        for (mut nic, address) in nics.into_iter().zip(addresses) {
             let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(nic.mac())));
             config.random_seed = rdtsc();
             let mut iface = Interface::new(config, &mut nic, clock.now());
@@ -87,6 +109,15 @@ impl Stack {
     pub fn poll(&mut self, sockets: &mut smoltcp::iface::SocketSet) {
         self.iface.poll(self.clock.now(), &mut self.nic, sockets);
     }
+}
+
+/// How several stacks of one program are addressed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Addressing {
+    /// One address for all: the kernel core steers each flow to one (software RSS).
+    Shared,
+    /// An address each (Corey §5.2).
+    Own,
 }
 
 /// TCP sockets listening on one port, a backlog of them (issue M12): smoltcp has no
@@ -145,8 +176,8 @@ impl Listener {
 }
 
 /// The options every server program takes: `--port P`, `--count N` (requests or
-/// connections), `--seconds S`, `--kernel-core C` or `--polling-core C`, `--stacks N`,
-/// and `--backlog B` where it listens for TCP.
+/// connections), `--seconds S`, `--kernel-core C` or `--polling-core C`, `--stacks N`
+/// and `--addresses shared|own`, and `--backlog B` where it listens for TCP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ServerOptions {
     /// The port (1 to 65535).
@@ -161,9 +192,12 @@ pub struct ServerOptions {
     /// default), a kernel core on core C that does all the device work
     /// (`--kernel-core C`, Dedicated), or one that only polls it (`--polling-core C`).
     pub device: DeviceConfig,
-    /// Stacks, each a thread on a core of its own, sharing the address by software RSS
-    /// (`--stacks N`, 1 to 7; more than 1 needs a kernel core).
+    /// Stacks, each a thread on a core of its own (`--stacks N`, 1 to 7; more than 1
+    /// needs a kernel core).
     pub stacks: usize,
+    /// Whether they share the address by software RSS (`--addresses shared`, the default)
+    /// or each have their own (`--addresses own`: 10.0.2.15, .16, ...).
+    pub addressing: Addressing,
 }
 
 impl ServerOptions {
@@ -178,7 +212,16 @@ impl ServerOptions {
         let mut opts = defaults;
         let mut words = args.split_whitespace();
         while let Some(w) = words.next() {
-            let value: u64 = words.next()?.parse().ok()?;
+            let word = words.next()?;
+            if w == "--addresses" {
+                opts.addressing = match word {
+                    "shared" => Addressing::Shared,
+                    "own" => Addressing::Own,
+                    _ => return None,
+                };
+                continue;
+            }
+            let value: u64 = word.parse().ok()?;
             match w {
                 "--port" if (1..=65535).contains(&value) => opts.port = value as u16,
                 "--count" if (1..=1_000_000).contains(&value) => opts.count = value,

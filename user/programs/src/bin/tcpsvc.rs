@@ -11,8 +11,9 @@
 //! core C that does all the device work (`--kernel-core C`, Dedicated); or with one that
 //! only polls it while the server posts its sends by trap (`--polling-core C`, Polling).
 //! With a kernel core, `--stacks K` runs K stacks, each a thread on a core of its own
-//! (round robin over the other cores), sharing the address: the kernel core steers each
-//! connection to one by a hash of its flow (software RSS).
+//! (round robin over the other cores). They share the address, the kernel core steering
+//! each connection to one by a hash of its flow (software RSS), or with `--addresses own`
+//! each has its own (10.0.2.15, .16, ...: Corey §5.2), the kernel core steering by address.
 //!
 //! Stops after N connections in all (default 10, at most 1,000,000) or S seconds (default
 //! 30, at most 600): `tcpsvc: served N connections`. From the host through a forward QEMU
@@ -34,14 +35,14 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use libatoll::cores_online;
 use libatoll::net::smoltcp::iface::SocketSet;
 use libatoll::net::smoltcp::socket::tcp;
-use libatoll::net::{DeviceConfig, Listener, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
+use libatoll::net::{Addressing, DeviceConfig, Listener, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
 use libatoll::println;
 use libatoll::thread::Builder;
 use locks::TtsLock;
 use workloads::tcpsvc::{connections_per_s, result_line, REPLY};
 
-const USAGE: &str = "usage: tcpsvc [--port P] [--count N] [--seconds S] [--backlog B] [--kernel-core C | --polling-core C] [--stacks K]   \
-     (P 1-65535, default 80; N 1-1000000, default 10; S 1-600, default 30; B 1-64, default 8; C: another core, a kernel core for the NIC; K 1-7 stacks, more than 1 with a kernel core)";
+const USAGE: &str = "usage: tcpsvc [--port P] [--count N] [--seconds S] [--backlog B] [--kernel-core C | --polling-core C] [--stacks K] [--addresses shared|own]   \
+     (P 1-65535, default 80; N 1-1000000, default 10; S 1-600, default 30; B 1-64, default 8; C: another core, a kernel core for the NIC; K 1-7 stacks, more than 1 with a kernel core, sharing 10.0.2.15 or with 10.0.2.15, .16, ... of their own)";
 
 fn main() -> i32 {
     let mut buf = [0u8; 128];
@@ -52,6 +53,7 @@ fn main() -> i32 {
         backlog: 8,
         device: DeviceConfig::Trap,
         stacks: 1,
+        addressing: Addressing::Shared,
     };
     let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 600, true) else {
         println!("{USAGE}");
@@ -133,7 +135,8 @@ fn serve_on_threads(opts: &ServerOptions) -> Result<u64, String> {
         }
         slots.push(slot);
     }
-    let stacks = Stack::open_many(Some(QEMU_GUEST_ADDRESS), opts.device, opts.stacks);
+    let stacks =
+        Stack::open_many(Some(QEMU_GUEST_ADDRESS), opts.device, opts.stacks, opts.addressing);
     let opened = stacks.is_ok();
     let why = stacks.as_ref().err().cloned();
     hand_over(&slots, stacks.ok());
@@ -178,9 +181,12 @@ fn serve(mut stack: Stack, opts: &ServerOptions, index: usize) -> u64 {
     };
     // Whether each socket has written its reply on its connection.
     let mut replied = vec![false; opts.backlog];
-    if index == 0 {
+    let own = opts.addressing == Addressing::Own;
+    if index == 0 || own {
+        let [a, b, c, d] = QEMU_GUEST_ADDRESS.0;
+        let d = if own { d as usize + index } else { d as usize };
         println!(
-            "tcpsvc: listening on 10.0.2.15:{} ({} sockets{}) for {} connections, {} s, {:?}",
+            "tcpsvc: listening on {a}.{b}.{c}.{d}:{} ({} sockets{}) for {} connections, {} s, {:?}",
             opts.port,
             opts.backlog,
             if opts.stacks > 1 { " a stack" } else { "" },

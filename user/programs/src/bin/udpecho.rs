@@ -16,7 +16,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use libatoll::net::smoltcp::iface::SocketSet;
 use libatoll::net::smoltcp::socket::udp;
-use libatoll::net::{DeviceConfig, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
+use libatoll::net::{Addressing, DeviceConfig, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
 use libatoll::println;
 
 const USAGE: &str =
@@ -36,6 +36,7 @@ fn main() -> i32 {
         backlog: 1,
         device: DeviceConfig::Trap,
         stacks: 1,
+        addressing: Addressing::Shared,
     };
     // One stack: `--stacks` is tcpsvc's.
     let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 600, false)

@@ -21,7 +21,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use libatoll::net::smoltcp::iface::{SocketHandle, SocketSet};
 use libatoll::net::smoltcp::socket::tcp;
-use libatoll::net::{DeviceConfig, Listener, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
+use libatoll::net::{Addressing, DeviceConfig, Listener, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
 use libatoll::obj::{file_open, root_share, segment_read, share_delobj, ObjRef};
 use libatoll::println;
 use workloads::http::{self, Parsed};
@@ -67,6 +67,7 @@ fn main() -> i32 {
         backlog: 32,
         device: DeviceConfig::Trap,
         stacks: 1,
+        addressing: Addressing::Shared,
     };
     // One stack: `--stacks` is tcpsvc's.
     let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 3600, true)
