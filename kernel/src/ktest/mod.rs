@@ -13,6 +13,7 @@ mod console;
 mod frames;
 mod heap;
 mod interrupts;
+mod kcore;
 mod metis;
 mod monitor;
 mod net;

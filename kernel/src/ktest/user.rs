@@ -28,8 +28,6 @@ kernel_test!(SHARED_RANGE, "user.corey_shared_range_no_fault", 2, Shared, shared
 kernel_test!(REMAP, "user.remap_reaches_other_cores", 2, Shared, remap_reaches_other_cores);
 kernel_test!(REVOKE, "user.revoke_reaches_other_cores", 2, Shared, revoke_reaches_other_cores);
 kernel_test!(PCORES, "user.corey_pcores_run_and_halt", 2, Shared, pcores_run_and_halt);
-kernel_test!(KCORES, "user.kernel_cores_serve_syscall_devices", 2, Shared, kernel_cores_serve);
-kernel_test!(LOOPBACK, "user.loopback_stacks_over_urpc", 2, Shared, loopback_over_urpc);
 kernel_test!(IPC_BENCH, "user.ipc_benchmarks_report", 2, Shared, ipc_benchmarks_report);
 kernel_test!(LOCK_BENCH, "user.lock_benchmark_reports", 2, Shared, lock_benchmark_reports);
 kernel_test!(MULTICAST, "user.multicast_program", 2, Alone, multicast_program);
@@ -456,37 +454,6 @@ fn revoke_reaches_other_cores() -> Result<(), String> {
 /// caller's own core is refused.
 fn pcores_run_and_halt() -> Result<(), String> {
     balanced(|| expect("pcoretest", "", ExitStatus::Exited(0)))
-}
-
-/// `kcoretest` (issue M12, Corey §3.2, §4.4): a kernel core on another core serves null
-/// calls through a syscall device, pipelined too; every bad argument of the new calls
-/// gets its error; a stopped kernel core fails calls with `TimedOut`, not a hang. A
-/// kernel core whose program ended without stopping it stops by itself: its core's pcore
-/// can be named again (`claim`). Frames, heap bytes and objects balance on every core.
-fn kernel_cores_serve() -> Result<(), String> {
-    balanced(|| {
-        expect("kcoretest", "junk", ExitStatus::Exited(2))?;
-        expect("kcoretest", "", ExitStatus::Exited(0))?;
-        expect("kcoretest", "leave", ExitStatus::Exited(0))?;
-        expect("kcoretest", "claim", ExitStatus::Exited(0))
-    })
-}
-
-/// `loopback` (Multikernel Table 4): 500 UDP packets from a smoltcp stack on one core to
-/// one on another, joined by URPC channels, all received (exit 0) with a result line;
-/// bad arguments get the usage (exit 2).
-fn loopback_over_urpc() -> Result<(), String> {
-    balanced(|| {
-        for bad in ["0", "99", "x", "--cores", "--cores 0,0", "--cores 0-2"] {
-            expect("loopback", bad, ExitStatus::Exited(2))?;
-        }
-        let (status, text) = user::run_capturing("loopback", "500", 60_000_000)
-            .map_err(|e| format!("loopback: could not run: {e:?}"))?;
-        if status != ExitStatus::Exited(0) || !text.contains("\"experiment\":\"loopback\"") {
-            return Err(format!("loopback ended {status:?}: {text}"));
-        }
-        Ok(())
-    })
 }
 
 /// The URPC and SHM-vs-MSG benchmarks written once (`urpcbench`, `shmbench`: the

@@ -201,6 +201,20 @@ pub struct ServerOptions {
 }
 
 impl ServerOptions {
+    /// A server's defaults: `port`, `count`, `seconds` and `backlog`, one stack driven by
+    /// the server's own traps.
+    pub const fn new(port: u16, count: u64, seconds: u64, backlog: usize) -> ServerOptions {
+        ServerOptions {
+            port,
+            count,
+            seconds,
+            backlog,
+            device: DeviceConfig::Trap,
+            stacks: 1,
+            addressing: Addressing::Shared,
+        }
+    }
+
     /// Parses `args` over `defaults`; `None` for anything else, a value out of range, or
     /// `--backlog` when `takes_backlog` is false.
     pub fn parse(

@@ -46,15 +46,7 @@ const USAGE: &str = "usage: tcpsvc [--port P] [--count N] [--seconds S] [--backl
 
 fn main() -> i32 {
     let mut buf = [0u8; 128];
-    let defaults = ServerOptions {
-        port: 80,
-        count: 10,
-        seconds: 30,
-        backlog: 8,
-        device: DeviceConfig::Trap,
-        stacks: 1,
-        addressing: Addressing::Shared,
-    };
+    let defaults = ServerOptions::new(80, 10, 30, 8);
     let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 600, true) else {
         println!("{USAGE}");
         return 2;

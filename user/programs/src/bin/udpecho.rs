@@ -16,7 +16,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use libatoll::net::smoltcp::iface::SocketSet;
 use libatoll::net::smoltcp::socket::udp;
-use libatoll::net::{Addressing, DeviceConfig, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
+use libatoll::net::{ServerOptions, Stack, QEMU_GUEST_ADDRESS};
 use libatoll::println;
 
 const USAGE: &str =
@@ -29,15 +29,7 @@ const SLOT_BYTES: usize = 1500;
 
 fn main() -> i32 {
     let mut buf = [0u8; 128];
-    let defaults = ServerOptions {
-        port: 7,
-        count: 10,
-        seconds: 30,
-        backlog: 1,
-        device: DeviceConfig::Trap,
-        stacks: 1,
-        addressing: Addressing::Shared,
-    };
+    let defaults = ServerOptions::new(7, 10, 30, 1);
     // One stack: `--stacks` is tcpsvc's.
     let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 600, false)
         .filter(|o| o.stacks == 1)

@@ -21,7 +21,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use libatoll::net::smoltcp::iface::{SocketHandle, SocketSet};
 use libatoll::net::smoltcp::socket::tcp;
-use libatoll::net::{Addressing, DeviceConfig, Listener, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
+use libatoll::net::{Listener, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
 use libatoll::obj::{file_open, root_share, segment_read, share_delobj, ObjRef};
 use libatoll::println;
 use workloads::http::{self, Parsed};
@@ -60,15 +60,7 @@ impl Connection {
 
 fn main() -> i32 {
     let mut buf = [0u8; 128];
-    let defaults = ServerOptions {
-        port: 80,
-        count: 100,
-        seconds: 60,
-        backlog: 32,
-        device: DeviceConfig::Trap,
-        stacks: 1,
-        addressing: Addressing::Shared,
-    };
+    let defaults = ServerOptions::new(80, 100, 60, 32);
     // One stack: `--stacks` is tcpsvc's.
     let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 3600, true)
         .filter(|o| o.stacks == 1)
