@@ -90,11 +90,28 @@ pub fn boot_core(start_info: u32) -> ! {
     print_boot_log(&usable, &platform, &layout, online, &phases);
     find_pci_devices(&platform, ram_top);
     crate::drivers::probe();
+    mount_disk();
     if let Err(e) = knowledge::measure_at_boot() {
         println!("skb: measurement failed: {e}");
     }
     start_schedulers();
     hand_over(info.cmdline())
+}
+
+/// Mounts the disk's file system, if there is a disk, and says what it found.
+fn mount_disk() {
+    match crate::storage::mount() {
+        Ok(Some(m)) => println!(
+            "disk: ext2, {} blocks of {} bytes, {} free{}; buffer cache {} blocks a core",
+            m.blocks,
+            m.block_size,
+            m.free_blocks,
+            if m.read_only { ", read-only" } else { "" },
+            m.buffers_per_core
+        ),
+        Ok(None) => {}
+        Err(why) => println!("disk: not mounted: {why}"),
+    }
 }
 
 /// Makes every online core's scheduler, with the powers the SKB just measured (AMPS §2.2).

@@ -47,6 +47,8 @@ pub const LAYERS: &[Layer] = &[
     Layer { module: "knowledge", tests: &["boot"] },
     // Device drivers over the PCI scan (virtio-net).
     Layer { module: "drivers", tests: &["net"] },
+    // The disk's files: ext2 over Corey's buffer cache (issue M13).
+    Layer { module: "storage", tests: &["storage"] },
     // Two-phase commit between the monitors.
     Layer { module: "twophase", tests: &["twophase"] },
     // Frames change owner by two-phase commit.

@@ -29,6 +29,7 @@ mod retype;
 mod sched;
 mod skb_replica;
 mod smp;
+mod storage;
 mod testing;
 mod thread;
 mod throttle;

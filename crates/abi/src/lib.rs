@@ -252,8 +252,40 @@ pub mod nr {
     /// `device_conf(dev_share, dev_obj, conf, value)`: configures a device (Corey §4.4);
     /// for a syscall device, [`crate::sysdev::conf`].
     pub const DEVICE_CONF: u64 = 57;
+    /// `fs_open(share, path, path_len, flags)`: opens the disk's file or directory `path`
+    /// (absolute, `/` first) as a new open-file object placed in `share` (Corey §5: the
+    /// library OS keeps descriptors in shares); returns its id. [`crate::fs::open`] flags.
+    pub const FS_OPEN: u64 = 58;
+    /// `fs_read(file_share, file_obj, buf, len, offset)`: reads up to `len` bytes of the
+    /// open file from byte `offset`; returns how many (0 at the end).
+    pub const FS_READ: u64 = 59;
+    /// `fs_write(file_share, file_obj, buf, len, offset)`: writes `len` bytes at `offset`
+    /// ([`crate::fs::APPEND`]: at the end), growing the file; returns the bytes written
+    /// (fewer only when the disk filled). The file must be open with `WRITE`.
+    pub const FS_WRITE: u64 = 60;
+    /// `fs_stat(file_share, file_obj, out)`: writes a [`crate::fs::Stat`] (7 words) at `out`.
+    pub const FS_STAT: u64 = 61;
+    /// `fs_truncate(file_share, file_obj, len)`: cuts or extends (with a hole) the file to
+    /// `len` bytes. The file must be open with `WRITE`.
+    pub const FS_TRUNCATE: u64 = 62;
+    /// `fs_readdir(file_share, file_obj, first, buf, len)`: the directory's entries from
+    /// number `first` on, as many as fit in `len` bytes, in [`crate::fs::DirRecord`]
+    /// format; returns how many (0 past the last).
+    pub const FS_READDIR: u64 = 63;
+    /// `fs_mkdir(path, path_len)`: makes a directory.
+    pub const FS_MKDIR: u64 = 64;
+    /// `fs_remove(path, path_len)`: removes a file's name, or an empty directory.
+    pub const FS_REMOVE: u64 = 65;
+    /// `fs_rename(from, from_len, to, to_len)`: renames, replacing a file or an empty
+    /// directory at `to`.
+    pub const FS_RENAME: u64 = 66;
+    /// `fs_sync()`: writes every changed block to the disk and flushes it; when this
+    /// returns, a crash loses nothing written before the call.
+    pub const FS_SYNC: u64 = 67;
+    /// `fs_statfs(out)`: writes a [`crate::fs::StatFs`] (6 words) at `out`.
+    pub const FS_STATFS: u64 = 68;
     /// The highest call number.
-    pub const LAST: u64 = DEVICE_CONF;
+    pub const LAST: u64 = FS_STATFS;
 }
 
 /// What `pcore_status` reports (one word): the state in the high 32 bits, a detail in the
@@ -331,6 +363,11 @@ pub mod device_kind {
     /// the calls kernel cores served through every syscall device, `detail` how many
     /// syscall devices are live.
     pub const SYSCALL: u64 = 8;
+    /// A block device the kernel drives (the virtio-blk, a PCI function: its hardware id
+    /// as for [`PCI`]); its file system is what the `fs_*` calls reach. Its name is
+    /// `virtio-b`; `device_stat`'s `count` the sectors it read and wrote, `detail` its
+    /// size in sectors of 512 bytes.
+    pub const BLOCK: u64 = 9;
 }
 
 /// Kernel cores and syscall devices (Corey §3.2, §4.4). A kernel core is a pcore started
@@ -398,6 +435,173 @@ pub mod sysdev {
     }
 }
 
+/// The disk's files (`fs_*` calls, issue M13): an ext2 file system on the first virtio
+/// block device, in the kernel's buffer cache (Corey §5.3).
+pub mod fs {
+    /// `fs_open` flags.
+    pub mod open {
+        /// Open for writing too (reading is always allowed).
+        pub const WRITE: u64 = 1;
+        /// Create the file if it does not exist (implies `WRITE`).
+        pub const CREATE: u64 = 2;
+        /// With `CREATE`: fail with `Exists` if it exists.
+        pub const EXCLUSIVE: u64 = 4;
+        /// Cut the file to 0 bytes (needs `WRITE`).
+        pub const TRUNCATE: u64 = 8;
+        /// Every flag.
+        pub const ALL: u64 = WRITE | CREATE | EXCLUSIVE | TRUNCATE;
+    }
+
+    /// `fs_write`'s offset that means "at the end of the file".
+    pub const APPEND: u64 = u64::MAX;
+    /// Longest path `fs_*` calls take, in bytes.
+    pub const PATH_MAX: u64 = 1024;
+    /// Bytes one `fs_write` or `fs_read` moves atomically: a write of at most this many
+    /// bytes is never mixed with another core's write to the same file; a longer one is
+    /// done in pieces of this size, each atomic.
+    pub const ATOMIC_IO: u64 = 64 * 1024;
+
+    /// What a name is (`Stat::kind`, `DirRecord`'s kind byte).
+    pub mod kind {
+        /// A regular file.
+        pub const FILE: u64 = 1;
+        /// A directory.
+        pub const DIR: u64 = 2;
+        /// A symbolic link (kept, never followed).
+        pub const SYMLINK: u64 = 3;
+        /// Anything else (device, FIFO, socket).
+        pub const OTHER: u64 = 4;
+    }
+
+    /// What `fs_stat` writes: 7 words in this order.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct Stat {
+        /// The inode number.
+        pub ino: u64,
+        /// [`kind`].
+        pub kind: u64,
+        /// Size in bytes.
+        pub size: u64,
+        /// Hard links.
+        pub links: u64,
+        /// Bytes allocated on the disk.
+        pub allocated: u64,
+        /// Last change of the contents, seconds since 1970.
+        pub mtime: u64,
+        /// Permission bits.
+        pub perm: u64,
+    }
+
+    impl Stat {
+        /// The words `fs_stat` writes.
+        pub const fn to_words(self) -> [u64; 7] {
+            [self.ino, self.kind, self.size, self.links, self.allocated, self.mtime, self.perm]
+        }
+
+        /// Reads them back.
+        pub const fn from_words(w: [u64; 7]) -> Stat {
+            Stat {
+                ino: w[0],
+                kind: w[1],
+                size: w[2],
+                links: w[3],
+                allocated: w[4],
+                mtime: w[5],
+                perm: w[6],
+            }
+        }
+    }
+
+    /// What `fs_statfs` writes: 6 words in this order.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct StatFs {
+        /// Bytes per block.
+        pub block_size: u64,
+        /// Blocks in the file system.
+        pub blocks: u64,
+        /// Free blocks.
+        pub free_blocks: u64,
+        /// Inodes in the file system.
+        pub inodes: u64,
+        /// Free inodes.
+        pub free_inodes: u64,
+        /// Blocks the buffer cache can hold, all cores' pools together.
+        pub cache_blocks: u64,
+    }
+
+    impl StatFs {
+        /// The words `fs_statfs` writes.
+        pub const fn to_words(self) -> [u64; 6] {
+            [
+                self.block_size,
+                self.blocks,
+                self.free_blocks,
+                self.inodes,
+                self.free_inodes,
+                self.cache_blocks,
+            ]
+        }
+
+        /// Reads them back.
+        pub const fn from_words(w: [u64; 6]) -> StatFs {
+            StatFs {
+                block_size: w[0],
+                blocks: w[1],
+                free_blocks: w[2],
+                inodes: w[3],
+                free_inodes: w[4],
+                cache_blocks: w[5],
+            }
+        }
+    }
+
+    /// One entry of `fs_readdir`'s output: its inode number (4 bytes, little-endian), its
+    /// [`kind`] (1 byte), the name's length (1 byte), then the name.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct DirRecord<'a> {
+        /// The inode number.
+        pub ino: u32,
+        /// [`kind`].
+        pub kind: u8,
+        /// The name's bytes.
+        pub name: &'a [u8],
+    }
+
+    impl<'a> DirRecord<'a> {
+        /// Bytes of the record.
+        pub const fn len(&self) -> usize {
+            6 + self.name.len()
+        }
+
+        /// Whether the name is empty (never, in a valid record).
+        pub const fn is_empty(&self) -> bool {
+            self.name.is_empty()
+        }
+
+        /// Writes the record at the start of `out`; `None` if it does not fit (or the
+        /// name is longer than 255 bytes).
+        pub fn write(&self, out: &mut [u8]) -> Option<usize> {
+            if self.name.len() > 255 || out.len() < self.len() {
+                return None;
+            }
+            out[..4].copy_from_slice(&self.ino.to_le_bytes());
+            out[4] = self.kind;
+            out[5] = self.name.len() as u8;
+            out[6..self.len()].copy_from_slice(self.name);
+            Some(self.len())
+        }
+
+        /// The record at the start of `bytes`, and the bytes after it.
+        pub fn read(bytes: &'a [u8]) -> Option<(DirRecord<'a>, &'a [u8])> {
+            let head = bytes.get(..6)?;
+            let len = head[5] as usize;
+            let name = bytes.get(6..6 + len)?;
+            let ino = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+            Some((DirRecord { ino, kind: head[4], name }, &bytes[6 + len..]))
+        }
+    }
+}
+
 /// Modes of `segment_copy` (its fourth argument).
 pub mod copy_mode {
     /// Every touched page is copied now.
@@ -443,6 +647,8 @@ abi_enum! {
         /// A thread: a user context the per-core schedulers time-share and move between
         /// cores (AMPS §2; `thread_create`).
         Thread = 6,
+        /// An open file or directory of the disk (`fs_open`; Corey §5).
+        File = 7,
     }
 }
 
@@ -477,6 +683,28 @@ abi_enum! {
         /// Other cores did not answer in time (an agreement timed out, Multikernel §4.7);
         /// what they might still reach is kept, not reused.
         TimedOut = 8,
+        /// A file or directory named does not exist.
+        NotFound = 9,
+        /// The name to create exists already.
+        Exists = 10,
+        /// A path component, or the target, is not a directory.
+        NotADirectory = 11,
+        /// The target is a directory, and the call needs a file.
+        IsADirectory = 12,
+        /// The directory to remove is not empty.
+        NotEmpty = 13,
+        /// A name is longer than the file system allows (255 bytes).
+        NameTooLong = 14,
+        /// The disk has no free block or inode left.
+        NoSpace = 15,
+        /// The file would grow past the largest the file system can hold.
+        FileTooLarge = 16,
+        /// No disk, or its file system is corrupt or unsupported (the boot log says why).
+        NoFileSystem = 17,
+        /// The disk failed a transfer.
+        Io = 18,
+        /// The file system or the open file is read-only.
+        ReadOnly = 19,
     }
 }
 
@@ -564,6 +792,37 @@ mod tests {
     }
 
     #[test]
+    fn dir_records_round_trip_and_refuse_what_does_not_fit() {
+        let mut buf = [0u8; 64];
+        let a = fs::DirRecord { ino: 12, kind: fs::kind::FILE as u8, name: b"notes.txt" };
+        let b = fs::DirRecord { ino: 2, kind: fs::kind::DIR as u8, name: b".." };
+        let n = a.write(&mut buf).unwrap();
+        let m = b.write(&mut buf[n..]).unwrap();
+        let (got_a, rest) = fs::DirRecord::read(&buf[..n + m]).unwrap();
+        let (got_b, rest) = fs::DirRecord::read(rest).unwrap();
+        assert_eq!((got_a, got_b, rest.len()), (a, b, 0));
+        assert_eq!(a.write(&mut buf[..a.len() - 1]), None);
+        assert_eq!(fs::DirRecord::read(&buf[..n - 1]), None);
+        let long = [b'x'; 256];
+        assert_eq!(fs::DirRecord { ino: 1, kind: 1, name: &long }.write(&mut [0; 300]), None);
+    }
+
+    #[test]
+    fn fs_words_round_trip() {
+        let st = fs::Stat { ino: 1, kind: 2, size: 3, links: 4, allocated: 5, mtime: 6, perm: 7 };
+        assert_eq!(fs::Stat::from_words(st.to_words()), st);
+        let sf = fs::StatFs {
+            block_size: 4096,
+            blocks: 2,
+            free_blocks: 3,
+            inodes: 4,
+            free_inodes: 5,
+            cache_blocks: 6,
+        };
+        assert_eq!(fs::StatFs::from_words(sf.to_words()), sf);
+    }
+
+    #[test]
     fn fs_base_must_be_in_the_user_half() {
         for ok in [0, 1, USER_BASE, USER_STACK_TOP, USER_END - 1] {
             assert!(fs_base_allowed(ok), "{ok:#x}");
@@ -589,10 +848,10 @@ mod tests {
         assert_eq!(kinds, ObjectKind::ALL.len());
         let errors = (-1000..=1000).filter_map(Error::from_code).count();
         assert_eq!(errors, Error::ALL.len());
-        for unknown in [0, 7, 255] {
+        for unknown in [0, 8, 255] {
             assert_eq!(ObjectKind::from_code(unknown), None);
         }
-        for unknown in [i64::MIN, -1, 0, 9, 4096, i64::MAX] {
+        for unknown in [i64::MIN, -1, 0, 20, 4096, i64::MAX] {
             assert_eq!(Error::from_code(unknown), None);
         }
     }

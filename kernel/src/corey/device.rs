@@ -92,10 +92,13 @@ pub fn list() -> Vec<DeviceInfo> {
         });
     }
     let nic = crate::drivers::virtio_net::info().map(|n| n.hwid);
+    let disk = crate::drivers::virtio_blk::info().map(|d| d.hwid);
     for f in crate::arch::pci::functions() {
         let hwid = device_kind::PCI_HWID_BASE + f.location() as u64;
         let (kind, name) = if nic == Some(hwid) {
             (device_kind::NET, short_name("virtio-n"))
+        } else if disk == Some(hwid) {
+            (device_kind::BLOCK, short_name("virtio-b"))
         } else {
             (device_kind::PCI, pci_name(f.vendor_id, f.device_id))
         };
@@ -139,6 +142,11 @@ pub fn stat(hwid: u64) -> Option<DeviceStat> {
             let mut mac = [0u8; 8];
             mac[..6].copy_from_slice(&nic.mac);
             (stats.received + stats.sent, u64::from_le_bytes(mac))
+        }
+        device_kind::BLOCK => {
+            let (disk, stats) =
+                (crate::drivers::virtio_blk::info()?, crate::drivers::virtio_blk::stats());
+            (stats.sectors_read + stats.sectors_written, disk.sectors)
         }
         device_kind::PCI => {
             let at = hwid - device_kind::PCI_HWID_BASE;

@@ -276,6 +276,18 @@ pub enum Payload {
     Device(Device),
     /// A thread (what every core knows of it; the thread itself moves between cores).
     Thread(Arc<crate::thread::ThreadShared>),
+    /// An open file or directory of the disk.
+    File(OpenFile),
+}
+
+/// An open file or directory of the disk (`fs_open`, Corey §5): what its descriptors
+/// name. The offset is the library OS's, in the program's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenFile {
+    /// Its inode number.
+    pub ino: u32,
+    /// Whether it was opened for writing.
+    pub writable: bool,
 }
 
 impl objects::Payload for Payload {
@@ -487,6 +499,19 @@ pub fn resolve(p: &ProgramObjects, rs: u64, ro: u64) -> Result<Ptr, Error> {
 /// The object ⟨rs, ro⟩ names, of `kind`.
 pub fn lookup(p: &ProgramObjects, rs: u64, ro: u64, kind: ObjectKind) -> Result<Ptr, Error> {
     p.set.lookup(reference(rs, ro), kind).map_err(to_abi)
+}
+
+/// `fs_open`'s object: a new open file of inode `ino` placed in `share`.
+pub fn file_alloc(p: &mut ProgramObjects, share: u64, file: OpenFile) -> Result<u64, Error> {
+    alloc(p, share, ObjectKind::File, Payload::File(file))
+}
+
+/// The open file ⟨rs, ro⟩ names.
+pub fn open_file(p: &ProgramObjects, rs: u64, ro: u64) -> Result<OpenFile, Error> {
+    match lookup(p, rs, ro, ObjectKind::File)?.payload() {
+        Some(Payload::File(f)) => Ok(*f),
+        _ => Err(Error::NoSuchObject),
+    }
 }
 
 /// Whether `ar` is a root range (one a pcore can run on).

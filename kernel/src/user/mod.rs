@@ -9,11 +9,12 @@
 //! one ends.
 //!
 //! Where each part is: [`program`] (loading and starting programs), [`syscall`] (the
-//! dispatcher and the calls of no other room), [`trap`] (exceptions and ticks from user
+//! dispatcher and the calls of no other room), [`files`] (the disk's files, `fs_*`), [`trap`] (exceptions and ticks from user
 //! mode), [`elf`] (the ELF loader). Corey's objects are `crate::corey`, threads and their
 //! scheduler `crate::sched`.
 
 pub mod elf;
+pub mod files;
 pub mod program;
 pub mod syscall;
 pub mod trap;

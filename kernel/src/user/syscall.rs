@@ -66,6 +66,7 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u64 {
         nr::SET_FS_BASE => sched::set_fs_base(a),
         nr::DEVICE_SEND => device_send(a, b, c, frame.r10),
         nr::DEVICE_RECEIVE => device_receive(a, b, c, frame.r10),
+        nr::FS_OPEN..=nr::FS_STATFS => super::files::call(frame),
         nr::ROOT_SHARE..=nr::PAGE_FAULTS
         | nr::SEGMENT_COPY..=nr::SEGMENT_READ
         | nr::SHARE_DUPOBJ
@@ -245,6 +246,11 @@ pub(super) fn check_machine(share: u64, obj: u64) -> Result<(), Error> {
 /// `poweroff(machine_share, machine_obj)`.
 pub(super) fn poweroff(share: u64, obj: u64) -> SysResult {
     check_machine(share, obj)?;
+    // Powering off unmounts the disk: what programs wrote is on it, even unsynced.
+    match crate::storage::sync() {
+        Ok(()) | Err(Error::NoFileSystem) => {}
+        Err(e) => crate::println!("poweroff: the disk's sync failed: {e:?}"),
+    }
     crate::print::flush();
     crate::arch::power::power_off()
 }

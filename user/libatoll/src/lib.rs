@@ -11,7 +11,8 @@
 //! - [`shared`]: SLOT ranges spliced into the root range: memory shared between cores.
 //! - [`cfork`]: Corey §5.1 `cfork`.
 //! - [`cores`]: `--cores LIST` and [`cores::spread`].
-//! - [`fd`]: file-descriptor tables as shares (Corey §3.3).
+//! - [`fd`]: file-descriptor tables as shares (Corey §3.3), for the initrd's files.
+//! - [`fs`]: the disk's files and directories (`File`, `read_dir`, `sync`, ...).
 //! - [`kcore`]: kernel cores and syscall devices (Corey §3.2, §4.4).
 //! - [`net`]: the network device (by trap or through a kernel core) under smoltcp.
 //! - [`private`]: segments mapped at fresh addresses of the root range.
@@ -36,6 +37,7 @@ pub mod console;
 pub mod cores;
 pub mod devices;
 pub mod fd;
+pub mod fs;
 pub mod heap;
 pub mod kcore;
 pub mod mcrt_host;

@@ -10,6 +10,8 @@
 
 extern crate alloc;
 
+mod files;
+
 use alloc::string::String;
 use alloc::vec::Vec;
 use libatoll::abi::{device_kind, DeviceInfo, Error};
@@ -23,8 +25,15 @@ use libatoll::{LineReader, ObjRef, Status};
 /// (name, help) of the shell's own commands, in the order `help` shows them.
 const COMMANDS: &[(&str, &str)] = &[
     ("help", "this list"),
-    ("ls", "the files in the initrd"),
-    ("cat", "cat FILE: print an initrd file"),
+    ("ls", "ls [DIR]: the files in the initrd, or in directory DIR of the disk (ls /)"),
+    ("cat", "cat FILE: print an initrd file, or a disk file (/README)"),
+    ("write", "write FILE TEXT: make disk file FILE hold TEXT and a newline"),
+    ("append", "append FILE TEXT: add TEXT and a newline at the end of disk file FILE"),
+    ("mkdir", "mkdir DIR: make a directory on the disk"),
+    ("rm", "rm PATH: remove a disk file, or an empty directory"),
+    ("mv", "mv FROM TO: rename on the disk"),
+    ("df", "the disk's size, free space and buffer cache"),
+    ("sync", "write every changed block to the disk"),
     ("run", "run [-c CORES] PROGRAM [ARGS]: run a program once on each listed core (e.g. -c 0-3)"),
     ("cores", "each core: package/core/SMT, NUMA node, latency from here, compute speed, LLC"),
     ("devices", "the devices (Corey's device_list) and their counters (device_stat)"),
@@ -73,11 +82,18 @@ fn execute(line: &str) {
                 "  (anything else goes to the kernel console: mem, monitor, bench, tests, uptime)"
             );
         }
-        Some("ls") => ls(),
+        Some("ls") => match words.next() {
+            Some(dir) => files::ls(dir),
+            None => ls(),
+        },
         Some("cat") => match words.next() {
+            Some(file) if file.starts_with('/') => files::cat(file),
             Some(file) => cat(file),
             None => println!("usage: cat FILE"),
         },
+        Some(command @ ("write" | "append" | "mkdir" | "rm" | "mv" | "df" | "sync")) => {
+            files::command(command, line)
+        }
         Some("run") => run(line),
         Some("cores") => cores(),
         Some("devices") => devices(),
@@ -111,7 +127,7 @@ fn poweroff() {
     }
 }
 
-/// `ls`: the initrd's file names.
+/// `ls`: the initrd's file names (the disk's are `ls /`).
 fn ls() {
     let mut names = alloc::vec![0u8; 1024];
     loop {
@@ -138,6 +154,7 @@ fn ls() {
             Err(_) => println!("  {name}"),
         }
     }
+    println!("  (the disk's files: ls /)");
 }
 
 /// `cat FILE`: reads the file through a descriptor in the private table (the root

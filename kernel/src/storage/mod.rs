@@ -1,0 +1,284 @@
+//! The disk's files (issue M13): the ext2 file system (`crates/ext2`) of the first virtio
+//! block device, over Corey's buffer cache (`crates/bcache`, §5.3), mounted at boot
+//! ([`mount`]) and used by the `fs_*` system calls (`user::files`).
+//!
+//! Every block the file system reads or writes goes through the buffer cache on the
+//! calling core ([`disk::CachedDisk`]): lookups in its lock-free tree, writes copied into
+//! a buffer of the writing core's own pool, reads inside its scalable read-write lock.
+//! The file system's own state (superblock, group counters, bitmaps) is behind one lock,
+//! [`FS`]: one operation at a time, each a bounded piece (`fs::ATOMIC_IO` bytes of a
+//! read or write), so a write of at most that many bytes is never mixed with another.
+
+pub mod disk;
+
+use crate::drivers::virtio_blk::{self, SECTOR};
+use crate::percpu;
+use abi::fs::kind;
+use abi::Error;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use bcache::{Cache, Config};
+use disk::{CachedDisk, VirtioDisk};
+use ext2::{Ext2, FileKind, Ino};
+use locks::McsLock;
+
+/// The mounted file system (`None` without a disk, or when its mount was refused).
+static FS: McsLock<Option<Ext2<CachedDisk>>> = McsLock::new(None);
+/// The buffer cache under it.
+static CACHE: spin::Once<Cache<VirtioDisk>> = spin::Once::new();
+/// Buffers in the cache, all cores together.
+static BUFFERS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+/// Why there is no file system, for the boot log and `df`.
+static NO_FS: spin::Once<String> = spin::Once::new();
+
+/// Block buffers each core's pool holds at most (Corey §5.3's per-core allocators).
+const CACHE_BUFFERS_PER_CORE: usize = 256;
+/// At most this share (1/N) of the boot core's free memory goes to buffers.
+const CACHE_MEMORY_SHARE: u64 = 8;
+
+/// What [`mount`] found.
+pub struct Mounted {
+    /// Bytes per block.
+    pub block_size: usize,
+    /// Blocks and free blocks.
+    pub blocks: u64,
+    /// Free blocks.
+    pub free_blocks: u64,
+    /// Buffers per core in the cache.
+    pub buffers_per_core: usize,
+    /// Whether it is mounted read-only.
+    pub read_only: bool,
+}
+
+/// Mounts the disk's ext2 file system (boot core, after the drivers started). `Ok(None)`
+/// without a disk; `Err` with the reason when the image is refused (the kernel goes on
+/// without files).
+pub fn mount() -> Result<Option<Mounted>, String> {
+    let Some(info) = virtio_blk::info() else { return Ok(None) };
+    let result = mount_disk(info.sectors);
+    if let Err(why) = &result {
+        NO_FS.call_once(|| why.clone());
+    }
+    result.map(Some)
+}
+
+/// [`mount`] of a disk of `sectors`.
+fn mount_disk(sectors: u64) -> Result<Mounted, String> {
+    // The superblock (bytes 1024..2048) says the block size the cache must use.
+    let mut sb = [0u8; 1024];
+    virtio_blk::read(2, &mut sb).map_err(|e| format!("reading the superblock: {e:?}"))?;
+    let magic = u16::from_le_bytes([sb[56], sb[57]]);
+    let log = u32::from_le_bytes([sb[24], sb[25], sb[26], sb[27]]);
+    if magic != 0xef53 {
+        return Err(format!("no ext2 file system (magic {magic:#06x}, not 0xef53)"));
+    }
+    if log > 2 {
+        return Err(format!("block size 1024 << {log} is not 1, 2 or 4 KiB"));
+    }
+    let block_size = 1024usize << log;
+    let blocks = sectors / (block_size / SECTOR) as u64;
+    let cores = percpu::core_count();
+    let free = percpu::this_core().free_frames() * 4096 / CACHE_MEMORY_SHARE;
+    let fit = (free / (cores * block_size) as u64) as usize;
+    let buffers_per_core = fit.clamp(4, CACHE_BUFFERS_PER_CORE);
+    let config = Config { cores, block_size, buffers_per_core };
+    let cache = Cache::new(VirtioDisk { block_size, blocks }, config)
+        .map_err(|e| format!("buffer cache: {e:?}"))?;
+    let cache = CACHE.call_once(|| cache);
+    BUFFERS.store((cores * buffers_per_core) as u64, core::sync::atomic::Ordering::Relaxed);
+    let fs = Ext2::mount(CachedDisk { cache }).map_err(|e| format!("{e}"))?;
+    let st = fs.statfs();
+    let mounted = Mounted {
+        block_size,
+        blocks: st.total_blocks as u64,
+        free_blocks: st.free_blocks as u64,
+        buffers_per_core,
+        read_only: fs.is_read_only(),
+    };
+    FS.with(|slot| *slot = Some(fs));
+    Ok(mounted)
+}
+
+/// Why there is no file system, if there is none.
+pub fn unavailable() -> Option<&'static str> {
+    if FS.with(|fs| fs.is_some()) {
+        return None;
+    }
+    Some(NO_FS.get().map_or("no disk", |s| s.as_str()))
+}
+
+/// The system-call error for a file-system error.
+fn to_abi(e: ext2::Error) -> Error {
+    match e {
+        ext2::Error::NotFound => Error::NotFound,
+        ext2::Error::Exists => Error::Exists,
+        ext2::Error::NotADirectory => Error::NotADirectory,
+        ext2::Error::IsADirectory => Error::IsADirectory,
+        ext2::Error::NotEmpty => Error::NotEmpty,
+        ext2::Error::NameTooLong => Error::NameTooLong,
+        ext2::Error::NoSpace => Error::NoSpace,
+        ext2::Error::FileTooLarge => Error::FileTooLarge,
+        ext2::Error::Corrupt(_) | ext2::Error::Unsupported(_) => Error::NoFileSystem,
+        ext2::Error::Io => Error::Io,
+        ext2::Error::ReadOnly => Error::ReadOnly,
+        ext2::Error::InvalidArgument => Error::InvalidArgument,
+    }
+}
+
+/// Runs `f` on the mounted file system, under its lock.
+fn with_fs<R>(f: impl FnOnce(&mut Ext2<CachedDisk>) -> Result<R, ext2::Error>) -> Result<R, Error> {
+    FS.with(|fs| f(fs.as_mut().ok_or(Error::NoFileSystem)?).map_err(to_abi))
+}
+
+/// The ABI kind of a file-system kind.
+fn kind_code(k: FileKind) -> u64 {
+    match k {
+        FileKind::File => kind::FILE,
+        FileKind::Dir => kind::DIR,
+        FileKind::Symlink => kind::SYMLINK,
+        _ => kind::OTHER,
+    }
+}
+
+/// Checks a path the calls take: absolute, not empty.
+fn check_path(path: &str) -> Result<(), Error> {
+    if !path.starts_with('/') {
+        return Err(Error::InvalidArgument);
+    }
+    Ok(())
+}
+
+/// Opens `path` with `abi::fs::open` flags: its inode and ABI kind. `CREATE` makes a
+/// missing file; `TRUNCATE` empties a file.
+pub fn open(path: &str, flags: u64) -> Result<(Ino, u64), Error> {
+    use abi::fs::open::{CREATE, EXCLUSIVE, TRUNCATE};
+    check_path(path)?;
+    with_fs(|fs| {
+        let ino = match fs.lookup(path) {
+            Ok(_) if flags & CREATE != 0 && flags & EXCLUSIVE != 0 => {
+                return Err(ext2::Error::Exists)
+            }
+            Ok(ino) => ino,
+            Err(ext2::Error::NotFound) if flags & CREATE != 0 => fs.create(path, 0o644)?,
+            Err(e) => return Err(e),
+        };
+        let st = fs.stat(ino)?;
+        if flags & TRUNCATE != 0 {
+            if st.kind == FileKind::Dir {
+                return Err(ext2::Error::IsADirectory);
+            }
+            fs.truncate(ino, 0)?;
+        }
+        Ok((ino, kind_code(st.kind)))
+    })
+}
+
+/// Reads up to `buf.len()` bytes of `ino` from `offset`.
+pub fn read(ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize, Error> {
+    with_fs(|fs| fs.read(ino, offset, buf))
+}
+
+/// Writes `data` into `ino` at `offset` (`abi::fs::APPEND`: at its end).
+pub fn write(ino: Ino, offset: u64, data: &[u8]) -> Result<usize, Error> {
+    with_fs(|fs| {
+        if offset == abi::fs::APPEND {
+            fs.append(ino, data).map(|_| data.len())
+        } else {
+            fs.write(ino, offset, data)
+        }
+    })
+}
+
+/// Cuts or extends `ino` to `len` bytes.
+pub fn truncate(ino: Ino, len: u64) -> Result<(), Error> {
+    with_fs(|fs| fs.truncate(ino, len))
+}
+
+/// What `fs_stat` reports of `ino`.
+pub fn stat(ino: Ino) -> Result<abi::fs::Stat, Error> {
+    with_fs(|fs| fs.stat(ino)).map(|st| abi::fs::Stat {
+        ino: st.ino as u64,
+        kind: kind_code(st.kind),
+        size: st.size,
+        links: st.links as u64,
+        allocated: st.sectors as u64 * 512,
+        mtime: st.mtime as u64,
+        perm: st.perm as u64,
+    })
+}
+
+/// Directory `ino`'s entries from number `first` on, as records, as many as fit in
+/// `limit` bytes: (the records, how many).
+pub fn readdir(ino: Ino, first: u64, limit: usize) -> Result<(Vec<u8>, u64), Error> {
+    let entries = with_fs(|fs| fs.readdir(ino))?;
+    let mut out = alloc::vec![0u8; limit];
+    let (mut used, mut count) = (0, 0);
+    for e in entries.iter().skip(first.min(usize::MAX as u64) as usize) {
+        let record =
+            abi::fs::DirRecord { ino: e.ino, kind: kind_code(e.kind) as u8, name: &e.name };
+        match record.write(&mut out[used..]) {
+            Some(n) => used += n,
+            None => break,
+        }
+        count += 1;
+    }
+    if count == 0 && (first as usize) < entries.len() {
+        return Err(Error::InvalidArgument); // the buffer cannot hold even one entry
+    }
+    out.truncate(used);
+    Ok((out, count))
+}
+
+/// Makes directory `path`.
+pub fn mkdir(path: &str) -> Result<(), Error> {
+    check_path(path)?;
+    with_fs(|fs| fs.mkdir(path, 0o755).map(|_| ()))
+}
+
+/// Removes file `path`, or empty directory `path`.
+pub fn remove(path: &str) -> Result<(), Error> {
+    check_path(path)?;
+    with_fs(|fs| {
+        let ino = fs.lookup(path)?;
+        if ino == ext2::ROOT_INO {
+            return Err(ext2::Error::InvalidArgument);
+        }
+        match fs.stat(ino)?.kind {
+            FileKind::Dir => fs.rmdir(path),
+            _ => fs.unlink(path),
+        }
+    })
+}
+
+/// Renames `from` to `to`.
+pub fn rename(from: &str, to: &str) -> Result<(), Error> {
+    check_path(from)?;
+    check_path(to)?;
+    with_fs(|fs| fs.rename(from, to))
+}
+
+/// Writes every changed block back and flushes the disk.
+pub fn sync() -> Result<(), Error> {
+    with_fs(|fs| fs.sync())
+}
+
+/// What `df` reports.
+pub fn statfs() -> Result<abi::fs::StatFs, Error> {
+    let st = with_fs(|fs| Ok(fs.statfs()))?;
+    let cache_blocks = BUFFERS.load(core::sync::atomic::Ordering::Relaxed);
+    Ok(abi::fs::StatFs {
+        block_size: st.block_size as u64,
+        blocks: st.total_blocks as u64,
+        free_blocks: st.free_blocks as u64,
+        inodes: st.total_inodes as u64,
+        free_inodes: st.free_inodes as u64,
+        cache_blocks,
+    })
+}
+
+/// The buffer cache's counters, all cores together (`None` without a file system).
+pub fn cache_stats() -> Option<bcache::Stats> {
+    let cache = CACHE.get()?;
+    (0..percpu::core_count()).filter_map(|core| cache.stats(core).ok()).reduce(|a, b| a + b)
+}
