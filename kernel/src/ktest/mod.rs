@@ -10,6 +10,7 @@
 mod balance;
 mod boot;
 mod console;
+mod files;
 mod frames;
 mod heap;
 mod interrupts;

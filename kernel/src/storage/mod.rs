@@ -29,8 +29,6 @@ static FS: McsLock<Option<Ext2<CachedDisk>>> = McsLock::new(None);
 static CACHE: spin::Once<Cache<VirtioDisk>> = spin::Once::new();
 /// Buffers in the cache, all cores together.
 static BUFFERS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
-/// Why there is no file system, for the boot log and `df`.
-static NO_FS: spin::Once<String> = spin::Once::new();
 
 /// Block buffers each core's pool holds at most (Corey §5.3's per-core allocators).
 const CACHE_BUFFERS_PER_CORE: usize = 256;
@@ -56,11 +54,7 @@ pub struct Mounted {
 /// without files).
 pub fn mount() -> Result<Option<Mounted>, String> {
     let Some(info) = virtio_blk::info() else { return Ok(None) };
-    let result = mount_disk(info.sectors);
-    if let Err(why) = &result {
-        NO_FS.call_once(|| why.clone());
-    }
-    result.map(Some)
+    mount_disk(info.sectors).map(Some)
 }
 
 /// [`mount`] of a disk of `sectors`.
@@ -98,14 +92,6 @@ fn mount_disk(sectors: u64) -> Result<Mounted, String> {
     };
     FS.with(|slot| *slot = Some(fs));
     Ok(mounted)
-}
-
-/// Why there is no file system, if there is none.
-pub fn unavailable() -> Option<&'static str> {
-    if FS.with(|fs| fs.is_some()) {
-        return None;
-    }
-    Some(NO_FS.get().map_or("no disk", |s| s.as_str()))
 }
 
 /// The system-call error for a file-system error.
@@ -275,10 +261,4 @@ pub fn statfs() -> Result<abi::fs::StatFs, Error> {
         free_inodes: st.free_inodes as u64,
         cache_blocks,
     })
-}
-
-/// The buffer cache's counters, all cores together (`None` without a file system).
-pub fn cache_stats() -> Option<bcache::Stats> {
-    let cache = CACHE.get()?;
-    (0..percpu::core_count()).filter_map(|core| cache.stats(core).ok()).reduce(|a, b| a + b)
 }

@@ -1,0 +1,49 @@
+//! The disk's files (issue M13) through `fstest`: the calls and their bad arguments, two
+//! cores writing one file, files that survive a reboot, and a write loop the harness
+//! kills part way. Runs without a disk skip (`fstest` exits 77); `make test`'s `disk-*`
+//! runs give them one.
+
+use super::skip;
+use super::user::expect_or_skip;
+use crate::kernel_test;
+use crate::thread::ExitStatus;
+use crate::user;
+use alloc::format;
+use alloc::string::String;
+
+kernel_test!(FILES_API, "user.files_api", 1, Shared, files_api);
+kernel_test!(FILES_RACE, "user.files_two_cores_write_one_file", 2, Shared, files_race);
+kernel_test!(REBOOT_WRITE, "user.files_survive_reboot_write", 1, Shared, reboot_write);
+kernel_test!(REBOOT_READ, "user.files_survive_reboot_read", 1, Shared, reboot_read);
+kernel_test!(WRITE_LOOP, "user.files_write_loop", 1, Shared, write_loop);
+
+/// Every call, and every bad argument's error (`fstest api`).
+fn files_api() -> Result<(), String> {
+    expect_or_skip("fstest", "api")
+}
+
+/// Two threads on two cores write the same 64 KiB; no read sees a mix (`fstest race`).
+fn files_race() -> Result<(), String> {
+    expect_or_skip("fstest", "race")
+}
+
+/// Files, a rename and a removal, synced (`fstest persist-write`); the next boot's
+/// `user.files_survive_reboot_read` finds them.
+fn reboot_write() -> Result<(), String> {
+    expect_or_skip("fstest", "persist-write")
+}
+
+/// What the previous boot's `persist-write` left, byte for byte.
+fn reboot_read() -> Result<(), String> {
+    expect_or_skip("fstest", "persist-read")
+}
+
+/// `fstest loop 2000`, its `FSTEST SYNCED n` lines straight to the console, where the
+/// harness reads them while it decides when to kill the machine.
+fn write_loop() -> Result<(), String> {
+    match user::run_with_limit("fstest", "loop 2000", 300_000_000) {
+        Ok(ExitStatus::Exited(0)) => Ok(()),
+        Ok(ExitStatus::Exited(abi::EXIT_SKIPPED)) => skip("no disk with a file system"),
+        other => Err(format!("fstest loop ended {other:?}")),
+    }
+}

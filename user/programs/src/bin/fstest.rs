@@ -1,0 +1,366 @@
+//! `fstest MODE`: checks the disk's files (issue M13, `libatoll::fs`). Exits 0 when every
+//! check holds, 1 with `fstest MODE: FAIL <why>`, 2 on a bad mode, 77 (skipped) without a
+//! disk.
+//!
+//! - `api`: every call works as documented (create, write, read, append, seek, truncate,
+//!   rename, mkdir, readdir, remove, stat, statfs, map), and every bad argument gets its
+//!   error: wild pointers, unknown flags, ids that name nothing or the wrong kind, paths
+//!   that are relative, empty, too long, or go `..` past the root, names over 255 bytes,
+//!   writes through a read-only descriptor or to a directory, removing the root.
+//! - `race`: two threads on two cores write the same 64 KiB of one file, each its own
+//!   byte, 50 times; every read between sees one write whole, never a mix.
+//! - `persist-write`, then after a reboot `persist-read`: files written (and a directory
+//!   renamed, a file removed, a file grown by appends past 1 MiB) before a `sync` are
+//!   there, byte for byte, at the next boot.
+//! - `loop N`: writes `/loop/<n>.txt` for n in 0..N, syncing after each and printing
+//!   `FSTEST SYNCED <n>`, then `FSTEST DONE`: the harness kills the machine part way and
+//!   checks every synced file with the host's tools.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use libatoll::abi::fs::{kind, open, ATOMIC_IO, PATH_MAX};
+use libatoll::abi::{nr, Error};
+use libatoll::fs::{self, File, SeekFrom};
+use libatoll::obj::{root_share, segment_alloc};
+use libatoll::{args, cores_online, pcore_current, println, syscall3, syscall5, Status};
+
+const HELP: &str = "usage: fstest api | race | persist-write | persist-read | loop N";
+
+fn main() -> i32 {
+    let line = args::arg_string();
+    let mut words = line.split_whitespace();
+    let mode = words.next().unwrap_or("");
+    let result = match (mode, words.next()) {
+        ("api", None) => api(),
+        ("race", None) => race(),
+        ("persist-write", None) => persist_write(),
+        ("persist-read", None) => persist_read(),
+        ("loop", Some(n)) => match n.parse::<u32>() {
+            Ok(n) if n > 0 && n <= 10_000 => write_loop(n),
+            _ => return usage(),
+        },
+        _ => return usage(),
+    };
+    match result {
+        Ok(()) => {
+            println!("fstest {mode}: ok");
+            0
+        }
+        Err(why) if why == "no disk" => {
+            println!("fstest: skipped: no disk with a file system");
+            libatoll::abi::EXIT_SKIPPED
+        }
+        Err(why) => {
+            println!("fstest {mode}: FAIL {why}");
+            1
+        }
+    }
+}
+
+fn usage() -> i32 {
+    println!("{HELP}");
+    2
+}
+
+/// Fails with `what` and the error.
+fn check<T>(what: &str, r: Result<T, Error>) -> Result<T, String> {
+    r.map_err(|e| format!("{what}: {e:?}"))
+}
+
+/// Fails unless `r` is the error `want`.
+fn expect_err<T: core::fmt::Debug>(what: &str, r: Result<T, Error>, want: Error) -> Result<(), String> {
+    match r {
+        Err(e) if e == want => Ok(()),
+        other => Err(format!("{what}: got {other:?}, expected Err({want:?})")),
+    }
+}
+
+/// `Err("no disk")` when there is no file system to test.
+fn need_disk() -> Result<(), String> {
+    match fs::statfs() {
+        Ok(_) => Ok(()),
+        Err(Error::NoFileSystem) => Err("no disk".into()),
+        Err(e) => Err(format!("statfs: {e:?}")),
+    }
+}
+
+/// Removes `path` and everything under it (a test's leftovers from an earlier run).
+fn remove_tree(path: &str) -> Result<(), String> {
+    match fs::stat(path) {
+        Err(Error::NotFound) => return Ok(()),
+        Err(e) => return Err(format!("stat {path}: {e:?}")),
+        Ok(st) if st.kind == kind::DIR => {
+            for e in check("read_dir", fs::read_dir(path))? {
+                remove_tree(&format!("{path}/{}", e.name))?;
+            }
+        }
+        Ok(_) => {}
+    }
+    check(&format!("remove {path}"), fs::remove(path))
+}
+
+/// The bytes of test file `n`: a length and a pattern both derived from `n`, so the host
+/// can check them (xtask's disk test computes the same).
+fn pattern(n: u32) -> Vec<u8> {
+    let len = 1000 + (n as usize * 4099) % 30000;
+    (0..len).map(|i| ((i + n as usize * 31) % 251) as u8).collect()
+}
+
+fn api() -> Result<(), String> {
+    need_disk()?;
+    remove_tree("/fstest")?;
+    check("mkdir", fs::mkdir("/fstest"))?;
+    writes_and_reads()?;
+    directories()?;
+    bad_arguments()?;
+    remove_tree("/fstest")?;
+    check("sync", fs::sync())
+}
+
+/// Create, write, read back, append, seek, truncate with a hole, stat, map.
+fn writes_and_reads() -> Result<(), String> {
+    let data = pattern(7);
+    check("write", fs::write("/fstest/a", &data))?;
+    if check("read", fs::read("/fstest/a"))? != data {
+        return Err("a file read back differs".into());
+    }
+    let mut f = check("append", File::append("/fstest/a"))?;
+    check("append write", f.write_all(b"tail"))?;
+    let st = check("stat", f.stat())?;
+    if st.size != data.len() as u64 + 4 || st.kind != kind::FILE || st.links != 1 {
+        return Err(format!("stat after append: {st:?}"));
+    }
+    let mut f = check("open", File::open("/fstest/a"))?;
+    check("seek", f.seek(SeekFrom::End(-4)))?;
+    let mut tail = [0u8; 8];
+    if check("read tail", f.read(&mut tail))? != 4 || &tail[..4] != b"tail" {
+        return Err(format!("read after seek: {tail:?}"));
+    }
+    expect_err("seek before 0", f.seek(SeekFrom::Current(-100_000)), Error::InvalidArgument)?;
+    // A truncate past the end leaves a hole that reads as zeros.
+    let w = check("open for writing", File::open_in(root_share(), "/fstest/a", open::WRITE))?;
+    check("truncate down", w.set_len(10))?;
+    check("truncate up", w.set_len(100_000))?;
+    let back = check("read after truncate", fs::read("/fstest/a"))?;
+    if back.len() != 100_000 || back[..10] != data[..10] || back[10..].iter().any(|&b| b != 0) {
+        return Err("truncate: the first 10 bytes kept and zeros after".into());
+    }
+    // A file mapped as a segment holds its bytes.
+    let mem = check("map", w.map())?;
+    // SAFETY: `map` mapped `mem.bytes` bytes at `mem.va`, ours alone.
+    let mapped = unsafe { core::slice::from_raw_parts(mem.va as *const u8, 100_000) };
+    let same = mapped == &back[..];
+    mem.free();
+    if !same {
+        return Err("the mapped file differs from the file".into());
+    }
+    // A write of more than one atomic piece goes in whole.
+    let big: Vec<u8> = (0..3 * ATOMIC_IO as usize + 5).map(|i| (i % 253) as u8).collect();
+    check("big write", fs::write("/fstest/big", &big))?;
+    if check("big read", fs::read("/fstest/big"))? != big {
+        return Err("a 196 KiB file read back differs".into());
+    }
+    // Exclusive create of an existing file, and a missing file without CREATE.
+    let flags = open::CREATE | open::EXCLUSIVE;
+    expect_err("exclusive", File::open_in(root_share(), "/fstest/a", flags), Error::Exists)?;
+    expect_err("missing", File::open("/fstest/missing"), Error::NotFound)?;
+    Ok(())
+}
+
+/// mkdir, readdir, rename across directories, remove.
+fn directories() -> Result<(), String> {
+    check("mkdir d", fs::mkdir("/fstest/d"))?;
+    expect_err("mkdir again", fs::mkdir("/fstest/d"), Error::Exists)?;
+    for i in 0..40 {
+        check("many", fs::write(&format!("/fstest/d/file-{i:02}"), b"x"))?;
+    }
+    let names = check("read_dir", fs::read_dir("/fstest/d"))?;
+    if names.len() != 40 || names.iter().any(|e| e.kind != kind::FILE) {
+        return Err(format!("read_dir listed {} entries", names.len()));
+    }
+    check("rename", fs::rename("/fstest/d/file-00", "/fstest/moved"))?;
+    if check("read moved", fs::read("/fstest/moved"))? != b"x" {
+        return Err("rename lost the contents".into());
+    }
+    expect_err("old name", fs::stat("/fstest/d/file-00"), Error::NotFound)?;
+    expect_err("remove full dir", fs::remove("/fstest/d"), Error::NotEmpty)?;
+    expect_err("readdir of a file", fs::read_dir("/fstest/moved"), Error::NotADirectory)?;
+    expect_err("path through a file", fs::stat("/fstest/moved/x"), Error::NotADirectory)?;
+    // `..` past the root stays at the root (as on Unix).
+    let root = check("stat /", fs::stat("/"))?;
+    let above = check("stat /../..", fs::stat("/../.."))?;
+    if root.ino != above.ino {
+        return Err("/../.. is not the root".into());
+    }
+    Ok(())
+}
+
+/// Every bad argument gets its error, and nothing changes.
+fn bad_arguments() -> Result<(), String> {
+    let share = root_share();
+    let path = "/fstest/a";
+    let (p, l) = (path.as_ptr() as u64, path.len() as u64);
+    let open_raw = |ptr, len, flags| syscall5(nr::FS_OPEN, share, ptr, len, flags, 0);
+    expect_err("wild path pointer", open_raw(0xdead_0000, 5, 0), Error::BadAddress)?;
+    expect_err("kernel path pointer", open_raw(0xffff_8000_0000_0000, 5, 0), Error::BadAddress)?;
+    expect_err("unknown flag", open_raw(p, l, 1 << 20), Error::InvalidArgument)?;
+    expect_err("exclusive alone", open_raw(p, l, open::EXCLUSIVE), Error::InvalidArgument)?;
+    expect_err("truncate read-only", open_raw(p, l, open::TRUNCATE), Error::InvalidArgument)?;
+    expect_err("empty path", open_raw(p, 0, 0), Error::InvalidArgument)?;
+    expect_err("relative path", File::open("fstest/a"), Error::InvalidArgument)?;
+    let long = "/x".repeat(PATH_MAX as usize);
+    expect_err("path too long", File::open(&long), Error::NameTooLong)?;
+    let name = format!("/fstest/{}", "n".repeat(256));
+    expect_err("name too long", fs::write(&name, b""), Error::NameTooLong)?;
+    expect_err("bad share", File::open_in(12345, path, 0), Error::NoSuchObject)?;
+    // A segment is not an open file.
+    let seg = check("segment", segment_alloc(share, 4096))?;
+    let mut buf = [0u8; 16];
+    let read_raw = |obj, ptr, len| syscall5(nr::FS_READ, share, obj, ptr, len, 0);
+    expect_err("segment as file", read_raw(seg, buf.as_mut_ptr() as u64, 16), Error::InvalidArgument)?;
+    expect_err("no such object", read_raw(99_999, buf.as_mut_ptr() as u64, 16), Error::NoSuchObject)?;
+    let f = check("open", File::open(path))?;
+    let obj = f.descriptor().object;
+    expect_err("wild read buffer", read_raw(obj, 0x10, 16), Error::BadAddress)?;
+    expect_err("read into the kernel", read_raw(obj, 0xffff_8000_0000_0000, 16), Error::BadAddress)?;
+    expect_err("write read-only", f.write_at(b"no", 0), Error::ReadOnly)?;
+    expect_err("truncate read-only", f.set_len(0), Error::ReadOnly)?;
+    let w = check("open for writing", File::open_in(share, path, open::WRITE))?;
+    let write_raw = |ptr, len| syscall5(nr::FS_WRITE, share, w.descriptor().object, ptr, len, 0);
+    expect_err("wild write buffer", write_raw(0xdead_0000, 100), Error::BadAddress)?;
+    expect_err("write past the limit", w.write_at(b"x", u64::MAX - 1), Error::FileTooLarge)?;
+    expect_err("open dir for writing", File::open_in(share, "/fstest", open::WRITE), Error::IsADirectory)?;
+    expect_err("remove root", fs::remove("/"), Error::InvalidArgument)?;
+    expect_err("stat to kernel", syscall3(nr::FS_STAT, share, obj, 0xffff_8000_0000_0000), Error::BadAddress)?;
+    expect_err("statfs to nowhere", syscall3(nr::FS_STATFS, 8, 0, 0), Error::BadAddress)?;
+    let dir = check("open dir", File::open("/fstest"))?;
+    let tiny = syscall5(nr::FS_READDIR, share, dir.descriptor().object, 0, buf.as_mut_ptr() as u64, 4);
+    expect_err("readdir into 4 bytes", tiny, Error::InvalidArgument)?;
+    // The file is as it was.
+    if check("size", f.stat())?.size != 100_000 {
+        return Err("a refused call changed the file".into());
+    }
+    Ok(())
+}
+
+/// Two threads on two cores write the same 64 KiB; every read sees one write whole.
+fn race() -> Result<(), String> {
+    need_disk()?;
+    if cores_online() < 2 {
+        return Err("no disk".into()); // nothing to race on one core
+    }
+    remove_tree("/race")?;
+    check("mkdir", fs::mkdir("/race"))?;
+    check("create", fs::write("/race/f", &vec![b'0'; ATOMIC_IO as usize]))?;
+    let me = pcore_current();
+    let other = (0..cores_online()).find(|&c| c != me).unwrap_or(0);
+    let writer = |byte: u8| {
+        move || -> i32 {
+            let data = vec![byte; ATOMIC_IO as usize];
+            let Ok(f) = File::open_in(root_share(), "/race/f", open::WRITE) else { return 1 };
+            for _ in 0..50 {
+                if f.write_at(&data, 0).is_err() {
+                    return 1;
+                }
+            }
+            0
+        }
+    };
+    let a = check("thread a", libatoll::thread::Builder::new().core(me).spawn(writer(b'a')))?;
+    let b = check("thread b", libatoll::thread::Builder::new().core(other).spawn(writer(b'b')))?;
+    let f = check("open", File::open("/race/f"))?;
+    let mut buf = vec![0u8; ATOMIC_IO as usize];
+    let mut reads = 0;
+    let busy = |s: Status| matches!(s, Status::Idle | Status::Running);
+    while busy(a.status()) || busy(b.status()) || reads == 0 {
+        check("read", f.read_at(&mut buf, 0))?;
+        if buf.iter().any(|&x| x != buf[0]) {
+            return Err(format!("a read saw a mix of writes (first byte {})", buf[0]));
+        }
+        reads += 1;
+    }
+    let (sa, sb) = (a.join(), b.join());
+    if !sa.ok() || !sb.ok() {
+        return Err(format!("writers ended {sa:?} and {sb:?}"));
+    }
+    println!("fstest race: {reads} reads, each one write whole");
+    remove_tree("/race")
+}
+
+/// What `persist-write` leaves and `persist-read` checks.
+fn persisted() -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    for n in 0..5 {
+        files.push((format!("/persist/kept/{n}.bin"), pattern(n)));
+    }
+    let mut log = Vec::new();
+    for i in 0..200u32 {
+        log.extend_from_slice(format!("line {i}: {}\n", "=".repeat(i as usize % 70)).as_bytes());
+    }
+    files.push(("/persist/log.txt".into(), log));
+    let big: Vec<u8> = (0..1_200_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    files.push(("/persist/big.bin".into(), big));
+    files
+}
+
+fn persist_write() -> Result<(), String> {
+    need_disk()?;
+    remove_tree("/persist")?;
+    check("mkdir", fs::mkdir("/persist"))?;
+    check("mkdir tmp", fs::mkdir("/persist/tmp"))?;
+    for (path, data) in persisted() {
+        // The log grows by appends; the others are written at once, under a temporary
+        // directory renamed into place (the rename must persist too).
+        let path = path.replace("/persist/kept/", "/persist/tmp/");
+        if path.ends_with("log.txt") {
+            for line in data.split_inclusive(|&b| b == b'\n') {
+                check("append", File::append(&path).and_then(|mut f| f.write_all(line)))?;
+            }
+        } else {
+            check("write", fs::write(&path, &data))?;
+        }
+    }
+    check("doomed", fs::write("/persist/tmp/doomed", b"gone after reboot"))?;
+    check("remove", fs::remove("/persist/tmp/doomed"))?;
+    check("rename dir", fs::rename("/persist/tmp", "/persist/kept"))?;
+    check("sync", fs::sync())
+}
+
+fn persist_read() -> Result<(), String> {
+    need_disk()?;
+    for (path, data) in persisted() {
+        let got = check(&path, fs::read(&path))?;
+        if got != data {
+            return Err(format!("{path}: {} bytes differ from the {} written", got.len(), data.len()));
+        }
+    }
+    expect_err("removed file", fs::stat("/persist/kept/doomed"), Error::NotFound)?;
+    expect_err("renamed dir", fs::stat("/persist/tmp"), Error::NotFound)?;
+    let names = check("read_dir", fs::read_dir("/persist"))?;
+    if names.len() != 3 {
+        return Err(format!("/persist holds {} names, not 3", names.len()));
+    }
+    Ok(())
+}
+
+fn write_loop(n: u32) -> Result<(), String> {
+    need_disk()?;
+    match fs::mkdir("/loop") {
+        Ok(()) | Err(Error::Exists) => {}
+        Err(e) => return Err(format!("mkdir /loop: {e:?}")),
+    }
+    for i in 0..n {
+        check("write", fs::write(&format!("/loop/{i}.txt"), &pattern(i)))?;
+        check("sync", fs::sync())?;
+        println!("FSTEST SYNCED {i}");
+    }
+    println!("FSTEST DONE");
+    Ok(())
+}
+libatoll::main!(main);
