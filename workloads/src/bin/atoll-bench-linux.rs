@@ -31,6 +31,9 @@ experiments (N: iterations or size, default in brackets):
                   CPU 1 over 127.0.0.1; Mbit/s at the sink
   tcp_conn [2000] Corey Figure 8: Corey's TCP service on port 80 (accept, write 128
                   bytes, close), a thread per core, until N connections; connections/s
+  file_read, file_write
+                  issue M13: sequential and random reads, cold and warm, and writes with
+                  and without fsync, on the bench image mounted at /mnt (ext2)
   locks [2000]    Corey Figure 3: a spin (TTS), ticket and MCS lock contended by 1..all
                   cores, N acquisitions per core
   thread_switch, thread_create, lrpc, thread_migrate, amps_jobs, amps_omp, amps_fairness,
@@ -49,6 +52,7 @@ experiments (N: iterations or size, default in brackets):
                   KERNEL ep|is|cg|mg|ft|all (default all) at CLASS S|W|A (default S), N
                   runs each; cycles of NPB's timed section, and NPB's verification
   all             all of the above with their defaults, but tcp_conn (it needs a client)
+                  and the file experiments (they need the bench image)
 
 The Corey experiments use every core the process may run on.";
 
@@ -94,6 +98,8 @@ fn main() -> ExitCode {
             loopback::run(count.map_or(workloads::loopback::DEFAULT_PACKETS, |n| n as u64))
         }),
         "tcp_conn" => run("tcp_conn", || tcpsvc::run(count.unwrap_or(tcpsvc::DEFAULT_CONNECTIONS))),
+        "file_read" => run("file_read", linux::fileio::read),
+        "file_write" => run("file_write", linux::fileio::write),
         "locks" => run("locks", || {
             workloads::locks::run(
                 &platform,
@@ -214,6 +220,8 @@ mod tests {
             "fdbench",
             "tcp_conn",
             "loopback",
+            "file_read",
+            "file_write",
             "thread_switch",
             "lrpc",
             "amps_fairness",

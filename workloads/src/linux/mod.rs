@@ -10,6 +10,7 @@
 //! platform works in a container limited to some CPUs as well as in the guest.
 
 pub mod fd;
+pub mod fileio;
 pub mod ipc;
 pub mod loopback;
 pub mod tcpsvc;
