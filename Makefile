@@ -6,6 +6,7 @@
 #   make run CORES=4 MEM=1G     choose the virtual machine
 #   make run CORES=4 SOCKETS=2  ... with its cores in two packages
 #   make run CMD="cores"        run one shell line, then power off
+#   make run DISK=somedir       ... with an ext2 image of somedir as its disk
 #   make test                   host unit tests, then QEMU integration tests
 #   make bench                  every experiment on Atoll and on a Linux guest, with a report
 
@@ -16,7 +17,7 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 # Settings read by `cargo xtask` (see `cargo xtask help`); empty means "default".
-export CORES SOCKETS MEM ACCEL QEMU_ARGS CMD ASYM SCHED NUMA_POLICY KQUOTA CONSOLE TEST_FILTER SKIP_HOST TEST_TIMEOUT QEMU REPEAT ONLY DRY_RUN
+export CORES SOCKETS MEM ACCEL QEMU_ARGS CMD ASYM SCHED NUMA_POLICY KQUOTA CONSOLE NET DISK TEST_FILTER SKIP_HOST TEST_TIMEOUT QEMU REPEAT ONLY DRY_RUN
 
 RUSTUP_INSTALL := curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh
 # The host side (xtask, build scripts) links with the system C compiler.
@@ -30,7 +31,7 @@ help:
 	@echo "  make run     build and boot Atoll in QEMU (Ctrl-A X quits)"
 	@echo "  make test    host unit tests, then QEMU integration tests; ends with 'N passed, M failed'"
 	@echo "  make build   build the kernel (target/x86_64-unknown-none/release/atoll-kernel)"
-	@echo "  make deps    install what is missing (QEMU, the Rust target), or say how"
+	@echo "  make deps    install what is missing (QEMU, e2fsprogs, the Rust target), or say how"
 	@echo "  make bench   every experiment on Atoll and on a Linux guest in the same VM;"
 	@echo "               writes target/bench/results.json, report.md and PNG plots"
 	@echo "  make bench-smoke  one tiny experiment on both systems at 1 core (also in make test)"
@@ -50,6 +51,9 @@ help:
 	@echo "  KQUOTA=25|off  run: each program's kernel memory, percent of its core's (default 25)"
 	@echo "  CONSOLE=kernel  run: the kernel's own console instead of the init shell"
 	@echo "  NET=0          run: no virtio-net device (default: one, on QEMU user networking with restrict=on)"
+	@echo "  DISK=DIR|FILE|none  run: the virtio-blk disk: an ext2 image of DIR (target/disks/, built again"
+	@echo "                 only when DIR has newer files, so what Atoll writes is kept), a raw image FILE,"
+	@echo "                 or none (default: target/disks/default.img, from the repository's disk/)"
 	@echo "  ACCEL=tcg|kvm  accelerator (default: kvm only with a usable /dev/kvm and vmx/svm)"
 	@echo "  QEMU_ARGS=\"...\" extra QEMU arguments, appended last"
 	@echo "  TEST_FILTER=x  test: only QEMU runs whose label contains x; SKIP_HOST=1 skips host tests"

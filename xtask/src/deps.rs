@@ -1,4 +1,5 @@
-//! `cargo xtask deps`: make sure QEMU and the kernel's Rust target are installed.
+//! `cargo xtask deps`: make sure QEMU, e2fsprogs (for `DISK` images) and the kernel's
+//! Rust target are installed.
 //!
 //! Quiet when everything is there. What is missing is installed when that needs no
 //! password (we are root, or `sudo -n` works); otherwise we stop with the exact command.
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::build::{self, KERNEL_TARGET};
-use crate::{qemu, Result};
+use crate::{disk, qemu, Result};
 
 /// The Debian package that provides `qemu-system-x86_64`.
 const QEMU_PACKAGE: &str = "qemu-system-x86";
@@ -17,6 +18,7 @@ const QEMU_PACKAGE: &str = "qemu-system-x86";
 /// Installs or names everything `run` and `test` need.
 pub fn ensure_all() -> Result {
     ensure_qemu()?;
+    ensure_e2fsprogs()?;
     ensure_rust_target()
 }
 
@@ -29,11 +31,41 @@ fn ensure_qemu() -> Result {
     if binary != qemu::DEFAULT_BINARY {
         return Err(format!("QEMU={binary} is not an executable file or on PATH"));
     }
-    let manual = format!("sudo apt-get update && sudo apt-get install -y {QEMU_PACKAGE}");
+    install(QEMU_PACKAGE, &binary, "QEMU's x86-64 system emulator")?;
+    match find_program(&binary) {
+        Some(_) => Ok(()),
+        None => Err(format!("installed {QEMU_PACKAGE} but {binary} is still not on PATH")),
+    }
+}
+
+/// Makes sure e2fsprogs' `mke2fs`, `e2fsck` and `debugfs` are there (`DISK` images and
+/// the disk tests), installing the Debian package if we may.
+fn ensure_e2fsprogs() -> Result {
+    let missing = || -> Vec<&str> {
+        disk::TOOLS.iter().copied().filter(|t| disk::find_tool(t).is_none()).collect()
+    };
+    let absent = missing();
+    if absent.is_empty() {
+        return Ok(());
+    }
+    install(disk::TOOLS_PACKAGE, &absent.join(", "), "e2fsprogs")?;
+    match missing()[..] {
+        [] => Ok(()),
+        ref still => {
+            Err(format!("installed {} but {} not found", disk::TOOLS_PACKAGE, still.join(", ")))
+        }
+    }
+}
+
+/// Installs the Debian `package` with apt-get, as root or through `sudo -n`; otherwise
+/// fails with the command to run. `missing` names what was not found, `what` says what
+/// to install on a system without apt-get.
+fn install(package: &str, missing: &str, what: &str) -> Result {
+    let manual = format!("sudo apt-get update && sudo apt-get install -y {package}");
     if find_program("apt-get").is_none() {
         return Err(format!(
-            "{binary} not found and this is not a Debian-like system: install QEMU's x86-64 \
-             system emulator with your package manager (on Debian: `{manual}`)"
+            "{missing} not found and this is not a Debian-like system: install {what} with \
+             your package manager (on Debian: `{manual}`)"
         ));
     }
     // Root runs apt-get itself; otherwise sudo, but only if it asks for no password.
@@ -42,16 +74,12 @@ fn ensure_qemu() -> Result {
     } else if sudo_works() {
         &["sudo", "-n"]
     } else {
-        return Err(format!("{binary} not found; install it with:\n  {manual}"));
+        return Err(format!("{missing} not found; install with:\n  {manual}"));
     };
-    eprintln!("deps: {binary} not found, installing {QEMU_PACKAGE} with apt-get");
+    eprintln!("deps: {missing} not found, installing {package} with apt-get");
     run_as(prefix, &["apt-get", "update"])?;
     let install = ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y"];
-    run_as(prefix, &[&install[..], &[QEMU_PACKAGE]].concat())?;
-    match find_program(&binary) {
-        Some(_) => Ok(()),
-        None => Err(format!("installed {QEMU_PACKAGE} but {binary} is still not on PATH")),
-    }
+    run_as(prefix, &[&install[..], &[package]].concat())
 }
 
 /// Makes sure the toolchain can build for the kernel's target.

@@ -1,7 +1,8 @@
 //! `cargo xtask <command>`: Atoll's host tool, the engine behind the Makefile.
 //!
 //! - `build`: build the kernel ELF.
-//! - `deps`:  install or name what is missing (QEMU, the `x86_64-unknown-none` target).
+//! - `deps`:  install or name what is missing (QEMU, e2fsprogs, the `x86_64-unknown-none`
+//!   target).
 //! - `run`:   build, then boot the kernel in QEMU (interactive, or one `CMD` and power off).
 //! - `test`:  host unit tests, then the QEMU integration runs of `test.rs`; ends with the
 //!   line `N passed, M failed`.
@@ -14,6 +15,7 @@
 mod bench;
 mod build;
 mod deps;
+mod disk;
 mod host;
 mod netclient;
 mod qemu;
@@ -32,7 +34,8 @@ usage: cargo xtask <command> [flags]
 
 commands:
   build   build the kernel and the initrd of user programs (target/initrd.cpio)
-  deps    install what is missing (QEMU, the x86_64-unknown-none target), or say how
+  deps    install what is missing (QEMU, e2fsprogs, the x86_64-unknown-none target), or
+          say how
   run     build, then boot Atoll in QEMU; with CMD, run one shell line and power off
   test    host unit tests, then the QEMU integration runs; ends with `N passed, M failed`
   bench   every experiment on Atoll and on a Linux guest; target/bench/report.md
@@ -54,6 +57,11 @@ flags, or the environment variable after each (a flag wins; empty means unset):
                     CONSOLE      run: `kernel` for the kernel console instead of init
   --net 0|1         NET          run: a virtio-net device on QEMU's user network with
                                  restrict=on (default 1; 0 leaves it out)
+  --disk D          DISK         run: the virtio-blk disk: a directory (an ext2 image of
+                                 it in target/disks, built again only when something in
+                                 it is newer, so what Atoll writes is kept), a raw image
+                                 file, or none (default: target/disks/default.img, from
+                                 the repository's disk/)
   --accel tcg|kvm   ACCEL        run, test: accelerator (default: kvm if /dev/kvm opens
                                  and the CPU flags show vmx or svm, else tcg)
   --qemu-args ARGS  QEMU_ARGS    run, test: extra QEMU arguments, split on whitespace
@@ -93,6 +101,9 @@ pub struct Options {
     /// `NET`: `run` gives the VM a virtio-net device on restricted user networking
     /// (`qemu::USER_NET`) unless this is `0`.
     pub net: Option<String>,
+    /// `DISK`: what backs `run`'s virtio-blk disk: a directory, an image file or `none`;
+    /// `None` is the repository's `disk/` (see `disk::Disk::choose`).
+    pub disk: Option<String>,
     /// `TEST_FILTER`: substring selecting QEMU test runs by label.
     pub only: Option<String>,
     /// `SKIP_HOST`: skip the host unit tests.
@@ -119,6 +130,7 @@ impl Options {
             kquota: env_var("KQUOTA"),
             console: env_var("CONSOLE"),
             net: env_var("NET"),
+            disk: env_var("DISK"),
             only: env_var("TEST_FILTER"),
             skip_host: env_var("SKIP_HOST").is_some_and(|v| v != "0"),
             timeout: env_var("TEST_TIMEOUT").map(|v| parse_secs(&v)).transpose()?,
@@ -155,6 +167,7 @@ impl Options {
                 "--numa" => opts.numa = Some(value()?),
                 "--kquota" => opts.kquota = Some(value()?),
                 "--net" => opts.net = Some(value()?),
+                "--disk" => opts.disk = Some(value()?),
                 "--only" => opts.only = Some(value()?),
                 "--timeout" => opts.timeout = Some(parse_secs(&value()?)?),
                 _ => return Err(format!("unknown argument `{arg}`\n\n{USAGE}")),
@@ -252,6 +265,8 @@ mod tests {
             "4",
             "--sockets=2",
             "--mem=1G",
+            "--disk",
+            "disk/www",
             "--qemu-args",
             "-a  b",
             "--skip-host",
@@ -260,6 +275,7 @@ mod tests {
         assert_eq!(opts.cores, Some(4));
         assert_eq!(opts.sockets, Some(2));
         assert_eq!(opts.mem.as_deref(), Some("1G"));
+        assert_eq!(opts.disk.as_deref(), Some("disk/www"));
         assert_eq!(opts.qemu_args, strings(&["-a", "b"]));
         assert!(opts.skip_host);
     }

@@ -2,7 +2,8 @@
 //!
 //! Without `CMD` the serial console is the terminal (interactive). With `CMD` the shell
 //! runs that one line and powers off; the serial output goes to stdout so
-//! scripts can read it, and the exit status says whether QEMU ended well.
+//! scripts can read it, and the exit status says whether QEMU ended well. The VM has a
+//! virtio-net device (`NET`) and a virtio-blk disk (`DISK`, `disk.rs`) unless told not to.
 
 use std::process::{ExitCode, Stdio};
 use std::thread;
@@ -10,6 +11,7 @@ use std::time::Instant;
 
 use verdict::ExitCode as KernelExit;
 
+use crate::disk::Disk;
 use crate::netclient;
 use crate::qemu::{self, Accel, Serial, Vm};
 use crate::{build, Options, Result};
@@ -26,6 +28,9 @@ pub fn run(opts: &Options) -> Result<ExitCode> {
     let (accel, why) = Accel::choose(opts.accel.as_deref())?;
     let cores = opts.cores.unwrap_or_else(host_cpus);
     qemu::check_sockets(cores, opts.sockets)?;
+    // `DISK` is checked before the kernel is built, so a wrong path is said at once.
+    let disks = build::target_dir().join("disks");
+    let disk = Disk::choose(opts.disk.as_deref(), &build::root().join("disk"), &disks)?;
     let images = if opts.dry_run { build::image_paths() } else { build::images()? };
     let mem = opts.mem.clone().unwrap_or_else(|| DEFAULT_MEM.into());
     let mut cmdline = match &opts.cmd {
@@ -79,6 +84,10 @@ pub fn run(opts: &Options) -> Result<ExitCode> {
         Some("0") => {}
         Some(other) => return Err(format!("NET must be 0 or 1, not `{other}`")),
     }
+    // Its image is built (if it must be) once the kernel is, and said next to the network.
+    let (disk_args, disk_line) = disk.attach(opts.dry_run)?;
+    eprintln!("run: {disk_line}");
+    extra.extend(disk_args);
     extra.extend(opts.qemu_args.iter().cloned());
     let vm = Vm {
         cores,

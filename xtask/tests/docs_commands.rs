@@ -129,6 +129,9 @@ fn dry_run(
     let (_, exported) = makefile();
     let mut xtask = Command::new(env!("CARGO_BIN_EXE_xtask"));
     xtask.arg(command).args(args).arg("--dry-run");
+    // make runs xtask in the repository's root, so a relative path (`DISK=docs`) is
+    // relative to it, not to the folder cargo runs this test in (`xtask/`).
+    xtask.current_dir(root());
     for name in &exported {
         xtask.env_remove(name);
     }
@@ -224,6 +227,9 @@ fn a_broken_command_is_caught() {
     assert!(check("make bench CORES=3 SOCKETS=2").is_err());
     assert!(check("make run CORES=4 SOCKETS=3").is_err());
     assert!(check("make bench CORES=1,2,4 ONLY=urpc").is_ok());
+    assert!(check("make run DISK=nonesuch").is_err());
+    assert!(check("make run DISK=none").is_ok());
+    assert!(check("make run DISK=disk/www").is_ok());
 }
 
 /// A `curl` the docs show against `tcpsvc` (whose 128 bytes are no HTTP response) asks for

@@ -6,6 +6,14 @@
 //! last line printed is always `N passed, M failed`, followed by `, K skipped` when a
 //! host test was ignored or a kernel test reported `TEST SKIP` (it could check nothing in
 //! its run's machine): skipped tests never count as passed.
+//!
+//! The last runs have a virtio-blk disk (`Run::disk`, `disk_runs.rs`, issue M13): its
+//! image (`target/test-logs/<label>.img`) is built from the repository's `disk/` before the
+//! run, or is the one an earlier run left, and is checked with e2fsprogs after it, a test
+//! of its own. `disk-write` writes files and `disk-read`, on the same image, finds them as
+//! after a reboot; `disk-kill` is a crash test: QEMU killed at a random moment while the
+//! guest writes and syncs files, then the image repaired by `e2fsck -fy` and every synced
+//! file read back with `debugfs`, three times.
 
 use std::fs::{self, File};
 use std::net::SocketAddr;
@@ -17,12 +25,14 @@ use std::time::{Duration, Instant};
 
 use verdict::judge::{judge, Outcome, Verdict};
 
+mod disk_runs;
 mod log_checks;
 
 use crate::netclient::{self, Client, Proto};
 use crate::qemu::{self, Accel, Serial, Vm};
 use crate::tally::Tally;
-use crate::{build, host, Options, Result};
+use crate::{build, disk, host, Options, Result};
+use disk_runs::{fsck_is_clean, synced_files_are_intact, Image, Prepared, TestDisk};
 use log_checks::{
     chased_the_cache, eight_packages, four_packages, print_lines_in_order, ticks_at_250_hz,
     two_packages, two_packages_and_multicast_lines,
@@ -56,6 +66,9 @@ struct Run {
     /// VM then gets a virtio-net on restricted user networking with a forward from
     /// 127.0.0.1 for each; each client's outcome is a test, `<label>/host-<name>`.
     clients: &'static [Client],
+    /// A virtio-blk disk (issue M13): its image is made before the run and checked after
+    /// it, a test of its own (`disk_runs.rs`).
+    disk: Option<TestDisk>,
 }
 
 /// Two NUMA nodes of two cores and 256 MiB each.
@@ -83,6 +96,7 @@ const fn all(label: &'static str, cores: u32, mem: &'static str) -> Run {
         timeout_secs: 120,
         check: None,
         clients: &[],
+        disk: None,
     }
 }
 
@@ -279,7 +293,37 @@ const RUNS: &[Run] = &[
         check: Some(eight_packages),
         ..all("sockets16", 16, "512M")
     },
+    // The disk (issue M13): files written and synced on a fresh ext2 image (from `disk/`)
+    // that e2fsck then finds clean; a second boot on the same image finds them.
+    Run {
+        test: "user.files_survive_reboot_write",
+        disk: Some(TestDisk { image: Image::Fresh, kill_iterations: None, check: FSCK }),
+        ..all("disk-write", 2, "256M")
+    },
+    Run {
+        test: "user.files_survive_reboot_read",
+        disk: Some(TestDisk {
+            image: Image::After("disk-write"),
+            kill_iterations: None,
+            check: FSCK,
+        }),
+        ..all("disk-read", 2, "256M")
+    },
+    // QEMU killed at a random moment while the guest writes and syncs files, three times:
+    // e2fsck repairs what the crash left and every synced file is intact.
+    Run {
+        test: "user.files_write_loop",
+        disk: Some(TestDisk {
+            image: Image::Fresh,
+            kill_iterations: Some(3),
+            check: ("iteration", synced_files_are_intact),
+        }),
+        ..all("disk-kill", 2, "256M")
+    },
 ];
+
+/// The check of a disk run's image: `<label>/fsck`, e2fsck finds it clean.
+const FSCK: (&str, fn(&Path, &str) -> Result) = ("fsck", fsck_is_clean);
 
 /// Runs everything selected; the exit code is failure if anything failed or could not run.
 pub fn test(opts: &Options) -> Result<ExitCode> {
@@ -361,7 +405,30 @@ fn run_qemu_tests(opts: &Options, accel: Accel, why: &str, tally: &mut Tally) {
         let smp = qemu::smp_arg(vm.cores, vm.sockets);
         println!("== {}: -smp {smp} -m {} test={}", run.label, run.mem, run.test);
         let timeout = Duration::from_secs(opts.timeout.unwrap_or(run.timeout_secs));
+        if let Some(disk @ TestDisk { kill_iterations: Some(n), .. }) = &run.disk {
+            disk_runs::crash_test(run, disk, *n, &vm, &log_dir, timeout, tally);
+            continue;
+        }
         let mut vm = vm;
+        let image = match &run.disk {
+            None => None,
+            Some(disk) => match disk_runs::prepare(run.label, disk, &log_dir) {
+                Ok(Prepared::Ready(image)) => {
+                    vm.extra.extend(disk::qemu_args(&image));
+                    Some(image)
+                }
+                Ok(Prepared::Skip(why)) => {
+                    println!("SKIP {}: {why}", run.label);
+                    tally.skipped += 1;
+                    continue;
+                }
+                Err(e) => {
+                    println!("FAIL {}: its disk image: {e}", run.label);
+                    tally.failed += 1;
+                    continue;
+                }
+            },
+        };
         let ports = match forward_ports(run, &mut vm) {
             Ok(ports) => ports,
             Err(e) => {
@@ -409,6 +476,11 @@ fn run_qemu_tests(opts: &Options, accel: Accel, why: &str, tally: &mut Tally) {
                     tally.failed += 1;
                 }
             }
+        }
+        if let (Some(disk), Some(image)) = (&run.disk, &image) {
+            let (name, check) = disk.check;
+            let outcome = check(image, &qemu::read_log(&log));
+            disk_runs::count(run.label, name, &outcome, tally);
         }
     }
 }
@@ -572,6 +644,37 @@ mod tests {
             assert!(qemu::check_sockets(run.cores, run.sockets).is_ok(), "{}", run.label);
             assert!(run.check.is_some(), "{}", run.label);
         }
+    }
+
+    #[test]
+    fn a_reused_disk_image_comes_from_an_earlier_judged_run() {
+        for (i, run) in RUNS.iter().enumerate() {
+            let Some(TestDisk { image: Image::After(earlier), .. }) = run.disk else { continue };
+            let before = RUNS[..i].iter().find(|r| r.label == earlier);
+            let Some(before) = before else { panic!("{}: no earlier run {earlier}", run.label) };
+            let disk = before.disk.expect("the earlier run has a disk");
+            assert_eq!(disk.image, Image::Fresh, "{}", run.label);
+            assert!(disk.kill_iterations.is_none(), "{}: its image is killed", run.label);
+        }
+    }
+
+    #[test]
+    fn the_disk_runs_come_last_with_their_checks() {
+        let labels: Vec<&str> = RUNS.iter().rev().take(3).map(|r| r.label).collect();
+        assert_eq!(labels, ["disk-kill", "disk-read", "disk-write"]);
+        for run in RUNS.iter().rev().take(3) {
+            assert_eq!((run.cores, run.mem), (2, "256M"), "{}", run.label);
+            assert!(run.clients.is_empty(), "{}", run.label);
+        }
+        let kill = RUNS.iter().find(|r| r.label == "disk-kill").unwrap().disk.unwrap();
+        assert_eq!(
+            (kill.image, kill.kill_iterations, kill.check.0),
+            (Image::Fresh, Some(3), "iteration")
+        );
+        let read = RUNS.iter().find(|r| r.label == "disk-read").unwrap();
+        assert_eq!(read.disk.unwrap().check.0, "fsck");
+        assert_eq!(read.test, "user.files_survive_reboot_read");
+        assert_eq!(RUNS.iter().filter(|r| r.disk.is_some()).count(), 3);
     }
 
     #[test]
