@@ -31,7 +31,7 @@ static CACHE: spin::Once<Cache<VirtioDisk>> = spin::Once::new();
 static BUFFERS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
 /// Block buffers each core's pool holds at most (Corey §5.3's per-core allocators).
-const CACHE_BUFFERS_PER_CORE: usize = 256;
+const CACHE_BUFFERS_PER_CORE: usize = 8192;
 /// At most this share (1/N) of the boot core's free memory goes to buffers.
 const CACHE_MEMORY_SHARE: u64 = 8;
 

@@ -48,10 +48,14 @@ for v in /sys/devices/system/cpu/vulnerabilities/meltdown /sys/devices/system/cp
 done
 # The loopback interface (`loopback`), and the network device (issue M12: `tcp_conn`) when
 # the VM has one: the virtio modules in dependency order, then QEMU's user-network address,
-# as Atoll's servers take.
-for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci failover net_failover virtio_net; do
-    [ -f /lib/net/$m.ko ] && /bin/busybox insmod /lib/net/$m.ko
+# as Atoll's servers take. The block device and ext2 (issue M13: `file_read`): the bench
+# image, when the VM has one, mounted at /mnt.
+for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci failover net_failover virtio_net virtio_blk crc16 mbcache jbd2 crc32c_generic ext4; do
+    [ -s /lib/guest/$m.ko ] && /bin/busybox insmod /lib/guest/$m.ko
 done
+if [ -b /dev/vda ]; then
+    /bin/busybox mount -t ext2 /dev/vda /mnt && echo \"disk: /dev/vda ext2 on /mnt\"
+fi
 /bin/busybox ip link set lo up
 if [ -d /sys/class/net/eth0 ]; then
     /bin/busybox ip link set eth0 up
@@ -122,7 +126,7 @@ pub fn prepare(bench_binary: &Path) -> Result<Guest> {
     let (kernel, describe) = kernel(&dir)?;
     let busybox = busybox(&dir)?;
     let initramfs = dir.join("initramfs.cpio");
-    write_initramfs(&initramfs, &busybox, bench_binary, &dir.join("net"))?;
+    write_initramfs(&initramfs, &busybox, bench_binary, &dir.join("modules"))?;
     let hz = fs::read_to_string(dir.join("config")).ok().and_then(|c| config_hz(&c));
     Ok(Guest { kernel, initramfs, describe, hz })
 }
@@ -132,8 +136,8 @@ fn kernel(dir: &Path) -> Result<(PathBuf, String)> {
     let (vmlinux, bzimage, about) =
         (dir.join("vmlinux"), dir.join("bzImage"), dir.join("kernel.txt"));
     let config = dir.join("config");
-    let modules = dir.join("net");
-    let have_modules = modules.join("virtio_net.ko").is_file();
+    let modules = dir.join("modules");
+    let have_modules = modules.join("virtio_blk.ko").is_file();
     if !about.is_file()
         || !config.is_file()
         || !(vmlinux.is_file() || bzimage.is_file())
@@ -161,7 +165,7 @@ fn kernel(dir: &Path) -> Result<(PathBuf, String)> {
             .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("config-")));
         let text = build_config.and_then(|p| fs::read(p).ok()).unwrap_or_default();
         fs::write(&config, text).map_err(|e| format!("{}: {e}", config.display()))?;
-        copy_net_modules(&root, &modules)?;
+        copy_modules(&root, &modules)?;
         let bytes = fs::read(&image).map_err(|e| format!("{}: {e}", image.display()))?;
         fs::write(&bzimage, &bytes).map_err(|e| format!("{}: {e}", bzimage.display()))?;
         let _ = fs::remove_file(&vmlinux);
@@ -185,9 +189,10 @@ fn kernel(dir: &Path) -> Result<(PathBuf, String)> {
     }
 }
 
-/// The modules the guest's virtio network device needs (Debian builds them as modules),
-/// in the order `/init` loads them; those the kernel has built in are simply absent.
-const NET_MODULES: [&str; 8] = [
+/// The modules the guest's virtio network and block devices and ext2 (through the ext4
+/// driver) need (Debian builds them as modules), in the order `/init` loads them; those
+/// the kernel has built in are simply absent.
+const GUEST_MODULES: [&str; 14] = [
     "virtio_ring",
     "virtio",
     "virtio_pci_modern_dev",
@@ -196,11 +201,17 @@ const NET_MODULES: [&str; 8] = [
     "failover",
     "net_failover",
     "virtio_net",
+    "virtio_blk",
+    "crc16",
+    "mbcache",
+    "jbd2",
+    "crc32c_generic",
+    "ext4",
 ];
 
-/// Copies [`NET_MODULES`] from the unpacked kernel package `root` (`lib/modules/*/`) to
+/// Copies [`GUEST_MODULES`] from the unpacked kernel package `root` (`lib/modules/*/`) to
 /// `to`, flat.
-fn copy_net_modules(root: &Path, to: &Path) -> Result {
+fn copy_modules(root: &Path, to: &Path) -> Result {
     fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
     let mut stack = vec![root.join("lib").join("modules")];
     while let Some(dir) = stack.pop() {
@@ -212,15 +223,16 @@ fn copy_net_modules(root: &Path, to: &Path) -> Result {
             }
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
             let Some(stem) = name.as_deref().and_then(|n| n.strip_suffix(".ko")) else { continue };
-            if NET_MODULES.contains(&stem) {
+            if GUEST_MODULES.contains(&stem) {
                 let target = to.join(format!("{stem}.ko"));
                 fs::copy(&path, &target).map_err(|e| format!("{}: {e}", target.display()))?;
             }
         }
     }
-    if !to.join("virtio_net.ko").is_file() {
-        // Built in, or packaged otherwise: mark it so the package is not fetched again.
-        fs::write(to.join("virtio_net.ko"), b"").map_err(|e| format!("{}: {e}", to.display()))?;
+    if !to.join("virtio_blk.ko").is_file() {
+        // Built in, or packaged otherwise: mark it so the package is not fetched again
+        // (an empty module is never loaded).
+        fs::write(to.join("virtio_blk.ko"), b"").map_err(|e| format!("{}: {e}", to.display()))?;
     }
     Ok(())
 }
@@ -241,8 +253,8 @@ fn busybox(dir: &Path) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// Writes the initramfs: `/init`, `/bin/busybox`, `/bin/atoll-bench-linux`, the network
-/// modules found in `modules` (as `/lib/net/NAME.ko`) and the mount points.
+/// Writes the initramfs: `/init`, `/bin/busybox`, `/bin/atoll-bench-linux`, the guest's
+/// modules found in `modules` (as `/lib/guest/NAME.ko`) and the mount points.
 /// (`/dev/console` comes from the kernel's built-in initramfs.)
 fn write_initramfs(path: &Path, busybox: &Path, bench: &Path, modules: &Path) -> Result {
     let read = |p: &Path| fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
@@ -252,10 +264,10 @@ fn write_initramfs(path: &Path, busybox: &Path, bench: &Path, modules: &Path) ->
     const FILE: u32 = 0o100_644;
     let mut names = Vec::new();
     let mut files = Vec::new();
-    for m in NET_MODULES {
+    for m in GUEST_MODULES {
         let bytes = fs::read(modules.join(format!("{m}.ko"))).unwrap_or_default();
         if !bytes.is_empty() {
-            names.push(format!("lib/net/{m}.ko"));
+            names.push(format!("lib/guest/{m}.ko"));
             files.push(bytes);
         }
     }
@@ -264,8 +276,9 @@ fn write_initramfs(path: &Path, busybox: &Path, bench: &Path, modules: &Path) ->
         ("dev", DIR, &[]),
         ("proc", DIR, &[]),
         ("sys", DIR, &[]),
+        ("mnt", DIR, &[]),
         ("lib", DIR, &[]),
-        ("lib/net", DIR, &[]),
+        ("lib/guest", DIR, &[]),
         ("bin/busybox", EXE, &busybox),
         ("bin/atoll-bench-linux", EXE, &bench),
         ("init", EXE, INIT.as_bytes()),

@@ -9,6 +9,7 @@ mod guest;
 mod hostload;
 mod linux_bin;
 mod model;
+mod benchdisk;
 mod netload;
 mod output;
 mod plot;
@@ -460,6 +461,9 @@ fn launch(
                 let (kernel, initrd) = (&p.images.kernel, &p.images.initrd);
                 let mut vm = vm(settings, accel, job.cores, kernel, initrd, command);
                 vm.extra.extend(variant_qemu_args(job));
+                if benchdisk::needs_disk(e.name) {
+                    benchdisk::attach(&mut vm, log)?;
+                }
                 match netload::load_of(e.name) {
                     Some(load) => netload::boot_with_load(&vm, log, timeout, false, &load),
                     None => runner::boot(&vm, log, timeout, false),
@@ -474,6 +478,9 @@ fn launch(
                     let cmdline = g.cmdline(&args, mitigations);
                     let mut vm = vm(settings, accel, job.cores, &g.kernel, &g.initramfs, cmdline);
                     vm.extra.extend(variant_qemu_args(job));
+                    if benchdisk::needs_disk(e.name) {
+                        benchdisk::attach(&mut vm, log)?;
+                    }
                     let load = netload::load_of(e.name);
                     match job.variant.map_or(&[][..], |v| v.linux_slow) {
                         [] => match &load {
@@ -489,7 +496,7 @@ fn launch(
             .host_binary
             .as_deref()
             .ok_or_else(|| "bench-host is not built".to_string())
-            .and_then(|binary| runner::host(binary, log, timeout)),
+            .and_then(|binary| runner::host(binary, registry::host_args(e.name), log, timeout)),
     }
 }
 
@@ -659,7 +666,7 @@ mod tests {
         assert_eq!(count("unmap", "linux", 2), 4);
         assert_eq!(count("sharebench", "atoll", 2), 2);
         assert_eq!(count("sharebench", "linux", 2), 0);
-        assert_eq!(jobs.iter().filter(|j| j.system == "host").count(), 2);
+        assert_eq!(jobs.iter().filter(|j| j.system == "host").count(), 4);
         // Within a repetition, Atoll runs right before Linux (mitigations off, then as booted).
         let first: Vec<_> = jobs[..3].iter().map(|j| (j.system, j.mitigations)).collect();
         assert_eq!(

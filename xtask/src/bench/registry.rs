@@ -7,6 +7,14 @@ use super::variants::{
     AMPS_VARIANTS, METIS_VARIANTS, NPB_VARIANTS, NUMA_VARIANTS, TCP_CONN_VARIANTS, THREAD_VARIANTS,
 };
 
+/// The arguments `bench-host` runs host experiment `name` with (none: its default set).
+pub fn host_args(name: &str) -> &'static [&'static str] {
+    match name {
+        "bcache_lookup" => &["bcache"],
+        _ => &[],
+    }
+}
+
 /// How an experiment's PNG is drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Plot {
@@ -438,6 +446,47 @@ pub const EXPERIMENTS: &[Experiment] = &[
         plot: Plot::Bars,
         rows_by: &["config", "boot"],
         variants: NPB_VARIANTS,
+    },
+    // Corey §5.3 (issue M13): buffer-cache lookups per second against threads, the
+    // lock-free tree against a locked one, on the build machine's cores (`bench-host
+    // bcache`).
+    Experiment {
+        name: "bcache_lookup",
+        min_cores: 1,
+        atoll: None,
+        linux: None,
+        host: true,
+        kernel_entry: false,
+        timeout_secs: 300,
+        plot: Plot::Bars,
+        rows_by: &[],
+        variants: &[],
+    },
+    // Issue M13: the disk's files, sequential and random reads, cold and warm, and writes
+    // with and without fsync, on one ext2 image (`bench/benchdisk.rs`) on both systems.
+    Experiment {
+        name: "file_read",
+        min_cores: 1,
+        atoll: Some("run filebench read"),
+        linux: Some("file_read"),
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 180,
+        plot: Plot::Bars,
+        rows_by: &["config"],
+        variants: &[],
+    },
+    Experiment {
+        name: "file_write",
+        min_cores: 1,
+        atoll: Some("run filebench write"),
+        linux: Some("file_write"),
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 180,
+        plot: Plot::Bars,
+        rows_by: &["config"],
+        variants: &[],
     },
     Experiment {
         name: "host",

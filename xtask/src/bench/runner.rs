@@ -123,11 +123,11 @@ pub fn build_bench_host() -> Result<PathBuf> {
 }
 
 /// Runs `bench-host` with its output in `log`.
-pub fn host(binary: &Path, log: &Path, timeout: Duration) -> Result<Outcome> {
+pub fn host(binary: &Path, args: &[&str], log: &Path, timeout: Duration) -> Result<Outcome> {
     let file = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
     let copy = file.try_clone().map_err(|e| format!("cannot share {}: {e}", log.display()))?;
     let mut command = Command::new(binary);
-    command.stdin(Stdio::null()).stdout(file).stderr(copy);
+    command.args(args).stdin(Stdio::null()).stdout(file).stderr(copy);
     let mut child = command.spawn().map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
     let ending = qemu::wait(&mut child, timeout)?;
     let mut outcome = scan(&qemu::read_log(log));
