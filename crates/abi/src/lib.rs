@@ -279,8 +279,9 @@ pub mod nr {
     /// `fs_rename(from, from_len, to, to_len)`: renames, replacing a file or an empty
     /// directory at `to`.
     pub const FS_RENAME: u64 = 66;
-    /// `fs_sync()`: writes every changed block to the disk and flushes it; when this
-    /// returns, a crash loses nothing written before the call.
+    /// `fs_sync(what)`: writes every changed block to the disk and flushes it; when this
+    /// returns, a crash loses nothing written before the call. [`crate::fs::sync`] says
+    /// whether the file system's free counters are rewritten too.
     pub const FS_SYNC: u64 = 67;
     /// `fs_statfs(out)`: writes a [`crate::fs::StatFs`] (6 words) at `out`.
     pub const FS_STATFS: u64 = 68;
@@ -450,6 +451,15 @@ pub mod fs {
         pub const TRUNCATE: u64 = 8;
         /// Every flag.
         pub const ALL: u64 = WRITE | CREATE | EXCLUSIVE | TRUNCATE;
+    }
+
+    /// `fs_sync`'s argument.
+    pub mod sync {
+        /// Everything, the superblock's and groups' free counters too (`sync`).
+        pub const EVERYTHING: u64 = 0;
+        /// Every changed block (files' data, inodes, directories, bitmaps), but not the
+        /// free counters, which the next mount recomputes (`fsync`).
+        pub const DATA: u64 = 1;
     }
 
     /// `fs_write`'s offset that means "at the end of the file".

@@ -26,6 +26,22 @@ impl Words {
     /// Copies bytes `offset..offset + out.len()` into `out` (the range is in bounds: the
     /// caller checked it against the block size).
     pub(crate) fn load_into(&self, offset: usize, out: &mut [u8]) {
+        if offset.is_multiple_of(WORD) {
+            // The common case, whole aligned words: one load and one 8-byte store each.
+            let words = &self.words[offset / WORD..];
+            let last = (offset + out.len()) / WORD;
+            let mut chunks = out.chunks_exact_mut(WORD);
+            for (chunk, word) in (&mut chunks).zip(words) {
+                chunk.copy_from_slice(&word.load(Relaxed).to_le_bytes());
+            }
+            let tail = chunks.into_remainder();
+            if !tail.is_empty() {
+                let n = tail.len();
+                let word = self.words[last].load(Relaxed);
+                tail.copy_from_slice(&word.to_le_bytes()[..n]);
+            }
+            return;
+        }
         let mut done = 0;
         while done < out.len() {
             let at = offset + done;
@@ -41,6 +57,15 @@ impl Words {
     /// calls this (a buffer nobody else can reach yet, or a private one under its core's
     /// lock), so a partial word's load-modify-store races with no other store.
     pub(crate) fn store_from(&self, offset: usize, data: &[u8]) {
+        if offset.is_multiple_of(WORD) && data.len().is_multiple_of(WORD) {
+            // Whole aligned words: no load of what they replace.
+            let words = &self.words[offset / WORD..];
+            for (chunk, word) in data.chunks_exact(WORD).zip(words) {
+                let bytes: [u8; WORD] = chunk.try_into().unwrap_or([0; WORD]);
+                word.store(u64::from_le_bytes(bytes), Relaxed);
+            }
+            return;
+        }
         let mut done = 0;
         while done < data.len() {
             let at = offset + done;
@@ -85,5 +110,17 @@ mod tests {
         copy.load_into(0, &mut again);
         assert_eq!(again, out);
         w.load_into(32, &mut []);
+        // Aligned starts with a tail shorter than a word, and whole aligned words.
+        let mut short = [0u8; 11];
+        w.load_into(0, &mut short);
+        assert_eq!(&short[..], &out[..11]);
+        let mut head = [0u8; 3];
+        w.load_into(8, &mut head);
+        assert_eq!(head, [6, 7, 8]);
+        let words = Words::new(24);
+        words.store_from(8, &[9; 16]);
+        let mut all = [1u8; 24];
+        words.load_into(0, &mut all);
+        assert_eq!(all, [[0u8; 8], [9; 8], [9; 8]].concat()[..]);
     }
 }

@@ -8,6 +8,18 @@ use crate::disk::{get32, put32, FileKind, Inode, NDIR};
 use crate::fs::Ext2;
 use crate::{BlockDevice, Error, Ino};
 
+/// Pointers of a last-level indirect block read at once by a read of consecutive blocks.
+const LEAF_RUN: usize = 64;
+
+/// The pointers [`Ext2::bmap_in_run`] read last: `ptrs` from index `first` of indirect
+/// block `block` (0: none yet).
+#[derive(Default)]
+struct LeafPointers {
+    block: u32,
+    first: usize,
+    ptrs: Vec<u32>,
+}
+
 impl<D: BlockDevice> Ext2<D> {
     /// Pointers per indirect block.
     fn ptrs(&self) -> u64 {
@@ -67,7 +79,9 @@ impl<D: BlockDevice> Ext2<D> {
             if !self.is_data_block(ptr) {
                 return Err(Error::Corrupt("indirect block pointer outside the data area"));
             }
-            ptr = get32(&self.read_blk(ptr)?, 4 * i);
+            let mut word = [0u8; 4];
+            self.read_part(ptr, 4 * i, &mut word)?;
+            ptr = u32::from_le_bytes(word);
         }
         if ptr == 0 {
             return Ok(None);
@@ -76,6 +90,54 @@ impl<D: BlockDevice> Ext2<D> {
             return Err(Error::Corrupt("data block pointer outside the data area"));
         }
         Ok(Some(ptr))
+    }
+
+    /// [`Ext2::bmap`] for one read of consecutive blocks: the pointers of the last-level
+    /// indirect block are read [`LEAF_RUN`] at a time and kept in `leaf`, so a run of
+    /// blocks costs one read of their pointers, not one each. `leaf` lives for one read
+    /// (nothing writes the map meanwhile).
+    fn bmap_in_run(
+        &mut self,
+        inode: &Inode,
+        lblk: u64,
+        leaf: &mut LeafPointers,
+    ) -> Result<Option<u32>, Error> {
+        let (slot, depth, idx) = self.map_path(lblk)?;
+        if depth == 0 {
+            return self.bmap(inode, lblk);
+        }
+        let mut ptr = inode.block(slot);
+        for &i in &idx[..depth - 1] {
+            if ptr == 0 {
+                return Ok(None);
+            }
+            if !self.is_data_block(ptr) {
+                return Err(Error::Corrupt("indirect block pointer outside the data area"));
+            }
+            let mut word = [0u8; 4];
+            self.read_part(ptr, 4 * i, &mut word)?;
+            ptr = u32::from_le_bytes(word);
+        }
+        if ptr == 0 {
+            return Ok(None);
+        }
+        if !self.is_data_block(ptr) {
+            return Err(Error::Corrupt("indirect block pointer outside the data area"));
+        }
+        let i = idx[depth - 1];
+        if leaf.block != ptr || i < leaf.first || i >= leaf.first + leaf.ptrs.len() {
+            let n = (self.ptrs() as usize - i).min(LEAF_RUN);
+            let mut bytes = vec![0u8; 4 * n];
+            self.read_part(ptr, 4 * i, &mut bytes)?;
+            leaf.block = ptr;
+            leaf.first = i;
+            leaf.ptrs = bytes.chunks_exact(4).map(|w| get32(w, 0)).collect();
+        }
+        match leaf.ptrs[i - leaf.first] {
+            0 => Ok(None),
+            b if self.is_data_block(b) => Ok(Some(b)),
+            _ => Err(Error::Corrupt("data block pointer outside the data area")),
+        }
     }
 
     /// Points file block `lblk` at the already-written block `b`, allocating (and zeroing
@@ -98,17 +160,17 @@ impl<D: BlockDevice> Ext2<D> {
             if !self.is_data_block(ptr) {
                 return Err(Error::Corrupt("indirect block pointer outside the data area"));
             }
-            let mut buf = self.read_blk(ptr)?;
+            // One pointer is read or written, not the whole indirect block.
             if level + 1 == depth {
-                put32(&mut buf, 4 * i, b);
-                return self.write_blk(ptr, &buf);
+                return Ok(self.dev.write_part(ptr, self.bs, 4 * i, &b.to_le_bytes())?);
             }
-            let mut next = get32(&buf, 4 * i);
+            let mut word = [0u8; 4];
+            self.read_part(ptr, 4 * i, &mut word)?;
+            let mut next = u32::from_le_bytes(word);
             if next == 0 {
                 next = self.alloc_zeroed(b)?;
                 inode.set_sectors(inode.sectors().saturating_add(sectors));
-                put32(&mut buf, 4 * i, next);
-                self.write_blk(ptr, &buf)?;
+                self.dev.write_part(ptr, self.bs, 4 * i, &next.to_le_bytes())?;
             }
             ptr = next;
         }
@@ -156,6 +218,17 @@ impl<D: BlockDevice> Ext2<D> {
     /// Reads up to `buf.len()` bytes of file `ino` from `offset`; returns how many (0 at
     /// or past the end). Holes read as zeros. Directories can be read this way too.
     pub fn read(&mut self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize, Error> {
+        self.read_vectored(ino, offset, &mut [buf])
+    }
+
+    /// [`Ext2::read`] into several buffers in turn (the pages of a program's buffer): up to
+    /// their total length from `offset`; returns how many bytes.
+    pub fn read_vectored(
+        &mut self,
+        ino: Ino,
+        offset: u64,
+        bufs: &mut [&mut [u8]],
+    ) -> Result<usize, Error> {
         let inode = self.read_inode(ino)?;
         if !inode.has_block_map(self.bs) {
             return Err(Error::InvalidArgument);
@@ -164,19 +237,26 @@ impl<D: BlockDevice> Ext2<D> {
         if offset >= size {
             return Ok(0);
         }
-        let n = (buf.len() as u64).min(size - offset) as usize;
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let n = (total as u64).min(size - offset) as usize;
         let bs = self.bs as u64;
-        let mut done = 0;
+        let (mut done, mut i, mut at) = (0, 0, 0);
+        let mut leaf = LeafPointers::default();
         while done < n {
+            if at == bufs[i].len() {
+                (i, at) = (i + 1, 0);
+                continue;
+            }
             let pos = offset + done as u64;
             let in_blk = (pos % bs) as usize;
-            let len = (self.bs - in_blk).min(n - done);
-            let dst = &mut buf[done..done + len];
-            match self.bmap(&inode, pos / bs)? {
-                Some(b) => dst.copy_from_slice(&self.read_blk(b)?[in_blk..in_blk + len]),
+            let len = (self.bs - in_blk).min(n - done).min(bufs[i].len() - at);
+            let dst = &mut bufs[i][at..at + len];
+            match self.bmap_in_run(&inode, pos / bs, &mut leaf)? {
+                Some(b) => self.read_part(b, in_blk, dst)?,
                 None => dst.fill(0),
             }
             done += len;
+            at += len;
         }
         Ok(n)
     }
@@ -204,9 +284,17 @@ impl<D: BlockDevice> Ext2<D> {
             let in_blk = (pos % bs) as usize;
             let len = (self.bs - in_blk).min(data.len() - done);
             let lblk = pos / bs;
-            let mut blk = if len == self.bs {
-                vec![0u8; self.bs]
-            } else {
+            if len == self.bs {
+                // A whole block goes from the caller's bytes, with no copy of its own.
+                let whole = &data[done..done + len];
+                if let Err(e) = self.put_file_block(ino, &mut inode, lblk, whole) {
+                    result = Err(e);
+                    break;
+                }
+                done += len;
+                continue;
+            }
+            let mut blk = {
                 match self.bmap(&inode, lblk) {
                     Ok(Some(b)) => self.read_blk(b)?,
                     Ok(None) => vec![0u8; self.bs],

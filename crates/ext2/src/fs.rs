@@ -184,6 +184,14 @@ impl<D: BlockDevice> Ext2<D> {
         Ok(())
     }
 
+    /// Makes every block written so far durable (`fsync`): files' data, inodes,
+    /// directories and bitmaps, without rewriting the free counters of the superblock and
+    /// group descriptors, which may lag until [`Ext2::sync`] (the next mount recomputes the
+    /// superblock's totals, and `e2fsck` corrects the groups' after a crash).
+    pub fn sync_data(&mut self) -> Result<(), Error> {
+        Ok(self.dev.flush()?)
+    }
+
     /// Syncs, marks the image clean (if it was clean at mount) and hands the device back.
     pub fn unmount(mut self) -> Result<D, Error> {
         if !self.read_only {
@@ -281,6 +289,11 @@ impl<D: BlockDevice> Ext2<D> {
         Ok(buf)
     }
 
+    /// Reads `buf.len()` bytes at `offset` of block `b`.
+    pub(crate) fn read_part(&mut self, b: u32, offset: usize, buf: &mut [u8]) -> Result<(), Error> {
+        Ok(self.dev.read_part(b, self.bs, offset, buf)?)
+    }
+
     /// Writes a block.
     pub(crate) fn write_blk(&mut self, b: u32, buf: &[u8]) -> Result<(), Error> {
         Ok(self.dev.write_block(b, buf)?)
@@ -301,16 +314,15 @@ impl<D: BlockDevice> Ext2<D> {
     /// Reads inode `ino`.
     pub(crate) fn read_inode(&mut self, ino: Ino) -> Result<Inode, Error> {
         let (blk, off) = self.inode_place(ino)?;
-        let b = self.read_blk(blk)?;
-        Ok(Inode { raw: b[off..off + self.sb.inode_size].to_vec() })
+        let mut raw = vec![0u8; self.sb.inode_size];
+        self.read_part(blk, off, &mut raw)?;
+        Ok(Inode { raw })
     }
 
     /// Writes inode `ino`.
     pub(crate) fn write_inode(&mut self, ino: Ino, inode: &Inode) -> Result<(), Error> {
         let (blk, off) = self.inode_place(ino)?;
-        let mut b = self.read_blk(blk)?;
-        b[off..off + self.sb.inode_size].copy_from_slice(&inode.raw);
-        self.write_blk(blk, &b)
+        Ok(self.dev.write_part(blk, self.bs, off, &inode.raw[..self.sb.inode_size])?)
     }
 
     /// Sets LARGE_FILE once a file reaches 2 GiB, as Linux does.
@@ -365,17 +377,48 @@ impl<D: BlockDevice> Ext2<D> {
             let from = if i == 0 { (goal - first) as usize } else { 0 };
             let count = (self.sb.blocks_count - first).min(self.sb.blocks_per_group) as usize;
             let bm_blk = self.groups[g].block_bitmap;
-            let mut bm = self.read_blk(bm_blk)?;
-            let found = find_zero(&bm, from, count, |bit| self.is_data_block(first + bit as u32));
+            let found = match self.find_free_near(bm_blk, first, from, count)? {
+                Some(bit) => Some(bit),
+                None => {
+                    let bm = self.read_blk(bm_blk)?;
+                    find_zero(&bm, from, count, |bit| self.is_data_block(first + bit as u32))
+                }
+            };
             if let Some(bit) = found {
-                bm[bit / 8] |= 1 << (bit % 8);
-                self.write_blk(bm_blk, &bm)?;
+                // Only the bitmap's byte that changes is read back and written.
+                let mut byte = [0u8; 1];
+                self.read_part(bm_blk, bit / 8, &mut byte)?;
+                byte[0] |= 1 << (bit % 8);
+                self.dev.write_part(bm_blk, self.bs, bit / 8, &byte)?;
                 self.groups[g].free_blocks -= 1;
                 self.sb.free_blocks -= 1;
                 return Ok(first + bit as u32);
             }
         }
         Err(Error::NoSpace)
+    }
+
+    /// A free data block among the 64 bitmap bits from bit `from` on (the common case of
+    /// a file growing block after block), reading 8 bytes of the bitmap, not all of it.
+    fn find_free_near(
+        &mut self,
+        bm_blk: u32,
+        first: u32,
+        from: usize,
+        count: usize,
+    ) -> Result<Option<usize>, Error> {
+        let start = from / 8;
+        if start + 8 > self.bs || from >= count {
+            return Ok(None);
+        }
+        let mut bytes = [0u8; 8];
+        self.read_part(bm_blk, start, &mut bytes)?;
+        let found = (from..(start + 8) * 8).find(|&bit| {
+            bit < count
+                && bytes[bit / 8 - start] & (1 << (bit % 8)) == 0
+                && self.is_data_block(first + bit as u32)
+        });
+        Ok(found)
     }
 
     /// Frees block `b` in its bitmap. A block already free (a corrupt image pointing at it

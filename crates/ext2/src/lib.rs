@@ -114,6 +114,35 @@ pub trait BlockDevice {
     fn read_block(&mut self, n: u32, buf: &mut [u8]) -> Result<(), IoError>;
     /// Writes `buf` to block `n`.
     fn write_block(&mut self, n: u32, buf: &[u8]) -> Result<(), IoError>;
+    /// Fills `buf` with the bytes at `offset` of block `n` of `block_size` bytes (a part of
+    /// one block: an inode, a block pointer, the part of a data block a read wants). The
+    /// default reads the whole block; a device with a cache copies only the part.
+    fn read_part(
+        &mut self,
+        n: u32,
+        block_size: usize,
+        offset: usize,
+        buf: &mut [u8],
+    ) -> Result<(), IoError> {
+        let mut whole = alloc::vec![0u8; block_size];
+        self.read_block(n, &mut whole)?;
+        buf.copy_from_slice(whole.get(offset..offset + buf.len()).ok_or(IoError)?);
+        Ok(())
+    }
+    /// Writes `data` at `offset` of block `n` of `block_size` bytes, keeping the rest of
+    /// the block. The default reads, changes and writes the whole block.
+    fn write_part(
+        &mut self,
+        n: u32,
+        block_size: usize,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), IoError> {
+        let mut whole = alloc::vec![0u8; block_size];
+        self.read_block(n, &mut whole)?;
+        whole.get_mut(offset..offset + data.len()).ok_or(IoError)?.copy_from_slice(data);
+        self.write_block(n, &whole)
+    }
     /// Makes every write so far durable (called by [`Ext2::sync`]).
     fn flush(&mut self) -> Result<(), IoError> {
         Ok(())

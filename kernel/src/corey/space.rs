@@ -190,6 +190,26 @@ impl AddressSpace {
         })
     }
 
+    /// Calls `f` with the user memory `[va, va + len)` (which must be writable) as the
+    /// pieces of it in each page, reached through the direct map, so a caller fills user
+    /// memory with no copy of its own (`fs_read`). As for a copy, `f` must not serve the
+    /// monitor: the frames stay this program's only until this core acknowledges a
+    /// shootdown.
+    pub fn fill_user<R>(
+        &self,
+        va: u64,
+        len: u64,
+        f: impl FnOnce(&mut [&mut [u8]]) -> R,
+    ) -> Result<R, Error> {
+        let mut pieces: alloc::vec::Vec<&mut [u8]> = alloc::vec::Vec::new();
+        self.each_page(va, len, true, |pa, _, n| {
+            // SAFETY: as in `copy_in`; the page is mapped writable for the user, and each
+            // piece is a different part of user memory, so the slices do not overlap.
+            pieces.push(unsafe { core::slice::from_raw_parts_mut(phys_to_virt(pa) as *mut u8, n) });
+        })?;
+        Ok(f(&mut pieces))
+    }
+
     /// Copies `data` to user memory at `va` (which must be writable).
     pub fn copy_out(&self, va: u64, data: &[u8]) -> Result<(), Error> {
         self.each_page(va, data.len() as u64, true, |pa, offset, n| {

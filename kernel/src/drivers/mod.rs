@@ -22,7 +22,7 @@ pub fn probe() {
         Ok(Some(disk)) => crate::println!(
             "virtio-blk: {} {} MiB{}",
             disk.location,
-            disk.sectors * virtio_blk::SECTOR as u64 >> 20,
+            (disk.sectors * virtio_blk::SECTOR as u64) >> 20,
             if disk.read_only { ", read-only" } else { "" }
         ),
         Ok(None) => {}

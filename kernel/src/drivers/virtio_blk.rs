@@ -107,7 +107,10 @@ pub fn stats() -> DiskStats {
 /// Checks that `len` bytes from `sector` are whole sectors on the disk.
 fn check_range(disk: &Disk, sector: u64, len: usize) -> Result<(), DiskError> {
     let sectors = (len / SECTOR) as u64;
-    if len == 0 || len % SECTOR != 0 || sector.saturating_add(sectors) > disk.blk.capacity() {
+    if len == 0
+        || !len.is_multiple_of(SECTOR)
+        || sector.saturating_add(sectors) > disk.blk.capacity()
+    {
         return Err(DiskError::OutOfRange);
     }
     Ok(())

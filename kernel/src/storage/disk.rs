@@ -42,7 +42,7 @@ impl CachedDisk {
     /// system reads its superblock as block 1 of 1024 bytes, whatever its block size.
     fn locate(&self, n: u32, len: usize) -> Result<(u64, usize), ext2::IoError> {
         let bs = self.cache.block_size();
-        if len == 0 || len > bs || bs % len != 0 {
+        if len == 0 || len > bs || !bs.is_multiple_of(len) {
             return Err(ext2::IoError);
         }
         let byte = n as u64 * len as u64;
@@ -59,6 +59,30 @@ impl ext2::BlockDevice for CachedDisk {
     fn write_block(&mut self, n: u32, buf: &[u8]) -> Result<(), ext2::IoError> {
         let (block, offset) = self.locate(n, buf.len())?;
         self.cache.write(this_core().index, block, offset, buf).map_err(|_| ext2::IoError)
+    }
+
+    fn read_part(
+        &mut self,
+        n: u32,
+        block_size: usize,
+        offset: usize,
+        buf: &mut [u8],
+    ) -> Result<(), ext2::IoError> {
+        let (block, start) = self.locate(n, block_size)?;
+        let at = self.cache.read(this_core().index, block, start + offset, buf);
+        at.map_err(|_| ext2::IoError)
+    }
+
+    fn write_part(
+        &mut self,
+        n: u32,
+        block_size: usize,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), ext2::IoError> {
+        let (block, start) = self.locate(n, block_size)?;
+        let at = self.cache.write(this_core().index, block, start + offset, data);
+        at.map_err(|_| ext2::IoError)
     }
 
     /// Writes every dirty block back, then asks the disk to make them durable.

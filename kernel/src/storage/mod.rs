@@ -160,9 +160,9 @@ pub fn open(path: &str, flags: u64) -> Result<(Ino, u64), Error> {
     })
 }
 
-/// Reads up to `buf.len()` bytes of `ino` from `offset`.
-pub fn read(ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize, Error> {
-    with_fs(|fs| fs.read(ino, offset, buf))
+/// Reads `ino` from `offset` into `bufs` in turn (the pages of a program's buffer).
+pub fn read_vectored(ino: Ino, offset: u64, bufs: &mut [&mut [u8]]) -> Result<usize, Error> {
+    with_fs(|fs| fs.read_vectored(ino, offset, bufs))
 }
 
 /// Writes `data` into `ino` at `offset` (`abi::fs::APPEND`: at its end).
@@ -244,9 +244,14 @@ pub fn rename(from: &str, to: &str) -> Result<(), Error> {
     with_fs(|fs| fs.rename(from, to))
 }
 
-/// Writes every changed block back and flushes the disk.
+/// Writes every changed block back and flushes the disk, and the free counters too.
 pub fn sync() -> Result<(), Error> {
     with_fs(|fs| fs.sync())
+}
+
+/// Writes every changed block back and flushes the disk (`fsync`).
+pub fn sync_data() -> Result<(), Error> {
+    with_fs(|fs| fs.sync_data())
 }
 
 /// What `df` reports.

@@ -33,7 +33,11 @@ pub(super) fn call(frame: &crate::arch::user_entry::SyscallFrame) -> SysResult {
         nr::FS_MKDIR => storage::mkdir(&path(a, b)?).map(|_| 0),
         nr::FS_REMOVE => storage::remove(&path(a, b)?).map(|_| 0),
         nr::FS_RENAME => storage::rename(&path(a, b)?, &path(c, d)?).map(|_| 0),
-        nr::FS_SYNC => storage::sync().map(|_| 0),
+        nr::FS_SYNC => match a {
+            abi::fs::sync::EVERYTHING => storage::sync().map(|_| 0),
+            abi::fs::sync::DATA => storage::sync_data().map(|_| 0),
+            _ => Err(Error::InvalidArgument),
+        },
         nr::FS_STATFS => {
             let st = storage::statfs()?;
             running(|p, space| write_words(p, space, a, &st.to_words()))?;
@@ -104,20 +108,19 @@ fn fs_read(f: OpenFile, buf: u64, len: u64, offset: u64) -> SysResult {
         if done > 0 {
             crate::monitor::step();
         }
-        let want = (len - done).min(ATOMIC_IO) as usize;
-        let mut piece = vec![0u8; want];
+        let want = (len - done).min(ATOMIC_IO);
         let at = offset.checked_add(done).ok_or(Error::InvalidArgument)?;
-        let got = match storage::read(f.ino, at, &mut piece) {
-            Ok(n) => n,
+        // Straight from the buffer cache into the program's pages: no copy in between.
+        let got = running(|p, space| {
+            corey::fault_in(p, space, buf + done, want, true);
+            space.fill_user(buf + done, want, |pages| storage::read_vectored(f.ino, at, pages))?
+        });
+        let got = match got {
+            Ok(n) => n as u64,
             Err(e) if done == 0 => return Err(e),
             Err(_) => break,
         };
-        match running(|p, space| copy_out(p, space, buf + done, &piece[..got])) {
-            Ok(()) => {}
-            Err(e) if done == 0 => return Err(e),
-            Err(_) => break,
-        }
-        done += got as u64;
+        done += got;
         if got < want {
             break;
         }

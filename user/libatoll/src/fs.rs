@@ -165,10 +165,11 @@ impl File {
         syscall3(nr::FS_TRUNCATE, share, object, len).map(|_| ())
     }
 
-    /// Makes what was written durable: `fsync`. The kernel syncs the whole disk (its
-    /// buffer cache does not track blocks by file), so this is [`sync`].
+    /// Makes what was written durable: `fsync`. The kernel writes back every changed
+    /// block of the disk (its buffer cache does not track blocks by file), all but the
+    /// free counters that [`sync`] rewrites too.
     pub fn sync_all(&self) -> Result<(), Error> {
-        sync()
+        syscall3(nr::FS_SYNC, abi::fs::sync::DATA, 0, 0).map(|_| ())
     }
 
     /// Reads from the offset to the end.
@@ -280,7 +281,7 @@ pub fn rename(from: &str, to: &str) -> Result<(), Error> {
 
 /// Writes every changed block to the disk and flushes it.
 pub fn sync() -> Result<(), Error> {
-    syscall3(nr::FS_SYNC, 0, 0, 0).map(|_| ())
+    syscall3(nr::FS_SYNC, abi::fs::sync::EVERYTHING, 0, 0).map(|_| ())
 }
 
 /// The file system's size and free space, for `df`.

@@ -4,12 +4,12 @@
 //! one tiny experiment on both systems at 1 core into `target/bench-smoke/` and checks that
 //! the outputs have both systems. See `docs/bench.md`.
 
+mod benchdisk;
 mod elf;
 mod guest;
 mod hostload;
 mod linux_bin;
 mod model;
-mod benchdisk;
 mod netload;
 mod output;
 mod plot;
