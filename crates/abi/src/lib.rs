@@ -283,7 +283,7 @@ pub mod nr {
     /// returns, a crash loses nothing written before the call. [`crate::fs::sync`] says
     /// whether the file system's free counters are rewritten too.
     pub const FS_SYNC: u64 = 67;
-    /// `fs_statfs(out)`: writes a [`crate::fs::StatFs`] (6 words) at `out`.
+    /// `fs_statfs(out)`: writes a [`crate::fs::StatFs`] (8 words) at `out`.
     pub const FS_STATFS: u64 = 68;
     /// The highest call number.
     pub const LAST: u64 = FS_STATFS;
@@ -522,7 +522,7 @@ pub mod fs {
         }
     }
 
-    /// What `fs_statfs` writes: 6 words in this order.
+    /// What `fs_statfs` writes: 8 words in this order.
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
     pub struct StatFs {
         /// Bytes per block.
@@ -537,11 +537,15 @@ pub mod fs {
         pub free_inodes: u64,
         /// Blocks the buffer cache can hold, all cores' pools together.
         pub cache_blocks: u64,
+        /// The kernel core that drives the disk, plus one (0: each calling core does).
+        pub driver: u64,
+        /// Transfers a kernel core did for other cores since boot.
+        pub remote_transfers: u64,
     }
 
     impl StatFs {
         /// The words `fs_statfs` writes.
-        pub const fn to_words(self) -> [u64; 6] {
+        pub const fn to_words(self) -> [u64; 8] {
             [
                 self.block_size,
                 self.blocks,
@@ -549,11 +553,13 @@ pub mod fs {
                 self.inodes,
                 self.free_inodes,
                 self.cache_blocks,
+                self.driver,
+                self.remote_transfers,
             ]
         }
 
         /// Reads them back.
-        pub const fn from_words(w: [u64; 6]) -> StatFs {
+        pub const fn from_words(w: [u64; 8]) -> StatFs {
             StatFs {
                 block_size: w[0],
                 blocks: w[1],
@@ -561,6 +567,8 @@ pub mod fs {
                 inodes: w[3],
                 free_inodes: w[4],
                 cache_blocks: w[5],
+                driver: w[6],
+                remote_transfers: w[7],
             }
         }
     }
@@ -828,6 +836,8 @@ mod tests {
             inodes: 4,
             free_inodes: 5,
             cache_blocks: 6,
+            driver: 7,
+            remote_transfers: 8,
         };
         assert_eq!(fs::StatFs::from_words(sf.to_words()), sf);
     }

@@ -27,11 +27,13 @@ pub fn syscall_device(p: &Ptr) -> Option<&SyscallDevice> {
     device(p)?.syscall.as_ref()
 }
 
-/// Whether a kernel core can poll device object `p`: the network device the kernel drives,
-/// or a syscall device.
+/// Whether a kernel core can drive device object `p`: the network device or the disk the
+/// kernel drives, or a syscall device.
 fn pollable(p: &Ptr) -> bool {
     let Some(d) = device(p) else { return false };
-    d.syscall.is_some() || crate::drivers::virtio_net::info().is_some_and(|n| n.hwid == d.hwid)
+    d.syscall.is_some()
+        || crate::drivers::virtio_net::info().is_some_and(|n| n.hwid == d.hwid)
+        || crate::drivers::virtio_blk::info().is_some_and(|b| b.hwid == d.hwid)
 }
 
 /// `pcore_add_device(pcore, dev)` (Corey §4.4): `dev` joins the list the pcore polls

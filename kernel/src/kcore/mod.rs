@@ -19,7 +19,8 @@ mod steer;
 
 use crate::corey::{self, Ptr};
 use crate::drivers::virtio_net;
-use crate::percpu::PerCoreState;
+use crate::percpu::{self, PerCoreState};
+use crate::storage;
 use abi::{pcore_status, Error};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -35,6 +36,8 @@ struct KernelCore {
     rings: Vec<Ring>,
     /// Whether the network device is on its list.
     nic: bool,
+    /// Whether the disk is on its list: every core's disk transfers come here.
+    disk: bool,
     /// Its status word (the pcore's).
     status: Arc<AtomicU64>,
     /// Its pcore object: the kernel core ends when this is the last reference.
@@ -60,8 +63,9 @@ pub fn start(pcore: Ptr) -> Result<(), Error> {
     let pc = corey::pcore(&pcore).ok_or(Error::InvalidArgument)?;
     let devices = pc.devices.with(|d| d.clone());
     let nic_hwid = virtio_net::info().map(|n| n.hwid);
+    let disk_hwid = crate::drivers::virtio_blk::info().map(|d| d.hwid);
     let mut rings = Vec::new();
-    let mut nic = false;
+    let (mut nic, mut disk) = (false, false);
     for dev in devices {
         if corey::syscall_device(&dev).is_some() {
             match Ring::take(dev) {
@@ -73,11 +77,17 @@ pub fn start(pcore: Ptr) -> Result<(), Error> {
             }
         } else if corey::device(&dev).map(|d| d.hwid) == nic_hwid {
             nic = true;
+        } else if corey::device(&dev).map(|d| d.hwid) == disk_hwid {
+            disk = true;
         }
+    }
+    if disk {
+        // Every core's transfers now come here, by remote call (`storage::disk`).
+        storage::set_disk_driver(Some(percpu::this_core().index));
     }
     let status = pc.status.clone();
     status.store(pcore_status::RUNNING | pcore_status::POLLING, Ordering::Release);
-    KERNEL_CORE.with(|k| *k = Some(KernelCore { rings, nic, status, pcore }));
+    KERNEL_CORE.with(|k| *k = Some(KernelCore { rings, nic, disk, status, pcore }));
     Ok(())
 }
 
@@ -88,9 +98,12 @@ pub fn poll() -> Polled {
         let Some(k) = slot.as_mut() else { return Polled::NotKernelCore };
         let halted = corey::pcore(&k.pcore).is_none_or(|p| p.halt.load(Ordering::Acquire));
         if halted || Arc::strong_count(&k.pcore) == 1 {
-            let KernelCore { rings, status, pcore, .. } = slot.take().expect("checked above");
+            let KernelCore { rings, status, pcore, disk, .. } = slot.take().expect("checked above");
             // Its devices and pcore go first: whoever sees the status may take them at once.
             drop(rings);
+            if disk {
+                storage::set_disk_driver(None);
+            }
             drop(pcore);
             status.store(pcore_status::HALTED, Ordering::Release);
             return Polled::Ended;

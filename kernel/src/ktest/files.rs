@@ -13,6 +13,7 @@ use alloc::string::String;
 
 kernel_test!(FILES_API, "user.files_api", 1, Shared, files_api);
 kernel_test!(FILES_RACE, "user.files_two_cores_write_one_file", 2, Shared, files_race);
+kernel_test!(FILES_KCORE, "user.files_through_a_kernel_core", 2, Shared, files_kcore);
 kernel_test!(REBOOT_WRITE, "user.files_survive_reboot_write", 1, Shared, reboot_write);
 kernel_test!(REBOOT_READ, "user.files_survive_reboot_read", 1, Shared, reboot_read);
 kernel_test!(WRITE_LOOP, "user.files_write_loop", 1, Shared, write_loop);
@@ -25,6 +26,12 @@ fn files_api() -> Result<(), String> {
 /// Two threads on two cores write the same 64 KiB; no read sees a mix (`fstest race`).
 fn files_race() -> Result<(), String> {
     expect_or_skip("fstest", "race")
+}
+
+/// The disk driven by a kernel core on another core, then by the caller again (`fstest
+/// kcore`).
+fn files_kcore() -> Result<(), String> {
+    expect_or_skip("fstest", "kcore")
 }
 
 /// Files, a rename and a removal, synced (`fstest persist-write`); the next boot's

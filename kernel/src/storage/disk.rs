@@ -1,10 +1,52 @@
 //! The disk seen two ways: as the buffer cache's block device ([`VirtioDisk`], whole
 //! file-system blocks on the virtio disk) and as the file system's block device
 //! ([`CachedDisk`], every block through the buffer cache, on the calling core).
+//!
+//! Who drives the disk is chosen per disk, as for the NIC (issue M13): the calling core
+//! (the default), or a kernel core whose list holds the disk (Corey §3.2, §4.4;
+//! `pcore_add_device`), which then does every core's transfers, each reaching it as a
+//! remote call over the monitors' channels that its polling loop serves.
 
 use crate::drivers::virtio_blk::{self, DiskError, SECTOR};
 use crate::percpu::this_core;
 use bcache::Cache;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// The kernel core that drives the disk, or `NO_DRIVER` (the calling core does).
+static DRIVER: AtomicUsize = AtomicUsize::new(NO_DRIVER);
+const NO_DRIVER: usize = usize::MAX;
+/// Transfers done by a kernel core for another core.
+static REMOTE_TRANSFERS: AtomicU64 = AtomicU64::new(0);
+/// How long a transfer waits for the kernel core (a stopped core's calls time out).
+const REMOTE_TIMEOUT_US: u64 = 10_000_000;
+
+/// Makes kernel core `core` drive the disk (`None`: each calling core again).
+pub fn set_driver(core: Option<usize>) {
+    DRIVER.store(core.unwrap_or(NO_DRIVER), Ordering::Release);
+}
+
+/// The kernel core that drives the disk, if one does.
+pub fn driver() -> Option<usize> {
+    Some(DRIVER.load(Ordering::Acquire)).filter(|&c| c != NO_DRIVER)
+}
+
+/// Transfers kernel cores did for other cores since boot.
+pub fn remote_transfers() -> u64 {
+    REMOTE_TRANSFERS.load(Ordering::Relaxed)
+}
+
+/// Runs disk transfer `io` on the core that drives the disk: here, or on the kernel core
+/// by a remote call (which waits; a syscall's thread lends its core to nobody meanwhile).
+fn on_driver(io: &(dyn Fn() -> Result<(), DiskError> + Sync)) -> Result<(), DiskError> {
+    let Some(core) = driver().filter(|&c| c != this_core().index) else { return io() };
+    let work = |_| io().map_err(|e| alloc::format!("{e:?}"));
+    let outcome = crate::smp::run_on(&[core], REMOTE_TIMEOUT_US, &work);
+    REMOTE_TRANSFERS.fetch_add(1, Ordering::Relaxed);
+    match outcome.first() {
+        Some(crate::smp::Outcome::Done(Ok(_))) => Ok(()),
+        _ => Err(DiskError::Device),
+    }
+}
 
 /// The virtio disk in blocks of the file system's size.
 pub struct VirtioDisk {
@@ -22,11 +64,15 @@ impl bcache::BlockDevice for VirtioDisk {
     }
 
     fn read_block(&self, block: u64, buf: &mut [u8]) -> Result<(), DiskError> {
-        virtio_blk::read(block * (self.block_size / SECTOR) as u64, buf)
+        let sector = block * (self.block_size / SECTOR) as u64;
+        // The kernel core fills the buffer through this lock (a remote call's work is `Fn`).
+        let buf = spin::Mutex::new(buf);
+        on_driver(&|| virtio_blk::read(sector, &mut buf.lock()))
     }
 
     fn write_block(&self, block: u64, buf: &[u8]) -> Result<(), DiskError> {
-        virtio_blk::write(block * (self.block_size / SECTOR) as u64, buf)
+        let sector = block * (self.block_size / SECTOR) as u64;
+        on_driver(&|| virtio_blk::write(sector, buf))
     }
 }
 
@@ -88,6 +134,6 @@ impl ext2::BlockDevice for CachedDisk {
     /// Writes every dirty block back, then asks the disk to make them durable.
     fn flush(&mut self) -> Result<(), ext2::IoError> {
         self.cache.sync(this_core().index).map_err(|_| ext2::IoError)?;
-        virtio_blk::flush().map_err(|_| ext2::IoError)
+        on_driver(&virtio_blk::flush).map_err(|_| ext2::IoError)
     }
 }

@@ -94,6 +94,12 @@ fn mount_disk(sectors: u64) -> Result<Mounted, String> {
     Ok(mounted)
 }
 
+/// Makes kernel core `core` drive the disk, or (`None`) each calling core again (`kcore`,
+/// when a kernel core with the disk on its list starts and ends).
+pub fn set_disk_driver(core: Option<usize>) {
+    disk::set_driver(core);
+}
+
 /// The system-call error for a file-system error.
 fn to_abi(e: ext2::Error) -> Error {
     match e {
@@ -258,6 +264,7 @@ pub fn sync_data() -> Result<(), Error> {
 pub fn statfs() -> Result<abi::fs::StatFs, Error> {
     let st = with_fs(|fs| Ok(fs.statfs()))?;
     let cache_blocks = BUFFERS.load(core::sync::atomic::Ordering::Relaxed);
+    let driver = disk::driver().map_or(0, |c| c as u64 + 1);
     Ok(abi::fs::StatFs {
         block_size: st.block_size as u64,
         blocks: st.total_blocks as u64,
@@ -265,5 +272,7 @@ pub fn statfs() -> Result<abi::fs::StatFs, Error> {
         inodes: st.total_inodes as u64,
         free_inodes: st.free_inodes as u64,
         cache_blocks,
+        driver,
+        remote_transfers: disk::remote_transfers(),
     })
 }

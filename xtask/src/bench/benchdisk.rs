@@ -1,4 +1,5 @@
-//! The disk of the file experiments (issue M13: `file_read`, `file_write`): one ext2
+//! The disk of the file experiments (issue M13: `file_read`, `file_write`,
+//! `filesum_disk`): one ext2
 //! image holding `bench/seq.bin` and `bench/rand.bin` (4 MiB each, the bytes
 //! `workloads::fileio::input_byte` gives, which both systems check), built once per
 //! `make bench` in `target/bench/disk/`. Every job boots a fresh copy of it, so Atoll and
@@ -15,7 +16,7 @@ const FILE_BYTES: usize = 4 << 20;
 
 /// Whether experiment `name` needs the bench disk.
 pub fn needs_disk(name: &str) -> bool {
-    matches!(name, "file_read" | "file_write")
+    matches!(name, "file_read" | "file_write" | "filesum_disk")
 }
 
 /// Byte `i` of the input files: `workloads::fileio::input_byte` (the benchmarks check the

@@ -488,6 +488,20 @@ pub const EXPERIMENTS: &[Experiment] = &[
         rows_by: &["config"],
         variants: &[],
     },
+    // Corey §6.2's filesum (issue M13): a file's bytes summed through the buffer cache
+    // (`fs_read` each round) against a copy mapped once, in cycles per byte. Atoll only.
+    Experiment {
+        name: "filesum_disk",
+        min_cores: 1,
+        atoll: Some("run filesum /bench/seq.bin --rounds 5"),
+        linux: None,
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 120,
+        plot: Plot::Bars,
+        rows_by: &["config", "round"],
+        variants: &[],
+    },
     Experiment {
         name: "host",
         min_cores: 1,

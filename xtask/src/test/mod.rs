@@ -296,7 +296,9 @@ const RUNS: &[Run] = &[
     // The disk (issue M13): files written and synced on a fresh ext2 image (from `disk/`)
     // that e2fsck then finds clean; a second boot on the same image finds them.
     Run {
-        test: "user.files_api,user.files_two_cores_write_one_file,user.files_survive_reboot_write",
+        test:
+            "user.files_api,user.files_two_cores_write_one_file,user.files_through_a_kernel_core,\
+               user.files_survive_reboot_write",
         disk: Some(TestDisk { image: Image::Fresh, kill_iterations: None, check: FSCK }),
         ..all("disk-write", 2, "256M")
     },

@@ -6,9 +6,11 @@
 //!   rename, mkdir, readdir, remove, stat, statfs, map), and every bad argument gets its
 //!   error: wild pointers, unknown flags, ids that name nothing or the wrong kind, paths
 //!   that are relative, empty, too long, or go `..` past the root, names over 255 bytes,
-//!   writes through a read-only descriptor or to a directory, removing the root.
+//!   writes through a read-only descriptor or to a directory, removing the root; then
+//!   the disk filled until `NoSpace`, the files already there intact, and emptied again.
 //! - `race`: two threads on two cores write the same 64 KiB of one file, each its own
 //!   byte, 50 times; every read between sees one write whole, never a mix.
+//! - `kcore`: the disk driven by a kernel core on another core, then by the caller again.
 //! - `persist-write`, then after a reboot `persist-read`: files written (and a directory
 //!   renamed, a file removed, a file grown by appends past 1 MiB) before a `sync` are
 //!   there, byte for byte, at the next boot.
@@ -27,10 +29,15 @@ use alloc::vec::Vec;
 use libatoll::abi::fs::{kind, open, ATOMIC_IO, PATH_MAX};
 use libatoll::abi::{nr, Error};
 use libatoll::fs::{self, File, SeekFrom};
-use libatoll::obj::{root_share, segment_alloc};
+use libatoll::abi::{device_kind, DeviceInfo};
+use libatoll::kcore::KernelCore;
+use libatoll::obj::{device_alloc, device_list, root_share, segment_alloc, share_delobj};
+use libatoll::ObjRef;
 use libatoll::{args, cores_online, pcore_current, println, syscall3, syscall5, Status};
 
-const HELP: &str = "usage: fstest api | race | persist-write | persist-read | loop N";
+const HELP: &str = "usage: fstest api | race | kcore | persist-write | persist-read | loop N";
+/// What a check returns when it cannot run here (exit 77).
+const SKIP: &str = "skip";
 
 fn main() -> i32 {
     let line = args::arg_string();
@@ -39,6 +46,7 @@ fn main() -> i32 {
     let result = match (mode, words.next()) {
         ("api", None) => api(),
         ("race", None) => race(),
+        ("kcore", None) => through_kernel_core(),
         ("persist-write", None) => persist_write(),
         ("persist-read", None) => persist_read(),
         ("loop", Some(n)) => match n.parse::<u32>() {
@@ -52,8 +60,8 @@ fn main() -> i32 {
             println!("fstest {mode}: ok");
             0
         }
-        Err(why) if why == "no disk" => {
-            println!("fstest: skipped: no disk with a file system");
+        Err(why) if why == SKIP => {
+            println!("fstest: skipped: no disk with a file system, or one core");
             libatoll::abi::EXIT_SKIPPED
         }
         Err(why) => {
@@ -85,7 +93,7 @@ fn expect_err<T: core::fmt::Debug>(what: &str, r: Result<T, Error>, want: Error)
 fn need_disk() -> Result<(), String> {
     match fs::statfs() {
         Ok(_) => Ok(()),
-        Err(Error::NoFileSystem) => Err("no disk".into()),
+        Err(Error::NoFileSystem) => Err(SKIP.into()),
         Err(e) => Err(format!("statfs: {e:?}")),
     }
 }
@@ -119,6 +127,7 @@ fn api() -> Result<(), String> {
     writes_and_reads()?;
     directories()?;
     bad_arguments()?;
+    full_disk()?;
     remove_tree("/fstest")?;
     check("sync", fs::sync())
 }
@@ -249,11 +258,50 @@ fn bad_arguments() -> Result<(), String> {
     Ok(())
 }
 
+/// Filling the disk: writes go in until `NoSpace`, the files already there are intact,
+/// and removing the filler gives the space back.
+fn full_disk() -> Result<(), String> {
+    let before = check("statfs", fs::statfs())?;
+    let kept = check("read a", fs::read("/fstest/a"))?;
+    let fill = check("create fill", File::create("/fstest/fill"))?;
+    let chunk = vec![0x5au8; 1 << 20];
+    let mut at = 0u64;
+    // Bounded by the disk's size: at most its blocks' worth of chunks, and one more.
+    let most = before.blocks * before.block_size / chunk.len() as u64 + 2;
+    let mut refused = None;
+    for _ in 0..most {
+        match fill.write_at(&chunk, at) {
+            Ok(n) if n > 0 => at += n as u64,
+            Ok(_) => return Err("a write on a full disk wrote nothing without an error".into()),
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    if refused != Some(Error::NoSpace) {
+        return Err(format!("filling the disk ended with {refused:?} after {at} bytes"));
+    }
+    if check("read a again", fs::read("/fstest/a"))? != kept {
+        return Err("a file changed while the disk filled".into());
+    }
+    expect_err("create on a full disk", fs::write("/fstest/more", &[1u8; 8192]), Error::NoSpace)?;
+    drop(fill);
+    check("remove fill", fs::remove("/fstest/fill"))?;
+    let _ = fs::remove("/fstest/more");
+    let after = check("statfs after", fs::statfs())?;
+    if after.free_blocks + 16 < before.free_blocks {
+        return Err(format!("{} free blocks before, {} after", before.free_blocks, after.free_blocks));
+    }
+    println!("fstest: the disk filled after {} MiB; NoSpace, and the space came back", at >> 20);
+    Ok(())
+}
+
 /// Two threads on two cores write the same 64 KiB; every read sees one write whole.
 fn race() -> Result<(), String> {
     need_disk()?;
     if cores_online() < 2 {
-        return Err("no disk".into()); // nothing to race on one core
+        return Err(SKIP.into()); // nothing to race on one core
     }
     remove_tree("/race")?;
     check("mkdir", fs::mkdir("/race"))?;
@@ -291,6 +339,58 @@ fn race() -> Result<(), String> {
     }
     println!("fstest race: {reads} reads, each one write whole");
     remove_tree("/race")
+}
+
+/// The disk driven by a kernel core on another core (Corey §3.2, §4.4): while it runs,
+/// every transfer goes to it (`statfs` counts them) and files read back right; once it
+/// stops, the calling core drives the disk again.
+fn through_kernel_core() -> Result<(), String> {
+    need_disk()?;
+    if cores_online() < 2 {
+        return Err(SKIP.into());
+    }
+    let mut list = [DeviceInfo::default(); 64];
+    let n = check("device_list", device_list(&mut list))?;
+    let disk = list[..n.min(64)].iter().find(|d| d.kind == device_kind::BLOCK);
+    let disk = disk.ok_or("device_list has no disk")?;
+    let root = root_share();
+    let dev = ObjRef::new(root, check("device_alloc", device_alloc(root, disk.hwid))?);
+    let me = pcore_current();
+    let other = (0..cores_online()).find(|&c| c != me).unwrap_or(0);
+    remove_tree("/kcore")?;
+    check("mkdir", fs::mkdir("/kcore"))?;
+    let kernel_core = check("kernel core", KernelCore::start(other, &[dev]))?;
+    let st = check("statfs", fs::statfs())?;
+    if st.driver != other as u64 + 1 {
+        return Err(format!("statfs says core {} drives the disk, not {other}", st.driver as i64 - 1));
+    }
+    let data = pattern(3);
+    for i in 0..8 {
+        check("write", fs::write(&format!("/kcore/{i}"), &data))?;
+    }
+    check("sync", fs::sync())?;
+    let after = check("statfs", fs::statfs())?;
+    if after.remote_transfers <= st.remote_transfers {
+        return Err("the sync wrote nothing through the kernel core".into());
+    }
+    for i in 0..8 {
+        if check("read", fs::read(&format!("/kcore/{i}")))? != data {
+            return Err(format!("/kcore/{i} read back wrong through the kernel core"));
+        }
+    }
+    kernel_core.stop();
+    let st = check("statfs", fs::statfs())?;
+    if st.driver != 0 {
+        return Err("a stopped kernel core still drives the disk".into());
+    }
+    check("write after", fs::write("/kcore/after", &data))?;
+    check("sync after", fs::sync())?;
+    if check("statfs", fs::statfs())?.remote_transfers != st.remote_transfers {
+        return Err("transfers still went to a stopped kernel core".into());
+    }
+    let _ = share_delobj(dev);
+    println!("fstest kcore: {} transfers through core {other}", after.remote_transfers);
+    remove_tree("/kcore")
 }
 
 /// What `persist-write` leaves and `persist-read` checks.

@@ -6,7 +6,8 @@
 //! computes the sequential reference (a `BTreeMap`) and exits 1 unless the checksums
 //! agree.
 //!
-//! The input is N MiB of Metis's `wrmem` (default 2), or a file of the initrd. The memory
+//! The input is N MiB of Metis's `wrmem` (default 2), or a file: of the disk when NAME
+//! starts with `/` (`--file /metis/words.txt`), else of the initrd. The memory
 //! layout is Corey's Figure 4 (§3.1): `shared` (the default) keeps everything in the
 //! program's heap in its root address range, as threads on Linux share one address
 //! space; `corey` points each worker's allocations at its core's own arena in slot ranges
@@ -148,8 +149,18 @@ fn input(o: &Options) -> Result<(Vec<u8>, String), String> {
     Ok((metis::text::wrmem(o.mb), alloc::format!("wrmem {} MiB", o.mb)))
 }
 
-/// The bytes of initrd file `name`.
+/// The bytes of file `name`: on the disk when it starts with `/` (issue M13), else in the
+/// initrd.
 fn read_file(name: &str) -> Result<Vec<u8>, String> {
+    if name.starts_with('/') {
+        let size = libatoll::fs::stat(name).map_err(|e| alloc::format!("metis: {name}: {e:?}"))?.size;
+        let mut probe: Vec<u8> = Vec::new();
+        if probe.try_reserve_exact(size as usize).is_err() {
+            return Err(alloc::format!("metis: {name} ({size} bytes) does not fit in memory"));
+        }
+        drop(probe);
+        return libatoll::fs::read(name).map_err(|e| alloc::format!("metis: reading {name}: {e:?}"));
+    }
     let root = root_share();
     let seg = file_open(root, name).map_err(|e| alloc::format!("metis: {name}: {e:?}"))?;
     let seg = ObjRef::new(root, seg);

@@ -1,7 +1,8 @@
 //! `webd [--port P] [--count N] [--seconds S] [--backlog B]`: the web server of Corey
 //! §6.2 (issue M12), first form: one core, a TCP/IP stack of its own (smoltcp over the
 //! network device, `libatoll::net`), at QEMU's user-network address 10.0.2.15/24. It
-//! serves the initrd's files (GET and HEAD; `/` is a list of them) over HTTP/1.1 with
+//! serves the disk's `/www` when the disk has one (issue M13), else the initrd's files
+//! (GET and HEAD; `/` is `index.html`, or a list of the files) over HTTP/1.1 with
 //! keep-alive and HTTP/1.0, parsed by `workloads::http` (`httparse`); every bad request
 //! gets its status (400, 404, 405, 414, 431, 505) and the connection closes. B sockets
 //! listen at once (a backlog; default 32), and a connection silent for 10 s is reset, so
@@ -23,7 +24,7 @@ use libatoll::net::smoltcp::iface::{SocketHandle, SocketSet};
 use libatoll::net::smoltcp::socket::tcp;
 use libatoll::net::{Listener, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
 use libatoll::obj::{file_open, root_share, segment_read, share_delobj, ObjRef};
-use libatoll::println;
+use libatoll::{fs, println};
 use workloads::http::{self, Parsed};
 
 const USAGE: &str =
@@ -96,11 +97,15 @@ fn main() -> i32 {
             active_at: 0,
         })
         .collect();
-    println!(
-        "webd: serving the initrd's files on 10.0.2.15:{} ({} sockets) for {} responses, {} s",
-        opts.port, opts.backlog, opts.count, opts.seconds
-    );
     let mut files = Files::new();
+    println!(
+        "webd: serving {} on 10.0.2.15:{} ({} sockets) for {} responses, {} s",
+        files.describe(),
+        opts.port,
+        opts.backlog,
+        opts.count,
+        opts.seconds
+    );
     let mut responses = 0u64;
     while responses < opts.count && stack.clock.micros() < opts.seconds * 1_000_000 {
         stack.poll(&mut sockets);
@@ -249,21 +254,40 @@ fn error(status: u16) -> (Vec<u8>, bool) {
     (out, false)
 }
 
-/// The initrd's files, read once each (at most the initrd's few MiB), and the index page.
+/// Where the pages come from: the disk's [`WWW`] directory when the disk has one (issue
+/// M13), else the initrd.
+const WWW: &str = "/www";
+
+/// The files served, each read once (the initrd's few MiB, or the disk's pages), and the
+/// index page.
 struct Files {
     read: BTreeMap<String, Vec<u8>>,
+    /// Serve the disk's [`WWW`] (else the initrd's files).
+    from_disk: bool,
 }
 
 impl Files {
     fn new() -> Files {
-        Files { read: BTreeMap::new() }
+        let from_disk = fs::stat(WWW).is_ok_and(|st| st.kind == libatoll::abi::fs::kind::DIR);
+        Files { read: BTreeMap::new(), from_disk }
     }
 
-    /// The bytes of `name` (`index.html`: the list of files, unless the initrd has one).
+    /// Says where the pages come from.
+    fn describe(&self) -> &'static str {
+        if self.from_disk {
+            "the disk's /www"
+        } else {
+            "the initrd"
+        }
+    }
+
+    /// The bytes of `name` (`index.html`: the list of files, unless there is one).
     fn get(&mut self, name: &str) -> Option<&[u8]> {
         if !self.read.contains_key(name) {
-            let bytes = match read_file(name) {
+            let found = if self.from_disk { read_disk_file(name) } else { read_file(name) };
+            let bytes = match found {
                 Some(bytes) => bytes,
+                None if name == "index.html" && self.from_disk => disk_index_page(),
                 None if name == "index.html" => index_page(),
                 None => return None,
             };
@@ -271,6 +295,29 @@ impl Files {
         }
         self.read.get(name).map(Vec::as_slice)
     }
+}
+
+/// The disk file `name` under [`WWW`], whole. A name with a `..` component is not served
+/// (it could leave the directory).
+fn read_disk_file(name: &str) -> Option<Vec<u8>> {
+    if name.split('/').any(|part| part == "..") {
+        return None;
+    }
+    let bytes = fs::read(&alloc::format!("{WWW}/{name}")).ok()?;
+    Some(bytes)
+}
+
+/// `/` for the disk: a page listing [`WWW`]'s files, each a link.
+fn disk_index_page() -> Vec<u8> {
+    let mut page = String::from(
+        "<!DOCTYPE html>\n<html><head><title>Atoll webd</title></head><body>\n\
+         <h1>Atoll</h1>\n<p>webd (Corey &sect;6.2) on a TCP/IP stack of its own. The disk's /www:</p>\n<ul>\n",
+    );
+    for e in fs::read_dir(WWW).unwrap_or_default() {
+        page.push_str(&alloc::format!("<li><a href=\"/{0}\">{0}</a></li>\n", e.name));
+    }
+    page.push_str("</ul>\n</body></html>\n");
+    page.into_bytes()
 }
 
 /// The initrd file `name`, whole.

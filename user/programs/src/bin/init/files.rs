@@ -126,4 +126,12 @@ fn df() {
     );
     println!("  inodes: {}, {} free", st.inodes, st.free_inodes);
     println!("  buffer cache: {} blocks ({} KiB)", st.cache_blocks, kib(st.cache_blocks));
+    match st.driver {
+        0 => println!("  driven by: each calling core"),
+        core => println!(
+            "  driven by: kernel core {} ({} transfers for other cores)",
+            core - 1,
+            st.remote_transfers
+        ),
+    }
 }
