@@ -283,7 +283,7 @@ pub mod nr {
     /// returns, a crash loses nothing written before the call. [`crate::fs::sync`] says
     /// whether the file system's free counters are rewritten too.
     pub const FS_SYNC: u64 = 67;
-    /// `fs_statfs(out)`: writes a [`crate::fs::StatFs`] (8 words) at `out`.
+    /// `fs_statfs(out)`: writes a [`crate::fs::StatFs`] (9 words) at `out`.
     pub const FS_STATFS: u64 = 68;
     /// The highest call number.
     pub const LAST: u64 = FS_STATFS;
@@ -449,8 +449,15 @@ pub mod fs {
         pub const EXCLUSIVE: u64 = 4;
         /// Cut the file to 0 bytes (needs `WRITE`).
         pub const TRUNCATE: u64 = 8;
+        /// Make the file private to the calling core (after Corey §9): its blocks live in
+        /// that core's own part of the buffer cache, found without the shared tree, until
+        /// the last open file opened so is closed. Meanwhile another core's reads, writes
+        /// and truncates of it, a `PRIVATE` open on another core, and removing it or
+        /// renaming onto it, are `Busy`. The open file must be used on the core that
+        /// opened it.
+        pub const PRIVATE: u64 = 16;
         /// Every flag.
-        pub const ALL: u64 = WRITE | CREATE | EXCLUSIVE | TRUNCATE;
+        pub const ALL: u64 = WRITE | CREATE | EXCLUSIVE | TRUNCATE | PRIVATE;
     }
 
     /// `fs_sync`'s argument.
@@ -522,7 +529,7 @@ pub mod fs {
         }
     }
 
-    /// What `fs_statfs` writes: 8 words in this order.
+    /// What `fs_statfs` writes: 9 words in this order.
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
     pub struct StatFs {
         /// Bytes per block.
@@ -541,11 +548,13 @@ pub mod fs {
         pub driver: u64,
         /// Transfers a kernel core did for other cores since boot.
         pub remote_transfers: u64,
+        /// Blocks of files private to a core (`open::PRIVATE`), all cores together.
+        pub private_blocks: u64,
     }
 
     impl StatFs {
         /// The words `fs_statfs` writes.
-        pub const fn to_words(self) -> [u64; 8] {
+        pub const fn to_words(self) -> [u64; 9] {
             [
                 self.block_size,
                 self.blocks,
@@ -555,11 +564,12 @@ pub mod fs {
                 self.cache_blocks,
                 self.driver,
                 self.remote_transfers,
+                self.private_blocks,
             ]
         }
 
         /// Reads them back.
-        pub const fn from_words(w: [u64; 8]) -> StatFs {
+        pub const fn from_words(w: [u64; 9]) -> StatFs {
             StatFs {
                 block_size: w[0],
                 blocks: w[1],
@@ -569,6 +579,7 @@ pub mod fs {
                 cache_blocks: w[5],
                 driver: w[6],
                 remote_transfers: w[7],
+                private_blocks: w[8],
             }
         }
     }
@@ -838,6 +849,7 @@ mod tests {
             cache_blocks: 6,
             driver: 7,
             remote_transfers: 8,
+            private_blocks: 9,
         };
         assert_eq!(fs::StatFs::from_words(sf.to_words()), sf);
     }

@@ -194,14 +194,14 @@ impl<D: BlockDevice> Ext2<D> {
         data: &[u8],
     ) -> Result<(), Error> {
         if let Some(b) = self.bmap(inode, lblk)? {
-            return self.write_blk(b, data);
+            return Ok(self.dev.write_data_block(b, data)?);
         }
         let goal = match lblk.checked_sub(1).map(|prev| self.bmap(inode, prev)) {
             Some(Ok(Some(prev))) => prev + 1,
             _ => self.group_first_block(self.inode_group(ino)),
         };
         let b = self.alloc_block(goal)?;
-        self.write_blk(b, data)?;
+        self.dev.write_data_block(b, data)?;
         if let Err(e) = self.set_map(inode, lblk, b) {
             self.free_block(b)?;
             return Err(e);
@@ -259,6 +259,24 @@ impl<D: BlockDevice> Ext2<D> {
             at += len;
         }
         Ok(n)
+    }
+
+    /// The data blocks of file `ino`, in file order (holes left out; the indirect blocks
+    /// are the map's, not data).
+    pub fn data_blocks(&mut self, ino: Ino) -> Result<Vec<u32>, Error> {
+        let inode = self.read_inode(ino)?;
+        if !inode.has_block_map(self.bs) {
+            return Ok(Vec::new());
+        }
+        let count = inode.size().div_ceil(self.bs as u64);
+        let mut leaf = LeafPointers::default();
+        let mut blocks = Vec::new();
+        for lblk in 0..count {
+            if let Some(b) = self.bmap_in_run(&inode, lblk, &mut leaf)? {
+                blocks.push(b);
+            }
+        }
+        Ok(blocks)
     }
 
     /// Writes `data` into regular file `ino` at `offset`, growing it (the gap, if any,

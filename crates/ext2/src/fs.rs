@@ -192,6 +192,12 @@ impl<D: BlockDevice> Ext2<D> {
         Ok(self.dev.flush()?)
     }
 
+    /// The block device, to change how it treats the next operation's blocks (the kernel
+    /// marks the operations on a core's private file).
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.dev
+    }
+
     /// Syncs, marks the image clean (if it was clean at mount) and hands the device back.
     pub fn unmount(mut self) -> Result<D, Error> {
         if !self.read_only {

@@ -143,6 +143,12 @@ pub trait BlockDevice {
         whole.get_mut(offset..offset + data.len()).ok_or(IoError)?.copy_from_slice(data);
         self.write_block(n, &whole)
     }
+    /// Writes `buf` to block `n`, which holds a file's data (not the file system's own
+    /// records): a device may keep such blocks apart (the kernel keeps the blocks of a
+    /// file private to a core in that core's own cache). The default is `write_block`.
+    fn write_data_block(&mut self, n: u32, buf: &[u8]) -> Result<(), IoError> {
+        self.write_block(n, buf)
+    }
     /// Makes every write so far durable (called by [`Ext2::sync`]).
     fn flush(&mut self) -> Result<(), IoError> {
         Ok(())

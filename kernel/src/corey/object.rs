@@ -277,7 +277,7 @@ pub enum Payload {
     /// A thread (what every core knows of it; the thread itself moves between cores).
     Thread(Arc<crate::thread::ThreadShared>),
     /// An open file or directory of the disk.
-    File(OpenFile),
+    File(FileHandle),
 }
 
 /// An open file or directory of the disk (`fs_open`, Corey §5): what its descriptors
@@ -288,6 +288,21 @@ pub struct OpenFile {
     pub ino: u32,
     /// Whether it was opened for writing.
     pub writable: bool,
+    /// Whether it made the file private to its core (`abi::fs::open::PRIVATE`).
+    pub private: bool,
+}
+
+/// The open-file object's payload: closing it (its last holder drops it) ends what a
+/// private open did.
+#[derive(Debug)]
+pub struct FileHandle(pub OpenFile);
+
+impl Drop for FileHandle {
+    fn drop(&mut self) {
+        if self.0.private {
+            crate::storage::close_private(self.0.ino);
+        }
+    }
 }
 
 impl objects::Payload for Payload {
@@ -502,14 +517,14 @@ pub fn lookup(p: &ProgramObjects, rs: u64, ro: u64, kind: ObjectKind) -> Result<
 }
 
 /// `fs_open`'s object: a new open file of inode `ino` placed in `share`.
-pub fn file_alloc(p: &mut ProgramObjects, share: u64, file: OpenFile) -> Result<u64, Error> {
+pub fn file_alloc(p: &mut ProgramObjects, share: u64, file: FileHandle) -> Result<u64, Error> {
     alloc(p, share, ObjectKind::File, Payload::File(file))
 }
 
 /// The open file ⟨rs, ro⟩ names.
 pub fn open_file(p: &ProgramObjects, rs: u64, ro: u64) -> Result<OpenFile, Error> {
     match lookup(p, rs, ro, ObjectKind::File)?.payload() {
-        Some(Payload::File(f)) => Ok(*f),
+        Some(Payload::File(f)) => Ok(f.0),
         _ => Err(Error::NoSuchObject),
     }
 }

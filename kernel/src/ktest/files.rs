@@ -14,6 +14,8 @@ use alloc::string::String;
 kernel_test!(FILES_API, "user.files_api", 1, Shared, files_api);
 kernel_test!(FILES_RACE, "user.files_two_cores_write_one_file", 2, Shared, files_race);
 kernel_test!(FILES_KCORE, "user.files_through_a_kernel_core", 2, Shared, files_kcore);
+kernel_test!(FILES_PRIVATE, "user.files_private_to_a_core", 2, Shared, files_private);
+kernel_test!(NO_FS, "user.files_refused_without_a_file_system", 1, Shared, without_fs);
 kernel_test!(REBOOT_WRITE, "user.files_survive_reboot_write", 1, Shared, reboot_write);
 kernel_test!(REBOOT_READ, "user.files_survive_reboot_read", 1, Shared, reboot_read);
 kernel_test!(WRITE_LOOP, "user.files_write_loop", 1, Shared, write_loop);
@@ -32,6 +34,17 @@ fn files_race() -> Result<(), String> {
 /// kcore`).
 fn files_kcore() -> Result<(), String> {
     expect_or_skip("fstest", "kcore")
+}
+
+/// A file private to a core (after Corey §9; `fstest private`).
+fn files_private() -> Result<(), String> {
+    expect_or_skip("fstest", "private")
+}
+
+/// (`disk-damaged`) The image was refused at mount: every call is `NoFileSystem`
+/// (`fstest nofs`; skipped where a file system is mounted).
+fn without_fs() -> Result<(), String> {
+    expect_or_skip("fstest", "nofs")
 }
 
 /// Files, a rename and a removal, synced (`fstest persist-write`); the next boot's

@@ -81,6 +81,11 @@ impl bcache::BlockDevice for VirtioDisk {
 pub struct CachedDisk {
     /// The buffer cache (it lives as long as the kernel).
     pub cache: &'static Cache<VirtioDisk>,
+    /// While an operation on a file private to a core runs, that core: the data blocks
+    /// the operation writes are made private to it (after Corey §9).
+    pub private_to: Option<usize>,
+    /// The blocks made private during that operation.
+    pub made_private: alloc::vec::Vec<u64>,
 }
 
 impl CachedDisk {
@@ -129,6 +134,15 @@ impl ext2::BlockDevice for CachedDisk {
         let (block, start) = self.locate(n, block_size)?;
         let at = self.cache.write(this_core().index, block, start + offset, data);
         at.map_err(|_| ext2::IoError)
+    }
+
+    fn write_data_block(&mut self, n: u32, buf: &[u8]) -> Result<(), ext2::IoError> {
+        if let Some(core) = self.private_to {
+            let (block, _) = self.locate(n, buf.len())?;
+            self.cache.make_private(core, block).map_err(|_| ext2::IoError)?;
+            self.made_private.push(block);
+        }
+        self.write_block(n, buf)
     }
 
     /// Writes every dirty block back, then asks the disk to make them durable.

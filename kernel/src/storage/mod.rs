@@ -15,6 +15,7 @@ use crate::drivers::virtio_blk::{self, SECTOR};
 use crate::percpu;
 use abi::fs::kind;
 use abi::Error;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -27,6 +28,20 @@ use locks::McsLock;
 static FS: McsLock<Option<Ext2<CachedDisk>>> = McsLock::new(None);
 /// The buffer cache under it.
 static CACHE: spin::Once<Cache<VirtioDisk>> = spin::Once::new();
+/// Files private to one core (after Corey §9), by inode. Taken inside [`FS`]'s lock.
+static PRIVATE: McsLock<BTreeMap<Ino, PrivateFile>> = McsLock::new(BTreeMap::new());
+
+/// A file private to a core: its data blocks live in that core's own part of the cache,
+/// found without the shared tree, until its last private open file is closed.
+struct PrivateFile {
+    /// The core.
+    core: usize,
+    /// Its open files opened private.
+    opens: usize,
+    /// The blocks made private to the core.
+    blocks: BTreeSet<u64>,
+}
+
 /// Buffers in the cache, all cores together.
 static BUFFERS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
@@ -81,7 +96,8 @@ fn mount_disk(sectors: u64) -> Result<Mounted, String> {
         .map_err(|e| format!("buffer cache: {e:?}"))?;
     let cache = CACHE.call_once(|| cache);
     BUFFERS.store((cores * buffers_per_core) as u64, core::sync::atomic::Ordering::Relaxed);
-    let fs = Ext2::mount(CachedDisk { cache }).map_err(|e| format!("{e}"))?;
+    let disk = CachedDisk { cache, private_to: None, made_private: Vec::new() };
+    let fs = Ext2::mount(disk).map_err(|e| format!("{e}"))?;
     let st = fs.statfs();
     let mounted = Mounted {
         block_size,
@@ -123,6 +139,98 @@ fn with_fs<R>(f: impl FnOnce(&mut Ext2<CachedDisk>) -> Result<R, ext2::Error>) -
     FS.with(|fs| f(fs.as_mut().ok_or(Error::NoFileSystem)?).map_err(to_abi))
 }
 
+/// `Busy` if `ino` is private to another core than this one.
+fn check_owner(ino: Ino) -> Result<(), Error> {
+    let me = percpu::this_core().index;
+    match PRIVATE.with(|p| p.get(&ino).map(|f| f.core)) {
+        Some(core) if core != me => Err(Error::Busy),
+        _ => Ok(()),
+    }
+}
+
+/// Runs `f` on the mounted file system with `ino`'s new data blocks made private to this
+/// core if the file is private to it (its owner runs every operation on it).
+fn with_fs_on<R>(
+    ino: Ino,
+    f: impl FnOnce(&mut Ext2<CachedDisk>) -> Result<R, ext2::Error>,
+) -> Result<R, Error> {
+    FS.with(|fs| {
+        let fs = fs.as_mut().ok_or(Error::NoFileSystem)?;
+        check_owner(ino)?;
+        let me = percpu::this_core().index;
+        let private = PRIVATE.with(|p| p.contains_key(&ino));
+        fs.device_mut().private_to = private.then_some(me);
+        let result = f(fs).map_err(to_abi);
+        let made = core::mem::take(&mut fs.device_mut().made_private);
+        fs.device_mut().private_to = None;
+        if !made.is_empty() {
+            PRIVATE.with(|p| {
+                if let Some(file) = p.get_mut(&ino) {
+                    file.blocks.extend(made);
+                }
+            });
+        }
+        result
+    })
+}
+
+/// Makes `ino` private to this core (after Corey §9): its data blocks move to this core's
+/// own part of the cache, where this core finds them without the shared tree, and blocks
+/// it writes later go there too. Another core's operations on the file are `Busy` until
+/// the last private open file of it is closed ([`close_private`]).
+pub fn open_private(ino: Ino) -> Result<(), Error> {
+    let me = percpu::this_core().index;
+    FS.with(|fs| {
+        let fs = fs.as_mut().ok_or(Error::NoFileSystem)?;
+        let cache = CACHE.get().ok_or(Error::NoFileSystem)?;
+        let opened_before = PRIVATE.with(|p| match p.get_mut(&ino) {
+            Some(f) if f.core != me => Err(Error::Busy),
+            Some(f) => {
+                f.opens += 1;
+                Ok(true)
+            }
+            None => Ok(false),
+        })?;
+        if opened_before {
+            return Ok(());
+        }
+        let mut blocks = BTreeSet::new();
+        for b in fs.data_blocks(ino).map_err(to_abi)? {
+            cache.make_private(me, b as u64).map_err(|_| Error::Io)?;
+            blocks.insert(b as u64);
+        }
+        PRIVATE.with(|p| p.insert(ino, PrivateFile { core: me, opens: 1, blocks }));
+        Ok(())
+    })
+}
+
+/// Closes one private open file of `ino` (any core: the open file's last holder); with
+/// the last, the file's private blocks go back to the shared cache (written back first
+/// if changed).
+pub fn close_private(ino: Ino) {
+    FS.with(|_| {
+        let Some(cache) = CACHE.get() else { return };
+        let last = PRIVATE.with(|p| {
+            let file = p.get_mut(&ino)?;
+            file.opens = file.opens.saturating_sub(1);
+            if file.opens > 0 {
+                return None;
+            }
+            p.remove(&ino)
+        });
+        if let Some(file) = last {
+            for b in file.blocks {
+                let _ = cache.make_shared(file.core, b);
+            }
+        }
+    })
+}
+
+/// Blocks private to some core now, all cores together.
+fn private_blocks() -> u64 {
+    PRIVATE.with(|p| p.values().map(|f| f.blocks.len() as u64).sum())
+}
+
 /// The ABI kind of a file-system kind.
 fn kind_code(k: FileKind) -> u64 {
     match k {
@@ -145,6 +253,7 @@ fn check_path(path: &str) -> Result<(), Error> {
 /// missing file; `TRUNCATE` empties a file.
 pub fn open(path: &str, flags: u64) -> Result<(Ino, u64), Error> {
     use abi::fs::open::{CREATE, EXCLUSIVE, TRUNCATE};
+    // Files private to another core are refused in `truncate`; opening one is harmless.
     check_path(path)?;
     with_fs(|fs| {
         let ino = match fs.lookup(path) {
@@ -156,24 +265,28 @@ pub fn open(path: &str, flags: u64) -> Result<(Ino, u64), Error> {
             Err(e) => return Err(e),
         };
         let st = fs.stat(ino)?;
-        if flags & TRUNCATE != 0 {
-            if st.kind == FileKind::Dir {
-                return Err(ext2::Error::IsADirectory);
-            }
-            fs.truncate(ino, 0)?;
+        if flags & TRUNCATE != 0 && st.kind == FileKind::Dir {
+            return Err(ext2::Error::IsADirectory);
         }
         Ok((ino, kind_code(st.kind)))
+    })
+    .and_then(|(ino, kind)| {
+        // As `truncate` does it: a private file's blocks go back to the shared cache first.
+        if flags & TRUNCATE != 0 {
+            truncate(ino, 0)?;
+        }
+        Ok((ino, kind))
     })
 }
 
 /// Reads `ino` from `offset` into `bufs` in turn (the pages of a program's buffer).
 pub fn read_vectored(ino: Ino, offset: u64, bufs: &mut [&mut [u8]]) -> Result<usize, Error> {
-    with_fs(|fs| fs.read_vectored(ino, offset, bufs))
+    with_fs_on(ino, |fs| fs.read_vectored(ino, offset, bufs))
 }
 
 /// Writes `data` into `ino` at `offset` (`abi::fs::APPEND`: at its end).
 pub fn write(ino: Ino, offset: u64, data: &[u8]) -> Result<usize, Error> {
-    with_fs(|fs| {
+    with_fs_on(ino, |fs| {
         if offset == abi::fs::APPEND {
             fs.append(ino, data).map(|_| data.len())
         } else {
@@ -182,9 +295,23 @@ pub fn write(ino: Ino, offset: u64, data: &[u8]) -> Result<usize, Error> {
     })
 }
 
-/// Cuts or extends `ino` to `len` bytes.
+/// Cuts or extends `ino` to `len` bytes. A private file's blocks past the new end go back
+/// to the shared cache first, so none is left private once the file system frees it.
 pub fn truncate(ino: Ino, len: u64) -> Result<(), Error> {
-    with_fs(|fs| fs.truncate(ino, len))
+    with_fs_on(ino, |fs| {
+        let cache = CACHE.get().ok_or(ext2::Error::Io)?;
+        let cut = PRIVATE.with(|p| p.get(&ino).map(|f| f.core));
+        if let Some(core) = cut {
+            let bs = fs.statfs().block_size as u64;
+            let kept = len.div_ceil(bs) as usize;
+            let past: Vec<u32> = fs.data_blocks(ino)?.into_iter().skip(kept).collect();
+            for b in past {
+                cache.make_shared(core, b as u64).map_err(|_| ext2::Error::Io)?;
+                PRIVATE.with(|p| p.get_mut(&ino).map(|f| f.blocks.remove(&(b as u64))));
+            }
+        }
+        fs.truncate(ino, len)
+    })
 }
 
 /// What `fs_stat` reports of `ino`.
@@ -228,26 +355,40 @@ pub fn mkdir(path: &str) -> Result<(), Error> {
     with_fs(|fs| fs.mkdir(path, 0o755).map(|_| ()))
 }
 
-/// Removes file `path`, or empty directory `path`.
+/// Removes file `path`, or empty directory `path`. A file private to a core is `Busy`
+/// until it is closed: its blocks must go back to the shared cache before they are freed.
 pub fn remove(path: &str) -> Result<(), Error> {
     check_path(path)?;
-    with_fs(|fs| {
-        let ino = fs.lookup(path)?;
+    FS.with(|fs| {
+        let fs = fs.as_mut().ok_or(Error::NoFileSystem)?;
+        let ino = fs.lookup(path).map_err(to_abi)?;
         if ino == ext2::ROOT_INO {
-            return Err(ext2::Error::InvalidArgument);
+            return Err(Error::InvalidArgument);
         }
-        match fs.stat(ino)?.kind {
+        if PRIVATE.with(|p| p.contains_key(&ino)) {
+            return Err(Error::Busy);
+        }
+        let removed = match fs.stat(ino).map_err(to_abi)?.kind {
             FileKind::Dir => fs.rmdir(path),
             _ => fs.unlink(path),
-        }
+        };
+        removed.map_err(to_abi)
     })
 }
 
-/// Renames `from` to `to`.
+/// Renames `from` to `to`. Replacing a file private to a core is `Busy`, as removing it.
 pub fn rename(from: &str, to: &str) -> Result<(), Error> {
     check_path(from)?;
     check_path(to)?;
-    with_fs(|fs| fs.rename(from, to))
+    FS.with(|fs| {
+        let fs = fs.as_mut().ok_or(Error::NoFileSystem)?;
+        if let Ok(target) = fs.lookup(to) {
+            if PRIVATE.with(|p| p.contains_key(&target)) {
+                return Err(Error::Busy);
+            }
+        }
+        fs.rename(from, to).map_err(to_abi)
+    })
 }
 
 /// Writes every changed block back and flushes the disk, and the free counters too.
@@ -263,6 +404,7 @@ pub fn sync_data() -> Result<(), Error> {
 /// What `df` reports.
 pub fn statfs() -> Result<abi::fs::StatFs, Error> {
     let st = with_fs(|fs| Ok(fs.statfs()))?;
+    let private_blocks = FS.with(|_| private_blocks());
     let cache_blocks = BUFFERS.load(core::sync::atomic::Ordering::Relaxed);
     let driver = disk::driver().map_or(0, |c| c as u64 + 1);
     Ok(abi::fs::StatFs {
@@ -274,5 +416,6 @@ pub fn statfs() -> Result<abi::fs::StatFs, Error> {
         cache_blocks,
         driver,
         remote_transfers: disk::remote_transfers(),
+        private_blocks,
     })
 }

@@ -5,7 +5,7 @@
 //! the machine answered between pieces (`monitor::step`).
 
 use crate::corey::user_memory::{copy_out, write_words};
-use crate::corey::{self, OpenFile};
+use crate::corey::{self, FileHandle, OpenFile};
 use crate::sched::with_running_mut;
 use crate::storage;
 use abi::fs::{kind, open, APPEND, ATOMIC_IO, PATH_MAX};
@@ -98,7 +98,16 @@ fn fs_open(share: u64, ptr: u64, len: u64, flags: u64) -> SysResult {
     if write && kind_code == kind::DIR {
         return Err(Error::IsADirectory);
     }
-    running(|p, _| corey::file_alloc(p, share, OpenFile { ino, writable: write }))
+    let private = flags & open::PRIVATE != 0;
+    if private {
+        if kind_code != kind::FILE {
+            return Err(Error::InvalidArgument);
+        }
+        storage::open_private(ino)?;
+    }
+    // From here the handle owns the private open: a failed allocation closes it.
+    let handle = FileHandle(OpenFile { ino, writable: write, private });
+    running(|p, _| corey::file_alloc(p, share, handle))
 }
 
 /// `fs_read(file, buf, len, offset)`: piece by piece into the caller's buffer.

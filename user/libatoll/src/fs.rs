@@ -286,7 +286,7 @@ pub fn sync() -> Result<(), Error> {
 
 /// The file system's size and free space, for `df`.
 pub fn statfs() -> Result<StatFs, Error> {
-    let mut words = [0u64; 8];
+    let mut words = [0u64; 9];
     syscall3(nr::FS_STATFS, words.as_mut_ptr() as u64, 0, 0)?;
     Ok(StatFs::from_words(words))
 }

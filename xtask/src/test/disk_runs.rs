@@ -25,6 +25,36 @@ pub(super) enum Image {
     /// The image the run of this label left (`target/test-logs/<label>.img`), as it left
     /// it: the run is skipped when there is none.
     After(&'static str),
+    /// Built afresh, then its superblock damaged ([`damage`]): the kernel must refuse to
+    /// mount it, with the reason.
+    Damaged,
+}
+
+/// Byte of the image where the superblock's `s_blocks_per_group` lies (the superblock
+/// starts at byte 1024).
+const BLOCKS_PER_GROUP_AT: u64 = 1024 + 32;
+
+/// Damages `image`'s superblock: `s_blocks_per_group` set to `0xffff_ffff`, more than a
+/// block bitmap can hold, which the file system must refuse ("blocks per group out of
+/// range").
+fn damage(image: &Path) -> Result {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(image)
+        .map_err(|e| format!("{}: {e}", image.display()))?;
+    f.seek(SeekFrom::Start(BLOCKS_PER_GROUP_AT))
+        .and_then(|_| f.write_all(&[0xff; 4]))
+        .map_err(|e| format!("damaging {}: {e}", image.display()))
+}
+
+/// The check of a damaged image's run: the boot log says the mount was refused, and why.
+pub(super) fn mount_refused_with_reason(_image: &Path, log: &str) -> Result {
+    match log.lines().find(|l| l.contains("disk: not mounted:")) {
+        Some(line) if line.contains("blocks per group out of range") => Ok(()),
+        Some(line) => Err(format!("refused for another reason: {}", line.trim())),
+        None => Err("the boot log has no `disk: not mounted:` line".into()),
+    }
 }
 
 /// A test run's disk.
@@ -93,9 +123,12 @@ pub(super) enum Prepared {
 /// The image of a judged run: built afresh, or the earlier run's.
 pub(super) fn prepare(label: &str, disk: &TestDisk, log_dir: &Path) -> Result<Prepared> {
     match disk.image {
-        Image::Fresh => {
+        Image::Fresh | Image::Damaged => {
             let image = log_dir.join(format!("{label}.img"));
             disk::build_image(&build::root().join("disk"), &image)?;
+            if disk.image == Image::Damaged {
+                damage(&image)?;
+            }
             Ok(Prepared::Ready(image))
         }
         Image::After(earlier) => {

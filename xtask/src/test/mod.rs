@@ -32,7 +32,9 @@ use crate::netclient::{self, Client, Proto};
 use crate::qemu::{self, Accel, Serial, Vm};
 use crate::tally::Tally;
 use crate::{build, disk, host, Options, Result};
-use disk_runs::{fsck_is_clean, synced_files_are_intact, Image, Prepared, TestDisk};
+use disk_runs::{
+    fsck_is_clean, mount_refused_with_reason, synced_files_are_intact, Image, Prepared, TestDisk,
+};
 use log_checks::{
     chased_the_cache, eight_packages, four_packages, print_lines_in_order, ticks_at_250_hz,
     two_packages, two_packages_and_multicast_lines,
@@ -298,7 +300,7 @@ const RUNS: &[Run] = &[
     Run {
         test:
             "user.files_api,user.files_two_cores_write_one_file,user.files_through_a_kernel_core,\
-               user.files_survive_reboot_write",
+               user.files_private_to_a_core,user.files_survive_reboot_write",
         disk: Some(TestDisk { image: Image::Fresh, kill_iterations: None, check: FSCK }),
         ..all("disk-write", 2, "256M")
     },
@@ -310,6 +312,17 @@ const RUNS: &[Run] = &[
             check: FSCK,
         }),
         ..all("disk-read", 2, "256M")
+    },
+    // A damaged image: the mount is refused with the reason, and every file call says
+    // there is no file system.
+    Run {
+        test: "user.files_refused_without_a_file_system",
+        disk: Some(TestDisk {
+            image: Image::Damaged,
+            kill_iterations: None,
+            check: ("refused", mount_refused_with_reason),
+        }),
+        ..all("disk-damaged", 2, "256M")
     },
     // QEMU killed at a random moment while the guest writes and syncs files, three times:
     // e2fsck repairs what the crash left and every synced file is intact.
@@ -662,9 +675,9 @@ mod tests {
 
     #[test]
     fn the_disk_runs_come_last_with_their_checks() {
-        let labels: Vec<&str> = RUNS.iter().rev().take(3).map(|r| r.label).collect();
-        assert_eq!(labels, ["disk-kill", "disk-read", "disk-write"]);
-        for run in RUNS.iter().rev().take(3) {
+        let labels: Vec<&str> = RUNS.iter().rev().take(4).map(|r| r.label).collect();
+        assert_eq!(labels, ["disk-kill", "disk-damaged", "disk-read", "disk-write"]);
+        for run in RUNS.iter().rev().take(4) {
             assert_eq!((run.cores, run.mem), (2, "256M"), "{}", run.label);
             assert!(run.clients.is_empty(), "{}", run.label);
         }
@@ -676,7 +689,7 @@ mod tests {
         let read = RUNS.iter().find(|r| r.label == "disk-read").unwrap();
         assert_eq!(read.disk.unwrap().check.0, "fsck");
         assert_eq!(read.test, "user.files_survive_reboot_read");
-        assert_eq!(RUNS.iter().filter(|r| r.disk.is_some()).count(), 3);
+        assert_eq!(RUNS.iter().filter(|r| r.disk.is_some()).count(), 4);
     }
 
     #[test]

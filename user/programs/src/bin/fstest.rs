@@ -11,6 +11,10 @@
 //! - `race`: two threads on two cores write the same 64 KiB of one file, each its own
 //!   byte, 50 times; every read between sees one write whole, never a mix.
 //! - `kcore`: the disk driven by a kernel core on another core, then by the caller again.
+//! - `private`: a file made private to this core (after Corey §9): its blocks counted
+//!   private, another core's reads and private opens `Busy`, removal `Busy`, and on close
+//!   everything back in the shared cache, written through, readable from the other core.
+//! - `nofs` (a disk whose image the kernel refused): every call is `NoFileSystem`.
 //! - `persist-write`, then after a reboot `persist-read`: files written (and a directory
 //!   renamed, a file removed, a file grown by appends past 1 MiB) before a `sync` are
 //!   there, byte for byte, at the next boot.
@@ -35,7 +39,8 @@ use libatoll::obj::{device_alloc, device_list, root_share, segment_alloc, share_
 use libatoll::ObjRef;
 use libatoll::{args, cores_online, pcore_current, println, syscall3, syscall5, Status};
 
-const HELP: &str = "usage: fstest api | race | kcore | persist-write | persist-read | loop N";
+const HELP: &str =
+    "usage: fstest api | race | kcore | private | nofs | persist-write | persist-read | loop N";
 /// What a check returns when it cannot run here (exit 77).
 const SKIP: &str = "skip";
 
@@ -47,6 +52,8 @@ fn main() -> i32 {
         ("api", None) => api(),
         ("race", None) => race(),
         ("kcore", None) => through_kernel_core(),
+        ("nofs", None) => without_a_file_system(),
+        ("private", None) => private_file(),
         ("persist-write", None) => persist_write(),
         ("persist-read", None) => persist_read(),
         ("loop", Some(n)) => match n.parse::<u32>() {
@@ -219,6 +226,7 @@ fn bad_arguments() -> Result<(), String> {
     expect_err("wild path pointer", open_raw(0xdead_0000, 5, 0), Error::BadAddress)?;
     expect_err("kernel path pointer", open_raw(0xffff_8000_0000_0000, 5, 0), Error::BadAddress)?;
     expect_err("unknown flag", open_raw(p, l, 1 << 20), Error::InvalidArgument)?;
+    expect_err("private directory", open_raw("/fstest".as_ptr() as u64, 7, open::PRIVATE), Error::InvalidArgument)?;
     expect_err("exclusive alone", open_raw(p, l, open::EXCLUSIVE), Error::InvalidArgument)?;
     expect_err("truncate read-only", open_raw(p, l, open::TRUNCATE), Error::InvalidArgument)?;
     expect_err("empty path", open_raw(p, 0, 0), Error::InvalidArgument)?;
@@ -391,6 +399,104 @@ fn through_kernel_core() -> Result<(), String> {
     let _ = share_delobj(dev);
     println!("fstest kcore: {} transfers through core {other}", after.remote_transfers);
     remove_tree("/kcore")
+}
+
+/// Runs `work` on a thread on core `core`; its exit code.
+fn on_core(core: usize, work: fn() -> i32) -> Result<i32, String> {
+    let t = check("thread", libatoll::thread::Builder::new().core(core).spawn(work))?;
+    match t.join() {
+        Status::Exited(code) => Ok(code),
+        other => Err(format!("the thread on core {core} ended {other:?}")),
+    }
+}
+
+/// A file private to this core (after Corey §9).
+fn private_file() -> Result<(), String> {
+    need_disk()?;
+    if cores_online() < 2 {
+        return Err(SKIP.into());
+    }
+    let me = pcore_current();
+    let other = (0..cores_online()).find(|&c| c != me).unwrap_or(0);
+    remove_tree("/private")?;
+    check("mkdir", fs::mkdir("/private"))?;
+    let mut data: Vec<u8> = (0..10u32).flat_map(pattern).collect();
+    data.truncate(64 * 1024);
+    check("write", fs::write("/private/f", &data))?;
+    let before = check("statfs", fs::statfs())?.private_blocks;
+    let flags = open::WRITE | open::PRIVATE;
+    let f = check("open private", File::open_in(root_share(), "/private/f", flags))?;
+    let held = check("statfs", fs::statfs())?.private_blocks;
+    if held < before + 16 {
+        return Err(format!("{} private blocks after a private open of 16, {before} before", held));
+    }
+    // Blocks written through it become private too.
+    let more = pattern(9);
+    check("private write", f.write_at(&more, data.len() as u64))?;
+    data.extend_from_slice(&more);
+    if check("statfs", fs::statfs())?.private_blocks <= held {
+        return Err("a private file's new blocks are not private".into());
+    }
+    let mut back = vec![0u8; data.len()];
+    if check("private read", f.read_at(&mut back, 0))? != data.len() || back != data {
+        return Err("a private file read back wrong".into());
+    }
+    // Another core may not touch it meanwhile.
+    let busy = on_core(other, || {
+        let mut buf = [0u8; 16];
+        let read = File::open("/private/f").and_then(|f| f.read_at(&mut buf, 0));
+        let private = File::open_in(root_share(), "/private/f", open::PRIVATE);
+        match (read, private.map(|_| ())) {
+            (Err(Error::Busy), Err(Error::Busy)) => 0,
+            _ => 1,
+        }
+    })?;
+    if busy != 0 {
+        return Err("another core read or privately opened a file private to this core".into());
+    }
+    expect_err("remove a private file", fs::remove("/private/f"), Error::Busy)?;
+    check("sync", fs::sync())?;
+    drop(f);
+    if check("statfs", fs::statfs())?.private_blocks != before {
+        return Err("closing the private file left blocks private".into());
+    }
+    // Back in the shared cache, written through: the other core reads what this one wrote.
+    WANT.store(data.len() as u64, core::sync::atomic::Ordering::Relaxed);
+    let same = on_core(other, || {
+        let want = WANT.load(core::sync::atomic::Ordering::Relaxed) as usize;
+        let mut expect: Vec<u8> = (0..10u32).flat_map(pattern).collect();
+        expect.truncate(64 * 1024);
+        expect.extend_from_slice(&pattern(9));
+        match fs::read("/private/f") {
+            Ok(got) if got.len() == want && got == expect => 0,
+            _ => 1,
+        }
+    })?;
+    if same != 0 {
+        return Err("after close, another core read other bytes than the private writes".into());
+    }
+    remove_tree("/private")
+}
+
+/// The private file's length, for the check on the other core.
+static WANT: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// Where the kernel refused the disk's image: every file call says `NoFileSystem`, and
+/// nothing else happens (skipped where there is a file system).
+fn without_a_file_system() -> Result<(), String> {
+    if fs::statfs().is_ok() {
+        return Err(SKIP.into());
+    }
+    let none = Error::NoFileSystem;
+    expect_err("statfs", fs::statfs(), none)?;
+    expect_err("open", File::open("/README"), none)?;
+    expect_err("create", File::create("/new"), none)?;
+    expect_err("mkdir", fs::mkdir("/d"), none)?;
+    expect_err("remove", fs::remove("/README"), none)?;
+    expect_err("rename", fs::rename("/a", "/b"), none)?;
+    expect_err("sync", fs::sync(), none)?;
+    expect_err("read_dir", fs::read_dir("/"), none)?;
+    Ok(())
 }
 
 /// What `persist-write` leaves and `persist-read` checks.
