@@ -1,8 +1,11 @@
 //! `filesum FILE [--rounds N]`: Corey's `filesum` application (§6.2: "returns the sum of a
 //! file's bytes") over the disk (issue M13), two ways, and experiment `filesum_disk`:
 //! `read` sums the file through `fs_read` into a 64 KiB buffer, from the kernel's buffer
-//! cache, each round; `mapped` reads it once into a segment (`File::map`) and sums it
-//! there each round, as Corey's webd application cores map their files. Prints the sum
+//! cache, each round; `read-private` the same with the file private to this core (after
+//! Corey §9: its blocks in the core's own part of the cache, found without the shared
+//! tree; the first round moves them there); `mapped` reads it once into a segment
+//! (`File::map`) and sums it there each round, as Corey's webd application cores map
+//! their files. Prints the sum
 //! and, for each way, `RESULT` lines of cycles per byte (the first round, then the
 //! median of the rest). Exits 1 if the two sums differ or the file cannot be read, 2 for
 //! bad arguments.
@@ -98,6 +101,31 @@ fn main() -> i32 {
             }
         }
     }
+    // The same through the file made private to this core (after Corey §9): its blocks in
+    // this core's own part of the cache, found without the shared tree.
+    let flags = libatoll::abi::fs::open::PRIVATE;
+    let private = match File::open_in(libatoll::obj::root_share(), path, flags) {
+        Ok(f) => f,
+        Err(e) => {
+            println!("filesum: opening {path} private: {e:?}");
+            return 1;
+        }
+    };
+    let mut by_private = Vec::new();
+    for _ in 0..rounds {
+        match sum_by_reads(&private, size) {
+            Ok((s, cycles)) if s == read_sum => by_private.push(cycles),
+            Ok((s, _)) => {
+                println!("filesum: FAIL the private file's sum {s} differs");
+                return 1;
+            }
+            Err(e) => {
+                println!("filesum: reading {path} private: {e:?}");
+                return 1;
+            }
+        }
+    }
+    drop(private);
     let start = rdtsc();
     let mem = match file.map() {
         Ok(m) => m,
@@ -125,9 +153,11 @@ fn main() -> i32 {
     }
     let per_byte = |cycles: u64| Fixed2(cycles as f64 / size as f64);
     let extra = |config: &str, round: &str| alloc::format!(",\"config\":\"{config}\",\"round\":\"{round}\"");
-    for (config, samples, first_extra) in
-        [("read", &mut by_reads, 0), ("mapped", &mut mapped, map_cycles)]
-    {
+    for (config, samples, first_extra) in [
+        ("read", &mut by_reads, 0),
+        ("read-private", &mut by_private, 0),
+        ("mapped", &mut mapped, map_cycles),
+    ] {
         let first = samples[0] + first_extra;
         let warm = median(&mut samples[1..]).unwrap_or(0);
         for (round, cycles) in [("first", first), ("warm", warm)] {
