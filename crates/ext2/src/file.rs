@@ -68,13 +68,12 @@ impl<D: BlockDevice> Ext2<D> {
         Err(Error::FileTooLarge)
     }
 
-    /// The disk block holding file block `lblk`, or `None` for a hole.
-    pub(crate) fn bmap(&mut self, inode: &Inode, lblk: u64) -> Result<Option<u32>, Error> {
-        let (slot, depth, idx) = self.map_path(lblk)?;
-        let mut ptr = inode.block(slot);
-        for &i in &idx[..depth] {
+    /// Follows the map from pointer `ptr` through indirect blocks at indices `path`: the
+    /// pointer reached (0: a hole on the way).
+    fn follow(&mut self, mut ptr: u32, path: &[usize]) -> Result<u32, Error> {
+        for &i in path {
             if ptr == 0 {
-                return Ok(None);
+                return Ok(0);
             }
             if !self.is_data_block(ptr) {
                 return Err(Error::Corrupt("indirect block pointer outside the data area"));
@@ -83,13 +82,17 @@ impl<D: BlockDevice> Ext2<D> {
             self.read_part(ptr, 4 * i, &mut word)?;
             ptr = u32::from_le_bytes(word);
         }
-        if ptr == 0 {
-            return Ok(None);
+        Ok(ptr)
+    }
+
+    /// The disk block holding file block `lblk`, or `None` for a hole.
+    pub(crate) fn bmap(&mut self, inode: &Inode, lblk: u64) -> Result<Option<u32>, Error> {
+        let (slot, depth, idx) = self.map_path(lblk)?;
+        match self.follow(inode.block(slot), &idx[..depth])? {
+            0 => Ok(None),
+            b if self.is_data_block(b) => Ok(Some(b)),
+            _ => Err(Error::Corrupt("data block pointer outside the data area")),
         }
-        if !self.is_data_block(ptr) {
-            return Err(Error::Corrupt("data block pointer outside the data area"));
-        }
-        Ok(Some(ptr))
     }
 
     /// [`Ext2::bmap`] for one read of consecutive blocks: the pointers of the last-level
@@ -106,18 +109,7 @@ impl<D: BlockDevice> Ext2<D> {
         if depth == 0 {
             return self.bmap(inode, lblk);
         }
-        let mut ptr = inode.block(slot);
-        for &i in &idx[..depth - 1] {
-            if ptr == 0 {
-                return Ok(None);
-            }
-            if !self.is_data_block(ptr) {
-                return Err(Error::Corrupt("indirect block pointer outside the data area"));
-            }
-            let mut word = [0u8; 4];
-            self.read_part(ptr, 4 * i, &mut word)?;
-            ptr = u32::from_le_bytes(word);
-        }
+        let ptr = self.follow(inode.block(slot), &idx[..depth - 1])?;
         if ptr == 0 {
             return Ok(None);
         }

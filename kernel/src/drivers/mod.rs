@@ -6,6 +6,33 @@ pub mod dma;
 pub mod virtio_blk;
 pub mod virtio_net;
 
+use crate::arch::pci::{self, PciFunction};
+use alloc::format;
+use alloc::string::String;
+use virtio_drivers::transport::pci::bus::DeviceFunction;
+use virtio_drivers::transport::pci::PciTransport;
+
+/// The virtio PCI vendor id.
+const VIRTIO_VENDOR: u16 = 0x1af4;
+
+/// The first virtio function of the PCI scan whose device id is one of `device_ids`, with
+/// its transport set up; `None` if the scan found none.
+fn virtio_function(
+    device_ids: &[u16],
+) -> Result<Option<(&'static PciFunction, PciTransport)>, String> {
+    let Some(f) = pci::functions()
+        .iter()
+        .find(|f| f.vendor_id == VIRTIO_VENDOR && device_ids.contains(&f.device_id))
+    else {
+        return Ok(None);
+    };
+    let at = DeviceFunction { bus: f.bus, device: f.device, function: f.function };
+    let transport = pci::with_root(|root| PciTransport::new::<dma::AtollHal, _>(root, at))
+        .ok_or("no PCI configuration access")?
+        .map_err(|e| format!("transport: {e}"))?;
+    Ok(Some((f, transport)))
+}
+
 /// Starts the drivers of the devices the PCI scan found (boot core, after the scan).
 pub fn probe() {
     match virtio_net::probe() {

@@ -6,17 +6,14 @@
 //! layer's bounce buffers (`dma`), so callers pass any kernel buffer.
 
 use super::dma::{AtollHal, BOUNCE_BYTES};
-use crate::arch::pci;
 use alloc::format;
 use alloc::string::String;
 use locks::McsLock;
 use virtio_drivers::device::blk::{VirtIOBlk, SECTOR_SIZE};
-use virtio_drivers::transport::pci::bus::DeviceFunction;
 use virtio_drivers::transport::pci::PciTransport;
 
-/// The virtio PCI vendor id, and the block device's ids: transitional (QEMU's default
-/// `virtio-blk-pci`) and modern (virtio 1.0 §4.1.2: 0x1040 + device type 2).
-const VIRTIO_VENDOR: u16 = 0x1af4;
+/// The block device's virtio ids: transitional (QEMU's default `virtio-blk-pci`) and
+/// modern (virtio 1.0 §4.1.2: 0x1040 + device type 2).
 const BLOCK_DEVICE_IDS: [u16; 2] = [0x1001, 0x1042];
 
 /// Bytes of a sector, the device's unit.
@@ -73,16 +70,9 @@ static INFO: spin::Once<DiskInfo> = spin::Once::new();
 /// Starts the first virtio block device of the PCI scan, if there is one. Once (the boot
 /// core).
 pub fn probe() -> Result<Option<&'static DiskInfo>, String> {
-    let Some(f) = pci::functions()
-        .iter()
-        .find(|f| f.vendor_id == VIRTIO_VENDOR && BLOCK_DEVICE_IDS.contains(&f.device_id))
-    else {
+    let Some((f, transport)) = super::virtio_function(&BLOCK_DEVICE_IDS)? else {
         return Ok(None);
     };
-    let at = DeviceFunction { bus: f.bus, device: f.device, function: f.function };
-    let transport = pci::with_root(|root| PciTransport::new::<AtollHal, _>(root, at))
-        .ok_or("no PCI configuration access")?
-        .map_err(|e| format!("transport: {e}"))?;
     let blk = VirtIOBlk::new(transport).map_err(|e| format!("device: {e}"))?;
     let info = DiskInfo {
         location: format!("{:02x}:{:02x}.{}", f.bus, f.device, f.function),

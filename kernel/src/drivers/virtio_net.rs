@@ -7,17 +7,14 @@
 
 use super::dma::{alloc_pages, direct_map_phys, AtollHal};
 use crate::arch::paging::phys_to_virt;
-use crate::arch::pci;
 use alloc::format;
 use alloc::string::String;
 use locks::McsLock;
 use virtio_drivers::device::net::VirtIONetRaw;
-use virtio_drivers::transport::pci::bus::DeviceFunction;
 use virtio_drivers::transport::pci::PciTransport;
 
-/// The virtio PCI vendor id, and the network device's ids: transitional (QEMU's default
-/// `virtio-net-pci`) and modern (virtio 1.0 §4.1.2: 0x1040 + device type 1).
-const VIRTIO_VENDOR: u16 = 0x1af4;
+/// The network device's virtio ids: transitional (QEMU's default `virtio-net-pci`) and
+/// modern (virtio 1.0 §4.1.2: 0x1040 + device type 1).
 const NET_DEVICE_IDS: [u16; 2] = [0x1000, 0x1041];
 
 /// Descriptors in each of the two queues, and so receive (and send) buffers.
@@ -105,16 +102,9 @@ pub fn format_mac(mac: [u8; 6]) -> String {
 /// Starts the first virtio network device of the PCI scan, if there is one, and posts
 /// every receive buffer. Once (the boot core).
 pub fn probe() -> Result<Option<&'static NicInfo>, String> {
-    let Some(f) = pci::functions()
-        .iter()
-        .find(|f| f.vendor_id == VIRTIO_VENDOR && NET_DEVICE_IDS.contains(&f.device_id))
-    else {
+    let Some((f, transport)) = super::virtio_function(&NET_DEVICE_IDS)? else {
         return Ok(None);
     };
-    let at = DeviceFunction { bus: f.bus, device: f.device, function: f.function };
-    let transport = pci::with_root(|root| PciTransport::new::<AtollHal, _>(root, at))
-        .ok_or("no PCI configuration access")?
-        .map_err(|e| format!("transport: {e}"))?;
     let raw = VirtIONetRaw::new(transport).map_err(|e| format!("device: {e}"))?;
     let pages = (2 * QUEUE_SIZE * BUFFER_BYTES).div_ceil(4096);
     let base = alloc_pages(pages).ok_or("no free block of frames for the packet buffers")?;
