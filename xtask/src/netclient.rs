@@ -154,6 +154,59 @@ pub fn webd_conversation(addr: SocketAddr, stop: &AtomicBool, deadline: Instant)
     Ok(())
 }
 
+/// `webd --apps`'s client (Corey §6.2's filesum, issue M12/M13): on one HTTP/1.1
+/// connection four `GET /filesum/index.html`, each answered `<sum> <size>` of the disk's
+/// `/www/index.html` (the repository's `disk/www/index.html`, summed here); then a missing
+/// file (404) and a name longer than a request to an application core carries (414), each
+/// HTTP/1.0. Six responses. Until the server answers, QEMU's forward closes the connection
+/// empty: the client tries again every 100 ms (at most 3,000 tries).
+pub fn webd_filesum(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> Result {
+    let page = crate::build::root().join("disk/www/index.html");
+    let bytes = std::fs::read(&page).map_err(|e| format!("{}: {e}", page.display()))?;
+    let sum = bytes.iter().fold(0u64, |s, &b| s.wrapping_add(b as u64));
+    let want = format!("{sum} {}\n", bytes.len());
+    let mut tries = 0;
+    loop {
+        if stop.load(Ordering::Relaxed) || Instant::now() > deadline || tries >= 3000 {
+            return Err(format!("webd never answered a filesum ({tries} tries)"));
+        }
+        tries += 1;
+        match filesum_exchange(addr, &want) {
+            Ok(()) => break,
+            Err(Retry::NotYet) => std::thread::sleep(Duration::from_millis(100)),
+            Err(Retry::Failed(why)) => return Err(why),
+        }
+    }
+    expect_status(&http(addr, b"GET /filesum/no-such-file HTTP/1.0\r\n\r\n")?, 404, "missing")?;
+    let long = format!("GET /filesum/{} HTTP/1.0\r\n\r\n", "x".repeat(41));
+    expect_status(&http(addr, long.as_bytes())?, 414, "a 41-byte name")
+}
+
+/// The keep-alive part of [`webd_filesum`]: four filesums on one connection.
+fn filesum_exchange(addr: SocketAddr, want: &str) -> std::result::Result<(), Retry> {
+    let mut stream =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|_| Retry::NotYet)?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| Retry::Failed(e.to_string()))?;
+    for i in 0..4 {
+        let request = b"GET /filesum/index.html HTTP/1.1\r\nHost: atoll\r\n\r\n";
+        stream.write_all(request).map_err(|_| Retry::NotYet)?;
+        let response = match read_response(&mut stream, true) {
+            Ok(r) => r,
+            // The first read of an empty, closed connection: not listening yet.
+            Err(_) if i == 0 => return Err(Retry::NotYet),
+            Err(e) => return Err(Retry::Failed(format!("filesum {i}: {e}"))),
+        };
+        expect_status(&response, 200, "filesum").map_err(Retry::Failed)?;
+        if response.body != want.as_bytes() {
+            let got = String::from_utf8_lossy(&response.body).into_owned();
+            return Err(Retry::Failed(format!("filesum {i}: {got:?}, expected {want:?}")));
+        }
+    }
+    Ok(())
+}
+
 /// More connections than `webd` has listening sockets (32), each sending half a request:
 /// first 40 that then close (the server must close its side of each, not keep waiting for
 /// the rest of a request that cannot come), then 40 that stay open and silent, until the

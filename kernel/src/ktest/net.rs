@@ -44,6 +44,13 @@ kernel_test!(
 kernel_test!(UDPECHO, "user.udpecho_counts_the_hosts_datagrams", 1, Shared, udpecho_counts);
 kernel_test!(WEBD, "user.webd_serves_the_host", 1, Shared, webd_serves_the_host);
 kernel_test!(
+    WEBD_FILESUM,
+    "user.webd_filesum_on_application_cores",
+    2,
+    Shared,
+    webd_filesum_on_application_cores
+);
+kernel_test!(
     BAD_ARGS,
     "user.servers_refuse_bad_arguments",
     1,
@@ -196,6 +203,26 @@ fn udpecho_counts() -> Result<(), String> {
 /// 405 and a 400; its own verdict is `<run>/host-webd`).
 fn webd_serves_the_host() -> Result<(), String> {
     served_by("webd", "--port 8080 --count 6 --seconds 90", "webd: 6 responses")
+}
+
+/// `webd --apps 1` in both modes (Corey §6.2): filesum requests from the host's client
+/// (`<run>/host-filesum-*`: four sums of the disk's `/www/index.html`, a 404 and a 414)
+/// answered by an application core on core 1, which maps the file; each webd exits 0
+/// after six responses, its application core ended well. Not `balanced`: the disk's
+/// buffer cache keeps what it read.
+fn webd_filesum_on_application_cores() -> Result<(), String> {
+    if virtio_net::info().is_none() || crate::drivers::virtio_blk::info().is_none() {
+        return skip(String::from("no network device and disk (run `web-disk` has both)"));
+    }
+    for (port, mode) in [(8081, "locality"), (8082, "random")] {
+        let args = format!("--port {port} --count 6 --seconds 90 --apps 1 --mode {mode}");
+        let (status, text) = crate::user::run_capturing("webd", &args, 120_000_000)
+            .map_err(|e| format!("webd: could not run: {e:?}"))?;
+        if status != ExitStatus::Exited(0) || !text.contains("webd: 6 responses") {
+            return Err(format!("webd {args} ended {status:?}: {text}"));
+        }
+    }
+    Ok(())
 }
 
 /// Runs server `name` with `args` (a host client talks to it meanwhile): it must exit 0

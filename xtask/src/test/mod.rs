@@ -295,6 +295,29 @@ const RUNS: &[Run] = &[
         check: Some(eight_packages),
         ..all("sockets16", 16, "512M")
     },
+    // webd's filesum on application cores (Corey §6.2, issues M12 and M13): the NIC and a
+    // disk, the host's client asking for sums of the disk's `/www/index.html`.
+    Run {
+        test: "user.webd_filesum_on_application_cores",
+        disk: Some(TestDisk { image: Image::Fresh, kill_iterations: None, check: FSCK }),
+        clients: &[
+            Client {
+                name: "filesum-locality",
+                proto: Proto::Tcp,
+                guest_port: 8081,
+                guest_address: None,
+                talk: netclient::webd_filesum,
+            },
+            Client {
+                name: "filesum-random",
+                proto: Proto::Tcp,
+                guest_port: 8082,
+                guest_address: None,
+                talk: netclient::webd_filesum,
+            },
+        ],
+        ..all("web-disk", 2, "256M")
+    },
     // The disk (issue M13): files written and synced on a fresh ext2 image (from `disk/`)
     // that e2fsck then finds clean; a second boot on the same image finds them.
     Run {
@@ -689,7 +712,7 @@ mod tests {
         let read = RUNS.iter().find(|r| r.label == "disk-read").unwrap();
         assert_eq!(read.disk.unwrap().check.0, "fsck");
         assert_eq!(read.test, "user.files_survive_reboot_read");
-        assert_eq!(RUNS.iter().filter(|r| r.disk.is_some()).count(), 4);
+        assert_eq!(RUNS.iter().filter(|r| r.disk.is_some()).count(), 5);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! `webd [--port P] [--count N] [--seconds S] [--backlog B]`: the web server of Corey
-//! §6.2 (issue M12), first form: one core, a TCP/IP stack of its own (smoltcp over the
+//! `webd [--port P] [--count N] [--seconds S] [--backlog B] [--apps LIST [--mode
+//! random|locality]]`: the web server of Corey §6.2 (issue M12): a front end on this core
+//! with a TCP/IP stack of its own (smoltcp over the
 //! network device, `libatoll::net`), at QEMU's user-network address 10.0.2.15/24. It
 //! serves the disk's `/www` when the disk has one (issue M13), else the initrd's files
 //! (GET and HEAD; `/` is `index.html`, or a list of the files) over HTTP/1.1 with
@@ -11,10 +12,17 @@
 //! through a forward QEMU binds to 127.0.0.1 (`hostfwd=tcp:127.0.0.1:8080-:80`). Exit 0
 //! when N were sent, 1 when the time ran out first or there is no network device, 2 for
 //! bad arguments.
+//!
+//! `GET /filesum/NAME` answers with the sum of the bytes of the disk's `/www/NAME` (Corey
+//! §6.2's filesum application): on this core, or with `--apps LIST` on application cores
+//! (`apps`), each a thread on one of the listed cores that maps the files it is asked for,
+//! chosen by `--mode`: `locality` (the default: a file always to the same core) or `random`.
 #![no_std]
 #![no_main]
 
 extern crate alloc;
+
+mod apps;
 
 use alloc::collections::BTreeMap;
 use alloc::string::String;
@@ -25,11 +33,50 @@ use libatoll::net::smoltcp::socket::tcp;
 use libatoll::net::{Listener, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
 use libatoll::obj::{file_open, root_share, segment_read, share_delobj, ObjRef};
 use libatoll::{fs, println};
+use apps::{Answer, Apps, Mode};
 use workloads::http::{self, Parsed};
 
 const USAGE: &str =
-    "usage: webd [--port P] [--count N] [--seconds S] [--backlog B] [--kernel-core C | --polling-core C]   \
-     (P 1-65535, default 80; N 1-1000000, default 100; S 1-3600, default 60; B 1-64, default 32)";
+    "usage: webd [--port P] [--count N] [--seconds S] [--backlog B] [--kernel-core C | --polling-core C] [--apps LIST [--mode random|locality]]   \
+     (P 1-65535, default 80; N 1-1000000, default 100; S 1-3600, default 60; B 1-64, default 32; LIST: up to 8 other cores for filesum's application cores)";
+
+/// Most application cores.
+const APPS_MAX: usize = 8;
+
+/// Takes `--apps LIST` and `--mode M` out of `args`: (the cores, the mode, the rest for
+/// `ServerOptions`), or `None` for a bad value (a core that is this one or not online, a
+/// mode without `--apps`).
+fn app_options(args: &str) -> Option<(Vec<usize>, Mode, String)> {
+    let (mut cores, mut mode, mut rest) = (Vec::new(), None, String::new());
+    let mut words = args.split_whitespace();
+    while let Some(w) = words.next() {
+        match w {
+            "--apps" => {
+                let list = libatoll::cores::parse_cores(words.next()?, libatoll::cores_online())?;
+                let me = libatoll::pcore_current();
+                if list.is_empty() || list.len() > APPS_MAX || list.contains(&me) {
+                    return None;
+                }
+                cores = list;
+            }
+            "--mode" => {
+                mode = Some(match words.next()? {
+                    "random" => Mode::Random,
+                    "locality" => Mode::Locality,
+                    _ => return None,
+                })
+            }
+            other => {
+                rest.push_str(other);
+                rest.push(' ');
+            }
+        }
+    }
+    if mode.is_some() && cores.is_empty() {
+        return None;
+    }
+    Some((cores, mode.unwrap_or(Mode::Locality), rest))
+}
 
 /// How long a connection may stay silent, neither sending nor taking anything (10 s).
 const IDLE_US: u64 = 10_000_000;
@@ -48,6 +95,8 @@ struct Connection {
     close_after: bool,
     /// When it last received or sent anything (the clock's microseconds).
     active_at: u64,
+    /// A filesum request an application core is answering: (its id, keep alive, HEAD).
+    waiting: Option<(u64, bool, bool)>,
 }
 
 impl Connection {
@@ -56,19 +105,34 @@ impl Connection {
         self.output.clear();
         self.sent = 0;
         self.close_after = false;
+        self.waiting = None;
     }
 }
 
 fn main() -> i32 {
-    let mut buf = [0u8; 128];
+    let mut buf = [0u8; 256];
     let defaults = ServerOptions::new(80, 100, 60, 32);
+    let Some((app_cores, mode, rest)) = app_options(libatoll::args(&mut buf)) else {
+        println!("{USAGE}");
+        return 2;
+    };
     // One stack: `--stacks` is tcpsvc's.
-    let Some(opts) = ServerOptions::parse(libatoll::args(&mut buf), defaults, 3600, true)
-        .filter(|o| o.stacks == 1)
+    let Some(opts) =
+        ServerOptions::parse(&rest, defaults, 3600, true).filter(|o| o.stacks == 1)
     else {
         println!("{USAGE}");
         return 2;
     };
+    let kernel_core = match opts.device {
+        libatoll::net::DeviceConfig::Dedicated(c) | libatoll::net::DeviceConfig::Polling(c) => {
+            Some(c)
+        }
+        libatoll::net::DeviceConfig::Trap => None,
+    };
+    if kernel_core.is_some_and(|k| app_cores.contains(&k)) {
+        println!("{USAGE}");
+        return 2;
+    }
     let mut stack = match Stack::open_with(Some(QEMU_GUEST_ADDRESS), opts.device) {
         Ok(stack) => stack,
         Err(e) => {
@@ -95,25 +159,45 @@ fn main() -> i32 {
             sent: 0,
             close_after: false,
             active_at: 0,
+            waiting: None,
         })
         .collect();
     let mut files = Files::new();
+    let mut apps = if app_cores.is_empty() {
+        None
+    } else {
+        match Apps::start(&app_cores, mode) {
+            Ok(apps) => Some(apps),
+            Err(e) => {
+                println!("webd: {e}");
+                return 1;
+            }
+        }
+    };
     println!(
-        "webd: serving {} on 10.0.2.15:{} ({} sockets) for {} responses, {} s",
+        "webd: serving {} on 10.0.2.15:{} ({} sockets) for {} responses, {} s; filesum on {}",
         files.describe(),
         opts.port,
         opts.backlog,
         opts.count,
-        opts.seconds
+        opts.seconds,
+        match &apps {
+            None => alloc::format!("this core"),
+            Some(_) => alloc::format!("application cores {app_cores:?} ({mode:?})"),
+        }
     );
     let mut responses = 0u64;
     while responses < opts.count && stack.clock.micros() < opts.seconds * 1_000_000 {
         stack.poll(&mut sockets);
+        if let Some(apps) = apps.as_mut() {
+            apps.poll();
+        }
         let mut busy = false;
         for c in &mut connections {
             let socket = sockets.get_mut::<tcp::Socket>(c.handle);
             let now = stack.clock.micros();
-            busy |= serve(c, socket, &listener, now, &mut files, &mut responses);
+            let mut server = Server { files: &mut files, apps: apps.as_mut() };
+            busy |= serve(c, socket, &listener, now, &mut server, &mut responses);
         }
         if !busy {
             libatoll::thread::yield_now();
@@ -137,7 +221,11 @@ fn main() -> i32 {
         libatoll::thread::yield_now();
     }
     println!("webd: {responses} responses");
-    if responses == opts.count {
+    let apps_ended_well = apps.map_or(true, Apps::stop);
+    if !apps_ended_well {
+        println!("webd: an application core ended badly");
+    }
+    if responses == opts.count && apps_ended_well {
         0
     } else {
         1
@@ -151,7 +239,7 @@ fn serve(
     socket: &mut tcp::Socket,
     listener: &Listener,
     now: u64,
-    files: &mut Files,
+    server: &mut Server,
     responses: &mut u64,
 ) -> bool {
     match socket.state() {
@@ -183,12 +271,42 @@ fn serve(
         });
         busy = true;
     }
+    // An application core's answer to the request waiting for it.
+    if let Some((id, keep_alive, head_only)) = c.waiting {
+        if let Some(answer) = server.apps.as_mut().and_then(|a| a.take(id)) {
+            let (output, keep_alive) = filesum_response(Some(answer), keep_alive, head_only);
+            c.output = output;
+            c.sent = 0;
+            c.close_after = !keep_alive;
+            c.waiting = None;
+            *responses += 1;
+            busy = true;
+        }
+    }
     // A new request once the last response has gone (pipelined ones wait their turn).
-    if c.sent == c.output.len() && !c.close_after && !c.input.is_empty() {
+    if c.waiting.is_none() && c.sent == c.output.len() && !c.close_after && !c.input.is_empty()
+    {
         let answer = match http::parse(&c.input) {
             Parsed::Request(request, used) => {
                 c.input.drain(..used);
-                Some(respond(&request, files))
+                match request.file.strip_prefix("filesum/") {
+                    Some(name) if server.apps.is_some() => {
+                        let apps = server.apps.as_mut().expect("checked above");
+                        match apps.submit(name) {
+                            Some(id) => {
+                                c.waiting = Some((id, request.keep_alive, request.head_only));
+                                None
+                            }
+                            None if name.len() > apps::NAME_MAX => Some(error(414)),
+                            None => Some(error(503)),
+                        }
+                    }
+                    Some(name) => {
+                        let answer = server.files.sum(name);
+                        Some(filesum_response(answer, request.keep_alive, request.head_only))
+                    }
+                    None => Some(respond(&request, server.files)),
+                }
             }
             Parsed::Error(status) => {
                 c.input.clear();
@@ -211,7 +329,7 @@ fn serve(
     // Close once the last response has gone: after an error or an HTTP/1.0 request, or
     // when the client has closed its side (CLOSE_WAIT): what it left unanswered is a
     // request it cut short, which can never be completed.
-    if c.sent == c.output.len() {
+    if c.sent == c.output.len() && c.waiting.is_none() {
         let state = socket.state();
         let peer_done =
             state == tcp::State::CloseWait && !matches!(http::parse(&c.input), Parsed::Request(..));
@@ -243,6 +361,25 @@ fn respond(request: &http::Request, files: &mut Files) -> (Vec<u8>, bool) {
         out.extend_from_slice(body);
     }
     (out, request.keep_alive)
+}
+
+/// What a connection's requests are served from: the files, and the application cores
+/// when there are some.
+struct Server<'a> {
+    files: &'a mut Files,
+    apps: Option<&'a mut Apps>,
+}
+
+/// The response to a filesum request: the sum and the size in a line of text, or 404.
+fn filesum_response(answer: Option<Answer>, keep_alive: bool, head_only: bool) -> (Vec<u8>, bool) {
+    let Some(Answer::Sum { size, sum }) = answer else { return error(404) };
+    let body = alloc::format!("{sum} {size}\n");
+    let mut out = http::response_head(200, "text/plain; charset=utf-8", body.len(), keep_alive)
+        .into_bytes();
+    if !head_only {
+        out.extend_from_slice(body.as_bytes());
+    }
+    (out, keep_alive)
 }
 
 /// An error response (the connection closes after it).
@@ -279,6 +416,16 @@ impl Files {
         } else {
             "the initrd"
         }
+    }
+
+    /// Filesum on this core: the size and byte sum of the disk's `/www/NAME`.
+    fn sum(&mut self, name: &str) -> Option<Answer> {
+        if !self.from_disk {
+            return None;
+        }
+        let bytes = read_disk_file(name)?;
+        let sum = bytes.iter().fold(0u64, |s, &b| s.wrapping_add(b as u64));
+        Some(Answer::Sum { size: bytes.len() as u64, sum })
     }
 
     /// The bytes of `name` (`index.html`: the list of files, unless there is one).
