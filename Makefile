@@ -62,7 +62,7 @@ help:
 	@echo "  DRY_RUN=1      run, test, bench: check the settings and say what would run, booting nothing"
 	@echo "  ONLY=a,b       bench: only these experiments (nullsys,urpc,shm_vs_msg,multicast,memclone,mempass,sharebench,fdbench,host,"
 	@echo "                 thread_switch,thread_create,amps_jobs,amps_omp,amps_fairness,mcrt_*,shootdown,twophase,polling,unmap,lrpc,metis_wri,metis_wc,metis_phoenix,"
-	@echo "                 tcp_conn,loopback,syscall_device,file_read,file_write,filesum_disk,bcache_lookup)"
+	@echo "                 tcp_conn,loopback,syscall_device,webd_filesum,file_read,file_write,filesum_disk,bcache_lookup)"
 
 run: deps
 	@cargo xtask run

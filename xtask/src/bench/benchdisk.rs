@@ -1,12 +1,16 @@
 //! The disk of the file experiments (issue M13: `file_read`, `file_write`,
-//! `filesum_disk`): one ext2
-//! image holding `bench/seq.bin` and `bench/rand.bin` (4 MiB each, the bytes
-//! `workloads::fileio::input_byte` gives, which both systems check), built once per
-//! `make bench` in `target/bench/disk/`. Every job boots a fresh copy of it, so Atoll and
+//! `filesum_disk`; M12: `webd_filesum`): one ext2 image holding `bench/seq.bin` and
+//! `bench/rand.bin` (4 MiB each, the bytes `workloads::fileio::input_byte` gives, which
+//! both systems check) and webd's filesum files `www/fs/<size>-<k>` ([`FILESUM_CLASSES`],
+//! [`FILESUM_FILES`] of each), built once in `target/bench/disk/`. Every job boots a fresh copy of it, so Atoll and
 //! the Linux guest start from the same bytes on the disk and nothing in memory.
 
 use std::fs;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::qemu::Vm;
 use crate::{build, disk, Result};
@@ -14,9 +18,15 @@ use crate::{build, disk, Result};
 /// Bytes of each input file (`workloads::fileio::FILE_BYTES`).
 const FILE_BYTES: usize = 4 << 20;
 
+/// Corey Figure 12's file sizes (16 KB to 4 MB), as webd's filesum files name them.
+pub const FILESUM_CLASSES: [(&str, usize); 5] =
+    [("16k", 16 << 10), ("64k", 64 << 10), ("256k", 256 << 10), ("1m", 1 << 20), ("4m", 4 << 20)];
+/// Files of each size (`www/fs/<size>-0` to `-3`).
+pub const FILESUM_FILES: usize = 4;
+
 /// Whether experiment `name` needs the bench disk.
 pub fn needs_disk(name: &str) -> bool {
-    matches!(name, "file_read" | "file_write" | "filesum_disk")
+    matches!(name, "file_read" | "file_write" | "filesum_disk" | "webd_filesum")
 }
 
 /// Byte `i` of the input files: `workloads::fileio::input_byte` (the benchmarks check the
@@ -32,7 +42,8 @@ fn dir() -> PathBuf {
 
 /// The image, built if it is not there yet.
 fn template() -> Result<PathBuf> {
-    let image = dir().join("template.img");
+    // Named for its contents: an image of an older layout is never taken for this one.
+    let image = dir().join("template-2.img");
     if image.is_file() {
         return Ok(image);
     }
@@ -43,6 +54,15 @@ fn template() -> Result<PathBuf> {
     for name in ["seq.bin", "rand.bin"] {
         let path = files.join(name);
         fs::write(&path, &bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    let www = content.join("www").join("fs");
+    fs::create_dir_all(&www).map_err(|e| format!("{}: {e}", www.display()))?;
+    for (class, size) in FILESUM_CLASSES {
+        for k in 0..FILESUM_FILES {
+            let path = www.join(format!("{class}-{k}"));
+            let bytes: Vec<u8> = (0..size).map(|i| input_byte(i + k)).collect();
+            fs::write(&path, &bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
     }
     disk::build_image(&content, &image)?;
     Ok(image)
@@ -55,6 +75,86 @@ pub fn attach(vm: &mut Vm, log: &Path) -> Result {
     let copy = dir().join(format!("{name}.img"));
     fs::copy(&template, &copy).map_err(|e| format!("{}: {e}", copy.display()))?;
     vm.extra.extend(disk::qemu_args(&copy));
+    Ok(())
+}
+
+/// Requests [`filesum_load`] makes of each size.
+const FILESUM_REQUESTS: usize = 48;
+/// Connections it keeps busy at once (keep-alive, one request at a time each).
+const FILESUM_CONNECTIONS: usize = 4;
+
+/// The load of `webd_filesum` (Corey Figure 12): for each size of [`FILESUM_CLASSES`] in
+/// turn, [`FILESUM_REQUESTS`] `GET /filesum/fs/<size>-<k>` over [`FILESUM_CONNECTIONS`]
+/// kept-alive connections, `k` going round the size's files, until `stop` or the
+/// deadline. webd measures the rate of each size; this counts the answers. Until webd
+/// listens, QEMU's forward closes a connection empty: tried again 100 ms later.
+pub fn filesum_load(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> Result<String> {
+    let answered = AtomicU64::new(0);
+    let failed = AtomicU64::new(0);
+    for (class, _) in FILESUM_CLASSES {
+        let next = AtomicU64::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..FILESUM_CONNECTIONS {
+                scope.spawn(|| {
+                    let mut stream: Option<TcpStream> = None;
+                    while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                        let n = next.fetch_add(1, Ordering::Relaxed) as usize;
+                        if n >= FILESUM_REQUESTS {
+                            break;
+                        }
+                        let path = format!("/filesum/fs/{class}-{}", n % FILESUM_FILES);
+                        match filesum_request(&mut stream, addr, &path) {
+                            Ok(()) => answered.fetch_add(1, Ordering::Relaxed),
+                            Err(_) => {
+                                stream = None;
+                                next.fetch_sub(1, Ordering::Relaxed);
+                                std::thread::sleep(Duration::from_millis(100));
+                                failed.fetch_add(1, Ordering::Relaxed)
+                            }
+                        };
+                    }
+                });
+            }
+        });
+    }
+    let (answered, failed) = (answered.into_inner(), failed.into_inner());
+    Ok(format!("{answered} filesum requests answered, {failed} tries failed (webd not yet listening, or stopped)"))
+}
+
+/// One filesum request on `stream` (connecting first if there is none): a 200 with a
+/// body, read whole.
+fn filesum_request(stream: &mut Option<TcpStream>, addr: SocketAddr, path: &str) -> Result {
+    if stream.is_none() {
+        let s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+            .map_err(|e| format!("connect: {e}"))?;
+        s.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
+        *stream = Some(s);
+    }
+    let s = stream.as_mut().ok_or("no connection")?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: atoll\r\n\r\n").as_bytes())
+        .map_err(|e| format!("write: {e}"))?;
+    let mut head = Vec::new();
+    let mut one = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut one) {
+            Ok(1) => head.push(one[0]),
+            _ => return Err("closed".into()),
+        }
+        if head.len() > 4096 {
+            return Err("a head of more than 4 KiB".into());
+        }
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    if !head.starts_with("HTTP/1.1 200 ") {
+        return Err(format!("{path}: {}", head.lines().next().unwrap_or("")));
+    }
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or("no Content-Length")?;
+    let mut body = vec![0u8; length];
+    s.read_exact(&mut body).map_err(|e| format!("body: {e}"))?;
     Ok(())
 }
 

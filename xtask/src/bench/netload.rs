@@ -26,6 +26,7 @@ pub struct Load {
 pub fn load_of(name: &str) -> Option<Load> {
     match name {
         "tcp_conn" => Some(Load { guest_port: 80, client: netclient::connection_load }),
+        "webd_filesum" => Some(Load { guest_port: 80, client: super::benchdisk::filesum_load }),
         _ => None,
     }
 }

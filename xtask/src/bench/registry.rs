@@ -5,6 +5,7 @@
 
 use super::variants::{
     AMPS_VARIANTS, METIS_VARIANTS, NPB_VARIANTS, NUMA_VARIANTS, TCP_CONN_VARIANTS, THREAD_VARIANTS,
+    WEBD_FILESUM_VARIANTS,
 };
 
 /// The arguments `bench-host` runs host experiment `name` with (none: its default set).
@@ -501,6 +502,22 @@ pub const EXPERIMENTS: &[Experiment] = &[
         plot: Plot::Bars,
         rows_by: &["config", "round"],
         variants: &[],
+    },
+    // Corey §6.2, Figure 12 (issues M12, M13): webd's filesum on application cores, the
+    // file's core chosen at random or by the file (Locality), against file size; the
+    // host's client asks for 48 sums of each size (`bench/benchdisk.rs`). Atoll only, as
+    // Corey's figure.
+    Experiment {
+        name: "webd_filesum",
+        min_cores: 2,
+        atoll: Some("run webd --port 80 --count 240 --seconds 150 --apps 1-{last}"),
+        linux: None,
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 200,
+        plot: Plot::Bars,
+        rows_by: &["config", "file_size"],
+        variants: WEBD_FILESUM_VARIANTS,
     },
     Experiment {
         name: "host",

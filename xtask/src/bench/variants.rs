@@ -233,3 +233,27 @@ pub(super) const TCP_CONN_VARIANTS: &[Variant] = &[
         max_cores: 8,
     },
 ];
+
+/// `webd_filesum`'s modes (Corey §6.2): which application core a file's requests go to.
+pub(super) const WEBD_FILESUM_VARIANTS: &[Variant] = &[
+    Variant {
+        name: "random",
+        min_cores: 2,
+        atoll_boot: Some(""),
+        atoll_args: " --mode random",
+        linux_args: None,
+        linux_slow: &[],
+        qemu_args: "",
+        max_cores: 8,
+    },
+    Variant {
+        name: "locality",
+        min_cores: 2,
+        atoll_boot: Some(""),
+        atoll_args: " --mode locality",
+        linux_args: None,
+        linux_slow: &[],
+        qemu_args: "",
+        max_cores: 8,
+    },
+];

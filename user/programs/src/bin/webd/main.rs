@@ -95,8 +95,9 @@ struct Connection {
     close_after: bool,
     /// When it last received or sent anything (the clock's microseconds).
     active_at: u64,
-    /// A filesum request an application core is answering: (its id, keep alive, HEAD).
-    waiting: Option<(u64, bool, bool)>,
+    /// A filesum request an application core is answering: (its id, keep alive, HEAD,
+    /// its file's size class).
+    waiting: Option<(u64, bool, bool, Option<String>)>,
 }
 
 impl Connection {
@@ -187,6 +188,7 @@ fn main() -> i32 {
         }
     );
     let mut responses = 0u64;
+    let mut classes = BTreeMap::new();
     while responses < opts.count && stack.clock.micros() < opts.seconds * 1_000_000 {
         stack.poll(&mut sockets);
         if let Some(apps) = apps.as_mut() {
@@ -196,7 +198,8 @@ fn main() -> i32 {
         for c in &mut connections {
             let socket = sockets.get_mut::<tcp::Socket>(c.handle);
             let now = stack.clock.micros();
-            let mut server = Server { files: &mut files, apps: apps.as_mut() };
+            let mut server =
+                Server { files: &mut files, apps: apps.as_mut(), classes: &mut classes };
             busy |= serve(c, socket, &listener, now, &mut server, &mut responses);
         }
         if !busy {
@@ -221,6 +224,21 @@ fn main() -> i32 {
         libatoll::thread::yield_now();
     }
     println!("webd: {responses} responses");
+    // Corey Figure 12: filesum throughput by file size, for this mode.
+    for (class, &(count, first, last)) in &classes {
+        if count >= 2 && last > first {
+            let rate = (count - 1) * 1_000_000 / (last - first);
+            let extra = alloc::format!(
+                ",\"config\":\"{}\",\"file_size\":\"{class}\",\"app_cores\":{},\"answered\":{count}",
+                if mode == Mode::Random { "random" } else { "locality" },
+                app_cores.len()
+            );
+            let cores = libatoll::cores_online();
+            let line =
+                workloads::result::line("atoll", "webd_filesum", cores, "requests", rate, "requests/s", &extra);
+            println!("{line}");
+        }
+    }
     let apps_ended_well = apps.map_or(true, Apps::stop);
     if !apps_ended_well {
         println!("webd: an application core ended badly");
@@ -272,8 +290,12 @@ fn serve(
         busy = true;
     }
     // An application core's answer to the request waiting for it.
-    if let Some((id, keep_alive, head_only)) = c.waiting {
+    if let Some((id, keep_alive, head_only, class)) = c.waiting.clone() {
         if let Some(answer) = server.apps.as_mut().and_then(|a| a.take(id)) {
+            if let (Some(class), Answer::Sum { .. }) = (class, answer) {
+                let seen = server.classes.entry(class).or_insert((0, now, now));
+                *seen = (seen.0 + 1, seen.1, now);
+            }
             let (output, keep_alive) = filesum_response(Some(answer), keep_alive, head_only);
             c.output = output;
             c.sent = 0;
@@ -294,7 +316,9 @@ fn serve(
                         let apps = server.apps.as_mut().expect("checked above");
                         match apps.submit(name) {
                             Some(id) => {
-                                c.waiting = Some((id, request.keep_alive, request.head_only));
+                                let class = size_class(name);
+                                c.waiting =
+                                    Some((id, request.keep_alive, request.head_only, class));
                                 None
                             }
                             None if name.len() > apps::NAME_MAX => Some(error(414)),
@@ -368,6 +392,14 @@ fn respond(request: &http::Request, files: &mut Files) -> (Vec<u8>, bool) {
 struct Server<'a> {
     files: &'a mut Files,
     apps: Option<&'a mut Apps>,
+    /// Filesum answers by size class: (count, first, last answer's time in µs).
+    classes: &'a mut BTreeMap<String, (u64, u64, u64)>,
+}
+
+/// The size class of a filesum name `fs/CLASS-K` (`make bench`'s files: `fs/64k-3`).
+fn size_class(name: &str) -> Option<String> {
+    let rest = name.strip_prefix("fs/")?;
+    Some(String::from(rest.split_once('-')?.0))
 }
 
 /// The response to a filesum request: the sum and the size in a line of text, or 404.
