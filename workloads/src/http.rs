@@ -89,13 +89,20 @@ fn contains_token(value: &[u8], token: &str) -> bool {
 }
 
 /// The file a path names: `/` is `index.html`, a query or fragment is dropped, and the
-/// path must be one plain name (no `..`, no further `/`, printable ASCII); `None` if not.
+/// path must be plain names separated by single `/` (a directory of the disk's `/www`,
+/// `fs/64k-0`): printable ASCII, no `\\`, no empty, `.` or `..` component, so it can never
+/// leave the served directory; `None` if not.
 pub fn resolve(path: &str) -> Option<String> {
     let path = path.split(['?', '#']).next()?;
     let name = path.strip_prefix('/')?;
     let name = if name.is_empty() { "index.html" } else { name };
-    let plain = name.bytes().all(|b| b.is_ascii_graphic() && b != b'/' && b != b'\\');
-    (plain && name != "." && name != "..").then(|| String::from(name))
+    let plain = |part: &str| {
+        !part.is_empty()
+            && part != "."
+            && part != ".."
+            && part.bytes().all(|b| b.is_ascii_graphic() && b != b'\\')
+    };
+    name.split('/').all(plain).then(|| String::from(name))
 }
 
 /// The `Content-Type` of a file, by its name's ending.
@@ -190,7 +197,12 @@ mod tests {
     fn bad_requests_get_their_status() {
         assert_eq!(parse(b"POST / HTTP/1.1\r\n\r\n"), Parsed::Error(405));
         assert_eq!(parse(b"GET /../etc HTTP/1.1\r\n\r\n"), Parsed::Error(400));
-        assert_eq!(parse(b"GET /a/b HTTP/1.1\r\n\r\n"), Parsed::Error(400));
+        assert_eq!(parse(b"GET /a/./b HTTP/1.1\r\n\r\n"), Parsed::Error(400));
+        assert_eq!(parse(b"GET /a//b HTTP/1.1\r\n\r\n"), Parsed::Error(400));
+        assert_eq!(parse(b"GET /a/b/ HTTP/1.1\r\n\r\n"), Parsed::Error(400));
+        assert_eq!(parse(b"GET /a/../../etc HTTP/1.1\r\n\r\n"), Parsed::Error(400));
+        assert_eq!(parse(b"GET /a\\..\\b HTTP/1.1\r\n\r\n"), Parsed::Error(400));
+        assert_eq!(resolve("/fs/64k-0").as_deref(), Some("fs/64k-0"));
         assert_eq!(parse(b"GET nothing HTTP/1.1\r\n\r\n"), Parsed::Error(400));
         assert_eq!(parse(b"GET / HTTP/2.0\r\n\r\n"), Parsed::Error(505));
         assert_eq!(parse(b"\x00\x01\x02 garbage\r\n\r\n"), Parsed::Error(400));
