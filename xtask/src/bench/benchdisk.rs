@@ -128,6 +128,8 @@ fn filesum_request(stream: &mut Option<TcpStream>, addr: SocketAddr, path: &str)
         let s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
             .map_err(|e| format!("connect: {e}"))?;
         s.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
+        // Request/response: no request waits for the last one's acknowledgement (Nagle).
+        s.set_nodelay(true).map_err(|e| e.to_string())?;
         *stream = Some(s);
     }
     let s = stream.as_mut().ok_or("no connection")?;

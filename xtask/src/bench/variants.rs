@@ -238,7 +238,7 @@ pub(super) const TCP_CONN_VARIANTS: &[Variant] = &[
 pub(super) const WEBD_FILESUM_VARIANTS: &[Variant] = &[
     Variant {
         name: "random",
-        min_cores: 2,
+        min_cores: 3,
         atoll_boot: Some(""),
         atoll_args: " --mode random",
         linux_args: None,
@@ -248,7 +248,7 @@ pub(super) const WEBD_FILESUM_VARIANTS: &[Variant] = &[
     },
     Variant {
         name: "locality",
-        min_cores: 2,
+        min_cores: 3,
         atoll_boot: Some(""),
         atoll_args: " --mode locality",
         linux_args: None,
