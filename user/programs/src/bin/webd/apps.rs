@@ -14,6 +14,7 @@ use alloc::vec::Vec;
 use libatoll::fs::File;
 use libatoll::shared::SharedMem;
 use libatoll::thread::{Builder, Thread};
+use core::sync::atomic::{AtomicU32, Ordering};
 use libatoll::Status;
 use urpc::{ChannelMemory, Receiver, Sender, PAYLOAD_WORDS};
 
@@ -44,11 +45,26 @@ pub enum Answer {
     Missing,
 }
 
-/// One application core: its thread and the channels to and from it.
+/// One application core: its thread, the channels to and from it, and its doorbell.
 struct AppCore {
     thread: Thread,
     to: Sender<'static, SLOTS>,
     from: Receiver<'static, SLOTS>,
+    bell: &'static AtomicU32,
+}
+
+/// Polls an idle application core makes before it sleeps on its doorbell (Multikernel
+/// §5.2: poll, then block): a core that spins while idle takes a host CPU from the front
+/// end's vCPU when the VM has more cores than the host.
+const IDLE_POLLS: u32 = 2000;
+/// How long an idle application core sleeps before it looks again, at most.
+const IDLE_SLEEP_US: u64 = 10_000;
+
+/// Rings `bell`: wakes its core if it sleeps.
+fn ring(bell: &AtomicU32) {
+    if bell.swap(1, Ordering::AcqRel) == 0 {
+        let _ = libatoll::thread::wake(bell, 1);
+    }
 }
 
 /// The application cores, as the front end sees them.
@@ -68,14 +84,16 @@ impl Apps {
         for &core in cores {
             let to_app: &'static ChannelMemory<SLOTS> = Box::leak(Box::new(ChannelMemory::new()));
             let to_front: &'static ChannelMemory<SLOTS> = Box::leak(Box::new(ChannelMemory::new()));
+            let bell: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
             let thread = Builder::new()
                 .core(core)
-                .spawn(move || serve(Receiver::new(to_app), Sender::new(to_front)))
+                .spawn(move || serve(Receiver::new(to_app), Sender::new(to_front), bell))
                 .map_err(|e| alloc::format!("application core {core}: {e:?}"))?;
             started.push(AppCore {
                 thread,
                 to: Sender::new(to_app),
                 from: Receiver::new(to_front),
+                bell,
             });
         }
         Ok(Apps { cores: started, mode, seed: 0x9e37_79b9_7f4a_7c15, next_id: 1, answers: BTreeMap::new() })
@@ -110,6 +128,7 @@ impl Apps {
             *w = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
         }
         self.cores[which].to.try_send(SUM, &payload).ok()?;
+        ring(self.cores[which].bell);
         self.next_id += 1;
         Some(id)
     }
@@ -141,6 +160,7 @@ impl Apps {
                 self.poll();
                 let core = &mut self.cores[i];
                 let stopped = core.to.try_send(STOP, &[0; PAYLOAD_WORDS]).is_ok();
+                ring(core.bell);
                 let running = matches!(core.thread.status(), Status::Idle | Status::Running);
                 if stopped || !running {
                     break;
@@ -153,14 +173,29 @@ impl Apps {
 }
 
 /// An application core: answers requests until `STOP`, keeping each file it mapped.
-fn serve(mut from: Receiver<'static, SLOTS>, mut to: Sender<'static, SLOTS>) -> i32 {
+fn serve(
+    mut from: Receiver<'static, SLOTS>,
+    mut to: Sender<'static, SLOTS>,
+    bell: &'static AtomicU32,
+) -> i32 {
     let mut mapped: BTreeMap<String, (SharedMem, u64)> = BTreeMap::new();
+    let mut idle = 0u32;
     loop {
         let Some(m) = from.try_recv() else {
             from.flush_credits();
-            libatoll::thread::yield_now();
+            idle += 1;
+            if idle < IDLE_POLLS {
+                core::hint::spin_loop();
+            } else {
+                // Sleep until the front end rings (it sets the bell, then wakes): a bell
+                // rung since we last cleared it makes `wait` return at once.
+                let _ = libatoll::thread::wait(bell, 0, IDLE_SLEEP_US);
+                bell.store(0, Ordering::Release);
+                idle = 0;
+            }
             continue;
         };
+        idle = 0;
         if m.tag == STOP {
             break;
         }
