@@ -78,8 +78,9 @@ pub fn attach(vm: &mut Vm, log: &Path) -> Result {
     Ok(())
 }
 
-/// Requests [`filesum_load`] makes of each size.
-const FILESUM_REQUESTS: usize = 48;
+/// Requests [`filesum_load`] makes of each size (webd times those whose file its core
+/// had mapped already: the steady state).
+const FILESUM_REQUESTS: usize = 96;
 /// Connections it keeps busy at once (keep-alive, one request at a time each).
 const FILESUM_CONNECTIONS: usize = 4;
 

@@ -505,13 +505,13 @@ pub const EXPERIMENTS: &[Experiment] = &[
     },
     // Corey §6.2, Figure 12 (issues M12, M13): webd's filesum on application cores, the
     // file's core chosen at random or by the file (Locality), against file size; the
-    // host's client asks for 48 sums of each size (`bench/benchdisk.rs`). Atoll only, as
+    // host's client asks for 96 sums of each size (`bench/benchdisk.rs`). Atoll only, as
     // Corey's figure. Three cores at least: the two modes differ only with two
     // application cores or more (`make bench ONLY=webd_filesum CORES=3`).
     Experiment {
         name: "webd_filesum",
         min_cores: 3,
-        atoll: Some("run webd --port 80 --count 240 --seconds 150 --apps 1-{last}"),
+        atoll: Some("run webd --port 80 --count 480 --seconds 150 --apps 1-{last}"),
         linux: None,
         host: false,
         kernel_entry: false,

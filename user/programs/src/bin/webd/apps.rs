@@ -39,8 +39,9 @@ pub enum Mode {
 /// What an application core answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Answer {
-    /// The file's size and the sum of its bytes.
-    Sum { size: u64, sum: u64 },
+    /// The file's size and the sum of its bytes, and whether the core mapped the file for
+    /// this request (its first on that core) rather than finding it mapped.
+    Sum { size: u64, sum: u64, fresh: bool },
     /// No such file (or it could not be mapped).
     Missing,
 }
@@ -138,7 +139,11 @@ impl Apps {
         for core in &mut self.cores {
             while let Some(m) = core.from.try_recv() {
                 let answer = match m.payload[1] {
-                    0 => Answer::Sum { size: m.payload[2], sum: m.payload[3] },
+                    0 => Answer::Sum {
+                        size: m.payload[2],
+                        sum: m.payload[3],
+                        fresh: m.payload[4] != 0,
+                    },
                     _ => Answer::Missing,
                 };
                 self.answers.insert(m.payload[0], answer);
@@ -207,8 +212,9 @@ fn serve(
         let name = String::from_utf8_lossy(&bytes[..len]).into_owned();
         let mut reply = [0u64; PAYLOAD_WORDS];
         reply[0] = m.payload[0];
+        let fresh = !mapped.contains_key(&name);
         match sum_of(&mut mapped, &name) {
-            Some((size, sum)) => (reply[2], reply[3]) = (size, sum),
+            Some((size, sum)) => (reply[2], reply[3], reply[4]) = (size, sum, fresh as u64),
             None => reply[1] = 1,
         }
         while to.try_send(SUM, &reply).is_err() {
