@@ -16,6 +16,7 @@ kernel_test!(FILES_RACE, "user.files_two_cores_write_one_file", 2, Shared, files
 kernel_test!(FILES_KCORE, "user.files_through_a_kernel_core", 2, Shared, files_kcore);
 kernel_test!(FILES_PRIVATE, "user.files_private_to_a_core", 2, Shared, files_private);
 kernel_test!(NO_FS, "user.files_refused_without_a_file_system", 1, Shared, without_fs);
+kernel_test!(FS_FUZZ, "user.sysfuzz_with_a_disk", 1, Shared, sysfuzz_with_a_disk);
 kernel_test!(REBOOT_WRITE, "user.files_survive_reboot_write", 1, Shared, reboot_write);
 kernel_test!(REBOOT_READ, "user.files_survive_reboot_read", 1, Shared, reboot_read);
 kernel_test!(WRITE_LOOP, "user.files_write_loop", 1, Shared, write_loop);
@@ -34,6 +35,31 @@ fn files_race() -> Result<(), String> {
 /// kcore`).
 fn files_kcore() -> Result<(), String> {
     expect_or_skip("fstest", "kcore")
+}
+
+/// Calls each core's fuzzer makes in `user.sysfuzz_with_a_disk`.
+const DISK_FUZZ_CALLS: u64 = 10_000;
+
+/// `sysfuzz` on every core at once with the disk there: its file calls (paths under `/fz`
+/// with `.`, `..`, empty and overlong parts, every flag, wrong references, wild buffers)
+/// reach a real file system. Every fuzzer exits 0, the file system then syncs, and the
+/// run's `e2fsck -fn` must find the image clean. Not `balanced`: the buffer cache keeps
+/// what the calls read.
+fn sysfuzz_with_a_disk() -> Result<(), String> {
+    if crate::storage::statfs().is_err() {
+        return skip("no disk with a file system");
+    }
+    let cores = crate::smp::online_cores();
+    let work = |core: usize| -> Result<(), String> {
+        let args = format!("--seed {} --calls {DISK_FUZZ_CALLS}", 7000 + core);
+        match user::run_with_limit("sysfuzz", &args, 200_000_000) {
+            Ok(ExitStatus::Exited(0)) => Ok(()),
+            other => Err(format!("sysfuzz {args} on core {core} ended {other:?}")),
+        }
+    };
+    let outcomes = crate::smp::run_on(&cores, 250_000_000, &work);
+    crate::smp::all_ok(&cores, &outcomes)?;
+    crate::storage::sync().map_err(|e| format!("sync after the fuzzers: {e:?}"))
 }
 
 /// A file private to a core (after Corey §9; `fstest private`).

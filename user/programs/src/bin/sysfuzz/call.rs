@@ -70,7 +70,8 @@ impl Call {
 pub fn composed_arg(number: u64) -> Option<usize> {
     match number {
         nr::AR_SET_SEG | nr::AR_SET_AR | nr::PCORE_RUN | nr::THREAD_CREATE | nr::WRITE => Some(0),
-        nr::FILE_OPEN => Some(1),
+        nr::FS_MKDIR | nr::FS_REMOVE | nr::FS_RENAME => Some(0),
+        nr::FILE_OPEN | nr::FS_OPEN => Some(1),
         nr::PROGRAM_RUN | nr::KERNEL_COMMAND => Some(2),
         _ => None,
     }

@@ -190,9 +190,15 @@ impl Fuzzer {
             nr::AR_SET_AR => call.words[..6].copy_from_slice(&self.set_ar_words()),
             nr::PCORE_RUN => call.words = self.pcore_run_words(),
             nr::THREAD_CREATE => call.words = self.thread_create_words(),
-            nr::WRITE | nr::FILE_OPEN | nr::PROGRAM_RUN | nr::KERNEL_COMMAND | nr::POWEROFF => {
-                self.text_call(&mut call)
-            }
+            nr::WRITE
+            | nr::FILE_OPEN
+            | nr::PROGRAM_RUN
+            | nr::KERNEL_COMMAND
+            | nr::POWEROFF
+            | nr::FS_OPEN
+            | nr::FS_MKDIR
+            | nr::FS_REMOVE
+            | nr::FS_RENAME => self.text_call(&mut call),
             _ => call.a = self.typed_arguments(number),
         }
         // Now and then a wild pointer instead of the composed block or text.
@@ -338,6 +344,19 @@ impl Fuzzer {
                 (a[0], a[1]) = self.machine_reference();
                 a[2] = self.out_pointer();
             }
+            // The disk's open files: the fuzzer keeps none, so any reference (mostly the
+            // wrong kind), buffers of every sort, offsets near the format's limits.
+            nr::FS_READ | nr::FS_WRITE | nr::FS_READDIR => {
+                (a[0], a[1]) = self.reference(None);
+                (a[2], a[3]) = (self.out_pointer(), self.length());
+                a[4] = self.rng.pick(&[0, 1, 4095, 1 << 32, u64::MAX - 1, u64::MAX]);
+            }
+            nr::FS_STAT | nr::FS_TRUNCATE => {
+                (a[0], a[1]) = self.reference(None);
+                a[2] = if number == nr::FS_STAT { self.out_pointer() } else { self.length() };
+            }
+            nr::FS_SYNC => a[0] = self.rng.pick(&[0, 1, 2, u64::MAX]),
+            nr::FS_STATFS => a[0] = self.out_pointer(),
             _ => {
                 for x in a.iter_mut() {
                     *x = self.argument();
@@ -366,6 +385,20 @@ impl Fuzzer {
                 call.text = text::program_line(&mut self.rng);
                 a[3] = text::length_for(&mut self.rng, &call.text);
                 a[4] = self.give();
+            }
+            nr::FS_OPEN => {
+                a[0] = self.share();
+                call.text = text::path(&mut self.rng);
+                a[2] = text::length_for(&mut self.rng, &call.text);
+                a[3] = self.rng.pick(&[0, 1, 3, 2 | 8, 2 | 4, 16, 1 | 16, 8, 4, 32, u64::MAX]);
+            }
+            nr::FS_MKDIR | nr::FS_REMOVE | nr::FS_RENAME => {
+                call.text = text::path(&mut self.rng);
+                a[1] = text::length_for(&mut self.rng, &call.text);
+                // `fs_rename`'s second path (`a[2]`, `a[3]`) is left null or wild: the
+                // kernel must check the first and refuse the second.
+                a[2] = self.rng.pick(&[0, 0xdead_0000, 0xffff_8000_0000_0000]);
+                a[3] = self.rng.pick(&[0, 5, 4096]);
             }
             _ => {
                 (a[0], a[1]) = self.machine_reference();

@@ -167,6 +167,32 @@ pub fn program_line(rng: &mut Rng) -> Text {
     t
 }
 
+/// A path for the disk's file calls (`fs_open`, `fs_mkdir`, ...): under `/fz` mostly
+/// (so a fuzzer on a disk never touches another test's files), with `.` and `..`
+/// components, doubled and trailing slashes, a name of 256 bytes; sometimes `/` alone, a
+/// relative path, or garbage.
+pub fn path(rng: &mut Rng) -> Text {
+    const PARTS: &[&str] = &["a", "b", "dir", "f.txt", ".", "..", "", "x y", "%00"];
+    let mut t = Text::new();
+    match rng.below(10) {
+        0 => t.push_str("/"),
+        1 => t.push_str("fz/relative"),
+        2 => return garbage(rng),
+        _ => {
+            t.push_str("/fz");
+            for _ in 0..rng.below(4) {
+                t.push_str("/");
+                if rng.one_in(16) {
+                    t.push_str(&"n".repeat(256));
+                } else {
+                    t.push_str(rng.pick(PARTS));
+                }
+            }
+        }
+    }
+    t
+}
+
 /// A file name for `file_open`: a real one a third of the time (opening one copies the
 /// whole file).
 pub fn file_name(rng: &mut Rng, files: &[String]) -> Text {
