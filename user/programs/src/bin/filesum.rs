@@ -152,7 +152,9 @@ fn main() -> i32 {
         return 1;
     }
     let per_byte = |cycles: u64| Fixed2(cycles as f64 / size as f64);
-    let extra = |config: &str, round: &str| alloc::format!(",\"config\":\"{config}\",\"round\":\"{round}\"");
+    let extra = |config: &str, round: &str| {
+        alloc::format!(",\"config\":\"{config}\",\"round\":\"{round}\"")
+    };
     for (config, samples, first_extra) in [
         ("read", &mut by_reads, 0),
         ("read-private", &mut by_private, 0),
@@ -162,7 +164,18 @@ fn main() -> i32 {
         let warm = median(&mut samples[1..]).unwrap_or(0);
         for (round, cycles) in [("first", first), ("warm", warm)] {
             let e = extra(config, round);
-            println!("{}", line("atoll", "filesum_disk", 1, "cycles_per_byte", per_byte(cycles), "cycles/byte", &e));
+            println!(
+                "{}",
+                line(
+                    "atoll",
+                    "filesum_disk",
+                    1,
+                    "cycles_per_byte",
+                    per_byte(cycles),
+                    "cycles/byte",
+                    &e
+                )
+            );
         }
     }
     0

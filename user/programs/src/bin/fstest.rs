@@ -31,9 +31,9 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 use libatoll::abi::fs::{kind, open, ATOMIC_IO, PATH_MAX};
+use libatoll::abi::{device_kind, DeviceInfo};
 use libatoll::abi::{nr, Error};
 use libatoll::fs::{self, File, SeekFrom};
-use libatoll::abi::{device_kind, DeviceInfo};
 use libatoll::kcore::KernelCore;
 use libatoll::obj::{device_alloc, device_list, root_share, segment_alloc, share_delobj};
 use libatoll::ObjRef;
@@ -89,7 +89,11 @@ fn check<T>(what: &str, r: Result<T, Error>) -> Result<T, String> {
 }
 
 /// Fails unless `r` is the error `want`.
-fn expect_err<T: core::fmt::Debug>(what: &str, r: Result<T, Error>, want: Error) -> Result<(), String> {
+fn expect_err<T: core::fmt::Debug>(
+    what: &str,
+    r: Result<T, Error>,
+    want: Error,
+) -> Result<(), String> {
     match r {
         Err(e) if e == want => Ok(()),
         other => Err(format!("{what}: got {other:?}, expected Err({want:?})")),
@@ -226,7 +230,11 @@ fn bad_arguments() -> Result<(), String> {
     expect_err("wild path pointer", open_raw(0xdead_0000, 5, 0), Error::BadAddress)?;
     expect_err("kernel path pointer", open_raw(0xffff_8000_0000_0000, 5, 0), Error::BadAddress)?;
     expect_err("unknown flag", open_raw(p, l, 1 << 20), Error::InvalidArgument)?;
-    expect_err("private directory", open_raw("/fstest".as_ptr() as u64, 7, open::PRIVATE), Error::InvalidArgument)?;
+    expect_err(
+        "private directory",
+        open_raw("/fstest".as_ptr() as u64, 7, open::PRIVATE),
+        Error::InvalidArgument,
+    )?;
     expect_err("exclusive alone", open_raw(p, l, open::EXCLUSIVE), Error::InvalidArgument)?;
     expect_err("truncate read-only", open_raw(p, l, open::TRUNCATE), Error::InvalidArgument)?;
     expect_err("empty path", open_raw(p, 0, 0), Error::InvalidArgument)?;
@@ -240,24 +248,45 @@ fn bad_arguments() -> Result<(), String> {
     let seg = check("segment", segment_alloc(share, 4096))?;
     let mut buf = [0u8; 16];
     let read_raw = |obj, ptr, len| syscall5(nr::FS_READ, share, obj, ptr, len, 0);
-    expect_err("segment as file", read_raw(seg, buf.as_mut_ptr() as u64, 16), Error::InvalidArgument)?;
-    expect_err("no such object", read_raw(99_999, buf.as_mut_ptr() as u64, 16), Error::NoSuchObject)?;
+    expect_err(
+        "segment as file",
+        read_raw(seg, buf.as_mut_ptr() as u64, 16),
+        Error::InvalidArgument,
+    )?;
+    expect_err(
+        "no such object",
+        read_raw(99_999, buf.as_mut_ptr() as u64, 16),
+        Error::NoSuchObject,
+    )?;
     let f = check("open", File::open(path))?;
     let obj = f.descriptor().object;
     expect_err("wild read buffer", read_raw(obj, 0x10, 16), Error::BadAddress)?;
-    expect_err("read into the kernel", read_raw(obj, 0xffff_8000_0000_0000, 16), Error::BadAddress)?;
+    expect_err(
+        "read into the kernel",
+        read_raw(obj, 0xffff_8000_0000_0000, 16),
+        Error::BadAddress,
+    )?;
     expect_err("write read-only", f.write_at(b"no", 0), Error::ReadOnly)?;
     expect_err("truncate read-only", f.set_len(0), Error::ReadOnly)?;
     let w = check("open for writing", File::open_in(share, path, open::WRITE))?;
     let write_raw = |ptr, len| syscall5(nr::FS_WRITE, share, w.descriptor().object, ptr, len, 0);
     expect_err("wild write buffer", write_raw(0xdead_0000, 100), Error::BadAddress)?;
     expect_err("write past the limit", w.write_at(b"x", u64::MAX - 1), Error::FileTooLarge)?;
-    expect_err("open dir for writing", File::open_in(share, "/fstest", open::WRITE), Error::IsADirectory)?;
+    expect_err(
+        "open dir for writing",
+        File::open_in(share, "/fstest", open::WRITE),
+        Error::IsADirectory,
+    )?;
     expect_err("remove root", fs::remove("/"), Error::InvalidArgument)?;
-    expect_err("stat to kernel", syscall3(nr::FS_STAT, share, obj, 0xffff_8000_0000_0000), Error::BadAddress)?;
+    expect_err(
+        "stat to kernel",
+        syscall3(nr::FS_STAT, share, obj, 0xffff_8000_0000_0000),
+        Error::BadAddress,
+    )?;
     expect_err("statfs to nowhere", syscall3(nr::FS_STATFS, 8, 0, 0), Error::BadAddress)?;
     let dir = check("open dir", File::open("/fstest"))?;
-    let tiny = syscall5(nr::FS_READDIR, share, dir.descriptor().object, 0, buf.as_mut_ptr() as u64, 4);
+    let tiny =
+        syscall5(nr::FS_READDIR, share, dir.descriptor().object, 0, buf.as_mut_ptr() as u64, 4);
     expect_err("readdir into 4 bytes", tiny, Error::InvalidArgument)?;
     // The file is as it was.
     if check("size", f.stat())?.size != 100_000 {
@@ -299,7 +328,10 @@ fn full_disk() -> Result<(), String> {
     let _ = fs::remove("/fstest/more");
     let after = check("statfs after", fs::statfs())?;
     if after.free_blocks + 16 < before.free_blocks {
-        return Err(format!("{} free blocks before, {} after", before.free_blocks, after.free_blocks));
+        return Err(format!(
+            "{} free blocks before, {} after",
+            before.free_blocks, after.free_blocks
+        ));
     }
     println!("fstest: the disk filled after {} MiB; NoSpace, and the space came back", at >> 20);
     Ok(())
@@ -370,7 +402,10 @@ fn through_kernel_core() -> Result<(), String> {
     let kernel_core = check("kernel core", KernelCore::start(other, &[dev]))?;
     let st = check("statfs", fs::statfs())?;
     if st.driver != other as u64 + 1 {
-        return Err(format!("statfs says core {} drives the disk, not {other}", st.driver as i64 - 1));
+        return Err(format!(
+            "statfs says core {} drives the disk, not {other}",
+            st.driver as i64 - 1
+        ));
     }
     let data = pattern(3);
     for i in 0..8 {
@@ -510,7 +545,8 @@ fn persisted() -> Vec<(String, Vec<u8>)> {
         log.extend_from_slice(format!("line {i}: {}\n", "=".repeat(i as usize % 70)).as_bytes());
     }
     files.push(("/persist/log.txt".into(), log));
-    let big: Vec<u8> = (0..1_200_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let big: Vec<u8> =
+        (0..1_200_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
     files.push(("/persist/big.bin".into(), big));
     files
 }
@@ -543,7 +579,11 @@ fn persist_read() -> Result<(), String> {
     for (path, data) in persisted() {
         let got = check(&path, fs::read(&path))?;
         if got != data {
-            return Err(format!("{path}: {} bytes differ from the {} written", got.len(), data.len()));
+            return Err(format!(
+                "{path}: {} bytes differ from the {} written",
+                got.len(),
+                data.len()
+            ));
         }
     }
     expect_err("removed file", fs::stat("/persist/kept/doomed"), Error::NotFound)?;

@@ -153,13 +153,15 @@ fn input(o: &Options) -> Result<(Vec<u8>, String), String> {
 /// initrd.
 fn read_file(name: &str) -> Result<Vec<u8>, String> {
     if name.starts_with('/') {
-        let size = libatoll::fs::stat(name).map_err(|e| alloc::format!("metis: {name}: {e:?}"))?.size;
+        let size =
+            libatoll::fs::stat(name).map_err(|e| alloc::format!("metis: {name}: {e:?}"))?.size;
         let mut probe: Vec<u8> = Vec::new();
         if probe.try_reserve_exact(size as usize).is_err() {
             return Err(alloc::format!("metis: {name} ({size} bytes) does not fit in memory"));
         }
         drop(probe);
-        return libatoll::fs::read(name).map_err(|e| alloc::format!("metis: reading {name}: {e:?}"));
+        return libatoll::fs::read(name)
+            .map_err(|e| alloc::format!("metis: reading {name}: {e:?}"));
     }
     let root = root_share();
     let seg = file_open(root, name).map_err(|e| alloc::format!("metis: {name}: {e:?}"))?;

@@ -11,10 +11,10 @@ use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, Ordering};
 use libatoll::fs::File;
 use libatoll::shared::SharedMem;
 use libatoll::thread::{Builder, Thread};
-use core::sync::atomic::{AtomicU32, Ordering};
 use libatoll::Status;
 use urpc::{ChannelMemory, Receiver, Sender, PAYLOAD_WORDS};
 
@@ -97,7 +97,13 @@ impl Apps {
                 bell,
             });
         }
-        Ok(Apps { cores: started, mode, seed: 0x9e37_79b9_7f4a_7c15, next_id: 1, answers: BTreeMap::new() })
+        Ok(Apps {
+            cores: started,
+            mode,
+            seed: 0x9e37_79b9_7f4a_7c15,
+            next_id: 1,
+            answers: BTreeMap::new(),
+        })
     }
 
     /// Sends a request for the sum of file `name` to an application core; its id, or
@@ -173,7 +179,9 @@ impl Apps {
                 libatoll::thread::yield_now();
             }
         }
-        self.cores.into_iter().fold(true, |ok, core| core.thread.join().ok() && ok)
+        // Every thread is joined, even after one that ended badly.
+        let ended: Vec<bool> = self.cores.into_iter().map(|c| c.thread.join().ok()).collect();
+        ended.into_iter().all(|ok| ok)
     }
 }
 

@@ -28,12 +28,12 @@ use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
+use apps::{Answer, Apps, Mode};
 use libatoll::net::smoltcp::iface::{SocketHandle, SocketSet};
 use libatoll::net::smoltcp::socket::tcp;
 use libatoll::net::{Listener, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
 use libatoll::obj::{file_open, root_share, segment_read, share_delobj, ObjRef};
 use libatoll::{fs, println};
-use apps::{Answer, Apps, Mode};
 use workloads::http::{self, Parsed};
 
 const USAGE: &str =
@@ -118,8 +118,7 @@ fn main() -> i32 {
         return 2;
     };
     // One stack: `--stacks` is tcpsvc's.
-    let Some(opts) =
-        ServerOptions::parse(&rest, defaults, 3600, true).filter(|o| o.stacks == 1)
+    let Some(opts) = ServerOptions::parse(&rest, defaults, 3600, true).filter(|o| o.stacks == 1)
     else {
         println!("{USAGE}");
         return 2;
@@ -183,7 +182,7 @@ fn main() -> i32 {
         opts.count,
         opts.seconds,
         match &apps {
-            None => alloc::format!("this core"),
+            None => String::from("this core"),
             Some(_) => alloc::format!("application cores {app_cores:?} ({mode:?})"),
         }
     );
@@ -234,12 +233,19 @@ fn main() -> i32 {
                 app_cores.len()
             );
             let cores = libatoll::cores_online();
-            let line =
-                workloads::result::line("atoll", "webd_filesum", cores, "requests", rate, "requests/s", &extra);
+            let line = workloads::result::line(
+                "atoll",
+                "webd_filesum",
+                cores,
+                "requests",
+                rate,
+                "requests/s",
+                &extra,
+            );
             println!("{line}");
         }
     }
-    let apps_ended_well = apps.map_or(true, Apps::stop);
+    let apps_ended_well = apps.is_none_or(Apps::stop);
     if !apps_ended_well {
         println!("webd: an application core ended badly");
     }
@@ -309,8 +315,7 @@ fn serve(
         }
     }
     // A new request once the last response has gone (pipelined ones wait their turn).
-    if c.waiting.is_none() && c.sent == c.output.len() && !c.close_after && !c.input.is_empty()
-    {
+    if c.waiting.is_none() && c.sent == c.output.len() && !c.close_after && !c.input.is_empty() {
         let answer = match http::parse(&c.input) {
             Parsed::Request(request, used) => {
                 c.input.drain(..used);
@@ -410,8 +415,8 @@ fn size_class(name: &str) -> Option<String> {
 fn filesum_response(answer: Option<Answer>, keep_alive: bool, head_only: bool) -> (Vec<u8>, bool) {
     let Some(Answer::Sum { size, sum, .. }) = answer else { return error(404) };
     let body = alloc::format!("{sum} {size}\n");
-    let mut out = http::response_head(200, "text/plain; charset=utf-8", body.len(), keep_alive)
-        .into_bytes();
+    let mut out =
+        http::response_head(200, "text/plain; charset=utf-8", body.len(), keep_alive).into_bytes();
     if !head_only {
         out.extend_from_slice(body.as_bytes());
     }
