@@ -58,7 +58,8 @@ pub enum Polled {
 
 /// Makes this core the kernel core of `pcore` (on the core, from its monitor): takes the
 /// devices on its list. A syscall device another kernel core polls, or one without a ring
-/// (`device_buf`), is `InvalidArgument`; nothing is taken then.
+/// (`device_buf`), or the disk when another kernel core drives it, is `InvalidArgument`;
+/// nothing is taken then.
 pub fn start(pcore: Ptr) -> Result<(), Error> {
     let pc = corey::pcore(&pcore).ok_or(Error::InvalidArgument)?;
     let devices = pc.devices.with(|d| d.clone());
@@ -81,9 +82,10 @@ pub fn start(pcore: Ptr) -> Result<(), Error> {
             disk = true;
         }
     }
-    if disk {
-        // Every core's transfers now come here, by remote call (`storage::disk`).
-        storage::set_disk_driver(Some(percpu::this_core().index));
+    // Every core's disk transfers come here from now on, by remote call (`storage::disk`).
+    if disk && !storage::claim_disk(percpu::this_core().index) {
+        drop(rings); // gives back the syscall devices taken
+        return Err(Error::InvalidArgument);
     }
     let status = pc.status.clone();
     status.store(pcore_status::RUNNING | pcore_status::POLLING, Ordering::Release);
@@ -102,7 +104,7 @@ pub fn poll() -> Polled {
             // Its devices and pcore go first: whoever sees the status may take them at once.
             drop(rings);
             if disk {
-                storage::set_disk_driver(None);
+                storage::release_disk(percpu::this_core().index);
             }
             drop(pcore);
             status.store(pcore_status::HALTED, Ordering::Release);

@@ -20,9 +20,15 @@ static REMOTE_TRANSFERS: AtomicU64 = AtomicU64::new(0);
 /// How long a transfer waits for the kernel core (a stopped core's calls time out).
 const REMOTE_TIMEOUT_US: u64 = 10_000_000;
 
-/// Makes kernel core `core` drive the disk (`None`: each calling core again).
-pub fn set_driver(core: Option<usize>) {
-    DRIVER.store(core.unwrap_or(NO_DRIVER), Ordering::Release);
+/// Makes kernel core `core` drive the disk; false (and nothing changes) if another kernel
+/// core drives it already.
+pub fn claim_driver(core: usize) -> bool {
+    DRIVER.compare_exchange(NO_DRIVER, core, Ordering::AcqRel, Ordering::Acquire).is_ok()
+}
+
+/// Kernel core `core` stops driving the disk: each calling core drives it again.
+pub fn release_driver(core: usize) {
+    let _ = DRIVER.compare_exchange(core, NO_DRIVER, Ordering::AcqRel, Ordering::Acquire);
 }
 
 /// The kernel core that drives the disk, if one does.

@@ -110,10 +110,15 @@ fn mount_disk(sectors: u64) -> Result<Mounted, String> {
     Ok(mounted)
 }
 
-/// Makes kernel core `core` drive the disk, or (`None`) each calling core again (`kcore`,
-/// when a kernel core with the disk on its list starts and ends).
-pub fn set_disk_driver(core: Option<usize>) {
-    disk::set_driver(core);
+/// Makes kernel core `core` drive the disk (`kcore`, when a kernel core with the disk on
+/// its list starts); false if another kernel core drives it already.
+pub fn claim_disk(core: usize) -> bool {
+    disk::claim_driver(core)
+}
+
+/// Kernel core `core` lets go of the disk (`kcore`, when it ends).
+pub fn release_disk(core: usize) {
+    disk::release_driver(core);
 }
 
 /// The system-call error for a file-system error.
@@ -136,7 +141,11 @@ fn to_abi(e: ext2::Error) -> Error {
 
 /// Runs `f` on the mounted file system, under its lock.
 fn with_fs<R>(f: impl FnOnce(&mut Ext2<CachedDisk>) -> Result<R, ext2::Error>) -> Result<R, Error> {
-    FS.with(|fs| f(fs.as_mut().ok_or(Error::NoFileSystem)?).map_err(to_abi))
+    FS.with(|fs| {
+        let fs = fs.as_mut().ok_or(Error::NoFileSystem)?;
+        finish_closes();
+        f(fs).map_err(to_abi)
+    })
 }
 
 /// `Busy` if `ino` is private to another core than this one.
@@ -156,6 +165,7 @@ fn with_fs_on<R>(
 ) -> Result<R, Error> {
     FS.with(|fs| {
         let fs = fs.as_mut().ok_or(Error::NoFileSystem)?;
+        finish_closes();
         check_owner(ino)?;
         let me = percpu::this_core().index;
         let private = PRIVATE.with(|p| p.contains_key(&ino));
@@ -182,6 +192,7 @@ pub fn open_private(ino: Ino) -> Result<(), Error> {
     let me = percpu::this_core().index;
     FS.with(|fs| {
         let fs = fs.as_mut().ok_or(Error::NoFileSystem)?;
+        finish_closes();
         let cache = CACHE.get().ok_or(Error::NoFileSystem)?;
         let opened_before = PRIVATE.with(|p| match p.get_mut(&ino) {
             Some(f) if f.core != me => Err(Error::Busy),
@@ -204,12 +215,23 @@ pub fn open_private(ino: Ino) -> Result<(), Error> {
     })
 }
 
-/// Closes one private open file of `ino` (any core: the open file's last holder); with
-/// the last, the file's private blocks go back to the shared cache (written back first
-/// if changed).
+/// Closes one private open file of `ino` (any core: the open file's last holder, maybe
+/// inside a message handler while this core holds the file system's lock). The close is
+/// queued and done by the next file-system operation, before it looks at the file: with
+/// the last close, the file's private blocks go back to the shared cache (written back
+/// first if changed).
 pub fn close_private(ino: Ino) {
-    FS.with(|_| {
-        let Some(cache) = CACHE.get() else { return };
+    CLOSING.lock().push(ino);
+}
+
+/// Private closes not done yet ([`close_private`]).
+static CLOSING: spin::Mutex<Vec<Ino>> = spin::Mutex::new(Vec::new());
+
+/// Does the queued private closes; the file system's lock is held.
+fn finish_closes() {
+    let Some(cache) = CACHE.get() else { return };
+    let closing = core::mem::take(&mut *CLOSING.lock());
+    for ino in closing {
         let last = PRIVATE.with(|p| {
             let file = p.get_mut(&ino)?;
             file.opens = file.opens.saturating_sub(1);
@@ -223,7 +245,7 @@ pub fn close_private(ino: Ino) {
                 let _ = cache.make_shared(file.core, b);
             }
         }
-    })
+    }
 }
 
 /// Blocks private to some core now, all cores together.
@@ -361,6 +383,7 @@ pub fn remove(path: &str) -> Result<(), Error> {
     check_path(path)?;
     FS.with(|fs| {
         let fs = fs.as_mut().ok_or(Error::NoFileSystem)?;
+        finish_closes();
         let ino = fs.lookup(path).map_err(to_abi)?;
         if ino == ext2::ROOT_INO {
             return Err(Error::InvalidArgument);
@@ -382,6 +405,7 @@ pub fn rename(from: &str, to: &str) -> Result<(), Error> {
     check_path(to)?;
     FS.with(|fs| {
         let fs = fs.as_mut().ok_or(Error::NoFileSystem)?;
+        finish_closes();
         if let Ok(target) = fs.lookup(to) {
             if PRIVATE.with(|p| p.contains_key(&target)) {
                 return Err(Error::Busy);
@@ -404,7 +428,10 @@ pub fn sync_data() -> Result<(), Error> {
 /// What `df` reports.
 pub fn statfs() -> Result<abi::fs::StatFs, Error> {
     let st = with_fs(|fs| Ok(fs.statfs()))?;
-    let private_blocks = FS.with(|_| private_blocks());
+    let private_blocks = FS.with(|_| {
+        finish_closes();
+        private_blocks()
+    });
     let cache_blocks = BUFFERS.load(core::sync::atomic::Ordering::Relaxed);
     let driver = disk::driver().map_or(0, |c| c as u64 + 1);
     Ok(abi::fs::StatFs {

@@ -10,7 +10,8 @@
 //!   the disk filled until `NoSpace`, the files already there intact, and emptied again.
 //! - `race`: two threads on two cores write the same 64 KiB of one file, each its own
 //!   byte, 50 times; every read between sees one write whole, never a mix.
-//! - `kcore`: the disk driven by a kernel core on another core, then by the caller again.
+//! - `kcore`: the disk driven by a kernel core on another core, then by the caller again;
+//!   on three cores, a second kernel core with the disk on its list fails to start.
 //! - `private`: a file made private to this core (after Corey §9): its blocks counted
 //!   private, another core's reads and private opens `Busy`, removal `Busy`, and on close
 //!   everything back in the shared cache, written through, readable from the other core.
@@ -400,6 +401,14 @@ fn through_kernel_core() -> Result<(), String> {
     remove_tree("/kcore")?;
     check("mkdir", fs::mkdir("/kcore"))?;
     let kernel_core = check("kernel core", KernelCore::start(other, &[dev]))?;
+    // One disk, one driver: a second kernel core with the disk on its list fails to start
+    // (on three cores and more: it needs a core of its own).
+    if let Some(third) = (0..cores_online()).find(|&c| c != me && c != other) {
+        let second = KernelCore::start(third, &[dev]);
+        if second.is_ok() {
+            return Err("a second kernel core took the disk another one drives".into());
+        }
+    }
     let st = check("statfs", fs::statfs())?;
     if st.driver != other as u64 + 1 {
         return Err(format!(
