@@ -207,7 +207,13 @@ pub fn open_private(ino: Ino) -> Result<(), Error> {
         }
         let mut blocks = BTreeSet::new();
         for b in fs.data_blocks(ino).map_err(to_abi)? {
-            cache.make_private(me, b as u64).map_err(|_| Error::Io)?;
+            if cache.make_private(me, b as u64).is_err() {
+                // Nothing is left private on a failed open.
+                for &done in &blocks {
+                    let _ = cache.make_shared(me, done);
+                }
+                return Err(Error::Io);
+            }
             blocks.insert(b as u64);
         }
         PRIVATE.with(|p| p.insert(ino, PrivateFile { core: me, opens: 1, blocks }));
