@@ -160,6 +160,10 @@ pub struct Fuzzer {
     pub regrow: Vec<(u64, u64)>,
     /// Threads making its long parks (`park.rs`).
     pub parkers: Parkers,
+    /// Console lines that undo a change and were refused every time so far (`asym`
+    /// back to full speed while every core's speed measurement times out under load):
+    /// tried again, patiently, when the run ends.
+    pub undos: Vec<String>,
 }
 
 impl Fuzzer {
@@ -223,6 +227,7 @@ impl Fuzzer {
             trace,
             regrow: Vec::with_capacity(64),
             parkers: Parkers::default(),
+            undos: Vec::new(),
         };
         match mode {
             Mode::Main | Mode::Worker => {
