@@ -44,6 +44,13 @@ kernel_test!(
 kernel_test!(UDPECHO, "user.udpecho_counts_the_hosts_datagrams", 1, Shared, udpecho_counts);
 kernel_test!(WEBD, "user.webd_serves_the_host", 1, Shared, webd_serves_the_host);
 kernel_test!(
+    WEBD_FRONT_ENDS,
+    "user.webd_front_ends_on_two_cores",
+    4,
+    Shared,
+    webd_front_ends_on_two_cores
+);
+kernel_test!(
     WEBD_FILESUM,
     "user.webd_filesum_on_application_cores",
     2,
@@ -221,6 +228,24 @@ fn webd_filesum_on_application_cores() -> Result<(), String> {
         if status != ExitStatus::Exited(0) || !text.contains("webd: 6 responses") {
             return Err(format!("webd {args} ended {status:?}: {text}"));
         }
+    }
+    Ok(())
+}
+
+/// Corey §6.2's whole webd (run `web-disk4`): a kernel core on core 3 drives the NIC, two
+/// front ends on cores 0 and 1 each run a stack of their own at 10.0.2.15 (the kernel
+/// core steering each flow to one), and an application core on core 2 sums the files.
+/// The host's two filesum clients (`host-front-ends-a`, `-b`) get their six answers each;
+/// webd exits 0 after twelve responses in all.
+fn webd_front_ends_on_two_cores() -> Result<(), String> {
+    if virtio_net::info().is_none() || crate::drivers::virtio_blk::info().is_none() {
+        return skip(String::from("no network device and disk (run `web-disk4` has both)"));
+    }
+    let args = "--port 8083 --count 12 --seconds 90 --kernel-core 3 --stacks 2 --apps 2";
+    let (status, text) = crate::user::run_capturing("webd", args, 120_000_000)
+        .map_err(|e| format!("webd: could not run: {e:?}"))?;
+    if status != ExitStatus::Exited(0) || !text.contains("webd: 12 responses") {
+        return Err(format!("webd {args} ended {status:?}: {text}"));
     }
     Ok(())
 }

@@ -318,6 +318,29 @@ const RUNS: &[Run] = &[
         ],
         ..all("web-disk", 2, "256M")
     },
+    // webd whole (Corey §6.2): a kernel core, two front ends with stacks of their own,
+    // an application core; two host clients.
+    Run {
+        test: "user.webd_front_ends_on_two_cores",
+        disk: Some(TestDisk { image: Image::Fresh, kill_iterations: None, check: FSCK }),
+        clients: &[
+            Client {
+                name: "front-ends-a",
+                proto: Proto::Tcp,
+                guest_port: 8083,
+                guest_address: None,
+                talk: netclient::webd_filesum,
+            },
+            Client {
+                name: "front-ends-b",
+                proto: Proto::Tcp,
+                guest_port: 8083,
+                guest_address: None,
+                talk: netclient::webd_filesum,
+            },
+        ],
+        ..all("web-disk4", 4, "256M")
+    },
     // The disk (issue M13): files written and synced on a fresh ext2 image (from `disk/`)
     // that e2fsck then finds clean; a second boot on the same image finds them.
     Run {
@@ -712,7 +735,7 @@ mod tests {
         let read = RUNS.iter().find(|r| r.label == "disk-read").unwrap();
         assert_eq!(read.disk.unwrap().check.0, "fsck");
         assert_eq!(read.test, "user.files_survive_reboot_read");
-        assert_eq!(RUNS.iter().filter(|r| r.disk.is_some()).count(), 5);
+        assert_eq!(RUNS.iter().filter(|r| r.disk.is_some()).count(), 6);
     }
 
     #[test]

@@ -34,6 +34,11 @@ impl Clock {
     pub fn micros(&self) -> u64 {
         (rdtsc() - self.start) / self.cycles_per_us
     }
+
+    /// The time-stamp counter's cycles per microsecond, as measured.
+    pub fn cycles_per_us(&self) -> u64 {
+        self.cycles_per_us
+    }
 }
 
 /// Hardware id of core 0's timer device (core k's is this plus k; `device_list`).

@@ -14,9 +14,13 @@
 //! bad arguments.
 //!
 //! `GET /filesum/NAME` answers with the sum of the bytes of the disk's `/www/NAME` (Corey
-//! §6.2's filesum application): on this core, or with `--apps LIST` on application cores
-//! (`apps`), each a thread on one of the listed cores that maps the files it is asked for,
-//! chosen by `--mode`: `locality` (the default: a file always to the same core) or `random`.
+//! §6.2's filesum application): on the front end, or with `--apps LIST` on application
+//! cores (`apps`), each a thread on one of the listed cores that maps the files it is asked
+//! for, chosen by `--mode`: `locality` (the default: a file always to the same core) or
+//! `random`. With a kernel core (`--kernel-core C`), `--stacks K` runs K front ends (Corey
+//! Figure 6), each a thread with a TCP/IP stack of its own on a core of its own (this
+//! core, then the others but the kernel core's and the application cores'), sharing
+//! 10.0.2.15: the kernel core steers each connection to one by a hash of its flow.
 #![no_std]
 #![no_main]
 
@@ -26,19 +30,23 @@ mod apps;
 
 use alloc::collections::BTreeMap;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
-use apps::{Answer, Apps, Mode};
+use apps::{Answer, AppThreads, Apps, Mode};
+use core::sync::atomic::{AtomicU64, Ordering};
 use libatoll::net::smoltcp::iface::{SocketHandle, SocketSet};
 use libatoll::net::smoltcp::socket::tcp;
 use libatoll::net::{Listener, ServerOptions, Stack, QEMU_GUEST_ADDRESS};
 use libatoll::obj::{file_open, root_share, segment_read, share_delobj, ObjRef};
+use libatoll::thread::Builder;
 use libatoll::{fs, println};
+use locks::TtsLock;
 use workloads::http::{self, Parsed};
 
 const USAGE: &str =
-    "usage: webd [--port P] [--count N] [--seconds S] [--backlog B] [--kernel-core C | --polling-core C] [--apps LIST [--mode random|locality]]   \
-     (P 1-65535, default 80; N 1-1000000, default 100; S 1-3600, default 60; B 1-64, default 32; LIST: up to 8 other cores for filesum's application cores)";
+    "usage: webd [--port P] [--count N] [--seconds S] [--backlog B] [--kernel-core C | --polling-core C] [--stacks K] [--apps LIST [--mode random|locality]]   \
+     (P 1-65535, default 80; N 1-1000000, default 100; S 1-3600, default 60; B 1-64, default 32; K 1-7 front ends, more than 1 with a kernel core; LIST: up to 8 other cores for filesum's application cores)";
 
 /// Most application cores.
 const APPS_MAX: usize = 8;
@@ -117,36 +125,206 @@ fn main() -> i32 {
         println!("{USAGE}");
         return 2;
     };
-    // One stack: `--stacks` is tcpsvc's.
-    let Some(opts) = ServerOptions::parse(&rest, defaults, 3600, true).filter(|o| o.stacks == 1)
-    else {
+    let Some(opts) = ServerOptions::parse(&rest, defaults, 3600, true) else {
         println!("{USAGE}");
         return 2;
     };
-    let kernel_core = match opts.device {
-        libatoll::net::DeviceConfig::Dedicated(c) | libatoll::net::DeviceConfig::Polling(c) => {
-            Some(c)
-        }
-        libatoll::net::DeviceConfig::Trap => None,
-    };
-    if kernel_core.is_some_and(|k| app_cores.contains(&k)) {
+    let kernel_core = opts.device.kernel_core();
+    // The front ends: this core, then the others but the kernel core's and the
+    // application cores', round robin.
+    let me = libatoll::pcore_current();
+    let others: Vec<usize> = (0..libatoll::cores_online())
+        .filter(|&c| c != me && Some(c) != kernel_core && !app_cores.contains(&c))
+        .collect();
+    if kernel_core.is_some_and(|k| app_cores.contains(&k))
+        || opts.stacks > 1 && others.len() < opts.stacks - 1
+    {
         println!("{USAGE}");
         return 2;
     }
-    let mut stack = match Stack::open_with(Some(QEMU_GUEST_ADDRESS), opts.device) {
-        Ok(stack) => stack,
-        Err(e) => {
-            println!("webd: {e}");
-            return 1;
+    let (mut views, threads) = if app_cores.is_empty() {
+        ((0..opts.stacks).map(|_| None).collect::<Vec<_>>(), None)
+    } else {
+        match apps::start(&app_cores, mode, opts.stacks) {
+            Ok((views, threads)) => (views.into_iter().map(Some).collect(), Some(threads)),
+            Err(e) => {
+                println!("webd: {e}");
+                return 1;
+            }
         }
     };
+    let first_view = views.remove(0);
+    let served = if opts.stacks == 1 {
+        match Stack::open_with(Some(QEMU_GUEST_ADDRESS), opts.device) {
+            Ok(stack) => front_end(stack, &opts, 0, first_view, threads.as_ref()),
+            Err(e) => {
+                println!("webd: {e}");
+                if let Some(v) = first_view {
+                    v.stop(threads.as_ref());
+                }
+                let _ = threads.map(AppThreads::join);
+                return 1;
+            }
+        }
+    } else {
+        front_ends_on_threads(&opts, &others, first_view, views, threads.as_ref())
+    };
+    let Some(served) = served else {
+        let _ = threads.map(AppThreads::join);
+        return 1;
+    };
+    let responses = RESPONSES.load(Ordering::Relaxed);
+    println!("webd: {responses} responses");
+    let apps_ended_well = threads.is_none_or(AppThreads::join);
+    if !apps_ended_well {
+        println!("webd: an application core ended badly");
+    }
+    // Corey Figure 12: filesum throughput by file size, for this mode, all front ends.
+    for (class, &(count, first, last)) in &served.classes {
+        if count >= 2 && last > first {
+            let rate = count * 1_000_000 * served.cycles_per_us / (last - first);
+            let extra = alloc::format!(
+                ",\"config\":\"{}\",\"file_size\":\"{class}\",\"app_cores\":{},\"front_ends\":{},\"answered\":{count}",
+                if mode == Mode::Random { "random" } else { "locality" },
+                app_cores.len(),
+                opts.stacks
+            );
+            let cores = libatoll::cores_online();
+            let line = workloads::result::line(
+                "atoll",
+                "webd_filesum",
+                cores,
+                "requests",
+                rate,
+                "requests/s",
+                &extra,
+            );
+            println!("{line}");
+        }
+    }
+    if responses >= opts.count && apps_ended_well {
+        0
+    } else {
+        1
+    }
+}
+
+/// Responses sent by every front end of this program.
+static RESPONSES: AtomicU64 = AtomicU64::new(0);
+
+/// What a front end leaves: filesum answers by size class, (count, first, last answer's
+/// time-stamp counter) since the last that had to map its file, and the counter's rate.
+struct Served {
+    classes: BTreeMap<String, (u64, u64, u64)>,
+    cycles_per_us: u64,
+}
+
+impl Served {
+    /// Adds another front end's classes: counts add up, the span widens.
+    fn merge(&mut self, other: Served) {
+        for (class, (count, first, last)) in other.classes {
+            let seen = self.classes.entry(class).or_insert((0, first, last));
+            *seen = (seen.0 + count, seen.1.min(first), seen.2.max(last));
+        }
+    }
+}
+
+/// Front ends 1..K on threads of their own on `others` (round robin), their stacks made
+/// after the threads started (so the stacks' objects go to the share all threads hold),
+/// front end 0 on this thread; their classes merged.
+fn front_ends_on_threads(
+    opts: &ServerOptions,
+    others: &[usize],
+    first_view: Option<Apps>,
+    views: Vec<Option<Apps>>,
+    threads: Option<&AppThreads>,
+) -> Option<Served> {
+    let slots: Vec<Arc<TtsLock<Option<Option<Stack>>>>> =
+        (1..opts.stacks).map(|_| Arc::new(TtsLock::new(None))).collect();
+    let results: Arc<TtsLock<Vec<Served>>> = Arc::new(TtsLock::new(Vec::new()));
+    let mut spawned = Vec::new();
+    for ((i, view), slot) in views.into_iter().enumerate().zip(&slots) {
+        let (slot, results, o) = (slot.clone(), results.clone(), *opts);
+        let thread = Builder::new().core(others[i % others.len()]).spawn(move || {
+            let stack = loop {
+                match slot.with(|s| s.take()) {
+                    Some(Some(stack)) => break stack,
+                    Some(None) => {
+                        if let Some(v) = view {
+                            v.stop(None);
+                        }
+                        return 1;
+                    }
+                    None => libatoll::thread::yield_now(),
+                }
+            };
+            match front_end(stack, &o, i + 1, view, None) {
+                Some(served) => {
+                    results.with(|r| r.push(served));
+                    0
+                }
+                None => 1,
+            }
+        });
+        match thread {
+            Ok(t) => spawned.push(t),
+            Err(e) => println!("webd: no thread for front end {}: {e:?}", i + 1),
+        }
+    }
+    let stacks =
+        Stack::open_many(Some(QEMU_GUEST_ADDRESS), opts.device, opts.stacks, opts.addressing);
+    let (first, rest) = match stacks {
+        Ok(mut stacks) => {
+            let first = stacks.remove(0);
+            (Some(first), stacks.into_iter().map(Some).collect::<Vec<_>>())
+        }
+        Err(e) => {
+            println!("webd: {e}");
+            (None, (1..opts.stacks).map(|_| None).collect())
+        }
+    };
+    for (slot, stack) in slots.iter().zip(rest) {
+        slot.with(|s| *s = Some(stack));
+    }
+    let mine = match first {
+        Some(stack) => front_end(stack, opts, 0, first_view, threads),
+        None => {
+            if let Some(v) = first_view {
+                v.stop(threads);
+            }
+            None
+        }
+    };
+    // Every thread is joined, even after one that ended badly.
+    let ended: Vec<bool> = spawned.into_iter().map(|t| t.join().ok()).collect();
+    let ok = ended.into_iter().all(|ok| ok);
+    let mut served = mine?;
+    for other in results.with(core::mem::take) {
+        served.merge(other);
+    }
+    ok.then_some(served)
+}
+
+/// One front end (Corey §6.2): serves on `stack` until the program's front ends sent
+/// `opts.count` responses in all or `opts.seconds` passed; filesum requests go to the
+/// application cores (`apps`) or are summed here.
+fn front_end(
+    mut stack: Stack,
+    opts: &ServerOptions,
+    index: usize,
+    mut apps: Option<Apps>,
+    threads: Option<&AppThreads>,
+) -> Option<Served> {
     let mut sockets = SocketSet::new(Vec::new());
     let listener =
         match Listener::new(&mut sockets, opts.port, opts.backlog, http::MAX_HEAD, SEND_BUFFER) {
             Ok(l) => l,
             Err(e) => {
                 println!("webd: {e}");
-                return 2;
+                if let Some(a) = apps {
+                    a.stop(threads);
+                }
+                return None;
             }
         };
     let mut connections: Vec<Connection> = listener
@@ -163,32 +341,27 @@ fn main() -> i32 {
         })
         .collect();
     let mut files = Files::new();
-    let mut apps = if app_cores.is_empty() {
-        None
-    } else {
-        match Apps::start(&app_cores, mode) {
-            Ok(apps) => Some(apps),
-            Err(e) => {
-                println!("webd: {e}");
-                return 1;
-            }
-        }
-    };
-    println!(
-        "webd: serving {} on 10.0.2.15:{} ({} sockets) for {} responses, {} s; filesum on {}",
-        files.describe(),
-        opts.port,
-        opts.backlog,
-        opts.count,
-        opts.seconds,
-        match &apps {
-            None => String::from("this core"),
-            Some(_) => alloc::format!("application cores {app_cores:?} ({mode:?})"),
-        }
-    );
-    let mut responses = 0u64;
+    if index == 0 {
+        println!(
+            "webd: serving {} on 10.0.2.15:{} ({} sockets{}) for {} responses, {} s; filesum on {}",
+            files.describe(),
+            opts.port,
+            opts.backlog,
+            if opts.stacks > 1 {
+                alloc::format!(" a front end, {} front ends", opts.stacks)
+            } else {
+                String::new()
+            },
+            opts.count,
+            opts.seconds,
+            if apps.is_some() { "application cores" } else { "the front end" }
+        );
+    }
     let mut classes = BTreeMap::new();
-    while responses < opts.count && stack.clock.micros() < opts.seconds * 1_000_000 {
+    let mut sent = 0u64;
+    while RESPONSES.load(Ordering::Relaxed) < opts.count
+        && stack.clock.micros() < opts.seconds * 1_000_000
+    {
         stack.poll(&mut sockets);
         if let Some(apps) = apps.as_mut() {
             apps.poll();
@@ -197,9 +370,13 @@ fn main() -> i32 {
         for c in &mut connections {
             let socket = sockets.get_mut::<tcp::Socket>(c.handle);
             let now = stack.clock.micros();
-            let mut server =
-                Server { files: &mut files, apps: apps.as_mut(), classes: &mut classes };
-            busy |= serve(c, socket, &listener, now, &mut server, &mut responses);
+            let mut server = Server {
+                files: &mut files,
+                apps: apps.as_mut(),
+                classes: &mut classes,
+                sent: &mut sent,
+            };
+            busy |= serve(c, socket, &listener, now, &mut server);
         }
         if !busy {
             libatoll::thread::yield_now();
@@ -222,38 +399,14 @@ fn main() -> i32 {
         }
         libatoll::thread::yield_now();
     }
-    println!("webd: {responses} responses");
-    // Corey Figure 12: filesum throughput by file size, for this mode.
-    for (class, &(count, first, last)) in &classes {
-        if count >= 2 && last > first {
-            let rate = count * 1_000_000 / (last - first);
-            let extra = alloc::format!(
-                ",\"config\":\"{}\",\"file_size\":\"{class}\",\"app_cores\":{},\"answered\":{count}",
-                if mode == Mode::Random { "random" } else { "locality" },
-                app_cores.len()
-            );
-            let cores = libatoll::cores_online();
-            let line = workloads::result::line(
-                "atoll",
-                "webd_filesum",
-                cores,
-                "requests",
-                rate,
-                "requests/s",
-                &extra,
-            );
-            println!("{line}");
-        }
+    if let Some(apps) = apps {
+        apps.stop(threads);
     }
-    let apps_ended_well = apps.is_none_or(Apps::stop);
-    if !apps_ended_well {
-        println!("webd: an application core ended badly");
+    if opts.stacks > 1 {
+        let core = libatoll::pcore_current();
+        println!("webd: front end {index} on core {core} sent {sent} responses");
     }
-    if responses == opts.count && apps_ended_well {
-        0
-    } else {
-        1
-    }
+    Some(Served { classes, cycles_per_us: stack.clock.cycles_per_us() })
 }
 
 /// One turn of connection `c`: reads what came, answers a whole request, sends what it
@@ -264,7 +417,6 @@ fn serve(
     listener: &Listener,
     now: u64,
     server: &mut Server,
-    responses: &mut u64,
 ) -> bool {
     match socket.state() {
         tcp::State::Listen => {
@@ -302,15 +454,17 @@ fn serve(
             // size that mapped its file (an application core's first sight of it), so it
             // covers only answers from files mapped already.
             if let (Some(class), Answer::Sum { fresh, .. }) = (class, answer) {
-                let seen = server.classes.entry(class).or_insert((0, now, now));
-                *seen = if fresh { (0, now, now) } else { (seen.0 + 1, seen.1, now) };
+                let at = libatoll::rdtsc();
+                let seen = server.classes.entry(class).or_insert((0, at, at));
+                *seen = if fresh { (0, at, at) } else { (seen.0 + 1, seen.1, at) };
             }
             let (output, keep_alive) = filesum_response(Some(answer), keep_alive, head_only);
             c.output = output;
             c.sent = 0;
             c.close_after = !keep_alive;
             c.waiting = None;
-            *responses += 1;
+            RESPONSES.fetch_add(1, Ordering::Relaxed);
+            *server.sent += 1;
             busy = true;
         }
     }
@@ -350,7 +504,8 @@ fn serve(
             c.output = output;
             c.sent = 0;
             c.close_after = !keep_alive;
-            *responses += 1;
+            RESPONSES.fetch_add(1, Ordering::Relaxed);
+            *server.sent += 1;
             busy = true;
         }
     }
@@ -401,8 +556,10 @@ struct Server<'a> {
     files: &'a mut Files,
     apps: Option<&'a mut Apps>,
     /// Filesum answers by size class since the last that mapped its file: (count, when
-    /// the count started, the last answer's time; µs).
+    /// the count started, the last answer's time; time-stamp counter).
     classes: &'a mut BTreeMap<String, (u64, u64, u64)>,
+    /// Responses this front end sent.
+    sent: &'a mut u64,
 }
 
 /// The size class of a filesum name `fs/CLASS-K` (`make bench`'s files: `fs/64k-3`).
