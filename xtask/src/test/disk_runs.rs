@@ -402,7 +402,7 @@ mod tests {
         let disk = TestDisk {
             image: Image::After("disk-write"),
             kill_iterations: None,
-            check: super::super::FSCK,
+            check: crate::test::runs::FSCK,
         };
         let Prepared::Skip(why) = prepare("disk-read", &disk, &dir).unwrap() else {
             panic!("a missing image was taken as ready");
