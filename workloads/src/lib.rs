@@ -39,6 +39,7 @@ use core::sync::atomic::AtomicU32;
 pub mod amps;
 pub mod avl;
 pub mod fileio;
+pub mod filesum;
 pub mod http;
 pub mod larson;
 pub mod locks;

@@ -18,14 +18,10 @@ use alloc::vec;
 use alloc::vec::Vec;
 use libatoll::fs::File;
 use libatoll::{args, println, rdtsc};
+use workloads::filesum::sum;
 use workloads::result::{line, median, Fixed2};
 
 const USAGE: &str = "usage: filesum /FILE [--rounds N]   (N 2-100, default 5)";
-
-/// The sum of `bytes`, as Corey's filesum returns it (wrapping, 64-bit).
-fn sum(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0u64, |s, &b| s.wrapping_add(b as u64))
-}
 
 /// One round of summing through `fs_read`: (sum, cycles).
 fn sum_by_reads(file: &File, size: u64) -> Result<(u64, u64), libatoll::abi::Error> {

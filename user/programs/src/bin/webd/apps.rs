@@ -293,5 +293,5 @@ fn sum_of(mapped: &mut BTreeMap<String, (SharedMem, u64)>, name: &str) -> Option
     // SAFETY: `map` mapped `mem.bytes` (at least `size`) bytes at `mem.va`, this program's
     // alone, never written after.
     let bytes = unsafe { core::slice::from_raw_parts(mem.va as *const u8, *size as usize) };
-    Some((*size, bytes.iter().fold(0u64, |s, &b| s.wrapping_add(b as u64))))
+    Some((*size, workloads::filesum::sum(bytes)))
 }

@@ -43,7 +43,7 @@ impl Files {
             return None;
         }
         let bytes = read_disk_file(name)?;
-        let sum = bytes.iter().fold(0u64, |s, &b| s.wrapping_add(b as u64));
+        let sum = workloads::filesum::sum(&bytes);
         Some(Answer::Sum { size: bytes.len() as u64, sum, fresh: true })
     }
 
