@@ -4,7 +4,7 @@
 //! runs give them one.
 
 use super::skip;
-use super::user::expect_or_skip;
+use super::user::{expect, expect_or_skip};
 use crate::kernel_test;
 use crate::thread::ExitStatus;
 use crate::user;
@@ -17,6 +17,7 @@ kernel_test!(FILES_KCORE, "user.files_through_a_kernel_core", 2, Shared, files_k
 kernel_test!(FILES_PRIVATE, "user.files_private_to_a_core", 2, Shared, files_private);
 kernel_test!(NO_FS, "user.files_refused_without_a_file_system", 1, Shared, without_fs);
 kernel_test!(FS_FUZZ, "user.sysfuzz_with_a_disk", 1, Shared, sysfuzz_with_a_disk);
+kernel_test!(FILESUM_ARGS, "user.filesum_refuses_bad_arguments", 1, Shared, filesum_args);
 kernel_test!(REBOOT_WRITE, "user.files_survive_reboot_write", 1, Shared, reboot_write);
 kernel_test!(REBOOT_READ, "user.files_survive_reboot_read", 1, Shared, reboot_read);
 kernel_test!(WRITE_LOOP, "user.files_write_loop", 1, Shared, write_loop);
@@ -35,6 +36,26 @@ fn files_race() -> Result<(), String> {
 /// kcore`).
 fn files_kcore() -> Result<(), String> {
     expect_or_skip("fstest", "kcore")
+}
+
+/// `filesum` refuses what it cannot sum: bad arguments with its usage (exit 2), a missing
+/// file and a directory with the reason (exit 1; a directory was once read as a file and
+/// then refused by its private open, `InvalidArgument`); a real file gets its sum.
+fn filesum_args() -> Result<(), String> {
+    if crate::storage::statfs().is_err() {
+        return skip("no disk with a file system");
+    }
+    for bad in ["", "x", "/README --rounds 0", "/README --rounds 99999999999999999999", "/a b c"] {
+        expect("filesum", bad, ExitStatus::Exited(2))?;
+    }
+    for (path, why) in [("/nope", "NotFound"), ("/www", "is not a file")] {
+        let (status, text) = user::run_capturing("filesum", path, 60_000_000)
+            .map_err(|e| format!("filesum: could not run: {e:?}"))?;
+        if status != ExitStatus::Exited(1) || !text.contains(why) {
+            return Err(format!("filesum {path} ended {status:?}: {text}"));
+        }
+    }
+    expect("filesum", "/README --rounds 2", ExitStatus::Exited(0))
 }
 
 /// Calls each core's fuzzer makes in `user.sysfuzz_with_a_disk`.

@@ -270,11 +270,21 @@ fn served_by(name: &str, args: &str, done: &str) -> Result<(), String> {
 /// the network (so in every run, NIC or not): values out of range, unknown options, a
 /// `--backlog` for `udpecho` (UDP has none), a missing value.
 fn servers_refuse_bad_arguments() -> Result<(), String> {
-    let cases: [(&str, &str); 10] = [
+    let cases: [(&str, &str); 17] = [
         ("webd", "--port 0"),
         ("webd", "--seconds 3601"),
         ("webd", "--backlog 65"),
         ("webd", "--count"),
+        // Application cores and front ends: the caller's own core, a core past any, a
+        // mode without cores, an unknown mode, cores past any, no list, several front
+        // ends without a kernel core.
+        ("webd", "--apps 0"),
+        ("webd", "--apps 99"),
+        ("webd", "--mode random"),
+        ("webd", "--apps 1 --mode sideways"),
+        ("webd", "--apps 1-9"),
+        ("webd", "--apps"),
+        ("webd", "--stacks 2"),
         ("tcpsvc", "--count 0"),
         ("tcpsvc", "--seconds 601"),
         ("tcpsvc", "--bogus 1"),

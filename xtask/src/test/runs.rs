@@ -319,7 +319,8 @@ pub(super) const RUNS: &[Run] = &[
     Run {
         test:
             "user.files_api,user.files_two_cores_write_one_file,user.files_through_a_kernel_core,\
-               user.files_private_to_a_core,user.sysfuzz_with_a_disk,user.files_survive_reboot_write",
+               user.files_private_to_a_core,user.sysfuzz_with_a_disk,\
+               user.filesum_refuses_bad_arguments,user.files_survive_reboot_write",
         disk: Some(TestDisk { image: Image::Fresh, kill_iterations: None, check: FSCK }),
         ..all("disk-write", 2, "256M")
     },

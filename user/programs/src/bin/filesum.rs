@@ -73,6 +73,10 @@ fn main() -> i32 {
         }
     };
     let size = match file.stat() {
+        Ok(st) if st.kind != libatoll::abi::fs::kind::FILE => {
+            println!("filesum: {path} is not a file");
+            return 1;
+        }
         Ok(st) if st.size > 0 => st.size,
         Ok(_) => {
             println!("filesum: {path} is empty");
