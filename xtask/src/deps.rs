@@ -1,5 +1,5 @@
-//! `cargo xtask deps`: make sure QEMU, e2fsprogs (for `DISK` images) and the kernel's
-//! Rust target are installed.
+//! `cargo xtask deps`: make sure QEMU, e2fsprogs (for `DISK` images), wrk (the HTTP load
+//! generator) and the kernel's Rust target are installed.
 //!
 //! Quiet when everything is there. What is missing is installed when that needs no
 //! password (we are root, or `sudo -n` works); otherwise we stop with the exact command.
@@ -19,6 +19,8 @@ const QEMU_PACKAGE: &str = "qemu-system-x86";
 pub fn ensure_all() -> Result {
     ensure_qemu()?;
     ensure_e2fsprogs()?;
+    // The HTTP load of the webd test (`netclient::webd_under_wrk`) and of `web_static`.
+    ensure_tool("wrk", "wrk")?;
     ensure_rust_target()
 }
 
@@ -55,6 +57,17 @@ fn ensure_e2fsprogs() -> Result {
             Err(format!("installed {} but {} not found", disk::TOOLS_PACKAGE, still.join(", ")))
         }
     }
+}
+
+/// The path of `program`, installing the Debian `package` that provides it first if it is
+/// missing and we may (the host's tools of `make bench`: `wrk`).
+pub fn ensure_tool(program: &str, package: &str) -> Result<PathBuf> {
+    if let Some(path) = find_program(program) {
+        return Ok(path);
+    }
+    install(package, program, package)?;
+    find_program(program)
+        .ok_or_else(|| format!("installed {package} but {program} is still not on PATH"))
 }
 
 /// Installs the Debian `package` with apt-get, as root or through `sudo -n`; otherwise

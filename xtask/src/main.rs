@@ -22,6 +22,7 @@ mod qemu;
 mod run;
 mod tally;
 mod test;
+mod wrk;
 
 use std::env;
 use std::process::ExitCode;

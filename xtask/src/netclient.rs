@@ -154,6 +154,42 @@ pub fn webd_conversation(addr: SocketAddr, stop: &AtomicBool, deadline: Instant)
     Ok(())
 }
 
+/// Connections and seconds of [`webd_under_wrk`]'s load.
+const WRK_CONNECTIONS: u32 = 16;
+const WRK_SECONDS: u32 = 2;
+
+/// A short `wrk` against webd (issue M12: "run a short wrk"): once `GET /hello` is
+/// answered, [`WRK_CONNECTIONS`] kept-alive connections ask for it for [`WRK_SECONDS`]
+/// seconds; every response must be 2xx and no connection may fail or time out. (The
+/// guest's side checks that webd dropped no frame: before its send backlog, a loaded
+/// webd dropped frames when the device's send buffers were all in flight, and each stalled
+/// its connection for a retransmission timeout.) Until the server answers, QEMU's forward
+/// closes the connection empty: the client tries again every 100 ms (at most 3,000 tries).
+pub fn webd_under_wrk(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> Result {
+    let wrk = crate::deps::ensure_tool("wrk", "wrk")?;
+    let mut tries = 0;
+    loop {
+        if stop.load(Ordering::Relaxed) || Instant::now() > deadline || tries >= 3000 {
+            return Err(format!("webd never answered ({tries} tries)"));
+        }
+        tries += 1;
+        match http(addr, b"GET /hello HTTP/1.0\r\n\r\n") {
+            Ok(r) if expect_status(&r, 200, "GET /hello").is_ok() => break,
+            _ => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    let url = format!("http://{addr}/hello");
+    let report = crate::wrk::run(&wrk, &url, WRK_SECONDS, WRK_CONNECTIONS, deadline)?;
+    println!(
+        "    wrk: {} requests, {:.0}/s, p50 {} us, p99 {} us",
+        report.requests, report.per_second, report.p50_us, report.p99_us
+    );
+    if report.requests == 0 || report.non_2xx > 0 || report.socket_errors > 0 {
+        return Err(format!("wrk against webd: {report:?}"));
+    }
+    Ok(())
+}
+
 /// `webd --apps`'s client (Corey §6.2's filesum, issue M12/M13): on one HTTP/1.1
 /// connection four `GET /filesum/index.html`, each answered `<sum> <size>` of the disk's
 /// `/www/index.html` (the repository's `disk/www/index.html`, summed here); then a missing

@@ -5,6 +5,7 @@ use std::fs::{self, OpenOptions};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -225,21 +226,31 @@ pub struct Ending {
 
 /// Waits for `child` to exit, killing it (and reaping it) once `timeout` has passed.
 pub fn wait(child: &mut Child, timeout: Duration) -> Result<Ending> {
+    wait_or_stop(child, timeout, &AtomicBool::new(false)).map(|(ending, _)| ending)
+}
+
+/// [`wait`], also killing `child` as soon as `stop` is set; the second value is true when
+/// that is how it ended (a job whose client measures ends the VM when it is done).
+pub fn wait_or_stop(
+    child: &mut Child,
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> Result<(Ending, bool)> {
     let start = Instant::now();
     loop {
         let waited = child.try_wait().map_err(|e| format!("waiting for QEMU: {e}"))?;
         if let Some(status) = waited {
-            return Ok(Ending {
-                status: status.code(),
-                timed_out: false,
-                elapsed: start.elapsed(),
-            });
+            let ending =
+                Ending { status: status.code(), timed_out: false, elapsed: start.elapsed() };
+            return Ok((ending, false));
         }
-        if start.elapsed() >= timeout {
+        let stopped = stop.load(Ordering::Relaxed);
+        if stopped || start.elapsed() >= timeout {
             // SIGKILL, then wait() so no zombie is left behind.
             let _ = child.kill();
             let _ = child.wait();
-            return Ok(Ending { status: None, timed_out: true, elapsed: start.elapsed() });
+            let ending = Ending { status: None, timed_out: !stopped, elapsed: start.elapsed() };
+            return Ok((ending, stopped));
         }
         thread::sleep(Duration::from_millis(5));
     }

@@ -43,6 +43,7 @@ kernel_test!(
 );
 kernel_test!(UDPECHO, "user.udpecho_counts_the_hosts_datagrams", 1, Shared, udpecho_counts);
 kernel_test!(WEBD, "user.webd_serves_the_host", 1, Shared, webd_serves_the_host);
+kernel_test!(WEBD_WRK, "user.webd_serves_wrk", 1, Shared, webd_serves_wrk);
 kernel_test!(
     WEBD_FRONT_ENDS,
     "user.webd_front_ends_on_two_cores",
@@ -212,6 +213,18 @@ fn webd_serves_the_host() -> Result<(), String> {
     served_by("webd", "--port 8080 --count 6 --seconds 90", "webd: 6 responses")
 }
 
+/// `webd --port 8085 --idle 3` serves the host's short `wrk` (16 connections for 2 s; its
+/// own verdict is `<run>/host-webd-wrk`: every response 2xx, no socket error) and stops
+/// 3 s after the load ended, exit 0, having dropped no frame on its way out (a loaded
+/// stack once dropped frames while the device's send buffers were all in flight).
+fn webd_serves_wrk() -> Result<(), String> {
+    served_by(
+        "webd",
+        "--port 8085 --count 1000000 --seconds 100 --idle 3",
+        "webd: the stack on core 0 dropped 0 frames",
+    )
+}
+
 /// `webd --apps 1` in both modes (Corey §6.2): filesum requests from the host's client
 /// (`<run>/host-filesum-*`: four sums of the disk's `/www/index.html`, a 404 and a 414)
 /// answered by an application core on core 1, which maps the file; each webd exits 0
@@ -270,8 +283,11 @@ fn served_by(name: &str, args: &str, done: &str) -> Result<(), String> {
 /// the network (so in every run, NIC or not): values out of range, unknown options, a
 /// `--backlog` for `udpecho` (UDP has none), a missing value.
 fn servers_refuse_bad_arguments() -> Result<(), String> {
-    let cases: [(&str, &str); 17] = [
+    let cases: [(&str, &str); 20] = [
         ("webd", "--port 0"),
+        ("webd", "--idle 0"),
+        ("webd", "--idle 601"),
+        ("webd", "--idle"),
         ("webd", "--seconds 3601"),
         ("webd", "--backlog 65"),
         ("webd", "--count"),

@@ -2,8 +2,10 @@
 //! `filesum_disk`; M12: `webd_filesum`): one ext2 image holding `bench/seq.bin` and
 //! `bench/rand.bin` (4 MiB each, the bytes `workloads::fileio::input_byte` gives, which
 //! both systems check) and webd's filesum files `www/fs/<size>-<k>` ([`FILESUM_CLASSES`],
-//! [`FILESUM_FILES`] of each), built once in `target/bench/disk/`. Every job boots a fresh copy of it, so Atoll and
-//! the Linux guest start from the same bytes on the disk and nothing in memory.
+//! [`FILESUM_FILES`] of each), and `web_static`'s page `www/static.html` (Multikernel
+//! §5.4's 4.1 kB page, [`static_page`]), built once in `target/bench/disk/`. Every job
+//! boots a fresh copy of it, so Atoll and the Linux guest start from the same bytes on
+//! the disk and nothing in memory.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -24,9 +26,30 @@ pub const FILESUM_CLASSES: [(&str, usize); 5] =
 /// Files of each size (`www/fs/<size>-0` to `-3`).
 pub const FILESUM_FILES: usize = 4;
 
+/// `web_static`'s page, in `www/` (every server's document root).
+pub const STATIC_PAGE: &str = "static.html";
+/// Its size: Multikernel §5.4's "4.1 kB static web page".
+pub const STATIC_PAGE_BYTES: usize = 4100;
+
 /// Whether experiment `name` needs the bench disk.
 pub fn needs_disk(name: &str) -> bool {
-    matches!(name, "file_read" | "file_write" | "filesum_disk" | "webd_filesum")
+    matches!(name, "file_read" | "file_write" | "filesum_disk" | "webd_filesum" | "web_static")
+}
+
+/// `web_static`'s page: [`STATIC_PAGE_BYTES`] of HTML, numbered lines of text.
+pub fn static_page() -> Vec<u8> {
+    let head = "<!DOCTYPE html>\n<html><head><title>Atoll web_static</title></head><body>\n";
+    let tail = "</body></html>\n";
+    let mut page = String::from(head);
+    let mut n = 0;
+    while page.len() + tail.len() < STATIC_PAGE_BYTES {
+        n += 1;
+        page.push_str(&format!("<p>Line {n} of the page Multikernel section 5.4 serves.</p>\n"));
+    }
+    page.truncate(STATIC_PAGE_BYTES - tail.len() - 1);
+    page.push('\n');
+    page.push_str(tail);
+    page.into_bytes()
 }
 
 /// Byte `i` of the input files: `workloads::fileio::input_byte` (the benchmarks check the
@@ -43,7 +66,7 @@ fn dir() -> PathBuf {
 /// The image, built if it is not there yet.
 fn template() -> Result<PathBuf> {
     // Named for its contents: an image of an older layout is never taken for this one.
-    let image = dir().join("template-2.img");
+    let image = dir().join("template-3.img");
     if image.is_file() {
         return Ok(image);
     }
@@ -64,6 +87,8 @@ fn template() -> Result<PathBuf> {
             fs::write(&path, &bytes).map_err(|e| format!("{}: {e}", path.display()))?;
         }
     }
+    let page = content.join("www").join(STATIC_PAGE);
+    fs::write(&page, static_page()).map_err(|e| format!("{}: {e}", page.display()))?;
     disk::build_image(&content, &image)?;
     Ok(image)
 }
@@ -164,6 +189,14 @@ fn filesum_request(stream: &mut Option<TcpStream>, addr: SocketAddr, path: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_static_page_is_html_of_its_size() {
+        let page = static_page();
+        assert_eq!(page.len(), STATIC_PAGE_BYTES);
+        assert!(page.starts_with(b"<!DOCTYPE html>"));
+        assert!(page.ends_with(b"</body></html>\n"));
+    }
 
     #[test]
     fn only_the_file_experiments_get_the_disk() {

@@ -15,7 +15,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::elf;
+use super::{elf, guest_servers};
 use crate::deps::find_program;
 use crate::{build, Result};
 
@@ -119,14 +119,17 @@ pub fn config_hz(config: &str) -> Option<u64> {
     config.lines().find_map(|l| l.strip_prefix("CONFIG_HZ=")).and_then(|v| v.trim().parse().ok())
 }
 
-/// Fetches and unpacks what is missing, then writes the initramfs around `bench_binary`.
-pub fn prepare(bench_binary: &Path) -> Result<Guest> {
+/// Fetches and unpacks what is missing, then writes the initramfs around `bench_binary`;
+/// with `web_servers`, Debian's lighttpd and nginx too (`web_static`, [`guest_servers`]),
+/// which other experiments leave out so their guest boots as it always did.
+pub fn prepare(bench_binary: &Path, web_servers: bool) -> Result<Guest> {
     let dir = build::target_dir().join("linux-guest");
     fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let (kernel, describe) = kernel(&dir)?;
     let busybox = busybox(&dir)?;
     let initramfs = dir.join("initramfs.cpio");
-    write_initramfs(&initramfs, &busybox, bench_binary, &dir.join("modules"))?;
+    let servers = if web_servers { guest_servers::files(&dir)? } else { Vec::new() };
+    write_initramfs(&initramfs, &busybox, bench_binary, &dir.join("modules"), &servers)?;
     let hz = fs::read_to_string(dir.join("config")).ok().and_then(|c| config_hz(&c));
     Ok(Guest { kernel, initramfs, describe, hz })
 }
@@ -254,9 +257,16 @@ fn busybox(dir: &Path) -> Result<PathBuf> {
 }
 
 /// Writes the initramfs: `/init`, `/bin/busybox`, `/bin/atoll-bench-linux`, the guest's
-/// modules found in `modules` (as `/lib/guest/NAME.ko`) and the mount points.
+/// modules found in `modules` (as `/lib/guest/NAME.ko`), the mount points and `/tmp`, and
+/// `more` files (each in directories made for it).
 /// (`/dev/console` comes from the kernel's built-in initramfs.)
-fn write_initramfs(path: &Path, busybox: &Path, bench: &Path, modules: &Path) -> Result {
+fn write_initramfs(
+    path: &Path,
+    busybox: &Path,
+    bench: &Path,
+    modules: &Path,
+    more: &[guest_servers::Entry],
+) -> Result {
     let read = |p: &Path| fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
     let (busybox, bench) = (read(busybox)?, read(bench)?);
     const DIR: u32 = 0o040_755;
@@ -279,6 +289,7 @@ fn write_initramfs(path: &Path, busybox: &Path, bench: &Path, modules: &Path) ->
         ("mnt", DIR, &[]),
         ("lib", DIR, &[]),
         ("lib/guest", DIR, &[]),
+        ("tmp", 0o041_777, &[]),
         ("bin/busybox", EXE, &busybox),
         ("bin/atoll-bench-linux", EXE, &bench),
         ("init", EXE, INIT.as_bytes()),
@@ -286,7 +297,32 @@ fn write_initramfs(path: &Path, busybox: &Path, bench: &Path, modules: &Path) ->
     for (name, bytes) in names.iter().zip(&files) {
         entries.push((name, FILE, bytes));
     }
+    let dirs = parent_dirs(more.iter().map(|(name, _, _)| name.as_str()));
+    for dir in &dirs {
+        if !entries.iter().any(|(name, _, _)| name == dir) {
+            entries.push((dir, DIR, &[]));
+        }
+    }
+    for (name, mode, bytes) in more {
+        entries.push((name, *mode, bytes));
+    }
     fs::write(path, cpio::write_archive(&entries)).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Every directory above `paths`, each once, parents first.
+fn parent_dirs<'a>(paths: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut dirs: Vec<String> = Vec::new();
+    for path in paths {
+        let mut at = 0;
+        while let Some(slash) = path[at..].find('/') {
+            let dir = &path[..at + slash];
+            if !dirs.iter().any(|d| d == dir) {
+                dirs.push(dir.to_string());
+            }
+            at += slash + 1;
+        }
+    }
+    dirs
 }
 
 /// Decompresses the vmlinux ELF from a bzImage whose payload is XZ, and checks that it has
@@ -318,7 +354,7 @@ pub fn versioned_image(depends: &str) -> Option<String> {
 }
 
 /// An empty directory at `path`.
-fn fresh_dir(path: &Path) -> Result<PathBuf> {
+pub(super) fn fresh_dir(path: &Path) -> Result<PathBuf> {
     let _ = fs::remove_dir_all(path);
     fs::create_dir_all(path).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(path.to_path_buf())
@@ -326,7 +362,7 @@ fn fresh_dir(path: &Path) -> Result<PathBuf> {
 
 /// `apt-get download PACKAGE` into `dir`; returns the .deb. If the package lists are
 /// missing or stale and we are root, runs `apt-get update` once and tries again.
-fn apt_download(dir: &Path, package: &str) -> Result<PathBuf> {
+pub(super) fn apt_download(dir: &Path, package: &str) -> Result<PathBuf> {
     if find_program("apt-get").is_none() || find_program("dpkg-deb").is_none() {
         return Err(format!(
             "the Linux guest needs apt-get and dpkg (a Debian-like host) to fetch {package}"
@@ -358,7 +394,7 @@ fn apt_download(dir: &Path, package: &str) -> Result<PathBuf> {
 }
 
 /// One control field of a .deb (`dpkg-deb -f`).
-fn dpkg_field(deb: &Path, field: &str) -> Result<String> {
+pub(super) fn dpkg_field(deb: &Path, field: &str) -> Result<String> {
     let out = Command::new("dpkg-deb")
         .arg("-f")
         .arg(deb)
@@ -372,7 +408,7 @@ fn dpkg_field(deb: &Path, field: &str) -> Result<String> {
 }
 
 /// `dpkg -x DEB DIR`: unpacks the files without installing anything.
-fn unpack(deb: &Path, dir: &Path) -> Result<PathBuf> {
+pub(super) fn unpack(deb: &Path, dir: &Path) -> Result<PathBuf> {
     let status = Command::new("dpkg")
         .arg("-x")
         .arg(deb)
@@ -395,6 +431,12 @@ fn is_root() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parents_come_before_their_files_once_each() {
+        let dirs = parent_dirs(["usr/sbin/nginx", "usr/lib/x", "etc/passwd", "top"].into_iter());
+        assert_eq!(dirs, ["usr", "usr/sbin", "usr/lib", "etc"]);
+    }
 
     #[test]
     fn the_versioned_image_package_is_found() {

@@ -7,6 +7,7 @@
 mod benchdisk;
 mod elf;
 mod guest;
+mod guest_servers;
 mod hostload;
 mod linux_bin;
 mod model;
@@ -20,6 +21,7 @@ mod runner;
 mod smoke;
 mod throttle;
 mod variants;
+mod webload;
 
 use std::fs;
 use std::path::PathBuf;
@@ -390,9 +392,13 @@ struct Prepared {
 /// Builds what `jobs` need and makes a fresh log folder.
 fn prepare(settings: &Settings, accel: Accel, jobs: &[Job], host_cpus: u32) -> Result<Prepared> {
     let images = build::images()?;
+    if jobs.iter().any(|j| j.experiment.name == "web_static") {
+        crate::deps::ensure_tool("wrk", "wrk")?;
+    }
     let guest = if jobs.iter().any(|j| j.system == "linux") {
         let binary = linux_bin::build()?;
-        Some(guest::prepare(&binary)?)
+        let web = jobs.iter().any(|j| j.system == "linux" && j.experiment.name == "web_static");
+        Some(guest::prepare(&binary, web)?)
     } else {
         None
     };
@@ -465,7 +471,9 @@ fn launch(
                     benchdisk::attach(&mut vm, log)?;
                 }
                 match netload::load_of(e.name) {
-                    Some(load) => netload::boot_with_load(&vm, log, timeout, false, &load),
+                    Some(load) => {
+                        netload::boot_with_load(&vm, log, timeout, false, &load, measured(job))
+                    }
                     None => runner::boot(&vm, log, timeout, false),
                 }
             }),
@@ -484,7 +492,14 @@ fn launch(
                     let load = netload::load_of(e.name);
                     match job.variant.map_or(&[][..], |v| v.linux_slow) {
                         [] => match &load {
-                            Some(load) => netload::boot_with_load(&vm, log, timeout, true, load),
+                            Some(load) => netload::boot_with_load(
+                                &vm,
+                                log,
+                                timeout,
+                                true,
+                                load,
+                                measured(job),
+                            ),
                             None => runner::boot(&vm, log, timeout, true),
                         },
                         slow => runner::boot_throttled(&vm, log, timeout, slow),
@@ -497,6 +512,15 @@ fn launch(
             .as_deref()
             .ok_or_else(|| "bench-host is not built".to_string())
             .and_then(|binary| runner::host(binary, registry::host_args(e.name), log, timeout)),
+    }
+}
+
+/// Who a host client's result lines are about (`netload::Client::Measures`).
+fn measured(job: &Job) -> netload::Measured<'_> {
+    netload::Measured {
+        system: job.system,
+        config: job.variant.map_or("", |v| v.name),
+        cores: job.cores,
     }
 }
 

@@ -5,6 +5,7 @@
 
 use super::variants::{
     AMPS_VARIANTS, METIS_VARIANTS, NPB_VARIANTS, NUMA_VARIANTS, TCP_CONN_VARIANTS, THREAD_VARIANTS,
+    WEB_STATIC_VARIANTS,
     WEBD_FILESUM_VARIANTS,
 };
 
@@ -370,6 +371,21 @@ pub const EXPERIMENTS: &[Experiment] = &[
         plot: Plot::Scaling { series: "config", metric: "connections_per_s" },
         rows_by: &["config"],
         variants: TCP_CONN_VARIANTS,
+    },
+    // Multikernel §5.4 (issue M12): the 4.1 kB static page, served from the bench disk's
+    // `www/`, measured by `wrk` on the host (`bench/webload.rs`): webd on Atoll and on
+    // Linux, and Debian's lighttpd and nginx in the Linux guest, tuned as §5.4 did.
+    Experiment {
+        name: "web_static",
+        min_cores: 1,
+        atoll: Some("run webd --port 80 --count 1000000 --seconds 170"),
+        linux: Some("web_static"),
+        host: false,
+        kernel_entry: false,
+        timeout_secs: 200,
+        plot: Plot::Bars,
+        rows_by: &["config"],
+        variants: WEB_STATIC_VARIANTS,
     },
     // Corey §3.2, §4.4 (issue M12): a null call through a syscall device to a kernel core,
     // one at a time and pipelined, against a trap on the caller's core. Atoll's mechanism

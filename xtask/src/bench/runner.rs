@@ -5,6 +5,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::guest::{CONDITION_MARKER, DONE_MARKER};
@@ -30,6 +31,9 @@ pub struct Outcome {
     pub status: Option<i32>,
     /// True if the time limit killed it.
     pub timed_out: bool,
+    /// True if it was stopped on purpose, once the host's client had measured (see
+    /// [`boot_until`]): then neither its exit status nor the guest's end marker counts.
+    pub stopped: bool,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -41,11 +45,11 @@ impl Outcome {
             Some(format!("timed out after {:.0} s", self.elapsed.as_secs_f64()))
         } else if let Some(line) = self.complaints.first() {
             Some(format!("`{line}`"))
-        } else if self.needs_done && !self.done {
+        } else if self.needs_done && !self.done && !self.stopped {
             Some("the guest never reported the end of the benchmark".into())
         } else if self.results.is_empty() {
             Some(format!("no RESULT lines (exit status {:?})", self.status))
-        } else if !matches!(self.status, Some(0) | Some(33)) {
+        } else if !self.stopped && !matches!(self.status, Some(0) | Some(33)) {
             Some(format!("exit status {:?}", self.status))
         } else {
             None
@@ -56,7 +60,19 @@ impl Outcome {
 /// Boots `vm` with COM1 going to `log`, waits up to `timeout`, and reads the log.
 /// `linux`: the guest must print its end marker with status 0.
 pub fn boot(vm: &Vm, log: &Path, timeout: Duration, linux: bool) -> Result<Outcome> {
-    boot_then(vm, log, timeout, linux, |_| Ok(()))
+    boot_then(vm, log, timeout, linux, &AtomicBool::new(false), |_| Ok(()))
+}
+
+/// Like [`boot`], but the VM is also stopped (killed) as soon as `stop` is set: for a
+/// server that runs until the client on the host has measured it.
+pub fn boot_until(
+    vm: &Vm,
+    log: &Path,
+    timeout: Duration,
+    linux: bool,
+    stop: &AtomicBool,
+) -> Result<Outcome> {
+    boot_then(vm, log, timeout, linux, stop, |_| Ok(()))
 }
 
 /// Like [`boot`] for the Linux guest, with the vCPUs in `slow` throttled from the host
@@ -71,7 +87,7 @@ pub fn boot_throttled(
     let _ = std::fs::remove_file(&socket);
     let mut with_qmp = vm.clone();
     with_qmp.extra.extend(["-qmp".to_string(), format!("unix:{},server,nowait", socket.display())]);
-    let outcome = boot_then(&with_qmp, log, timeout, true, |_| {
+    let outcome = boot_then(&with_qmp, log, timeout, true, &AtomicBool::new(false), |_| {
         super::throttle::vcpu_threads(&socket, Duration::from_secs(10))
             .and_then(|threads| super::throttle::slow_down(&threads, slow))
     });
@@ -79,13 +95,14 @@ pub fn boot_throttled(
     outcome
 }
 
-/// [`boot`], running `started` once QEMU runs; what it returns lives until QEMU ends (a
-/// failure kills QEMU and fails the job).
+/// [`boot_until`], running `started` once QEMU runs; what it returns lives until QEMU ends
+/// (a failure kills QEMU and fails the job).
 fn boot_then<T>(
     vm: &Vm,
     log: &Path,
     timeout: Duration,
     linux: bool,
+    stop: &AtomicBool,
     started: impl FnOnce(&std::process::Child) -> Result<T>,
 ) -> Result<Outcome> {
     let file = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
@@ -101,10 +118,11 @@ fn boot_then<T>(
             return Err(why);
         }
     };
-    let ending = qemu::wait(&mut child, timeout)?;
+    let (ending, stopped) = qemu::wait_or_stop(&mut child, timeout, stop)?;
     drop(held);
     let mut outcome = scan(&qemu::read_log(log));
     outcome.needs_done = linux;
+    outcome.stopped = stopped;
     outcome.status = ending.status;
     outcome.timed_out = ending.timed_out;
     outcome.elapsed = ending.elapsed;
@@ -242,6 +260,10 @@ mod tests {
         assert!(Outcome { done: false, ..ok.clone() }.failure().is_some());
         assert!(Outcome { results: vec![], ..ok.clone() }.failure().is_some());
         assert!(Outcome { status: Some(1), ..ok.clone() }.failure().is_some());
+        // Stopped on purpose once the client had measured: killed, no end marker, fine.
+        let stopped = Outcome { status: None, done: false, stopped: true, ..ok.clone() };
+        assert_eq!(stopped.failure(), None);
+        assert!(Outcome { results: vec![], ..stopped }.failure().is_some());
         assert!(Outcome { complaints: vec!["bench: x".into()], ..ok }.failure().is_some());
     }
 }

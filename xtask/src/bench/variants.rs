@@ -257,3 +257,50 @@ pub(super) const WEBD_FILESUM_VARIANTS: &[Variant] = &[
         max_cores: 8,
     },
 ];
+
+/// `web_static`'s servers (Multikernel §5.4): webd on both systems (on Atoll by its own
+/// traps, one stack), webd with a kernel core on the VM's last core and a front end on
+/// each other core (Atoll alone), and lighttpd and nginx in the Linux guest (their lines
+/// are peers of webd's row: `bench/webload.rs`).
+pub(super) const WEB_STATIC_VARIANTS: &[Variant] = &[
+    Variant {
+        name: "webd",
+        min_cores: 1,
+        atoll_boot: Some(""),
+        atoll_args: "",
+        linux_args: Some(",webd"),
+        linux_slow: &[],
+        qemu_args: "",
+        max_cores: 8,
+    },
+    Variant {
+        name: "webd-kcore",
+        min_cores: 2,
+        atoll_boot: Some(""),
+        atoll_args: " --kernel-core {last} --stacks {others}",
+        linux_args: None,
+        linux_slow: &[],
+        qemu_args: "",
+        max_cores: 8,
+    },
+    Variant {
+        name: "lighttpd",
+        min_cores: 1,
+        atoll_boot: None,
+        atoll_args: "",
+        linux_args: Some(",lighttpd"),
+        linux_slow: &[],
+        qemu_args: "",
+        max_cores: 8,
+    },
+    Variant {
+        name: "nginx",
+        min_cores: 1,
+        atoll_boot: None,
+        atoll_args: "",
+        linux_args: Some(",nginx"),
+        linux_slow: &[],
+        qemu_args: "",
+        max_cores: 8,
+    },
+];

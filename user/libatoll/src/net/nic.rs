@@ -26,9 +26,12 @@ use smoltcp::time::Instant;
 
 /// Largest Ethernet frame (header and 1500 bytes of payload).
 pub const MAX_FRAME: usize = 1514;
-/// Tries of a send the device refuses as `Busy` (its send buffers all in flight) before
-/// the frame is dropped, as a full NIC queue drops (TCP sends it again).
-const BUSY_TRIES: u32 = 1000;
+/// Frames smoltcp may hand over while the device's send buffers are all in flight: they
+/// wait in the stack's own queue, sent first at its next poll. With the queue full the
+/// stack is told it cannot send now (`transmit` gives no token), so TCP's data waits in
+/// its socket instead of being dropped and sent again a retransmission timeout later,
+/// which stalled a loaded server for a second at a time.
+const SEND_BACKLOG: usize = 32;
 /// A syscall device's packet area: [`RX_BUFFERS`] receive buffers handed to the kernel
 /// core, then [`TX_BUFFERS`] send buffers, [`BUFFER_BYTES`] each.
 const RX_BUFFERS: usize = 8;
@@ -149,6 +152,10 @@ pub struct Nic {
     send_by_trap: bool,
     /// The kernel core, shared by the program's stacks; it stops when the last goes.
     kernel_core: Option<Arc<KernelCore>>,
+    /// Frames waiting for a free send buffer, oldest first ([`SEND_BACKLOG`]).
+    backlog: VecDeque<Vec<u8>>,
+    /// Frames dropped: refused by the device for good, or past a full backlog.
+    dropped: u64,
 }
 
 impl Nic {
@@ -172,7 +179,15 @@ impl Nic {
         let bytes = stat.detail.to_le_bytes();
         let mut mac = [0u8; 6];
         mac.copy_from_slice(&bytes[..6]);
-        Ok(Nic { dev, mac, ring: None, send_by_trap: true, kernel_core: None })
+        Ok(Nic {
+            dev,
+            mac,
+            ring: None,
+            send_by_trap: true,
+            kernel_core: None,
+            backlog: VecDeque::new(),
+            dropped: 0,
+        })
     }
 
     /// The network device through a kernel core on `core` (Corey §8.3, Dedicated): one
@@ -211,6 +226,48 @@ impl Nic {
                 let len = frame.len() as u64;
                 syscall5(nr::DEVICE_SEND, a, b, buf_addr(frame), len, 0).map(|_| ())
             }
+        }
+    }
+
+    /// Frames this stack dropped on their way out (none, unless the device refused one
+    /// for good or a reply had to go past a full backlog).
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Sends the waiting frames, oldest first, while the device takes them.
+    fn send_backlog(&mut self) {
+        while let Some(frame) = self.backlog.pop_front() {
+            match self.send_frame(&frame) {
+                Ok(()) => {}
+                Err(Error::Busy) => {
+                    self.backlog.push_front(frame);
+                    return;
+                }
+                Err(_) => self.dropped += 1,
+            }
+        }
+    }
+
+    /// Sends `frame` after the waiting ones, or queues it while the device is busy.
+    fn send_or_queue(&mut self, frame: &[u8]) {
+        self.send_backlog();
+        if self.backlog.is_empty() {
+            match self.send_frame(frame) {
+                Ok(()) => return,
+                Err(Error::Busy) => {}
+                Err(_) => {
+                    self.dropped += 1;
+                    return;
+                }
+            }
+        }
+        // A reply smoltcp makes while receiving may come with the backlog full: twice
+        // the backlog is the hard limit.
+        if self.backlog.len() < 2 * SEND_BACKLOG {
+            self.backlog.push_back(frame.to_vec());
+        } else {
+            self.dropped += 1;
         }
     }
 
@@ -295,12 +352,7 @@ impl phy::TxToken for TxToken<'_> {
         let mut frame = [0u8; MAX_FRAME];
         let len = len.min(MAX_FRAME);
         let r = f(&mut frame[..len]);
-        for _ in 0..BUSY_TRIES {
-            match self.nic.send_frame(&frame[..len]) {
-                Err(Error::Busy) => core::hint::spin_loop(),
-                _ => break, // sent, or refused for good: dropped, as a wire would
-            }
-        }
+        self.nic.send_or_queue(&frame[..len]);
         r
     }
 }
@@ -310,6 +362,7 @@ impl phy::Device for Nic {
     type TxToken<'a> = TxToken<'a>;
 
     fn receive(&mut self, _timestamp: Instant) -> Option<(RxToken, TxToken<'_>)> {
+        self.send_backlog();
         let mut frame = [0u8; MAX_FRAME];
         match self.receive_frame(&mut frame) {
             Ok(len) if len > 0 && len <= MAX_FRAME => {
@@ -320,7 +373,8 @@ impl phy::Device for Nic {
     }
 
     fn transmit(&mut self, _timestamp: Instant) -> Option<TxToken<'_>> {
-        Some(TxToken { nic: self })
+        self.send_backlog();
+        (self.backlog.len() < SEND_BACKLOG).then_some(TxToken { nic: self })
     }
 
     fn capabilities(&self) -> DeviceCapabilities {

@@ -1,4 +1,4 @@
-//! `webd [--port P] [--count N] [--seconds S] [--backlog B] [--apps LIST [--mode
+//! `webd [--port P] [--count N] [--seconds S] [--idle I] [--backlog B] [--apps LIST [--mode
 //! random|locality]]`: the web server of Corey §6.2 (issue M12): a front end on this core
 //! with a TCP/IP stack of its own (smoltcp over the
 //! network device, `libatoll::net`), at QEMU's user-network address 10.0.2.15/24. It
@@ -8,10 +8,11 @@
 //! gets its status (400, 404, 405, 414, 431, 505) and the connection closes. B sockets
 //! listen at once (a backlog; default 32), and a connection silent for 10 s is reset, so
 //! idle or half-sent requests cannot hold every socket. Stops after N responses (default 100, at most
-//! 1,000,000) or S seconds (default 60, at most 3600): `webd: N responses`. From the host
-//! through a forward QEMU binds to 127.0.0.1 (`hostfwd=tcp:127.0.0.1:8080-:80`). Exit 0
-//! when N were sent, 1 when the time ran out first or there is no network device, 2 for
-//! bad arguments.
+//! 1,000,000) or S seconds (default 60, at most 3600), or, with `--idle I`, once I seconds
+//! (1 to 600) pass without a response after the first (a load that has ended): `webd: N
+//! responses`. From the host through a forward QEMU binds to 127.0.0.1
+//! (`hostfwd=tcp:127.0.0.1:8080-:80`). Exit 0 when N were sent or the load ended, 1 when
+//! the time ran out first or there is no network device, 2 for bad arguments.
 //!
 //! `GET /filesum/NAME` answers with the sum of the bytes of the disk's `/www/NAME` (Corey
 //! §6.2's filesum application): on the front end, or with `--apps LIST` on application
@@ -34,7 +35,7 @@ use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use apps::{Answer, AppThreads, Apps, Mode};
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use files::Files;
 use libatoll::net::smoltcp::iface::{SocketHandle, SocketSet};
 use libatoll::net::smoltcp::socket::tcp;
@@ -45,8 +46,8 @@ use locks::TtsLock;
 use workloads::http::{self, Parsed};
 
 const USAGE: &str =
-    "usage: webd [--port P] [--count N] [--seconds S] [--backlog B] [--kernel-core C | --polling-core C] [--stacks K] [--apps LIST [--mode random|locality]]   \
-     (P 1-65535, default 80; N 1-1000000, default 100; S 1-3600, default 60; B 1-64, default 32; K 1-7 front ends, more than 1 with a kernel core; LIST: up to 8 other cores for filesum's application cores)";
+    "usage: webd [--port P] [--count N] [--seconds S] [--idle I] [--backlog B] [--kernel-core C | --polling-core C] [--stacks K] [--apps LIST [--mode random|locality]]   \
+     (P 1-65535, default 80; N 1-1000000, default 100; S 1-3600, default 60; I 1-600 seconds without a response; B 1-64, default 32; K 1-7 front ends, more than 1 with a kernel core; LIST: up to 8 other cores for filesum's application cores)";
 
 /// Most application cores.
 const APPS_MAX: usize = 8;
@@ -118,10 +119,40 @@ impl Connection {
     }
 }
 
+/// Takes `--idle I` out of `args`: (I in microseconds, or 0 without it; the rest), or
+/// `None` for a bad value.
+fn idle_option(args: &str) -> Option<(u64, String)> {
+    let (mut idle_us, mut rest) = (0, String::new());
+    let mut words = args.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == "--idle" {
+            let seconds: u64 = words.next()?.parse().ok()?;
+            if !(1..=600).contains(&seconds) {
+                return None;
+            }
+            idle_us = seconds * 1_000_000;
+        } else {
+            rest.push_str(w);
+            rest.push(' ');
+        }
+    }
+    Some((idle_us, rest))
+}
+
+/// `--idle`: microseconds without a response after which the front ends stop (0: never).
+static IDLE_US: AtomicU64 = AtomicU64::new(0);
+/// Set when a front end stopped because the load had ended (`--idle`).
+static LOAD_ENDED: AtomicBool = AtomicBool::new(false);
+
 fn main() -> i32 {
     let mut buf = [0u8; 256];
     let defaults = ServerOptions::new(80, 100, 60, 32);
-    let Some((app_cores, mode, rest)) = app_options(libatoll::args(&mut buf)) else {
+    let Some((idle_us, rest)) = idle_option(libatoll::args(&mut buf)) else {
+        println!("{USAGE}");
+        return 2;
+    };
+    IDLE_US.store(idle_us, Ordering::Relaxed);
+    let Some((app_cores, mode, rest)) = app_options(&rest) else {
         println!("{USAGE}");
         return 2;
     };
@@ -202,7 +233,7 @@ fn main() -> i32 {
             println!("{line}");
         }
     }
-    if responses >= opts.count && apps_ended_well {
+    if (responses >= opts.count || LOAD_ENDED.load(Ordering::Relaxed)) && apps_ended_well {
         0
     } else {
         1
@@ -359,9 +390,18 @@ fn front_end(
     }
     let mut classes = BTreeMap::new();
     let mut sent = 0u64;
+    // `--idle`: the responses seen last, and since when.
+    let (idle_us, mut seen, mut quiet_since) = (IDLE_US.load(Ordering::Relaxed), 0, 0);
     while RESPONSES.load(Ordering::Relaxed) < opts.count
         && stack.clock.micros() < opts.seconds * 1_000_000
+        && !LOAD_ENDED.load(Ordering::Relaxed)
     {
+        let (responses, now) = (RESPONSES.load(Ordering::Relaxed), stack.clock.micros());
+        if responses != seen {
+            (seen, quiet_since) = (responses, now);
+        } else if idle_us > 0 && seen > 0 && now - quiet_since > idle_us {
+            LOAD_ENDED.store(true, Ordering::Relaxed);
+        }
         stack.poll(&mut sockets);
         if let Some(apps) = apps.as_mut() {
             apps.poll();
@@ -402,10 +442,12 @@ fn front_end(
     if let Some(apps) = apps {
         apps.stop(threads);
     }
+    let core = libatoll::pcore_current();
     if opts.stacks > 1 {
-        let core = libatoll::pcore_current();
         println!("webd: front end {index} on core {core} sent {sent} responses");
     }
+    // None, unless the device refused a frame for good (`Nic::dropped`): the tests check.
+    println!("webd: the stack on core {core} dropped {} frames", stack.nic.dropped());
     Some(Served { classes, cycles_per_us: stack.clock.cycles_per_us() })
 }
 
