@@ -16,6 +16,7 @@ pub mod ipc;
 pub mod loopback;
 pub mod tcpsvc;
 pub mod webd;
+pub mod webserver;
 
 use std::hint::spin_loop;
 use std::panic::{self, AssertUnwindSafe};
