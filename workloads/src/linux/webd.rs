@@ -33,12 +33,12 @@ use crate::http::{self, Parsed};
 pub const IDLE: Duration = Duration::from_secs(10);
 
 /// Most files read from the document root.
-const MAX_FILES: usize = 4096;
+pub const MAX_FILES: usize = 4096;
 /// Most bytes read from the document root (the bench disk's `/www` holds about 21 MiB:
 /// the page and filesum's files).
-const MAX_BYTES: usize = 64 << 20;
+pub const MAX_BYTES: usize = 64 << 20;
 /// Deepest directory read below the document root (also ends a loop of symbolic links).
-const MAX_DEPTH: usize = 8;
+pub const MAX_DEPTH: usize = 8;
 /// Connections waiting to be accepted on each listening socket.
 const BACKLOG: libc::c_int = 1024;
 /// Events taken from epoll at once.
