@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use workloads::linux::{self, fd, loopback, tcpsvc, Linux};
+use workloads::linux::{self, fd, loopback, tcpsvc, webserver, Linux};
 use workloads::{amps, memclone, mempass, multicast, nullsys, pingpong, shm, unmap};
 
 const USAGE: &str = "\
@@ -31,6 +31,10 @@ experiments (N: iterations or size, default in brackets):
                   CPU 1 over 127.0.0.1; Mbit/s at the sink
   tcp_conn [2000] Corey Figure 8: Corey's TCP service on port 80 (accept, write 128
                   bytes, close), a thread per core, until N connections; connections/s
+  web_static SERVER [300]
+                  Multikernel §5.4 (issue M12): SERVER (webd, lighttpd or nginx) serves
+                  /mnt/www on port 80 for N seconds (at most 3600) while wrk on the host
+                  measures it; `bench=web_static,SERVER,N`
   file_read, file_write
                   issue M13: sequential and random reads, cold and warm, and writes with
                   and without fsync, on the bench image mounted at /mnt (ext2)
@@ -51,8 +55,8 @@ experiments (N: iterations or size, default in brackets):
                   the NAS Parallel Benchmarks (Multikernel Figure 9) on McRT, every core:
                   KERNEL ep|is|cg|mg|ft|all (default all) at CLASS S|W|A (default S), N
                   runs each; cycles of NPB's timed section, and NPB's verification
-  all             all of the above with their defaults, but tcp_conn (it needs a client)
-                  and the file experiments (they need the bench image)
+  all             all of the above with their defaults, but tcp_conn and web_static (they
+                  need a client) and the file experiments (they need the bench image)
 
 The Corey experiments use every core the process may run on.";
 
@@ -71,8 +75,10 @@ fn main() -> ExitCode {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
+    // web_static's first argument is its server, not a count.
     let count = match words.get(1).map(|n| n.parse::<usize>()) {
         None => None,
+        Some(_) if experiment == "web_static" => None,
         Some(Ok(n)) if n >= 1 => Some(n),
         Some(_) => return fail(&format!("bad iteration count {:?}\n{USAGE}", words[1])),
     };
@@ -98,6 +104,14 @@ fn main() -> ExitCode {
             loopback::run(count.map_or(workloads::loopback::DEFAULT_PACKETS, |n| n as u64))
         }),
         "tcp_conn" => run("tcp_conn", || tcpsvc::run(count.unwrap_or(tcpsvc::DEFAULT_CONNECTIONS))),
+        "web_static" => match webserver::parse_args(&words[1..]) {
+            Ok((server, seconds)) => run("web_static", || {
+                let docroot = std::path::Path::new(webserver::DOCROOT);
+                let addr = std::net::SocketAddrV4::new([0, 0, 0, 0].into(), webserver::PORT);
+                webserver::run(server, docroot, addr, seconds)
+            }),
+            Err(message) => Err(format!("{message}\n{USAGE}")),
+        },
         "file_read" => run("file_read", linux::fileio::read),
         "file_write" => run("file_write", linux::fileio::write),
         "locks" => run("locks", || {
@@ -219,6 +233,7 @@ mod tests {
             "mempass",
             "fdbench",
             "tcp_conn",
+            "web_static",
             "loopback",
             "file_read",
             "file_write",

@@ -4,7 +4,8 @@
 //! present before any timing starts unless it is reserved as demand-zero memory for the
 //! page-fault experiments; the TSC; and `getpid` through a raw `syscall` as the null call.
 //! The [`ipc`] module adds the Linux-only peers of the URPC ping-pong (a pipe and a futex),
-//! [`fd`] Corey's Figure 1 (`dup` and `close` on a shared or a private descriptor table).
+//! [`fd`] Corey's Figure 1 (`dup` and `close` on a shared or a private descriptor table),
+//! [`webd`] Atoll's web server over std sockets and epoll (Multikernel §5.4, `web_static`).
 //!
 //! Workload core `i` is the `i`-th CPU of the process's affinity mask at start-up, so the
 //! platform works in a container limited to some CPUs as well as in the guest.
@@ -14,6 +15,8 @@ pub mod fileio;
 pub mod ipc;
 pub mod loopback;
 pub mod tcpsvc;
+pub mod webd;
+pub mod webserver;
 
 use std::hint::spin_loop;
 use std::panic::{self, AssertUnwindSafe};
