@@ -167,5 +167,4 @@ Transfer/sec:     29.74MB
         assert!(parse("  5 requests in 1.00s, 1MB read\n").is_err());
         assert_eq!(parse("").unwrap(), Report::default());
     }
-
 }

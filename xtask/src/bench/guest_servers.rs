@@ -27,7 +27,8 @@ const LIBRARY_DIRS: [&str; 4] =
 
 /// The account files nginx looks its workers' user up in (`nobody`, `nogroup`).
 /// (lighttpd loads no module: its configuration takes only the built-in ones.)
-const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n";
+const PASSWD: &str =
+    "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n";
 const GROUP: &str = "root:x:0:\nnogroup:x:65534:\n";
 
 /// One file of the initramfs: its path (no leading `/`), mode and bytes.
@@ -60,7 +61,10 @@ fn fetch(root: &Path) -> Result {
     let work = fresh_dir(&root.with_extension("download"))?;
     fresh_dir(root)?;
     for (package, _) in SERVERS {
-        eprintln!("bench: fetching {package} for the Linux guest (once; cached in {})", root.display());
+        eprintln!(
+            "bench: fetching {package} for the Linux guest (once; cached in {})",
+            root.display()
+        );
         let deb = apt_download(&work, package)?;
         unpack(&deb, root)?;
         for library in library_packages(&dpkg_field(&deb, "Depends")?) {
@@ -103,8 +107,9 @@ fn needed_closure(
         if libraries.iter().any(|(guest, _)| guest.ends_with(&format!("/{name}"))) {
             continue;
         }
-        let found = find_library(root, &name)
-            .ok_or_else(|| format!("the shared library {name} is in no package fetched nor on the host"))?;
+        let found = find_library(root, &name).ok_or_else(|| {
+            format!("the shared library {name} is in no package fetched nor on the host")
+        })?;
         let (_, more) = dynamic_needs(&read(&found)?)?;
         todo.extend(more);
         libraries.insert((format!("lib/x86_64-linux-gnu/{name}"), found));
@@ -114,13 +119,15 @@ fn needed_closure(
 
 /// Where library `name` is: under the unpacked packages, else on the host.
 fn find_library(root: &Path, name: &str) -> Option<PathBuf> {
-    let under = |base: &Path| LIBRARY_DIRS.iter().map(|d| base.join(d).join(name)).collect::<Vec<_>>();
+    let under =
+        |base: &Path| LIBRARY_DIRS.iter().map(|d| base.join(d).join(name)).collect::<Vec<_>>();
     under(root).into_iter().chain(under(Path::new("/"))).find(|p| p.is_file())
 }
 
 /// The `PT_INTERP` path and the `DT_NEEDED` names of an ELF64 file.
 fn dynamic_needs(bytes: &[u8]) -> Result<(Option<String>, Vec<String>)> {
-    let file = ElfFile64::<Endianness>::parse(bytes).map_err(|e| format!("not an ELF64 file: {e}"))?;
+    let file =
+        ElfFile64::<Endianness>::parse(bytes).map_err(|e| format!("not an ELF64 file: {e}"))?;
     let endian = file.endian();
     let header = file.elf_header();
     let mut interpreter = None;

@@ -477,36 +477,31 @@ fn launch(
                     None => runner::boot(&vm, log, timeout, false),
                 }
             }),
-        "linux" => {
-            p.guest.as_ref().ok_or_else(|| "the Linux guest is not prepared".to_string()).and_then(
-                |g| {
-                    let mitigations = job.mitigations.unwrap_or(Mitigations::Off);
-                    let mut args = e.linux_args(job.cores).unwrap_or_default();
-                    args.push_str(job.variant.and_then(|v| v.linux_args).unwrap_or(""));
-                    let cmdline = g.cmdline(&args, mitigations);
-                    let mut vm = vm(settings, accel, job.cores, &g.kernel, &g.initramfs, cmdline);
-                    vm.extra.extend(variant_qemu_args(job));
-                    if benchdisk::needs_disk(e.name) {
-                        benchdisk::attach(&mut vm, log)?;
-                    }
-                    let load = netload::load_of(e.name);
-                    match job.variant.map_or(&[][..], |v| v.linux_slow) {
-                        [] => match &load {
-                            Some(load) => netload::boot_with_load(
-                                &vm,
-                                log,
-                                timeout,
-                                true,
-                                load,
-                                measured(job),
-                            ),
-                            None => runner::boot(&vm, log, timeout, true),
-                        },
-                        slow => runner::boot_throttled(&vm, log, timeout, slow),
-                    }
-                },
-            )
-        }
+        "linux" => p
+            .guest
+            .as_ref()
+            .ok_or_else(|| "the Linux guest is not prepared".to_string())
+            .and_then(|g| {
+                let mitigations = job.mitigations.unwrap_or(Mitigations::Off);
+                let mut args = e.linux_args(job.cores).unwrap_or_default();
+                args.push_str(job.variant.and_then(|v| v.linux_args).unwrap_or(""));
+                let cmdline = g.cmdline(&args, mitigations);
+                let mut vm = vm(settings, accel, job.cores, &g.kernel, &g.initramfs, cmdline);
+                vm.extra.extend(variant_qemu_args(job));
+                if benchdisk::needs_disk(e.name) {
+                    benchdisk::attach(&mut vm, log)?;
+                }
+                let load = netload::load_of(e.name);
+                match job.variant.map_or(&[][..], |v| v.linux_slow) {
+                    [] => match &load {
+                        Some(load) => {
+                            netload::boot_with_load(&vm, log, timeout, true, load, measured(job))
+                        }
+                        None => runner::boot(&vm, log, timeout, true),
+                    },
+                    slow => runner::boot_throttled(&vm, log, timeout, slow),
+                }
+            }),
         _ => p
             .host_binary
             .as_deref()

@@ -5,8 +5,7 @@
 
 use super::variants::{
     AMPS_VARIANTS, METIS_VARIANTS, NPB_VARIANTS, NUMA_VARIANTS, TCP_CONN_VARIANTS, THREAD_VARIANTS,
-    WEB_STATIC_VARIANTS,
-    WEBD_FILESUM_VARIANTS,
+    WEBD_FILESUM_VARIANTS, WEB_STATIC_VARIANTS,
 };
 
 /// The arguments `bench-host` runs host experiment `name` with (none: its default set).

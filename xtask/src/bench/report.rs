@@ -521,7 +521,9 @@ fn comparison_row(
     let values = |v: &[(u64, f64)]| spread(&v.iter().map(|p| p.1).collect::<Vec<_>>());
     let atoll_cell = match (row.atoll.is_empty(), baseline) {
         (false, _) => values(&row.atoll),
-        (true, Some(b)) => format!("(URPC {})", values(&b.atoll)),
+        // Atoll's number the peer is compared with: its row's (URPC for `urpc`'s pipe
+        // and futex, webd for `web_static`'s lighttpd and nginx).
+        (true, Some(b)) => format!("(Atoll {})", values(&b.atoll)),
         (true, None) => "—".into(),
     };
     let winner = median(&ratio).map_or("", |r| better(r, &row.unit));

@@ -64,7 +64,8 @@ fn lines(r: &wrk::Report, who: Measured) -> Vec<String> {
         who.config = "webd";
     }
     let record = |metric, unit| {
-        let record = Record::new("web_static", who.system, Cores::Machine(who.cores as usize), metric, unit);
+        let record =
+            Record::new("web_static", who.system, Cores::Machine(who.cores as usize), metric, unit);
         if who.config.is_empty() {
             record
         } else {
@@ -72,7 +73,10 @@ fn lines(r: &wrk::Report, who: Measured) -> Vec<String> {
         }
     };
     [
-        record("requests_per_s", "req/s").extra(&extra).line(r.per_second.round() as u64).to_string(),
+        record("requests_per_s", "req/s")
+            .extra(&extra)
+            .line(r.per_second.round() as u64)
+            .to_string(),
         record("latency_p50_us", "us").extra(&extra).line(r.p50_us).to_string(),
         record("latency_p99_us", "us").extra(&extra).line(r.p99_us).to_string(),
     ]

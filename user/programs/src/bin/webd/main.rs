@@ -140,7 +140,7 @@ fn idle_option(args: &str) -> Option<(u64, String)> {
 }
 
 /// `--idle`: microseconds without a response after which the front ends stop (0: never).
-static IDLE_US: AtomicU64 = AtomicU64::new(0);
+static LOAD_IDLE_US: AtomicU64 = AtomicU64::new(0);
 /// Set when a front end stopped because the load had ended (`--idle`).
 static LOAD_ENDED: AtomicBool = AtomicBool::new(false);
 
@@ -151,7 +151,7 @@ fn main() -> i32 {
         println!("{USAGE}");
         return 2;
     };
-    IDLE_US.store(idle_us, Ordering::Relaxed);
+    LOAD_IDLE_US.store(idle_us, Ordering::Relaxed);
     let Some((app_cores, mode, rest)) = app_options(&rest) else {
         println!("{USAGE}");
         return 2;
@@ -391,7 +391,7 @@ fn front_end(
     let mut classes = BTreeMap::new();
     let mut sent = 0u64;
     // `--idle`: the responses seen last, and since when.
-    let (idle_us, mut seen, mut quiet_since) = (IDLE_US.load(Ordering::Relaxed), 0, 0);
+    let (idle_us, mut seen, mut quiet_since) = (LOAD_IDLE_US.load(Ordering::Relaxed), 0, 0);
     while RESPONSES.load(Ordering::Relaxed) < opts.count
         && stack.clock.micros() < opts.seconds * 1_000_000
         && !LOAD_ENDED.load(Ordering::Relaxed)
