@@ -159,11 +159,12 @@ const WRK_CONNECTIONS: u32 = 16;
 const WRK_SECONDS: u32 = 2;
 
 /// A short `wrk` against webd (issue M12: "run a short wrk"): once `GET /hello` is
-/// answered, [`WRK_CONNECTIONS`] kept-alive connections ask for it for [`WRK_SECONDS`]
-/// seconds; every response must be 2xx and no connection may fail or time out. (The
-/// guest's side checks that webd dropped no frame: before its send backlog, a loaded
-/// webd dropped frames when the device's send buffers were all in flight, and each stalled
-/// its connection for a retransmission timeout.) Until the server answers, QEMU's forward
+/// answered, [`WRK_CONNECTIONS`] kept-alive connections ask for the initrd's largest file,
+/// `/metis` (about 950 KB, hundreds of frames a response), for [`WRK_SECONDS`] seconds;
+/// every response must be 2xx and no connection may fail or time out. (The guest's side
+/// checks that webd dropped no frame: before its send backlog, a loaded webd dropped
+/// frames when the device's send buffers were all in flight, 4 in this test, and each
+/// stalled its connection for a retransmission timeout.) Until the server answers, QEMU's forward
 /// closes the connection empty: the client tries again every 100 ms (at most 3,000 tries).
 pub fn webd_under_wrk(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> Result {
     let wrk = crate::deps::ensure_tool("wrk", "wrk")?;
@@ -178,7 +179,7 @@ pub fn webd_under_wrk(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) ->
             _ => std::thread::sleep(Duration::from_millis(100)),
         }
     }
-    let url = format!("http://{addr}/hello");
+    let url = format!("http://{addr}/metis");
     let report = crate::wrk::run(&wrk, &url, WRK_SECONDS, WRK_CONNECTIONS, deadline)?;
     println!(
         "    wrk: {} requests, {:.0}/s, p50 {} us, p99 {} us",
