@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 use crate::Result;
 
+mod hostile;
+pub use hostile::webd_hostile;
+
 /// Which transport a forward carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Proto {

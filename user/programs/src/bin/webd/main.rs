@@ -5,9 +5,10 @@
 //! serves the disk's `/www` when the disk has one (issue M13), else the initrd's files
 //! (GET and HEAD; `/` is `index.html`, or a list of the files) over HTTP/1.1 with
 //! keep-alive and HTTP/1.0, parsed by `workloads::http` (`httparse`); every bad request
-//! gets its status (400, 404, 405, 414, 431, 505) and the connection closes. B sockets
-//! listen at once (a backlog; default 32), and a connection silent for 10 s is reset, so
-//! idle or half-sent requests cannot hold every socket. Stops after N responses (default 100, at most
+//! gets its status (400, 404, 405, 408, 414, 431, 505) and the connection closes. B sockets
+//! listen at once (a backlog; default 32), a connection silent for 10 s is reset, and a
+//! request head still incomplete 10 s after its first byte gets 408 (slowloris), so idle,
+//! half-sent or trickled requests cannot hold every socket. Stops after N responses (default 100, at most
 //! 1,000,000) or S seconds (default 60, at most 3600), or, with `--idle I`, once I seconds
 //! (1 to 600) pass without a response after the first (a load that has ended): `webd: N
 //! responses`. From the host through a forward QEMU binds to 127.0.0.1
@@ -89,6 +90,9 @@ fn app_options(args: &str) -> Option<(Vec<usize>, Mode, String)> {
 
 /// How long a connection may stay silent, neither sending nor taking anything (10 s).
 const IDLE_US: u64 = 10_000_000;
+/// The longest a request head may take to arrive from its first byte: a client that
+/// trickles it (slowloris: a byte a second is never idle) gets `408` and the close.
+const HEAD_US: u64 = 10_000_000;
 /// Bytes of each socket's send buffer (a response larger streams through it).
 const SEND_BUFFER: usize = 64 * 1024;
 
@@ -104,6 +108,8 @@ struct Connection {
     close_after: bool,
     /// When it last received or sent anything (the clock's microseconds).
     active_at: u64,
+    /// When the request head being read began to arrive.
+    head_since: Option<u64>,
     /// A filesum request an application core is answering: (its id, keep alive, HEAD,
     /// its file's size class).
     waiting: Option<(u64, bool, bool, Option<String>)>,
@@ -115,6 +121,7 @@ impl Connection {
         self.output.clear();
         self.sent = 0;
         self.close_after = false;
+        self.head_since = None;
         self.waiting = None;
     }
 }
@@ -368,6 +375,7 @@ fn front_end(
             sent: 0,
             close_after: false,
             active_at: 0,
+            head_since: None,
             waiting: None,
         })
         .collect();
@@ -512,7 +520,12 @@ fn serve(
     }
     // A new request once the last response has gone (pipelined ones wait their turn).
     if c.waiting.is_none() && c.sent == c.output.len() && !c.close_after && !c.input.is_empty() {
-        let answer = match http::parse(&c.input) {
+        let head_since = *c.head_since.get_or_insert(now);
+        let parsed = http::parse(&c.input);
+        if !matches!(parsed, Parsed::Partial) {
+            c.head_since = None;
+        }
+        let answer = match parsed {
             Parsed::Request(request, used) => {
                 c.input.drain(..used);
                 match request.file.strip_prefix("filesum/") {
@@ -539,6 +552,10 @@ fn serve(
             Parsed::Error(status) => {
                 c.input.clear();
                 Some(error(status))
+            }
+            Parsed::Partial if now.saturating_sub(head_since) > HEAD_US => {
+                c.input.clear();
+                Some(error(408))
             }
             Parsed::Partial => None,
         };
