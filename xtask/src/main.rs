@@ -41,6 +41,8 @@ commands:
   test    host unit tests, then the QEMU integration runs; ends with `N passed, M failed`
   bench   every experiment on Atoll and on a Linux guest; target/bench/report.md
           (settings: `cargo xtask bench --help`); bench-smoke: one tiny one, both systems
+  webfuzz [PORT]  hostile clients and WEBD_FUZZ (default 2000) random requests against
+          a webd that `make run` serves on 127.0.0.1:PORT (default 8080): docs/net.md
 
 flags, or the environment variable after each (a flag wins; empty means unset):
   --cores N         CORES        run: virtual CPUs (default: host CPUs)
@@ -216,6 +218,7 @@ fn main() -> ExitCode {
     let settled = match command.as_str() {
         "build" => Some(build::images().map(|_| ExitCode::SUCCESS)),
         "deps" => Some(deps::ensure_all().map(|_| ExitCode::SUCCESS)),
+        "webfuzz" => Some(webfuzz(args.get(1).map(String::as_str))),
         "help" | "-h" | "--help" => {
             println!("{USAGE}");
             Some(Ok(ExitCode::SUCCESS))
@@ -238,6 +241,21 @@ fn main() -> ExitCode {
         _ => Err(format!("unknown command `{command}`\n\n{USAGE}")),
     };
     finish(result)
+}
+
+/// `webfuzz [PORT]`: `netclient::webd_hostile` against 127.0.0.1:PORT (only the loopback
+/// address: `make run` forwards it to the guest), for at most two hours.
+fn webfuzz(port: Option<&str>) -> Result<ExitCode> {
+    let port: u16 = match port {
+        None => 8080,
+        Some(p) => p.parse().ok().filter(|&p| p != 0).ok_or(format!("webfuzz: bad port `{p}`"))?,
+    };
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(7200);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    netclient::webd_hostile(addr, &stop, deadline)?;
+    println!("webfuzz: webd on {addr} survived");
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The exit code of a command's result, with its error printed.

@@ -234,7 +234,7 @@ fn webd_serves_wrk() -> Result<(), String> {
 
 /// `webd --port 8086 --idle 5` meets the host's hostile clients (`netclient::hostile`:
 /// slowloris gets 408, a 64 KB header 431, garbage 400, 40 connections at once and
-/// 2,000 random requests their statuses or a close, and `GET /hello` is served between
+/// 2,000 random requests their statuses or a close, and `GET /` is served between
 /// each; its own verdict is `<run>/host-webd-hostile`), then stops once they are done,
 /// exit 0, having dropped no frame.
 fn webd_survives_hostile_clients() -> Result<(), String> {

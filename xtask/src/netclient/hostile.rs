@@ -6,7 +6,7 @@
 //! connection (`200`, then `400`), a request cut short by a half-close (a close, no
 //! answer), [`CROWD`] connections at once (more than webd's 32 sockets: the extra ones
 //! wait or are closed), then [`FUZZ_DEFAULT`] (or `WEBD_FUZZ`) random and mutated requests
-//! on four threads; after each step a plain `GET /hello` must still be served.
+//! on four threads; after each step a plain `GET /` must still be served.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -69,7 +69,7 @@ pub fn webd_hostile(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> R
     })
 }
 
-/// Waits until `GET /hello` is answered (QEMU's forward closes connections empty until
+/// Waits until `GET /` is answered (QEMU's forward closes connections empty until
 /// the server listens): every 100 ms, at most 3,000 tries.
 fn wait_until_served(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> Result {
     for _ in 0..3000 {
@@ -84,10 +84,11 @@ fn wait_until_served(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> 
     Err("webd never answered".into())
 }
 
-/// A plain `GET /hello` is answered `200`.
+/// A plain `GET /` is answered `200` (the index page: the initrd's list of files, or the
+/// disk's `/www/index.html`, so `make run`'s webd serves it too).
 fn still_served(addr: SocketAddr, when: &str) -> Result {
-    let r = http(addr, b"GET /hello HTTP/1.0\r\n\r\n").map_err(|e| format!("{when}: {e}"))?;
-    expect_status(&r, 200, &format!("GET /hello {when}"))
+    let r = http(addr, b"GET / HTTP/1.0\r\n\r\n").map_err(|e| format!("{when}: {e}"))?;
+    expect_status(&r, 200, &format!("GET / {when}"))
 }
 
 /// [`still_served`] within 30 s (the crowd's connections take a while to be closed).
@@ -128,7 +129,7 @@ fn statuses(bytes: &[u8]) -> Vec<u16> {
 fn slowloris(addr: SocketAddr, deadline: Instant) -> Result {
     let mut stream = connect(addr)?;
     stream.set_read_timeout(Some(Duration::from_millis(500))).map_err(|e| e.to_string())?;
-    let head = b"GET /hello HTTP/1.1\r\nHost: atoll\r\nX-Slow: ";
+    let head = b"GET / HTTP/1.1\r\nHost: atoll\r\nX-Slow: ";
     let mut answer = Vec::new();
     let until = deadline.min(Instant::now() + Duration::from_secs(30));
     for i in 0.. {
@@ -159,7 +160,7 @@ fn slowloris(addr: SocketAddr, deadline: Instant) -> Result {
 /// A request with a 64 KB header: `431`, or the connection closed.
 fn big_header(addr: SocketAddr) -> Result {
     let mut stream = connect(addr)?;
-    let mut request = b"GET /hello HTTP/1.1\r\nHost: atoll\r\nX-Big: ".to_vec();
+    let mut request = b"GET / HTTP/1.1\r\nHost: atoll\r\nX-Big: ".to_vec();
     request.resize(request.len() + (64 << 10), b'a');
     request.extend_from_slice(b"\r\n\r\n");
     // The server may close before it has all of it: a failed write is fine.
@@ -174,7 +175,7 @@ fn big_header(addr: SocketAddr) -> Result {
 /// A valid request and garbage behind it on one connection: `200`, then `400`.
 fn pipelined_garbage(addr: SocketAddr) -> Result {
     let mut stream = connect(addr)?;
-    let request = b"GET /hello HTTP/1.1\r\nHost: atoll\r\n\r\n\x00\x01garbage\xff\r\n\r\n";
+    let request = b"GET / HTTP/1.1\r\nHost: atoll\r\n\r\n\x00\x01garbage\xff\r\n\r\n";
     stream.write_all(request).map_err(|e| format!("pipelined garbage: {e}"))?;
     let answer = read_all(&mut stream);
     match statuses(&answer)[..] {
@@ -196,7 +197,7 @@ fn half_close(addr: SocketAddr) -> Result {
     }
 }
 
-/// [`CROWD`] connections at once, each asking for `/hello` and held a second; those the
+/// [`CROWD`] connections at once, each asking for `/` and held a second; those the
 /// server answers must be answered `200`, the rest closed or not yet answered.
 fn crowd(addr: SocketAddr) -> Result {
     let mut streams = Vec::new();
@@ -205,7 +206,7 @@ fn crowd(addr: SocketAddr) -> Result {
         match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
             Ok(s) => {
                 let _ = s.set_nonblocking(true);
-                let _ = (&s).write_all(b"GET /hello HTTP/1.0\r\n\r\n");
+                let _ = (&s).write_all(b"GET / HTTP/1.0\r\n\r\n");
                 streams.push(s);
             }
             Err(_) => refused += 1,
