@@ -31,7 +31,7 @@ help:
 	@echo "  make run     build and boot Atoll in QEMU (Ctrl-A X quits)"
 	@echo "  make test    host unit tests, then QEMU integration tests; ends with 'N passed, M failed'"
 	@echo "  make build   build the kernel (target/x86_64-unknown-none/release/atoll-kernel)"
-	@echo "  make deps    install what is missing (QEMU, e2fsprogs, the Rust target), or say how"
+	@echo "  make deps    install what is missing (QEMU, e2fsprogs, wrk, the Rust target), or say how"
 	@echo "  make bench   every experiment on Atoll and on a Linux guest in the same VM;"
 	@echo "               writes target/bench/results.json, report.md and PNG plots"
 	@echo "  make bench-smoke  one tiny experiment on both systems at 1 core (also in make test)"

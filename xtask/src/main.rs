@@ -35,8 +35,8 @@ usage: cargo xtask <command> [flags]
 
 commands:
   build   build the kernel and the initrd of user programs (target/initrd.cpio)
-  deps    install what is missing (QEMU, e2fsprogs, the x86_64-unknown-none target), or
-          say how
+  deps    install what is missing (QEMU, e2fsprogs, wrk, the x86_64-unknown-none target),
+          or say how
   run     build, then boot Atoll in QEMU; with CMD, run one shell line and power off
   test    host unit tests, then the QEMU integration runs; ends with `N passed, M failed`
   bench   every experiment on Atoll and on a Linux guest; target/bench/report.md
