@@ -20,6 +20,7 @@ mod host;
 mod netclient;
 mod qemu;
 mod run;
+mod soak;
 mod tally;
 mod test;
 mod wrk;
@@ -41,6 +42,8 @@ commands:
   test    host unit tests, then the QEMU integration runs; ends with `N passed, M failed`
   bench   every experiment on Atoll and on a Linux guest; target/bench/report.md
           (settings: `cargo xtask bench --help`); bench-smoke: one tiny one, both systems
+  soak [SECONDS]  webd under wrk for SECONDS (default 600) in a VM of its own; passes if
+          every response was 2xx and memory is back to its baseline: docs/net.md
   webfuzz [PORT]  hostile clients and WEBD_FUZZ (default 2000) random requests against
           a webd that `make run` serves on 127.0.0.1:PORT (default 8080): docs/net.md
 
@@ -219,6 +222,7 @@ fn main() -> ExitCode {
         "build" => Some(build::images().map(|_| ExitCode::SUCCESS)),
         "deps" => Some(deps::ensure_all().map(|_| ExitCode::SUCCESS)),
         "webfuzz" => Some(webfuzz(args.get(1).map(String::as_str))),
+        "soak" => Some(soak::soak(args.get(1).map(String::as_str))),
         "help" | "-h" | "--help" => {
             println!("{USAGE}");
             Some(Ok(ExitCode::SUCCESS))

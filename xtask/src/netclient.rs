@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::Result;
 
 mod hostile;
-pub use hostile::webd_hostile;
+pub use hostile::{wait_for_index, webd_hostile};
 
 /// Which transport a forward carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -84,6 +84,11 @@ fn wait_until_served(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> 
     Err("webd never answered".into())
 }
 
+/// Waits until webd serves `GET /` (`cargo xtask soak`), or `deadline`.
+pub fn wait_for_index(addr: SocketAddr, deadline: Instant) -> Result {
+    wait_until_served(addr, &AtomicBool::new(false), deadline)
+}
+
 /// A plain `GET /` is answered `200` (the index page: the initrd's list of files, or the
 /// disk's `/www/index.html`, so `make run`'s webd serves it too).
 fn still_served(addr: SocketAddr, when: &str) -> Result {
