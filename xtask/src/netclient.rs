@@ -378,6 +378,54 @@ fn expect_status(r: &Response, want: u16, what: &str) -> Result {
     }
 }
 
+/// `sockecho`'s TCP client (issue M12's sockets): one connection echoed first (tried
+/// again every 100 ms, at most 3,000 times, until the server listens), then two at once;
+/// each sends two lines in two writes, must read both back, then half-closes and must see
+/// the server's close. Three connections in all.
+pub fn sockecho_clients(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> Result {
+    let mut tries = 0;
+    loop {
+        if stop.load(Ordering::Relaxed) || Instant::now() > deadline || tries >= 3000 {
+            return Err(format!("sockecho never echoed ({tries} tries)"));
+        }
+        tries += 1;
+        match echo_conversation(addr, 0) {
+            Ok(()) => break,
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    std::thread::scope(|scope| {
+        let two: Vec<_> =
+            (1..=2).map(|i| scope.spawn(move || echo_conversation(addr, i))).collect();
+        two.into_iter().try_for_each(|t| t.join().unwrap_or(Err("panicked".into())))
+    })
+}
+
+/// One echoed connection: two lines in two writes, both read back, then the close.
+fn echo_conversation(addr: SocketAddr, i: u32) -> Result {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        .map_err(|e| format!("connect: {e}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    let lines = format!("connection {i}: first line\nconnection {i}: second line\n");
+    let (first, second) = lines.as_bytes().split_at(lines.find('\n').unwrap_or(0) + 1);
+    stream.write_all(first).map_err(|e| format!("write: {e}"))?;
+    std::thread::sleep(Duration::from_millis(20));
+    stream.write_all(second).map_err(|e| format!("write: {e}"))?;
+    let mut back = vec![0u8; lines.len()];
+    stream.read_exact(&mut back).map_err(|e| format!("connection {i}: read: {e}"))?;
+    if back != lines.as_bytes() {
+        return Err(format!("connection {i}: echoed {:?}", String::from_utf8_lossy(&back)));
+    }
+    stream.shutdown(std::net::Shutdown::Write).map_err(|e| e.to_string())?;
+    let mut rest = Vec::new();
+    stream.read_to_end(&mut rest).map_err(|e| format!("connection {i}: the close: {e}"))?;
+    if rest.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("connection {i}: {} bytes after the echo", rest.len()))
+    }
+}
+
 /// `udpecho`'s client: a datagram every 50 ms (at most 2,000) until told to stop. The
 /// guest counts what arrives; no echo can come back (see the module comment).
 pub fn udp_datagrams(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> Result {

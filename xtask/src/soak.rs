@@ -37,7 +37,7 @@ pub fn soak(seconds: Option<&str>) -> Result<ExitCode> {
     // A first webd answers one request, so what a first run sets up once (and keeps) is
     // in the baseline; the second is the soak.
     let command = format!(
-        "run webd --count 1 --seconds 300; mem; run webd --count 1000000 --seconds {} --idle 20; mem",
+        "run webd --count 1 --seconds 300; mem; run webd --count 1000000000 --seconds {} --idle 20; mem",
         seconds + 300
     );
     let vm = Vm {

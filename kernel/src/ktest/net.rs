@@ -44,6 +44,7 @@ kernel_test!(
 kernel_test!(UDPECHO, "user.udpecho_counts_the_hosts_datagrams", 1, Shared, udpecho_counts);
 kernel_test!(WEBD, "user.webd_serves_the_host", 1, Shared, webd_serves_the_host);
 kernel_test!(WEBD_WRK, "user.webd_serves_wrk", 1, Shared, webd_serves_wrk);
+kernel_test!(SOCKECHO, "user.sockecho_serves_tcp_and_udp", 1, Shared, sockecho_serves);
 kernel_test!(
     WEBD_HOSTILE,
     "user.webd_survives_hostile_clients",
@@ -232,6 +233,18 @@ fn webd_serves_wrk() -> Result<(), String> {
     )
 }
 
+/// `sockecho --port 8087 --count 3 --datagrams 3` (libatoll's sockets: listen, accept,
+/// read, write, close, UDP's recv_from and send_to, and a wait on all of them) echoes the
+/// host's three TCP connections (`<run>/host-sockecho-tcp` checks each echo and close) and
+/// three of its datagrams, then exits 0.
+fn sockecho_serves() -> Result<(), String> {
+    served_by(
+        "sockecho",
+        "--port 8087 --count 3 --datagrams 3 --seconds 90",
+        "sockecho: 3 connections",
+    )
+}
+
 /// `webd --port 8086 --idle 5` meets the host's hostile clients (`netclient::hostile`:
 /// slowloris gets 408, a 64 KB header 431, garbage 400, 40 connections at once and
 /// 2,000 random requests their statuses or a close, and `GET /` is served between
@@ -303,7 +316,10 @@ fn served_by(name: &str, args: &str, done: &str) -> Result<(), String> {
 /// the network (so in every run, NIC or not): values out of range, unknown options, a
 /// `--backlog` for `udpecho` (UDP has none), a missing value.
 fn servers_refuse_bad_arguments() -> Result<(), String> {
-    let cases: [(&str, &str); 20] = [
+    let cases: [(&str, &str); 23] = [
+        ("sockecho", "--datagrams -1"),
+        ("sockecho", "--stacks 2"),
+        ("sockecho", "--backlog 0"),
         ("webd", "--port 0"),
         ("webd", "--idle 0"),
         ("webd", "--idle 601"),

@@ -177,14 +177,16 @@ pub(super) const RUNS: &[Run] = &[
     // Dedicated and Polling configurations, with two stacks of one address (software
     // RSS) and with an address per stack (10.0.2.15 and .16, a forward to each), `udpecho` counts the host's datagrams, and `webd` holds an HTTP
     // conversation with the host (keep-alive, HEAD, 404, HTTP/1.0, 405, 400), then serves a short `wrk`, and survives hostile clients (slowloris, a 64 KB header,
-    // garbage, 40 connections at once, 2,000 random requests).
+    // garbage, 40 connections at once, 2,000 random requests); `sockecho` echoes TCP and
+    // UDP through libatoll's sockets.
     Run {
         test: "net.virtio_arp_is_answered,user.sysfuzz_every_core,user.netconf_gets_a_lease,\
                user.tcpsvc_serves_the_host,user.tcpsvc_serves_through_a_kernel_core,\
                user.tcpsvc_serves_with_a_polling_core,user.tcpsvc_serves_on_two_stacks,\
                user.tcpsvc_serves_an_address_per_stack,\
                user.udpecho_counts_the_hosts_datagrams,user.webd_serves_the_host,\
-               user.webd_serves_wrk,user.webd_survives_hostile_clients",
+               user.webd_serves_wrk,user.webd_survives_hostile_clients,\
+               user.sockecho_serves_tcp_and_udp",
         clients: &[
             Client {
                 name: "tcpsvc-kernel-core",
@@ -227,6 +229,20 @@ pub(super) const RUNS: &[Run] = &[
                 guest_port: 8080,
                 guest_address: None,
                 talk: netclient::webd_conversation,
+            },
+            Client {
+                name: "sockecho-tcp",
+                proto: Proto::Tcp,
+                guest_port: 8087,
+                guest_address: None,
+                talk: netclient::sockecho_clients,
+            },
+            Client {
+                name: "sockecho-udp",
+                proto: Proto::Udp,
+                guest_port: 8087,
+                guest_address: None,
+                talk: netclient::udp_datagrams,
             },
             Client {
                 name: "webd-hostile",

@@ -3,11 +3,13 @@
 //! - [`nic`]: the network device as smoltcp's device, driven by trap or through a kernel
 //!   core (Corey §8.3's device configurations), for one stack or several;
 //! - [`clock`]: smoltcp's time;
+//! - [`socket`]: BSD-like sockets over a stack, non-blocking, with a wait on several;
 //! - here: [`Stack`] (device, clock and interface), [`Listener`] (a backlog of listening
 //!   TCP sockets) and [`ServerOptions`] (what every server program takes).
 
 pub mod clock;
 pub mod nic;
+pub mod socket;
 
 pub use clock::Clock;
 pub use nic::{open_stacks, DeviceConfig, Nic, RxToken, TxToken, MAX_FRAME};
@@ -182,7 +184,7 @@ impl Listener {
 pub struct ServerOptions {
     /// The port (1 to 65535).
     pub port: u16,
-    /// How many to serve before it stops (1 to 1,000,000).
+    /// How many to serve before it stops (1 to 1,000,000,000).
     pub count: u64,
     /// How long it runs at most (1 to `max_seconds`).
     pub seconds: u64,
@@ -238,7 +240,7 @@ impl ServerOptions {
             let value: u64 = word.parse().ok()?;
             match w {
                 "--port" if (1..=65535).contains(&value) => opts.port = value as u16,
-                "--count" if (1..=1_000_000).contains(&value) => opts.count = value,
+                "--count" if (1..=1_000_000_000).contains(&value) => opts.count = value,
                 "--seconds" if (1..=max_seconds).contains(&value) => opts.seconds = value,
                 "--backlog" if takes_backlog && (1..=64).contains(&value) => {
                     opts.backlog = value as usize

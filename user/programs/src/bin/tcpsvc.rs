@@ -15,7 +15,7 @@
 //! each connection to one by a hash of its flow (software RSS), or with `--addresses own`
 //! each has its own (10.0.2.15, .16, ...: Corey §5.2), the kernel core steering by address.
 //!
-//! Stops after N connections in all (default 10, at most 1,000,000) or S seconds (default
+//! Stops after N connections in all (default 10, at most 1,000,000,000) or S seconds (default
 //! 30, at most 600): `tcpsvc: served N connections`. From the host through a forward QEMU
 //! binds to 127.0.0.1 (`hostfwd=tcp:127.0.0.1:PORT-:80`). Exit 0 when N were served, 1
 //! when the time ran out first or there is no network device, 2 for bad arguments. With
@@ -42,7 +42,7 @@ use locks::TtsLock;
 use workloads::tcpsvc::{connections_per_s, result_line, REPLY};
 
 const USAGE: &str = "usage: tcpsvc [--port P] [--count N] [--seconds S] [--backlog B] [--kernel-core C | --polling-core C] [--stacks K] [--addresses shared|own]   \
-     (P 1-65535, default 80; N 1-1000000, default 10; S 1-600, default 30; B 1-64, default 8; C: another core, a kernel core for the NIC; K 1-7 stacks, more than 1 with a kernel core, sharing 10.0.2.15 or with 10.0.2.15, .16, ... of their own)";
+     (P 1-65535, default 80; N 1-1000000000, default 10; S 1-600, default 30; B 1-64, default 8; C: another core, a kernel core for the NIC; K 1-7 stacks, more than 1 with a kernel core, sharing 10.0.2.15 or with 10.0.2.15, .16, ... of their own)";
 
 fn main() -> i32 {
     let mut buf = [0u8; 128];

@@ -2,7 +2,7 @@
 //! Multikernel's §5.4, on a TCP/IP stack of this program's own (smoltcp over the network
 //! device, `libatoll::net`). It takes QEMU's user-network address (10.0.2.15/24, what its
 //! DHCP gives), echoes every datagram to port P (default 7) back to its sender, and stops
-//! after N datagrams (default 10, at most 1,000,000) or S seconds (default 30, at most
+//! after N datagrams (default 10, at most 1,000,000,000) or S seconds (default 30, at most
 //! 600), whichever comes first: `udpecho: echoed N datagrams (B bytes)`. From the host,
 //! through a forward QEMU binds to 127.0.0.1 only (`hostfwd=udp:127.0.0.1:PORT-:7`).
 //! Exit 0 when N were echoed, 1 when the time ran out first or there is no network
@@ -21,7 +21,7 @@ use libatoll::println;
 
 const USAGE: &str =
     "usage: udpecho [--port P] [--count N] [--seconds S] [--kernel-core C | --polling-core C]   \
-     (P 1-65535, default 7; N 1-1000000, default 10; S 1-600, default 30)";
+     (P 1-65535, default 7; N 1-1000000000, default 10; S 1-600, default 30)";
 
 /// Datagrams each socket buffer holds, and their bytes.
 const SLOTS: usize = 16;

@@ -9,7 +9,7 @@
 //! listen at once (a backlog; default 32), a connection silent for 10 s is reset, and a
 //! request head still incomplete 10 s after its first byte gets 408 (slowloris), so idle,
 //! half-sent or trickled requests cannot hold every socket. Stops after N responses (default 100, at most
-//! 1,000,000) or S seconds (default 60, at most 3600), or, with `--idle I`, once I seconds
+//! 1,000,000,000) or S seconds (default 60, at most 3600), or, with `--idle I`, once I seconds
 //! (1 to 600) pass without a response after the first (a load that has ended): `webd: N
 //! responses`. From the host through a forward QEMU binds to 127.0.0.1
 //! (`hostfwd=tcp:127.0.0.1:8080-:80`). Exit 0 when N were sent or the load ended, 1 when
@@ -48,7 +48,7 @@ use workloads::http::{self, Parsed};
 
 const USAGE: &str =
     "usage: webd [--port P] [--count N] [--seconds S] [--idle I] [--backlog B] [--kernel-core C | --polling-core C] [--stacks K] [--apps LIST [--mode random|locality]]   \
-     (P 1-65535, default 80; N 1-1000000, default 100; S 1-3600, default 60; I 1-600 seconds without a response; B 1-64, default 32; K 1-7 front ends, more than 1 with a kernel core; LIST: up to 8 other cores for filesum's application cores)";
+     (P 1-65535, default 80; N 1-1000000000, default 100; S 1-3600, default 60; I 1-600 seconds without a response; B 1-64, default 32; K 1-7 front ends, more than 1 with a kernel core; LIST: up to 8 other cores for filesum's application cores)";
 
 /// Most application cores.
 const APPS_MAX: usize = 8;
