@@ -332,12 +332,31 @@ impl Fuzzer {
         let _ = share_delobj(pcore);
     }
 
-    /// Before the fuzzer ends: halts everything it started, waits a bounded time for it
-    /// all to end, and lets go of the rest; its grown segments get their sizes back, and
-    /// its parkers are woken and joined or let go of.
+    /// Before the fuzzer ends: its grown segments get their sizes back, its parkers are
+    /// woken and joined or let go of; it halts everything it started, waits a bounded time
+    /// for it all to end, and lets go of the rest; then it sends the undo lines refused
+    /// during the run.
     pub fn finish(&mut self) {
         self.restore_sizes();
         self.parkers.finish();
+        for s in &mut self.started {
+            let _ = obj::pcore_halt(ObjRef::new(self.root, s.pcore));
+            s.halted = true;
+        }
+        let start = libatoll::rdtsc();
+        while !self.started.is_empty() && libatoll::rdtsc() - start < DRAIN_CYCLES {
+            self.poll_started();
+            for _ in 0..10_000 {
+                core::hint::spin_loop();
+            }
+            let _ = libatoll::null();
+        }
+        while let Some(s) = self.started.pop() {
+            self.let_go(s);
+        }
+        // Last, once what it started has ended and given back what it held here: at
+        // 64 MiB and 16 cores a `retype` give-back at the end was refused for want of
+        // this core's frames while the fuzzer's programs and contexts still ran.
         if libatoll::pcore_current() as u64 != self.me {
             let _ = libatoll::thread::set_my_affinity(1 << (self.me % 64));
         }
@@ -354,21 +373,6 @@ impl Fuzzer {
                     Err(Error::Busy),
                 );
             }
-        }
-        for s in &mut self.started {
-            let _ = obj::pcore_halt(ObjRef::new(self.root, s.pcore));
-            s.halted = true;
-        }
-        let start = libatoll::rdtsc();
-        while !self.started.is_empty() && libatoll::rdtsc() - start < DRAIN_CYCLES {
-            self.poll_started();
-            for _ in 0..10_000 {
-                core::hint::spin_loop();
-            }
-            let _ = libatoll::null();
-        }
-        while let Some(s) = self.started.pop() {
-            self.let_go(s);
         }
     }
 }
