@@ -184,10 +184,7 @@ pub fn webd_under_wrk(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) ->
     }
     let url = format!("http://{addr}/metis");
     let report = crate::wrk::run(&wrk, &url, WRK_SECONDS, WRK_CONNECTIONS, deadline)?;
-    println!(
-        "    wrk: {} requests, {:.0}/s, p50 {} us, p99 {} us",
-        report.requests, report.per_second, report.p50_us, report.p99_us
-    );
+    println!("    wrk: {report}");
     if report.requests == 0 || report.non_2xx > 0 || report.socket_errors > 0 {
         return Err(format!("wrk against webd: {report:?}"));
     }

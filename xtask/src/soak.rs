@@ -75,15 +75,7 @@ pub fn soak(seconds: Option<&str>) -> Result<ExitCode> {
     });
     let (report, ending) = (report.0?, report.1?.0);
     let serial = qemu::read_log(&log);
-    println!(
-        "soak: wrk {} requests, {:.0}/s, p50 {} us, p99 {} us, {} non-2xx, {} socket errors",
-        report.requests,
-        report.per_second,
-        report.p50_us,
-        report.p99_us,
-        report.non_2xx,
-        report.socket_errors
-    );
+    println!("soak: wrk {report}");
     let verdict = check(&serial, &report, ending.timed_out);
     match verdict {
         Ok(summary) => {

@@ -28,6 +28,22 @@ pub struct Report {
     pub socket_errors: u64,
 }
 
+impl std::fmt::Display for Report {
+    /// `N requests, R/s, p50 X us, p99 Y us, A non-2xx, B socket errors`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} requests, {:.0}/s, p50 {} us, p99 {} us, {} non-2xx, {} socket errors",
+            self.requests,
+            self.per_second,
+            self.p50_us,
+            self.p99_us,
+            self.non_2xx,
+            self.socket_errors
+        )
+    }
+}
+
 /// Runs wrk (one thread, `connections` connections) against `url` for `seconds`, killed if
 /// it outlives `deadline`; its report.
 pub fn run(

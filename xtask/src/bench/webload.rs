@@ -36,15 +36,7 @@ pub fn web_static(
     if report.requests == 0 {
         return Err("wrk made no requests".into());
     }
-    println!(
-        "    wrk: {} requests in {SECONDS} s, {:.0}/s, p50 {} us, p99 {} us, {} non-2xx, {} socket errors",
-        report.requests,
-        report.per_second,
-        report.p50_us,
-        report.p99_us,
-        report.non_2xx,
-        report.socket_errors
-    );
+    println!("    wrk ({SECONDS} s): {report}");
     Ok(lines(&report, who))
 }
 
