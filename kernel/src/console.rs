@@ -139,7 +139,7 @@ fn tlb(args: &str) -> Result<(), String> {
 /// Longest input line, in bytes.
 const LINE_MAX: usize = 256;
 /// How long `run` waits for a program (the programs' own default time limit).
-const RUN_TIMEOUT_US: u64 = 600_000_000;
+const RUN_TIMEOUT_US: u64 = crate::param::DEFAULT_LIMIT_US;
 
 /// Prompts and runs commands forever.
 pub fn run() -> ! {
