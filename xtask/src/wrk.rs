@@ -26,6 +26,8 @@ pub struct Report {
     pub non_2xx: u64,
     /// Connect, read and write errors and timeouts, all together.
     pub socket_errors: u64,
+    /// wrk's line that counts them by kind (`connect 0, read 2, write 0, timeout 1`).
+    pub socket_error_kinds: String,
 }
 
 impl std::fmt::Display for Report {
@@ -96,6 +98,7 @@ pub fn parse(out: &str) -> Result<Report> {
                 r.non_2xx = n.parse().map_err(|_| bad(line))?
             }
             ["Socket", "errors:", ..] => {
+                r.socket_error_kinds = line.trim_start_matches("Socket errors:").trim().to_string();
                 // `Socket errors: connect 0, read 0, write 0, timeout 0`
                 for count in words.iter().skip(3).step_by(2) {
                     let count = count.trim_end_matches(',');
@@ -164,7 +167,8 @@ Transfer/sec:     29.74MB
                 p50_us: 2250,
                 p99_us: 812,
                 non_2xx: 4,
-                socket_errors: 3
+                socket_errors: 3,
+                socket_error_kinds: "connect 0, read 2, write 0, timeout 1".into()
             }
         );
     }
