@@ -29,15 +29,9 @@ const ANSWER_STATUSES: [u16; 8] = [200, 400, 404, 405, 408, 414, 431, 505];
 
 /// The whole hostile run against `addr` (webd's test: `user.webd_survives_hostile_clients`).
 pub fn webd_hostile(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> Result {
+    // A bad count is refused before anything waits for the server.
+    let fuzz = fuzz_count(std::env::var("WEBD_FUZZ").ok().as_deref())?;
     wait_until_served(addr, stop, deadline)?;
-    let fuzz = match std::env::var("WEBD_FUZZ") {
-        Ok(n) => n
-            .parse()
-            .ok()
-            .filter(|n| (1..=1_000_000).contains(n))
-            .ok_or(format!("WEBD_FUZZ={n}: a number of requests from 1 to 1000000"))?,
-        Err(_) => FUZZ_DEFAULT,
-    };
     let trickling = AtomicBool::new(true);
     std::thread::scope(|scope| {
         let slowloris = scope.spawn(|| {
@@ -82,6 +76,19 @@ fn wait_until_served(addr: SocketAddr, stop: &AtomicBool, deadline: Instant) -> 
         std::thread::sleep(Duration::from_millis(100));
     }
     Err("webd never answered".into())
+}
+
+/// The requests to fuzz with: `WEBD_FUZZ`'s value (1 to 1,000,000), or [`FUZZ_DEFAULT`].
+fn fuzz_count(value: Option<&str>) -> Result<u64> {
+    match value {
+        None => Ok(FUZZ_DEFAULT),
+        Some(n) => n
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| (1..=1_000_000).contains(n))
+            .ok_or(format!("WEBD_FUZZ={n}: a number of requests from 1 to 1000000")),
+    }
 }
 
 /// Waits until webd serves `GET /` (`cargo xtask soak`), or `deadline`.
@@ -336,6 +343,15 @@ fn fuzz_request(seed: &mut u64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fuzz_count_is_checked() {
+        assert_eq!(fuzz_count(None).unwrap(), FUZZ_DEFAULT);
+        assert_eq!(fuzz_count(Some("100000")).unwrap(), 100_000);
+        for bad in ["abc", "0", "-5", "1000001", ""] {
+            assert!(fuzz_count(Some(bad)).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn statuses_are_read_in_order() {
